@@ -1,0 +1,178 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// ENIPolicy tells the operator, for the nodes its selector matches, which
+// subnets and security groups new ENIs use, how ENIs are tagged and which
+// are left alone, and the default pool sizes.
+//
+// Precedence, per knob: a value set in the CiliumNode's own spec.ipam wins,
+// then the matching ENIPolicy, then the operator's defaults. When several
+// policies match one node, the one with the lowest spec.priority wins, ties
+// broken by name; the others report a Conflict condition.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:scope=Cluster,shortName=enip
+// +kubebuilder:subresource:status
+// +kubebuilder:printcolumn:name="Accepted",type=string,JSONPath=`.status.conditions[?(@.type=="Accepted")].status`
+// +kubebuilder:printcolumn:name="Nodes",type=integer,JSONPath=`.status.matchedNodes`
+// +kubebuilder:printcolumn:name="Pre-Allocate",type=integer,JSONPath=`.spec.preAllocate`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type ENIPolicy struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   ENIPolicySpec   `json:"spec,omitempty"`
+	Status ENIPolicyStatus `json:"status,omitempty"`
+}
+
+// ENIPolicySpec is what a policy asks for. Every field is optional; an
+// unset field falls through to the operator's default.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.minAllocate) || !has(self.maxAllocate) || self.maxAllocate == 0 || self.minAllocate <= self.maxAllocate",message="minAllocate must not exceed maxAllocate"
+// +kubebuilder:validation:XValidation:rule="!has(self.preAllocate) || !has(self.maxAllocate) || self.maxAllocate == 0 || self.preAllocate <= self.maxAllocate",message="preAllocate must not exceed maxAllocate"
+type ENIPolicySpec struct {
+	// NodeSelector selects the nodes (by their Node labels) this policy
+	// applies to. An empty selector matches every node.
+	// +optional
+	NodeSelector *metav1.LabelSelector `json:"nodeSelector,omitempty"`
+
+	// Priority orders policies that match the same node: the lowest wins,
+	// ties broken by name.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1000
+	// +optional
+	Priority int32 `json:"priority,omitempty"`
+
+	// SubnetIDs are the subnets new ENIs may use. Only subnets in the
+	// node's availability zone are considered; the one with the most free
+	// addresses is chosen.
+	// +kubebuilder:validation:MaxItems=64
+	// +listType=set
+	// +optional
+	SubnetIDs []SubnetID `json:"subnetIDs,omitempty"`
+
+	// SubnetTags selects subnets by tags (all must match) when no listed
+	// subnet ID is usable. When neither yields a subnet, the node's own
+	// subnet is used.
+	// +kubebuilder:validation:MaxProperties=32
+	// +optional
+	SubnetTags map[string]string `json:"subnetTags,omitempty"`
+
+	// SecurityGroupIDs are attached to new ENIs.
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=set
+	// +optional
+	SecurityGroupIDs []SecurityGroupID `json:"securityGroupIDs,omitempty"`
+
+	// SecurityGroupTags select security groups by tags (all must match)
+	// when no IDs are given. When neither is set, new ENIs get the security
+	// groups of the instance's primary ENI.
+	// +kubebuilder:validation:MaxProperties=32
+	// +optional
+	SecurityGroupTags map[string]string `json:"securityGroupTags,omitempty"`
+
+	// PreAllocate is the number of free IPs kept in each node's pool ahead
+	// of its pods.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=4096
+	// +optional
+	PreAllocate *int32 `json:"preAllocate,omitempty"`
+
+	// MinAllocate is the pool size a node gets before anything else,
+	// whatever its pods use.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=4096
+	// +optional
+	MinAllocate *int32 `json:"minAllocate,omitempty"`
+
+	// MaxAllocate caps the pool size of a node; 0 means no cap beyond the
+	// instance's limits.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=65536
+	// +optional
+	MaxAllocate *int32 `json:"maxAllocate,omitempty"`
+
+	// MaxAboveWatermark is how many IPs beyond the pre-allocation an
+	// allocation may take at once, to save later calls.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=4096
+	// +optional
+	MaxAboveWatermark *int32 `json:"maxAboveWatermark,omitempty"`
+
+	// FirstInterfaceIndex is the lowest device index whose ENI may carry
+	// pod IPs. 0 lets pods use the primary ENI; 1 keeps it for the host.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=15
+	// +optional
+	FirstInterfaceIndex *int32 `json:"firstInterfaceIndex,omitempty"`
+
+	// ExcludeInterfaceTags marks ENIs (any tag matching) that the operator
+	// never uses for pod IPs, such as those of another network agent.
+	// +kubebuilder:validation:MaxProperties=32
+	// +optional
+	ExcludeInterfaceTags map[string]string `json:"excludeInterfaceTags,omitempty"`
+
+	// Tags are added to every ENI the operator creates for the matched
+	// nodes, beside enipam's own tags (which they cannot override).
+	// +kubebuilder:validation:MaxProperties=32
+	// +kubebuilder:validation:XValidation:rule="self.all(k, !k.startsWith('enipam.io/') && !k.startsWith('aws:'))",message="tag keys starting with enipam.io/ or aws: are reserved"
+	// +optional
+	Tags map[string]string `json:"tags,omitempty"`
+}
+
+// SubnetID is an EC2 subnet ID such as subnet-0a1b2c3d.
+// +kubebuilder:validation:Pattern=`^subnet-[0-9a-f]{8,17}$`
+type SubnetID string
+
+// SecurityGroupID is an EC2 security group ID such as sg-0a1b2c3d.
+// +kubebuilder:validation:Pattern=`^sg-[0-9a-f]{8,17}$`
+type SecurityGroupID string
+
+// Condition types and reasons an ENIPolicy reports.
+const (
+	// ConditionAccepted is True when the operator uses the policy for the
+	// nodes it matches.
+	ConditionAccepted = "Accepted"
+	// ConditionConflict is True when another policy with a higher
+	// precedence matches some of this policy's nodes.
+	ConditionConflict = "Conflict"
+
+	ReasonValid           = "Valid"
+	ReasonInvalidSelector = "InvalidSelector"
+	ReasonOverlap         = "Overlap"
+	ReasonNoOverlap       = "NoOverlap"
+)
+
+// ENIPolicyStatus is what the operator observed of a policy.
+type ENIPolicyStatus struct {
+	// ObservedGeneration is the generation the status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// MatchedNodes counts the nodes this policy governs (those where it
+	// wins precedence).
+	// +optional
+	MatchedNodes int32 `json:"matchedNodes,omitempty"`
+
+	// Conditions: Accepted, Conflict.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// ENIPolicyList is a list of ENIPolicy.
+//
+// +kubebuilder:object:root=true
+type ENIPolicyList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []ENIPolicy `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&ENIPolicy{}, &ENIPolicyList{})
+}
