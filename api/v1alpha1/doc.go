@@ -7,16 +7,19 @@
 package v1alpha1
 
 import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"sigs.k8s.io/controller-runtime/pkg/scheme"
 )
 
 // GroupVersion is the API group and version of every type in this package.
 var GroupVersion = schema.GroupVersion{Group: "enipam.io", Version: "v1alpha1"}
 
-// SchemeBuilder registers this package's types; AddToScheme adds them to a
-// runtime.Scheme.
-var (
-	SchemeBuilder = &scheme.Builder{GroupVersion: GroupVersion}
-	AddToScheme   = SchemeBuilder.AddToScheme
-)
+// AddToScheme adds this package's types to a runtime.Scheme.
+func AddToScheme(s *runtime.Scheme) error { return addKnownTypes(s) }
+
+func addKnownTypes(s *runtime.Scheme) error {
+	s.AddKnownTypes(GroupVersion, &ENIPolicy{}, &ENIPolicyList{})
+	metav1.AddToGroupVersion(s, GroupVersion)
+	return nil
+}

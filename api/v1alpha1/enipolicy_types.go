@@ -172,7 +172,3 @@ type ENIPolicyList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []ENIPolicy `json:"items"`
 }
-
-func init() {
-	SchemeBuilder.Register(&ENIPolicy{}, &ENIPolicyList{})
-}
