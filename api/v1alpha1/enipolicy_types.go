@@ -109,7 +109,7 @@ type ENIPolicySpec struct {
 	// +optional
 	FirstInterfaceIndex *int32 `json:"firstInterfaceIndex,omitempty"`
 
-	// ExcludeInterfaceTags marks ENIs (any tag matching) that the operator
+	// ExcludeInterfaceTags marks ENIs (those carrying all of these tags) the operator
 	// never uses for pod IPs, such as those of another network agent.
 	// +kubebuilder:validation:MaxProperties=32
 	// +optional
