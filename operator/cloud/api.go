@@ -1,0 +1,49 @@
+package cloud
+
+import (
+	"context"
+	"net/netip"
+)
+
+// API is what the operator needs from EC2. Every method is one logical
+// call (paginated describes count as one), safe for concurrent use, and
+// returns a *Error carrying one of this package's sentinel errors when EC2
+// refused.
+type API interface {
+	// DescribeVPC returns the VPC with its CIDR blocks.
+	DescribeVPC(ctx context.Context, vpcID string) (VPC, error)
+	// ListSubnets returns every subnet of the VPC.
+	ListSubnets(ctx context.Context, vpcID string) ([]Subnet, error)
+	// ListSecurityGroups returns every security group of the VPC.
+	ListSecurityGroups(ctx context.Context, vpcID string) ([]SecurityGroup, error)
+	// ListInstances returns the pending and running instances of the VPC.
+	ListInstances(ctx context.Context, vpcID string) ([]Instance, error)
+	// ListENIs returns every ENI of the VPC.
+	ListENIs(ctx context.Context, vpcID string) ([]ENI, error)
+	// GetInstance returns one instance and the ENIs attached to it. It
+	// returns ErrNotFound when EC2 does not know the instance.
+	GetInstance(ctx context.Context, instanceID string) (Instance, []ENI, error)
+	// InstanceTypes returns the limits of the named types; unknown names
+	// are left out of the result.
+	InstanceTypes(ctx context.Context, names []string) ([]InstanceType, error)
+
+	// CreateENI creates an ENI (status available, not attached).
+	CreateENI(ctx context.Context, req CreateENIRequest) (ENI, error)
+	// AttachENI attaches an ENI at deviceIndex and returns the attachment
+	// ID; the attachment completes asynchronously.
+	AttachENI(ctx context.Context, eniID, instanceID string, deviceIndex int) (string, error)
+	// SetDeleteOnTermination makes EC2 delete the ENI with its instance.
+	SetDeleteOnTermination(ctx context.Context, eniID, attachmentID string) error
+	// DeleteENI deletes an unattached ENI; it returns ErrNotFound if the
+	// ENI is already gone.
+	DeleteENI(ctx context.Context, eniID string) error
+	// AssignIPs assigns count new secondary addresses to the ENI and
+	// returns them.
+	AssignIPs(ctx context.Context, eniID string, count int) ([]netip.Addr, error)
+	// AssignPrefixes delegates count new /28 prefixes to the ENI and
+	// returns them.
+	AssignPrefixes(ctx context.Context, eniID string, count int) ([]netip.Prefix, error)
+	// UnassignIPs removes secondary addresses from the ENI. Addresses the
+	// ENI no longer holds are not an error: the call is idempotent.
+	UnassignIPs(ctx context.Context, eniID string, ips []netip.Addr) error
+}

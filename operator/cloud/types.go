@@ -1,0 +1,173 @@
+// Package cloud is the operator's port to the cloud: the domain types of
+// EC2's networking (instances, ENIs, subnets, security groups, instance
+// types), the API the operator needs from it, and the typed errors that API
+// returns. Only the adapter (package ec2) sees SDK types; the scheduler and
+// the node agent may import this package.
+package cloud
+
+import (
+	"net/netip"
+	"slices"
+)
+
+// InstanceType holds the networking limits of one EC2 instance type, for
+// network card 0.
+type InstanceType struct {
+	Name string
+	// MaxENIs is the number of ENIs the instance may have, the primary
+	// included.
+	MaxENIs int
+	// IPv4PerENI is the number of private IPv4 addresses one ENI may hold,
+	// its primary address included; a /28 prefix takes one of these slots.
+	IPv4PerENI int
+	// IPv6PerENI is the number of IPv6 addresses one ENI may hold.
+	IPv6PerENI int
+	// Hypervisor is "nitro" or "xen"; prefix delegation needs nitro.
+	Hypervisor string
+}
+
+// Instance is an EC2 instance as the operator needs it.
+type Instance struct {
+	ID        string
+	Type      string
+	AZ        string
+	VPCID     string
+	SubnetID  string
+	PrivateIP netip.Addr
+	// State is EC2's instance state name: pending, running, stopping,
+	// stopped, shutting-down, terminated.
+	State string
+	Tags  map[string]string
+}
+
+// Live reports whether the instance can carry pods (pending or running).
+func (i *Instance) Live() bool { return i.State == "pending" || i.State == "running" }
+
+// ENI statuses as EC2 reports them.
+const (
+	ENIAvailable = "available"
+	ENIInUse     = "in-use"
+	ENIAttaching = "attaching"
+	ENIDetaching = "detaching"
+)
+
+// ENI is an elastic network interface.
+type ENI struct {
+	ID          string
+	MAC         string
+	Description string
+	SubnetID    string
+	VPCID       string
+	AZ          string
+	// Status is available, attaching, in-use or detaching.
+	Status string
+	// InstanceID, DeviceIndex and AttachmentID describe the attachment;
+	// InstanceID is empty when the ENI is not attached.
+	InstanceID          string
+	DeviceIndex         int
+	AttachmentID        string
+	DeleteOnTermination bool
+	// PrimaryIP is the ENI's own address; it never carries pods.
+	PrimaryIP netip.Addr
+	// IPs are the secondary private IPv4 addresses.
+	IPs []netip.Addr
+	// Prefixes are delegated IPv4 prefixes (/28).
+	Prefixes       []netip.Prefix
+	SecurityGroups []string
+	Tags           map[string]string
+	// RequesterManaged ENIs belong to an AWS service; never touch them.
+	RequesterManaged bool
+}
+
+// Slots is how many of the ENI's IPv4 slots are taken: the primary
+// address, each secondary address and each prefix.
+func (e *ENI) Slots() int { return 1 + len(e.IPs) + len(e.Prefixes) }
+
+// HasIP reports whether ip is one of the ENI's secondary addresses or lies
+// in one of its prefixes.
+func (e *ENI) HasIP(ip netip.Addr) bool {
+	if slices.Contains(e.IPs, ip) {
+		return true
+	}
+	for _, p := range e.Prefixes {
+		if p.Contains(ip) {
+			return true
+		}
+	}
+	return false
+}
+
+// Clone returns a deep copy.
+func (e ENI) Clone() ENI {
+	e.IPs = slices.Clone(e.IPs)
+	e.Prefixes = slices.Clone(e.Prefixes)
+	e.SecurityGroups = slices.Clone(e.SecurityGroups)
+	e.Tags = cloneTags(e.Tags)
+	return e
+}
+
+// Subnet is a VPC subnet.
+type Subnet struct {
+	ID    string
+	VPCID string
+	AZ    string
+	CIDR  netip.Prefix
+	// Available is EC2's availableIpAddressCount.
+	Available int
+	Tags      map[string]string
+}
+
+// SecurityGroup is a VPC security group.
+type SecurityGroup struct {
+	ID    string
+	Name  string
+	VPCID string
+	Tags  map[string]string
+}
+
+// VPC is a virtual private cloud with its IPv4 CIDR blocks, primary first.
+type VPC struct {
+	ID    string
+	CIDRs []netip.Prefix
+}
+
+// CreateENIRequest asks for a new ENI carrying its pod addresses.
+type CreateENIRequest struct {
+	SubnetID       string
+	SecurityGroups []string
+	Description    string
+	Tags           map[string]string
+	// SecondaryIPs or Prefixes (not both) are assigned at creation, so a
+	// new ENI costs no extra Assign call.
+	SecondaryIPs int
+	Prefixes     int
+	// ClientToken makes the call idempotent: a retry with the same token
+	// returns the ENI the first attempt created.
+	ClientToken string
+}
+
+// MatchTags reports whether tags holds every key of want with its value;
+// an empty want matches nothing (a filter that selects nothing by accident
+// would select everything).
+func MatchTags(tags, want map[string]string) bool {
+	if len(want) == 0 {
+		return false
+	}
+	for k, v := range want {
+		if got, ok := tags[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
+}
+
+func cloneTags(t map[string]string) map[string]string {
+	if t == nil {
+		return nil
+	}
+	out := make(map[string]string, len(t))
+	for k, v := range t {
+		out[k] = v
+	}
+	return out
+}

@@ -1,0 +1,287 @@
+package pool
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/enipam/enipam/operator/cloud"
+)
+
+// IPsPerPrefix is the number of addresses in a delegated /28.
+const IPsPerPrefix = 16
+
+// Reasons a plan cannot cover a node's need. The controller turns them into
+// events and the node's operator-status.
+var (
+	// ErrAtCapacity: every ENI slot is taken and every usable ENI is full.
+	ErrAtCapacity = errors.New("instance at capacity")
+	// ErrSubnetExhausted: the subnets a new ENI may use have no room.
+	ErrSubnetExhausted = errors.New("subnets exhausted")
+	// ErrNoSecurityGroup: security group tags are configured but match none.
+	ErrNoSecurityGroup = errors.New("no security group matches")
+)
+
+// Config is the resolved policy of one node, as planning needs it.
+type Config struct {
+	Knobs
+	// FirstInterfaceIndex is the lowest device index whose ENI carries pod
+	// IPs.
+	FirstInterfaceIndex int
+	// ExcludeTags exclude ENIs carrying all of them.
+	ExcludeTags       map[string]string
+	SubnetIDs         []string
+	SubnetTags        map[string]string
+	SecurityGroupIDs  []string
+	SecurityGroupTags map[string]string
+	// PrefixDelegation asks for /28 prefixes instead of single addresses
+	// (nitro instances only).
+	PrefixDelegation bool
+}
+
+// Node is a snapshot of one node: its instance, the ENIs attached to it,
+// the VPC's subnets and security groups, and its pool.
+type Node struct {
+	Instance cloud.Instance
+	Type     cloud.InstanceType
+	// ENIs are attached to the instance.
+	ENIs []cloud.ENI
+	// Orphans are unattached ENIs created for this instance earlier (an
+	// attach that never happened); adopting one saves a Create.
+	Orphans        []cloud.ENI
+	Subnets        []cloud.Subnet
+	SecurityGroups []cloud.SecurityGroup
+	// Available counts the pool IPs the agent may hand out; Used the IPs
+	// it handed out.
+	Available, Used int
+}
+
+// Assign adds addresses (or prefixes) to an attached ENI.
+type Assign struct {
+	ENIID    string
+	IPs      int
+	Prefixes int
+}
+
+// Create makes a new ENI carrying its addresses and attaches it.
+type Create struct {
+	SubnetID       string
+	SecurityGroups []string
+	DeviceIndex    int
+	IPs            int
+	Prefixes       int
+}
+
+// Adopt attaches an orphan ENI created earlier for this instance.
+type Adopt struct {
+	ENIID       string
+	DeviceIndex int
+}
+
+// Plan is what to ask the cloud for to cover a node's need.
+type Plan struct {
+	// Needed is what the pool lacks; ToAllocate what the plan aims for.
+	Needed, ToAllocate int
+	Assign             []Assign
+	Adopt              *Adopt
+	Create             *Create
+	// Blocked says why the plan covers less than Needed (wrapping one of
+	// the Err* reasons), nil otherwise.
+	Blocked error
+}
+
+// Empty reports whether the plan asks the cloud for nothing.
+func (p *Plan) Empty() bool { return len(p.Assign) == 0 && p.Adopt == nil && p.Create == nil }
+
+// Usable reports whether eni may carry pod IPs under cfg: not the
+// property of an AWS service, at or above the first interface index, not
+// excluded by tags.
+func Usable(eni *cloud.ENI, cfg *Config) bool {
+	if eni.RequesterManaged || eni.DeviceIndex < cfg.FirstInterfaceIndex {
+		return false
+	}
+	return !cloud.MatchTags(eni.Tags, cfg.ExcludeTags)
+}
+
+// Compute plans the allocation for one node: fill the usable ENIs with
+// room (lowest device index first), then adopt an orphan or create one
+// new ENI for what is still needed. The MaxAboveWatermark extra is taken
+// where there is room but never causes a new ENI on its own.
+func Compute(n *Node, cfg *Config) Plan {
+	p := Plan{Needed: Needed(n.Available, n.Used, cfg.Knobs)}
+	if p.Needed == 0 {
+		return p
+	}
+	p.ToAllocate = ToAllocate(n.Available, p.Needed, cfg.Knobs)
+	prefixes := cfg.PrefixDelegation && n.Type.Hypervisor == "nitro"
+	subnetFree := make(map[string]int, len(n.Subnets))
+	for _, s := range n.Subnets {
+		subnetFree[s.ID] = s.Available
+	}
+
+	remaining := p.ToAllocate
+	enis := slices.Clone(n.ENIs)
+	slices.SortFunc(enis, func(a, b cloud.ENI) int { return cmp.Compare(a.DeviceIndex, b.DeviceIndex) })
+	for i := range enis {
+		eni := &enis[i]
+		if remaining <= 0 {
+			break
+		}
+		if !Usable(eni, cfg) {
+			continue
+		}
+		room := n.Type.IPv4PerENI - eni.Slots()
+		if a, ok := fill(eni.ID, room, remaining, subnetFree[eni.SubnetID], prefixes); ok {
+			p.Assign = append(p.Assign, a)
+			got := a.IPs + a.Prefixes*IPsPerPrefix
+			remaining -= got
+			subnetFree[eni.SubnetID] -= a.IPs + a.Prefixes*IPsPerPrefix
+		}
+	}
+	covered := p.ToAllocate - remaining
+	if covered >= p.Needed {
+		return p
+	}
+
+	index, ok := freeDeviceIndex(n, cfg)
+	if !ok {
+		p.Blocked = fmt.Errorf("%w: %d/%d ENIs attached, usable ENIs full (%d addresses each)",
+			ErrAtCapacity, len(n.ENIs), n.Type.MaxENIs, n.Type.IPv4PerENI)
+		return p
+	}
+	if orphan := adoptable(n); orphan != nil {
+		p.Adopt = &Adopt{ENIID: orphan.ID, DeviceIndex: index}
+		return p
+	}
+	subnet, err := chooseSubnet(n, cfg, prefixes)
+	if err != nil {
+		p.Blocked = err
+		return p
+	}
+	groups, err := chooseSecurityGroups(n, cfg)
+	if err != nil {
+		p.Blocked = err
+		return p
+	}
+	c := &Create{SubnetID: subnet.ID, SecurityGroups: groups, DeviceIndex: index}
+	// The new ENI's own primary address takes one slot and one subnet
+	// address.
+	if a, ok := fill("", n.Type.IPv4PerENI-1, remaining, subnet.Available-1, prefixes); ok {
+		c.IPs, c.Prefixes = a.IPs, a.Prefixes
+	}
+	p.Create = c
+	return p
+}
+
+// fill sizes one allocation on an ENI with room slots, in a subnet with
+// free addresses, for want IPs.
+func fill(eniID string, room, want, free int, prefixes bool) (Assign, bool) {
+	if room <= 0 || want <= 0 || free <= 0 {
+		return Assign{}, false
+	}
+	if prefixes {
+		n := min(room, (want+IPsPerPrefix-1)/IPsPerPrefix, free/IPsPerPrefix)
+		return Assign{ENIID: eniID, Prefixes: n}, n > 0
+	}
+	n := min(room, want, free)
+	return Assign{ENIID: eniID, IPs: n}, true
+}
+
+// freeDeviceIndex returns the lowest device index a new ENI can take.
+func freeDeviceIndex(n *Node, cfg *Config) (int, bool) {
+	if len(n.ENIs) >= n.Type.MaxENIs {
+		return 0, false
+	}
+	taken := make(map[int]bool, len(n.ENIs))
+	for _, e := range n.ENIs {
+		taken[e.DeviceIndex] = true
+	}
+	for i := max(1, cfg.FirstInterfaceIndex); i < n.Type.MaxENIs; i++ {
+		if !taken[i] {
+			return i, true
+		}
+	}
+	return 0, false
+}
+
+// adoptable returns an orphan in the instance's availability zone.
+func adoptable(n *Node) *cloud.ENI {
+	for i := range n.Orphans {
+		if o := &n.Orphans[i]; o.Status == cloud.ENIAvailable && o.AZ == n.Instance.AZ {
+			return o
+		}
+	}
+	return nil
+}
+
+// chooseSubnet picks the subnet for a new ENI: among the listed subnet IDs
+// in the node's zone, else among those matching the subnet tags, else the
+// node's own subnet — the one with the most free addresses. A tier that
+// names subnets in the zone decides, even if they are all full.
+func chooseSubnet(n *Node, cfg *Config, prefixes bool) (cloud.Subnet, error) {
+	inZone := func(s *cloud.Subnet) bool {
+		return s.AZ == n.Instance.AZ && s.VPCID == n.Instance.VPCID
+	}
+	tiers := []struct {
+		name  string
+		match func(*cloud.Subnet) bool
+	}{
+		{"subnet IDs " + strings.Join(cfg.SubnetIDs, ","), func(s *cloud.Subnet) bool { return slices.Contains(cfg.SubnetIDs, s.ID) }},
+		{fmt.Sprintf("subnet tags %v", cfg.SubnetTags), func(s *cloud.Subnet) bool { return cloud.MatchTags(s.Tags, cfg.SubnetTags) }},
+		{"the node's subnet " + n.Instance.SubnetID, func(s *cloud.Subnet) bool { return s.ID == n.Instance.SubnetID }},
+	}
+	need := 2 // the ENI's primary address and one pod address
+	if prefixes {
+		need = 1 + IPsPerPrefix
+	}
+	for _, tier := range tiers {
+		var candidates []cloud.Subnet
+		for i := range n.Subnets {
+			if s := &n.Subnets[i]; inZone(s) && tier.match(s) {
+				candidates = append(candidates, *s)
+			}
+		}
+		if len(candidates) == 0 {
+			continue
+		}
+		best := slices.MaxFunc(candidates, func(a, b cloud.Subnet) int {
+			return cmp.Or(cmp.Compare(a.Available, b.Available), strings.Compare(b.ID, a.ID))
+		})
+		if best.Available < need {
+			return cloud.Subnet{}, fmt.Errorf("%w: %s in %s: most free is %s with %d addresses",
+				ErrSubnetExhausted, tier.name, n.Instance.AZ, best.ID, best.Available)
+		}
+		return best, nil
+	}
+	return cloud.Subnet{}, fmt.Errorf("%w: no subnet in %s (node subnet %s unknown)",
+		ErrSubnetExhausted, n.Instance.AZ, n.Instance.SubnetID)
+}
+
+// chooseSecurityGroups picks the groups of a new ENI: the listed IDs, else
+// those matching the tags, else the primary ENI's.
+func chooseSecurityGroups(n *Node, cfg *Config) ([]string, error) {
+	if len(cfg.SecurityGroupIDs) > 0 {
+		return slices.Clone(cfg.SecurityGroupIDs), nil
+	}
+	if len(cfg.SecurityGroupTags) > 0 {
+		var ids []string
+		for _, g := range n.SecurityGroups {
+			if g.VPCID == n.Instance.VPCID && cloud.MatchTags(g.Tags, cfg.SecurityGroupTags) {
+				ids = append(ids, g.ID)
+			}
+		}
+		if len(ids) == 0 {
+			return nil, fmt.Errorf("%w tags %v in %s", ErrNoSecurityGroup, cfg.SecurityGroupTags, n.Instance.VPCID)
+		}
+		slices.Sort(ids)
+		return ids, nil
+	}
+	for _, e := range n.ENIs {
+		if e.DeviceIndex == 0 {
+			return slices.Clone(e.SecurityGroups), nil
+		}
+	}
+	return nil, nil
+}
