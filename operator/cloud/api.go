@@ -20,9 +20,9 @@ type API interface {
 	ListInstances(ctx context.Context, vpcID string) ([]Instance, error)
 	// ListENIs returns every ENI of the VPC.
 	ListENIs(ctx context.Context, vpcID string) ([]ENI, error)
-	// GetInstance returns one instance and the ENIs attached to it. It
-	// returns ErrNotFound when EC2 does not know the instance.
-	GetInstance(ctx context.Context, instanceID string) (Instance, []ENI, error)
+	// GetInstances returns the named instances that exist (unknown IDs are
+	// left out, not an error) and every ENI attached to them.
+	GetInstances(ctx context.Context, instanceIDs []string) ([]Instance, []ENI, error)
 	// InstanceTypes returns the limits of the named types; unknown names
 	// are left out of the result.
 	InstanceTypes(ctx context.Context, names []string) ([]InstanceType, error)

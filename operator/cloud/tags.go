@@ -1,0 +1,15 @@
+package cloud
+
+// Tags enipam puts on every ENI it creates. An ENI with TagCluster set to
+// the operator's cluster name is the operator's to attach, repair and,
+// once unattached, collect.
+const (
+	// TagCluster holds the cluster name.
+	TagCluster = "enipam.io/cluster"
+	// TagInstance holds the instance the ENI was created for.
+	TagInstance = "enipam.io/instance"
+	// TagManagedBy holds ManagedBy.
+	TagManagedBy = "enipam.io/managed-by"
+	// ManagedBy is the value of TagManagedBy.
+	ManagedBy = "enipam"
+)

@@ -1,0 +1,193 @@
+package ec2
+
+import (
+	"context"
+	"net/netip"
+	"slices"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
+
+	"github.com/enipam/enipam/operator/cloud"
+)
+
+// pageSize is the MaxResults of paginated describes.
+const pageSize = 1000
+
+func filter(name string, values ...string) types.Filter {
+	return types.Filter{Name: aws.String(name), Values: values}
+}
+
+// DescribeVPC implements cloud.API.
+func (c *Client) DescribeVPC(ctx context.Context, vpcID string) (cloud.VPC, error) {
+	var out *ec2.DescribeVpcsOutput
+	err := c.call(ctx, "DescribeVpcs", func(ctx context.Context) (err error) {
+		out, err = c.sdk.DescribeVpcs(ctx, &ec2.DescribeVpcsInput{Filters: []types.Filter{filter("vpc-id", vpcID)}})
+		return err
+	})
+	if err != nil {
+		return cloud.VPC{}, err
+	}
+	if len(out.Vpcs) == 0 {
+		return cloud.VPC{}, &cloud.Error{Action: "DescribeVpcs", Message: "VPC " + vpcID + " not found", Kind: cloud.ErrNotFound}
+	}
+	v := out.Vpcs[0]
+	vpc := cloud.VPC{ID: aws.ToString(v.VpcId)}
+	if p, err := netip.ParsePrefix(aws.ToString(v.CidrBlock)); err == nil {
+		vpc.CIDRs = append(vpc.CIDRs, p)
+	}
+	for _, a := range v.CidrBlockAssociationSet {
+		if p, err := netip.ParsePrefix(aws.ToString(a.CidrBlock)); err == nil && !slices.Contains(vpc.CIDRs, p) {
+			vpc.CIDRs = append(vpc.CIDRs, p)
+		}
+	}
+	return vpc, nil
+}
+
+// ListSubnets implements cloud.API.
+func (c *Client) ListSubnets(ctx context.Context, vpcID string) ([]cloud.Subnet, error) {
+	var subnets []cloud.Subnet
+	p := ec2.NewDescribeSubnetsPaginator(c.sdk, &ec2.DescribeSubnetsInput{
+		Filters: []types.Filter{filter("vpc-id", vpcID)}, MaxResults: aws.Int32(pageSize),
+	})
+	for p.HasMorePages() {
+		var page *ec2.DescribeSubnetsOutput
+		if err := c.call(ctx, "DescribeSubnets", func(ctx context.Context) (err error) {
+			page, err = p.NextPage(ctx)
+			return err
+		}); err != nil {
+			return nil, err
+		}
+		for _, s := range page.Subnets {
+			subnets = append(subnets, subnetFrom(s))
+		}
+	}
+	return subnets, nil
+}
+
+// ListSecurityGroups implements cloud.API.
+func (c *Client) ListSecurityGroups(ctx context.Context, vpcID string) ([]cloud.SecurityGroup, error) {
+	var groups []cloud.SecurityGroup
+	p := ec2.NewDescribeSecurityGroupsPaginator(c.sdk, &ec2.DescribeSecurityGroupsInput{
+		Filters: []types.Filter{filter("vpc-id", vpcID)}, MaxResults: aws.Int32(pageSize),
+	})
+	for p.HasMorePages() {
+		var page *ec2.DescribeSecurityGroupsOutput
+		if err := c.call(ctx, "DescribeSecurityGroups", func(ctx context.Context) (err error) {
+			page, err = p.NextPage(ctx)
+			return err
+		}); err != nil {
+			return nil, err
+		}
+		for _, g := range page.SecurityGroups {
+			groups = append(groups, cloud.SecurityGroup{
+				ID: aws.ToString(g.GroupId), Name: aws.ToString(g.GroupName), VPCID: aws.ToString(g.VpcId), Tags: tagsFrom(g.Tags),
+			})
+		}
+	}
+	return groups, nil
+}
+
+// ListInstances implements cloud.API.
+func (c *Client) ListInstances(ctx context.Context, vpcID string) ([]cloud.Instance, error) {
+	instances, _, err := c.describeInstances(ctx, filter("vpc-id", vpcID))
+	return instances, err
+}
+
+// GetInstances implements cloud.API: one filtered DescribeInstances and
+// one filtered DescribeNetworkInterfaces for the whole batch.
+func (c *Client) GetInstances(ctx context.Context, ids []string) ([]cloud.Instance, []cloud.ENI, error) {
+	instances, _, err := c.describeInstances(ctx, filter("instance-id", ids...))
+	if err != nil || len(instances) == 0 {
+		return instances, nil, err
+	}
+	live := make([]string, 0, len(instances))
+	for _, in := range instances {
+		live = append(live, in.ID)
+	}
+	enis, err := c.describeENIs(ctx, filter("attachment.instance-id", live...))
+	return instances, enis, err
+}
+
+func (c *Client) describeInstances(ctx context.Context, f types.Filter) ([]cloud.Instance, int, error) {
+	var instances []cloud.Instance
+	pages := 0
+	p := ec2.NewDescribeInstancesPaginator(c.sdk, &ec2.DescribeInstancesInput{
+		Filters:    []types.Filter{f, filter("instance-state-name", "pending", "running")},
+		MaxResults: aws.Int32(pageSize),
+	})
+	for p.HasMorePages() {
+		var page *ec2.DescribeInstancesOutput
+		if err := c.call(ctx, "DescribeInstances", func(ctx context.Context) (err error) {
+			page, err = p.NextPage(ctx)
+			return err
+		}); err != nil {
+			return nil, pages, err
+		}
+		pages++
+		for _, r := range page.Reservations {
+			for _, in := range r.Instances {
+				instances = append(instances, instanceFrom(in))
+			}
+		}
+	}
+	return instances, pages, nil
+}
+
+// ListENIs implements cloud.API.
+func (c *Client) ListENIs(ctx context.Context, vpcID string) ([]cloud.ENI, error) {
+	return c.describeENIs(ctx, filter("vpc-id", vpcID))
+}
+
+func (c *Client) describeENIs(ctx context.Context, filters ...types.Filter) ([]cloud.ENI, error) {
+	var enis []cloud.ENI
+	p := ec2.NewDescribeNetworkInterfacesPaginator(c.sdk, &ec2.DescribeNetworkInterfacesInput{
+		Filters: filters, MaxResults: aws.Int32(pageSize),
+	})
+	for p.HasMorePages() {
+		var page *ec2.DescribeNetworkInterfacesOutput
+		if err := c.call(ctx, "DescribeNetworkInterfaces", func(ctx context.Context) (err error) {
+			page, err = p.NextPage(ctx)
+			return err
+		}); err != nil {
+			return nil, err
+		}
+		for _, e := range page.NetworkInterfaces {
+			enis = append(enis, eniFrom(e))
+		}
+	}
+	return enis, nil
+}
+
+// InstanceTypes implements cloud.API.
+func (c *Client) InstanceTypes(ctx context.Context, names []string) ([]cloud.InstanceType, error) {
+	var out []cloud.InstanceType
+	in := &ec2.DescribeInstanceTypesInput{Filters: []types.Filter{filter("instance-type", names...)}, MaxResults: aws.Int32(100)}
+	p := ec2.NewDescribeInstanceTypesPaginator(c.sdk, in)
+	for p.HasMorePages() {
+		var page *ec2.DescribeInstanceTypesOutput
+		if err := c.call(ctx, "DescribeInstanceTypes", func(ctx context.Context) (err error) {
+			page, err = p.NextPage(ctx)
+			return err
+		}); err != nil {
+			return nil, err
+		}
+		for _, t := range page.InstanceTypes {
+			it := cloud.InstanceType{Name: string(t.InstanceType), Hypervisor: string(t.Hypervisor)}
+			if n := t.NetworkInfo; n != nil {
+				it.MaxENIs = int(aws.ToInt32(n.MaximumNetworkInterfaces))
+				it.IPv4PerENI = int(aws.ToInt32(n.Ipv4AddressesPerInterface))
+				it.IPv6PerENI = int(aws.ToInt32(n.Ipv6AddressesPerInterface))
+				// Only network card 0 carries the ENIs enipam manages.
+				for _, card := range n.NetworkCards {
+					if aws.ToInt32(card.NetworkCardIndex) == 0 && card.MaximumNetworkInterfaces != nil {
+						it.MaxENIs = int(aws.ToInt32(card.MaximumNetworkInterfaces))
+					}
+				}
+			}
+			out = append(out, it)
+		}
+	}
+	return out, nil
+}

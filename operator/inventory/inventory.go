@@ -1,0 +1,389 @@
+// Package inventory is the operator's VPC-wide cache of EC2: instances,
+// ENIs, subnets, security groups and instance types. It is filled by
+// filtered, paginated describes of whole VPCs at start and on a slow
+// interval — never a describe per node per pass — plus batched lookups of
+// instances it has not seen yet, and it is updated locally after each of
+// the operator's own changes so planning never waits for a resync.
+//
+// Every method is safe for concurrent use; no lock is held across a call
+// to the cloud.
+package inventory
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/enipam/enipam/operator/cloud"
+	"github.com/enipam/enipam/operator/pool"
+)
+
+// Options tune the inventory.
+type Options struct {
+	// VPCIDs are synced from the start; VPCs of instances met later are
+	// added as they appear.
+	VPCIDs []string
+	// ResyncInterval is how often every known VPC is described again.
+	ResyncInterval time.Duration
+	// ConsistencyGrace is how long a local change outweighs what a
+	// describe says, covering EC2's eventual consistency and describes
+	// that started before the change.
+	ConsistencyGrace time.Duration
+	// NotFoundRetry is how long an instance EC2 did not know is answered
+	// from memory before it is looked up again.
+	NotFoundRetry time.Duration
+}
+
+// Inventory is the cache. Create it with New and run Start.
+type Inventory struct {
+	api  cloud.API
+	opts Options
+	log  *slog.Logger
+	now  func() time.Time
+
+	mu         sync.RWMutex
+	vpcs       map[string]*vpcData
+	instances  map[string]*cloud.Instance
+	enis       map[string]*cloud.ENI
+	byInstance map[string]map[string]struct{} // instance ID → attached ENI IDs
+	unattached map[string]struct{}            // IDs of ENIs with status available
+	touched    map[string]time.Time           // instance or ENI ID → last local change
+	deleted    map[string]time.Time           // ENI ID → deleted locally
+	notFound   map[string]time.Time           // instance ID → EC2 did not know it
+	types      map[string]cloud.InstanceType
+	synced     chan struct{}
+	syncedOnce sync.Once
+
+	lookups *lookups
+	vpcSync sync.Map // vpc ID → *flight
+	typeGet sync.Map // type name → *flight
+}
+
+type vpcData struct {
+	vpc            cloud.VPC
+	subnets        map[string]*cloud.Subnet
+	securityGroups map[string]*cloud.SecurityGroup
+	syncedAt       time.Time
+}
+
+// New returns an inventory that reads from api; it does nothing until
+// Start.
+func New(api cloud.API, opts Options, log *slog.Logger) *Inventory {
+	inv := &Inventory{
+		api:        api,
+		opts:       opts,
+		log:        log,
+		now:        time.Now,
+		vpcs:       map[string]*vpcData{},
+		instances:  map[string]*cloud.Instance{},
+		enis:       map[string]*cloud.ENI{},
+		byInstance: map[string]map[string]struct{}{},
+		unattached: map[string]struct{}{},
+		touched:    map[string]time.Time{},
+		deleted:    map[string]time.Time{},
+		notFound:   map[string]time.Time{},
+		types:      map[string]cloud.InstanceType{},
+		synced:     make(chan struct{}),
+	}
+	inv.lookups = newLookups(inv)
+	return inv
+}
+
+// Start syncs the configured VPCs (retrying until it succeeds), marks the
+// inventory synced, then resyncs every known VPC on the interval until ctx
+// ends.
+func (inv *Inventory) Start(ctx context.Context) error {
+	go inv.lookups.run(ctx)
+	backoff := time.Second
+	for {
+		err := inv.resyncAll(ctx, inv.opts.VPCIDs)
+		if err == nil {
+			break
+		}
+		inv.log.Error("initial EC2 sync failed; no allocation until it succeeds", "error", err, "retryIn", backoff)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, time.Minute)
+	}
+	inv.syncedOnce.Do(func() { close(inv.synced) })
+	ticker := time.NewTicker(inv.opts.ResyncInterval)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-ticker.C:
+			if err := inv.resyncAll(ctx, inv.knownVPCs()); err != nil {
+				inv.log.Error("EC2 resync failed; keeping the previous view", "error", err)
+			}
+		}
+	}
+}
+
+// Synced is closed once the first sync succeeded.
+func (inv *Inventory) Synced() <-chan struct{} { return inv.synced }
+
+func (inv *Inventory) knownVPCs() []string {
+	inv.mu.RLock()
+	defer inv.mu.RUnlock()
+	return slices.Sorted(maps.Keys(inv.vpcs))
+}
+
+func (inv *Inventory) resyncAll(ctx context.Context, vpcIDs []string) error {
+	for _, id := range vpcIDs {
+		if err := inv.syncVPC(ctx, id); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ensureVPC syncs a VPC met for the first time; concurrent callers share
+// one sync.
+func (inv *Inventory) ensureVPC(ctx context.Context, vpcID string) error {
+	inv.mu.RLock()
+	_, ok := inv.vpcs[vpcID]
+	inv.mu.RUnlock()
+	if ok {
+		return nil
+	}
+	return shared(&inv.vpcSync, vpcID, ctx, func(ctx context.Context) error { return inv.syncVPC(ctx, vpcID) })
+}
+
+// syncVPC describes a whole VPC and installs the result.
+func (inv *Inventory) syncVPC(ctx context.Context, vpcID string) error {
+	start := inv.now()
+	vpc, err := inv.api.DescribeVPC(ctx, vpcID)
+	if err != nil {
+		return fmt.Errorf("describing VPC %s, %w", vpcID, err)
+	}
+	subnets, err := inv.api.ListSubnets(ctx, vpcID)
+	if err != nil {
+		return fmt.Errorf("listing subnets of %s, %w", vpcID, err)
+	}
+	groups, err := inv.api.ListSecurityGroups(ctx, vpcID)
+	if err != nil {
+		return fmt.Errorf("listing security groups of %s, %w", vpcID, err)
+	}
+	instances, err := inv.api.ListInstances(ctx, vpcID)
+	if err != nil {
+		return fmt.Errorf("listing instances of %s, %w", vpcID, err)
+	}
+	enis, err := inv.api.ListENIs(ctx, vpcID)
+	if err != nil {
+		return fmt.Errorf("listing ENIs of %s, %w", vpcID, err)
+	}
+	inv.install(start, vpc, subnets, groups, instances, enis)
+	inv.log.Debug("synced VPC", "vpc", vpcID, "instances", len(instances), "enis", len(enis), "subnets", len(subnets))
+	return nil
+}
+
+// install replaces what the inventory knows of a VPC with a describe
+// that started at start, keeping local changes younger than the grace.
+func (inv *Inventory) install(start time.Time, vpc cloud.VPC, subnets []cloud.Subnet, groups []cloud.SecurityGroup, instances []cloud.Instance, enis []cloud.ENI) {
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	fresh := func(id string) bool {
+		t, ok := inv.touched[id]
+		return ok && t.After(start.Add(-inv.opts.ConsistencyGrace))
+	}
+
+	d := &vpcData{vpc: vpc, subnets: map[string]*cloud.Subnet{}, securityGroups: map[string]*cloud.SecurityGroup{}, syncedAt: start}
+	for i := range subnets {
+		d.subnets[subnets[i].ID] = &subnets[i]
+	}
+	for i := range groups {
+		d.securityGroups[groups[i].ID] = &groups[i]
+	}
+	inv.vpcs[vpc.ID] = d
+
+	seen := make(map[string]bool, len(instances))
+	for i := range instances {
+		in := &instances[i]
+		seen[in.ID] = true
+		delete(inv.notFound, in.ID)
+		if !fresh(in.ID) {
+			inv.instances[in.ID] = in
+		}
+	}
+	for id, in := range inv.instances {
+		if in.VPCID == vpc.ID && !seen[id] && !fresh(id) {
+			delete(inv.instances, id)
+		}
+	}
+
+	described := make(map[string]bool, len(enis))
+	for i := range enis {
+		e := &enis[i]
+		described[e.ID] = true
+		if _, gone := inv.deleted[e.ID]; gone && fresh(e.ID) {
+			continue
+		}
+		if fresh(e.ID) || (e.InstanceID != "" && fresh(e.InstanceID)) {
+			if _, ok := inv.enis[e.ID]; ok {
+				continue // the local view is newer
+			}
+		}
+		inv.putENI(e)
+	}
+	for id, e := range inv.enis {
+		if e.VPCID == vpc.ID && !described[id] && !fresh(id) && !(e.InstanceID != "" && fresh(e.InstanceID)) {
+			inv.dropENI(id)
+		}
+	}
+	for id, t := range inv.touched {
+		if t.Before(start.Add(-inv.opts.ConsistencyGrace)) {
+			delete(inv.touched, id)
+			delete(inv.deleted, id)
+		}
+	}
+}
+
+// putENI stores e and indexes it; the caller holds mu.
+func (inv *Inventory) putENI(e *cloud.ENI) {
+	if old, ok := inv.enis[e.ID]; ok && old.InstanceID != "" && old.InstanceID != e.InstanceID {
+		delete(inv.byInstance[old.InstanceID], e.ID)
+	}
+	inv.enis[e.ID] = e
+	if e.Status == cloud.ENIAvailable {
+		inv.unattached[e.ID] = struct{}{}
+	} else {
+		delete(inv.unattached, e.ID)
+	}
+	if e.InstanceID != "" {
+		set := inv.byInstance[e.InstanceID]
+		if set == nil {
+			set = map[string]struct{}{}
+			inv.byInstance[e.InstanceID] = set
+		}
+		set[e.ID] = struct{}{}
+	}
+}
+
+// dropENI forgets an ENI; the caller holds mu.
+func (inv *Inventory) dropENI(id string) {
+	if e, ok := inv.enis[id]; ok && e.InstanceID != "" {
+		delete(inv.byInstance[e.InstanceID], id)
+		if len(inv.byInstance[e.InstanceID]) == 0 {
+			delete(inv.byInstance, e.InstanceID)
+		}
+	}
+	delete(inv.enis, id)
+	delete(inv.unattached, id)
+}
+
+// Snapshot returns what planning needs of one instance: the instance, its
+// type's limits, its attached ENIs, the unattached ENIs tagged for it by
+// this cluster, and its VPC's subnets and security groups (all copies).
+// An instance not seen yet is looked up first (batched with other
+// lookups); it returns an error wrapping cloud.ErrNotFound if EC2 does not
+// know it or it is no longer live.
+func (inv *Inventory) Snapshot(ctx context.Context, instanceID, cluster string) (pool.Node, error) {
+	inst, err := inv.instance(ctx, instanceID)
+	if err != nil {
+		return pool.Node{}, err
+	}
+	if err := inv.ensureVPC(ctx, inst.VPCID); err != nil {
+		return pool.Node{}, err
+	}
+	typ, err := inv.InstanceType(ctx, inst.Type)
+	if err != nil {
+		return pool.Node{}, err
+	}
+
+	inv.mu.RLock()
+	defer inv.mu.RUnlock()
+	n := pool.Node{Instance: inst, Type: typ}
+	for id := range inv.byInstance[instanceID] {
+		n.ENIs = append(n.ENIs, inv.enis[id].Clone())
+	}
+	slices.SortFunc(n.ENIs, func(a, b cloud.ENI) int { return a.DeviceIndex - b.DeviceIndex })
+	for id := range inv.unattached {
+		if e := inv.enis[id]; e.Tags[cloud.TagInstance] == instanceID && e.Tags[cloud.TagCluster] == cluster {
+			n.Orphans = append(n.Orphans, e.Clone())
+		}
+	}
+	slices.SortFunc(n.Orphans, func(a, b cloud.ENI) int { return strings.Compare(a.ID, b.ID) })
+	if d := inv.vpcs[inst.VPCID]; d != nil {
+		for _, s := range d.subnets {
+			c := *s
+			n.Subnets = append(n.Subnets, c)
+		}
+		for _, g := range d.securityGroups {
+			n.SecurityGroups = append(n.SecurityGroups, *g)
+		}
+		slices.SortFunc(n.Subnets, func(a, b cloud.Subnet) int { return strings.Compare(a.ID, b.ID) })
+	}
+	return n, nil
+}
+
+// VPC returns what the inventory knows of a VPC.
+func (inv *Inventory) VPC(vpcID string) (cloud.VPC, bool) {
+	inv.mu.RLock()
+	defer inv.mu.RUnlock()
+	d, ok := inv.vpcs[vpcID]
+	if !ok {
+		return cloud.VPC{}, false
+	}
+	return d.vpc, true
+}
+
+// Subnet returns a known subnet.
+func (inv *Inventory) Subnet(id string) (cloud.Subnet, bool) {
+	inv.mu.RLock()
+	defer inv.mu.RUnlock()
+	for _, d := range inv.vpcs {
+		if s, ok := d.subnets[id]; ok {
+			return *s, true
+		}
+	}
+	return cloud.Subnet{}, false
+}
+
+// Subnets returns every known subnet.
+func (inv *Inventory) Subnets() []cloud.Subnet {
+	inv.mu.RLock()
+	defer inv.mu.RUnlock()
+	var out []cloud.Subnet
+	for _, d := range inv.vpcs {
+		for _, s := range d.subnets {
+			out = append(out, *s)
+		}
+	}
+	return out
+}
+
+// UnattachedENIs returns the available ENIs carrying tag key=value.
+func (inv *Inventory) UnattachedENIs(key, value string) []cloud.ENI {
+	inv.mu.RLock()
+	defer inv.mu.RUnlock()
+	var out []cloud.ENI
+	for id := range inv.unattached {
+		if e := inv.enis[id]; e.Tags[key] == value {
+			out = append(out, e.Clone())
+		}
+	}
+	slices.SortFunc(out, func(a, b cloud.ENI) int { return strings.Compare(a.ID, b.ID) })
+	return out
+}
+
+// LastSync returns when the oldest known VPC was last described.
+func (inv *Inventory) LastSync() time.Time {
+	inv.mu.RLock()
+	defer inv.mu.RUnlock()
+	var oldest time.Time
+	for _, d := range inv.vpcs {
+		if oldest.IsZero() || d.syncedAt.Before(oldest) {
+			oldest = d.syncedAt
+		}
+	}
+	return oldest
+}

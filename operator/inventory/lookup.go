@@ -1,0 +1,177 @@
+package inventory
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/enipam/enipam/operator/cloud"
+)
+
+// maxLookupBatch bounds the instance IDs of one lookup (EC2 takes up to
+// 200 values per filter).
+const maxLookupBatch = 200
+
+// instance returns a live instance, looking it up if it is not cached.
+func (inv *Inventory) instance(ctx context.Context, id string) (cloud.Instance, error) {
+	for attempt := 0; ; attempt++ {
+		inv.mu.RLock()
+		in, ok := inv.instances[id]
+		missAt, missed := inv.notFound[id]
+		inv.mu.RUnlock()
+		switch {
+		case ok && in.Live():
+			return *in, nil
+		case ok:
+			return cloud.Instance{}, fmt.Errorf("instance %s is %s: %w", id, in.State, cloud.ErrNotFound)
+		case missed && inv.now().Sub(missAt) < inv.opts.NotFoundRetry:
+			return cloud.Instance{}, fmt.Errorf("instance %s: %w in EC2", id, cloud.ErrNotFound)
+		case attempt > 0:
+			return cloud.Instance{}, fmt.Errorf("instance %s: %w in EC2", id, cloud.ErrNotFound)
+		}
+		if err := inv.lookups.wait(ctx, id); err != nil {
+			return cloud.Instance{}, err
+		}
+	}
+}
+
+// lookups batches the lookups of unknown instances: while one batch is in
+// flight, new IDs gather for the next, so a thousand joining nodes cost a
+// handful of describes, not a thousand.
+type lookups struct {
+	inv    *Inventory
+	mu     sync.Mutex
+	queued map[string]*lookup
+	kick   chan struct{}
+}
+
+type lookup struct {
+	done chan struct{}
+	err  error
+}
+
+func newLookups(inv *Inventory) *lookups {
+	return &lookups{inv: inv, queued: map[string]*lookup{}, kick: make(chan struct{}, 1)}
+}
+
+// wait queues id and blocks until its batch was looked up.
+func (l *lookups) wait(ctx context.Context, id string) error {
+	l.mu.Lock()
+	w, ok := l.queued[id]
+	if !ok {
+		w = &lookup{done: make(chan struct{})}
+		l.queued[id] = w
+	}
+	l.mu.Unlock()
+	select {
+	case l.kick <- struct{}{}:
+	default:
+	}
+	select {
+	case <-w.done:
+		return w.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (l *lookups) run(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-l.kick:
+		}
+		for {
+			batch := l.take()
+			if len(batch) == 0 {
+				break
+			}
+			ids := make([]string, 0, len(batch))
+			for id := range batch {
+				ids = append(ids, id)
+			}
+			err := l.inv.refresh(ctx, ids)
+			for _, w := range batch {
+				w.err = err
+				close(w.done)
+			}
+		}
+	}
+}
+
+func (l *lookups) take() map[string]*lookup {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	batch := map[string]*lookup{}
+	for id, w := range l.queued {
+		if len(batch) == maxLookupBatch {
+			break
+		}
+		batch[id] = w
+		delete(l.queued, id)
+	}
+	return batch
+}
+
+// refresh describes the named instances and their ENIs and installs them.
+func (inv *Inventory) refresh(ctx context.Context, ids []string) error {
+	instances, enis, err := inv.api.GetInstances(ctx, ids)
+	if err != nil {
+		return fmt.Errorf("looking up %d instances, %w", len(ids), err)
+	}
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	found := map[string]bool{}
+	for i := range instances {
+		in := instances[i]
+		found[in.ID] = true
+		inv.instances[in.ID] = &in
+		delete(inv.notFound, in.ID)
+	}
+	for _, id := range ids {
+		if !found[id] {
+			inv.notFound[id] = inv.now()
+		}
+	}
+	for i := range enis {
+		e := enis[i]
+		if _, ok := inv.enis[e.ID]; ok && inv.touchedRecently(e.ID) {
+			continue
+		}
+		inv.putENI(&e)
+	}
+	return nil
+}
+
+// touchedRecently reports a local change within the grace; the caller
+// holds mu.
+func (inv *Inventory) touchedRecently(id string) bool {
+	t, ok := inv.touched[id]
+	return ok && inv.now().Sub(t) < inv.opts.ConsistencyGrace
+}
+
+// flight lets concurrent callers share one run of a function.
+type flight struct {
+	done chan struct{}
+	err  error
+}
+
+// shared runs fn once for key among concurrent callers; later callers
+// (after it finished) run it again.
+func shared(m *sync.Map, key string, ctx context.Context, fn func(context.Context) error) error {
+	f := &flight{done: make(chan struct{})}
+	if existing, loaded := m.LoadOrStore(key, f); loaded {
+		f = existing.(*flight)
+		select {
+		case <-f.done:
+			return f.err
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	f.err = fn(ctx)
+	m.Delete(key)
+	close(f.done)
+	return f.err
+}

@@ -1,0 +1,129 @@
+package inventory
+
+import (
+	"net/netip"
+	"slices"
+
+	"github.com/enipam/enipam/operator/cloud"
+)
+
+// The Record* methods apply the operator's own successful changes to the
+// cache at once, so the next plan sees them without a describe. Each marks
+// what it touched so a resync that started earlier cannot undo it.
+
+// RecordCreated adds a new ENI.
+func (inv *Inventory) RecordCreated(eni cloud.ENI) {
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	e := eni.Clone()
+	inv.putENI(&e)
+	inv.touch(e.ID)
+	inv.adjustSubnet(e.SubnetID, -(1 + len(e.IPs) + len(e.Prefixes)*16))
+}
+
+// RecordAttached marks an ENI attached (attaching) to an instance.
+func (inv *Inventory) RecordAttached(eniID, instanceID string, deviceIndex int, attachmentID string) {
+	inv.update(eniID, func(e *cloud.ENI) {
+		e.InstanceID, e.DeviceIndex, e.AttachmentID = instanceID, deviceIndex, attachmentID
+		e.Status = cloud.ENIInUse
+	})
+	inv.mu.Lock()
+	inv.touch(instanceID)
+	inv.mu.Unlock()
+}
+
+// RecordDeleteOnTermination marks an ENI deleted with its instance.
+func (inv *Inventory) RecordDeleteOnTermination(eniID string) {
+	inv.update(eniID, func(e *cloud.ENI) { e.DeleteOnTermination = true })
+}
+
+// RecordAssigned adds addresses and prefixes to an ENI.
+func (inv *Inventory) RecordAssigned(eniID string, ips []netip.Addr, prefixes []netip.Prefix) {
+	var subnet string
+	inv.update(eniID, func(e *cloud.ENI) {
+		e.IPs = append(e.IPs, ips...)
+		e.Prefixes = append(e.Prefixes, prefixes...)
+		subnet = e.SubnetID
+	})
+	inv.mu.Lock()
+	inv.adjustSubnet(subnet, -(len(ips) + 16*len(prefixes)))
+	inv.mu.Unlock()
+}
+
+// RecordUnassigned removes addresses from an ENI.
+func (inv *Inventory) RecordUnassigned(eniID string, ips []netip.Addr) {
+	var subnet string
+	removed := 0
+	inv.update(eniID, func(e *cloud.ENI) {
+		before := len(e.IPs)
+		e.IPs = slices.DeleteFunc(e.IPs, func(a netip.Addr) bool { return slices.Contains(ips, a) })
+		removed = before - len(e.IPs)
+		subnet = e.SubnetID
+	})
+	inv.mu.Lock()
+	inv.adjustSubnet(subnet, removed)
+	inv.mu.Unlock()
+}
+
+// RecordDeleted forgets an ENI.
+func (inv *Inventory) RecordDeleted(eniID string) {
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	if e, ok := inv.enis[eniID]; ok {
+		inv.adjustSubnet(e.SubnetID, e.Slots()+15*len(e.Prefixes))
+	}
+	inv.dropENI(eniID)
+	inv.touch(eniID)
+	inv.deleted[eniID] = inv.now()
+}
+
+// RecordSubnetFull notes that EC2 found a subnet without room, so no plan
+// picks it again before the next resync.
+func (inv *Inventory) RecordSubnetFull(subnetID string) {
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	for _, d := range inv.vpcs {
+		if s, ok := d.subnets[subnetID]; ok {
+			s.Available = 0
+		}
+	}
+}
+
+// RecordGone forgets an ENI EC2 says does not exist.
+func (inv *Inventory) RecordGone(eniID string) {
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	inv.dropENI(eniID)
+}
+
+// update changes a cached ENI in place (copy on write, so snapshots
+// handed out stay unchanged).
+func (inv *Inventory) update(eniID string, change func(*cloud.ENI)) {
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	old, ok := inv.enis[eniID]
+	if !ok {
+		return
+	}
+	e := old.Clone()
+	change(&e)
+	inv.putENI(&e)
+	inv.touch(eniID)
+	if e.InstanceID != "" {
+		inv.touch(e.InstanceID)
+	}
+}
+
+// touch marks an ID changed locally now; the caller holds mu.
+func (inv *Inventory) touch(id string) { inv.touched[id] = inv.now() }
+
+// adjustSubnet changes a subnet's free count; the caller holds mu.
+func (inv *Inventory) adjustSubnet(subnetID string, delta int) {
+	for _, d := range inv.vpcs {
+		if s, ok := d.subnets[subnetID]; ok {
+			c := *s
+			c.Available = max(0, c.Available+delta)
+			d.subnets[subnetID] = &c
+		}
+	}
+}
