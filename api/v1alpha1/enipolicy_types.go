@@ -115,6 +115,23 @@ type ENIPolicySpec struct {
 	// +optional
 	ExcludeInterfaceTags map[string]string `json:"excludeInterfaceTags,omitempty"`
 
+	// PrefixDelegation makes new capacity come as /28 prefixes (16
+	// addresses per ENI slot) on nitro instances instead of single
+	// addresses.
+	// +optional
+	PrefixDelegation *bool `json:"prefixDelegation,omitempty"`
+
+	// ReleaseExcessIPs returns free IPs beyond the pool's needs to the
+	// subnet, through Cilium's release handshake (an IP leaves a pool only
+	// after the agent confirmed it is unused).
+	// +optional
+	ReleaseExcessIPs *bool `json:"releaseExcessIPs,omitempty"`
+
+	// ExcessIPReleaseDelay is how long IPs must be in excess before they
+	// are released, so short dips in use do not churn EC2.
+	// +optional
+	ExcessIPReleaseDelay *metav1.Duration `json:"excessIPReleaseDelay,omitempty"`
+
 	// Tags are added to every ENI the operator creates for the matched
 	// nodes, beside enipam's own tags (which they cannot override).
 	// +kubebuilder:validation:MaxProperties=32

@@ -132,6 +132,21 @@ func (in *ENIPolicySpec) DeepCopyInto(out *ENIPolicySpec) {
 			(*out)[key] = val
 		}
 	}
+	if in.PrefixDelegation != nil {
+		in, out := &in.PrefixDelegation, &out.PrefixDelegation
+		*out = new(bool)
+		**out = **in
+	}
+	if in.ReleaseExcessIPs != nil {
+		in, out := &in.ReleaseExcessIPs, &out.ReleaseExcessIPs
+		*out = new(bool)
+		**out = **in
+	}
+	if in.ExcessIPReleaseDelay != nil {
+		in, out := &in.ExcessIPReleaseDelay, &out.ExcessIPReleaseDelay
+		*out = new(v1.Duration)
+		**out = **in
+	}
 	if in.Tags != nil {
 		in, out := &in.Tags, &out.Tags
 		*out = make(map[string]string, len(*in))

@@ -1,0 +1,167 @@
+// Package ciliumnode is the operator's core loop: it keeps every
+// CiliumNode's spec.ipam.pool ahead of its pods with ENIs and addresses
+// from EC2, shrinks pools through Cilium's release handshake, and tells
+// the story in spec.eni, status.eni and status.ipam.operator-status.
+//
+// One reconcile of a node: read the CiliumNode and Node from the informer
+// cache; resolve the instance and the policy; take a snapshot of the
+// instance from the inventory (no EC2 call when it is known); plan (pure)
+// and execute the plan; then write status, then spec — each once, and only
+// when it changed — with merge patches that touch only the operator's
+// fields, so the agent's concurrent writes are never lost or conflicted.
+package ciliumnode
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
+	"github.com/enipam/enipam/operator/cloud"
+	"github.com/enipam/enipam/operator/inventory"
+	"github.com/enipam/enipam/operator/policy"
+)
+
+// Options tune the controller.
+type Options struct {
+	// Cluster names the cluster in the tags of the ENIs the operator
+	// creates.
+	Cluster string
+	// Workers is how many nodes are served at once; most of a worker's
+	// time is spent waiting for EC2's token buckets, so this is sized to
+	// keep every bucket busy, not to the CPU count.
+	Workers int
+	// Defaults are the last step of the policy precedence.
+	Defaults policy.Defaults
+	// RetryBase and RetryMax bound the per-node backoff after a transient
+	// failure.
+	RetryBase, RetryMax time.Duration
+	// BlockedRetry is how often a node that cannot grow (at capacity,
+	// subnets exhausted, instance unknown) is looked at again without any
+	// other change.
+	BlockedRetry time.Duration
+}
+
+// Reconciler serves CiliumNodes.
+type Reconciler struct {
+	client  client.Client
+	api     cloud.API
+	inv     *inventory.Inventory
+	events  events.EventRecorder
+	metrics *Metrics
+	opts    Options
+	log     *slog.Logger
+	now     func() time.Time
+
+	mu    sync.Mutex
+	nodes map[string]*memory
+}
+
+// memory is what the controller remembers of a node between reconciles.
+type memory struct {
+	excessSince time.Time
+	failures    int
+	lastWarning string
+	deficitAt   time.Time
+}
+
+// New returns a reconciler; it does nothing until registered with a
+// manager.
+func New(c client.Client, api cloud.API, inv *inventory.Inventory, rec events.EventRecorder, m *Metrics, opts Options, log *slog.Logger) *Reconciler {
+	return &Reconciler{client: c, api: api, inv: inv, events: rec, metrics: m, opts: opts, log: log, now: time.Now, nodes: map[string]*memory{}}
+}
+
+// Reconcile serves one CiliumNode.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	cn := &ciliumv2.CiliumNode{}
+	if err := r.client.Get(ctx, req.NamespacedName, cn); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.forget(req.Name)
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, err
+	}
+	if cn.DeletionTimestamp != nil {
+		return ctrl.Result{}, nil
+	}
+	select {
+	case <-r.inv.Synced():
+	default:
+		// No allocation before the first EC2 sync: the view would be
+		// incomplete and could duplicate what exists.
+		return ctrl.Result{RequeueAfter: time.Second}, nil
+	}
+	var policies enipamv1alpha1.ENIPolicyList
+	if err := r.client.List(ctx, &policies); err != nil {
+		return ctrl.Result{}, err
+	}
+	s := r.newSync(ctx, cn, policies.Items)
+	s.run(ctx)
+	if err := s.write(ctx); err != nil {
+		if apierrors.IsNotFound(err) {
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, err
+	}
+	return s.result(), nil
+}
+
+func (r *Reconciler) memory(node string) *memory {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	m, ok := r.nodes[node]
+	if !ok {
+		m = &memory{}
+		r.nodes[node] = m
+	}
+	return m
+}
+
+func (r *Reconciler) forget(node string) {
+	r.mu.Lock()
+	delete(r.nodes, node)
+	r.mu.Unlock()
+	r.metrics.forget(node)
+}
+
+// warn emits a warning event on the node, once per change of reason.
+func (r *Reconciler) warn(cn *ciliumv2.CiliumNode, mem *memory, reason, note string) {
+	if mem.lastWarning == reason+note {
+		return
+	}
+	mem.lastWarning = reason + note
+	r.events.Eventf(cn, nil, "Warning", reason, "Allocate", "%s", note)
+}
+
+// retryAfter returns the backoff after the node's n-th consecutive
+// failure.
+func (r *Reconciler) retryAfter(failures int) time.Duration {
+	d := r.opts.RetryBase << min(failures, 16)
+	if d <= 0 || d > r.opts.RetryMax {
+		d = r.opts.RetryMax
+	}
+	return d
+}
+
+// Event reasons on CiliumNodes; stable, for alerting.
+const (
+	ReasonInstanceNotFound   = "InstanceNotFound"
+	ReasonSubnetExhausted    = "SubnetExhausted"
+	ReasonInstanceAtCapacity = "InstanceAtCapacity"
+	ReasonNoSecurityGroup    = "NoSecurityGroup"
+	ReasonEC2Error           = "EC2Error"
+	ReasonPolicyConflict     = "PolicyConflict"
+)
+
+// isBlocked reports reasons that no retry fixes without a change.
+func isBlocked(err error) bool {
+	return errors.Is(err, cloud.ErrNotFound) || errors.Is(err, cloud.ErrUnauthorized)
+}

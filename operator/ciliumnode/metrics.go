@@ -1,0 +1,58 @@
+package ciliumnode
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics of the pool controller.
+type Metrics struct {
+	nodeIPs           *prometheus.GaugeVec
+	enisCreated       prometheus.Counter
+	ipsAssigned       prometheus.Counter
+	ipsReleased       prometheus.Counter
+	allocationLatency prometheus.Histogram
+	writes            *prometheus.CounterVec
+}
+
+// NewMetrics registers the controller's metrics on reg.
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	m := &Metrics{
+		nodeIPs: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "enipam_node_ips",
+			Help: "IPs of a node's pool: available (may be handed out), used (by pods), needed (missing for the pool's target).",
+		}, []string{"node", "state"}),
+		enisCreated: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "enipam_enis_created_total", Help: "ENIs created.",
+		}),
+		ipsAssigned: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "enipam_ips_assigned_total", Help: "IPv4 addresses assigned to ENIs (prefixes count 16).",
+		}),
+		ipsReleased: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "enipam_ips_released_total", Help: "IPv4 addresses released through the handshake.",
+		}),
+		allocationLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "enipam_allocation_duration_seconds",
+			Help:    "Time from a node's deficit being seen to its pool covering it.",
+			Buckets: []float64{.1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300},
+		}),
+		writes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "enipam_ciliumnode_writes_total", Help: "CiliumNode writes by part (status, spec).",
+		}, []string{"part"}),
+	}
+	for _, c := range []prometheus.Collector{m.nodeIPs, m.enisCreated, m.ipsAssigned, m.ipsReleased, m.allocationLatency, m.writes} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+func (m *Metrics) observeNode(node string, available, used, needed int) {
+	m.nodeIPs.WithLabelValues(node, "available").Set(float64(available))
+	m.nodeIPs.WithLabelValues(node, "used").Set(float64(used))
+	m.nodeIPs.WithLabelValues(node, "needed").Set(float64(needed))
+}
+
+func (m *Metrics) forget(node string) {
+	m.nodeIPs.DeletePartialMatch(prometheus.Labels{"node": node})
+}

@@ -1,0 +1,98 @@
+package ciliumnode
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"net/netip"
+	"slices"
+	"time"
+
+	ipamoption "github.com/cilium/cilium/pkg/ipam/option"
+	ipamtypes "github.com/cilium/cilium/pkg/ipam/types"
+
+	"github.com/enipam/enipam/operator/cloud"
+	"github.com/enipam/enipam/operator/pool"
+)
+
+// finishRelease completes the handshake for the IPs the agent
+// acknowledged: unassign them in EC2, set released, and drop them from
+// the pool (status is written before spec, so the agent sees released
+// while the IP is still listed, and deletes the entry once it is gone).
+// IPs the agent refused are forgotten. An IP leaves the pool only here.
+func (s *nodeSync) finishRelease(ctx context.Context) error {
+	st := &s.cn.Status.IPAM
+	byENI := map[string][]netip.Addr{}
+	for ip, state := range st.ReleaseIPs {
+		switch state {
+		case ipamoption.IPAMDoNotRelease:
+			delete(st.ReleaseIPs, ip)
+		case ipamoption.IPAMReadyForRelease:
+			addr, err := netip.ParseAddr(ip)
+			entry, inPool := s.cn.Spec.IPAM.Pool[ip]
+			if err != nil || !inPool {
+				delete(st.ReleaseIPs, ip)
+				continue
+			}
+			byENI[entry.Resource] = append(byENI[entry.Resource], addr)
+		}
+	}
+	var errs []error
+	for _, eniID := range slices.Sorted(maps.Keys(byENI)) {
+		ips := byENI[eniID]
+		err := s.r.api.UnassignIPs(ctx, eniID, ips)
+		if err != nil && !errors.Is(err, cloud.ErrNotFound) {
+			errs = append(errs, fmt.Errorf("releasing %d IPs of %s, %w", len(ips), eniID, err))
+			continue
+		}
+		s.r.inv.RecordUnassigned(eniID, ips)
+		s.r.metrics.ipsReleased.Add(float64(len(ips)))
+		for _, ip := range ips {
+			st.ReleaseIPs[ip.String()] = ipamoption.IPAMReleased
+			delete(s.cn.Spec.IPAM.Pool, ip.String())
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// markExcess starts the handshake for IPs that have been in excess for
+// the release delay, one batch at a time.
+func (s *nodeSync) markExcess() {
+	if !s.cfg.ReleaseExcessIPs || s.pool == nil {
+		return
+	}
+	available, used := s.pool.counts()
+	excess := pool.Excess(available, used, s.cfg.Knobs)
+	now := s.r.now()
+	if excess == 0 {
+		s.mem.excessSince = time.Time{}
+		return
+	}
+	if s.mem.excessSince.IsZero() {
+		s.mem.excessSince = now
+	}
+	if wait := s.cfg.ReleaseDelay - now.Sub(s.mem.excessSince); wait > 0 {
+		s.pool.pendingRelease = wait
+		return
+	}
+	if s.pool.outstanding() > 0 {
+		return
+	}
+	picked := s.pool.releaseCandidates(&s.snap, &s.cfg.Config, excess)
+	if len(picked) == 0 {
+		return
+	}
+	if s.cn.Status.IPAM.ReleaseIPs == nil {
+		s.cn.Status.IPAM.ReleaseIPs = map[string]ipamtypes.IPReleaseStatus{}
+	}
+	n := 0
+	for _, ips := range picked {
+		for _, ip := range ips {
+			s.cn.Status.IPAM.ReleaseIPs[ip.String()] = ipamoption.IPAMMarkForRelease
+			n++
+		}
+	}
+	s.mem.excessSince = time.Time{}
+	s.r.log.Info("marked excess IPs for release", "node", s.cn.Name, "ips", n, "available", available, "used", used)
+}

@@ -1,0 +1,121 @@
+package ciliumnode
+
+import (
+	"context"
+
+	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
+	"github.com/enipam/enipam/operator/policy"
+	"github.com/enipam/enipam/operator/pool"
+)
+
+// Queue priorities: nodes whose pool is empty first, then nodes short of
+// their target, then the rest.
+const (
+	priorityStarving = 20
+	priorityDeficit  = 10
+	priorityIdle     = 0
+)
+
+// SetupWithManager registers the controller: CiliumNodes (prioritized by
+// deficit), their Nodes (providerID and labels), and ENIPolicies (every
+// node).
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("ciliumnode").
+		WatchesRawSource(source.Kind(mgr.GetCache(), &ciliumv2.CiliumNode{}, r.nodeHandler())).
+		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+			return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: o.GetName()}}}
+		}), builder.WithPredicates(nodeChanged)).
+		Watches(&enipamv1alpha1.ENIPolicy{}, handler.EnqueueRequestsFromMapFunc(r.allNodes), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		WithOptions(controller.Options{MaxConcurrentReconciles: r.opts.Workers}).
+		Complete(r)
+}
+
+// nodeHandler enqueues a CiliumNode with a priority from its pool, so a
+// thousand idle nodes never delay one whose pods wait.
+func (r *Reconciler) nodeHandler() handler.TypedEventHandler[*ciliumv2.CiliumNode, reconcile.Request] {
+	add := func(q workqueue.TypedRateLimitingInterface[reconcile.Request], cn *ciliumv2.CiliumNode) {
+		req := reconcile.Request{NamespacedName: types.NamespacedName{Name: cn.Name}}
+		if pq, ok := q.(priorityqueue.PriorityQueue[reconcile.Request]); ok {
+			p := r.priority(cn)
+			pq.AddWithOpts(priorityqueue.AddOpts{Priority: &p}, req)
+			return
+		}
+		q.Add(req)
+	}
+	return handler.TypedFuncs[*ciliumv2.CiliumNode, reconcile.Request]{
+		CreateFunc: func(_ context.Context, e event.TypedCreateEvent[*ciliumv2.CiliumNode], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(q, e.Object)
+		},
+		UpdateFunc: func(_ context.Context, e event.TypedUpdateEvent[*ciliumv2.CiliumNode], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(q, e.ObjectNew)
+		},
+		DeleteFunc: func(_ context.Context, e event.TypedDeleteEvent[*ciliumv2.CiliumNode], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(q, e.Object)
+		},
+	}
+}
+
+// priority estimates a node's urgency from the object alone (the node's
+// own knobs, else the defaults; policies are not consulted here).
+func (r *Reconciler) priority(cn *ciliumv2.CiliumNode) int {
+	cfg := policy.Resolve(cn, nil, r.opts.Defaults)
+	v := poolView{cn: cn}
+	available, used := v.counts()
+	switch {
+	case available <= used:
+		return priorityStarving
+	case pool.Needed(available, used, cfg.Knobs) > 0:
+		return priorityDeficit
+	}
+	return priorityIdle
+}
+
+func (r *Reconciler) allNodes(ctx context.Context, _ client.Object) []reconcile.Request {
+	var list ciliumv2.CiliumNodeList
+	if err := r.client.List(ctx, &list); err != nil {
+		r.log.Error("listing CiliumNodes after a policy change", "error", err)
+		return nil
+	}
+	out := make([]reconcile.Request, len(list.Items))
+	for i := range list.Items {
+		out[i] = reconcile.Request{NamespacedName: types.NamespacedName{Name: list.Items[i].Name}}
+	}
+	return out
+}
+
+// nodeChanged passes Node events that matter: creation, deletion, and
+// changes of providerID or labels (the kubelet's heartbeats do not).
+var nodeChanged = predicate.Funcs{
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		o, n := e.ObjectOld.(*corev1.Node), e.ObjectNew.(*corev1.Node)
+		return o.Spec.ProviderID != n.Spec.ProviderID || !mapsEqual(o.Labels, n.Labels)
+	},
+}
+
+func mapsEqual(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,200 @@
+// Package policy decides which ENIPolicy governs a node and what each knob
+// resolves to. Precedence, per knob, in one place:
+//
+//  1. a value set on the CiliumNode itself (spec.ipam.pre-allocate,
+//     min-allocate, max-allocate, max-above-watermark when non-zero;
+//     spec.eni.subnet-ids, subnet-tags, security-groups,
+//     security-group-tags, first-interface-index, exclude-interface-tags,
+//     disable-prefix-delegation when set);
+//  2. the ENIPolicy that matches the node: among policies whose selector
+//     matches the Node's labels, the lowest spec.priority, ties broken by
+//     name (the others get a Conflict condition and an event);
+//  3. the operator's defaults (its flags; pre-allocate 8 like Cilium).
+//
+// The operator writes the effective first-interface-index and
+// exclude-interface-tags back into spec.eni for the node agent; it records
+// what it wrote in the annotation DefaultsAnnotation so that its own
+// writes are not mistaken for the user's next time.
+package policy
+
+import (
+	"encoding/json"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
+	"k8s.io/apimachinery/pkg/labels"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
+	"github.com/enipam/enipam/operator/pool"
+)
+
+// DefaultsAnnotation holds, as JSON, the spec.eni values the operator
+// filled in itself.
+const DefaultsAnnotation = "enipam.io/eni-defaults"
+
+// Defaults are the operator-wide defaults, the last step of precedence.
+type Defaults struct {
+	pool.Knobs
+	FirstInterfaceIndex int
+	PrefixDelegation    bool
+	ReleaseExcessIPs    bool
+	ReleaseDelay        time.Duration
+}
+
+// Config is a node's resolved configuration.
+type Config struct {
+	pool.Config
+	ReleaseExcessIPs bool
+	ReleaseDelay     time.Duration
+	// Tags go on every ENI created for the node.
+	Tags map[string]string
+	// Policy names the governing ENIPolicy, "" when none matched.
+	Policy string
+}
+
+// Written is what the operator writes into spec.eni itself.
+type Written struct {
+	FirstInterfaceIndex  *int              `json:"first-interface-index,omitempty"`
+	ExcludeInterfaceTags map[string]string `json:"exclude-interface-tags,omitempty"`
+}
+
+// ReadWritten decodes the annotation; a missing or garbled one reads as
+// nothing written.
+func ReadWritten(cn *ciliumv2.CiliumNode) Written {
+	var w Written
+	if s := cn.Annotations[DefaultsAnnotation]; s != "" {
+		_ = json.Unmarshal([]byte(s), &w)
+	}
+	return w
+}
+
+// Encode returns the annotation value.
+func (w Written) Encode() string {
+	b, _ := json.Marshal(w)
+	return string(b)
+}
+
+// Matches reports whether a policy's selector selects a node's labels. A
+// policy without selector matches every node; an invalid selector none.
+func Matches(p *enipamv1alpha1.ENIPolicy, nodeLabels map[string]string) bool {
+	if p.Spec.NodeSelector == nil {
+		return true
+	}
+	sel, err := metav1.LabelSelectorAsSelector(p.Spec.NodeSelector)
+	if err != nil {
+		return false
+	}
+	return sel.Matches(labels.Set(nodeLabels))
+}
+
+// Select returns the policy governing a node and the other matching
+// policies it overrides.
+func Select(policies []enipamv1alpha1.ENIPolicy, nodeLabels map[string]string) (*enipamv1alpha1.ENIPolicy, []*enipamv1alpha1.ENIPolicy) {
+	var matching []*enipamv1alpha1.ENIPolicy
+	for i := range policies {
+		if p := &policies[i]; p.DeletionTimestamp == nil && Matches(p, nodeLabels) {
+			matching = append(matching, p)
+		}
+	}
+	if len(matching) == 0 {
+		return nil, nil
+	}
+	slices.SortFunc(matching, func(a, b *enipamv1alpha1.ENIPolicy) int {
+		if a.Spec.Priority != b.Spec.Priority {
+			return int(a.Spec.Priority - b.Spec.Priority)
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	return matching[0], matching[1:]
+}
+
+// Resolve applies the precedence to one node.
+func Resolve(cn *ciliumv2.CiliumNode, p *enipamv1alpha1.ENIPolicy, d Defaults) Config {
+	var ps enipamv1alpha1.ENIPolicySpec
+	c := Config{}
+	if p != nil {
+		ps = p.Spec
+		c.Policy = p.Name
+	}
+	ipam, eni := cn.Spec.IPAM, cn.Spec.ENI
+	written := ReadWritten(cn)
+
+	c.PreAllocate = pick(ipam.PreAllocate, ps.PreAllocate, d.PreAllocate)
+	c.MinAllocate = pick(ipam.MinAllocate, ps.MinAllocate, d.MinAllocate)
+	c.MaxAllocate = pick(ipam.MaxAllocate, ps.MaxAllocate, d.MaxAllocate)
+	c.MaxAboveWatermark = pick(ipam.MaxAboveWatermark, ps.MaxAboveWatermark, d.MaxAboveWatermark)
+
+	c.FirstInterfaceIndex = d.FirstInterfaceIndex
+	if ps.FirstInterfaceIndex != nil {
+		c.FirstInterfaceIndex = int(*ps.FirstInterfaceIndex)
+	}
+	if v := eni.FirstInterfaceIndex; v != nil && !(written.FirstInterfaceIndex != nil && *written.FirstInterfaceIndex == *v) {
+		c.FirstInterfaceIndex = *v
+	}
+
+	c.ExcludeTags = ps.ExcludeInterfaceTags
+	if len(eni.ExcludeInterfaceTags) > 0 && !maps.Equal(eni.ExcludeInterfaceTags, written.ExcludeInterfaceTags) {
+		c.ExcludeTags = eni.ExcludeInterfaceTags
+	}
+
+	c.SubnetIDs = firstNonEmpty(eni.SubnetIDs, ids(ps.SubnetIDs))
+	c.SubnetTags = firstNonEmptyMap(eni.SubnetTags, ps.SubnetTags)
+	c.SecurityGroupIDs = firstNonEmpty(eni.SecurityGroups, ids(ps.SecurityGroupIDs))
+	c.SecurityGroupTags = firstNonEmptyMap(eni.SecurityGroupTags, ps.SecurityGroupTags)
+
+	c.PrefixDelegation = d.PrefixDelegation
+	if ps.PrefixDelegation != nil {
+		c.PrefixDelegation = *ps.PrefixDelegation
+	}
+	if eni.DisablePrefixDelegation != nil && *eni.DisablePrefixDelegation {
+		c.PrefixDelegation = false
+	}
+
+	c.ReleaseExcessIPs, c.ReleaseDelay = d.ReleaseExcessIPs, d.ReleaseDelay
+	if ps.ReleaseExcessIPs != nil {
+		c.ReleaseExcessIPs = *ps.ReleaseExcessIPs
+	}
+	if ps.ExcessIPReleaseDelay != nil {
+		c.ReleaseDelay = ps.ExcessIPReleaseDelay.Duration
+	}
+	c.Tags = ps.Tags
+	return c
+}
+
+// pick returns the node's value if set (non-zero), else the policy's,
+// else the default.
+func pick(node int, policy *int32, def int) int {
+	switch {
+	case node != 0:
+		return node
+	case policy != nil:
+		return int(*policy)
+	}
+	return def
+}
+
+func ids[T ~string](in []T) []string {
+	out := make([]string, len(in))
+	for i, v := range in {
+		out[i] = string(v)
+	}
+	return out
+}
+
+func firstNonEmpty(a, b []string) []string {
+	if len(a) > 0 {
+		return a
+	}
+	return b
+}
+
+func firstNonEmptyMap(a, b map[string]string) map[string]string {
+	if len(a) > 0 {
+		return a
+	}
+	return b
+}
