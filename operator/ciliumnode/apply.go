@@ -44,13 +44,16 @@ func (s *nodeSync) apply(ctx context.Context, p *pool.Plan) error {
 			}
 			return fmt.Errorf("creating ENI in %s, %w", c.SubnetID, err)
 		}
+		r.inv.MarkInFlight(eni.ID)
 		r.inv.RecordCreated(eni)
 		r.metrics.enisCreated.Inc()
 		r.metrics.ipsAssigned.Add(float64(len(eni.IPs) + pool.IPsPerPrefix*len(eni.Prefixes)))
 		// A failure from here on leaves an unattached ENI tagged for this
 		// instance: the next reconcile adopts it, or the collector
 		// deletes it.
-		if err := s.attach(ctx, eni.ID, c.DeviceIndex); err != nil {
+		err = s.attach(ctx, eni.ID, c.DeviceIndex)
+		r.inv.ClearInFlight(eni.ID)
+		if err != nil {
 			return fmt.Errorf("attaching new ENI %s, %w", eni.ID, err)
 		}
 		r.log.Info("created ENI", "node", s.cn.Name, "instance", s.instanceID, "eni", eni.ID, "subnet", c.SubnetID,
@@ -97,6 +100,8 @@ func (s *nodeSync) assign(ctx context.Context, eniID string, ips, prefixes int) 
 // attach attaches an ENI and makes EC2 delete it with the instance.
 func (s *nodeSync) attach(ctx context.Context, eniID string, index int) error {
 	r := s.r
+	r.inv.MarkInFlight(eniID)
+	defer r.inv.ClearInFlight(eniID)
 	attachment, err := r.api.AttachENI(ctx, eniID, s.instanceID, index)
 	if err != nil {
 		if errors.Is(err, cloud.ErrNotFound) {

@@ -52,6 +52,7 @@ type Inventory struct {
 	enis       map[string]*cloud.ENI
 	byInstance map[string]map[string]struct{} // instance ID → attached ENI IDs
 	unattached map[string]struct{}            // IDs of ENIs with status available
+	inFlight   map[string]struct{}            // IDs of ENIs being attached
 	touched    map[string]time.Time           // instance or ENI ID → last local change
 	deleted    map[string]time.Time           // ENI ID → deleted locally
 	notFound   map[string]time.Time           // instance ID → EC2 did not know it
@@ -84,6 +85,7 @@ func New(api cloud.API, opts Options, log *slog.Logger) *Inventory {
 		enis:       map[string]*cloud.ENI{},
 		byInstance: map[string]map[string]struct{}{},
 		unattached: map[string]struct{}{},
+		inFlight:   map[string]struct{}{},
 		touched:    map[string]time.Time{},
 		deleted:    map[string]time.Time{},
 		notFound:   map[string]time.Time{},

@@ -127,3 +127,26 @@ func (inv *Inventory) adjustSubnet(subnetID string, delta int) {
 		}
 	}
 }
+
+// MarkInFlight tells the collector an unattached ENI is being attached
+// right now and must not be taken for a leak; ClearInFlight ends that.
+func (inv *Inventory) MarkInFlight(eniID string) {
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	inv.inFlight[eniID] = struct{}{}
+}
+
+// ClearInFlight ends MarkInFlight.
+func (inv *Inventory) ClearInFlight(eniID string) {
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	delete(inv.inFlight, eniID)
+}
+
+// InFlight reports whether an ENI is being attached.
+func (inv *Inventory) InFlight(eniID string) bool {
+	inv.mu.RLock()
+	defer inv.mu.RUnlock()
+	_, ok := inv.inFlight[eniID]
+	return ok
+}

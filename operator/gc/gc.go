@@ -1,0 +1,117 @@
+// Package gc collects leaked ENIs: unattached ENIs carrying the operator's
+// cluster tag, left behind by a crash between Create and Attach or by an
+// instance that terminated before delete-on-termination was set. EC2 gives
+// no ENI age, so an ENI is deleted only when it is seen unattached on two
+// consecutive passes, and never while the operator is attaching it.
+package gc
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/enipam/enipam/operator/cloud"
+	"github.com/enipam/enipam/operator/inventory"
+)
+
+// Options tune the collector.
+type Options struct {
+	// Cluster is the value of the cluster tag that marks ENIs as ours.
+	Cluster string
+	// Interval is the time between passes.
+	Interval time.Duration
+	// MaxPerPass bounds the deletions of one pass, so a flood of leaks
+	// never starves the allocations of EC2's buckets.
+	MaxPerPass int
+}
+
+// Collector deletes leaked ENIs.
+type Collector struct {
+	api  cloud.API
+	inv  *inventory.Inventory
+	opts Options
+	log  *slog.Logger
+	seen map[string]bool
+
+	collected prometheus.Counter
+	leaked    prometheus.Gauge
+}
+
+// New returns a collector; it does nothing until Start.
+func New(api cloud.API, inv *inventory.Inventory, opts Options, reg prometheus.Registerer, log *slog.Logger) (*Collector, error) {
+	c := &Collector{
+		api: api, inv: inv, opts: opts, log: log, seen: map[string]bool{},
+		collected: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "enipam_enis_collected_total", Help: "Leaked ENIs deleted by the collector.",
+		}),
+		leaked: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "enipam_leaked_enis", Help: "Unattached ENIs with this cluster's tag seen by the last collector pass.",
+		}),
+	}
+	for _, m := range []prometheus.Collector{c.collected, c.leaked} {
+		if err := reg.Register(m); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// Start runs a pass every interval once the inventory is synced.
+func (c *Collector) Start(ctx context.Context) error {
+	select {
+	case <-ctx.Done():
+		return nil
+	case <-c.inv.Synced():
+	}
+	ticker := time.NewTicker(c.opts.Interval)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-ticker.C:
+			if _, err := c.Pass(ctx); err != nil {
+				c.log.Error("ENI collection pass", "error", err)
+			}
+		}
+	}
+}
+
+// Pass deletes the leaked ENIs seen on the previous pass too (at most
+// MaxPerPass) and returns how many it deleted.
+func (c *Collector) Pass(ctx context.Context) (int, error) {
+	candidates := c.inv.UnattachedENIs(cloud.TagCluster, c.opts.Cluster)
+	c.leaked.Set(float64(len(candidates)))
+	next := map[string]bool{}
+	deleted := 0
+	var errs []error
+	for _, e := range candidates {
+		if e.Tags[cloud.TagManagedBy] != cloud.ManagedBy || e.RequesterManaged || c.inv.InFlight(e.ID) {
+			continue
+		}
+		if !c.seen[e.ID] || deleted >= c.opts.MaxPerPass {
+			next[e.ID] = true
+			continue
+		}
+		err := c.api.DeleteENI(ctx, e.ID)
+		switch {
+		case err == nil, errors.Is(err, cloud.ErrNotFound):
+			c.inv.RecordDeleted(e.ID)
+			if err == nil {
+				deleted++
+				c.collected.Inc()
+				c.log.Info("deleted leaked ENI", "eni", e.ID, "instance", e.Tags[cloud.TagInstance], "subnet", e.SubnetID)
+			}
+		case errors.Is(err, cloud.ErrInUse), errors.Is(err, cloud.ErrInvalid):
+			// Attached or detaching since the describe; not a leak now.
+		default:
+			next[e.ID] = true
+			errs = append(errs, err)
+		}
+	}
+	c.seen = next
+	return deleted, errors.Join(errs...)
+}

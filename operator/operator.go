@@ -1,0 +1,173 @@
+package operator
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
+	"github.com/enipam/enipam/operator/ciliumnode"
+	"github.com/enipam/enipam/operator/ec2"
+	"github.com/enipam/enipam/operator/gc"
+	"github.com/enipam/enipam/operator/inventory"
+	"github.com/enipam/enipam/operator/policy"
+)
+
+// Operator is a wired enipam-operator; Run starts it.
+type Operator struct {
+	mgr manager.Manager
+	// Inventory is exposed for tests and diagnostics.
+	Inventory *inventory.Inventory
+}
+
+// Scheme returns the types the operator reads and writes.
+func Scheme() (*runtime.Scheme, error) {
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, ciliumv2.AddToScheme, enipamv1alpha1.AddToScheme} {
+		if err := add(s); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// New wires the operator. reg receives every metric (the command passes
+// controller-runtime's registry, which the metrics endpoint serves).
+func New(opts Options, restCfg *rest.Config, awsCfg aws.Config, reg prometheus.Registerer, log *slog.Logger) (*Operator, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	scheme, err := Scheme()
+	if err != nil {
+		return nil, err
+	}
+	mgr, err := ctrl.NewManager(restCfg, ctrl.Options{
+		Scheme:                        scheme,
+		Logger:                        logr.FromSlogHandler(log.Handler()),
+		Metrics:                       metricsserver.Options{BindAddress: opts.MetricsAddress},
+		HealthProbeBindAddress:        opts.HealthAddress,
+		LeaderElection:                opts.LeaderElect,
+		LeaderElectionID:              opts.LeaderElectionID,
+		LeaderElectionNamespace:       opts.LeaderNamespace,
+		LeaderElectionReleaseOnCancel: true,
+		Controller:                    config.Controller{SkipNameValidation: ptr(true)},
+		Cache: cache.Options{
+			DefaultTransform: cache.TransformStripManagedFields(),
+			ByObject: map[client.Object]cache.ByObject{
+				// Nodes are large; the operator needs their labels and
+				// providerID only.
+				&corev1.Node{}: {Transform: slimNode},
+			},
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("creating manager, %w", err)
+	}
+
+	ec2Opts := ec2.DefaultOptions()
+	ec2Opts.Endpoint, ec2Opts.RateScale, ec2Opts.MaxAttempts = opts.EC2Endpoint, opts.EC2RateScale, opts.EC2MaxAttempts
+	api, err := ec2.New(awsCfg, ec2Opts, reg)
+	if err != nil {
+		return nil, err
+	}
+	inv := inventory.New(api, inventory.Options{
+		VPCIDs:           opts.VPCIDs,
+		ResyncInterval:   opts.ResyncInterval,
+		ConsistencyGrace: min(opts.ResyncInterval, 2*time.Minute),
+		NotFoundRetry:    30 * time.Second,
+	}, log.With("component", "inventory"))
+	if err := reg.Register(inv); err != nil {
+		return nil, err
+	}
+	if err := mgr.Add(manager.RunnableFunc(inv.Start)); err != nil {
+		return nil, err
+	}
+
+	metrics, err := ciliumnode.NewMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
+	nodes := ciliumnode.New(mgr.GetClient(), api, inv, mgr.GetEventRecorder("enipam-operator"), metrics, ciliumnode.Options{
+		Cluster: opts.ClusterName,
+		Workers: opts.Workers,
+		Defaults: policy.Defaults{
+			Knobs: opts.Knobs, FirstInterfaceIndex: opts.FirstInterfaceIndex, PrefixDelegation: opts.PrefixDelegation,
+			ReleaseExcessIPs: opts.ReleaseExcessIPs, ReleaseDelay: opts.ReleaseDelay,
+		},
+		RetryBase:    time.Second,
+		RetryMax:     2 * time.Minute,
+		BlockedRetry: opts.ResyncInterval,
+	}, log.With("component", "ciliumnode"))
+	if err := nodes.SetupWithManager(mgr); err != nil {
+		return nil, err
+	}
+	if err := policy.NewStatusReconciler(mgr.GetClient(), mgr.GetEventRecorder("enipam-operator")).SetupWithManager(mgr); err != nil {
+		return nil, err
+	}
+	collector, err := gc.New(api, inv, gc.Options{Cluster: opts.ClusterName, Interval: opts.GCInterval, MaxPerPass: opts.GCMaxPerPass}, reg, log.With("component", "gc"))
+	if err != nil {
+		return nil, err
+	}
+	if err := mgr.Add(manager.RunnableFunc(collector.Start)); err != nil {
+		return nil, err
+	}
+
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return nil, err
+	}
+	if err := mgr.AddReadyzCheck("informers", func(req *http.Request) error {
+		ctx, cancel := context.WithTimeout(req.Context(), time.Second)
+		defer cancel()
+		if !mgr.GetCache().WaitForCacheSync(ctx) {
+			return fmt.Errorf("informer caches not synced")
+		}
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	return &Operator{mgr: mgr, Inventory: inv}, nil
+}
+
+// Run runs the operator until ctx ends.
+func (o *Operator) Run(ctx context.Context) error { return o.mgr.Start(ctx) }
+
+// Elected is closed when this replica leads (at once without leader
+// election).
+func (o *Operator) Elected() <-chan struct{} { return o.mgr.Elected() }
+
+// slimNode keeps what the operator reads of a Node.
+func slimNode(obj any) (any, error) {
+	n, ok := obj.(*corev1.Node)
+	if !ok {
+		return obj, nil
+	}
+	return &corev1.Node{
+		TypeMeta: n.TypeMeta,
+		ObjectMeta: metav1.ObjectMeta{
+			Name: n.Name, UID: n.UID, ResourceVersion: n.ResourceVersion, Labels: n.Labels,
+			CreationTimestamp: n.CreationTimestamp, DeletionTimestamp: n.DeletionTimestamp,
+		},
+		Spec: corev1.NodeSpec{ProviderID: n.Spec.ProviderID},
+	}, nil
+}
+
+func ptr[T any](v T) *T { return &v }

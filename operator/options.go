@@ -1,0 +1,135 @@
+// Package operator is enipam-operator's composition root: its options and
+// the wiring of the EC2 adapter, the inventory, the controllers and the
+// collector into one controller-runtime manager.
+package operator
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"time"
+
+	"github.com/enipam/enipam/operator/pool"
+)
+
+// Options configure the operator. Defaults come from DefaultOptions; the
+// command fills environment defaults before parsing flags.
+type Options struct {
+	ClusterName string
+	Region      string
+	EC2Endpoint string
+	VPCIDs      stringList
+
+	ResyncInterval time.Duration
+	EC2RateScale   float64
+	EC2MaxAttempts int
+	Workers        int
+
+	GCInterval   time.Duration
+	GCMaxPerPass int
+
+	// Pool defaults, the last step of the precedence (see package policy).
+	Knobs               pool.Knobs
+	FirstInterfaceIndex int
+	PrefixDelegation    bool
+	ReleaseExcessIPs    bool
+	ReleaseDelay        time.Duration
+
+	MetricsAddress   string
+	HealthAddress    string
+	LeaderElect      bool
+	LeaderNamespace  string
+	LeaderElectionID string
+	LogLevel         string
+}
+
+// DefaultOptions returns the defaults: Cilium's pre-allocate of 8, EC2's
+// own throttling buckets, a one-minute resync.
+func DefaultOptions() Options {
+	return Options{
+		ResyncInterval:   time.Minute,
+		EC2RateScale:     1,
+		EC2MaxAttempts:   8,
+		Workers:          100,
+		GCInterval:       5 * time.Minute,
+		GCMaxPerPass:     25,
+		Knobs:            pool.Knobs{PreAllocate: 8},
+		ReleaseExcessIPs: true,
+		ReleaseDelay:     3 * time.Minute,
+		MetricsAddress:   ":9090",
+		HealthAddress:    ":9091",
+		LeaderElect:      true,
+		LeaderNamespace:  "kube-system",
+		LeaderElectionID: "enipam-operator",
+		LogLevel:         "info",
+	}
+}
+
+// AddFlags registers every option on fs, with the current values as
+// defaults.
+func (o *Options) AddFlags(fs *flag.FlagSet) {
+	fs.StringVar(&o.ClusterName, "cluster-name", o.ClusterName, "Cluster name, tagged on every ENI the operator creates; required (env CLUSTER_NAME).")
+	fs.StringVar(&o.Region, "aws-region", o.Region, "AWS region (env AWS_REGION; else from instance metadata).")
+	fs.StringVar(&o.EC2Endpoint, "ec2-endpoint", o.EC2Endpoint, "EC2 endpoint URL override (env AWS_ENDPOINT_URL_EC2).")
+	fs.Var(&o.VPCIDs, "vpc-id", "VPC to sync from the start (repeatable); VPCs of nodes are found on their own.")
+	fs.DurationVar(&o.ResyncInterval, "resync-interval", o.ResyncInterval, "How often whole VPCs are described again.")
+	fs.Float64Var(&o.EC2RateScale, "ec2-rate-scale", o.EC2RateScale, "Scale of the client-side EC2 token buckets (1 = EC2's defaults; lower when other tools share the account).")
+	fs.IntVar(&o.EC2MaxAttempts, "ec2-max-attempts", o.EC2MaxAttempts, "Attempts per EC2 call under throttling or server errors.")
+	fs.IntVar(&o.Workers, "workers", o.Workers, "Nodes served in parallel.")
+	fs.DurationVar(&o.GCInterval, "gc-interval", o.GCInterval, "Time between leaked-ENI collection passes.")
+	fs.IntVar(&o.GCMaxPerPass, "gc-max-per-pass", o.GCMaxPerPass, "Most leaked ENIs deleted per pass.")
+	fs.IntVar(&o.Knobs.PreAllocate, "pre-allocate", o.Knobs.PreAllocate, "Default free IPs kept in each pool.")
+	fs.IntVar(&o.Knobs.MinAllocate, "min-allocate", o.Knobs.MinAllocate, "Default smallest pool.")
+	fs.IntVar(&o.Knobs.MaxAllocate, "max-allocate", o.Knobs.MaxAllocate, "Default largest pool (0 = the instance's limit).")
+	fs.IntVar(&o.Knobs.MaxAboveWatermark, "max-above-watermark", o.Knobs.MaxAboveWatermark, "Default extra IPs taken beyond the need in one allocation.")
+	fs.IntVar(&o.FirstInterfaceIndex, "first-interface-index", o.FirstInterfaceIndex, "Default lowest device index whose ENI carries pod IPs.")
+	fs.BoolVar(&o.PrefixDelegation, "prefix-delegation", o.PrefixDelegation, "Default: allocate /28 prefixes on nitro instances.")
+	fs.BoolVar(&o.ReleaseExcessIPs, "release-excess-ips", o.ReleaseExcessIPs, "Default: return excess IPs through Cilium's release handshake.")
+	fs.DurationVar(&o.ReleaseDelay, "excess-ip-release-delay", o.ReleaseDelay, "Default time IPs stay in excess before release.")
+	fs.StringVar(&o.MetricsAddress, "metrics-bind-address", o.MetricsAddress, "Prometheus metrics address (0 = off).")
+	fs.StringVar(&o.HealthAddress, "health-probe-bind-address", o.HealthAddress, "Health and readiness probe address (0 = off).")
+	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "Elect a leader among replicas through a Lease; only the leader talks to EC2.")
+	fs.StringVar(&o.LeaderNamespace, "leader-election-namespace", o.LeaderNamespace, "Namespace of the leader Lease (env POD_NAMESPACE).")
+	fs.StringVar(&o.LeaderElectionID, "leader-election-id", o.LeaderElectionID, "Name of the leader Lease.")
+	fs.StringVar(&o.LogLevel, "log-level", o.LogLevel, "debug, info, warn or error.")
+}
+
+// Validate reports every invalid option at once.
+func (o *Options) Validate() error {
+	var errs []error
+	check := func(ok bool, format string, args ...any) {
+		if !ok {
+			errs = append(errs, fmt.Errorf(format, args...))
+		}
+	}
+	check(o.ClusterName != "", "--cluster-name (or CLUSTER_NAME) is required: it marks the ENIs this cluster owns")
+	check(len(o.ClusterName) <= 200, "--cluster-name is longer than 200 characters")
+	check(o.ResyncInterval >= 5*time.Second, "--resync-interval must be at least 5s, got %s", o.ResyncInterval)
+	check(o.EC2RateScale > 0 && o.EC2RateScale <= 100, "--ec2-rate-scale must be in (0, 100], got %v", o.EC2RateScale)
+	check(o.EC2MaxAttempts >= 1, "--ec2-max-attempts must be at least 1")
+	check(o.Workers >= 1 && o.Workers <= 10000, "--workers must be in [1, 10000], got %d", o.Workers)
+	check(o.GCInterval >= time.Second, "--gc-interval must be at least 1s")
+	check(o.GCMaxPerPass >= 0, "--gc-max-per-pass must not be negative")
+	k := o.Knobs
+	check(k.PreAllocate >= 0 && k.MinAllocate >= 0 && k.MaxAllocate >= 0 && k.MaxAboveWatermark >= 0, "pool knobs must not be negative")
+	check(k.MaxAllocate == 0 || k.MinAllocate <= k.MaxAllocate, "--min-allocate %d exceeds --max-allocate %d", k.MinAllocate, k.MaxAllocate)
+	check(o.FirstInterfaceIndex >= 0 && o.FirstInterfaceIndex <= 15, "--first-interface-index must be in [0, 15]")
+	check(o.ReleaseDelay >= 0, "--excess-ip-release-delay must not be negative")
+	check(!o.LeaderElect || o.LeaderNamespace != "", "--leader-election-namespace is required with --leader-elect")
+	switch o.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		errs = append(errs, fmt.Errorf("--log-level must be debug, info, warn or error, got %q", o.LogLevel))
+	}
+	return errors.Join(errs...)
+}
+
+// stringList is a repeatable string flag.
+type stringList []string
+
+func (l *stringList) String() string { return fmt.Sprint([]string(*l)) }
+
+func (l *stringList) Set(v string) error {
+	*l = append(*l, v)
+	return nil
+}
