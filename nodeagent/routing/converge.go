@@ -11,6 +11,7 @@ const (
 	OpListLinks    = "list_links"
 	OpListRules    = "list_rules"
 	OpListRoutes   = "list_routes"
+	OpGetRPFilter  = "get_rp_filter"
 	OpSetMTU       = "set_mtu"
 	OpSetUp        = "set_up"
 	OpSetRPFilter  = "set_rp_filter"
@@ -32,9 +33,15 @@ func (o Ops) Total() int {
 	return n
 }
 
+// Netlink is the number of netlink requests: everything but the rp_filter
+// sysctls.
+func (o Ops) Netlink() int {
+	return o.Total() - o[OpGetRPFilter] - o[OpSetRPFilter]
+}
+
 // Writes is the number of kernel changes attempted.
 func (o Ops) Writes() int {
-	return o.Total() - o[OpListLinks] - o[OpListRules] - o[OpListRoutes]
+	return o.Total() - o[OpListLinks] - o[OpListRules] - o[OpListRoutes] - o[OpGetRPFilter]
 }
 
 // Result is what one converge found and did.
@@ -66,9 +73,10 @@ func NewConverger(host Host, cfg Config) *Converger {
 	return &Converger{host: host, cfg: cfg}
 }
 
-// Converge reads links, rules and routes (three requests), computes the
-// desired state of node, and applies the difference. A node already in
-// shape costs those three reads and nothing else; one new pool IP costs one
+// Converge reads links, rules and routes (three netlink dumps) and the
+// managed links' rp_filter (one sysctl visit), computes the desired state of
+// node, and applies the difference. A node already in shape costs those
+// four reads and nothing else; one new pool IP costs one
 // more write per rule it needs. Failing writes do not stop the others: the
 // error joins an *OpError per failure, and the Result still says what was
 // attempted. Reading errors stop the converge before any change.
@@ -91,6 +99,22 @@ func (c *Converger) Converge(ctx context.Context, node Node) (Result, error) {
 	}
 
 	d := ComputeDesired(node, links, c.cfg)
+	if len(d.Links) > 0 {
+		names := make([]string, len(d.Links))
+		for i, w := range d.Links {
+			names[i] = w.Link.Name
+		}
+		rp, err := c.host.RPFilter(names)
+		res.Ops[OpGetRPFilter]++
+		if err != nil {
+			return res, fmt.Errorf("reading rp_filter, %w", err)
+		}
+		for i := range d.Links {
+			if v, ok := rp[d.Links[i].Link.Name]; ok {
+				d.Links[i].Link.RPFilter = v
+			}
+		}
+	}
 	res.ENIs, res.Rules, res.Routes = len(d.Links), len(d.Rules), len(d.Routes)
 	res.Missing, res.Problems = d.Missing, d.Problems
 	res.Plan = Diff(d, rules, routes, c.cfg)

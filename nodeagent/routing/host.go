@@ -7,8 +7,12 @@ package routing
 // the Converger can recognise with errors.Is(err, ErrExist) and
 // errors.Is(err, ErrNotFound).
 type Host interface {
-	// Links lists the links with their MTU, state and rp_filter.
+	// Links lists the links with their MTU and state; RPFilter is left -1.
 	Links() ([]Link, error)
+	// RPFilter reads net.ipv4.conf.<name>.rp_filter of the named links, in
+	// one visit to the namespace; a link whose value cannot be read is
+	// absent from the map.
+	RPFilter(names []string) (map[string]int, error)
 	// SetLinkMTU sets the MTU of the link.
 	SetLinkMTU(link Link, mtu int) error
 	// SetLinkUp brings the link up.

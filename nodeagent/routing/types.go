@@ -37,7 +37,8 @@ type Link struct {
 	MTU   int
 	Up    bool
 	// RPFilter is the link's net.ipv4.conf.<name>.rp_filter, or -1 when it
-	// could not be read.
+	// is unknown (Host.Links does not read it; the Converger does, for the
+	// links it manages).
 	RPFilter int
 }
 

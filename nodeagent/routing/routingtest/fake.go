@@ -55,11 +55,40 @@ func (h *Host) SetRoutes(rs ...routing.Route) {
 	h.routes = slices.Clone(rs)
 }
 
-// Links implements routing.Host.
+// Links implements routing.Host; like the kernel's, its links carry no
+// rp_filter (-1).
 func (h *Host) Links() ([]routing.Link, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return slices.Clone(h.links), nil
+	out := slices.Clone(h.links)
+	for i := range out {
+		out[i].RPFilter = -1
+	}
+	return out, nil
+}
+
+// Link returns the link with the index as the fake holds it, rp_filter
+// included.
+func (h *Host) Link(index int) (routing.Link, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, l := range h.links {
+		if l.Index == index {
+			return l, true
+		}
+	}
+	return routing.Link{}, false
+}
+
+// RPFilter implements routing.Host.
+func (h *Host) RPFilter(names []string) (map[string]int, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	m := map[string]int{}
+	for _, l := range h.links {
+		m[l.Name] = l.RPFilter
+	}
+	return m, nil
 }
 
 // Rules implements routing.Host.
