@@ -1,0 +1,355 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/enipam/enipam/nodeagent/ciliumnode"
+	"github.com/enipam/enipam/nodeagent/routing"
+)
+
+// Triggers of a converge, as labelled in metrics and logs.
+const (
+	triggerStart  = "start"
+	triggerNode   = "node"
+	triggerResync = "resync"
+	triggerRetry  = "retry"
+)
+
+// Agent runs the node's routing. Build it with New, run it with Start.
+type Agent struct {
+	cfg     Config
+	log     *slog.Logger
+	conv    *routing.Converger
+	watcher *ciliumnode.Watcher
+	events  kubernetes.Interface
+	scheme  *runtime.Scheme
+	metrics *Metrics
+	now     func() time.Time
+
+	// kick wakes the loop when the CiliumNode changed; one pending wake-up
+	// is enough, later ones coalesce.
+	kick chan struct{}
+
+	mu     sync.Mutex
+	status Status
+	// missingSince is when each managed ENI's link was first seen missing;
+	// reported marks those already announced by an event.
+	missingSince map[string]time.Time
+	reported     map[string]bool
+	// lastFailure and lastProblems are the messages of the last events
+	// raised, so a lasting condition is announced once rather than on every
+	// retry (which would also eat the recorder's per-object event budget).
+	lastFailure, lastProblems string
+}
+
+// Status is the agent's view of the node's routing, for readiness and tests.
+type Status struct {
+	// Running is true between Start and its return.
+	Running bool
+	// Heartbeat is when the loop last woke up.
+	Heartbeat time.Time
+	// Converges counts completed converges.
+	Converges int
+	// Ready is true after a converge that succeeded with every managed
+	// ENI's link present, until one that did not.
+	Ready bool
+	// NotReady says why Ready is false.
+	NotReady string
+	// Last is the result of the last converge.
+	Last routing.Result
+}
+
+// New returns an inert Agent for cfg acting on host, talking to the
+// apiserver of kube, registering its metrics on reg.
+func New(cfg Config, kube *rest.Config, host routing.Host, reg prometheus.Registerer, log *slog.Logger) (*Agent, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	if err := ciliumv2.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	c, err := client.NewWithWatch(kube, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, fmt.Errorf("building Kubernetes client, %w", err)
+	}
+	cs, err := kubernetes.NewForConfig(kube)
+	if err != nil {
+		return nil, fmt.Errorf("building Kubernetes clientset, %w", err)
+	}
+	m, err := newMetrics(reg)
+	if err != nil {
+		return nil, fmt.Errorf("registering metrics, %w", err)
+	}
+	log = log.With("node", cfg.NodeName)
+	return &Agent{
+		cfg:          cfg,
+		log:          log,
+		conv:         routing.NewConverger(host, cfg.Routing),
+		watcher:      ciliumnode.NewWatcher(c, cfg.NodeName, log),
+		events:       cs,
+		scheme:       scheme,
+		metrics:      m,
+		now:          time.Now,
+		kick:         make(chan struct{}, 1),
+		status:       Status{NotReady: "not started"},
+		missingSince: map[string]time.Time{},
+		reported:     map[string]bool{},
+	}, nil
+}
+
+// Status returns a snapshot of the agent's state.
+func (a *Agent) Status() Status {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.status
+}
+
+// Start runs the agent until ctx ends: it watches the CiliumNode, waits for
+// the first list, converges fully, then converges again on every change,
+// every resync interval, and on a backoff while something is missing or
+// failing. It returns nil when ctx ends, or an error if it cannot start.
+func (a *Agent) Start(ctx context.Context) error {
+	a.setStatus(func(s *Status) { s.Running, s.Heartbeat, s.NotReady = true, a.now(), "waiting for the CiliumNode" })
+	defer a.setStatus(func(s *Status) { s.Running, s.Ready, s.NotReady = false, false, "stopped" })
+
+	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: a.events.CoreV1().Events("")})
+	defer broadcaster.Shutdown()
+	recorder := broadcaster.NewRecorder(a.scheme, corev1.EventSource{Component: "enipam-agent", Host: a.cfg.NodeName})
+
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	wg.Go(func() {
+		if err := a.watcher.Start(ctx, a.wake); err != nil {
+			a.log.Error("watching the CiliumNode", "err", err)
+		}
+	})
+	if !cache.WaitForCacheSync(ctx.Done(), a.watcher.Synced) {
+		return nil // ctx ended first
+	}
+	a.log.Info("watching the CiliumNode; first converge")
+
+	resync := time.NewTicker(a.cfg.ResyncInterval)
+	defer resync.Stop()
+	retry := time.NewTimer(0) // the first converge, right away
+	defer retry.Stop()
+	backoff := a.cfg.LinkWaitBackoff
+	trigger := triggerStart
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-a.kick:
+			trigger = triggerNode
+		case <-resync.C:
+			trigger = triggerResync
+		case <-retry.C:
+			if trigger != triggerStart {
+				trigger = triggerRetry
+			}
+		}
+		a.setStatus(func(s *Status) { s.Heartbeat = a.now() })
+		cn := a.watcher.Current()
+		if cn == nil {
+			a.setStatus(func(s *Status) { s.Ready, s.NotReady = false, "CiliumNode not found" })
+			continue
+		}
+		if a.converge(ctx, cn, trigger, recorder) {
+			backoff = a.cfg.LinkWaitBackoff
+			continue
+		}
+		retry.Reset(backoff)
+		backoff = min(2*backoff, a.cfg.ResyncInterval)
+	}
+}
+
+// wake asks the loop for a converge without blocking the watch.
+func (a *Agent) wake() {
+	select {
+	case a.kick <- struct{}{}:
+	default:
+	}
+}
+
+// converge runs one converge of cn and reports it. It returns false when
+// the node is not fully routed yet (a failure or a missing link), so the
+// loop retries sooner than the resync interval.
+func (a *Agent) converge(ctx context.Context, cn *ciliumv2.CiliumNode, trigger string, rec record.EventRecorder) bool {
+	node, problems := ciliumnode.ToNode(cn)
+	start := a.now()
+	res, err := a.conv.Converge(ctx, node)
+	elapsed := a.now().Sub(start)
+	a.metrics.observe(trigger, elapsed.Seconds(), res, err)
+	ref := reference(cn)
+	log := a.log.With("trigger", trigger)
+
+	problems = append(problems, res.Problems...)
+	if msg := joinMessages(problems); msg != a.lastProblems {
+		a.lastProblems = msg
+		if msg != "" {
+			a.metrics.errors.WithLabelValues(errKindCiliumNode).Add(float64(len(problems)))
+			log.Warn("parts of the CiliumNode cannot be routed", "problems", msg)
+			rec.Event(ref, corev1.EventTypeWarning, ReasonInvalidENI, msg)
+		}
+	}
+
+	if err != nil {
+		var opErr *routing.OpError
+		if errors.As(err, &opErr) {
+			a.metrics.errors.WithLabelValues(errKindKernelWrite).Add(float64(countOpErrors(err)))
+		} else {
+			a.metrics.errors.WithLabelValues(errKindKernelRead).Inc()
+		}
+		log.Error("converge failed", "err", err, "ops", res.Ops)
+		if msg := truncate(err.Error(), 1024); msg != a.lastFailure {
+			a.lastFailure = msg
+			rec.Event(ref, corev1.EventTypeWarning, ReasonRoutingFailed, msg)
+		}
+	} else {
+		a.lastFailure = ""
+	}
+
+	for _, id := range a.trackMissing(res.Missing) {
+		eni := findENI(res.Missing, id)
+		log.Error("ENI link never appeared", "eni", id, "mac", eni.MAC.String(), "waited", a.cfg.LinkWaitTimeout)
+		rec.Eventf(ref, corev1.EventTypeWarning, ReasonLinkNotFound, "no link with MAC %s for ENI %s (device %d) after %v", eni.MAC, id, eni.Number, a.cfg.LinkWaitTimeout)
+	}
+
+	ready := err == nil && len(res.Missing) == 0
+	notReady := ""
+	switch {
+	case err != nil:
+		notReady = "converge failed: " + truncate(err.Error(), 256)
+	case len(res.Missing) > 0:
+		notReady = fmt.Sprintf("%d ENI link(s) missing", len(res.Missing))
+	}
+	var wasReady bool
+	a.setStatus(func(s *Status) {
+		wasReady = s.Ready
+		s.Ready, s.NotReady, s.Last = ready, notReady, res
+		s.Converges++
+	})
+	a.metrics.ready.Set(boolFloat(ready))
+	if ready && !wasReady {
+		rec.Eventf(ref, corev1.EventTypeNormal, ReasonRoutingReady, "%d ENIs, %d rules, %d routes", res.ENIs, res.Rules, res.Routes)
+	}
+	if res.Plan.Len() > 0 || err != nil {
+		log.Info("converged", "enis", res.ENIs, "rules", res.Rules, "routes", res.Routes, "writes", res.Ops.Writes(), "missing", len(res.Missing), "took", elapsed)
+	} else {
+		log.Debug("node in shape", "enis", res.ENIs, "rules", res.Rules, "took", elapsed)
+	}
+	return ready
+}
+
+// trackMissing records since when each ENI's link is missing and returns
+// the ENIs that have just passed the link wait timeout (each reported once
+// until its link shows up).
+func (a *Agent) trackMissing(missing []routing.ENI) []string {
+	now := a.now()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	current := map[string]bool{}
+	var overdue []string
+	for _, e := range missing {
+		current[e.ID] = true
+		since, ok := a.missingSince[e.ID]
+		if !ok {
+			a.missingSince[e.ID] = now
+			since = now
+		}
+		if !a.reported[e.ID] && now.Sub(since) >= a.cfg.LinkWaitTimeout {
+			a.reported[e.ID] = true
+			overdue = append(overdue, e.ID)
+		}
+	}
+	for id := range a.missingSince {
+		if !current[id] {
+			if a.reported[id] {
+				a.log.Info("ENI link appeared or ENI left", "eni", id)
+			}
+			delete(a.missingSince, id)
+			delete(a.reported, id)
+		}
+	}
+	slices.Sort(overdue)
+	return overdue
+}
+
+func (a *Agent) setStatus(f func(*Status)) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	f(&a.status)
+}
+
+func findENI(enis []routing.ENI, id string) routing.ENI {
+	for _, e := range enis {
+		if e.ID == id {
+			return e
+		}
+	}
+	return routing.ENI{ID: id}
+}
+
+func countOpErrors(err error) int {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		n := 0
+		for _, e := range j.Unwrap() {
+			var op *routing.OpError
+			if errors.As(e, &op) {
+				n++
+			}
+		}
+		return n
+	}
+	return 1
+}
+
+func joinMessages(errs []error) string {
+	if len(errs) == 0 {
+		return ""
+	}
+	s := make([]string, len(errs))
+	for i, e := range errs {
+		s[i] = e.Error()
+	}
+	return truncate(strings.Join(s, "; "), 1024)
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+func boolFloat(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
