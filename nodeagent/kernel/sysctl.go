@@ -62,18 +62,24 @@ func checkLinkName(name string) error {
 	return nil
 }
 
-// inNamespace runs fn on an OS thread that has entered k's namespace, or
-// right here when k acts on the process's own namespace. The thread is
-// locked and never unlocked, so the Go runtime destroys it when fn returns:
-// no goroutine can ever run on a thread left in the wrong namespace.
+// inNamespace runs fn inside k's namespace, or right here when k acts on
+// the process's own namespace.
 func (k *Kernel) inNamespace(fn func() error) error {
 	if !k.ns.IsOpen() {
 		return fn()
 	}
+	return InNamespace(k.ns, fn)
+}
+
+// InNamespace runs fn on an OS thread that has entered ns. The thread is
+// locked and never unlocked, so the Go runtime destroys it when fn
+// returns: no goroutine can ever run on a thread left in the wrong
+// namespace, and the caller's thread never moves.
+func InNamespace(ns netns.NsHandle, fn func() error) error {
 	errc := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
-		if err := netns.Set(k.ns); err != nil {
+		if err := netns.Set(ns); err != nil {
 			errc <- fmt.Errorf("entering network namespace, %w", err)
 			return
 		}

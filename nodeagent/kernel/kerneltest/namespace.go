@@ -155,15 +155,4 @@ func (n *Namespace) SetSysctl(tb testing.TB, key, value string) {
 }
 
 // Do runs fn on a throwaway OS thread inside the namespace.
-func (n *Namespace) Do(fn func() error) error {
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		if err := netns.Set(n.NS); err != nil {
-			errc <- err
-			return
-		}
-		errc <- fn()
-	}()
-	return <-errc
-}
+func (n *Namespace) Do(fn func() error) error { return kernel.InNamespace(n.NS, fn) }
