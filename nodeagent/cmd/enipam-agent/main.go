@@ -13,6 +13,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -35,17 +36,23 @@ import (
 )
 
 func main() {
-	if err := run(); err != nil {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Getenv("NODE_NAME"), os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "enipam-agent:", err)
+		stop()
 		os.Exit(1)
 	}
 }
 
-func run() error {
-	opts := agent.NewOptions(os.Getenv("NODE_NAME"))
+// run is the whole program: flags, wiring, and running until ctx ends or a
+// component fails. nodeName is the downward API's NODE_NAME.
+func run(ctx context.Context, args []string, nodeName string, stderr io.Writer) error {
+	opts := agent.NewOptions(nodeName)
 	fs := flag.NewFlagSet("enipam-agent", flag.ContinueOnError)
+	fs.SetOutput(stderr)
 	opts.AddFlags(fs)
-	if err := fs.Parse(os.Args[1:]); err != nil {
+	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
 		}
@@ -55,7 +62,7 @@ func run() error {
 		return err
 	}
 	level, _ := opts.SlogLevel()
-	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
 	// client-go and controller-runtime log through their own package-level
 	// loggers; route both into the same handler.
 	klog.SetSlogLogger(log)
@@ -78,8 +85,6 @@ func run() error {
 		return err
 	}
 
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
 	ctx, cancel := context.WithCancelCause(ctx)
 	var wg sync.WaitGroup
 	runnable := func(name string, start func(context.Context) error) {
