@@ -11,6 +11,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -101,6 +102,13 @@ func testConfig(node string) agent.Config {
 // startAgent runs an agent until the test ends.
 func startAgent(t *testing.T, cfg agent.Config, kube *rest.Config, host routing.Host) (*agent.Agent, *prometheus.Registry) {
 	t.Helper()
+	a, reg, _ := startStoppableAgent(t, cfg, kube, host)
+	return a, reg
+}
+
+// startStoppableAgent runs an agent until stop is called or the test ends.
+func startStoppableAgent(t *testing.T, cfg agent.Config, kube *rest.Config, host routing.Host) (*agent.Agent, *prometheus.Registry, func()) {
+	t.Helper()
 	reg := prometheus.NewRegistry()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if testing.Verbose() {
@@ -113,13 +121,17 @@ func startAgent(t *testing.T, cfg agent.Config, kube *rest.Config, host routing.
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- a.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("agent stopped with %v", err)
-		}
-	})
-	return a, reg
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("agent stopped with %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return a, reg, stop
 }
 
 // eventually polls cond until it holds; the bound only limits a failing
@@ -162,6 +174,29 @@ func gauge(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	}
 	t.Fatalf("metric %s not found", name)
 	return 0
+}
+
+// kernelWrites sums enipam_agent_kernel_operations_total over the
+// operations that change the kernel.
+func kernelWrites(t *testing.T, reg *prometheus.Registry) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	reads := map[string]bool{routing.OpListLinks: true, routing.OpListRules: true, routing.OpListRoutes: true, routing.OpGetRPFilter: true}
+	var n float64
+	for _, mf := range mfs {
+		if mf.GetName() != "enipam_agent_kernel_operations_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if !reads[m.GetLabel()[0].GetValue()] {
+				n += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return n
 }
 
 func hasEvent(t *testing.T, cn *ciliumv2.CiliumNode, reason string) bool {
@@ -211,6 +246,45 @@ func TestAgentRoutesNewPoolIPAfterPoolGrows(t *testing.T) {
 	// The pool shrinks back: the released IP's rule goes.
 	setPool(t, cn, map[string]string{"10.0.1.20": "eni-primary", "10.0.2.10": "eni-a"})
 	eventually(t, "rule of the released IP removed", func() bool { return !hasRule(t, ns, "10.0.2.11", 11) })
+}
+
+// TestAgentRestartWritesNothing: an agent routes a node with two ENIs and
+// is stopped; a new agent (new process state, same kernel) starts, turns
+// ready with a first converge that writes nothing, and the namespace holds
+// each rule once.
+func TestAgentRestartWritesNothing(t *testing.T) {
+	ns := kerneltest.New(t)
+	ns.AddENILink(t, "eth1", "02:00:00:00:05:01")
+	ns.AddENILink(t, "eth2", "02:00:00:00:05:02")
+	cn := createCiliumNode(t,
+		[]awstypes.ENI{awsENI("eni-a", 1, "02:00:00:00:05:01", "10.0.2.0/24"), awsENI("eni-b", 2, "02:00:00:00:05:02", "10.0.3.0/24")},
+		map[string]string{"10.0.2.10": "eni-a", "10.0.2.11": "eni-a", "10.0.3.10": "eni-b"})
+
+	first, _, stop := startStoppableAgent(t, testConfig(cn.Name), env.Config, ns.Kernel())
+	eventually(t, "first agent ready", func() bool { return first.Ready() == nil })
+	stop()
+	rules, err := ns.Handle.RuleList(netlink.FAMILY_V4)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	second, reg := startAgent(t, testConfig(cn.Name), env.Config, ns.Kernel())
+	eventually(t, "second agent ready", func() bool { return second.Ready() == nil })
+	if w := kernelWrites(t, reg); w != 0 {
+		t.Errorf("restarted agent made %v kernel writes, want 0", w)
+	}
+	after, err := ns.Handle.RuleList(netlink.FAMILY_V4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(after) != len(rules) {
+		t.Errorf("%d rules after the restart, %d before", len(after), len(rules))
+	}
+	for _, ip := range []string{"10.0.2.10", "10.0.2.11"} {
+		if !hasRule(t, ns, ip, 11) {
+			t.Errorf("rule of %s missing", ip)
+		}
+	}
 }
 
 // TestAgentMissingLinkRaisesEventAndHoldsReadiness: the CiliumNode names a
