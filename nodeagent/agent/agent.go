@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"slices"
 	"strings"
 	"sync"
@@ -32,12 +33,21 @@ const (
 	triggerNode   = "node"
 	triggerResync = "resync"
 	triggerRetry  = "retry"
+	triggerLink   = "link"
 )
+
+// LinkWatcher is a Host that can announce link changes (kernel.Kernel
+// can). With one, the agent converges as soon as a managed ENI's link
+// appears, changes or goes, instead of on its backoff.
+type LinkWatcher interface {
+	WatchLinks(ctx context.Context, log *slog.Logger, fn func(mac net.HardwareAddr)) error
+}
 
 // Agent runs the node's routing. Build it with New, run it with Start.
 type Agent struct {
 	cfg     Config
 	log     *slog.Logger
+	host    routing.Host
 	conv    *routing.Converger
 	watcher *ciliumnode.Watcher
 	events  kubernetes.Interface
@@ -45,9 +55,10 @@ type Agent struct {
 	metrics *Metrics
 	now     func() time.Time
 
-	// kick wakes the loop when the CiliumNode changed; one pending wake-up
-	// is enough, later ones coalesce.
-	kick chan struct{}
+	// kick wakes the loop when the CiliumNode changed, linkKick when a
+	// managed ENI's link did; one pending wake-up is enough, later ones
+	// coalesce.
+	kick, linkKick chan struct{}
 
 	mu     sync.Mutex
 	status Status
@@ -59,6 +70,8 @@ type Agent struct {
 	// raised, so a lasting condition is announced once rather than on every
 	// retry (which would also eat the recorder's per-object event budget).
 	lastFailure, lastProblems string
+	// macs are the MACs of the managed ENIs, whose link changes matter.
+	macs map[string]bool
 }
 
 // Status is the agent's view of the node's routing, for readiness and tests.
@@ -107,6 +120,7 @@ func New(cfg Config, kube *rest.Config, host routing.Host, reg prometheus.Regist
 	return &Agent{
 		cfg:          cfg,
 		log:          log,
+		host:         host,
 		conv:         routing.NewConverger(host, cfg.Routing),
 		watcher:      ciliumnode.NewWatcher(c, cfg.NodeName, log),
 		events:       cs,
@@ -114,6 +128,7 @@ func New(cfg Config, kube *rest.Config, host routing.Host, reg prometheus.Regist
 		metrics:      m,
 		now:          time.Now,
 		kick:         make(chan struct{}, 1),
+		linkKick:     make(chan struct{}, 1),
 		status:       Status{NotReady: "not started"},
 		missingSince: map[string]time.Time{},
 		reported:     map[string]bool{},
@@ -149,6 +164,13 @@ func (a *Agent) Start(ctx context.Context) error {
 			a.log.Error("watching the CiliumNode", "err", err)
 		}
 	})
+	if lw, ok := a.host.(LinkWatcher); ok {
+		wg.Go(func() {
+			if err := lw.WatchLinks(ctx, a.log, a.linkChanged); err != nil {
+				a.log.Warn("cannot subscribe to link changes; relying on retries", "err", err)
+			}
+		})
+	}
 	if !cache.WaitForCacheSync(ctx.Done(), a.watcher.Synced) {
 		return nil // ctx ended first
 	}
@@ -166,6 +188,8 @@ func (a *Agent) Start(ctx context.Context) error {
 			return nil
 		case <-a.kick:
 			trigger = triggerNode
+		case <-a.linkKick:
+			trigger = triggerLink
 		case <-resync.C:
 			trigger = triggerResync
 		case <-retry.C:
@@ -189,9 +213,22 @@ func (a *Agent) Start(ctx context.Context) error {
 }
 
 // wake asks the loop for a converge without blocking the watch.
-func (a *Agent) wake() {
+func (a *Agent) wake() { signal(a.kick) }
+
+// linkChanged wakes the loop if the link belongs to a managed ENI; the
+// links of pods (one veth each) come and go without costing a converge.
+func (a *Agent) linkChanged(mac net.HardwareAddr) {
+	a.mu.Lock()
+	ours := a.macs[string(mac)]
+	a.mu.Unlock()
+	if ours {
+		signal(a.linkKick)
+	}
+}
+
+func signal(c chan struct{}) {
 	select {
-	case a.kick <- struct{}{}:
+	case c <- struct{}{}:
 	default:
 	}
 }
@@ -201,6 +238,13 @@ func (a *Agent) wake() {
 // loop retries sooner than the resync interval.
 func (a *Agent) converge(ctx context.Context, cn *ciliumv2.CiliumNode, trigger string, rec record.EventRecorder) bool {
 	node, problems := ciliumnode.ToNode(cn)
+	macs := make(map[string]bool, len(node.ENIs))
+	for _, e := range node.ENIs {
+		macs[string(e.MAC)] = true
+	}
+	a.mu.Lock()
+	a.macs = macs
+	a.mu.Unlock()
 	start := a.now()
 	res, err := a.conv.Converge(ctx, node)
 	elapsed := a.now().Sub(start)

@@ -248,6 +248,32 @@ func TestAgentRoutesNewPoolIPAfterPoolGrows(t *testing.T) {
 	eventually(t, "rule of the released IP removed", func() bool { return !hasRule(t, ns, "10.0.2.11", 11) })
 }
 
+// TestAgentRoutesLinkAsSoonAsItAppears: the ENI is in the CiliumNode
+// before the kernel shows its link (EC2's attach is asynchronous). With
+// retries pushed an hour away, the agent routes the link as soon as it
+// appears: the kernel's link notification wakes it.
+func TestAgentRoutesLinkAsSoonAsItAppears(t *testing.T) {
+	ns := kerneltest.New(t)
+	cn := createCiliumNode(t,
+		[]awstypes.ENI{awsENI("eni-a", 1, "02:00:00:00:06:01", "10.0.2.0/24")},
+		map[string]string{"10.0.2.10": "eni-a"})
+	cfg := testConfig(cn.Name)
+	cfg.ResyncInterval, cfg.LinkWaitBackoff = time.Hour, time.Hour
+	a, _ := startAgent(t, cfg, env.Config, ns.Kernel())
+	eventually(t, "first converge finds the link missing", func() bool {
+		s := a.Status()
+		return s.Converges > 0 && len(s.Last.Missing) == 1
+	})
+
+	ns.AddENILink(t, "eth1", "02:00:00:00:06:01")
+	eventually(t, "rule for 10.0.2.10 and readiness", func() bool {
+		return hasRule(t, ns, "10.0.2.10", 11) && a.Ready() == nil
+	})
+	if got := ns.Sysctl(t, "net/ipv4/conf/eth1/rp_filter"); got != "2" {
+		t.Errorf("rp_filter = %s, want 2", got)
+	}
+}
+
 // TestAgentRestartWritesNothing: an agent routes a node with two ENIs and
 // is stopped; a new agent (new process state, same kernel) starts, turns
 // ready with a first converge that writes nothing, and the namespace holds
