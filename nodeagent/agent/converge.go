@@ -1,0 +1,181 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/enipam/enipam/nodeagent/ciliumnode"
+	"github.com/enipam/enipam/nodeagent/routing"
+)
+
+// converge runs one converge of cn and reports it. It returns false when
+// the node is not fully routed yet (a failure or a missing link), so the
+// loop retries sooner than the resync interval.
+func (a *Agent) converge(ctx context.Context, cn *ciliumv2.CiliumNode, trigger string, rec record.EventRecorder) bool {
+	node, problems := ciliumnode.ToNode(cn)
+	macs := make(map[string]bool, len(node.ENIs))
+	for _, e := range node.ENIs {
+		macs[string(e.MAC)] = true
+	}
+	a.mu.Lock()
+	a.macs = macs
+	a.mu.Unlock()
+	start := a.now()
+	res, err := a.conv.Converge(ctx, node)
+	elapsed := a.now().Sub(start)
+	a.metrics.observe(trigger, elapsed.Seconds(), res, err)
+	ref := reference(cn)
+	log := a.log.With("trigger", trigger)
+
+	problems = append(problems, res.Problems...)
+	if msg := joinMessages(problems); msg != a.lastProblems {
+		a.lastProblems = msg
+		if msg != "" {
+			a.metrics.errors.WithLabelValues(errKindCiliumNode).Add(float64(len(problems)))
+			log.Warn("parts of the CiliumNode cannot be routed", "problems", msg)
+			rec.Event(ref, corev1.EventTypeWarning, ReasonInvalidENI, msg)
+		}
+	}
+
+	if err != nil {
+		var opErr *routing.OpError
+		if errors.As(err, &opErr) {
+			a.metrics.errors.WithLabelValues(errKindKernelWrite).Add(float64(countOpErrors(err)))
+		} else {
+			a.metrics.errors.WithLabelValues(errKindKernelRead).Inc()
+		}
+		log.Error("converge failed", "err", err, "ops", res.Ops)
+		if msg := truncate(err.Error(), 1024); msg != a.lastFailure {
+			a.lastFailure = msg
+			rec.Event(ref, corev1.EventTypeWarning, ReasonRoutingFailed, msg)
+		}
+	} else {
+		a.lastFailure = ""
+	}
+
+	for _, id := range a.trackMissing(res.Missing) {
+		eni := findENI(res.Missing, id)
+		log.Error("ENI link never appeared", "eni", id, "mac", eni.MAC.String(), "waited", a.cfg.LinkWaitTimeout)
+		rec.Eventf(ref, corev1.EventTypeWarning, ReasonLinkNotFound, "no link with MAC %s for ENI %s (device %d) after %v", eni.MAC, id, eni.Number, a.cfg.LinkWaitTimeout)
+	}
+
+	ready := err == nil && len(res.Missing) == 0
+	notReady := ""
+	switch {
+	case err != nil:
+		notReady = "converge failed: " + truncate(err.Error(), 256)
+	case len(res.Missing) > 0:
+		notReady = fmt.Sprintf("%d ENI link(s) missing", len(res.Missing))
+	}
+	var wasReady bool
+	a.setStatus(func(s *Status) {
+		wasReady = s.Ready
+		s.Ready, s.NotReady, s.Last = ready, notReady, res
+		s.Converges++
+	})
+	a.metrics.ready.Set(boolFloat(ready))
+	if ready && !wasReady {
+		rec.Eventf(ref, corev1.EventTypeNormal, ReasonRoutingReady, "%d ENIs, %d rules, %d routes", res.ENIs, res.Rules, res.Routes)
+	}
+	if res.Plan.Len() > 0 || err != nil {
+		log.Info("converged", "enis", res.ENIs, "rules", res.Rules, "routes", res.Routes, "writes", res.Ops.Writes(), "missing", len(res.Missing), "took", elapsed)
+	} else {
+		log.Debug("node in shape", "enis", res.ENIs, "rules", res.Rules, "took", elapsed)
+	}
+	return ready
+}
+
+// trackMissing records since when each ENI's link is missing and returns
+// the ENIs that have just passed the link wait timeout (each reported once
+// until its link shows up).
+func (a *Agent) trackMissing(missing []routing.ENI) []string {
+	now := a.now()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	current := map[string]bool{}
+	var overdue []string
+	for _, e := range missing {
+		current[e.ID] = true
+		since, ok := a.missingSince[e.ID]
+		if !ok {
+			a.missingSince[e.ID] = now
+			since = now
+		}
+		if !a.reported[e.ID] && now.Sub(since) >= a.cfg.LinkWaitTimeout {
+			a.reported[e.ID] = true
+			overdue = append(overdue, e.ID)
+		}
+	}
+	for id := range a.missingSince {
+		if !current[id] {
+			if a.reported[id] {
+				a.log.Info("ENI link appeared or ENI left", "eni", id)
+			}
+			delete(a.missingSince, id)
+			delete(a.reported, id)
+		}
+	}
+	slices.Sort(overdue)
+	return overdue
+}
+
+func (a *Agent) setStatus(f func(*Status)) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	f(&a.status)
+}
+
+func findENI(enis []routing.ENI, id string) routing.ENI {
+	for _, e := range enis {
+		if e.ID == id {
+			return e
+		}
+	}
+	return routing.ENI{ID: id}
+}
+
+func countOpErrors(err error) int {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		n := 0
+		for _, e := range j.Unwrap() {
+			var op *routing.OpError
+			if errors.As(e, &op) {
+				n++
+			}
+		}
+		return n
+	}
+	return 1
+}
+
+func joinMessages(errs []error) string {
+	if len(errs) == 0 {
+		return ""
+	}
+	s := make([]string, len(errs))
+	for i, e := range errs {
+		s[i] = e.Error()
+	}
+	return truncate(strings.Join(s, "; "), 1024)
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+func boolFloat(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}

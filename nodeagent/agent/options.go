@@ -1,0 +1,76 @@
+package agent
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"strings"
+)
+
+// Options are enipam-agent's command-line settings.
+type Options struct {
+	Config
+	// Kubeconfig is a kubeconfig file; empty means in-cluster.
+	Kubeconfig string
+	// HealthAddress serves /healthz and /readyz; empty disables it.
+	HealthAddress string
+	// MetricsAddress serves /metrics; empty disables it.
+	MetricsAddress string
+	// LogLevel is debug, info, warn or error.
+	LogLevel string
+}
+
+// Default listen addresses; chosen clear of Cilium's own ports on the
+// host network.
+const (
+	DefaultHealthAddress  = ":9881"
+	DefaultMetricsAddress = ":9882"
+)
+
+// NewOptions returns the defaults; nodeName is the default of --node-name
+// (the composition root passes the downward API's NODE_NAME).
+func NewOptions(nodeName string) *Options {
+	return &Options{
+		Config:         DefaultConfig(nodeName),
+		HealthAddress:  DefaultHealthAddress,
+		MetricsAddress: DefaultMetricsAddress,
+		LogLevel:       "info",
+	}
+}
+
+// AddFlags registers the options on fs, with the current values as defaults.
+func (o *Options) AddFlags(fs *flag.FlagSet) {
+	fs.StringVar(&o.NodeName, "node-name", o.NodeName, "name of this node and of its CiliumNode (default: $NODE_NAME)")
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "kubeconfig file; empty for in-cluster configuration")
+	fs.IntVar(&o.Routing.MTU, "mtu", o.Routing.MTU, "MTU set on every managed ENI link")
+	fs.IntVar(&o.Routing.EgressPriority, "egress-rule-priority", o.Routing.EgressPriority, "priority of the 'from <pod IP> lookup <ENI table>' rules")
+	fs.IntVar(&o.Routing.IngressPriority, "ingress-rule-priority", o.Routing.IngressPriority, "priority of the 'to <pod IP> lookup main' rules; 0 installs none")
+	fs.DurationVar(&o.ResyncInterval, "resync-interval", o.ResyncInterval, "how often links, rules and routes are re-read and repaired")
+	fs.DurationVar(&o.LinkWaitTimeout, "link-wait-timeout", o.LinkWaitTimeout, "how long an ENI's link may be missing before a LinkNotFound event")
+	fs.DurationVar(&o.LinkWaitBackoff, "link-wait-backoff", o.LinkWaitBackoff, "first retry delay while a link is missing or a change failed (doubles up to --resync-interval)")
+	fs.StringVar(&o.HealthAddress, "health-address", o.HealthAddress, "listen address of /healthz and /readyz; empty disables")
+	fs.StringVar(&o.MetricsAddress, "metrics-address", o.MetricsAddress, "listen address of /metrics; empty disables")
+	fs.StringVar(&o.LogLevel, "log-level", o.LogLevel, "debug, info, warn or error")
+}
+
+// Validate reports every invalid option.
+func (o *Options) Validate() error {
+	errs := []error{o.Config.Validate()}
+	if _, err := o.SlogLevel(); err != nil {
+		errs = append(errs, err)
+	}
+	if o.HealthAddress != "" && o.HealthAddress == o.MetricsAddress {
+		errs = append(errs, fmt.Errorf("health and metrics cannot share the address %s", o.HealthAddress))
+	}
+	return errors.Join(errs...)
+}
+
+// SlogLevel parses LogLevel.
+func (o *Options) SlogLevel() (slog.Level, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(strings.ToUpper(o.LogLevel))); err != nil {
+		return 0, fmt.Errorf("log level %q: want debug, info, warn or error", o.LogLevel)
+	}
+	return l, nil
+}

@@ -1,0 +1,158 @@
+// Package kerneltest gives tests a network namespace of their own, with
+// links that stand in for ENIs, so the real kernel can be exercised without
+// touching the host's network.
+package kerneltest
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+
+	"github.com/enipam/enipam/nodeagent/kernel"
+)
+
+// Namespace is a named network namespace that exists for one test.
+type Namespace struct {
+	// Name is its name under /run/netns (`ip netns exec <Name> ...`).
+	Name string
+	// NS is an open handle on it.
+	NS netns.NsHandle
+	// Handle speaks netlink inside it.
+	Handle *netlink.Handle
+}
+
+var seq atomic.Int64
+
+// RequireRoot skips the test unless it runs as root, which creating
+// network namespaces needs. CI runs as root.
+func RequireRoot(tb testing.TB) {
+	tb.Helper()
+	if os.Geteuid() != 0 {
+		tb.Skip("needs root (CAP_NET_ADMIN, CAP_SYS_ADMIN) to create network namespaces; run the tests as root, as CI does")
+	}
+}
+
+// New creates a fresh network namespace for tb and removes it when tb
+// ends. The calling thread never leaves the host's namespace: the
+// namespace is created on a throwaway locked thread.
+func New(tb testing.TB) *Namespace {
+	tb.Helper()
+	RequireRoot(tb)
+	name := fmt.Sprintf("enipam-test-%d-%d", os.Getpid(), seq.Add(1))
+	errc := make(chan error, 1)
+	go func() {
+		// Locked and never unlocked: the runtime discards this thread,
+		// which NewNamed moved into the new namespace.
+		runtime.LockOSThread()
+		h, err := netns.NewNamed(name)
+		if err == nil {
+			h.Close()
+		}
+		errc <- err
+	}()
+	if err := <-errc; err != nil {
+		tb.Fatalf("creating network namespace %s: %v", name, err)
+	}
+	ns, err := netns.GetFromName(name)
+	if err != nil {
+		_ = netns.DeleteNamed(name)
+		tb.Fatalf("opening network namespace %s: %v", name, err)
+	}
+	h, err := netlink.NewHandleAt(ns)
+	if err != nil {
+		ns.Close()
+		_ = netns.DeleteNamed(name)
+		tb.Fatalf("netlink handle in %s: %v", name, err)
+	}
+	n := &Namespace{Name: name, NS: ns, Handle: h}
+	tb.Cleanup(func() {
+		h.Close()
+		ns.Close()
+		if err := netns.DeleteNamed(name); err != nil {
+			tb.Errorf("removing network namespace %s: %v", name, err)
+		}
+	})
+	return n
+}
+
+// Kernel returns a routing.Host acting on the namespace.
+func (n *Namespace) Kernel() *kernel.Kernel { return kernel.New(n.Handle, n.NS) }
+
+// AddENILink creates a link named name carrying mac, as the kernel would
+// show a freshly attached ENI: down, MTU 1500. It is one end of a veth
+// pair (available everywhere, unlike dummy) whose peer, name+"p", stays in
+// the namespace and is up. It returns the link's index.
+func (n *Namespace) AddENILink(tb testing.TB, name, mac string) int {
+	tb.Helper()
+	hw, err := net.ParseMAC(mac)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	peer := name + "p"
+	v := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: name, HardwareAddr: hw, MTU: 1500}, PeerName: peer}
+	if err := n.Handle.LinkAdd(v); err != nil {
+		tb.Fatalf("adding veth %s in %s: %v", name, n.Name, err)
+	}
+	p, err := n.Handle.LinkByName(peer)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := n.Handle.LinkSetUp(p); err != nil {
+		tb.Fatal(err)
+	}
+	l, err := n.Handle.LinkByName(name)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return l.Attrs().Index
+}
+
+// DelLink removes a link, as a detached ENI disappears.
+func (n *Namespace) DelLink(tb testing.TB, name string) {
+	tb.Helper()
+	l, err := n.Handle.LinkByName(name)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := n.Handle.LinkDel(l); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// Sysctl reads a sysctl (as "net/ipv4/conf/eth1/rp_filter") inside the
+// namespace.
+func (n *Namespace) Sysctl(tb testing.TB, key string) string {
+	tb.Helper()
+	var out string
+	err := n.Do(func() error {
+		data, err := os.ReadFile(filepath.Join("/proc/sys", key))
+		out = strings.TrimSpace(string(data))
+		return err
+	})
+	if err != nil {
+		tb.Fatalf("reading %s in %s: %v", key, n.Name, err)
+	}
+	return out
+}
+
+// SetSysctl writes a sysctl inside the namespace.
+func (n *Namespace) SetSysctl(tb testing.TB, key, value string) {
+	tb.Helper()
+	err := n.Do(func() error {
+		return os.WriteFile(filepath.Join("/proc/sys", key), []byte(value), 0o644)
+	})
+	if err != nil {
+		tb.Fatalf("writing %s in %s: %v", key, n.Name, err)
+	}
+}
+
+// Do runs fn on a throwaway OS thread inside the namespace.
+func (n *Namespace) Do(fn func() error) error { return kernel.InNamespace(n.NS, fn) }

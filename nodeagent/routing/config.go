@@ -1,0 +1,82 @@
+package routing
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Defaults, following Cilium's own ENI mode (pkg/datapath/linux/linux_defaults)
+// so a node looks the same to people who know Cilium.
+const (
+	// TableOffset: an ENI with device number n routes through table TableOffset+n.
+	TableOffset = 10
+	// MaxENINumber bounds the device numbers, and so the tables, enipam owns:
+	// tables TableOffset+1 through TableOffset+MaxENINumber.
+	MaxENINumber = 127
+	// MainTable is the kernel's main routing table.
+	MainTable = 254
+	// DefaultProtocol is the routing protocol number enipam stamps on every
+	// route and rule it creates; it is how enipam recognises its own. It is
+	// unassigned in iproute2's rt_protos.
+	DefaultProtocol = 213
+	// DefaultMTU is the MTU of AWS ENIs (jumbo frames inside a VPC).
+	DefaultMTU = 9001
+	// DefaultEgressPriority is Cilium's egress rule priority (RulePriorityEgressv2).
+	DefaultEgressPriority = 111
+	// DefaultIngressPriority is Cilium's ingress rule priority (RulePriorityIngress).
+	DefaultIngressPriority = 20
+	// RPFilterLoose is the rp_filter value set on ENI links: replies leave
+	// through the ENI that owns the source IP, not the one the kernel would
+	// pick for the reverse path.
+	RPFilterLoose = 2
+)
+
+// Config is how the node is laid out.
+type Config struct {
+	// MTU is set on every managed ENI link.
+	MTU int
+	// EgressPriority is the priority of the `from <ip> lookup <table>` rules.
+	EgressPriority int
+	// IngressPriority is the priority of the `to <ip> lookup main` rules;
+	// 0 installs none.
+	IngressPriority int
+	// Protocol marks what enipam creates; DefaultProtocol unless tests need
+	// two owners side by side.
+	Protocol int
+}
+
+// DefaultConfig returns the configuration Cilium's ENI mode would use.
+func DefaultConfig() Config {
+	return Config{
+		MTU:             DefaultMTU,
+		EgressPriority:  DefaultEgressPriority,
+		IngressPriority: DefaultIngressPriority,
+		Protocol:        DefaultProtocol,
+	}
+}
+
+// Validate reports a configuration that would produce rules the kernel
+// rejects or that would shadow the local table.
+func (c Config) Validate() error {
+	var errs []error
+	if c.MTU < 68 || c.MTU > 65535 {
+		errs = append(errs, fmt.Errorf("MTU %d out of range [68, 65535]", c.MTU))
+	}
+	// Priority 0 is the local table's rule; 32766 and 32767 are main and default.
+	if c.EgressPriority < 1 || c.EgressPriority > 32765 {
+		errs = append(errs, fmt.Errorf("egress rule priority %d out of range [1, 32765]", c.EgressPriority))
+	}
+	if c.IngressPriority < 0 || c.IngressPriority > 32765 {
+		errs = append(errs, fmt.Errorf("ingress rule priority %d out of range [0 (off), 32765]", c.IngressPriority))
+	}
+	if c.IngressPriority != 0 && c.IngressPriority >= c.EgressPriority {
+		errs = append(errs, fmt.Errorf("ingress rule priority %d must be evaluated before the egress priority %d (a lower number)", c.IngressPriority, c.EgressPriority))
+	}
+	if c.Protocol < 1 || c.Protocol > 255 {
+		errs = append(errs, fmt.Errorf("route protocol %d out of range [1, 255]", c.Protocol))
+	}
+	return errors.Join(errs...)
+}
+
+// Table returns the route table of the ENI with device number n.
+func Table(n int) int { return TableOffset + n }
