@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"sort"
+	"time"
 )
 
 // build creates the scenario's resources in order: zones, VPCs with their
@@ -31,6 +32,11 @@ func (s *State) build(sc *Scenario) error {
 				return err
 			}
 		}
+	}
+	// What a scenario seeds existed long before the emulator started: no
+	// eventual-consistency window applies to it.
+	for _, e := range s.enis.list {
+		e.created = time.Time{}
 	}
 	return nil
 }
