@@ -57,11 +57,19 @@ type env struct {
 }
 
 // backoffRecorder is the retryer's backoff: it records each retry and waits
-// a millisecond, so retries are visible and fast.
-type backoffRecorder struct{ retries atomic.Int64 }
+// a millisecond, so retries are visible and fast. onBackoff, when set, runs
+// at each backoff (a test moves its clock there, as time passes while a
+// real client backs off).
+type backoffRecorder struct {
+	retries   atomic.Int64
+	onBackoff func()
+}
 
 func (b *backoffRecorder) BackoffDelay(attempt int, err error) (time.Duration, error) {
 	b.retries.Add(1)
+	if b.onBackoff != nil {
+		b.onBackoff()
+	}
 	return time.Millisecond, nil
 }
 
