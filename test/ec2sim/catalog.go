@@ -3,7 +3,9 @@ package ec2sim
 import (
 	_ "embed"
 	"fmt"
+	"slices"
 	"sort"
+	"sync"
 
 	"sigs.k8s.io/yaml"
 )
@@ -41,9 +43,8 @@ func (t InstanceType) validate() error {
 	return nil
 }
 
-// Catalog returns the built-in instance types, sorted by name. The slice is
-// a fresh copy on each call.
-func Catalog() []InstanceType {
+// parsedCatalog decodes the embedded catalog once; it is read-only.
+var parsedCatalog = sync.OnceValue(func() []InstanceType {
 	var types []InstanceType
 	if err := yaml.UnmarshalStrict(catalogYAML, &types); err != nil {
 		// The catalog is compiled in and covered by tests.
@@ -51,7 +52,11 @@ func Catalog() []InstanceType {
 	}
 	sort.Slice(types, func(i, j int) bool { return types[i].Name < types[j].Name })
 	return types
-}
+})
+
+// Catalog returns the built-in instance types, sorted by name. The slice is
+// a fresh copy on each call.
+func Catalog() []InstanceType { return slices.Clone(parsedCatalog()) }
 
 // buildCatalog merges extra entries over the built-in catalog.
 func buildCatalog(extra []InstanceType) (map[string]*InstanceType, error) {

@@ -46,7 +46,9 @@ func TestDescribeNetworkInterfacesFiltersAnOperatorUses(t *testing.T) {
 		}
 		return out
 	}
-	f := func(name string, values ...string) types.Filter { return types.Filter{Name: aws.String(name), Values: values} }
+	f := func(name string, values ...string) types.Filter {
+		return types.Filter{Name: aws.String(name), Values: values}
+	}
 	id := func(ni types.NetworkInterface) string { return aws.ToString(ni.NetworkInterfaceId) }
 	primary := aws.ToString(node.NetworkInterfaces[0].NetworkInterfaceId)
 

@@ -92,7 +92,7 @@ func TestCreateNetworkInterfaceWithExplicitAddresses(t *testing.T) {
 		ip, code string
 	}{
 		{"10.1.1.50", "InvalidIPAddress.InUse"},
-		{"10.1.2.10", "InvalidParameterValue"}, // another subnet
+		{"10.1.2.10", "InvalidParameterValue"},  // another subnet
 		{"10.1.1.255", "InvalidParameterValue"}, // broadcast, reserved
 		{"10.1.1.2", "InvalidParameterValue"},   // DNS, reserved
 		{"not-an-ip", "InvalidParameterValue"},
