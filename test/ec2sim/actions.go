@@ -1,0 +1,194 @@
+package ec2sim
+
+import (
+	"maps"
+	"slices"
+	"strconv"
+)
+
+// decoder reads one action's parameters, calls the State and returns its
+// answer. Unmodelled parameters the SDK may send are accepted and ignored;
+// any other key is UnknownParameter.
+type decoder func(s *State, p *params) (any, error)
+
+// actions is every EC2 action the emulator serves.
+var actions = map[string]decoder{
+	"DescribeInstances": func(s *State, p *params) (any, error) {
+		req := DescribeRequest{IDs: p.list("InstanceId"), Filters: p.filters(), Page: p.page()}
+		p.ignore("IncludeManagedResources")
+		return call(p, req, s.DescribeInstances)
+	},
+	"DescribeInstanceTypes": func(s *State, p *params) (any, error) {
+		req := DescribeInstanceTypesRequest{InstanceTypes: p.list("InstanceType"), Filters: p.filters(), Page: p.page()}
+		p.ignore("IncludeUnsupportedInRegion")
+		return call(p, req, s.DescribeInstanceTypes)
+	},
+	"DescribeSubnets": func(s *State, p *params) (any, error) {
+		req := DescribeRequest{IDs: p.list("SubnetId"), Filters: p.filters(), Page: p.page()}
+		return call(p, req, s.DescribeSubnets)
+	},
+	"DescribeVpcs": func(s *State, p *params) (any, error) {
+		req := DescribeRequest{IDs: p.list("VpcId"), Filters: p.filters(), Page: p.page()}
+		return call(p, req, s.DescribeVpcs)
+	},
+	"DescribeSecurityGroups": func(s *State, p *params) (any, error) {
+		req := DescribeRequest{IDs: p.list("GroupId"), Names: p.list("GroupName"), Filters: p.filters(), Page: p.page()}
+		return call(p, req, s.DescribeSecurityGroups)
+	},
+	"DescribeRouteTables": func(s *State, p *params) (any, error) {
+		req := DescribeRequest{IDs: p.list("RouteTableId"), Filters: p.filters(), Page: p.page()}
+		return call(p, req, s.DescribeRouteTables)
+	},
+	"DescribeNetworkInterfaces": func(s *State, p *params) (any, error) {
+		req := DescribeNetworkInterfacesRequest{NetworkInterfaceIDs: p.list("NetworkInterfaceId"), Filters: p.filters(), Page: p.page()}
+		p.ignore("IncludeManagedResources")
+		return call(p, req, s.DescribeNetworkInterfaces)
+	},
+	"CreateNetworkInterface": func(s *State, p *params) (any, error) {
+		req := CreateNetworkInterfaceRequest{
+			SubnetID:                       p.required("SubnetId"),
+			Description:                    p.str("Description"),
+			SecurityGroupIDs:               p.list("SecurityGroupId"),
+			PrivateIPAddress:               p.str("PrivateIpAddress"),
+			SecondaryPrivateIPAddressCount: p.integer("SecondaryPrivateIpAddressCount"),
+			IPv4PrefixCount:                p.integer("Ipv4PrefixCount"),
+			InterfaceType:                  p.str("InterfaceType"),
+			TagSpecifications:              p.tagSpecs(),
+			ClientToken:                    p.str("ClientToken"),
+		}
+		for _, n := range p.indexes("PrivateIpAddresses") {
+			base := "PrivateIpAddresses." + strconv.Itoa(n)
+			primary := p.boolean(base + ".Primary")
+			req.PrivateIPAddresses = append(req.PrivateIPAddresses, PrivateIPSpec{Address: p.required(base + ".PrivateIpAddress"), Primary: primary != nil && *primary})
+		}
+		for _, n := range p.indexes("Ipv4Prefix") {
+			req.IPv4Prefixes = append(req.IPv4Prefixes, p.required("Ipv4Prefix."+strconv.Itoa(n)+".Ipv4Prefix"))
+		}
+		p.ignore("ConnectionTrackingSpecification", "EnablePrimaryIpv6", "Operator")
+		// IPv6 is not modelled: asking for it is an error, not a silent no.
+		for _, k := range []string{"Ipv6AddressCount", "Ipv6PrefixCount"} {
+			if p.integer(k) > 0 {
+				p.fail(apiErr(codeInvalidParameterValue, "%s: IPv6 is not enabled on this subnet", k))
+			}
+		}
+		return call(p, req, s.CreateNetworkInterface)
+	},
+	"DeleteNetworkInterface": func(s *State, p *params) (any, error) {
+		return call(p, p.required("NetworkInterfaceId"), s.DeleteNetworkInterface)
+	},
+	"AttachNetworkInterface": func(s *State, p *params) (any, error) {
+		req := AttachNetworkInterfaceRequest{
+			NetworkInterfaceID: p.required("NetworkInterfaceId"),
+			InstanceID:         p.required("InstanceId"),
+			DeviceIndex:        p.requiredInt("DeviceIndex"),
+			NetworkCardIndex:   p.integer("NetworkCardIndex"),
+		}
+		p.ignore("EnaSrdSpecification", "EnaQueueCount")
+		return call(p, req, s.AttachNetworkInterface)
+	},
+	"DetachNetworkInterface": func(s *State, p *params) (any, error) {
+		id := p.required("AttachmentId")
+		force := p.boolean("Force")
+		return call(p, id, func(id string) (*ReturnResponse, error) { return s.DetachNetworkInterface(id, force != nil && *force) })
+	},
+	"ModifyNetworkInterfaceAttribute": func(s *State, p *params) (any, error) {
+		req := ModifyNetworkInterfaceAttributeRequest{
+			NetworkInterfaceID:  p.required("NetworkInterfaceId"),
+			SourceDestCheck:     p.boolean("SourceDestCheck.Value"),
+			SecurityGroupIDs:    p.list("SecurityGroupId"),
+			AttachmentID:        p.str("Attachment.AttachmentId"),
+			DeleteOnTermination: p.boolean("Attachment.DeleteOnTermination"),
+		}
+		if p.has("Description.Value") {
+			d := p.str("Description.Value")
+			req.Description = &d
+		}
+		p.ignore("EnaSrdSpecification", "ConnectionTrackingSpecification", "AssociatePublicIpAddress", "AssociatedSubnetId")
+		return call(p, req, s.ModifyNetworkInterfaceAttribute)
+	},
+	"AssignPrivateIpAddresses": func(s *State, p *params) (any, error) {
+		reassign := p.boolean("AllowReassignment")
+		req := AssignPrivateIpAddressesRequest{
+			NetworkInterfaceID:             p.required("NetworkInterfaceId"),
+			PrivateIPAddresses:             p.list("PrivateIpAddress"),
+			SecondaryPrivateIPAddressCount: p.integer("SecondaryPrivateIpAddressCount"),
+			IPv4Prefixes:                   p.list("Ipv4Prefix"),
+			IPv4PrefixCount:                p.integer("Ipv4PrefixCount"),
+			AllowReassignment:              reassign != nil && *reassign,
+		}
+		return call(p, req, s.AssignPrivateIpAddresses)
+	},
+	"UnassignPrivateIpAddresses": func(s *State, p *params) (any, error) {
+		req := UnassignPrivateIpAddressesRequest{
+			NetworkInterfaceID: p.required("NetworkInterfaceId"),
+			PrivateIPAddresses: p.list("PrivateIpAddress"),
+			IPv4Prefixes:       p.list("Ipv4Prefix"),
+		}
+		return call(p, req, s.UnassignPrivateIpAddresses)
+	},
+	"CreateTags": func(s *State, p *params) (any, error) {
+		req := CreateTagsRequest{ResourceIDs: p.list("ResourceId"), Tags: p.tags("Tag")}
+		return call(p, req, s.CreateTags)
+	},
+	"DeleteTags": func(s *State, p *params) (any, error) {
+		req := DeleteTagsRequest{ResourceIDs: p.list("ResourceId")}
+		for _, n := range p.indexes("Tag") {
+			base := "Tag." + strconv.Itoa(n)
+			t := DeleteTag{Key: p.required(base + ".Key")}
+			if p.has(base + ".Value") {
+				v := p.str(base + ".Value")
+				t.Value = &v
+			}
+			req.Tags = append(req.Tags, t)
+		}
+		return call(p, req, s.DeleteTags)
+	},
+	"AllocateAddress": func(s *State, p *params) (any, error) {
+		req := AllocateAddressRequest{Domain: p.str("Domain"), Address: p.str("Address"), TagSpecifications: p.tagSpecs()}
+		p.ignore("NetworkBorderGroup", "PublicIpv4Pool", "CustomerOwnedIpv4Pool", "IpamPoolId")
+		return call(p, req, s.AllocateAddress)
+	},
+	"AssociateAddress": func(s *State, p *params) (any, error) {
+		re := p.boolean("AllowReassociation")
+		req := AssociateAddressRequest{
+			AllocationID: p.str("AllocationId"), PublicIP: p.str("PublicIp"),
+			NetworkInterfaceID: p.str("NetworkInterfaceId"), InstanceID: p.str("InstanceId"),
+			PrivateIPAddress: p.str("PrivateIpAddress"), AllowReassociation: re != nil && *re,
+		}
+		return call(p, req, s.AssociateAddress)
+	},
+	"DisassociateAddress": func(s *State, p *params) (any, error) {
+		id, ip := p.str("AssociationId"), p.str("PublicIp")
+		if id == "" && ip == "" {
+			p.fail(apiErr(codeMissingParameter, "Either AssociationId or PublicIp must be specified"))
+		}
+		return call(p, id, func(id string) (*ReturnResponse, error) { return s.DisassociateAddress(id, ip) })
+	},
+	"ReleaseAddress": func(s *State, p *params) (any, error) {
+		id, ip := p.str("AllocationId"), p.str("PublicIp")
+		if id == "" && ip == "" {
+			p.fail(apiErr(codeMissingParameter, "Either AllocationId or PublicIp must be specified"))
+		}
+		p.ignore("NetworkBorderGroup")
+		return call(p, id, func(id string) (*ReturnResponse, error) { return s.ReleaseAddress(id, ip) })
+	},
+	"DescribeAddresses": func(s *State, p *params) (any, error) {
+		req := DescribeRequest{IDs: p.list("AllocationId"), Names: p.list("PublicIp"), Filters: p.filters()}
+		return call(p, req, s.DescribeAddresses)
+	},
+}
+
+// call finishes decoding (unknown keys, DryRun) and then runs the action.
+func call[Req any, Resp any](p *params, req Req, fn func(Req) (*Resp, error)) (any, error) {
+	if err := p.done(); err != nil {
+		return nil, err
+	}
+	resp, err := fn(req)
+	if err != nil {
+		return nil, err
+	}
+	return resp, nil
+}
+
+// actionNames lists the actions served, sorted.
+func actionNames() []string { return slices.Sorted(maps.Keys(actions)) }

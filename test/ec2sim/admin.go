@@ -1,0 +1,216 @@
+package ec2sim
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+)
+
+// The admin API, JSON over HTTP under /admin/ on the EC2 listener:
+//
+//	GET    /admin/healthz                  {"ok":true}
+//	POST   /admin/instances                LaunchRequest -> InstanceInfo (a node joins)
+//	DELETE /admin/instances/{id}           terminate (204)
+//	GET    /admin/instances/{id}/imds      {"endpoint":"http://127.0.0.1:port"}
+//	GET    /admin/counters                 Counters
+//	DELETE /admin/counters                 reset (204)
+//	GET|PUT /admin/faults                  FaultConfig
+//	GET|PUT /admin/latency                 LatencyConfig
+//	GET|PUT /admin/throttling              ThrottleConfig
+//	GET|PUT /admin/timing                  TimingConfig
+//	GET    /admin/dump                     Dump
+//
+// Errors answer {"code":..., "message":...} with a 4xx status.
+
+// InstanceInfo is the admin API's summary of an instance.
+type InstanceInfo struct {
+	InstanceID       string `json:"instanceId"`
+	InstanceType     string `json:"instanceType"`
+	State            string `json:"state"`
+	AvailabilityZone string `json:"availabilityZone"`
+	SubnetID         string `json:"subnetId"`
+	VpcID            string `json:"vpcId"`
+	PrivateIP        string `json:"privateIp"`
+	PrivateDNSName   string `json:"privateDnsName"`
+	PrimaryENI       string `json:"primaryEni"`
+	MAC              string `json:"mac"`
+	// ProviderID is what a kubelet on this instance puts in Node
+	// spec.providerID.
+	ProviderID string `json:"providerId"`
+}
+
+func instanceInfo(v Instance) InstanceInfo {
+	info := InstanceInfo{
+		InstanceID: v.InstanceID, InstanceType: v.InstanceType, State: v.State.Name,
+		AvailabilityZone: v.Placement.AvailabilityZone, SubnetID: v.SubnetID, VpcID: v.VpcID,
+		PrivateIP: v.PrivateIPAddress, PrivateDNSName: v.PrivateDNSName,
+		ProviderID: "aws:///" + v.Placement.AvailabilityZone + "/" + v.InstanceID,
+	}
+	for _, ni := range v.NetworkInterfaces {
+		if ni.Attachment != nil && ni.Attachment.DeviceIndex == 0 {
+			info.PrimaryENI, info.MAC = ni.NetworkInterfaceID, ni.MacAddress
+		}
+	}
+	return info
+}
+
+// Dump is the whole state, for debugging and for tests that want to look
+// at everything at once. Field names are the Go names of the view types.
+type Dump struct {
+	Account           string
+	Region            string
+	Vpcs              []Vpc
+	Subnets           []Subnet
+	SecurityGroups    []SecurityGroup
+	RouteTables       []RouteTable
+	Instances         []Instance
+	NetworkInterfaces []NetworkInterface
+	Addresses         []Address
+}
+
+// Dump snapshots every resource in creation order.
+func (s *State) Dump() Dump {
+	s.lock()
+	defer s.unlock()
+	d := Dump{Account: s.account, Region: s.region}
+	live := func(m *meta) bool { return !m.removed }
+	for _, v := range s.vpcs.list {
+		if live(&v.meta) {
+			d.Vpcs = append(d.Vpcs, s.vpcView(v))
+		}
+	}
+	for _, sn := range s.subnets.list {
+		if live(&sn.meta) {
+			d.Subnets = append(d.Subnets, s.subnetView(sn))
+		}
+	}
+	for _, g := range s.groups.list {
+		if live(&g.meta) {
+			d.SecurityGroups = append(d.SecurityGroups, s.groupView(g))
+		}
+	}
+	for _, rt := range s.routeTables.list {
+		if live(&rt.meta) {
+			d.RouteTables = append(d.RouteTables, s.routeTableView(rt))
+		}
+	}
+	for _, in := range s.instances.list {
+		if live(&in.meta) {
+			d.Instances = append(d.Instances, s.instanceView(in))
+		}
+	}
+	for _, e := range s.enis.list {
+		if live(&e.meta) {
+			d.NetworkInterfaces = append(d.NetworkInterfaces, s.eniView(e))
+		}
+	}
+	for _, a := range s.addresses.list {
+		if live(&a.meta) {
+			d.Addresses = append(d.Addresses, s.addressView(a))
+		}
+	}
+	return d
+}
+
+// adminError is the admin API's error body.
+type adminError struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+func (s *Sim) registerAdmin(mux *http.ServeMux) {
+	mux.HandleFunc("GET /admin/healthz", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]bool{"ok": true})
+	})
+	mux.HandleFunc("POST /admin/instances", func(w http.ResponseWriter, r *http.Request) {
+		var req LaunchRequest
+		if !readJSON(w, r, &req) {
+			return
+		}
+		v, err := s.state.AddInstance(req)
+		if err != nil {
+			writeAdminError(w, err)
+			return
+		}
+		s.log.Info("instance added", "instance", v.InstanceID, "type", v.InstanceType, "subnet", v.SubnetID)
+		writeJSON(w, http.StatusCreated, instanceInfo(v))
+	})
+	mux.HandleFunc("DELETE /admin/instances/{id}", func(w http.ResponseWriter, r *http.Request) {
+		if err := s.state.TerminateInstance(r.PathValue("id")); err != nil {
+			writeAdminError(w, err)
+			return
+		}
+		s.log.Info("instance terminated", "instance", r.PathValue("id"))
+		w.WriteHeader(http.StatusNoContent)
+	})
+	mux.HandleFunc("GET /admin/instances/{id}/imds", func(w http.ResponseWriter, r *http.Request) {
+		u, err := s.IMDSEndpoint(r.PathValue("id"))
+		if err != nil {
+			writeAdminError(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]string{"endpoint": u})
+	})
+	mux.HandleFunc("GET /admin/counters", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, s.Counters())
+	})
+	mux.HandleFunc("DELETE /admin/counters", func(w http.ResponseWriter, r *http.Request) {
+		s.ResetCounters()
+		w.WriteHeader(http.StatusNoContent)
+	})
+	mux.HandleFunc("GET /admin/dump", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, s.state.Dump())
+	})
+	configEndpoint(mux, "faults", s.faults.config, s.SetFaults)
+	configEndpoint(mux, "latency", s.latency.config, s.SetLatency)
+	configEndpoint(mux, "throttling", s.throttle.config, s.SetThrottling)
+	configEndpoint(mux, "timing", s.state.Timing, s.state.SetTiming)
+}
+
+// configEndpoint serves GET and PUT of one runtime configuration.
+func configEndpoint[C any](mux *http.ServeMux, name string, get func() C, set func(C) error) {
+	mux.HandleFunc("GET /admin/"+name, func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, get())
+	})
+	mux.HandleFunc("PUT /admin/"+name, func(w http.ResponseWriter, r *http.Request) {
+		var c C
+		if !readJSON(w, r, &c) {
+			return
+		}
+		if err := set(c); err != nil {
+			writeAdminError(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, get())
+	})
+}
+
+func readJSON(w http.ResponseWriter, r *http.Request, v any) bool {
+	dec := json.NewDecoder(io.LimitReader(r.Body, maxRequestBytes))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		writeJSON(w, http.StatusBadRequest, adminError{Code: "MalformedJSON", Message: err.Error()})
+		return false
+	}
+	return true
+}
+
+func writeAdminError(w http.ResponseWriter, err error) {
+	var e *APIError
+	if !errors.As(err, &e) {
+		e = &APIError{Code: codeInvalidParameterValue, Message: err.Error(), HTTPStatus: http.StatusBadRequest}
+	}
+	status := e.HTTPStatus
+	if status == 0 || strings.HasSuffix(e.Code, ".NotFound") {
+		status = http.StatusNotFound
+	}
+	writeJSON(w, status, adminError{Code: e.Code, Message: e.Message})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}

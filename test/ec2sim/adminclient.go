@@ -1,0 +1,128 @@
+package ec2sim
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+)
+
+// AdminClient is a typed client of a Sim's admin API. Errors the API answers
+// come back as *APIError with the HTTP status.
+type AdminClient struct {
+	base string
+	hc   *http.Client
+}
+
+// NewAdminClient talks to the admin API at base (Endpoints.Admin); hc nil
+// means http.DefaultClient.
+func NewAdminClient(base string, hc *http.Client) *AdminClient {
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	return &AdminClient{base: strings.TrimSuffix(base, "/"), hc: hc}
+}
+
+// AddInstance launches an instance (a node joins) and returns its summary.
+func (c *AdminClient) AddInstance(ctx context.Context, req LaunchRequest) (InstanceInfo, error) {
+	var out InstanceInfo
+	err := c.do(ctx, http.MethodPost, "/admin/instances", req, &out)
+	return out, err
+}
+
+// TerminateInstance terminates an instance: DeleteOnTermination ENIs are
+// deleted, others left available.
+func (c *AdminClient) TerminateInstance(ctx context.Context, instanceID string) error {
+	return c.do(ctx, http.MethodDelete, "/admin/instances/"+url.PathEscape(instanceID), nil, nil)
+}
+
+// IMDSEndpoint returns the base URL of the IMDS of one instance.
+func (c *AdminClient) IMDSEndpoint(ctx context.Context, instanceID string) (string, error) {
+	var out struct {
+		Endpoint string `json:"endpoint"`
+	}
+	err := c.do(ctx, http.MethodGet, "/admin/instances/"+url.PathEscape(instanceID)+"/imds", nil, &out)
+	return out.Endpoint, err
+}
+
+// Counters reads the call counters.
+func (c *AdminClient) Counters(ctx context.Context) (Counters, error) {
+	var out Counters
+	err := c.do(ctx, http.MethodGet, "/admin/counters", nil, &out)
+	return out, err
+}
+
+// ResetCounters zeroes the call counters.
+func (c *AdminClient) ResetCounters(ctx context.Context) error {
+	return c.do(ctx, http.MethodDelete, "/admin/counters", nil, nil)
+}
+
+// SetFaults replaces the fault rules.
+func (c *AdminClient) SetFaults(ctx context.Context, cfg FaultConfig) error {
+	return c.do(ctx, http.MethodPut, "/admin/faults", cfg, nil)
+}
+
+// SetLatency replaces the latency configuration.
+func (c *AdminClient) SetLatency(ctx context.Context, cfg LatencyConfig) error {
+	return c.do(ctx, http.MethodPut, "/admin/latency", cfg, nil)
+}
+
+// SetThrottling replaces the throttling configuration; buckets start full.
+func (c *AdminClient) SetThrottling(ctx context.Context, cfg ThrottleConfig) error {
+	return c.do(ctx, http.MethodPut, "/admin/throttling", cfg, nil)
+}
+
+// SetTiming replaces attach/detach delays and the eventual-consistency
+// window.
+func (c *AdminClient) SetTiming(ctx context.Context, cfg TimingConfig) error {
+	return c.do(ctx, http.MethodPut, "/admin/timing", cfg, nil)
+}
+
+// Dump reads the whole state.
+func (c *AdminClient) Dump(ctx context.Context) (Dump, error) {
+	var out Dump
+	err := c.do(ctx, http.MethodGet, "/admin/dump", nil, &out)
+	return out, err
+}
+
+func (c *AdminClient) do(ctx context.Context, method, path string, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return fmt.Errorf("encoding %s %s, %w", method, path, err)
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
+	if err != nil {
+		return err
+	}
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("calling %s %s, %w", method, path, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode >= 300 {
+		var e adminError
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
+		if json.Unmarshal(b, &e) != nil || e.Code == "" {
+			e = adminError{Code: "HTTP" + resp.Status, Message: string(b)}
+		}
+		return &APIError{Code: e.Code, Message: e.Message, HTTPStatus: resp.StatusCode}
+	}
+	if out == nil {
+		return nil
+	}
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		return fmt.Errorf("decoding %s %s, %w", method, path, err)
+	}
+	return nil
+}

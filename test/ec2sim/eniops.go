@@ -1,0 +1,276 @@
+package ec2sim
+
+import (
+	"net/netip"
+	"slices"
+)
+
+// The operations below are the building blocks of the ENI actions, shared
+// with scenario building and the admin API. They run under the State's lock
+// and either succeed whole or change nothing.
+
+// createENI makes an ENI with no address yet in sn; the caller adds the
+// primary address at once.
+func (s *State) createENI(sn *subnet, groupIDs []string, description string, tags []Tag) (*eni, error) {
+	groups, err := s.groupsByID(sn.vpc, groupIDs)
+	if err != nil {
+		return nil, err
+	}
+	e := &eni{
+		meta: s.newMeta("eni", ""), subnet: sn, mac: s.ids.newMAC(), description: description,
+		interfaceType: "interface", groups: groups, created: s.now(), sourceDestCheck: true,
+	}
+	e.tags = tags
+	s.enis.add(e)
+	sn.enis[e] = struct{}{}
+	return e, nil
+}
+
+// addressRequest is what to add to an ENI: explicit addresses, a number of
+// fresh ones, explicit /28 prefixes and a number of fresh prefixes.
+type addressRequest struct {
+	ips           []netip.Addr
+	count         int
+	prefixes      []netip.Prefix
+	prefixCount   int
+	allowReassign bool
+	// inUseCode is the code for an explicit address held elsewhere.
+	inUseCode string
+}
+
+// addAddresses adds what r asks for to e, all or nothing, and returns the
+// addresses and prefixes added. An ENI without addresses gets its primary
+// address first: the first explicit one, else the first fresh one.
+func (s *State) addAddresses(e *eni, r addressRequest) ([]netip.Addr, []netip.Prefix, error) {
+	sp := e.subnet.space
+	want := len(r.ips) + r.count + len(r.prefixes) + r.prefixCount
+	if limit := s.ipLimit(e); e.slotsUsed()+want > limit {
+		return nil, nil, apiErr(codePrivateIPLimitExceeded,
+			"Number of private addresses will exceed limit of %d for network interface %s.", limit, e.id)
+	}
+	var undo []func()
+	rollback := func() {
+		for i := len(undo) - 1; i >= 0; i-- {
+			undo[i]()
+		}
+	}
+	var moved []uint32 // explicit addresses to take over from other ENIs
+	var fresh []netip.Addr
+	seen := map[netip.Addr]bool{}
+	for _, ip := range r.ips {
+		off, ok := sp.offset(ip)
+		switch {
+		case !ok:
+			rollback()
+			return nil, nil, apiErr(codeInvalidParameterValue, "Address %s does not fall within the subnet's address range (%s)", ip, e.subnet.cidr)
+		case sp.reserved(off):
+			rollback()
+			return nil, nil, apiErr(codeInvalidParameterValue, "Address %s is in subnet's reserved address range", ip)
+		case seen[ip]:
+			rollback()
+			return nil, nil, apiErr(codeInvalidParameterValue, "Address %s is specified more than once", ip)
+		}
+		seen[ip] = true
+		if !sp.taken(off) {
+			sp.take(off, e)
+			undo = append(undo, func() { sp.release(off) })
+			fresh = append(fresh, ip)
+			continue
+		}
+		owner := sp.owner(off)
+		switch {
+		case owner == e:
+			rollback()
+			return nil, nil, apiErr(codeInvalidParameterValue, "Address %s is already assigned to %s", ip, e.id)
+		case owner == nil || !r.allowReassign || owner.ips[0] == ip || !slices.Contains(owner.ips, ip):
+			// Held by a prefix, by another ENI's primary address, or
+			// reassignment was not allowed.
+			rollback()
+			return nil, nil, apiErr(r.inUseCode, "Address %s is in use.", ip)
+		}
+		moved = append(moved, off)
+	}
+	var newPrefixes []netip.Prefix
+	for _, p := range r.prefixes {
+		off, ok := sp.offset(p.Addr())
+		if !ok || p.Bits() != prefixLen || !sp.prefixFree(off) {
+			rollback()
+			if !ok || p.Bits() != prefixLen || off%prefixSize != 0 {
+				return nil, nil, apiErr(codeInvalidParameterValue, "Prefix %s is not an aligned /28 of subnet %s", p, e.subnet.cidr)
+			}
+			return nil, nil, apiErr(codeInvalidParameterValue, "Prefix %s overlaps addresses in use", p)
+		}
+		sp.takePrefix(off, e)
+		undo = append(undo, func() { sp.releasePrefix(off) })
+		newPrefixes = append(newPrefixes, p)
+	}
+	if r.count > 0 {
+		offs, ok := sp.allocate(r.count, e)
+		if !ok {
+			rollback()
+			return nil, nil, apiErr(codeInsufficientAddresses, "Insufficient free IP addresses in subnet %s to assign %d addresses", e.subnet.id, r.count)
+		}
+		undo = append(undo, func() {
+			for _, off := range offs {
+				sp.release(off)
+			}
+		})
+		for _, off := range offs {
+			fresh = append(fresh, sp.addr(off))
+		}
+	}
+	for range r.prefixCount {
+		off, ok := sp.allocatePrefix(e)
+		if !ok {
+			rollback()
+			return nil, nil, apiErr(codeInsufficientCidrBlocks, "There are not enough free cidr blocks in the specified subnet to satisfy the request.")
+		}
+		undo = append(undo, func() { sp.releasePrefix(off) })
+		newPrefixes = append(newPrefixes, netip.PrefixFrom(sp.addr(off), prefixLen))
+	}
+	for _, off := range moved {
+		ip := sp.addr(off)
+		old := sp.owner(off)
+		old.ips = slices.DeleteFunc(old.ips, func(a netip.Addr) bool { return a == ip })
+		for _, eip := range old.eips {
+			if eip.privateIP == ip {
+				s.disassociate(eip)
+			}
+		}
+		sp.reassign(off, e)
+		fresh = append(fresh, ip)
+	}
+	// Explicit addresses keep the order they were asked in, ahead of fresh
+	// ones, so the primary is the first explicit address.
+	e.ips = append(e.ips, fresh...)
+	e.prefixes = append(e.prefixes, newPrefixes...)
+	return fresh, newPrefixes, nil
+}
+
+// removeAddresses takes secondary addresses and prefixes off e, all or
+// nothing. Elastic IPs associated with them are disassociated.
+func (s *State) removeAddresses(e *eni, ips []netip.Addr, prefixes []netip.Prefix) error {
+	for _, ip := range ips {
+		i := slices.Index(e.ips, ip)
+		if i < 0 {
+			return apiErr(codeInvalidParameterValue, "Some of the specified addresses are not assigned to interface %s", e.id)
+		}
+		if i == 0 {
+			return apiErr(codeInvalidParameterValue, "The primary IP address %s of interface %s cannot be unassigned", ip, e.id)
+		}
+	}
+	for _, p := range prefixes {
+		if !slices.Contains(e.prefixes, p) {
+			return apiErr(codeInvalidParameterValue, "Some of the specified prefixes are not assigned to interface %s", e.id)
+		}
+	}
+	sp := e.subnet.space
+	for _, ip := range ips {
+		off, _ := sp.offset(ip)
+		sp.release(off)
+		for _, eip := range e.eips {
+			if eip.privateIP == ip {
+				s.disassociate(eip)
+			}
+		}
+	}
+	for _, p := range prefixes {
+		off, _ := sp.offset(p.Addr())
+		sp.releasePrefix(off)
+	}
+	e.ips = slices.DeleteFunc(e.ips, func(a netip.Addr) bool { return slices.Contains(ips, a) })
+	e.prefixes = slices.DeleteFunc(e.prefixes, func(p netip.Prefix) bool { return slices.Contains(prefixes, p) })
+	return nil
+}
+
+// fillENI gives a new ENI its addresses: explicit ones (the first is the
+// primary), then count secondaries, plus prefixes. Without an explicit
+// address the primary is a fresh one.
+func (s *State) fillENI(e *eni, ips []netip.Addr, count int, prefixes []netip.Prefix, prefixCount int) error {
+	if len(ips) == 0 {
+		count++
+	}
+	_, _, err := s.addAddresses(e, addressRequest{ips: ips, count: count, prefixes: prefixes, prefixCount: prefixCount, inUseCode: "InvalidIPAddress.InUse"})
+	return err
+}
+
+// deleteENI releases everything e holds and forgets it.
+func (s *State) deleteENI(e *eni) {
+	sp := e.subnet.space
+	for _, ip := range e.ips {
+		if off, ok := sp.offset(ip); ok {
+			sp.release(off)
+		}
+	}
+	for _, p := range e.prefixes {
+		off, _ := sp.offset(p.Addr())
+		sp.releasePrefix(off)
+	}
+	for len(e.eips) > 0 {
+		s.disassociate(e.eips[0])
+	}
+	if a := e.attachment; a != nil {
+		if a.instance.slots[a.deviceIndex] == e {
+			delete(a.instance.slots, a.deviceIndex)
+		}
+		delete(s.attachments, a.id)
+		e.attachment = nil
+	}
+	delete(e.subnet.enis, e)
+	s.enis.remove(e)
+}
+
+// attach starts attaching e to in at deviceIndex; immediate skips the
+// attach delay.
+func (s *State) attach(e *eni, in *instance, deviceIndex int, immediate bool) (*attachment, error) {
+	switch {
+	case in.state != instanceRunning:
+		return nil, apiErr(codeIncorrectInstanceState, "The instance '%s' is not in a state from which it can be attached to a network interface (%s).", in.id, in.state)
+	case e.attachment != nil:
+		return nil, apiErr(codeENIInUse, "Interface: [%s] in use.", e.id)
+	case e.subnet.vpc != in.subnet.vpc:
+		return nil, apiErr(codeInvalidParameterCombo, "The network interface %s and instance %s are in different VPCs.", e.id, in.id)
+	case e.subnet.zone != in.subnet.zone:
+		return nil, apiErr(codeInvalidParameterCombo, "You may not attach a network interface to an instance if they are not in the same availability zone")
+	case deviceIndex < 0 || deviceIndex > 127:
+		return nil, apiErr(codeInvalidParameterValue, "Invalid value '%d' for deviceIndex.", deviceIndex)
+	case in.slots[deviceIndex] != nil:
+		return nil, apiErr(codeInvalidParameterValue, "Instance '%s' already has an interface attached at device index '%d'.", in.id, deviceIndex)
+	case len(in.slots) >= in.typ.MaxENIs:
+		return nil, apiErr(codeAttachmentLimitExceeded, "Interface count %d exceeds the limit for %s", len(in.slots)+1, in.typ.Name)
+	case e.slotsUsed() > in.typ.IPv4PerENI:
+		return nil, apiErr(codePrivateIPLimitExceeded, "Network interface %s has %d private addresses, more than %s allows (%d).", e.id, e.slotsUsed(), in.typ.Name, in.typ.IPv4PerENI)
+	}
+	a := &attachment{id: s.ids.newID("eni-attach"), eni: e, instance: in, deviceIndex: deviceIndex, status: attaching, since: s.now()}
+	e.attachment = a
+	in.slots[deviceIndex] = e
+	s.attachments[a.id] = a
+	if immediate {
+		a.status = attached
+	} else {
+		s.schedule(a, s.timing.AttachDelay)
+	}
+	return a, nil
+}
+
+// detach starts detaching a.
+func (s *State) detach(a *attachment) error {
+	switch {
+	case a.deviceIndex == 0:
+		return apiErr(codeOperationNotPermitted, "The network interface at device index 0 cannot be detached.")
+	case a.status == detaching:
+		return apiErr(codeIncorrectState, "Attachment '%s' is already detaching.", a.id)
+	}
+	a.status = detaching
+	s.schedule(a, s.timing.DetachDelay)
+	return nil
+}
+
+// disassociate breaks an Elastic IP's association.
+func (s *State) disassociate(addr *address) {
+	if addr.eni != nil {
+		addr.eni.eips = slices.DeleteFunc(addr.eni.eips, func(x *address) bool { return x == addr })
+	}
+	delete(s.assocs, addr.associationID)
+	addr.eni, addr.associationID, addr.privateIP = nil, "", netip.Addr{}
+}

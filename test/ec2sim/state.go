@@ -1,0 +1,325 @@
+package ec2sim
+
+import (
+	"container/heap"
+	"fmt"
+	"math/rand/v2"
+	"net/netip"
+	"strings"
+	"sync"
+	"time"
+)
+
+// TimingConfig is how long EC2's asynchronous work takes: an attachment stays
+// "attaching" for AttachDelay, a detachment "detaching" for DetachDelay, and
+// a new ENI is invisible to DescribeNetworkInterfaces for EventualConsistency.
+// All zero by default: attachments complete within the call.
+type TimingConfig struct {
+	AttachDelay         Range    `json:"attachDelay"`
+	DetachDelay         Range    `json:"detachDelay"`
+	EventualConsistency Duration `json:"eventualConsistency,omitempty"`
+}
+
+// Validate rejects negative durations.
+func (c TimingConfig) Validate() error {
+	if err := c.AttachDelay.validate(); err != nil {
+		return fmt.Errorf("attachDelay: %w", err)
+	}
+	if err := c.DetachDelay.validate(); err != nil {
+		return fmt.Errorf("detachDelay: %w", err)
+	}
+	if c.EventualConsistency < 0 {
+		return fmt.Errorf("eventualConsistency is negative")
+	}
+	return nil
+}
+
+// RealisticTiming is what EC2 is seen to take: attachments complete in 2-5 s,
+// detachments in 1-3 s.
+func RealisticTiming() TimingConfig {
+	return TimingConfig{
+		AttachDelay: Range{Min: Duration(2 * time.Second), Max: Duration(5 * time.Second)},
+		DetachDelay: Range{Min: Duration(1 * time.Second), Max: Duration(3 * time.Second)},
+	}
+}
+
+// State is the emulated EC2 account in one region: every resource and every
+// rule of EC2 behaviour, with one method per EC2 action taking and returning
+// plain values. It knows nothing of HTTP. Every error it returns is an
+// *APIError carrying EC2's code. It is safe for concurrent use; each method
+// holds one lock for its whole run and never blocks on anything else.
+type State struct {
+	mu  sync.Mutex
+	now func() time.Time
+	ids *idSource
+	rng *rand.Rand
+
+	account   string
+	region    string
+	dnsSuffix string
+	zones     map[string]zone
+	types     map[string]*InstanceType
+	// maxIPv4PerENI bounds the addresses of an unattached ENI.
+	maxIPv4PerENI int
+	timing        TimingConfig
+	eipLimit      int
+	eipPool       *addrSpace
+
+	seq         uint64
+	vpcs        registry[*vpc]
+	subnets     registry[*subnet]
+	groups      registry[*securityGroup]
+	routeTables registry[*routeTable]
+	instances   registry[*instance]
+	enis        registry[*eni]
+	addresses   registry[*address]
+	attachments map[string]*attachment
+	assocs      map[string]*address
+	pending     transitions
+	tokens      map[string]clientTokenRecord
+}
+
+type clientTokenRecord struct {
+	fingerprint string
+	response    CreateNetworkInterfaceResponse
+}
+
+// NewState builds the state a scenario describes. now is the clock that
+// drives attach and detach delays and eventual consistency; nil means
+// time.Now.
+func NewState(sc *Scenario, now func() time.Time) (*State, error) {
+	if err := sc.Validate(); err != nil {
+		return nil, err
+	}
+	if now == nil {
+		now = time.Now
+	}
+	types, err := buildCatalog(sc.InstanceTypes)
+	if err != nil {
+		return nil, &ScenarioError{Path: "instanceTypes", Err: err}
+	}
+	s := &State{
+		now:         now,
+		ids:         newIDSource(sc.Seed),
+		rng:         rand.New(rand.NewPCG(sc.Seed, 0x7374617465)),
+		account:     sc.Account,
+		region:      sc.Region,
+		dnsSuffix:   sc.Region + ".compute.internal",
+		zones:       map[string]zone{},
+		types:       types,
+		eipLimit:    sc.ElasticIPLimit,
+		eipPool:     newAddrSpace(netip.MustParsePrefix("198.51.100.0/24")),
+		vpcs:        newRegistry[*vpc](),
+		subnets:     newRegistry[*subnet](),
+		groups:      newRegistry[*securityGroup](),
+		routeTables: newRegistry[*routeTable](),
+		instances:   newRegistry[*instance](),
+		enis:        newRegistry[*eni](),
+		addresses:   newRegistry[*address](),
+		attachments: map[string]*attachment{},
+		assocs:      map[string]*address{},
+		tokens:      map[string]clientTokenRecord{},
+	}
+	if sc.Region == "us-east-1" {
+		s.dnsSuffix = "ec2.internal"
+	}
+	if s.eipLimit == 0 {
+		s.eipLimit = 5
+	}
+	for _, t := range types {
+		s.maxIPv4PerENI = max(s.maxIPv4PerENI, t.IPv4PerENI)
+	}
+	if sc.Timing != nil {
+		s.timing = *sc.Timing
+	} else if sc.Profile == ProfileRealistic {
+		s.timing = RealisticTiming()
+	}
+	if err := s.build(sc); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// SetTiming changes attach and detach delays and the eventual-consistency
+// window for operations started from now on.
+func (s *State) SetTiming(c TimingConfig) error {
+	if err := c.Validate(); err != nil {
+		return apiErr(codeInvalidParameterValue, "%v", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.timing = c
+	return nil
+}
+
+// Timing returns the timing in force.
+func (s *State) Timing() TimingConfig {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.timing
+}
+
+// Account is the owner ID of every resource; Region is the state's region.
+func (s *State) Account() string { return s.account }
+
+// Region is the region the state emulates.
+func (s *State) Region() string { return s.region }
+
+func (s *State) nextSeq() uint64 {
+	s.seq++
+	return s.seq
+}
+
+func (s *State) newMeta(prefix, id string) meta {
+	if id == "" {
+		id = s.ids.newID(prefix)
+	} else {
+		s.ids.reserve(id)
+	}
+	return meta{id: id, seq: s.nextSeq()}
+}
+
+// lock takes the state's lock and completes the attachments and
+// detachments that are due, so every action sees time having passed.
+func (s *State) lock() {
+	s.mu.Lock()
+	now := s.now()
+	for len(s.pending) > 0 && !s.pending[0].due.After(now) {
+		t := heap.Pop(&s.pending).(transition)
+		a := t.att
+		if a.status != t.from || a.eni.attachment != a {
+			continue // overtaken: detached early, terminated, deleted
+		}
+		switch a.status {
+		case attaching:
+			a.status = attached
+		case detaching:
+			s.finishDetach(a)
+		}
+	}
+}
+
+func (s *State) unlock() { s.mu.Unlock() }
+
+// transition is an attachment due to leave status from at due.
+type transition struct {
+	due  time.Time
+	from string
+	att  *attachment
+}
+
+type transitions []transition
+
+func (t transitions) Len() int           { return len(t) }
+func (t transitions) Less(i, j int) bool { return t[i].due.Before(t[j].due) }
+func (t transitions) Swap(i, j int)      { t[i], t[j] = t[j], t[i] }
+func (t *transitions) Push(x any)        { *t = append(*t, x.(transition)) }
+func (t *transitions) Pop() any {
+	old := *t
+	x := old[len(old)-1]
+	*t = old[:len(old)-1]
+	return x
+}
+
+// schedule moves a to its next state after a delay drawn from r, at once
+// when the delay is zero.
+func (s *State) schedule(a *attachment, r Range) {
+	d := r.sample(s.rng)
+	if d <= 0 {
+		switch a.status {
+		case attaching:
+			a.status = attached
+		case detaching:
+			s.finishDetach(a)
+		}
+		return
+	}
+	a.due = s.now().Add(d)
+	heap.Push(&s.pending, transition{due: a.due, from: a.status, att: a})
+}
+
+// finishDetach frees the instance's device slot and leaves the ENI available.
+func (s *State) finishDetach(a *attachment) {
+	if a.instance.slots[a.deviceIndex] == a.eni {
+		delete(a.instance.slots, a.deviceIndex)
+	}
+	delete(s.attachments, a.id)
+	a.eni.attachment = nil
+	a.status = "detached"
+}
+
+// Lookups by ID, answering EC2's Malformed and NotFound errors.
+
+func (s *State) eniByID(id string) (*eni, error) {
+	if !wellFormedID(id, "eni") {
+		return nil, apiErr(codeENIMalformed, "Invalid id: %q (expecting \"eni-...\")", id)
+	}
+	e, ok := s.enis.get(id)
+	if !ok {
+		return nil, apiErr(codeENINotFound, "The networkInterface ID '%s' does not exist", id)
+	}
+	return e, nil
+}
+
+func (s *State) instanceByID(id string) (*instance, error) {
+	if !wellFormedID(id, "i") {
+		return nil, apiErr(codeInstanceMalformed, "Invalid id: %q", id)
+	}
+	in, ok := s.instances.get(id)
+	if !ok {
+		return nil, apiErr(codeInstanceNotFound, "The instance ID '%s' does not exist", id)
+	}
+	return in, nil
+}
+
+func (s *State) subnetByID(id string) (*subnet, error) {
+	if !wellFormedID(id, "subnet") {
+		return nil, apiErr(codeSubnetMalformed, "Invalid id: %q", id)
+	}
+	sn, ok := s.subnets.get(id)
+	if !ok {
+		return nil, apiErr(codeSubnetNotFound, "The subnet ID '%s' does not exist", id)
+	}
+	return sn, nil
+}
+
+// groupsByID resolves security group IDs within v; empty ids means v's
+// default group.
+func (s *State) groupsByID(v *vpc, ids []string) ([]*securityGroup, error) {
+	if len(ids) == 0 {
+		return []*securityGroup{v.defaultSG}, nil
+	}
+	var out []*securityGroup
+	for _, id := range ids {
+		if !wellFormedID(id, "sg") {
+			return nil, apiErr(codeGroupMalformed, "Invalid id: %q (expecting \"sg-...\")", id)
+		}
+		g, ok := s.groups.get(id)
+		if !ok {
+			return nil, apiErr(codeGroupNotFound, "The security group '%s' does not exist", id)
+		}
+		if g.vpc != v {
+			return nil, apiErr(codeInvalidParameterValue, "Security group %s and subnet belong to different networks.", id)
+		}
+		out = append(out, g)
+	}
+	return out, nil
+}
+
+// privateDNSName is EC2's internal host name of addr.
+func (s *State) privateDNSName(addr netip.Addr) string {
+	return "ip-" + strings.ReplaceAll(addr.String(), ".", "-") + "." + s.dnsSuffix
+}
+
+// zoneID turns us-east-1a into use1-az1, the shape of EC2's zone IDs.
+func zoneID(region, name string) string {
+	short := ""
+	for i, part := range strings.Split(region, "-") {
+		if i == 0 || part[0] >= '0' && part[0] <= '9' {
+			short += part
+		} else {
+			short += part[:1]
+		}
+	}
+	return fmt.Sprintf("%s-az%d", short, int(name[len(name)-1]-'a')+1)
+}
