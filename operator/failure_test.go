@@ -225,6 +225,7 @@ func TestOnlyLeaderCallsEC2(t *testing.T) {
 		calls *atomic.Int64
 		stop  func()
 	}
+	leaseName := fmt.Sprintf("enipam-test-%d", time.Now().UnixNano())
 	start := func() replica {
 		target, _ := url.Parse(r.ec2)
 		proxy := httputil.NewSingleHostReverseProxy(target)
@@ -236,7 +237,7 @@ func TestOnlyLeaderCallsEC2(t *testing.T) {
 		t.Cleanup(srv.Close)
 		opts := r.options()
 		opts.EC2Endpoint = srv.URL
-		opts.LeaderElect, opts.LeaderNamespace, opts.LeaderElectionID = true, "default", "enipam-test-"+fmt.Sprint(time.Now().UnixNano())
+		opts.LeaderElect, opts.LeaderNamespace, opts.LeaderElectionID = true, "default", leaseName
 		_, _, stop := r.startOperator(opts)
 		return replica{calls: &calls, stop: stop}
 	}

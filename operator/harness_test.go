@@ -76,6 +76,7 @@ func newRig(t *testing.T, scenarioYAML string) *rig {
 func (r *rig) options() operator.Options {
 	o := operator.DefaultOptions()
 	o.ClusterName = "test"
+	o.VPCIDs = []string{"vpc-0a000000000000001"}
 	o.EC2Endpoint = r.ec2
 	o.ResyncInterval = 5 * time.Second
 	o.GCInterval = time.Hour

@@ -108,7 +108,7 @@ func (o *Options) Validate() error {
 	check(o.EC2RateScale > 0 && o.EC2RateScale <= 100, "--ec2-rate-scale must be in (0, 100], got %v", o.EC2RateScale)
 	check(o.EC2MaxAttempts >= 1, "--ec2-max-attempts must be at least 1")
 	check(o.Workers >= 1 && o.Workers <= 10000, "--workers must be in [1, 10000], got %d", o.Workers)
-	check(o.GCInterval >= time.Second, "--gc-interval must be at least 1s")
+	check(o.GCInterval >= 100*time.Millisecond, "--gc-interval must be at least 100ms")
 	check(o.GCMaxPerPass >= 0, "--gc-max-per-pass must not be negative")
 	k := o.Knobs
 	check(k.PreAllocate >= 0 && k.MinAllocate >= 0 && k.MaxAllocate >= 0 && k.MaxAboveWatermark >= 0, "pool knobs must not be negative")

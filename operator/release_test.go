@@ -17,7 +17,7 @@ import (
 // on with no delay. Pods take 8 IPs (the pool grows to 12) and leave: 8
 // are excess and marked. Playing the agent, the test refuses one
 // (do-not-release) and acknowledges the others → the operator unassigns
-// the 7 in one call, marks them released and drops them from the pool;
+// the 7 with one call per ENI, marks them released and drops them from the pool;
 // the refused IP stays.
 func TestExcessReleasedThroughHandshake(t *testing.T) {
 	r := newRig(t, vpcScenario)
@@ -43,6 +43,10 @@ func TestExcessReleasedThroughHandshake(t *testing.T) {
 	}
 	slices.Sort(marked)
 	refused := marked[0]
+	enisTouched := map[string]bool{}
+	for _, ip := range marked[1:] {
+		enisTouched[cn.Spec.IPAM.Pool[ip].Resource] = true
+	}
 	r.agentUpdate("node-rel", func(cn *ciliumv2.CiliumNode) {
 		for _, ip := range marked {
 			cn.Status.IPAM.ReleaseIPs[ip] = ipamoption.IPAMReadyForRelease
@@ -64,8 +68,8 @@ func TestExcessReleasedThroughHandshake(t *testing.T) {
 	if st := cn.Status.IPAM.ReleaseIPs[refused]; st == ipamoption.IPAMReleased || st == ipamoption.IPAMDoNotRelease {
 		t.Errorf("refused IP's handshake entry is %q, want it cleared (or marked anew)", st)
 	}
-	if got := r.calls("UnassignPrivateIpAddresses"); got != 1 {
-		t.Errorf("UnassignPrivateIpAddresses calls = %d, want 1", got)
+	if got := r.calls("UnassignPrivateIpAddresses"); got != int64(len(enisTouched)) {
+		t.Errorf("UnassignPrivateIpAddresses calls = %d, want one per ENI: %d", got, len(enisTouched))
 	}
 	attached, _ := r.enisOf("i-0a000000000000001")
 	onENI := map[string]bool{}

@@ -41,6 +41,12 @@ func (s *nodeSync) finishRelease(ctx context.Context) error {
 	var errs []error
 	for _, eniID := range slices.Sorted(maps.Keys(byENI)) {
 		ips := byENI[eniID]
+		// A stale read may show IPs this operator already unassigned; the
+		// inventory knows, and no call is made for them.
+		if held := s.heldBy(eniID, ips); len(held) == 0 {
+			s.released(ips)
+			continue
+		}
 		err := s.r.api.UnassignIPs(ctx, eniID, ips)
 		if err != nil && !errors.Is(err, cloud.ErrNotFound) {
 			errs = append(errs, fmt.Errorf("releasing %d IPs of %s, %w", len(ips), eniID, err))
@@ -48,12 +54,28 @@ func (s *nodeSync) finishRelease(ctx context.Context) error {
 		}
 		s.r.inv.RecordUnassigned(eniID, ips)
 		s.r.metrics.ipsReleased.Add(float64(len(ips)))
-		for _, ip := range ips {
-			st.ReleaseIPs[ip.String()] = ipamoption.IPAMReleased
-			delete(s.cn.Spec.IPAM.Pool, ip.String())
-		}
+		s.released(ips)
 	}
 	return errors.Join(errs...)
+}
+
+// released completes the handshake of unassigned IPs.
+func (s *nodeSync) released(ips []netip.Addr) {
+	for _, ip := range ips {
+		s.cn.Status.IPAM.ReleaseIPs[ip.String()] = ipamoption.IPAMReleased
+		delete(s.cn.Spec.IPAM.Pool, ip.String())
+	}
+}
+
+// heldBy returns the IPs the inventory still sees on the ENI; all of them
+// when it does not know the ENI.
+func (s *nodeSync) heldBy(eniID string, ips []netip.Addr) []netip.Addr {
+	for i := range s.snap.ENIs {
+		if e := &s.snap.ENIs[i]; e.ID == eniID {
+			return slices.DeleteFunc(slices.Clone(ips), func(ip netip.Addr) bool { return !e.HasIP(ip) })
+		}
+	}
+	return ips
 }
 
 // markExcess starts the handshake for IPs that have been in excess for

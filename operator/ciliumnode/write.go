@@ -1,14 +1,15 @@
 package ciliumnode
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"net/netip"
 
-	ciliumip "github.com/cilium/cilium/pkg/ip"
 	awstypes "github.com/cilium/cilium/pkg/aws/types"
-	"k8s.io/apimachinery/pkg/api/equality"
+	ciliumip "github.com/cilium/cilium/pkg/ip"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/enipam/enipam/operator/cloud"
@@ -97,7 +98,7 @@ func (s *nodeSync) statusENI(e *cloud.ENI, vpc awstypes.AwsVPC) awstypes.ENI {
 // anything else written meanwhile is left alone.
 func (s *nodeSync) write(ctx context.Context) error {
 	s.fill()
-	if !equality.Semantic.DeepEqual(s.orig.Status, s.cn.Status) {
+	if !sameJSON(s.orig.Status, s.cn.Status) {
 		obj := s.orig.DeepCopy()
 		obj.Status = s.cn.Status
 		if err := s.r.client.Status().Patch(ctx, obj, client.MergeFrom(s.orig)); err != nil {
@@ -105,7 +106,7 @@ func (s *nodeSync) write(ctx context.Context) error {
 		}
 		s.r.metrics.writes.WithLabelValues("status").Inc()
 	}
-	if !equality.Semantic.DeepEqual(s.orig.Spec, s.cn.Spec) || !maps.Equal(s.orig.Annotations, s.cn.Annotations) {
+	if !sameJSON(s.orig.Spec, s.cn.Spec) || !maps.Equal(s.orig.Annotations, s.cn.Annotations) {
 		obj := s.orig.DeepCopy()
 		obj.Spec, obj.Annotations = s.cn.Spec, s.cn.Annotations
 		if err := s.r.client.Patch(ctx, obj, client.MergeFrom(s.orig)); err != nil {
@@ -114,4 +115,13 @@ func (s *nodeSync) write(ctx context.Context) error {
 		s.r.metrics.writes.WithLabelValues("spec").Inc()
 	}
 	return nil
+}
+
+// sameJSON compares two API values as the apiserver would store them
+// (equality.Semantic cannot look into netip types, and reflect.DeepEqual
+// tells nil from empty maps, which serialize alike).
+func sameJSON(a, b any) bool {
+	ja, errA := json.Marshal(a)
+	jb, errB := json.Marshal(b)
+	return errA == nil && errB == nil && bytes.Equal(ja, jb)
 }

@@ -6,12 +6,17 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
+	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
 	ctrl "sigs.k8s.io/controller-runtime"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
@@ -61,10 +66,41 @@ func run() error {
 	if err != nil {
 		return fmt.Errorf("AWS config, %w", err)
 	}
+	if len(opts.VPCIDs) == 0 {
+		// The operator runs on a node of the cluster: its VPC is the
+		// cluster's, known from the start so that leaked ENIs are found
+		// even before any node is served.
+		if vpc, err := vpcFromIMDS(ctx, awsCfg); err == nil {
+			opts.VPCIDs = append(opts.VPCIDs, vpc)
+		} else {
+			log.Info("VPC not found in instance metadata; VPCs are learnt from the nodes", "error", err)
+		}
+	}
 	op, err := operator.New(opts, restCfg, awsCfg, ctrlmetrics.Registry, log)
 	if err != nil {
 		return err
 	}
 	log.Info("starting", "cluster", opts.ClusterName, "region", awsCfg.Region, "workers", opts.Workers)
 	return op.Run(ctx)
+}
+
+// vpcFromIMDS reads the VPC of the instance the operator runs on.
+func vpcFromIMDS(ctx context.Context, cfg aws.Config) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	client := imds.NewFromConfig(cfg)
+	get := func(path string) (string, error) {
+		out, err := client.GetMetadata(ctx, &imds.GetMetadataInput{Path: path})
+		if err != nil {
+			return "", err
+		}
+		defer out.Content.Close()
+		b, err := io.ReadAll(out.Content)
+		return strings.TrimSpace(string(b)), err
+	}
+	mac, err := get("mac")
+	if err != nil {
+		return "", err
+	}
+	return get("network/interfaces/macs/" + mac + "/vpc-id")
 }
