@@ -145,7 +145,7 @@ func TestSubnetRunsOut(t *testing.T) {
 
 	drain(t, r, "subnet-0a000000000000003")
 	r.addNode("node-2", "i-0a000000000000002", "us-east-1a", map[string]string{"pool": "secondary"}, ipamtypes.IPAMSpec{PreAllocate: 4})
-	cn = r.waitNode("node-2", 30*time.Second, "exhaustion reported", func(cn *ciliumv2.CiliumNode) bool {
+	r.waitNode("node-2", 30*time.Second, "exhaustion reported", func(cn *ciliumv2.CiliumNode) bool {
 		return strings.Contains(cn.Status.IPAM.OperatorStatus.Error, "subnets exhausted") || strings.Contains(cn.Status.IPAM.OperatorStatus.Error, "InsufficientFreeAddressesInSubnet")
 	})
 	ev := r.waitEvent("node-2", "SubnetExhausted")
