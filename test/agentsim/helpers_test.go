@@ -199,3 +199,21 @@ func noViolations(t *testing.T, sim *agentsim.Sim) {
 		t.Errorf("violations %+v: %v", v, sim.Ledger().ViolationDetails())
 	}
 }
+
+// freeIPs returns the addrs not held by the agent's router, health or the
+// given pod owners.
+func freeIPs(a *agentsim.Agent, addrs []string, owners ...string) []string {
+	held := map[string]bool{}
+	for _, owner := range append(owners, agentsim.RouterOwner, agentsim.HealthOwner) {
+		if ip, ok := a.IP(owner); ok {
+			held[ip.String()] = true
+		}
+	}
+	var free []string
+	for _, ip := range addrs {
+		if !held[ip] {
+			free = append(free, ip)
+		}
+	}
+	return free
+}
