@@ -74,7 +74,9 @@ type Agent struct {
 
 	writePending bool
 	lastWrite    time.Time
-	counters     nodeCounters
+	// dirtySince is when the oldest change not yet written was made.
+	dirtySince time.Time
+	counters   nodeCounters
 }
 
 func newAgent(name string, deps agentDeps) *Agent {
@@ -129,6 +131,11 @@ func (a *Agent) observe(cn *ciliumv2.CiliumNode) {
 	rv := parseRV(cn.ResourceVersion)
 	a.mu.Lock()
 	if a.stopped || (rv != 0 && rv <= a.rv) {
+		if rv == a.rv && a.node != nil {
+			// The watch's copy of the version this agent wrote: the same
+			// object, but shared with the informer's cache.
+			a.node = cn
+		}
 		a.mu.Unlock()
 		return
 	}
@@ -239,6 +246,9 @@ func (a *Agent) inUseLocked(ip string) bool {
 // for and no sooner than the update interval after the last one began,
 // like Cilium's trigger with MinInterval.
 func (a *Agent) triggerLocked(now time.Time) {
+	if a.dirtySince.IsZero() {
+		a.dirtySince = now
+	}
 	if a.writePending || a.stopped {
 		return
 	}
@@ -249,14 +259,17 @@ func (a *Agent) triggerLocked(now time.Time) {
 
 // statusToWrite starts a status write: it returns a copy of the CiliumNode
 // with status.ipam.used and release-ips as the agent knows them, or nil if
-// there is nothing to write to.
-func (a *Agent) statusToWrite(now time.Time) *ciliumv2.CiliumNode {
+// there is nothing to write to, and since when the changes it carries
+// waited.
+func (a *Agent) statusToWrite(now time.Time) (*ciliumv2.CiliumNode, time.Time) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.writePending = false
 	if a.node == nil || a.stopped {
-		return nil
+		return nil, time.Time{}
 	}
+	since := a.dirtySince
+	a.dirtySince = time.Time{}
 	a.lastWrite = now
 	cn := a.node.DeepCopy()
 	used := make(ipamtypes.AllocationMap, len(a.allocated))
@@ -265,7 +278,7 @@ func (a *Agent) statusToWrite(now time.Time) *ciliumv2.CiliumNode {
 	}
 	cn.Status.IPAM.Used = used
 	cn.Status.IPAM.ReleaseIPs = maps.Clone(a.release)
-	return cn
+	return cn, since
 }
 
 // wrote, conflicted and writeFailed account a status write's outcome; a
@@ -282,10 +295,13 @@ func (a *Agent) conflicted() {
 	a.counters.conflicts++
 }
 
-func (a *Agent) writeFailed(now time.Time) {
+func (a *Agent) writeFailed(now, dirtySince time.Time) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.counters.failedWrites++
+	if !dirtySince.IsZero() && (a.dirtySince.IsZero() || dirtySince.Before(a.dirtySince)) {
+		a.dirtySince = dirtySince
+	}
 	a.triggerLocked(now)
 }
 

@@ -61,6 +61,8 @@ type Figures struct {
 	Waits       WaitFigures
 	// CiliumNode status writes of all agents.
 	Writes, WriteConflicts, FailedWrites int
+	// UsedLag: from a change of an agent's IPs to the write carrying it.
+	UsedLag LagFigures
 	// The pools now, over all agents.
 	PoolIPs, UsedIPs, IdleIPs int
 	// IdleSamples taken every Options.SampleInterval since Start.
@@ -127,6 +129,7 @@ func (s *Sim) Figures() Figures {
 		Writes:         int(s.writes.writes.Load()),
 		WriteConflicts: int(s.writes.conflicts.Load()),
 		FailedWrites:   int(s.writes.failed.Load()),
+		UsedLag:        s.writes.lags.summary(),
 		Violations:     l.Violations(),
 	}
 	for _, a := range s.Agents() {

@@ -94,14 +94,25 @@ func setPool(t *testing.T, name string, p ipamtypes.AllocationMap) {
 // conflicts with the agents' status writes.
 func updateSpec(t *testing.T, name string, change func(*ciliumv2.CiliumNode)) {
 	t.Helper()
+	if err := tryUpdateSpec(name, change); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// tryUpdateSpec is updateSpec for any goroutine: it returns the error.
+func tryUpdateSpec(name string, change func(*ciliumv2.CiliumNode)) error {
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		cn := getCN(t, name)
+		cn := &ciliumv2.CiliumNode{}
+		if err := env.Client.Get(context.Background(), client.ObjectKey{Name: name}, cn); err != nil {
+			return err
+		}
 		change(cn)
 		return env.Client.Update(context.Background(), cn)
 	})
 	if err != nil {
-		t.Fatalf("updating spec of %s: %v", name, err)
+		return fmt.Errorf("updating spec of %s: %w", name, err)
 	}
+	return nil
 }
 
 // setRelease plays the operator: sets status.ipam.release-ips entries.

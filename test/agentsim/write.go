@@ -20,6 +20,8 @@ const conflictAttempts = 3
 // agents included.
 type writeCounters struct {
 	writes, conflicts, failed atomic.Int64
+	// lags: from the oldest change a write carried to the write's success.
+	lags durationSample
 }
 
 // statusWriter writes agents' status.ipam through the status subresource:
@@ -55,16 +57,24 @@ func (w *statusWriter) write(ctx context.Context, name string) {
 	if a == nil {
 		return
 	}
+	var since time.Time
 	for attempt := 1; ; attempt++ {
-		cn := a.statusToWrite(time.Now())
+		cn, dirty := a.statusToWrite(time.Now())
 		if cn == nil {
 			return
+		}
+		if since.IsZero() || (!dirty.IsZero() && dirty.Before(since)) {
+			since = dirty
 		}
 		err := w.c.Status().Update(ctx, cn)
 		switch {
 		case err == nil:
 			w.counters.writes.Add(1)
+			if !since.IsZero() {
+				w.counters.lags.add(time.Since(since))
+			}
 			a.wrote()
+			cn.ManagedFields = nil
 			a.observe(cn)
 			return
 		case ctx.Err() != nil, apierrors.IsNotFound(err):
@@ -75,7 +85,7 @@ func (w *statusWriter) write(ctx context.Context, name string) {
 			a.conflicted()
 			fresh := &ciliumv2.CiliumNode{}
 			if err := w.c.Get(ctx, client.ObjectKey{Name: name}, fresh); err != nil {
-				w.fail(ctx, a, err)
+				w.fail(ctx, a, since, err)
 				return
 			}
 			a.observe(fresh)
@@ -84,17 +94,17 @@ func (w *statusWriter) write(ctx context.Context, name string) {
 				w.counters.conflicts.Add(1)
 				a.conflicted()
 			}
-			w.fail(ctx, a, err)
+			w.fail(ctx, a, since, err)
 			return
 		}
 	}
 }
 
-func (w *statusWriter) fail(ctx context.Context, a *Agent, err error) {
+func (w *statusWriter) fail(ctx context.Context, a *Agent, dirtySince time.Time, err error) {
 	if ctx.Err() != nil {
 		return
 	}
 	w.counters.failed.Add(1)
 	w.log.Warn("writing CiliumNode status failed, retrying after the update interval", "node", a.name, "error", err)
-	a.writeFailed(time.Now())
+	a.writeFailed(time.Now(), dirtySince)
 }
