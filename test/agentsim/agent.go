@@ -31,6 +31,12 @@ type allocation struct {
 	outOfPool bool
 }
 
+// poolMark: the pool first held size IPs at at.
+type poolMark struct {
+	size int
+	at   time.Time
+}
+
 // nodeCounters are an agent's figures.
 type nodeCounters struct {
 	allocations        int
@@ -72,6 +78,11 @@ type Agent struct {
 	announce  bool
 	stopped   bool
 
+	// addedAt: the agent started (the node joined); readyAt: it became
+	// Ready; growth: when the pool first reached each larger size.
+	addedAt, readyAt time.Time
+	growth           []poolMark
+
 	writePending bool
 	lastWrite    time.Time
 	// dirtySince is when the oldest change not yet written was made.
@@ -83,6 +94,7 @@ func newAgent(name string, deps agentDeps) *Agent {
 	return &Agent{
 		name:       name,
 		deps:       deps,
+		addedAt:    time.Now(),
 		readyAcked: map[string]struct{}{},
 		reserved:   map[string]string{},
 		allocated:  map[string]allocation{},
@@ -100,6 +112,20 @@ func (a *Agent) Ready() bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.started
+}
+
+// PoolReachedAt returns when this agent first saw at least n IPs in its
+// pool, and false if it never has: for figures like the time from a node's
+// start to its pre-allocate IPs.
+func (a *Agent) PoolReachedAt(n int) (time.Time, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, m := range a.growth {
+		if m.size >= n {
+			return m.at, true
+		}
+	}
+	return time.Time{}, false
 }
 
 // initialIPs is how many IPs the pool must hold before the agent starts:
@@ -143,6 +169,9 @@ func (a *Agent) observe(cn *ciliumv2.CiliumNode) {
 	a.node, a.rv = cn, rv
 	pool := cn.Spec.IPAM.Pool
 	a.checkRemovalsLocked(prev, pool, now)
+	if n := len(a.growth); n == 0 || len(pool) > a.growth[n-1].size {
+		a.growth = append(a.growth, poolMark{size: len(pool), at: now})
+	}
 
 	a.release = maps.Clone(cn.Status.IPAM.ReleaseIPs)
 	for ip, status := range a.release {

@@ -13,7 +13,8 @@ import (
 // operator first puts 3 IPs in the pool. The agent does not start: no
 // router or health IP, nothing written, a pod asking for an IP waits. With
 // the 4th IP it starts: router and health get IPs, the pod gets one (its
-// wait counted), and status.ipam.used shows all three.
+// wait counted), and status.ipam.used shows all three. The figures order
+// the moments: added, pool of 3, pool of 4, ready.
 func TestAgentStartsOnlyOnceItsInitialIPsAreInThePool(t *testing.T) {
 	t.Parallel()
 	name := nodeName(t, "a")
@@ -43,6 +44,14 @@ func TestAgentStartsOnlyOnceItsInitialIPsAreInThePool(t *testing.T) {
 	eventually(t, "status.ipam.used shows router, health and the pod", usedIs(t, name, want))
 	if w := sim.Ledger().Waits(); w.Count != 1 || w.Satisfied != 1 {
 		t.Errorf("waits %+v, want 1 satisfied", w)
+	}
+	at3, ok3 := a.PoolReachedAt(3)
+	at4, ok4 := a.PoolReachedAt(4)
+	_, ok5 := a.PoolReachedAt(5)
+	f := a.Figures()
+	if !ok3 || !ok4 || ok5 || at4.Before(at3) || f.ReadyAt.Before(at4) || f.AddedAt.After(at3) {
+		t.Errorf("pool reached 3 at %v (%v), 4 at %v (%v), 5: %v; added %v, ready %v: want added <= 3 <= 4 <= ready, never 5",
+			at3, ok3, at4, ok4, ok5, f.AddedAt, f.ReadyAt)
 	}
 	noViolations(t, sim)
 }

@@ -264,7 +264,7 @@ func (a *Agent) grantLocked(w *waiter, ip string, now time.Time) finished {
 		waited = now.Sub(w.since)
 	}
 	if w.infra && !a.started && a.owners[RouterOwner] != "" && a.owners[HealthOwner] != "" {
-		a.started, a.announce = true, true
+		a.started, a.announce, a.readyAt = true, true, now
 	}
 	if !w.infra {
 		a.counters.allocations++

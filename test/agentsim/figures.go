@@ -11,6 +11,9 @@ import (
 type NodeFigures struct {
 	Name  string
 	Ready bool
+	// AddedAt: the agent was added (the node joined); ReadyAt: it became
+	// Ready (zero if not yet).
+	AddedAt, ReadyAt time.Time
 	// Pods holding an IP; PendingWaits: pods waiting for one.
 	Pods, PendingWaits int
 	// PoolIPs in spec.ipam.pool; UsedIPs of them held (router and health
@@ -77,6 +80,8 @@ func (a *Agent) Figures() NodeFigures {
 	f := NodeFigures{
 		Name:           a.name,
 		Ready:          a.started,
+		AddedAt:        a.addedAt,
+		ReadyAt:        a.readyAt,
 		PendingWaits:   len(a.pending),
 		Allocations:    a.counters.allocations,
 		Waits:          a.counters.waits,

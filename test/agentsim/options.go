@@ -10,8 +10,8 @@ import (
 const (
 	// DefaultUpdateInterval is Cilium's ipam.ciliumNodeUpdateRate.
 	DefaultUpdateInterval = 15 * time.Second
-	DefaultQPS            = 200
-	DefaultBurst          = 400
+	DefaultQPS            = 500
+	DefaultBurst          = 1000
 	DefaultWriters        = 16
 	DefaultSampleInterval = 5 * time.Second
 )
