@@ -33,5 +33,15 @@
 //	report, _ := agentsim.NewChurn(sim, agentsim.ChurnConfig{Seed: 1, ArrivalRate: 0.5, MeanLifetime: time.Minute, Duration: 10 * time.Minute}).Run(ctx)
 //	figures := sim.Figures() // figures.Violations.Total() must be 0
 //
-// IPv4 only: spec.ipam.ipv6-pool is ignored.
+// Figures gives the fleet's totals (allocations, waits with p50/p99,
+// status writes and how long changes waited for them, idle IPs now and
+// sampled over time); NodeFigures and Agent.PoolReachedAt the per-node
+// ones. Pods can also be driven by hand with Agent.Allocate, AllocateAsync
+// and Release.
+//
+// Where the simulator departs from Cilium, on purpose: an owner-matched
+// pool entry is handed out only if it is free and not in the release
+// handshake (Cilium would hand it out regardless); a pod asking an agent
+// that has not started yet waits (Cilium's CNI would fail and the kubelet
+// retry); IPv4 only, spec.ipam.ipv6-pool is ignored.
 package agentsim
