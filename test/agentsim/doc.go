@@ -1,0 +1,47 @@
+// Package agentsim simulates Cilium's agent in `ipam: crd` mode, one agent
+// per node, many nodes in one process, against a real kube-apiserver.
+//
+// Each simulated agent behaves like pkg/ipam/crd.go of Cilium towards its
+// CiliumNode: it waits until spec.ipam.pool holds its initial IPs
+// (min-allocate, else pre-allocate, else 2), takes the router and health
+// IPs, hands pool IPs to pods (an entry whose owner names the pod first),
+// never hands out an IP in the release handshake or already in use, answers
+// the handshake in status.ipam.release-ips, and writes status.ipam.used no
+// more often than once per update interval (Cilium's
+// ipam.ciliumNodeUpdateRate, 15 s by default).
+//
+// What an operator must never do is counted in a Ledger shared by all
+// agents: an IP held by two pods (on one node or two), an IP removed from a
+// pool while in use, an IP removed without the agent's ready-for-release.
+// Every pod that found no free IP is counted as a wait, with its duration.
+//
+// One Sim serves all agents with one shared CiliumNode informer and a
+// bounded pool of status writers behind one client-side rate limit, so
+// thousands of agents cost memory and apiserver writes, not goroutines.
+// Churn drives pods onto Ready agents: Poisson arrivals per node,
+// lifetimes from a distribution, and bursts like a deployment scaled up.
+//
+// A typical run:
+//
+//	sim, _ := agentsim.New(cfg, agentsim.Options{UpdateInterval: time.Second})
+//	_ = agentsim.CreateNodes(ctx, c, specs, 32)
+//	_ = sim.Start(ctx)
+//	for _, s := range specs {
+//		sim.AddAgent(s.Name)
+//	}
+//	_ = sim.WaitReady(ctx, len(specs))
+//	report, _ := agentsim.NewChurn(sim, agentsim.ChurnConfig{Seed: 1, ArrivalRate: 0.5, MeanLifetime: time.Minute, Duration: 10 * time.Minute}).Run(ctx)
+//	figures := sim.Figures() // figures.Violations.Total() must be 0
+//
+// Figures gives the fleet's totals (allocations, waits with p50/p99,
+// status writes and how long changes waited for them, idle IPs now and
+// sampled over time); NodeFigures and Agent.PoolReachedAt the per-node
+// ones. Pods can also be driven by hand with Agent.Allocate, AllocateAsync
+// and Release.
+//
+// Where the simulator departs from Cilium, on purpose: an owner-matched
+// pool entry is handed out only if it is free and not in the release
+// handshake (Cilium would hand it out regardless); a pod asking an agent
+// that has not started yet waits (Cilium's CNI would fail and the kubelet
+// retry); IPv4 only, spec.ipam.ipv6-pool is ignored.
+package agentsim
