@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -66,17 +67,29 @@ func Start(ctx context.Context, name, logDir, bin string, env []string, args ...
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
+	// Pdeathsig kills the child when the *thread* that started it ends, so
+	// the start and the wait happen on one locked thread that lives as long
+	// as the child: a crashed test leaves no process behind, and a test
+	// that retires threads (network namespaces do) kills none early.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		logFile.Close()
-		return nil, fmt.Errorf("starting %s, %w", name, err)
-	}
 	p := &Process{Name: name, LogPath: logPath, cmd: cmd, done: make(chan struct{})}
+	started := make(chan error, 1)
 	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
 		p.err = cmd.Wait()
 		logFile.Close()
 		close(p.done)
 	}()
+	if err := <-started; err != nil {
+		logFile.Close()
+		return nil, fmt.Errorf("starting %s, %w", name, err)
+	}
 	go func() {
 		select {
 		case <-ctx.Done():
