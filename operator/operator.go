@@ -117,6 +117,9 @@ func New(opts Options, restCfg *rest.Config, awsCfg aws.Config, reg prometheus.R
 		RetryMax:     2 * time.Minute,
 		BlockedRetry: opts.ResyncInterval,
 	}, log.With("component", "ciliumnode"))
+	if err := reg.Register(nodes); err != nil {
+		return nil, err
+	}
 	if err := nodes.SetupWithManager(mgr); err != nil {
 		return nil, err
 	}

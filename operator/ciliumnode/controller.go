@@ -71,7 +71,18 @@ type memory struct {
 	failures    int
 	lastWarning string
 	deficitAt   time.Time
+	// state is the node's last outcome, for enipam_nodes.
+	state string
 }
+
+// Node states, the values of enipam_nodes{state}.
+const (
+	stateServed     = "served"
+	stateDeficit    = "deficit"
+	stateAtCapacity = "at_capacity"
+	stateBlocked    = "blocked"
+	stateFailing    = "failing"
+)
 
 // New returns a reconciler; it does nothing until registered with a
 // manager.

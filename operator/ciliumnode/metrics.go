@@ -56,3 +56,25 @@ func (m *Metrics) observeNode(node string, available, used, needed int) {
 func (m *Metrics) forget(node string) {
 	m.nodeIPs.DeletePartialMatch(prometheus.Labels{"node": node})
 }
+
+var nodesDesc = prometheus.NewDesc("enipam_nodes",
+	"Nodes by the outcome of their last reconcile: served, deficit (short of the target, being served), at_capacity, blocked (subnets, security groups, instance unknown), failing (EC2 errors, retried).",
+	[]string{"state"}, nil)
+
+// Describe implements prometheus.Collector.
+func (r *Reconciler) Describe(ch chan<- *prometheus.Desc) { ch <- nodesDesc }
+
+// Collect implements prometheus.Collector: nodes per state.
+func (r *Reconciler) Collect(ch chan<- prometheus.Metric) {
+	counts := map[string]int{stateServed: 0, stateDeficit: 0, stateAtCapacity: 0, stateBlocked: 0, stateFailing: 0}
+	r.mu.Lock()
+	for _, m := range r.nodes {
+		if m.state != "" {
+			counts[m.state]++
+		}
+	}
+	r.mu.Unlock()
+	for state, n := range counts {
+		ch <- prometheus.MustNewConstMetric(nodesDesc, prometheus.GaugeValue, float64(n), state)
+	}
+}

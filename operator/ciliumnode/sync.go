@@ -117,6 +117,10 @@ func (s *nodeSync) run(ctx context.Context) {
 	}
 	s.mem.failures = 0
 	s.mem.lastWarning = ""
+	s.mem.state = stateServed
+	if pool.Needed(s.snap.Available, s.snap.Used, s.cfg.Knobs) > 0 {
+		s.mem.state = stateDeficit
+	}
 	s.markExcess()
 }
 
@@ -142,7 +146,15 @@ func (s *nodeSync) fail(err error, reason string) {
 	s.opErr = err
 	s.r.warn(s.cn, s.mem, reason, err.Error())
 	switch {
-	case isBlocked(err) || errors.Is(err, pool.ErrAtCapacity) || errors.Is(err, pool.ErrSubnetExhausted) || errors.Is(err, pool.ErrNoSecurityGroup):
+	case errors.Is(err, pool.ErrAtCapacity):
+		s.mem.state = stateAtCapacity
+	case isBlocked(err) || errors.Is(err, pool.ErrSubnetExhausted) || errors.Is(err, pool.ErrNoSecurityGroup):
+		s.mem.state = stateBlocked
+	default:
+		s.mem.state = stateFailing
+	}
+	switch {
+	case s.mem.state == stateAtCapacity || s.mem.state == stateBlocked:
 		// Nothing but a change helps; watch events bring the changes,
 		// and a slow retry covers the cloud's.
 		s.requeue = s.r.opts.BlockedRetry
