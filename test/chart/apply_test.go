@@ -16,7 +16,8 @@ import (
 )
 
 // TestRenderedManifestsAreCreatedInTheAPIServer: every object the chart
-// renders, with the defaults and with every option on, is created in the
+// renders, with the defaults (plus the default ENIPolicy) and with every
+// option on, is created in the
 // real kube-apiserver with strict field validation (a misspelled or
 // misplaced field is an error, not silently dropped) and read back: RBAC,
 // ServiceAccounts, Services, PDB, Deployment, DaemonSet, the ENIPolicy
@@ -32,7 +33,7 @@ func TestRenderedManifestsAreCreatedInTheAPIServer(t *testing.T) {
 		name string
 		args []string
 	}{
-		{"defaults", []string{"--set", "clusterName=apply", "--set", "defaultPolicy.name=apply-defaults"}},
+		{"defaults", []string{"--set", "clusterName=apply", "--set", "defaultPolicy.enabled=true", "--set", "defaultPolicy.name=apply-defaults"}},
 		{"every option on", []string{"-f", ciValues(t, "full-values.yaml"), "--set", "fullnameOverride=apply-full", "--set", "defaultPolicy.name=apply-full"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

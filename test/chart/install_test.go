@@ -14,9 +14,9 @@ import (
 )
 
 // TestHelmInstallAndUninstall: what a user runs, against the real
-// apiserver: `helm install` with only clusterName set succeeds (enipam's
-// CRDs already exist, as on an upgrade path), creates the operator and
-// the default ENIPolicy, and prints NOTES that tell how to inspect
+// apiserver: `helm install` with clusterName and the default ENIPolicy
+// succeeds (enipam's CRDs already exist, as on an upgrade path), creates
+// the operator and the policy, and prints NOTES that tell how to inspect
 // CiliumNodes, ENIPolicies, events and metrics; `helm uninstall` removes
 // what it created.
 func TestHelmInstallAndUninstall(t *testing.T) {
@@ -31,7 +31,7 @@ func TestHelmInstallAndUninstall(t *testing.T) {
 	}
 	const ns = "enipam-helm"
 	out, err := helm(t, "install", "enipam", chartDir, "--kubeconfig", kc, "--namespace", ns, "--create-namespace",
-		"--set", "clusterName=helm-test", "--set", "fullnameOverride=helm", "--set", "defaultPolicy.name=helm-default")
+		"--set", "clusterName=helm-test", "--set", "fullnameOverride=helm", "--set", "defaultPolicy.enabled=true", "--set", "defaultPolicy.name=helm-default")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -66,15 +66,15 @@ func envValue(c corev1.Container, name string) (corev1.EnvVar, bool) {
 // TestDefaultsRenderTheWholeInstall: with only clusterName set, the chart
 // renders exactly the objects of an install (two ServiceAccounts, a
 // ClusterRole and binding per binary, the leader-election Role and binding,
-// two metrics Services, the PDB, the DaemonSet, the Deployment and the
-// default ENIPolicy), and the arguments it passes are accepted by the
+// two metrics Services, the PDB, the DaemonSet and the Deployment; no
+// ENIPolicy unless asked), and the arguments it passes are accepted by the
 // binaries' own flag parsing and validation with the documented defaults.
 func TestDefaultsRenderTheWholeInstall(t *testing.T) {
 	m := render(t, "enipam", "kube-system", "--set", "clusterName=prod-1")
 	want := []string{
 		"ClusterRole/enipam-agent", "ClusterRole/enipam-operator",
 		"ClusterRoleBinding/enipam-agent", "ClusterRoleBinding/enipam-operator",
-		"DaemonSet/enipam-agent", "Deployment/enipam-operator", "ENIPolicy/default",
+		"DaemonSet/enipam-agent", "Deployment/enipam-operator",
 		"PodDisruptionBudget/enipam-operator",
 		"Role/enipam-operator-leader-election", "RoleBinding/enipam-operator-leader-election",
 		"Service/enipam-agent-metrics", "Service/enipam-operator-metrics",
@@ -115,11 +115,6 @@ func TestDefaultsRenderTheWholeInstall(t *testing.T) {
 	m.typed(t, "PodDisruptionBudget", "enipam-operator", &pdb)
 	if pdb.Spec.MaxUnavailable.IntValue() != 1 || pdb.Spec.Selector.MatchLabels["app.kubernetes.io/component"] != "operator" {
 		t.Errorf("PDB: %+v", pdb.Spec)
-	}
-	var policy enipamv1alpha1.ENIPolicy
-	m.typed(t, "ENIPolicy", "default", &policy)
-	if policy.Spec.Priority != 1000 || policy.Spec.NodeSelector != nil || policy.Spec.PreAllocate != nil {
-		t.Errorf("default ENIPolicy spec: %+v", policy.Spec)
 	}
 }
 
@@ -259,9 +254,11 @@ func TestEdgeValuesChangeWhatRenders(t *testing.T) {
 				t.Errorf("operator objects missing: %v", m.names())
 			}
 		}},
-		{"default policy disabled", []string{"--set", "defaultPolicy.enabled=false"}, func(t *testing.T, m manifest) {
-			if len(m.ofKind("ENIPolicy")) != 0 {
-				t.Error("ENIPolicy rendered")
+		{"default policy enabled with nothing else", []string{"--set", "defaultPolicy.enabled=true"}, func(t *testing.T, m manifest) {
+			var p enipamv1alpha1.ENIPolicy
+			m.typed(t, "ENIPolicy", "default", &p)
+			if p.Spec.Priority != 1000 || p.Spec.NodeSelector != nil || p.Spec.PreAllocate != nil || len(p.Spec.SubnetIDs) != 0 {
+				t.Errorf("ENIPolicy spec: %+v", p.Spec)
 			}
 		}},
 		{"default policy from values", []string{"-f", ciValues(t, "full-values.yaml")}, func(t *testing.T, m manifest) {
