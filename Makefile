@@ -6,7 +6,7 @@ SHELL := bash
 BIN := $(CURDIR)/bin
 GO_TEST_FLAGS ?=
 
-.PHONY: all build test lint generate tools clean
+.PHONY: all build test lint chart-lint generate tools clean
 
 all: build
 
@@ -22,16 +22,22 @@ build:
 test: tools
 	go test -count=1 -timeout 30m $(GO_TEST_FLAGS) ./...
 
-## lint: gofmt, go vet, staticcheck
-lint: tools
+## lint: gofmt, go vet, staticcheck, helm lint
+lint: tools chart-lint
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	go vet ./...
 	$(BIN)/staticcheck ./...
 
-## generate: deepcopy functions and CRD manifests from api/
+## chart-lint: helm lint of charts/enipam with each values file of its ci/ folder (clusterName is required)
+chart-lint: tools
+	@for f in charts/enipam/ci/*-values.yaml; do $(BIN)/helm lint --strict charts/enipam -f "$$f"; done
+
+## generate: deepcopy functions and CRD manifests from api/, copied into the chart
 generate: tools
 	$(BIN)/controller-gen object paths=./api/...
 	$(BIN)/controller-gen crd paths=./api/... output:crd:dir=crds
+	rm -f charts/enipam/crds/*.yaml
+	cp crds/*.yaml charts/enipam/crds/
 
 clean:
 	rm -rf $(BIN)

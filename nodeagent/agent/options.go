@@ -5,7 +5,10 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"strings"
+
+	"github.com/enipam/enipam/nodeagent/kernel"
 )
 
 // Options are enipam-agent's command-line settings.
@@ -19,6 +22,10 @@ type Options struct {
 	MetricsAddress string
 	// LogLevel is debug, info, warn or error.
 	LogLevel string
+	// ProcSysNet is where the node's network sysctls are read and written:
+	// /proc/sys/net, or a hostPath mount of it when the container's own
+	// /proc/sys is read-only (kernel.WithProcSysNet).
+	ProcSysNet string
 }
 
 // Default listen addresses; chosen clear of Cilium's own ports on the
@@ -36,6 +43,7 @@ func NewOptions(nodeName string) *Options {
 		HealthAddress:  DefaultHealthAddress,
 		MetricsAddress: DefaultMetricsAddress,
 		LogLevel:       "info",
+		ProcSysNet:     kernel.DefaultProcSysNet,
 	}
 }
 
@@ -52,6 +60,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.HealthAddress, "health-address", o.HealthAddress, "listen address of /healthz and /readyz; empty disables")
 	fs.StringVar(&o.MetricsAddress, "metrics-address", o.MetricsAddress, "listen address of /metrics; empty disables")
 	fs.StringVar(&o.LogLevel, "log-level", o.LogLevel, "debug, info, warn or error")
+	fs.StringVar(&o.ProcSysNet, "proc-sys-net", o.ProcSysNet, "directory showing the node's /proc/sys/net (a hostPath mount of it in a container that is not privileged, whose own /proc/sys is read-only)")
 }
 
 // Validate reports every invalid option.
@@ -59,6 +68,9 @@ func (o *Options) Validate() error {
 	errs := []error{o.Config.Validate()}
 	if _, err := o.SlogLevel(); err != nil {
 		errs = append(errs, err)
+	}
+	if !filepath.IsAbs(o.ProcSysNet) {
+		errs = append(errs, fmt.Errorf("--proc-sys-net must be an absolute path, got %q", o.ProcSysNet))
 	}
 	if o.HealthAddress != "" && o.HealthAddress == o.MetricsAddress {
 		errs = append(errs, fmt.Errorf("health and metrics cannot share the address %s", o.HealthAddress))

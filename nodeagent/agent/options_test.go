@@ -15,7 +15,7 @@ func TestOptionsFlagsOverrideDefaults(t *testing.T) {
 	o := agent.NewOptions("from-downward-api")
 	fs := flag.NewFlagSet("test", flag.ContinueOnError)
 	o.AddFlags(fs)
-	if err := fs.Parse([]string{"--ingress-rule-priority=0", "--resync-interval=30s", "--link-wait-timeout=5m", "--metrics-address=:9999", "--log-level=debug"}); err != nil {
+	if err := fs.Parse([]string{"--ingress-rule-priority=0", "--resync-interval=30s", "--link-wait-timeout=5m", "--metrics-address=:9999", "--log-level=debug", "--proc-sys-net=/host/proc/sys/net"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := o.Validate(); err != nil {
@@ -24,14 +24,15 @@ func TestOptionsFlagsOverrideDefaults(t *testing.T) {
 	if o.NodeName != "from-downward-api" || o.Routing.MTU != 9001 || o.Routing.EgressPriority != 111 {
 		t.Errorf("defaults lost: %+v", o)
 	}
-	if o.Routing.IngressPriority != 0 || o.ResyncInterval != 30*time.Second || o.LinkWaitTimeout != 5*time.Minute || o.MetricsAddress != ":9999" || o.LogLevel != "debug" {
+	if o.Routing.IngressPriority != 0 || o.ResyncInterval != 30*time.Second || o.LinkWaitTimeout != 5*time.Minute || o.MetricsAddress != ":9999" || o.LogLevel != "debug" || o.ProcSysNet != "/host/proc/sys/net" {
 		t.Errorf("flags not applied: %+v", o)
 	}
 }
 
 // TestOptionsValidateRejectsBadSettings: a missing node name, an ingress
-// priority after egress, a zero resync, an unknown log level and a shared
-// listen address are each refused.
+// priority after egress, a zero resync, an unknown log level, a shared
+// listen address, a tiny MTU and a relative sysctl directory are each
+// refused.
 func TestOptionsValidateRejectsBadSettings(t *testing.T) {
 	for name, args := range map[string][]string{
 		"no node name":         {"--node-name="},
@@ -40,6 +41,7 @@ func TestOptionsValidateRejectsBadSettings(t *testing.T) {
 		"bad log level":        {"--log-level=loud"},
 		"shared address":       {"--health-address=:9000", "--metrics-address=:9000"},
 		"MTU too small":        {"--mtu=20"},
+		"relative sysctl dir":  {"--proc-sys-net=proc/sys/net"},
 	} {
 		o := agent.NewOptions("node-1")
 		fs := flag.NewFlagSet("test", flag.ContinueOnError)
@@ -51,5 +53,19 @@ func TestOptionsValidateRejectsBadSettings(t *testing.T) {
 		if err := o.Validate(); err == nil {
 			t.Errorf("%s: Validate accepted %v", name, args)
 		}
+	}
+}
+
+// TestOptionsSysctlsDefaultToProcSysNet: without --proc-sys-net the agent
+// uses the kernel's own /proc/sys/net, as on a privileged host process.
+func TestOptionsSysctlsDefaultToProcSysNet(t *testing.T) {
+	o := agent.NewOptions("node-1")
+	fs := flag.NewFlagSet("test", flag.ContinueOnError)
+	o.AddFlags(fs)
+	if err := fs.Parse(nil); err != nil {
+		t.Fatal(err)
+	}
+	if o.ProcSysNet != "/proc/sys/net" {
+		t.Errorf("ProcSysNet = %q, want /proc/sys/net", o.ProcSysNet)
 	}
 }

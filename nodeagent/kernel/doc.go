@@ -1,6 +1,7 @@
 // Package kernel is the Linux implementation of routing.Host: netlink
-// through a *netlink.Handle, and sysctls through /proc/sys read and written
-// from a thread inside the handle's network namespace.
+// through a *netlink.Handle, and sysctls through /proc/sys/net (or a mount
+// of it, WithProcSysNet) read and written from a thread inside the handle's
+// network namespace.
 //
 // Everything acts on one network namespace, chosen by the caller: the
 // node's own in production, a namespace created by a test otherwise. The

@@ -19,8 +19,9 @@ const dumpRetries = 5
 
 // Kernel implements routing.Host on one network namespace.
 type Kernel struct {
-	h  *netlink.Handle
-	ns netns.NsHandle
+	h          *netlink.Handle
+	ns         netns.NsHandle
+	procSysNet string
 }
 
 var _ routing.Host = (*Kernel)(nil)
@@ -29,8 +30,13 @@ var _ routing.Host = (*Kernel)(nil)
 // inside ns. h and ns must refer to the same namespace; pass netns.None()
 // as ns when h is the process's own namespace (netlink.NewHandle()). The
 // caller keeps ownership of both and closes them after the Kernel's last use.
-func New(h *netlink.Handle, ns netns.NsHandle) *Kernel {
-	return &Kernel{h: h, ns: ns}
+// Sysctls are under DefaultProcSysNet unless an option says otherwise.
+func New(h *netlink.Handle, ns netns.NsHandle, opts ...Option) *Kernel {
+	k := &Kernel{h: h, ns: ns, procSysNet: DefaultProcSysNet}
+	for _, o := range opts {
+		o(k)
+	}
+	return k
 }
 
 // Links implements routing.Host.

@@ -13,10 +13,28 @@ import (
 	"github.com/enipam/enipam/nodeagent/routing"
 )
 
-// procSysConf is where the per-link IPv4 sysctls live. /proc/sys/net shows
-// the network namespace of the thread that looks it up, which is why
-// inNamespace exists.
-const procSysConf = "/proc/sys/net/ipv4/conf"
+// DefaultProcSysNet is where the kernel shows the network sysctls.
+// /proc/sys/net shows the network namespace of the thread that looks it
+// up, which is why inNamespace exists; a bind mount of it elsewhere (a
+// hostPath volume) behaves the same.
+const DefaultProcSysNet = "/proc/sys/net"
+
+// Option configures a Kernel.
+type Option func(*Kernel)
+
+// WithProcSysNet reads and writes the network sysctls under dir instead of
+// /proc/sys/net. A container that is not privileged sees /proc/sys read-only
+// even on the host network; mounting the host's /proc/sys/net as a
+// hostPath volume and pointing dir at it lets the agent write rp_filter
+// with only CAP_NET_ADMIN.
+func WithProcSysNet(dir string) Option {
+	return func(k *Kernel) { k.procSysNet = dir }
+}
+
+// confDir is where the per-link IPv4 sysctls live.
+func (k *Kernel) confDir() string {
+	return filepath.Join(k.procSysNet, "ipv4", "conf")
+}
 
 // RPFilter implements routing.Host.
 func (k *Kernel) RPFilter(names []string) (map[string]int, error) {
@@ -26,7 +44,7 @@ func (k *Kernel) RPFilter(names []string) (map[string]int, error) {
 			if err := checkLinkName(name); err != nil {
 				return err
 			}
-			data, err := os.ReadFile(filepath.Join(procSysConf, name, "rp_filter"))
+			data, err := os.ReadFile(filepath.Join(k.confDir(), name, "rp_filter"))
 			if err != nil {
 				// The link may have gone between the dump and now; leave it
 				// out and let the next converge see.
@@ -49,7 +67,7 @@ func (k *Kernel) SetRPFilter(l routing.Link, value int) error {
 		return err
 	}
 	return k.inNamespace(func() error {
-		path := filepath.Join(procSysConf, l.Name, "rp_filter")
+		path := filepath.Join(k.confDir(), l.Name, "rp_filter")
 		return classify(os.WriteFile(path, []byte(strconv.Itoa(value)), 0o644))
 	})
 }

@@ -80,7 +80,7 @@ func run(ctx context.Context, args []string, nodeName string, stderr io.Writer) 
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	a, err := agent.New(opts.Config, kube, kernel.New(nl, netns.None()), reg, log)
+	a, err := agent.New(opts.Config, kube, kernel.New(nl, netns.None(), kernel.WithProcSysNet(opts.ProcSysNet)), reg, log)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,110 @@
+package chart
+
+import (
+	"encoding/json"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/enipam/enipam/test/cluster"
+)
+
+// TestREADMEPolicyGrantsExactlyTheEC2ActionsTheOperatorCalls: the IAM
+// policy in the README allows exactly the actions of the operator's EC2
+// adapter (the `actions` list every call is limited through, in
+// operator/ec2/buckets.go), plus ec2:CreateTags only as tag-on-create of
+// CreateNetworkInterface. An action added to the adapter without the
+// docs, or a stale one left in the docs, fails here.
+func TestREADMEPolicyGrantsExactlyTheEC2ActionsTheOperatorCalls(t *testing.T) {
+	root, err := cluster.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := adapterActions(t, filepath.Join(root, "operator", "ec2", "buckets.go"))
+
+	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(readme), "### IAM policy")
+	if !ok {
+		t.Fatal("README has no IAM policy section")
+	}
+	_, block, _ := strings.Cut(section, "```json\n")
+	block, _, _ = strings.Cut(block, "```")
+	var policy struct {
+		Statement []struct {
+			Effect    string
+			Action    json.RawMessage
+			Resource  any
+			Condition map[string]map[string]string
+		}
+	}
+	if err := json.Unmarshal([]byte(block), &policy); err != nil {
+		t.Fatalf("README's IAM policy is not valid JSON: %v\n%s", err, block)
+	}
+	var granted []string
+	for _, st := range policy.Statement {
+		var actions []string
+		if err := json.Unmarshal(st.Action, &actions); err != nil {
+			var one string
+			if err := json.Unmarshal(st.Action, &one); err != nil {
+				t.Fatalf("statement action %s", st.Action)
+			}
+			actions = []string{one}
+		}
+		for _, a := range actions {
+			name, ok := strings.CutPrefix(a, "ec2:")
+			if !ok || st.Effect != "Allow" {
+				t.Errorf("unexpected grant %q (%s)", a, st.Effect)
+				continue
+			}
+			if name == "CreateTags" {
+				if st.Condition["StringEquals"]["ec2:CreateAction"] != "CreateNetworkInterface" {
+					t.Errorf("ec2:CreateTags is granted beyond tag-on-create: %+v", st.Condition)
+				}
+				continue
+			}
+			granted = append(granted, name)
+		}
+	}
+	slices.Sort(granted)
+	if !slices.Equal(granted, calls) {
+		t.Errorf("README grants %v\nthe operator calls  %v", granted, calls)
+	}
+}
+
+// adapterActions reads the string literals of `var actions` in path.
+func adapterActions(t *testing.T, path string) []string {
+	t.Helper()
+	f, err := parser.ParseFile(token.NewFileSet(), path, nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	ast.Inspect(f, func(n ast.Node) bool {
+		vs, ok := n.(*ast.ValueSpec)
+		if !ok || len(vs.Names) != 1 || vs.Names[0].Name != "actions" || len(vs.Values) != 1 {
+			return true
+		}
+		for _, e := range vs.Values[0].(*ast.CompositeLit).Elts {
+			s, err := strconv.Unquote(e.(*ast.BasicLit).Value)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, s)
+		}
+		return false
+	})
+	if len(out) == 0 {
+		t.Fatalf("no `var actions` list in %s", path)
+	}
+	slices.Sort(out)
+	return out
+}
