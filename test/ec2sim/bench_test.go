@@ -3,7 +3,6 @@ package ec2sim_test
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"net/http/httptest"
 	"runtime"
 	"strings"
@@ -91,11 +90,7 @@ func scaleEnv(b *testing.B) *scaleFixture {
 		runtime.ReadMemStats(&after)
 		srv := httptest.NewServer(sim.Handler())
 		e := &env{url: srv.URL, backoff: &backoffRecorder{}}
-		// A plain net/http client: with the SDK's default transport the first
-		// call after the big build has been seen to fail reading the body
-		// ("use of closed network connection") now and then.
-		client := ec2.New(e.newEC2Client(1).Options(), func(o *ec2.Options) { o.HTTPClient = &http.Client{} })
-		f := &scaleFixture{sim: sim, ec2: client, heapBytes: after.HeapAlloc - before.HeapAlloc, buildTime: took}
+		f := &scaleFixture{sim: sim, ec2: e.newEC2Client(1), heapBytes: after.HeapAlloc - before.HeapAlloc, buildTime: took}
 		d, err := sim.State().DescribeInstances(ec2sim.DescribeRequest{Page: ec2sim.Page{MaxResults: 5}})
 		if err != nil {
 			b.Fatal(err)

@@ -47,7 +47,10 @@
 //
 //	sim, err := ec2sim.New(ec2sim.DemoScenario())       // or ParseScenario / LoadScenario
 //	srv := httptest.NewServer(sim.Handler())             // or: ep, err := sim.Start(ctx, "127.0.0.1:0")
-//	client := ec2.NewFromConfig(cfg, func(o *ec2.Options) { o.BaseEndpoint = aws.String(srv.URL) })
+//	client := ec2.NewFromConfig(cfg, func(o *ec2.Options) {
+//		o.BaseEndpoint = aws.String(srv.URL)
+//		o.HTTPClient = ec2sim.NewHTTPClient() // see NewHTTPClient: keeps call counts exact
+//	})
 //	admin := ec2sim.NewAdminClient(srv.URL, nil)
 //
 // As a process (cmd/ec2sim):
