@@ -142,7 +142,11 @@ func (s *State) buildInstance(path string, is InstanceSpec) error {
 				return &ScenarioError{Path: ep + ".subnet", Err: err}
 			}
 		}
-		e, err := s.createENI(esn, []string{groups[0]}, es.Description, tagsFromMap(es.Tags, ""))
+		var groupIDs []string
+		for _, g := range in.groups {
+			groupIDs = append(groupIDs, g.id)
+		}
+		e, err := s.createENI(esn, groupIDs, es.Description, tagsFromMap(es.Tags, ""))
 		if err != nil {
 			return &ScenarioError{Path: ep, Err: err}
 		}

@@ -97,7 +97,8 @@ func newEnv(t *testing.T, sc *ec2sim.Scenario) *env {
 // backoff and no client-side retry quota.
 func (e *env) newEC2Client(maxAttempts int) *ec2.Client {
 	cfg := aws.Config{
-		Region: "us-east-1",
+		Region:     "us-east-1",
+		HTTPClient: ec2sim.NewHTTPClient(),
 		Credentials: aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
 			return aws.Credentials{AccessKeyID: "AKIDEXAMPLE", SecretAccessKey: "secret"}, nil
 		}),

@@ -2,6 +2,7 @@ package ec2sim
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -166,7 +167,7 @@ func (s *Sim) Start(ctx context.Context, addr string) (Endpoints, error) {
 		s.host = host
 	}
 	s.mu.Unlock()
-	s.serve(ctx, ln, s.Handler(), false)
+	s.serve(ctx, ln, s.Handler(), nil)
 	base := "http://" + ln.Addr().String()
 	return Endpoints{EC2: base, Admin: base}, nil
 }
@@ -183,15 +184,16 @@ func (s *Sim) StartTLS(ctx context.Context, addr, certFile string) (Endpoints, e
 	if err != nil {
 		return Endpoints{}, fmt.Errorf("listening on %s, %w", addr, err)
 	}
-	srv := s.serve(ctx, ln, s.Handler(), true)
-	srv.TLSConfig = cfg
+	s.serve(ctx, ln, s.Handler(), cfg)
 	base := "https://" + ln.Addr().String()
 	return Endpoints{EC2TLS: base, Admin: base, CertFile: certFile}, nil
 }
 
-// serve runs srv on ln in the background until ctx ends or Close.
-func (s *Sim) serve(ctx context.Context, ln net.Listener, h http.Handler, useTLS bool) *http.Server {
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
+// serve runs h on ln in the background, over TLS when cfg is set, until
+// ctx ends or Close.
+func (s *Sim) serve(ctx context.Context, ln net.Listener, h http.Handler, cfg *tls.Config) {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, TLSConfig: cfg,
+		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
 	s.mu.Lock()
 	s.servers = append(s.servers, srv)
 	s.mu.Unlock()
@@ -199,7 +201,7 @@ func (s *Sim) serve(ctx context.Context, ln net.Listener, h http.Handler, useTLS
 	go func() {
 		close(ready)
 		var err error
-		if useTLS {
+		if cfg != nil {
 			err = srv.ServeTLS(ln, "", "")
 		} else {
 			err = srv.Serve(ln)
@@ -212,7 +214,6 @@ func (s *Sim) serve(ctx context.Context, ln net.Listener, h http.Handler, useTLS
 	if ctx != nil {
 		context.AfterFunc(ctx, func() { _ = srv.Close() })
 	}
-	return srv
 }
 
 // IMDSEndpoint returns the base URL of an IMDS serving instanceID alone,

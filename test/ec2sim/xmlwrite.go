@@ -14,16 +14,10 @@ const ec2Namespace = "http://ec2.amazonaws.com/doc/2016-11-15/"
 // writeResult writes a successful answer:
 // <ActionResponse xmlns=...><requestId>..</requestId>body fields</ActionResponse>.
 func writeResult(w http.ResponseWriter, action, requestID string, body any) error {
-	var inner bytes.Buffer
-	enc := xml.NewEncoder(&inner)
-	if err := enc.EncodeElement(body, xml.StartElement{Name: xml.Name{Local: "x"}}); err != nil {
+	fields, err := bodyFields(body)
+	if err != nil {
 		return err
 	}
-	if err := enc.Close(); err != nil {
-		return err
-	}
-	fields := inner.Bytes()
-	fields = fields[len("<x>") : len(fields)-len("</x>")]
 
 	var out bytes.Buffer
 	out.Grow(len(fields) + 256)
@@ -34,8 +28,26 @@ func writeResult(w http.ResponseWriter, action, requestID string, body any) erro
 	out.WriteString("\n</" + action + "Response>\n")
 	writeXMLHeaders(w, requestID, out.Len())
 	w.WriteHeader(http.StatusOK)
-	_, err := w.Write(out.Bytes())
+	_, err = w.Write(out.Bytes())
 	return err
+}
+
+// bodyFields renders the fields of an answer, the elements that go inside
+// <ActionResponse>.
+func bodyFields(body any) ([]byte, error) {
+	if b, ok := fastFields(body); ok {
+		return b, nil
+	}
+	var inner bytes.Buffer
+	enc := xml.NewEncoder(&inner)
+	if err := enc.EncodeElement(body, xml.StartElement{Name: xml.Name{Local: "x"}}); err != nil {
+		return nil, err
+	}
+	if err := enc.Close(); err != nil {
+		return nil, err
+	}
+	fields := inner.Bytes()
+	return fields[len("<x>") : len(fields)-len("</x>")], nil
 }
 
 // xmlError is EC2's error document.

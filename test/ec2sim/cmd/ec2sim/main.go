@@ -13,6 +13,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -56,19 +57,24 @@ func main() {
 	fs := flag.NewFlagSet("ec2sim", flag.ExitOnError)
 	o.addFlags(fs)
 	_ = fs.Parse(os.Args[1:])
-	if err := run(o); err != nil {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, o, os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "ec2sim:", err)
 		os.Exit(1)
 	}
 }
 
-func run(o options) error {
+// run serves until ctx ends, printing the ready line to stdout and logging
+// to logs.
+func run(ctx context.Context, o options, stdout, logs io.Writer) error {
 	if err := o.validate(); err != nil {
 		return err
 	}
 	var level slog.Level
 	_ = level.UnmarshalText([]byte(o.logLevel))
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: level}))
 
 	sc, err := ec2sim.LoadScenario(o.scenario)
 	if err != nil {
@@ -81,9 +87,6 @@ func run(o options) error {
 	if err != nil {
 		return err
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-
 	ep, err := sim.Start(ctx, o.listen)
 	if err != nil {
 		return err
@@ -99,7 +102,7 @@ func run(o options) error {
 	if err != nil {
 		return err
 	}
-	fmt.Println(string(line))
+	fmt.Fprintln(stdout, string(line))
 	if o.readyFile != "" {
 		if err := writeAtomic(o.readyFile, append(line, '\n')); err != nil {
 			return err

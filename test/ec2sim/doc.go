@@ -1,0 +1,125 @@
+// Package ec2sim emulates the parts of Amazon EC2 that an ENI and IP
+// address operator uses, closely enough that unmodified EC2 clients (the
+// aws-sdk-go-v2 EC2 and IMDS clients, the AWS CLI) cannot tell it from the
+// real service. enipam is tested, benchmarked and demonstrated against it.
+//
+// # Layers
+//
+// A [State] is the account: VPCs, subnets, security groups, route tables,
+// instances, ENIs, addresses, prefixes and Elastic IPs, with one method per
+// EC2 action on plain request and response values and EC2's error codes as
+// [*APIError]. It holds every rule of EC2 behaviour and nothing of HTTP:
+//
+//   - subnets keep EC2's five reserved addresses and report an exact
+//     availableIpAddressCount; fresh addresses are the lowest free ones;
+//   - instance types carry their real ENI and per-ENI IPv4 limits
+//     (AttachmentLimitExceeded, PrivateIpAddressLimitExceeded);
+//   - prefixes are aligned /28s taking one IPv4 slot each, and a fragmented
+//     subnet answers InsufficientCidrBlocks;
+//   - attachments go attaching -> attached and detaching -> detached after
+//     configurable delays; an ENI attached, attaching or detaching cannot be
+//     deleted; the primary ENI cannot be detached; terminating an instance
+//     deletes its DeleteOnTermination ENIs and leaves the others available;
+//   - CreateNetworkInterface honours ClientToken; describes filter (values
+//     OR'd, filters AND'd, * and ? wildcards, tag:key, tag-key) and page in
+//     creation order; an optional eventual-consistency window hides new
+//     ENIs from DescribeNetworkInterfaces.
+//
+// A [Sim] puts a State behind EC2's Query protocol (form-encoded requests,
+// XML answers and errors, request IDs) with per-action token buckets
+// ([ThrottleConfig], EC2's defaults from [DefaultBucket]), latency
+// ([LatencyConfig]), fault injection ([FaultConfig]) and call [Counters];
+// it also serves IMDSv2 for each instance and the admin API.
+//
+// Served actions: DescribeInstances, DescribeInstanceTypes,
+// DescribeSubnets, DescribeVpcs, DescribeSecurityGroups,
+// DescribeRouteTables, DescribeNetworkInterfaces, CreateNetworkInterface,
+// AttachNetworkInterface, DetachNetworkInterface, DeleteNetworkInterface,
+// ModifyNetworkInterfaceAttribute, AssignPrivateIpAddresses,
+// UnassignPrivateIpAddresses, CreateTags, DeleteTags, AllocateAddress,
+// AssociateAddress, DisassociateAddress, ReleaseAddress, DescribeAddresses.
+// Any other action is InvalidAction; a parameter an action does not know is
+// UnknownParameter; DryRun answers DryRunOperation.
+//
+// # Running it
+//
+// In a test:
+//
+//	sim, err := ec2sim.New(ec2sim.DemoScenario())       // or ParseScenario / LoadScenario
+//	srv := httptest.NewServer(sim.Handler())             // or: ep, err := sim.Start(ctx, "127.0.0.1:0")
+//	client := ec2.NewFromConfig(cfg, func(o *ec2.Options) {
+//		o.BaseEndpoint = aws.String(srv.URL)
+//		o.HTTPClient = ec2sim.NewHTTPClient() // see NewHTTPClient: keeps call counts exact
+//	})
+//	admin := ec2sim.NewAdminClient(srv.URL, nil)
+//
+// As a process (cmd/ec2sim):
+//
+//	ec2sim --scenario demo|FILE --listen 127.0.0.1:0 [--ready-file PATH] [--tls-listen ADDR --tls-cert-file PEM]
+//
+// prints one JSON line, {"ec2":"http://127.0.0.1:PORT","admin":"http://127.0.0.1:PORT"}
+// (plus "ec2Tls" and "certFile" with TLS), to stdout and to the ready file.
+//
+// IMDS: the SDK's IMDS client drops any path from its endpoint, so each
+// instance gets a listener of its own, opened on first request by
+// [Sim.IMDSEndpoint] or GET /admin/instances/{id}/imds; point
+// imds.Options.Endpoint (or AWS_EC2_METADATA_SERVICE_ENDPOINT) at it.
+// Tokens come from PUT /latest/api/token as on EC2; metadata shows only
+// attachments that have completed.
+//
+// # Admin API
+//
+// JSON over HTTP on the EC2 listener, under /admin/ ([AdminClient] wraps it):
+//
+//	GET     /admin/healthz               {"ok":true}
+//	POST    /admin/instances             LaunchRequest -> InstanceInfo: a node joins (AddInstance)
+//	DELETE  /admin/instances/{id}        terminate (TerminateInstance)
+//	GET     /admin/instances/{id}/imds   {"endpoint":"http://127.0.0.1:PORT"} (IMDSEndpoint)
+//	GET     /admin/counters              Counters (Counters)
+//	DELETE  /admin/counters              reset (ResetCounters)
+//	GET|PUT /admin/faults                FaultConfig (SetFaults)
+//	GET|PUT /admin/latency               LatencyConfig (SetLatency)
+//	GET|PUT /admin/throttling            ThrottleConfig (SetThrottling)
+//	GET|PUT /admin/timing                TimingConfig: attach/detach delays, eventual consistency (SetTiming)
+//	GET     /admin/dump                  Dump: every resource (Dump)
+//
+// Counters read {"calls":{"AssignPrivateIpAddresses":3},"throttled":{...},
+// "errors":{"Action":{"Code":n}}}: every request counts in calls, those
+// refused by a token bucket in throttled, other error answers (injected
+// faults included) in errors.
+//
+// # Scenarios
+//
+// A [Scenario] is YAML:
+//
+//	account: "123456789012"
+//	region: us-east-1
+//	seed: 1                      # IDs, MACs, delays and fault draws repeat for a seed
+//	zones: [us-east-1a, us-east-1b]
+//	vpcs:
+//	- name: demo
+//	  cidrs: [10.0.0.0/16]
+//	  subnets:
+//	  - {name: nodes-a, cidr: 10.0.0.0/20, zone: us-east-1a, tags: {kubernetes.io/role/internal-elb: "1"}}
+//	  securityGroups:
+//	  - {name: nodes, tags: {kubernetes.io/cluster/demo: owned}}
+//	instances:
+//	- name: node                 # the Name tag; with count, node-1, node-2, ...
+//	  count: 2
+//	  type: m5.large
+//	  subnet: nodes-a            # name or ID
+//	  securityGroups: [nodes]
+//	  secondaryIPs: 3            # already on the primary ENI
+//	  enis:                      # already attached, for adoption tests
+//	  - {deviceIndex: 1, secondaryIPs: 4, prefixes: 1, tags: {owner: someone}}
+//	instanceTypes: []            # add to or replace catalog entries
+//	elasticIPLimit: 5
+//	profile: realistic           # EC2's throttling, realistic latency and attach delays
+//	timing: {attachDelay: {min: 2s, max: 5s}, detachDelay: {min: 1s, max: 3s}, eventualConsistency: 0s}
+//	throttling: {enabled: true, scale: 1, buckets: {AssignPrivateIpAddresses: {size: 100, refillPerSecond: 5}}}
+//	latency: {default: {min: 150ms, max: 400ms}, actions: {DescribeNetworkInterfaces: {min: 50ms, max: 150ms}}}
+//	faults: {rules: [{action: AttachNetworkInterface, code: InternalError, count: 2}]}
+//
+// [DemoScenario] is the scenario of `make demo`; [Catalog] lists the built-in
+// instance types (t3, m5, m6i, c5, c6i and r5 sizes with their real limits).
+package ec2sim
