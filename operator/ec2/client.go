@@ -15,11 +15,9 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"net/http"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -70,11 +68,7 @@ func New(cfg aws.Config, opts Options, reg prometheus.Registerer) (*Client, erro
 	}
 	cfg = cfg.Copy()
 	cfg.Retryer = func() aws.Retryer { return aws.NopRetryer{} }
-	cfg.HTTPClient = awshttp.NewBuildableClient().WithTransportOptions(func(t *http.Transport) {
-		// Many nodes are served at once; keep their connections.
-		t.MaxIdleConns = 256
-		t.MaxIdleConnsPerHost = 256
-	})
+	cfg.HTTPClient = newHTTPClient()
 	sdk := ec2.NewFromConfig(cfg, func(o *ec2.Options) {
 		if opts.Endpoint != "" {
 			o.BaseEndpoint = aws.String(opts.Endpoint)
