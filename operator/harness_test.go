@@ -17,7 +17,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -198,32 +197,22 @@ func freeIPs(cn *ciliumv2.CiliumNode) int {
 // use marks the first n free pool IPs used, as the agent would.
 func (r *rig) use(name string, n int) {
 	r.t.Helper()
-	err := wait.PollUntilContextTimeout(r.ctx, 20*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
-		cn := r.node(name)
+	r.agentUpdate(name, func(cn *ciliumv2.CiliumNode) {
 		if cn.Status.IPAM.Used == nil {
 			cn.Status.IPAM.Used = ipamtypes.AllocationMap{}
 		}
+		left := n
 		for ip, e := range cn.Spec.IPAM.Pool {
-			if n == 0 {
+			if left == 0 {
 				break
 			}
 			if _, used := cn.Status.IPAM.Used[ip]; used {
 				continue
 			}
-			cn.Status.IPAM.Used[ip] = ipamtypes.AllocationIP{Owner: fmt.Sprintf("default/pod-%s", strings.ReplaceAll(ip, ".", "-")), Resource: e.Resource}
-			n--
+			cn.Status.IPAM.Used[ip] = ipamtypes.AllocationIP{Owner: "default/pod-" + strings.ReplaceAll(ip, ".", "-"), Resource: e.Resource}
+			left--
 		}
-		if err := r.c.Status().Update(ctx, cn); err != nil {
-			if apierrors.IsConflict(err) {
-				return false, nil
-			}
-			return false, err
-		}
-		return true, nil
 	})
-	if err != nil {
-		r.t.Fatalf("marking IPs used on %s: %v", name, err)
-	}
 }
 
 // events returns the reasons of the events about an object.
