@@ -56,10 +56,11 @@ func secondaryPolicy() *enipamv1alpha1.ENIPolicy {
 }
 
 // TestThreeNodesOfDifferentTypesJoin: m5.large with room on its primary
-// ENI (default pre-allocate 8), m5.xlarge under a policy with first
-// interface index 1, t3.medium whose primary holds only 5 of the 8 → the
-// pools fill with exactly one Assign for the first, Create + Attach +
-// Modify for the second, and one Assign plus one new ENI for the third.
+// ENI (default pre-allocate 8, plus the agent's 2 endpoint IPs on a fresh
+// node), m5.xlarge under a policy with first interface index 1, t3.medium
+// whose primary holds only 5 of the 10 → the pools fill with exactly one
+// Assign for the first, Create + Attach + Modify for the second, and one
+// Assign plus one new ENI for the third.
 func TestThreeNodesOfDifferentTypesJoin(t *testing.T) {
 	r := newRig(t, vpcScenario)
 	if err := r.c.Create(r.ctx, secondaryPolicy()); err != nil {
@@ -93,8 +94,8 @@ func TestThreeNodesOfDifferentTypesJoin(t *testing.T) {
 		m5.Spec.ENI.AvailabilityZone != "us-east-1a" || m5.Spec.ENI.NodeSubnetID != "subnet-0a000000000000001" {
 		t.Errorf("identity not filled: instance %q, eni %+v", m5.Spec.InstanceID, m5.Spec.ENI)
 	}
-	if len(m5.Spec.IPAM.Pool) != 8 || len(m5.Status.ENI.ENIs) != 1 {
-		t.Errorf("node-m5: pool %d, ENIs %d; want 8 IPs on the primary only", len(m5.Spec.IPAM.Pool), len(m5.Status.ENI.ENIs))
+	if len(m5.Spec.IPAM.Pool) != 9 || len(m5.Status.ENI.ENIs) != 1 {
+		t.Errorf("node-m5: pool %d, ENIs %d; want the primary's 9 slots filled in one call", len(m5.Spec.IPAM.Pool), len(m5.Status.ENI.ENIs))
 	}
 
 	m5x := r.node("node-m5x")
@@ -118,8 +119,8 @@ func TestThreeNodesOfDifferentTypesJoin(t *testing.T) {
 	}
 
 	t3 := r.node("node-t3")
-	if len(t3.Status.ENI.ENIs) != 2 || len(t3.Spec.IPAM.Pool) != 8 {
-		t.Errorf("node-t3: %d ENIs, pool %d; want 5 on the primary and 3 on a new ENI", len(t3.Status.ENI.ENIs), len(t3.Spec.IPAM.Pool))
+	if len(t3.Status.ENI.ENIs) != 2 || len(t3.Spec.IPAM.Pool) != 10 {
+		t.Errorf("node-t3: %d ENIs, pool %d; want 5 on the primary and 5 on a new ENI", len(t3.Status.ENI.ENIs), len(t3.Spec.IPAM.Pool))
 	}
 	dump := r.dump()
 	for _, e := range dump.NetworkInterfaces {

@@ -53,7 +53,7 @@ func DefaultOptions() Options {
 		Workers:          100,
 		GCInterval:       5 * time.Minute,
 		GCMaxPerPass:     25,
-		Knobs:            pool.Knobs{PreAllocate: 8},
+		Knobs:            pool.Knobs{PreAllocate: 8, AgentEndpoints: 2},
 		ReleaseExcessIPs: true,
 		ReleaseDelay:     3 * time.Minute,
 		MetricsAddress:   ":9090",
@@ -82,6 +82,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.Knobs.MinAllocate, "min-allocate", o.Knobs.MinAllocate, "Default smallest pool.")
 	fs.IntVar(&o.Knobs.MaxAllocate, "max-allocate", o.Knobs.MaxAllocate, "Default largest pool (0 = the instance's limit).")
 	fs.IntVar(&o.Knobs.MaxAboveWatermark, "max-above-watermark", o.Knobs.MaxAboveWatermark, "Default extra IPs taken beyond the need in one allocation.")
+	fs.IntVar(&o.Knobs.AgentEndpoints, "agent-endpoint-ips", o.Knobs.AgentEndpoints, "IPs cilium-agent takes for itself on start (router, health), included in a fresh node's first allocation (0 = Cilium's behaviour: a second call).")
 	fs.IntVar(&o.FirstInterfaceIndex, "first-interface-index", o.FirstInterfaceIndex, "Default lowest device index whose ENI carries pod IPs.")
 	fs.BoolVar(&o.PrefixDelegation, "prefix-delegation", o.PrefixDelegation, "Default: allocate /28 prefixes on nitro instances.")
 	fs.BoolVar(&o.ReleaseExcessIPs, "release-excess-ips", o.ReleaseExcessIPs, "Default: return excess IPs through Cilium's release handshake.")
@@ -112,6 +113,7 @@ func (o *Options) Validate() error {
 	check(o.GCMaxPerPass >= 0, "--gc-max-per-pass must not be negative")
 	k := o.Knobs
 	check(k.PreAllocate >= 0 && k.MinAllocate >= 0 && k.MaxAllocate >= 0 && k.MaxAboveWatermark >= 0, "pool knobs must not be negative")
+	check(k.AgentEndpoints >= 0 && k.AgentEndpoints <= 8, "--agent-endpoint-ips must be in [0, 8]")
 	check(k.MaxAllocate == 0 || k.MinAllocate <= k.MaxAllocate, "--min-allocate %d exceeds --max-allocate %d", k.MinAllocate, k.MaxAllocate)
 	check(o.FirstInterfaceIndex >= 0 && o.FirstInterfaceIndex <= 15, "--first-interface-index must be in [0, 15]")
 	check(o.ReleaseDelay >= 0, "--excess-ip-release-delay must not be negative")

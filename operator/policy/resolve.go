@@ -127,6 +127,7 @@ func Resolve(cn *ciliumv2.CiliumNode, p *enipamv1alpha1.ENIPolicy, d Defaults) C
 	c.MinAllocate = pick(ipam.MinAllocate, ps.MinAllocate, d.MinAllocate)
 	c.MaxAllocate = pick(ipam.MaxAllocate, ps.MaxAllocate, d.MaxAllocate)
 	c.MaxAboveWatermark = pick(ipam.MaxAboveWatermark, ps.MaxAboveWatermark, d.MaxAboveWatermark)
+	c.AgentEndpoints = d.AgentEndpoints
 
 	c.FirstInterfaceIndex = d.FirstInterfaceIndex
 	if ps.FirstInterfaceIndex != nil {

@@ -16,6 +16,11 @@ type Knobs struct {
 	// MaxAboveWatermark is how many IPs beyond the need one allocation may
 	// take, to save later calls.
 	MaxAboveWatermark int
+	// AgentEndpoints is how many IPs cilium-agent takes for itself as it
+	// starts (router and health). A fresh node's first allocation includes
+	// them, so the agent's start does not cost a second call; Cilium's own
+	// operator leaves them to a second round.
+	AgentEndpoints int
 }
 
 // Needed returns how many IPs the pool lacks: enough to keep PreAllocate
@@ -32,14 +37,18 @@ func Needed(available, used int, k Knobs) int {
 }
 
 // ToAllocate returns how many IPs one allocation should ask for when the
-// pool lacks needed: the need plus MaxAboveWatermark, within MaxAllocate.
-// It returns 0 when nothing is needed: the watermark never triggers an
-// allocation on its own.
-func ToAllocate(available, needed int, k Knobs) int {
+// pool lacks needed: the need plus MaxAboveWatermark (plus AgentEndpoints
+// on a fresh node, one with an empty pool and nothing used), within
+// MaxAllocate. It returns 0 when nothing is needed: the watermark never
+// triggers an allocation on its own.
+func ToAllocate(available, used, needed int, k Knobs) int {
 	if needed <= 0 {
 		return 0
 	}
 	n := needed + k.MaxAboveWatermark
+	if available == 0 && used == 0 {
+		n += k.AgentEndpoints
+	}
 	if k.MaxAllocate > 0 && available+n > k.MaxAllocate {
 		n = k.MaxAllocate - available
 	}

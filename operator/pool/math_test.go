@@ -35,20 +35,23 @@ func TestNeeded(t *testing.T) {
 // on its own, and stays within MaxAllocate.
 func TestToAllocate(t *testing.T) {
 	for _, tc := range []struct {
-		name              string
-		available, needed int
-		k                 Knobs
-		want              int
+		name                    string
+		available, used, needed int
+		k                       Knobs
+		want                    int
 	}{
-		{"nothing needed", 8, 0, Knobs{PreAllocate: 8, MaxAboveWatermark: 8}, 0},
-		{"need only", 0, 8, Knobs{PreAllocate: 8}, 8},
-		{"need plus watermark", 0, 8, Knobs{PreAllocate: 8, MaxAboveWatermark: 4}, 12},
-		{"watermark cut by max-allocate", 4, 4, Knobs{PreAllocate: 8, MaxAboveWatermark: 4, MaxAllocate: 10}, 6},
-		{"need kept even if max says less", 10, 2, Knobs{MaxAllocate: 10, MaxAboveWatermark: 4}, 2},
+		{"nothing needed", 8, 0, 0, Knobs{PreAllocate: 8, MaxAboveWatermark: 8}, 0},
+		{"need only", 0, 2, 8, Knobs{PreAllocate: 8}, 8},
+		{"need plus watermark", 0, 2, 8, Knobs{PreAllocate: 8, MaxAboveWatermark: 4}, 12},
+		{"watermark cut by max-allocate", 4, 4, 4, Knobs{PreAllocate: 8, MaxAboveWatermark: 4, MaxAllocate: 10}, 6},
+		{"need kept even if max says less", 10, 10, 2, Knobs{MaxAllocate: 10, MaxAboveWatermark: 4}, 2},
+		{"fresh node includes the agent's endpoints", 0, 0, 8, Knobs{PreAllocate: 8, AgentEndpoints: 2}, 10},
+		{"a node in use does not", 4, 2, 6, Knobs{PreAllocate: 8, AgentEndpoints: 2}, 6},
+		{"endpoints within max-allocate", 0, 0, 8, Knobs{PreAllocate: 8, AgentEndpoints: 2, MaxAllocate: 9}, 9},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := ToAllocate(tc.available, tc.needed, tc.k); got != tc.want {
-				t.Errorf("ToAllocate(%d, %d, %+v) = %d, want %d", tc.available, tc.needed, tc.k, got, tc.want)
+			if got := ToAllocate(tc.available, tc.used, tc.needed, tc.k); got != tc.want {
+				t.Errorf("ToAllocate(%d, %d, %d, %+v) = %d, want %d", tc.available, tc.used, tc.needed, tc.k, got, tc.want)
 			}
 		})
 	}

@@ -114,7 +114,7 @@ func Compute(n *Node, cfg *Config) Plan {
 	if p.Needed == 0 {
 		return p
 	}
-	p.ToAllocate = ToAllocate(n.Available, p.Needed, cfg.Knobs)
+	p.ToAllocate = ToAllocate(n.Available, n.Used, p.Needed, cfg.Knobs)
 	prefixes := cfg.PrefixDelegation && n.Type.Hypervisor == "nitro"
 	subnetFree := make(map[string]int, len(n.Subnets))
 	for _, s := range n.Subnets {

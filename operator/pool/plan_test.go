@@ -215,3 +215,17 @@ func TestComputeNothingNeeded(t *testing.T) {
 		t.Fatalf("plan = %+v, want nothing", p)
 	}
 }
+
+// TestComputeFreshNodeIncludesAgentEndpoints: m5.large, pre-allocate 8, a
+// fresh node (nothing in the pool, nothing used) → one Assign covering
+// the agent's router and health IPs too, capped by the ENI's 9 slots.
+func TestComputeFreshNodeIncludesAgentEndpoints(t *testing.T) {
+	p := Compute(node(m5large), &Config{Knobs: Knobs{PreAllocate: 8, AgentEndpoints: 2}})
+	if len(p.Assign) != 1 || p.Assign[0].IPs != 9 {
+		t.Fatalf("plan = %+v, want 9 on eni-0", p)
+	}
+	p = Compute(node(m5large, withIPs(0, 8), withPool(8, 2)), &Config{Knobs: Knobs{PreAllocate: 8, AgentEndpoints: 2}})
+	if len(p.Assign) != 1 || p.Assign[0].IPs != 1 {
+		t.Fatalf("plan = %+v, want the 1 remaining slot for a node in use", p)
+	}
+}

@@ -1,0 +1,225 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/enipam/enipam/test/agentsim"
+	"github.com/enipam/enipam/test/cluster"
+	"github.com/enipam/enipam/test/stack"
+)
+
+// Env is what every scenario needs: the binaries, where logs go, and
+// where progress is told.
+type Env struct {
+	Bins     stack.Binaries
+	LogDir   string
+	Progress io.Writer
+	start    time.Time
+}
+
+// NewEnv builds the binaries of the repository at root into dir/bin and
+// keeps logs under dir/logs.
+func NewEnv(ctx context.Context, root, dir string, progress io.Writer) (*Env, error) {
+	e := &Env{LogDir: filepath.Join(dir, "logs"), Progress: progress, start: time.Now()}
+	e.say("building enipam-operator, enipam-agent and ec2sim")
+	bins, err := stack.Build(ctx, root, filepath.Join(dir, "bin"))
+	if err != nil {
+		return nil, err
+	}
+	e.Bins = bins
+	return e, os.MkdirAll(e.LogDir, 0o755)
+}
+
+func (e *Env) say(format string, args ...any) {
+	fmt.Fprintf(e.Progress, "[%6.1fs] %s\n", time.Since(e.start).Seconds(), fmt.Sprintf(format, args...))
+}
+
+// world is one scenario's stack: its own control plane, ec2sim, the
+// operator binary, and the simulated agents.
+type world struct {
+	env        *Env
+	dir        string
+	cluster    *cluster.Cluster
+	sim        *stack.EC2Sim
+	op         *stack.Process
+	metricsURL string
+	agents     *agentsim.Sim
+	stopAgents context.CancelFunc
+}
+
+// startWorld starts everything but the agents' nodes.
+func (e *Env) startWorld(ctx context.Context, name, scenarioYAML string, opArgs []string, simOpts agentsim.Options) (*world, error) {
+	dir := filepath.Join(e.LogDir, name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	w := &world{env: e, dir: dir}
+	e.say("%s: starting etcd and kube-apiserver", name)
+	c, err := cluster.Start()
+	if err != nil {
+		return nil, err
+	}
+	w.cluster = c
+	kc, err := c.KubeConfig()
+	if err != nil {
+		w.stop()
+		return nil, err
+	}
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	scenario := filepath.Join(dir, "scenario.yaml")
+	if err := os.WriteFile(kubeconfig, kc, 0o600); err != nil {
+		w.stop()
+		return nil, err
+	}
+	if err := os.WriteFile(scenario, []byte(scenarioYAML), 0o600); err != nil {
+		w.stop()
+		return nil, err
+	}
+	e.say("%s: starting ec2sim", name)
+	if w.sim, err = stack.StartEC2Sim(ctx, e.Bins.EC2Sim, dir, scenario); err != nil {
+		w.stop()
+		return nil, err
+	}
+	port, err := freePort()
+	if err != nil {
+		w.stop()
+		return nil, err
+	}
+	w.metricsURL = fmt.Sprintf("http://127.0.0.1:%d/metrics", port)
+	e.say("%s: starting enipam-operator %v", name, opArgs)
+	args := append([]string{fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", port)}, opArgs...)
+	if w.op, err = stack.StartOperator(ctx, e.Bins.Operator, dir, "enipam-operator", kubeconfig, w.sim.Endpoints.EC2, "bench", args...); err != nil {
+		w.stop()
+		return nil, err
+	}
+	simOpts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	if w.agents, err = agentsim.New(c.Config, simOpts); err != nil {
+		w.stop()
+		return nil, err
+	}
+	actx, cancel := context.WithCancel(ctx)
+	w.stopAgents = cancel
+	if err := w.agents.Start(actx); err != nil {
+		w.stop()
+		return nil, err
+	}
+	return w, nil
+}
+
+// waitSynced waits until the operator has described the VPC once, then
+// resets ec2sim's counters so the figures count the scenario only.
+func (w *world) waitSynced(ctx context.Context) error {
+	for {
+		c, err := w.sim.Admin.Counters(ctx)
+		if err == nil && c.Succeeded("DescribeNetworkInterfaces") > 0 {
+			return w.sim.Admin.ResetCounters(ctx)
+		}
+		if w.op.Exited() {
+			return fmt.Errorf("operator exited:\n%s", w.op.Tail(20))
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// stop ends everything, the agents and the operator before the control
+// plane.
+func (w *world) stop() {
+	if w.stopAgents != nil {
+		w.stopAgents()
+		<-w.agents.Done()
+	}
+	for _, p := range []*stack.Process{w.op, processOf(w.sim)} {
+		if p != nil {
+			_ = p.Stop(10 * time.Second)
+		}
+	}
+	if w.cluster != nil {
+		_ = w.cluster.Stop(false)
+	}
+}
+
+func processOf(s *stack.EC2Sim) *stack.Process {
+	if s == nil {
+		return nil
+	}
+	return s.Process
+}
+
+// metrics scrapes the operator's metrics.
+func (w *world) metrics(ctx context.Context) (map[string]*dto.MetricFamily, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, w.metricsURL, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	return p.TextToMetricFamilies(resp.Body)
+}
+
+// sum adds the values of a counter or gauge family whose labels include
+// match.
+func sum(families map[string]*dto.MetricFamily, name string, match map[string]string) float64 {
+	f, ok := families[name]
+	if !ok {
+		return 0
+	}
+	total := 0.0
+	for _, m := range f.Metric {
+		if !labelsMatch(m, match) {
+			continue
+		}
+		switch {
+		case m.Counter != nil:
+			total += m.Counter.GetValue()
+		case m.Gauge != nil:
+			total += m.Gauge.GetValue()
+		case m.Histogram != nil:
+			total += float64(m.Histogram.GetSampleCount())
+		}
+	}
+	return total
+}
+
+func labelsMatch(m *dto.Metric, match map[string]string) bool {
+	for k, v := range match {
+		found := false
+		for _, l := range m.Label {
+			if l.GetName() == k && l.GetValue() == v {
+				found = true
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
