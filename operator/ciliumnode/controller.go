@@ -15,6 +15,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strconv"
 	"sync"
 	"time"
 
@@ -73,6 +74,8 @@ type memory struct {
 	deficitAt   time.Time
 	// state is the node's last outcome, for enipam_nodes.
 	state string
+	// writtenRV is the resourceVersion of the operator's last write.
+	writtenRV uint64
 }
 
 // Node states, the values of enipam_nodes{state}.
@@ -102,6 +105,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	if cn.DeletionTimestamp != nil {
 		return ctrl.Result{}, nil
+	}
+	if r.stale(cn) {
+		// The cache has not seen this operator's last write yet (its
+		// status write's event came first): acting now would redo that
+		// write. The write's own event brings the node back.
+		return ctrl.Result{RequeueAfter: time.Second}, nil
 	}
 	select {
 	case <-r.inv.Synced():
@@ -134,6 +143,36 @@ func (r *Reconciler) memory(node string) *memory {
 		r.nodes[node] = m
 	}
 	return m
+}
+
+// stale reports whether cn is older than the operator's last write of it.
+// resourceVersions are etcd revisions; one that does not parse as a
+// number is never taken for stale.
+func (r *Reconciler) stale(cn *ciliumv2.CiliumNode) bool {
+	rv, err := strconv.ParseUint(cn.ResourceVersion, 10, 64)
+	if err != nil {
+		return false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	m, ok := r.nodes[cn.Name]
+	return ok && rv < m.writtenRV
+}
+
+// setState records a node's outcome for enipam_nodes.
+func (r *Reconciler) setState(mem *memory, state string) {
+	r.mu.Lock()
+	mem.state = state
+	r.mu.Unlock()
+}
+
+// wrote records the resourceVersion a write returned.
+func (r *Reconciler) wrote(mem *memory, rv string) {
+	if v, err := strconv.ParseUint(rv, 10, 64); err == nil {
+		r.mu.Lock()
+		mem.writtenRV = max(mem.writtenRV, v)
+		r.mu.Unlock()
+	}
 }
 
 func (r *Reconciler) forget(node string) {

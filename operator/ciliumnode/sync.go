@@ -117,9 +117,9 @@ func (s *nodeSync) run(ctx context.Context) {
 	}
 	s.mem.failures = 0
 	s.mem.lastWarning = ""
-	s.mem.state = stateServed
+	s.r.setState(s.mem, stateServed)
 	if pool.Needed(s.snap.Available, s.snap.Used, s.cfg.Knobs) > 0 {
-		s.mem.state = stateDeficit
+		s.r.setState(s.mem, stateDeficit)
 	}
 	s.markExcess()
 }
@@ -145,22 +145,21 @@ func (s *nodeSync) snapshot(ctx context.Context) bool {
 func (s *nodeSync) fail(err error, reason string) {
 	s.opErr = err
 	s.r.warn(s.cn, s.mem, reason, err.Error())
+	state := stateFailing
 	switch {
 	case errors.Is(err, pool.ErrAtCapacity):
-		s.mem.state = stateAtCapacity
+		state = stateAtCapacity
 	case isBlocked(err) || errors.Is(err, pool.ErrSubnetExhausted) || errors.Is(err, pool.ErrNoSecurityGroup):
-		s.mem.state = stateBlocked
-	default:
-		s.mem.state = stateFailing
+		state = stateBlocked
 	}
-	switch {
-	case s.mem.state == stateAtCapacity || s.mem.state == stateBlocked:
+	s.r.setState(s.mem, state)
+	if state == stateFailing {
+		s.mem.failures++
+		s.requeue = s.r.retryAfter(s.mem.failures - 1)
+	} else {
 		// Nothing but a change helps; watch events bring the changes,
 		// and a slow retry covers the cloud's.
 		s.requeue = s.r.opts.BlockedRetry
-	default:
-		s.mem.failures++
-		s.requeue = s.r.retryAfter(s.mem.failures - 1)
 	}
 	s.r.log.Info("node not fully served", "node", s.cn.Name, "instance", s.instanceID, "reason", reason, "error", err)
 }

@@ -105,6 +105,7 @@ func (s *nodeSync) write(ctx context.Context) error {
 			return fmt.Errorf("writing status of %s, %w", s.cn.Name, err)
 		}
 		s.r.metrics.writes.WithLabelValues("status").Inc()
+		s.r.wrote(s.mem, obj.ResourceVersion)
 	}
 	if !sameJSON(s.orig.Spec, s.cn.Spec) || !maps.Equal(s.orig.Annotations, s.cn.Annotations) {
 		obj := s.orig.DeepCopy()
@@ -113,6 +114,7 @@ func (s *nodeSync) write(ctx context.Context) error {
 			return fmt.Errorf("writing spec of %s, %w", s.cn.Name, err)
 		}
 		s.r.metrics.writes.WithLabelValues("spec").Inc()
+		s.r.wrote(s.mem, obj.ResourceVersion)
 	}
 	return nil
 }

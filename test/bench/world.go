@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"time"
 
+	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -222,4 +223,19 @@ func freePort() (int, error) {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// statusErrors counts CiliumNodes whose operator-status holds an error.
+func (w *world) statusErrors(ctx context.Context) (int, error) {
+	var list ciliumv2.CiliumNodeList
+	if err := w.cluster.Client.List(ctx, &list); err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, cn := range list.Items {
+		if cn.Status.IPAM.OperatorStatus.Error != "" {
+			n++
+		}
+	}
+	return n, nil
 }

@@ -1,0 +1,92 @@
+// Command enipam-bench runs enipam's scale scenarios with the real
+// binaries and prints their figures; `make bench` runs it. Each scenario
+// also writes <out>/<scenario>.json.
+//
+//	enipam-bench [-quick] [-scenarios scale-up,churn,steady] [-out _out/bench]
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/enipam/enipam/test/bench"
+	"github.com/enipam/enipam/test/cluster"
+)
+
+type scenario interface {
+	Name() string
+	Run(context.Context, *bench.Env) (*bench.Report, error)
+}
+
+func main() {
+	quick := flag.Bool("quick", os.Getenv("BENCH_QUICK") == "1", "small runs (BENCH_QUICK=1): 200 nodes for scale-up")
+	only := flag.String("scenarios", "scale-up,churn,steady", "comma-separated scenarios to run")
+	out := flag.String("out", "_out/bench", "directory for the JSON reports and logs")
+	nodes := flag.Int("nodes", 0, "scale-up nodes (default 1000, quick 200)")
+	flag.Parse()
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, *quick, *only, *out, *nodes); err != nil {
+		fmt.Fprintln(os.Stderr, "enipam-bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, quick bool, only, out string, nodes int) error {
+	root, err := cluster.RepoRoot()
+	if err != nil {
+		return err
+	}
+	out, err = filepath.Abs(out)
+	if err != nil {
+		return err
+	}
+	env, err := bench.NewEnv(ctx, root, out, os.Stdout)
+	if err != nil {
+		return err
+	}
+	if nodes == 0 {
+		nodes = 1000
+		if quick {
+			nodes = 200
+		}
+	}
+	var scenarios []scenario
+	for _, name := range strings.Split(only, ",") {
+		switch strings.TrimSpace(name) {
+		case "scale-up":
+			scenarios = append(scenarios,
+				bench.ScaleUp{Nodes: nodes, NewENI: true, InstanceType: "m5.xlarge", PreAllocate: 8},
+				bench.ScaleUp{Nodes: nodes, InstanceType: "m5.xlarge", PreAllocate: 8})
+		case "churn":
+			scenarios = append(scenarios, bench.DefaultChurn(quick))
+		case "steady":
+			scenarios = append(scenarios, bench.DefaultSteady(quick))
+		default:
+			return fmt.Errorf("unknown scenario %q (scale-up, churn, steady)", name)
+		}
+	}
+	start := time.Now()
+	for _, s := range scenarios {
+		rep, err := s.Run(ctx, env)
+		if err != nil {
+			return fmt.Errorf("%s: %w (logs under %s)", s.Name(), err, filepath.Join(out, "logs", s.Name()))
+		}
+		rep.Print(os.Stdout)
+		path, err := rep.Write(out)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("report: %s\n", path)
+	}
+	fmt.Printf("\nall scenarios ran in %s\n", time.Since(start).Round(time.Second))
+	return nil
+}
