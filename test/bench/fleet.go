@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/enipam/enipam/test/agentsim"
+	"github.com/enipam/enipam/test/ec2sim"
 )
 
 // fleetScenario is a VPC over two zones with a /16 node subnet and a /16
@@ -51,9 +52,8 @@ instances:
 // fleetVPC is the VPC of fleetScenario.
 const fleetVPC = "vpc-0b0000000000000b1"
 
-// joinFleet adds an agent and creates the Node and CiliumNode for every
-// instance in ec2sim, and returns the node names.
-func (w *world) joinFleet(ctx context.Context, labels map[string]string) ([]string, error) {
+// existing returns a node for every instance already in ec2sim.
+func (w *world) existing(ctx context.Context) ([]agentsim.NodeSpec, error) {
 	dump, err := w.sim.Admin.Dump(ctx)
 	if err != nil {
 		return nil, err
@@ -62,9 +62,41 @@ func (w *world) joinFleet(ctx context.Context, labels map[string]string) ([]stri
 	for _, in := range dump.Instances {
 		specs = append(specs, agentsim.NodeSpec{
 			Name: "node-" + in.InstanceID, InstanceID: in.InstanceID,
-			AvailabilityZone: in.Placement.AvailabilityZone, InstanceType: in.InstanceType, Labels: labels,
+			AvailabilityZone: in.Placement.AvailabilityZone, InstanceType: in.InstanceType,
 		})
 	}
+	return specs, nil
+}
+
+// launch starts n instances of typ, alternating between the zones, as an
+// autoscaler would: the operator has never seen them.
+func (w *world) launch(ctx context.Context, n int, typ string) ([]agentsim.NodeSpec, error) {
+	specs := make([]agentsim.NodeSpec, n)
+	errs := make(chan error, n)
+	sem := make(chan struct{}, 16)
+	for i := range n {
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem }()
+			subnet := []string{"nodes-a", "nodes-b"}[i%2]
+			in, err := w.sim.Admin.AddInstance(ctx, ec2sim.LaunchRequest{InstanceType: typ, SubnetID: subnet})
+			if err == nil {
+				specs[i] = agentsim.NodeSpec{Name: "node-" + in.InstanceID, InstanceID: in.InstanceID, AvailabilityZone: in.AvailabilityZone, InstanceType: typ}
+			}
+			errs <- err
+		}()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			return nil, fmt.Errorf("launching instances: %w", err)
+		}
+	}
+	return specs, nil
+}
+
+// join adds an agent for every node and creates its Node and CiliumNode
+// the way kubelet and cilium-agent do; it returns the node names.
+func (w *world) join(ctx context.Context, specs []agentsim.NodeSpec) ([]string, error) {
 	names := make([]string, len(specs))
 	for i, s := range specs {
 		w.agents.AddAgent(s.Name)

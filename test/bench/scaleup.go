@@ -43,7 +43,7 @@ func (s ScaleUp) Run(ctx context.Context, e *Env) (*Report, error) {
 	if s.NewENI {
 		args = append(args, "--first-interface-index=1")
 	}
-	w, err := e.startWorld(ctx, s.Name(), fleetScenario(s.Nodes, s.InstanceType, "", true), args,
+	w, err := e.startWorld(ctx, s.Name(), fleetScenario(0, s.InstanceType, "", true), args,
 		agentsim.Options{UpdateInterval: 15 * time.Second, QPS: 1000, Burst: 2000, Writers: 32})
 	if err != nil {
 		return nil, err
@@ -57,9 +57,13 @@ func (s ScaleUp) Run(ctx context.Context, e *Env) (*Report, error) {
 		return nil, err
 	}
 
-	e.say("%s: %d nodes join", s.Name(), s.Nodes)
+	e.say("%s: %d instances launch and join as nodes", s.Name(), s.Nodes)
 	t0 := time.Now()
-	names, err := w.joinFleet(ctx, nil)
+	specs, err := w.launch(ctx, s.Nodes, s.InstanceType)
+	if err != nil {
+		return nil, err
+	}
+	names, err := w.join(ctx, specs)
 	if err != nil {
 		return nil, err
 	}
@@ -116,7 +120,7 @@ func (s ScaleUp) Run(ctx context.Context, e *Env) (*Report, error) {
 	}
 	bound, boundBy := LowerBound(needed)
 
-	rep.add("nodes created in", joined, "")
+	rep.add("instances launched and nodes created in", joined, "")
 	rep.add("time to pre-allocate p50", percentile(times, 0.50), "")
 	rep.add("time to pre-allocate p99", percentile(times, 0.99), "")
 	rep.add("time to pre-allocate max", maxTime, "")
