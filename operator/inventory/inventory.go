@@ -57,12 +57,21 @@ type Inventory struct {
 	deleted    map[string]time.Time           // ENI ID → deleted locally
 	notFound   map[string]time.Time           // instance ID → EC2 did not know it
 	types      map[string]cloud.InstanceType
+	// subnetChanges are the operator's own changes of subnets' free
+	// counts, re-applied over a describe that started before them.
+	subnetChanges []subnetChange
 	synced     chan struct{}
 	syncedOnce sync.Once
 
 	lookups *lookups
 	vpcSync sync.Map // vpc ID → *flight
 	typeGet sync.Map // type name → *flight
+}
+
+type subnetChange struct {
+	at     time.Time
+	subnet string
+	delta  int
 }
 
 type vpcData struct {
@@ -202,6 +211,17 @@ func (inv *Inventory) install(start time.Time, vpc cloud.VPC, subnets []cloud.Su
 	for i := range subnets {
 		d.subnets[subnets[i].ID] = &subnets[i]
 	}
+	kept := inv.subnetChanges[:0]
+	for _, c := range inv.subnetChanges {
+		if !c.at.After(start) {
+			continue // the describe saw it
+		}
+		kept = append(kept, c)
+		if sn, ok := d.subnets[c.subnet]; ok {
+			sn.Available = max(0, sn.Available+c.delta)
+		}
+	}
+	inv.subnetChanges = kept
 	for i := range groups {
 		d.securityGroups[groups[i].ID] = &groups[i]
 	}

@@ -119,6 +119,10 @@ func (inv *Inventory) touch(id string) { inv.touched[id] = inv.now() }
 
 // adjustSubnet changes a subnet's free count; the caller holds mu.
 func (inv *Inventory) adjustSubnet(subnetID string, delta int) {
+	if delta == 0 {
+		return
+	}
+	inv.subnetChanges = append(inv.subnetChanges, subnetChange{at: inv.now(), subnet: subnetID, delta: delta})
 	for _, d := range inv.vpcs {
 		if s, ok := d.subnets[subnetID]; ok {
 			c := *s

@@ -1,0 +1,173 @@
+package inventory
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/enipam/enipam/operator/cloud"
+)
+
+// fakeCloud serves describes from fixed data and counts lookups; only the
+// describe side of cloud.API is used by the inventory.
+type fakeCloud struct {
+	cloud.API
+	mu        sync.Mutex
+	instances []cloud.Instance
+	enis      []cloud.ENI
+	lookups   atomic.Int32
+	looked    [][]string
+	// block, when set, holds describes of ENIs until closed; entered is
+	// signalled as one starts waiting.
+	block, entered chan struct{}
+}
+
+func (f *fakeCloud) DescribeVPC(context.Context, string) (cloud.VPC, error) {
+	return cloud.VPC{ID: "vpc-1", CIDRs: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/16")}}, nil
+}
+func (f *fakeCloud) ListSubnets(context.Context, string) ([]cloud.Subnet, error) {
+	return []cloud.Subnet{{ID: "subnet-1", VPCID: "vpc-1", AZ: "az-a", Available: 100}}, nil
+}
+func (f *fakeCloud) ListSecurityGroups(context.Context, string) ([]cloud.SecurityGroup, error) {
+	return nil, nil
+}
+func (f *fakeCloud) ListInstances(context.Context, string) ([]cloud.Instance, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]cloud.Instance(nil), f.instances...), nil
+}
+func (f *fakeCloud) ListENIs(context.Context, string) ([]cloud.ENI, error) {
+	if f.block != nil {
+		f.entered <- struct{}{}
+		<-f.block
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([]cloud.ENI, len(f.enis))
+	for i, e := range f.enis {
+		out[i] = e.Clone()
+	}
+	return out, nil
+}
+func (f *fakeCloud) GetInstances(_ context.Context, ids []string) ([]cloud.Instance, []cloud.ENI, error) {
+	f.lookups.Add(1)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.looked = append(f.looked, ids)
+	var out []cloud.Instance
+	for _, in := range f.instances {
+		for _, id := range ids {
+			if in.ID == id {
+				out = append(out, in)
+			}
+		}
+	}
+	return out, nil, nil
+}
+func (f *fakeCloud) InstanceTypes(context.Context, []string) ([]cloud.InstanceType, error) {
+	return []cloud.InstanceType{{Name: "m5.large", MaxENIs: 3, IPv4PerENI: 10}}, nil
+}
+
+func instance(id string) cloud.Instance {
+	return cloud.Instance{ID: id, Type: "m5.large", AZ: "az-a", VPCID: "vpc-1", SubnetID: "subnet-1", State: "running"}
+}
+
+func newInventory(f *fakeCloud) *Inventory {
+	return New(f, Options{VPCIDs: []string{"vpc-1"}, ResyncInterval: time.Hour, ConsistencyGrace: time.Minute, NotFoundRetry: time.Minute},
+		slog.New(slog.NewTextHandler(io.Discard, nil)))
+}
+
+// TestJoiningWaveIsLookedUpInBatches: fifty unknown instances asked for at
+// once cost one or two lookups, not fifty; an instance EC2 does not know
+// is ErrNotFound and is not looked up again right away.
+func TestJoiningWaveIsLookedUpInBatches(t *testing.T) {
+	f := &fakeCloud{}
+	for i := range 50 {
+		f.instances = append(f.instances, instance(string(rune('a'+i%26))+string(rune('a'+i/26))))
+	}
+	inv := newInventory(f)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = inv.Start(ctx) }()
+	<-inv.Synced()
+	f.mu.Lock()
+	f.instances = append(f.instances, func() []cloud.Instance {
+		var late []cloud.Instance
+		for i := range 50 {
+			late = append(late, instance("i-late-"+string(rune('a'+i%26))+string(rune('a'+i/26))))
+		}
+		return late
+	}()...)
+	f.mu.Unlock()
+
+	var wg sync.WaitGroup
+	errs := make(chan error, 50)
+	for i := range 50 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := inv.Snapshot(ctx, "i-late-"+string(rune('a'+i%26))+string(rune('a'+i/26)), "c")
+			errs <- err
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := f.lookups.Load(); n > 2 {
+		t.Errorf("%d lookups for 50 joining instances, want at most 2", n)
+	}
+	if _, err := inv.Snapshot(ctx, "i-ghost", "c"); !errors.Is(err, cloud.ErrNotFound) {
+		t.Fatalf("unknown instance: %v, want ErrNotFound", err)
+	}
+	before := f.lookups.Load()
+	if _, err := inv.Snapshot(ctx, "i-ghost", "c"); !errors.Is(err, cloud.ErrNotFound) || f.lookups.Load() != before {
+		t.Errorf("second ask for the unknown instance: %v after %d more lookups, want ErrNotFound from memory", err, f.lookups.Load()-before)
+	}
+}
+
+// TestLocalChangeOutlivesOlderDescribe: an ENI created and an address
+// assigned while a resync's describe was under way survive that resync,
+// which knows neither; a later resync that sees them keeps them.
+func TestLocalChangeOutlivesOlderDescribe(t *testing.T) {
+	f := &fakeCloud{instances: []cloud.Instance{instance("i-1")}}
+	f.enis = []cloud.ENI{{ID: "eni-0", InstanceID: "i-1", VPCID: "vpc-1", SubnetID: "subnet-1", Status: cloud.ENIInUse}}
+	inv := newInventory(f)
+	ctx := context.Background()
+	if err := inv.syncVPC(ctx, "vpc-1"); err != nil {
+		t.Fatal(err)
+	}
+
+	f.block, f.entered = make(chan struct{}), make(chan struct{})
+	done := make(chan error)
+	go func() { done <- inv.syncVPC(ctx, "vpc-1") }()
+	<-f.entered // the describe is under way
+	ip := netip.MustParseAddr("10.0.0.9")
+	inv.RecordCreated(cloud.ENI{ID: "eni-new", VPCID: "vpc-1", SubnetID: "subnet-1", Status: cloud.ENIAvailable, IPs: []netip.Addr{ip}})
+	inv.RecordAttached("eni-new", "i-1", 1, "attach-1")
+	inv.RecordAssigned("eni-0", []netip.Addr{netip.MustParseAddr("10.0.0.5")}, nil)
+	close(f.block)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+
+	snap, err := inv.Snapshot(ctx, "i-1", "c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(snap.ENIs) != 2 || len(snap.ENIs[0].IPs) != 1 || snap.ENIs[1].ID != "eni-new" {
+		t.Fatalf("after an older describe: %+v, want both local changes", snap.ENIs)
+	}
+	if free := snap.Subnets[0].Available; free != 100-2-1 {
+		t.Errorf("subnet free %d, want 97 after the local changes", free)
+	}
+}
