@@ -60,8 +60,8 @@ type Inventory struct {
 	// subnetChanges are the operator's own changes of subnets' free
 	// counts, re-applied over a describe that started before them.
 	subnetChanges []subnetChange
-	synced     chan struct{}
-	syncedOnce sync.Once
+	synced        chan struct{}
+	syncedOnce    sync.Once
 
 	lookups *lookups
 	vpcSync sync.Map // vpc ID → *flight
