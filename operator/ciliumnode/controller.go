@@ -68,10 +68,13 @@ type Reconciler struct {
 
 // memory is what the controller remembers of a node between reconciles.
 type memory struct {
-	excessSince time.Time
-	failures    int
-	lastWarning string
-	deficitAt   time.Time
+	// excessWindow started when excess was first seen; excessFloor is the
+	// lowest excess seen since.
+	excessWindow time.Time
+	excessFloor  int
+	failures     int
+	lastWarning  string
+	deficitAt    time.Time
 	// state is the node's last outcome, for enipam_nodes.
 	state string
 	// writtenRV is the resourceVersion of the operator's last write.

@@ -78,8 +78,10 @@ func (s *nodeSync) heldBy(eniID string, ips []netip.Addr) []netip.Addr {
 	return ips
 }
 
-// markExcess starts the handshake for IPs that have been in excess for
-// the release delay, one batch at a time.
+// markExcess starts the handshake for the IPs that stayed in excess for a
+// whole release delay: excess is watched over windows of ReleaseDelay,
+// and at the end of each the lowest excess seen in it — IPs no pod needed
+// at any moment of the window — is marked, one batch at a time.
 func (s *nodeSync) markExcess() {
 	if !s.cfg.ReleaseExcessIPs || s.pool == nil {
 		return
@@ -87,21 +89,28 @@ func (s *nodeSync) markExcess() {
 	available, used := s.pool.counts()
 	excess := pool.Excess(available, used, s.cfg.Knobs)
 	now := s.r.now()
-	if excess == 0 {
-		s.mem.excessSince = time.Time{}
-		return
+	mem := s.mem
+	if mem.excessWindow.IsZero() {
+		if excess == 0 {
+			return
+		}
+		mem.excessWindow, mem.excessFloor = now, excess
 	}
-	if s.mem.excessSince.IsZero() {
-		s.mem.excessSince = now
-	}
-	if wait := s.cfg.ReleaseDelay - now.Sub(s.mem.excessSince); wait > 0 {
+	mem.excessFloor = min(mem.excessFloor, excess)
+	if wait := s.cfg.ReleaseDelay - now.Sub(mem.excessWindow); wait > 0 {
 		s.pool.pendingRelease = wait
 		return
 	}
-	if s.pool.outstanding() > 0 {
+	release := min(mem.excessFloor, excess)
+	mem.excessWindow, mem.excessFloor = time.Time{}, 0
+	if excess > 0 {
+		mem.excessWindow, mem.excessFloor = now, excess
+		s.pool.pendingRelease = max(s.cfg.ReleaseDelay, time.Second)
+	}
+	if release == 0 || s.pool.outstanding() > 0 {
 		return
 	}
-	picked := s.pool.releaseCandidates(&s.snap, &s.cfg.Config, excess)
+	picked := s.pool.releaseCandidates(&s.snap, &s.cfg.Config, release)
 	if len(picked) == 0 {
 		return
 	}
@@ -115,6 +124,5 @@ func (s *nodeSync) markExcess() {
 			n++
 		}
 	}
-	s.mem.excessSince = time.Time{}
 	s.r.log.Info("marked excess IPs for release", "node", s.cn.Name, "ips", n, "available", available, "used", used)
 }

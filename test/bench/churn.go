@@ -28,12 +28,14 @@ type Churn struct {
 }
 
 // DefaultChurn is 100 nodes, 10 pods/s for 5 minutes (quick: 20 nodes,
-// 2 pods/s for 90 s).
+// 2 pods/s for 90 s), pre-allocate 8 and max-above-watermark 4: under
+// churn the watermark halves the Assign calls, and the idle target grows
+// with it.
 func DefaultChurn(quick bool) Churn {
 	if quick {
-		return Churn{Nodes: 20, Rate: 2, MeanLifetime: 30 * time.Second, Duration: 90 * time.Second, BurstPods: 40, PreAllocate: 8, ReleaseDelay: 30 * time.Second}
+		return Churn{Nodes: 20, Rate: 2, MeanLifetime: 30 * time.Second, Duration: 90 * time.Second, BurstPods: 40, PreAllocate: 8, MaxAboveWatermark: 4, ReleaseDelay: 30 * time.Second}
 	}
-	return Churn{Nodes: 100, Rate: 10, MeanLifetime: 60 * time.Second, Duration: 5 * time.Minute, BurstPods: 200, PreAllocate: 8, ReleaseDelay: time.Minute}
+	return Churn{Nodes: 100, Rate: 10, MeanLifetime: 60 * time.Second, Duration: 5 * time.Minute, BurstPods: 200, PreAllocate: 8, MaxAboveWatermark: 4, ReleaseDelay: time.Minute}
 }
 
 // Name is the scenario's report name.

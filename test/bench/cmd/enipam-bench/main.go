@@ -30,17 +30,26 @@ func main() {
 	only := flag.String("scenarios", "scale-up,churn,steady", "comma-separated scenarios to run")
 	out := flag.String("out", "_out/bench", "directory for the JSON reports and logs")
 	nodes := flag.Int("nodes", 0, "scale-up nodes (default 1000, quick 200)")
+	watermark := flag.Int("churn-watermark", -1, "churn: max-above-watermark (default the scenario's)")
+	delay := flag.Duration("churn-release-delay", 0, "churn: excess IP release delay (default the scenario's)")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *quick, *only, *out, *nodes); err != nil {
+	churn := bench.DefaultChurn(*quick)
+	if *watermark >= 0 {
+		churn.MaxAboveWatermark = *watermark
+	}
+	if *delay > 0 {
+		churn.ReleaseDelay = *delay
+	}
+	if err := run(ctx, *quick, *only, *out, *nodes, churn); err != nil {
 		fmt.Fprintln(os.Stderr, "enipam-bench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, quick bool, only, out string, nodes int) error {
+func run(ctx context.Context, quick bool, only, out string, nodes int, churn bench.Churn) error {
 	root, err := cluster.RepoRoot()
 	if err != nil {
 		return err
@@ -67,7 +76,7 @@ func run(ctx context.Context, quick bool, only, out string, nodes int) error {
 				bench.ScaleUp{Nodes: nodes, NewENI: true, InstanceType: "m5.xlarge", PreAllocate: 8},
 				bench.ScaleUp{Nodes: nodes, InstanceType: "m5.xlarge", PreAllocate: 8})
 		case "churn":
-			scenarios = append(scenarios, bench.DefaultChurn(quick))
+			scenarios = append(scenarios, churn)
 		case "steady":
 			scenarios = append(scenarios, bench.DefaultSteady(quick))
 		default:

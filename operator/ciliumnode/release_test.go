@@ -1,0 +1,74 @@
+package ciliumnode
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"net/netip"
+	"testing"
+	"time"
+
+	ipamoption "github.com/cilium/cilium/pkg/ipam/option"
+	ipamtypes "github.com/cilium/cilium/pkg/ipam/types"
+	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
+
+	"github.com/enipam/enipam/operator/cloud"
+	"github.com/enipam/enipam/operator/policy"
+	"github.com/enipam/enipam/operator/pool"
+)
+
+// TestExcessReleasedOnlyIfItStayedAWholeWindow: pre-allocate 4, release
+// delay 60 s, a node with 20 pool IPs on one ENI. Excess is 6 at first,
+// dips to 2 when pods come, and is 7 when the window ends → only the 2
+// IPs that were never needed during the window are marked.
+func TestExcessReleasedOnlyIfItStayedAWholeWindow(t *testing.T) {
+	now := time.Unix(1000, 0)
+	r := &Reconciler{now: func() time.Time { return now }, log: slog.New(slog.NewTextHandler(io.Discard, nil)), nodes: map[string]*memory{}}
+	eni := cloud.ENI{ID: "eni-1", DeviceIndex: 0}
+	cn := &ciliumv2.CiliumNode{}
+	cn.Spec.IPAM.Pool = ipamtypes.AllocationMap{}
+	for i := range 20 {
+		ip := netip.AddrFrom4([4]byte{10, 0, 0, byte(10 + i)})
+		eni.IPs = append(eni.IPs, ip)
+		cn.Spec.IPAM.Pool[ip.String()] = ipamtypes.AllocationIP{Resource: "eni-1"}
+	}
+	mem := &memory{}
+	cfg := policy.Config{Config: pool.Config{Knobs: pool.Knobs{PreAllocate: 4}}, ReleaseExcessIPs: true, ReleaseDelay: time.Minute}
+	step := func(used int) *nodeSync {
+		cn.Status.IPAM.Used = ipamtypes.AllocationMap{}
+		for i := range used {
+			cn.Status.IPAM.Used[fmt.Sprintf("10.0.0.%d", 10+i)] = ipamtypes.AllocationIP{Owner: "p"}
+		}
+		s := &nodeSync{r: r, mem: mem, cn: cn, cfg: cfg, snap: pool.Node{ENIs: []cloud.ENI{eni}}, pool: &poolView{cn: cn}}
+		s.markExcess()
+		return s
+	}
+	marked := func() int {
+		n := 0
+		for _, st := range cn.Status.IPAM.ReleaseIPs {
+			if st == ipamoption.IPAMMarkForRelease {
+				n++
+			}
+		}
+		return n
+	}
+
+	if s := step(10); marked() != 0 || s.pool.pendingRelease != time.Minute {
+		t.Fatalf("at the start: %d marked, recheck in %s; want none and a recheck at the window's end", marked(), s.pool.pendingRelease)
+	}
+	now = now.Add(30 * time.Second)
+	step(14) // excess 20-14-4 = 2
+	if marked() != 0 {
+		t.Fatalf("mid-window: %d marked, want none", marked())
+	}
+	now = now.Add(31 * time.Second)
+	step(9) // excess 7, but 2 only stayed the whole window
+	if got := marked(); got != 2 {
+		t.Fatalf("window over: %d marked, want the floor 2", got)
+	}
+	for ip := range cn.Status.IPAM.ReleaseIPs {
+		if _, used := cn.Status.IPAM.Used[ip]; used {
+			t.Errorf("marked %s, which is in use", ip)
+		}
+	}
+}
