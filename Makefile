@@ -6,7 +6,7 @@ SHELL := bash
 BIN := $(CURDIR)/bin
 GO_TEST_FLAGS ?=
 
-.PHONY: all build test lint chart-lint generate tools clean
+.PHONY: all build test bench lint chart-lint generate tools clean
 
 all: build
 
@@ -18,9 +18,16 @@ tools:
 build:
 	go build -trimpath -o $(BIN)/ ./...
 
-## test: every test, against a real kube-apiserver + etcd
+## test: every test, against a real kube-apiserver + etcd, then a short fuzz of ec2sim's request parser
 test: tools
 	go test -count=1 -timeout 30m $(GO_TEST_FLAGS) ./...
+	go test -run '^$$' -fuzz '^FuzzQuery$$' -fuzztime 10s ./test/ec2sim/
+
+## bench: scale-up, churn and steady with the real binaries (BENCH_QUICK=1: small runs), then the node agent's and ec2sim's Go benchmarks; reports in _out/bench
+bench: tools
+	go run ./test/bench/cmd/enipam-bench -out _out/bench
+	go test -run '^$$' -bench . -benchtime 20x ./nodeagent/kernel/
+	go test -run '^$$' -bench . -benchmem ./test/ec2sim/
 
 ## lint: gofmt, go vet, staticcheck, helm lint
 lint: tools chart-lint
