@@ -175,8 +175,8 @@ func lock(path string) (func(), error) {
 }
 
 func (d *demo) buildStepName() string {
-	name := "building enipam-operator, enipam-agent and ec2sim into " + d.rel(filepath.Join(d.o.out, "bin"))
-	if _, err := os.Stat(filepath.Join(d.o.out, "bin", "enipam-operator")); err != nil {
+	name := "building enipam-operator, enipam-agent and ec2sim into " + d.rel(d.o.binDir)
+	if _, err := os.Stat(filepath.Join(d.o.binDir, "enipam-operator")); err != nil {
 		name += " (the first build takes a minute or two)"
 	}
 	return name
@@ -184,7 +184,7 @@ func (d *demo) buildStepName() string {
 
 func (d *demo) build(ctx context.Context) error {
 	var err error
-	d.bins, err = stack.Build(ctx, d.o.root, filepath.Join(d.o.out, "bin"))
+	d.bins, err = stack.Build(ctx, d.o.root, d.o.binDir)
 	return err
 }
 

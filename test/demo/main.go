@@ -19,7 +19,8 @@
 // DEMO_ONCE=1 (or --once) it stops as soon as it has printed, and exits 0.
 //
 // Its files live under --out (default _out/demo of the repository): the
-// kubeconfig, logs/ with each process's log, bin/ with the built binaries.
+// kubeconfig, logs/ with each process's log, and bin/ with the built
+// binaries (or --bin-dir).
 package main
 
 import (
@@ -41,8 +42,8 @@ import (
 type options struct {
 	// root is the repository the binaries are built from.
 	root string
-	// out holds the kubeconfig, the logs and the binaries.
-	out string
+	// out holds the kubeconfig and the logs; binDir the built binaries.
+	out, binDir string
 	// once stops the demo as soon as it has printed.
 	once bool
 	// wait bounds the time from the first process started to filled pools.
@@ -50,7 +51,8 @@ type options struct {
 }
 
 func (o *options) addFlags(fs *flag.FlagSet) {
-	fs.StringVar(&o.out, "out", o.out, "directory for the kubeconfig, logs and binaries")
+	fs.StringVar(&o.out, "out", o.out, "directory for the kubeconfig and logs")
+	fs.StringVar(&o.binDir, "bin-dir", o.binDir, "directory for the built binaries (default <out>/bin)")
 	fs.BoolVar(&o.once, "once", o.once, "stop once the filled pools are printed (env DEMO_ONCE=1)")
 	fs.DurationVar(&o.wait, "wait", o.wait, "how long the pools may take to fill before the demo gives up")
 }
@@ -80,6 +82,12 @@ func mainErr() error {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	if o.out, err = filepath.Abs(o.out); err != nil {
+		return err
+	}
+	if o.binDir == "" {
+		o.binDir = filepath.Join(o.out, "bin")
+	}
+	if o.binDir, err = filepath.Abs(o.binDir); err != nil {
 		return err
 	}
 	if o.wait <= 0 {
