@@ -20,9 +20,7 @@ build:
 
 ## demo: enipam at work on this machine: kube-apiserver + etcd, an emulated EC2 VPC, the real enipam-operator, simulated cilium-agents with pods; prints the filled pools, runs until Ctrl-C (DEMO_ONCE=1: exits after printing)
 demo: tools
-	@test -x _out/demo/bin/enipam-demo || echo "==> building the demo command (the first build compiles the Kubernetes and Cilium client libraries: a few minutes)"
-	@go build -o _out/demo/bin/enipam-demo ./test/demo
-	@_out/demo/bin/enipam-demo
+	@hack/demo.sh
 
 ## test: every test, against a real kube-apiserver + etcd
 test: tools

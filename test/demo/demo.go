@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"context"
@@ -29,9 +29,9 @@ var errInterrupted = errors.New("interrupted")
 // processGrace is how long a process may take to stop after SIGTERM.
 const processGrace = 10 * time.Second
 
-// demo is one run: what it started, so that shutdown stops it in order.
-type demo struct {
-	o   options
+// world is one run of the demo: what it started, so that shutdown stops it in order.
+type world struct {
+	o   Options
 	p   *progress
 	out io.Writer
 	// log gets everything that is not the demo's own output: the agents',
@@ -60,11 +60,16 @@ type demo struct {
 	failed      bool
 }
 
-// run runs the demo until it has printed the filled pools and, unless
-// o.once, until ctx ends; then it stops everything it started.
-func run(ctx context.Context, o options, out io.Writer) (err error) {
+// Run runs the demo, printing to out, until it has printed the filled
+// pools and, unless o.Once, until ctx ends; then it stops everything it
+// started, in order, and returns. It fails if the pools are not filled
+// within o.Wait, or if a process it started stops on its own.
+func Run(ctx context.Context, o Options, out io.Writer) (err error) {
+	if err := o.Validate(); err != nil {
+		return err
+	}
 	start := time.Now()
-	d := &demo{o: o, p: &progress{w: out}, out: out}
+	d := &world{o: o, p: &progress{w: out}, out: out}
 	unlock, err := d.prepare()
 	if err != nil {
 		return err
@@ -116,8 +121,8 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 		}
 		return err
 	}
-	if o.once {
-		d.p.printf("\nDEMO_ONCE is set: stopping now (`make demo` keeps it running).\n")
+	if o.Once {
+		d.p.printf("\nOnce mode (DEMO_ONCE=1): stopping now; `make demo` keeps it running.\n")
 		return nil
 	}
 	d.p.printf("\nRunning; Ctrl-C stops everything.\n")
@@ -126,7 +131,7 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 
 // prepare checks the tools, creates the output directories, takes the
 // lock of o.out and opens the log file. The returned func drops the lock.
-func (d *demo) prepare() (func(), error) {
+func (d *world) prepare() (func(), error) {
 	binDir, err := cluster.BinaryDir()
 	if err != nil {
 		return nil, err
@@ -135,11 +140,11 @@ func (d *demo) prepare() (func(), error) {
 	if _, err := os.Stat(d.kubectl); err != nil {
 		return nil, fmt.Errorf("kubectl not found in %s: run `make tools` (builds the control plane from source once)", binDir)
 	}
-	d.logDir = filepath.Join(d.o.out, "logs")
+	d.logDir = filepath.Join(d.o.Out, "logs")
 	if err := os.MkdirAll(d.logDir, 0o755); err != nil {
 		return nil, err
 	}
-	unlock, err := lock(filepath.Join(d.o.out, "demo.lock"))
+	unlock, err := lock(filepath.Join(d.o.Out, "demo.lock"))
 	if err != nil {
 		return nil, err
 	}
@@ -152,7 +157,7 @@ func (d *demo) prepare() (func(), error) {
 	// logger; both would otherwise write to the terminal.
 	klog.SetSlogLogger(d.log)
 	ctrllog.SetLogger(logr.FromSlogHandler(d.log.Handler()))
-	d.kubeconfig = filepath.Join(d.o.out, "kubeconfig")
+	d.kubeconfig = filepath.Join(d.o.Out, "kubeconfig")
 	return unlock, nil
 }
 
@@ -174,21 +179,21 @@ func lock(path string) (func(), error) {
 	return func() { f.Close() }, nil
 }
 
-func (d *demo) buildStepName() string {
-	name := "building enipam-operator, enipam-agent and ec2sim into " + d.rel(d.o.binDir)
-	if _, err := os.Stat(filepath.Join(d.o.binDir, "enipam-operator")); err != nil {
+func (d *world) buildStepName() string {
+	name := "building enipam-operator, enipam-agent and ec2sim into " + d.rel(d.o.binDir())
+	if _, err := os.Stat(filepath.Join(d.o.binDir(), "enipam-operator")); err != nil {
 		name += " (the first build takes a minute or two)"
 	}
 	return name
 }
 
-func (d *demo) build(ctx context.Context) error {
+func (d *world) build(ctx context.Context) error {
 	var err error
-	d.bins, err = stack.Build(ctx, d.o.root, d.o.binDir)
+	d.bins, err = stack.Build(ctx, d.o.Root, d.o.binDir())
 	return err
 }
 
-func (d *demo) startCluster(context.Context) error {
+func (d *world) startCluster(context.Context) error {
 	c, err := cluster.Start()
 	if err != nil {
 		return err
@@ -201,7 +206,7 @@ func (d *demo) startCluster(context.Context) error {
 	return os.WriteFile(d.kubeconfig, kc, 0o600)
 }
 
-func (d *demo) startEC2(procCtx context.Context) error {
+func (d *world) startEC2(procCtx context.Context) error {
 	sim, err := stack.StartEC2Sim(procCtx, d.bins.EC2Sim, d.logDir, "demo")
 	if err != nil {
 		return err
@@ -216,7 +221,7 @@ func (d *demo) startEC2(procCtx context.Context) error {
 }
 
 // watch waits for ctx to end, failing early if a process dies.
-func (d *demo) watch(ctx context.Context) error {
+func (d *world) watch(ctx context.Context) error {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	for {
@@ -233,7 +238,7 @@ func (d *demo) watch(ctx context.Context) error {
 }
 
 // checkProcesses reports a process that ended on its own.
-func (d *demo) checkProcesses() error {
+func (d *world) checkProcesses() error {
 	for _, p := range []*stack.Process{d.operator, d.simProcess()} {
 		if p != nil && p.Exited() {
 			return fmt.Errorf("%s exited; the last lines of %s:\n%s", p.Name, d.rel(p.LogPath), p.Tail(20))
@@ -242,7 +247,7 @@ func (d *demo) checkProcesses() error {
 	return nil
 }
 
-func (d *demo) simProcess() *stack.Process {
+func (d *world) simProcess() *stack.Process {
 	if d.sim == nil {
 		return nil
 	}
@@ -251,7 +256,7 @@ func (d *demo) simProcess() *stack.Process {
 
 // shutdown stops what was started: the operator first (it calls ec2sim
 // and the apiserver), ec2sim, the agents, then kube-apiserver before etcd.
-func (d *demo) shutdown() error {
+func (d *world) shutdown() error {
 	var names []string
 	if d.operator != nil {
 		names = append(names, "enipam-operator")
@@ -294,7 +299,7 @@ func (d *demo) shutdown() error {
 }
 
 // explainFailure points at the logs after a failed step.
-func (d *demo) explainFailure() {
+func (d *world) explainFailure() {
 	if d.operator != nil {
 		d.p.printf("\nThe last lines of %s:\n%s\n", d.rel(d.operator.LogPath), d.operator.Tail(15))
 	}
@@ -307,7 +312,7 @@ func (d *demo) explainFailure() {
 
 // rel shortens path to be relative to the working directory when it is
 // below it.
-func (d *demo) rel(path string) string {
+func (d *world) rel(path string) string {
 	wd, err := os.Getwd()
 	if err != nil {
 		return path

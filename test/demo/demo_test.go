@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"bufio"
@@ -42,7 +42,7 @@ func testMain(m *testing.M) int {
 	}
 	defer os.RemoveAll(dir)
 	demoBin, binDir = filepath.Join(dir, "enipam-demo"), filepath.Join(dir, "bin")
-	if out, err := exec.Command("go", "build", "-o", demoBin, ".").CombinedOutput(); err != nil {
+	if out, err := exec.Command("go", "build", "-o", demoBin, "./cmd/enipam-demo").CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "building the demo: %v\n%s", err, out)
 		return 1
 	}

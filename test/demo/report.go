@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 
 // report prints what a user would look at once the pools are filled, and
 // how to explore the cluster.
-func (d *demo) report(ctx context.Context) error {
+func (d *world) report(ctx context.Context) error {
 	for _, args := range [][]string{{"get", "ciliumnodes"}, {"get", "enipolicies", "-o", "wide"}} {
 		if err := d.runKubectl(ctx, args...); err != nil {
 			return err
@@ -32,7 +32,7 @@ func (d *demo) report(ctx context.Context) error {
 
 // runKubectl runs the built kubectl against the demo cluster and prints
 // the command and its output as a terminal would.
-func (d *demo) runKubectl(ctx context.Context, args ...string) error {
+func (d *world) runKubectl(ctx context.Context, args ...string) error {
 	cmd := exec.CommandContext(ctx, d.kubectl, args...)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+d.kubeconfig)
 	out, err := cmd.CombinedOutput()
@@ -45,7 +45,7 @@ func (d *demo) runKubectl(ctx context.Context, args ...string) error {
 
 // summary prints a table of the pools, one node per row: what
 // `kubectl get ciliumnode -o yaml` holds, counted.
-func (d *demo) summary(states []poolState) {
+func (d *world) summary(states []poolState) {
 	d.p.mu.Lock()
 	defer d.p.mu.Unlock()
 	tw := tabwriter.NewWriter(d.out, 0, 4, 2, ' ', 0)
@@ -59,7 +59,7 @@ func (d *demo) summary(states []poolState) {
 }
 
 // poolSubnets names the subnets the node's pool IPs come from.
-func (d *demo) poolSubnets(s poolState) []string {
+func (d *world) poolSubnets(s poolState) []string {
 	var out []string
 	for _, entry := range s.cn.Spec.IPAM.Pool {
 		eni, ok := s.cn.Status.ENI.ENIs[entry.Resource]
@@ -81,7 +81,7 @@ func (d *demo) poolSubnets(s poolState) []string {
 // placement checks that every pool IP is where the policy asks: on a
 // secondary ENI, in a pod subnet, with the pod security group; it says
 // so, or lists what is not.
-func (d *demo) placement(states []poolState) string {
+func (d *world) placement(states []poolState) string {
 	var wrong []string
 	ips := 0
 	for _, s := range states {
@@ -114,7 +114,7 @@ func (d *demo) placement(states []poolState) string {
 }
 
 // explore prints how to look around while the demo runs.
-func (d *demo) explore() {
+func (d *world) explore() {
 	example := d.nodes[0].name
 	d.p.printf("\nExplore it with kubectl while the demo runs:\n")
 	if _, err := exec.LookPath("kubectl"); err != nil {

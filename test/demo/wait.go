@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"context"
@@ -28,7 +28,7 @@ type poolState struct {
 
 // pools reads the demo nodes' CiliumNodes; a node without one yet has a
 // nil cn.
-func (d *demo) pools(ctx context.Context) ([]poolState, error) {
+func (d *world) pools(ctx context.Context) ([]poolState, error) {
 	var list ciliumv2.CiliumNodeList
 	if err := d.cluster.Client.List(ctx, &list); err != nil {
 		return nil, fmt.Errorf("listing CiliumNodes, %w", err)
@@ -79,7 +79,7 @@ func (s *poolState) unfilled() string {
 
 // policyUnready says why the demo's ENIPolicy does not yet show itself
 // Accepted for every node, or "".
-func (d *demo) policyUnready(ctx context.Context) string {
+func (d *world) policyUnready(ctx context.Context) string {
 	var p enipamv1alpha1.ENIPolicy
 	if err := d.cluster.Client.Get(ctx, client.ObjectKey{Name: policyName}, &p); err != nil {
 		return err.Error()
@@ -98,8 +98,8 @@ func (d *demo) policyUnready(ctx context.Context) string {
 
 // waitFilled waits until every pool is filled and the policy shows it
 // governs every node, within o.wait.
-func (d *demo) waitFilled(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, d.o.wait)
+func (d *world) waitFilled(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, d.o.Wait)
 	defer cancel()
 	t := time.NewTicker(pollEvery)
 	defer t.Stop()
@@ -125,7 +125,7 @@ func (d *demo) waitFilled(ctx context.Context) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("the pools were not filled within %s:\n    %s", d.o.wait, strings.Join(missing, "\n    "))
+			return fmt.Errorf("the pools were not filled within %s:\n    %s", d.o.Wait, strings.Join(missing, "\n    "))
 		case <-t.C:
 		}
 	}

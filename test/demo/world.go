@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"context"
@@ -59,7 +59,7 @@ func podsFor(instanceType string) int {
 }
 
 // describeVPC prints the scenario the operator works in.
-func (d *demo) describeVPC() {
+func (d *world) describeVPC() {
 	v := d.vpc
 	vpc := v.dump.Vpcs[0]
 	var zones []string
@@ -105,14 +105,14 @@ func policy() *enipamv1alpha1.ENIPolicy {
 	}
 }
 
-func (d *demo) createPolicy(ctx context.Context) error {
+func (d *world) createPolicy(ctx context.Context) error {
 	if err := d.cluster.Client.Create(ctx, policy()); err != nil {
 		return fmt.Errorf("creating ENIPolicy %s, %w", policyName, err)
 	}
 	return nil
 }
 
-func (d *demo) startOperator(procCtx context.Context) error {
+func (d *world) startOperator(procCtx context.Context) error {
 	addr, err := freeAddress()
 	if err != nil {
 		return err
@@ -140,7 +140,7 @@ func freeAddress() (string, error) {
 // instance as a node the way it joins a cluster running Cilium, and waits
 // until every agent is ready: its CiliumNode's pool holds its first IPs,
 // from the operator.
-func (d *demo) joinNodes(ctx context.Context) error {
+func (d *world) joinNodes(ctx context.Context) error {
 	var specs []agentsim.NodeSpec
 	for _, in := range d.vpc.dump.Instances {
 		n := node{
@@ -184,7 +184,7 @@ func (d *demo) joinNodes(ctx context.Context) error {
 // announceRouterIPs adds each agent's router IP to its CiliumNode's
 // spec.addresses as CiliumInternalIP, as cilium-agent does once it holds
 // one (the simulated agents leave spec alone).
-func (d *demo) announceRouterIPs(ctx context.Context) error {
+func (d *world) announceRouterIPs(ctx context.Context) error {
 	for _, n := range d.nodes {
 		ip, ok := d.agents.Agent(n.name).IP(agentsim.RouterOwner)
 		if !ok {
@@ -204,8 +204,8 @@ func (d *demo) announceRouterIPs(ctx context.Context) error {
 }
 
 // waitReady waits until every agent is ready, within o.wait.
-func (d *demo) waitReady(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, d.o.wait)
+func (d *world) waitReady(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, d.o.Wait)
 	defer cancel()
 	if err := d.agents.WaitReady(ctx, len(d.nodes)); err != nil {
 		if procErr := d.checkProcesses(); procErr != nil {
@@ -219,8 +219,8 @@ func (d *demo) waitReady(ctx context.Context) error {
 // startPods places the pods on their nodes all at once, as a deployment
 // scaled up would, and waits until each has its IP. Pods that find their
 // node's pool empty wait until the operator has grown it.
-func (d *demo) startPods(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, d.o.wait)
+func (d *world) startPods(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, d.o.Wait)
 	defer cancel()
 	var (
 		wg   sync.WaitGroup
@@ -255,7 +255,7 @@ func (d *demo) startPods(ctx context.Context) error {
 }
 
 // describePods prints how the pods fared.
-func (d *demo) describePods() {
+func (d *world) describePods() {
 	total := 0
 	var counts []string
 	for _, n := range d.nodes {
