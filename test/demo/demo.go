@@ -29,7 +29,8 @@ var errInterrupted = errors.New("interrupted")
 // processGrace is how long a process may take to stop after SIGTERM.
 const processGrace = 10 * time.Second
 
-// world is one run of the demo: what it started, so that shutdown stops it in order.
+// world is one run of the demo: what it started, so that shutdown stops
+// it in order.
 type world struct {
 	o   Options
 	p   *progress
@@ -64,6 +65,10 @@ type world struct {
 // pools and, unless o.Once, until ctx ends; then it stops everything it
 // started, in order, and returns. It fails if the pools are not filled
 // within o.Wait, or if a process it started stops on its own.
+//
+// Run is meant to be the whole of a process (cmd/enipam-demo): it points
+// klog and controller-runtime's logger, process-wide, at the demo's log
+// file, so client-go never writes to the terminal.
 func Run(ctx context.Context, o Options, out io.Writer) (err error) {
 	if err := o.Validate(); err != nil {
 		return err
@@ -97,9 +102,9 @@ func Run(ctx context.Context, o Options, out io.Writer) (err error) {
 		{d.buildStepName(), d.build, nil},
 		{"starting etcd and kube-apiserver " + cluster.KubernetesVersion + " with the CiliumNode and ENIPolicy CRDs", d.startCluster, nil},
 		{"starting ec2sim with the demo VPC", func(context.Context) error { return d.startEC2(procCtx) }, d.describeVPC},
-		{"creating ENIPolicy " + policyName + ": pod IPs on secondary ENIs, in the subnets and with the security group tagged " + podsTag + "=true", d.createPolicy, nil},
+		{"creating ENIPolicy " + policyName + ": pod IPs on secondary ENIs in the subnets and security group tagged " + podsTag + "=true", d.createPolicy, nil},
 		{"starting enipam-operator", func(context.Context) error { return d.startOperator(procCtx) }, nil},
-		{"joining the instances as nodes: a Node and a CiliumNode each, as the kubelet and cilium-agent create them", d.joinNodes, nil},
+		{"joining the instances as nodes, each with a simulated cilium-agent, and waiting for their first IPs", d.joinNodes, nil},
 		{"starting pods: a few per node, more on larger instances", d.startPods, d.describePods},
 		{"waiting until every pool has " + strconv.Itoa(preAllocate) + " free IPs again", d.waitFilled, nil},
 	}

@@ -2,7 +2,7 @@
 // but Go and the tools of `make tools`: `make demo` runs it through
 // cmd/enipam-demo.
 //
-// It builds enipam-operator and ec2sim (cached in _out/demo/bin), starts
+// It builds enipam's binaries and ec2sim (cached in _out/demo/bin), starts
 // etcd and kube-apiserver on free ports with Cilium's CiliumNode CRD and
 // enipam's CRDs, and ec2sim with its built-in demo VPC: 10.0.0.0/16 over two
 // zones, node subnets, pod subnets and a pod security group tagged
