@@ -25,9 +25,9 @@ const (
 	// podsTag marks the pod subnets and the pod security group of the demo
 	// VPC (value "true").
 	podsTag = "enipam.io/pods"
-	// preAllocate is smaller than Cilium's default of 8 so that the
-	// t3.medium, whose two secondary ENIs hold 10 IPs, serves its pods
-	// with room to spare.
+	// preAllocate is half Cilium's default of 8: the t3.medium's two
+	// secondary ENIs hold 10 IPs, enough for its 3 pods, the router and
+	// health IPs and 4 free, where 8 free would leave it at capacity.
 	preAllocate = 4
 	// clusterName tags the ENIs the operator creates.
 	clusterName = "demo"
