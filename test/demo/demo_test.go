@@ -80,9 +80,6 @@ func TestDemoOncePrintsFilledPools(t *testing.T) {
 	}
 	noLeftovers(t)
 	text := string(printed)
-	if t.Failed() {
-		t.Log(text)
-	}
 
 	nodes := kubectlSection(t, text, "$ kubectl get ciliumnodes")
 	if len(nodes) != 4 || !strings.HasPrefix(nodes[0], "NAME ") {
