@@ -6,7 +6,7 @@ SHELL := bash
 BIN := $(CURDIR)/bin
 GO_TEST_FLAGS ?=
 
-.PHONY: all build test bench lint chart-lint generate tools clean
+.PHONY: all build demo test bench lint chart-lint generate tools clean
 
 all: build
 
@@ -17,6 +17,10 @@ tools:
 ## build: every enipam binary into bin/
 build:
 	go build -trimpath -o $(BIN)/ ./...
+
+## demo: enipam at work on this machine: kube-apiserver + etcd, an emulated EC2 VPC, the real enipam-operator, simulated cilium-agents with pods; prints the filled pools, runs until Ctrl-C (DEMO_ONCE=1: exits after printing)
+demo: tools
+	@hack/demo.sh
 
 ## test: every test, against a real kube-apiserver + etcd, then a short fuzz of ec2sim's request parser
 test: tools

@@ -1,0 +1,26 @@
+// Package demo shows enipam at work on one machine, with nothing installed
+// but Go and the tools of `make tools`: `make demo` runs it through
+// cmd/enipam-demo.
+//
+// It builds enipam's binaries and ec2sim (cached in _out/demo/bin), starts
+// etcd and kube-apiserver on free ports with Cilium's CiliumNode CRD and
+// enipam's CRDs, and ec2sim with its built-in demo VPC: 10.0.0.0/16 over two
+// zones, node subnets, pod subnets and a pod security group tagged
+// enipam.io/pods=true, and three instances of different types. It creates
+// an ENIPolicy that puts pod IPs on secondary ENIs in the tagged subnets,
+// joins the three instances as nodes (the Node the kubelet registers, the
+// CiliumNode the cilium-agent creates), runs the real enipam-operator and a
+// simulated cilium-agent per node (package agentsim) with a few pods each,
+// waits until every pool is filled, and prints what a user would look at:
+// `kubectl get ciliumnodes`, `kubectl get enipolicies`, a summary per node
+// and the KUBECONFIG line to explore the cluster.
+//
+// It then keeps running until its context ends (Ctrl-C) and stops
+// everything in order: the operator, ec2sim, the agents, kube-apiserver,
+// then etcd. With Options.Once (DEMO_ONCE=1) it stops as soon as it has
+// printed.
+//
+// Its files live under Options.Out (_out/demo of the repository by
+// default): the kubeconfig, logs/ with each process's log, and bin/ with
+// the built binaries.
+package demo

@@ -1,0 +1,128 @@
+package demo
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"text/tabwriter"
+)
+
+// report prints what a user would look at once the pools are filled, and
+// how to explore the cluster.
+func (d *world) report(ctx context.Context) error {
+	for _, args := range [][]string{{"get", "ciliumnodes"}, {"get", "enipolicies", "-o", "wide"}} {
+		if err := d.runKubectl(ctx, args...); err != nil {
+			return err
+		}
+	}
+	states, err := d.pools(ctx)
+	if err != nil {
+		return err
+	}
+	d.p.printf("\n")
+	d.summary(states)
+	d.p.printf("\n%s\n", d.placement(states))
+	d.explore()
+	return nil
+}
+
+// runKubectl runs the built kubectl against the demo cluster and prints
+// the command and its output as a terminal would.
+func (d *world) runKubectl(ctx context.Context, args ...string) error {
+	cmd := exec.CommandContext(ctx, d.kubectl, args...)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+d.kubeconfig)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	d.p.printf("\n$ kubectl %s\n%s", strings.Join(args, " "), out)
+	return nil
+}
+
+// summary prints a table of the pools, one node per row: what
+// `kubectl get ciliumnode -o yaml` holds, counted.
+func (d *world) summary(states []poolState) {
+	d.p.mu.Lock()
+	defer d.p.mu.Unlock()
+	tw := tabwriter.NewWriter(d.out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NODE\tINSTANCE TYPE\tZONE\tENIS\tPOOL\tUSED\tFREE\tPODS\tPOOL IPS FROM")
+	for _, s := range states {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\n", s.node.name, s.node.instanceType, s.node.zone,
+			len(s.cn.Status.ENI.ENIs), s.pool, s.used, s.free, len(s.node.pods), strings.Join(d.poolSubnets(s), ", "))
+	}
+	tw.Flush()
+	fmt.Fprintln(d.out, "ENIS counts the primary ENI; USED counts the pods' IPs and the agent's router and health IPs.")
+}
+
+// poolSubnets names the subnets the node's pool IPs come from.
+func (d *world) poolSubnets(s poolState) []string {
+	var out []string
+	for _, entry := range s.cn.Spec.IPAM.Pool {
+		eni, ok := s.cn.Status.ENI.ENIs[entry.Resource]
+		if !ok {
+			continue
+		}
+		name := d.vpc.subnetNames[eni.Subnet.ID]
+		if name == "" {
+			name = eni.Subnet.ID
+		}
+		if label := name + " " + eni.Subnet.CIDR.String(); !slices.Contains(out, label) {
+			out = append(out, label)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// placement checks that every pool IP is where the policy asks: on a
+// secondary ENI, in a pod subnet, with the pod security group; it says
+// so, or lists what is not.
+func (d *world) placement(states []poolState) string {
+	var wrong []string
+	ips := 0
+	for _, s := range states {
+		for ip, entry := range s.cn.Spec.IPAM.Pool {
+			ips++
+			eni, ok := s.cn.Status.ENI.ENIs[entry.Resource]
+			switch {
+			case !ok:
+				wrong = append(wrong, fmt.Sprintf("%s %s: ENI %q not in status.eni.enis", s.node.name, ip, entry.Resource))
+			case eni.Number < 1:
+				wrong = append(wrong, fmt.Sprintf("%s %s: on the primary ENI", s.node.name, ip))
+			case !d.vpc.podSubnets[eni.Subnet.ID]:
+				wrong = append(wrong, fmt.Sprintf("%s %s: in subnet %s, not a pod subnet", s.node.name, ip, eni.Subnet.ID))
+			case len(eni.SecurityGroups) == 0 || slices.ContainsFunc(eni.SecurityGroups, func(g string) bool { return !d.vpc.podGroups[g] }):
+				wrong = append(wrong, fmt.Sprintf("%s %s: security groups %v", s.node.name, ip, eni.SecurityGroups))
+			}
+		}
+	}
+	if len(wrong) > 0 {
+		slices.Sort(wrong)
+		return "NOT as ENIPolicy " + policyName + " asks:\n    " + strings.Join(wrong, "\n    ")
+	}
+	var groups []string
+	for id := range d.vpc.podGroups {
+		groups = append(groups, d.vpc.groupNames[id])
+	}
+	slices.Sort(groups)
+	return fmt.Sprintf("All %d pool IPs are on secondary ENIs in the subnets tagged %s=true, with security group %s,\n"+
+		"as ENIPolicy %s asks; the primary ENIs and node subnets stay the hosts'.", ips, podsTag, strings.Join(groups, ", "), policyName)
+}
+
+// explore prints how to look around while the demo runs.
+func (d *world) explore() {
+	example := d.nodes[0].name
+	d.p.printf("\nExplore it with kubectl while the demo runs:\n")
+	if _, err := exec.LookPath("kubectl"); err != nil {
+		d.p.printf("  export PATH=%s:$PATH\n", filepath.Dir(d.kubectl))
+	}
+	d.p.printf("  export KUBECONFIG=%s\n", d.kubeconfig)
+	d.p.printf("  kubectl get ciliumnode %s -o yaml   # spec.ipam.pool, status.eni.enis, status.ipam.used\n", example)
+	d.p.printf("  kubectl describe enipolicy %s\n", policyName)
+	d.p.printf("  curl -s http://%s/metrics | grep -E '^enipam_(nodes|enis_created|ips_assigned)'\n", d.metrics)
+	d.p.printf("Logs: %s/ (enipam-operator.log, ec2sim.log, demo.log)\n", d.rel(d.logDir))
+}
