@@ -36,7 +36,7 @@ func (s ScaleUp) Name() string {
 func (s ScaleUp) Run(ctx context.Context, e *Env) (*Report, error) {
 	rep := &Report{Scenario: s.Name(), Started: time.Now(), Params: map[string]any{
 		"nodes": s.Nodes, "newENI": s.NewENI, "instanceType": s.InstanceType, "preAllocate": s.PreAllocate,
-		"ec2": "ec2sim realistic: EC2 default buckets, mutating calls 150-400 ms, describes 50-150 ms, attach 2-5 s",
+		"ec2":                 "ec2sim realistic: EC2 default buckets, mutating calls 150-400 ms, describes 50-150 ms, attach 2-5 s",
 		"agentUpdateInterval": "15s",
 	}}
 	args := []string{fmt.Sprintf("--vpc-id=%s", fleetVPC), fmt.Sprintf("--pre-allocate=%d", s.PreAllocate)}

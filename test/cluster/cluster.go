@@ -13,6 +13,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,12 +21,14 @@ import (
 	"time"
 
 	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
+	"github.com/go-logr/logr"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/yaml"
 
 	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
@@ -208,6 +211,9 @@ func (c *Cluster) AddUser(name string, groups ...string) (*rest.Config, error) {
 //
 //	func TestMain(m *testing.M) { os.Exit(cluster.Main(m, func(c *cluster.Cluster) { env = c })) }
 func Main(m interface{ Run() int }, use func(*Cluster)) int {
+	// controller-runtime's global logger (envtest, clients without one of
+	// their own) goes to stderr, shown with the failures of `go test`.
+	ctrllog.SetLogger(logr.FromSlogHandler(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	c, err := Start()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "cluster: %v\n", err)

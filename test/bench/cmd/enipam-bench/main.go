@@ -9,12 +9,16 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/go-logr/logr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/enipam/enipam/test/bench"
 	"github.com/enipam/enipam/test/cluster"
@@ -33,6 +37,9 @@ func main() {
 	watermark := flag.Int("churn-watermark", -1, "churn: max-above-watermark (default the scenario's)")
 	delay := flag.Duration("churn-release-delay", 0, "churn: excess IP release delay (default the scenario's)")
 	flag.Parse()
+	// envtest logs through controller-runtime's global logger; only its
+	// warnings matter here.
+	ctrllog.SetLogger(logr.FromSlogHandler(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
