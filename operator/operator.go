@@ -65,6 +65,7 @@ func New(opts Options, restCfg *rest.Config, awsCfg aws.Config, reg prometheus.R
 		Logger:                        logr.FromSlogHandler(log.Handler()),
 		Metrics:                       metricsserver.Options{BindAddress: opts.MetricsAddress},
 		HealthProbeBindAddress:        opts.HealthAddress,
+		PprofBindAddress:              opts.PprofAddress,
 		LeaderElection:                opts.LeaderElect,
 		LeaderElectionID:              opts.LeaderElectionID,
 		LeaderElectionNamespace:       opts.LeaderNamespace,

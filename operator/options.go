@@ -37,6 +37,7 @@ type Options struct {
 
 	MetricsAddress   string
 	HealthAddress    string
+	PprofAddress     string
 	LeaderElect      bool
 	LeaderNamespace  string
 	LeaderElectionID string
@@ -89,6 +90,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.ReleaseDelay, "excess-ip-release-delay", o.ReleaseDelay, "Default time IPs stay in excess before release.")
 	fs.StringVar(&o.MetricsAddress, "metrics-bind-address", o.MetricsAddress, "Prometheus metrics address (0 = off).")
 	fs.StringVar(&o.HealthAddress, "health-probe-bind-address", o.HealthAddress, "Health and readiness probe address (0 = off).")
+	fs.StringVar(&o.PprofAddress, "pprof-bind-address", o.PprofAddress, "Go profiling (net/http/pprof) address; empty or 0 = off.")
 	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "Elect a leader among replicas through a Lease; only the leader talks to EC2.")
 	fs.StringVar(&o.LeaderNamespace, "leader-election-namespace", o.LeaderNamespace, "Namespace of the leader Lease (env POD_NAMESPACE).")
 	fs.StringVar(&o.LeaderElectionID, "leader-election-id", o.LeaderElectionID, "Name of the leader Lease.")

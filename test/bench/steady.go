@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -36,7 +37,12 @@ func (s Steady) Run(ctx context.Context, e *Env) (*Report, error) {
 		"nodes": s.Nodes, "window": s.Window.String(), "resyncInterval": resync.String(),
 		"poolPerNode": 18, "enisPerNode": 2, "preAllocate": 8, "maxAboveWatermark": 8, "ec2": "ec2sim realistic",
 	}}
-	args := []string{"--vpc-id=" + fleetVPC, "--pre-allocate=8", "--max-above-watermark=8", "--resync-interval=" + resync.String()}
+	pprofPort, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	args := []string{"--vpc-id=" + fleetVPC, "--pre-allocate=8", "--max-above-watermark=8", "--resync-interval=" + resync.String(),
+		fmt.Sprintf("--pprof-bind-address=127.0.0.1:%d", pprofPort)}
 	seeded := ", secondaryIPs: 9, enis: [{deviceIndex: 1, secondaryIPs: 9, deleteOnTermination: true}]"
 	w, err := e.startWorld(ctx, s.Name(), fleetScenario(s.Nodes, "m5.large", seeded, true), args,
 		agentsim.Options{UpdateInterval: 15 * time.Second, QPS: 1000, Burst: 2000, Writers: 32, SampleInterval: -1})
@@ -119,10 +125,16 @@ func (s Steady) Run(ctx context.Context, e *Env) (*Report, error) {
 	}
 	writes := sum(m1, "enipam_ciliumnode_writes_total", nil) - sum(m0, "enipam_ciliumnode_writes_total", nil)
 	rssMiB := float64(u1.RSSBytes) / (1 << 20)
+	heapPath := filepath.Join(w.dir, "operator.heap.pprof")
+	if err := fetch(ctx, fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/heap?gc=1", pprofPort), heapPath); err == nil {
+		rep.Params["heapProfile"] = heapPath
+	}
 
 	rep.add("time until every node was served", settle, "")
 	rep.add("operator RSS at the end", rssMiB, "MiB")
 	rep.add("operator peak RSS", float64(u1.PeakRSSBytes)/(1<<20), "MiB")
+	rep.add("operator Go heap in use", sum(m1, "go_memstats_heap_inuse_bytes", nil)/(1<<20), "MiB")
+	rep.add("operator goroutines", sum(m1, "go_goroutines", nil), "")
 	rep.add("operator CPU per minute", (u1.CPUSeconds-u0.CPUSeconds)/minutes, "s")
 	rep.add("EC2 describe calls per minute", float64(describes)/minutes, "")
 	rep.add("EC2 DescribeNetworkInterfaces per minute", float64(counters.Succeeded("DescribeNetworkInterfaces"))/minutes, "")
