@@ -202,3 +202,40 @@ func TestPoolGrowsAheadOfUseUntilCapacity(t *testing.T) {
 		t.Errorf("mutating calls went from %d to %d at capacity; want none", before, after)
 	}
 }
+
+// TestPrefixDelegation: m5.large (nitro) under a policy with prefix
+// delegation, pre-allocate 20 → one Assign of two /28 prefixes on the
+// primary ENI, and all 32 addresses of the prefixes in the pool, each on
+// that ENI.
+func TestPrefixDelegation(t *testing.T) {
+	r := newRig(t, vpcScenario)
+	yes := true
+	p := &enipamv1alpha1.ENIPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: "prefixes"},
+		Spec:       enipamv1alpha1.ENIPolicySpec{PrefixDelegation: &yes, PreAllocate: i32(20)},
+	}
+	if err := r.c.Create(r.ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	r.startOperator(r.options())
+	r.addNode("node-pfx", "i-0a000000000000001", "us-east-1a", nil, ipamtypes.IPAMSpec{})
+	cn := r.waitNode("node-pfx", 20*time.Second, "32 pool IPs", func(cn *ciliumv2.CiliumNode) bool { return len(cn.Spec.IPAM.Pool) == 32 })
+	time.Sleep(300 * time.Millisecond)
+	if got := r.calls("AssignPrivateIpAddresses"); got != 1 {
+		t.Errorf("AssignPrivateIpAddresses calls = %d, want 1", got)
+	}
+	var primary string
+	for id, e := range cn.Status.ENI.ENIs {
+		if e.Number == 0 {
+			primary = id
+			if len(e.Prefixes) != 2 {
+				t.Errorf("primary ENI lists %d prefixes in status, want 2", len(e.Prefixes))
+			}
+		}
+	}
+	for ip, e := range cn.Spec.IPAM.Pool {
+		if e.Resource != primary {
+			t.Errorf("pool IP %s on %s, want the primary %s", ip, e.Resource, primary)
+		}
+	}
+}
