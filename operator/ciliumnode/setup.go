@@ -2,6 +2,7 @@ package ciliumnode
 
 import (
 	"context"
+	"maps"
 
 	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
 	corev1 "k8s.io/api/core/v1"
@@ -104,18 +105,6 @@ func (r *Reconciler) allNodes(ctx context.Context, _ client.Object) []reconcile.
 var nodeChanged = predicate.Funcs{
 	UpdateFunc: func(e event.UpdateEvent) bool {
 		o, n := e.ObjectOld.(*corev1.Node), e.ObjectNew.(*corev1.Node)
-		return o.Spec.ProviderID != n.Spec.ProviderID || !mapsEqual(o.Labels, n.Labels)
+		return o.Spec.ProviderID != n.Spec.ProviderID || !maps.Equal(o.Labels, n.Labels)
 	},
-}
-
-func mapsEqual(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
 }

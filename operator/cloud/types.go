@@ -6,6 +6,7 @@
 package cloud
 
 import (
+	"maps"
 	"net/netip"
 	"slices"
 )
@@ -102,7 +103,7 @@ func (e ENI) Clone() ENI {
 	e.IPs = slices.Clone(e.IPs)
 	e.Prefixes = slices.Clone(e.Prefixes)
 	e.SecurityGroups = slices.Clone(e.SecurityGroups)
-	e.Tags = cloneTags(e.Tags)
+	e.Tags = maps.Clone(e.Tags)
 	return e
 }
 
@@ -159,15 +160,4 @@ func MatchTags(tags, want map[string]string) bool {
 		}
 	}
 	return true
-}
-
-func cloneTags(t map[string]string) map[string]string {
-	if t == nil {
-		return nil
-	}
-	out := make(map[string]string, len(t))
-	for k, v := range t {
-		out[k] = v
-	}
-	return out
 }

@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -82,7 +83,7 @@ func (r *Report) Print(w io.Writer) {
 	for k, v := range r.Params {
 		params = append(params, fmt.Sprintf("%s=%v", k, v))
 	}
-	sortStrings(params)
+	slices.Sort(params)
 	fmt.Fprintf(w, "parameters: %s\n", strings.Join(params, " "))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	for _, f := range r.Figures {
@@ -114,12 +115,4 @@ func (r *Report) Write(dir string) (string, error) {
 		return "", err
 	}
 	return path, os.WriteFile(path, append(data, '\n'), 0o644)
-}
-
-func sortStrings(s []string) {
-	for i := 1; i < len(s); i++ {
-		for j := i; j > 0 && s[j] < s[j-1]; j-- {
-			s[j], s[j-1] = s[j-1], s[j]
-		}
-	}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/enipam/enipam/test/agentsim"
+	"github.com/enipam/enipam/test/cluster"
 )
 
 // Steady is the steady scenario: Nodes idle nodes, each instance already
@@ -37,12 +38,12 @@ func (s Steady) Run(ctx context.Context, e *Env) (*Report, error) {
 		"nodes": s.Nodes, "window": s.Window.String(), "resyncInterval": resync.String(),
 		"poolPerNode": 18, "enisPerNode": 2, "preAllocate": 8, "maxAboveWatermark": 8, "ec2": "ec2sim realistic",
 	}}
-	pprofPort, err := freePort()
+	pprofAddr, err := cluster.FreeAddr()
 	if err != nil {
 		return nil, err
 	}
 	args := []string{"--vpc-id=" + fleetVPC, "--pre-allocate=8", "--max-above-watermark=8", "--resync-interval=" + resync.String(),
-		fmt.Sprintf("--pprof-bind-address=127.0.0.1:%d", pprofPort)}
+		"--pprof-bind-address=" + pprofAddr}
 	seeded := ", secondaryIPs: 9, enis: [{deviceIndex: 1, secondaryIPs: 9, deleteOnTermination: true}]"
 	w, err := e.startWorld(ctx, s.Name(), fleetScenario(s.Nodes, "m5.large", seeded, true), args,
 		agentsim.Options{UpdateInterval: 15 * time.Second, QPS: 1000, Burst: 2000, Writers: 32, SampleInterval: -1})
@@ -126,7 +127,7 @@ func (s Steady) Run(ctx context.Context, e *Env) (*Report, error) {
 	writes := sum(m1, "enipam_ciliumnode_writes_total", nil) - sum(m0, "enipam_ciliumnode_writes_total", nil)
 	rssMiB := float64(u1.RSSBytes) / (1 << 20)
 	heapPath := filepath.Join(w.dir, "operator.heap.pprof")
-	if err := fetch(ctx, fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/heap?gc=1", pprofPort), heapPath); err == nil {
+	if err := fetch(ctx, "http://"+pprofAddr+"/debug/pprof/heap?gc=1", heapPath); err == nil {
 		rep.Params["heapProfile"] = heapPath
 	}
 

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -93,14 +92,14 @@ func (e *Env) startWorld(ctx context.Context, name, scenarioYAML string, opArgs 
 		w.stop()
 		return nil, err
 	}
-	port, err := freePort()
+	metricsAddr, err := cluster.FreeAddr()
 	if err != nil {
 		w.stop()
 		return nil, err
 	}
-	w.metricsURL = fmt.Sprintf("http://127.0.0.1:%d/metrics", port)
+	w.metricsURL = "http://" + metricsAddr + "/metrics"
 	e.say("%s: starting enipam-operator %v", name, opArgs)
-	args := append([]string{fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", port)}, opArgs...)
+	args := append([]string{"--metrics-bind-address=" + metricsAddr}, opArgs...)
 	if w.op, err = stack.StartOperator(ctx, e.Bins.Operator, dir, "enipam-operator", kubeconfig, w.sim.Endpoints.EC2, "bench", args...); err != nil {
 		w.stop()
 		return nil, err
@@ -214,15 +213,6 @@ func labelsMatch(m *dto.Metric, match map[string]string) bool {
 		}
 	}
 	return true
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // statusErrors counts CiliumNodes whose operator-status holds an error.

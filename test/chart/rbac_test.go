@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"sync"
@@ -18,6 +17,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/enipam/enipam/test/cluster"
 )
 
 // rbacNamespace is the release namespace of the RBAC tests.
@@ -102,17 +103,6 @@ func eventually(t *testing.T, what string, timeout time.Duration, cond func() bo
 	}
 }
 
-// freeAddr returns a local address nothing listens on.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
 // lockedBuffer collects a running component's logs.
 type lockedBuffer struct {
 	mu  sync.Mutex
@@ -147,4 +137,14 @@ func httpStatus(url string) int {
 	}
 	resp.Body.Close()
 	return resp.StatusCode
+}
+
+// freeAddr returns a local address nothing listens on.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	addr, err := cluster.FreeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return addr
 }

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -270,6 +271,17 @@ func RepoRoot() (string, error) {
 		}
 		dir = parent
 	}
+}
+
+// FreeAddr returns a 127.0.0.1 address nothing listens on, for a server a
+// test or the demo starts.
+func FreeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
 }
 
 // printLogs prints the last lines of each control-plane log, and where the

@@ -3,7 +3,6 @@ package demo
 import (
 	"context"
 	"fmt"
-	"net"
 	"slices"
 	"strings"
 	"sync"
@@ -16,6 +15,7 @@ import (
 
 	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
 	"github.com/enipam/enipam/test/agentsim"
+	"github.com/enipam/enipam/test/cluster"
 	"github.com/enipam/enipam/test/stack"
 )
 
@@ -113,7 +113,7 @@ func (d *world) createPolicy(ctx context.Context) error {
 }
 
 func (d *world) startOperator(procCtx context.Context) error {
-	addr, err := freeAddress()
+	addr, err := cluster.FreeAddr()
 	if err != nil {
 		return err
 	}
@@ -124,16 +124,6 @@ func (d *world) startOperator(procCtx context.Context) error {
 	}
 	d.operator, d.metrics = p, addr
 	return nil
-}
-
-// freeAddress returns a loopback address with a port free right now.
-func freeAddress() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", fmt.Errorf("finding a free port, %w", err)
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
 }
 
 // joinNodes starts a simulated cilium-agent per instance, registers each

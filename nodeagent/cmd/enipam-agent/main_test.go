@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -85,16 +84,6 @@ func TestBinaryRefusesInvalidFlags(t *testing.T) {
 	}
 }
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
 // syncBuffer collects the program's logs while it runs.
 type syncBuffer struct {
 	mu  sync.Mutex
@@ -111,4 +100,14 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// freeAddr returns a local address nothing listens on.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	addr, err := cluster.FreeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return addr
 }
