@@ -19,7 +19,7 @@ var GroupVersion = schema.GroupVersion{Group: "enipam.io", Version: "v1alpha1"}
 func AddToScheme(s *runtime.Scheme) error { return addKnownTypes(s) }
 
 func addKnownTypes(s *runtime.Scheme) error {
-	s.AddKnownTypes(GroupVersion, &ENIPolicy{}, &ENIPolicyList{})
+	s.AddKnownTypes(GroupVersion, &ENIPolicy{}, &ENIPolicyList{}, &NodeRouting{}, &NodeRoutingList{})
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil
 }

@@ -23,6 +23,9 @@ type API interface {
 	// GetInstances returns the named instances that exist (unknown IDs are
 	// left out, not an error) and every ENI attached to them.
 	GetInstances(ctx context.Context, instanceIDs []string) ([]Instance, []ENI, error)
+	// GetENIs describes the named ENIs; IDs EC2 does not know (or not
+	// yet, under eventual consistency) are left out, not an error.
+	GetENIs(ctx context.Context, eniIDs []string) ([]ENI, error)
 	// InstanceTypes returns the limits of the named types; unknown names
 	// are left out of the result.
 	InstanceTypes(ctx context.Context, names []string) ([]InstanceType, error)

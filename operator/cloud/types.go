@@ -52,6 +52,13 @@ const (
 	ENIDetaching = "detaching"
 )
 
+// Attachment states as EC2 reports them.
+const (
+	AttachmentAttaching = "attaching"
+	AttachmentAttached  = "attached"
+	AttachmentDetaching = "detaching"
+)
+
 // ENI is an elastic network interface.
 type ENI struct {
 	ID          string
@@ -68,6 +75,10 @@ type ENI struct {
 	DeviceIndex         int
 	AttachmentID        string
 	DeleteOnTermination bool
+	// AttachmentStatus is EC2's attachment state: attaching, attached,
+	// detaching; empty when not attached. Addresses of an ENI reach pods
+	// only once it is attached (and routed on the node).
+	AttachmentStatus string
 	// PrimaryIP is the ENI's own address; it never carries pods.
 	PrimaryIP netip.Addr
 	// IPs are the secondary private IPv4 addresses.

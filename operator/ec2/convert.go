@@ -56,8 +56,9 @@ func eniFrom(e types.NetworkInterface) cloud.ENI {
 		out.DeviceIndex = int(aws.ToInt32(a.DeviceIndex))
 		out.AttachmentID = aws.ToString(a.AttachmentId)
 		out.DeleteOnTermination = aws.ToBool(a.DeleteOnTermination)
+		out.AttachmentStatus = string(a.Status)
 		if a.Status == types.AttachmentStatusDetached {
-			out.InstanceID, out.AttachmentID = "", ""
+			out.InstanceID, out.AttachmentID, out.AttachmentStatus = "", "", ""
 		}
 	}
 	for _, g := range e.Groups {

@@ -160,6 +160,16 @@ func (c *Client) describeENIs(ctx context.Context, filters ...types.Filter) ([]c
 	return enis, nil
 }
 
+// GetENIs implements cloud.API with a filter on the IDs, not
+// NetworkInterfaceId.N: EC2 fails a whole describe by ID when one of them
+// does not exist, and an ENI EC2 does not show yet is no error here.
+func (c *Client) GetENIs(ctx context.Context, ids []string) ([]cloud.ENI, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	return c.describeENIs(ctx, filter("network-interface-id", ids...))
+}
+
 // InstanceTypes implements cloud.API.
 func (c *Client) InstanceTypes(ctx context.Context, names []string) ([]cloud.InstanceType, error) {
 	var out []cloud.InstanceType

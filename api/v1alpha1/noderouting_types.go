@@ -1,0 +1,192 @@
+package v1alpha1
+
+import (
+	"net/netip"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// NodeRouting is the contract between enipam-operator and the enipam-agent
+// of one node, named after the node. The operator writes the spec: what the
+// agent must route there under the node's policy. The agent writes the
+// status: the ENIs and addresses it has routed. An address enters the
+// node's CiliumNode pool only once this status lists it, so no pod is ever
+// given an address its node cannot route yet.
+//
+// It lives apart from the CiliumNode because Cilium's agent rewrites that
+// object's metadata on every start (nodediscovery's mutateNodeResource), so
+// nothing either enipam component keeps there would survive.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:scope=Cluster,shortName=nrt
+// +kubebuilder:subresource:status
+// +kubebuilder:printcolumn:name="Instance",type=string,JSONPath=`.spec.instanceID`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="ENIs",type=integer,JSONPath=`.status.routedENIs`
+// +kubebuilder:printcolumn:name="IPs",type=integer,JSONPath=`.status.routedIPs`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type NodeRouting struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   NodeRoutingSpec   `json:"spec,omitempty"`
+	Status NodeRoutingStatus `json:"status,omitempty"`
+}
+
+// NodeRoutingSpec is what the operator asks of the node's agent: the
+// effective values of the node's policy that decide which ENIs carry pod
+// addresses. The ENIs themselves and their addresses are in the
+// CiliumNode's status.eni.enis and spec.ipam.pool.
+type NodeRoutingSpec struct {
+	// InstanceID is the EC2 instance the operator serves for this node.
+	// +optional
+	InstanceID string `json:"instanceID,omitempty"`
+
+	// FirstInterfaceIndex is the lowest device index whose ENI carries pod
+	// addresses.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=127
+	FirstInterfaceIndex int32 `json:"firstInterfaceIndex"`
+
+	// ExcludeInterfaceTags: ENIs carrying all of these tags carry no pod
+	// addresses and their links are never touched.
+	// +optional
+	ExcludeInterfaceTags map[string]string `json:"excludeInterfaceTags,omitempty"`
+}
+
+// NodeRoutingStatus is the agent's report.
+type NodeRoutingStatus struct {
+	// ObservedGeneration is the spec generation the agent acted on.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// ENIs are the ENIs whose link, route table and rules are in place,
+	// each with the addresses whose rules are installed.
+	// +listType=map
+	// +listMapKey=id
+	// +optional
+	ENIs []RoutedENI `json:"enis,omitempty"`
+
+	// RoutedENIs and RoutedIPs count ENIs and their addresses, for
+	// kubectl get.
+	// +optional
+	RoutedENIs int32 `json:"routedENIs,omitempty"`
+	// +optional
+	RoutedIPs int32 `json:"routedIPs,omitempty"`
+
+	// Conditions: Ready is True when every ENI the agent must route is
+	// routed.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// RoutedENI is one ENI the agent has routed.
+type RoutedENI struct {
+	// ID is the EC2 ENI ID.
+	ID string `json:"id"`
+	// MAC is the address of the ENI's link on the node.
+	MAC string `json:"mac,omitempty"`
+	// Number is the ENI's device index.
+	Number int32 `json:"number"`
+	// Table is the ENI's route table.
+	Table int32 `json:"table,omitempty"`
+	// IPs are the addresses whose rules are installed.
+	// +listType=set
+	// +optional
+	IPs []string `json:"ips,omitempty"`
+	// Prefixes are delegated /28 prefixes whose rules are installed (one
+	// rule each), standing for every address inside them.
+	// +listType=set
+	// +optional
+	Prefixes []string `json:"prefixes,omitempty"`
+}
+
+// Condition types and reasons of a NodeRouting.
+const (
+	// ConditionReady is True when every ENI the agent must route is routed.
+	ConditionReady = "Ready"
+
+	ReasonRouted       = "Routed"
+	ReasonLinkNotFound = "LinkNotFound"
+	ReasonRouteFailed  = "RouteFailed"
+	ReasonAgentStopped = "AgentStopped"
+)
+
+// NodeRoutingList is a list of NodeRouting.
+//
+// +kubebuilder:object:root=true
+type NodeRoutingList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []NodeRouting `json:"items"`
+}
+
+// Routes reports whether the status lists ip as routed on the ENI eniID,
+// as a single address or inside one of its prefixes.
+func (s *NodeRoutingStatus) Routes(eniID, ip string) bool {
+	for i := range s.ENIs {
+		e := &s.ENIs[i]
+		if e.ID != eniID {
+			continue
+		}
+		for _, a := range e.IPs {
+			if a == ip {
+				return true
+			}
+		}
+		return prefixesContain(e.Prefixes, ip)
+	}
+	return false
+}
+
+// Routed indexes the status for lookups: it returns a function reporting
+// whether ip (an address or, parsed, one inside a routed prefix) is routed
+// on the ENI eniID.
+func (s *NodeRoutingStatus) Routed() func(eniID string, ip netip.Addr) bool {
+	type key struct {
+		eni string
+		ip  netip.Addr
+	}
+	ips := map[key]bool{}
+	prefixes := map[string][]netip.Prefix{}
+	for i := range s.ENIs {
+		e := &s.ENIs[i]
+		for _, a := range e.IPs {
+			if addr, err := netip.ParseAddr(a); err == nil {
+				ips[key{e.ID, addr}] = true
+			}
+		}
+		for _, p := range e.Prefixes {
+			if pfx, err := netip.ParsePrefix(p); err == nil {
+				prefixes[e.ID] = append(prefixes[e.ID], pfx.Masked())
+			}
+		}
+	}
+	return func(eniID string, ip netip.Addr) bool {
+		if ips[key{eniID, ip}] {
+			return true
+		}
+		for _, p := range prefixes[eniID] {
+			if p.Contains(ip) {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+func prefixesContain(prefixes []string, ip string) bool {
+	addr, err := netip.ParseAddr(ip)
+	if err != nil {
+		return false
+	}
+	for _, p := range prefixes {
+		if pfx, err := netip.ParsePrefix(p); err == nil && pfx.Masked().Contains(addr) {
+			return true
+		}
+	}
+	return false
+}
