@@ -3,6 +3,7 @@ package ec2
 import (
 	"context"
 	"errors"
+	"strings"
 
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/smithy-go"
@@ -36,6 +37,27 @@ var kinds = map[string]error{
 	"Unavailable":                        cloud.ErrUnavailable,
 }
 
+// subnetFullMessage is how EC2 words a full subnet inside an
+// InvalidParameterValue (Cilium matches the same text: pkg/aws/api SubnetFullErrMsgStr).
+const subnetFullMessage = "There aren't sufficient free Ipv4 addresses or prefixes"
+
+// Kind maps an EC2 error code and message, and the HTTP status of the
+// answer (0 when unknown), onto one of the cloud sentinels. It is the one
+// place where EC2's codes are interpreted; in-process fakes of the cloud
+// use it too.
+func Kind(code, message string, status int) error {
+	if kind, known := kinds[code]; known {
+		return kind
+	}
+	switch {
+	case code == "InvalidParameterValue" && strings.Contains(message, subnetFullMessage):
+		return cloud.ErrSubnetFull
+	case status >= 500:
+		return cloud.ErrUnavailable
+	}
+	return cloud.ErrInvalid
+}
+
 // classify turns an SDK error into a *cloud.Error; context errors pass
 // through unchanged so callers see cancellation as such.
 func classify(action string, err error) error {
@@ -53,15 +75,11 @@ func classify(action string, err error) error {
 	var api smithy.APIError
 	if errors.As(err, &api) {
 		out.Code, out.Message = api.ErrorCode(), api.ErrorMessage()
-		kind, known := kinds[out.Code]
-		switch {
-		case known:
-			out.Kind = kind
-		case re != nil && re.HTTPStatusCode() >= 500:
-			out.Kind = cloud.ErrUnavailable
-		default:
-			out.Kind = cloud.ErrInvalid
+		status := 0
+		if re != nil {
+			status = re.HTTPStatusCode()
 		}
+		out.Kind = Kind(out.Code, out.Message, status)
 	}
 	// Anything without an API error (connection refused, timeout) is a
 	// failure to reach EC2, which a later attempt may overcome.
