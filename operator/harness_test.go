@@ -43,6 +43,9 @@ type rig struct {
 	ec2   string
 	admin *ec2sim.AdminClient
 	c     client.Client
+	// agents play enipam-agent on every node: they report routed what the
+	// real agent would route.
+	agents *routingAgents
 }
 
 // newRig starts ec2sim on a free port from a scenario in YAML.
@@ -67,6 +70,7 @@ func newRig(t *testing.T, scenarioYAML string) *rig {
 		cancel()
 		_ = sim.Close()
 	})
+	r.agents = r.startRoutingAgents()
 	return r
 }
 
@@ -257,6 +261,7 @@ func (r *rig) cleanupAPI() {
 	_ = r.c.DeleteAllOf(ctx, &ciliumv2.CiliumNode{})
 	_ = r.c.DeleteAllOf(ctx, &corev1.Node{})
 	_ = r.c.DeleteAllOf(ctx, &enipamv1alpha1.ENIPolicy{})
+	_ = r.c.DeleteAllOf(ctx, &enipamv1alpha1.NodeRouting{})
 	_ = r.c.DeleteAllOf(ctx, &eventsv1.Event{}, client.InNamespace("default"))
 }
 

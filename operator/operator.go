@@ -114,9 +114,10 @@ func New(opts Options, restCfg *rest.Config, awsCfg aws.Config, reg prometheus.R
 			Knobs: opts.Knobs, FirstInterfaceIndex: opts.FirstInterfaceIndex, PrefixDelegation: opts.PrefixDelegation,
 			ReleaseExcessIPs: opts.ReleaseExcessIPs, ReleaseDelay: opts.ReleaseDelay,
 		},
-		RetryBase:    time.Second,
-		RetryMax:     2 * time.Minute,
-		BlockedRetry: opts.ResyncInterval,
+		ConsistencyGrace: min(opts.ResyncInterval, 2*time.Minute),
+		RetryBase:        time.Second,
+		RetryMax:         2 * time.Minute,
+		BlockedRetry:     opts.ResyncInterval,
 	}, log.With("component", "ciliumnode"))
 	if err := reg.Register(nodes); err != nil {
 		return nil, err

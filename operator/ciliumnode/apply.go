@@ -2,11 +2,14 @@ package ciliumnode
 
 import (
 	"context"
-	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"maps"
+	"net/netip"
+	"slices"
+	"time"
 
 	"github.com/enipam/enipam/operator/cloud"
 	"github.com/enipam/enipam/operator/pool"
@@ -36,7 +39,7 @@ func (s *nodeSync) apply(ctx context.Context, p *pool.Plan) error {
 			Tags:           s.eniTags(),
 			SecondaryIPs:   c.IPs,
 			Prefixes:       c.Prefixes,
-			ClientToken:    clientToken(),
+			ClientToken:    s.clientToken(c.DeviceIndex),
 		})
 		if err != nil {
 			if errors.Is(err, cloud.ErrSubnetFull) {
@@ -64,17 +67,21 @@ func (s *nodeSync) apply(ctx context.Context, p *pool.Plan) error {
 
 func (s *nodeSync) assign(ctx context.Context, eniID string, ips, prefixes int) error {
 	r := s.r
-	var subnet string
-	for _, e := range s.snap.ENIs {
-		if e.ID == eniID {
-			subnet = e.SubnetID
+	var eni *cloud.ENI
+	for i := range s.snap.ENIs {
+		if s.snap.ENIs[i].ID == eniID {
+			eni = &s.snap.ENIs[i]
 		}
+	}
+	if eni == nil {
+		return fmt.Errorf("assigning to %s: %w: not an ENI of instance %s", eniID, cloud.ErrNotFound, s.instanceID)
 	}
 	var err error
 	if prefixes > 0 {
 		got, perr := r.api.AssignPrefixes(ctx, eniID, prefixes)
 		err = perr
 		if perr == nil {
+			got = s.newPrefixes(eni, got)
 			r.inv.RecordAssigned(eniID, nil, got)
 			r.metrics.ipsAssigned.Add(float64(pool.IPsPerPrefix * len(got)))
 		}
@@ -82,6 +89,7 @@ func (s *nodeSync) assign(ctx context.Context, eniID string, ips, prefixes int) 
 		got, aerr := r.api.AssignIPs(ctx, eniID, ips)
 		err = aerr
 		if aerr == nil {
+			got = s.newIPs(eni, got)
 			r.inv.RecordAssigned(eniID, got, nil)
 			r.metrics.ipsAssigned.Add(float64(len(got)))
 		}
@@ -90,11 +98,44 @@ func (s *nodeSync) assign(ctx context.Context, eniID string, ips, prefixes int) 
 	case err == nil:
 		return nil
 	case errors.Is(err, cloud.ErrSubnetFull):
-		r.inv.RecordSubnetFull(subnet)
+		r.inv.RecordSubnetFull(eni.SubnetID)
+	case errors.Is(err, cloud.ErrNotFound) && r.inv.Young(eniID):
+		// EC2 does not know everywhere yet the ENI it just created.
+		return fmt.Errorf("assigning to %s, created moments ago: %w", eniID, errNotYet)
 	case errors.Is(err, cloud.ErrNotFound):
 		r.inv.RecordGone(eniID)
 	}
 	return fmt.Errorf("assigning to %s, %w", eniID, err)
+}
+
+// errNotYet: EC2 answered NotFound for an ENI this operator created within
+// the consistency grace; the step is retried, the ENI never forgotten.
+var errNotYet = &cloud.Error{Action: "consistency", Message: "not visible in EC2 yet", Kind: cloud.ErrUnavailable}
+
+// newIPs keeps of Assign's answer only addresses that are new to the ENI:
+// never its primary address, never one it already held (some
+// EC2-compatible endpoints answer with every address of the ENI).
+func (s *nodeSync) newIPs(eni *cloud.ENI, got []netip.Addr) []netip.Addr {
+	kept := slices.DeleteFunc(slices.Clone(got), func(ip netip.Addr) bool {
+		return ip == eni.PrimaryIP || eni.HasIP(ip) || !ip.Is4()
+	})
+	if len(kept) != len(got) {
+		s.r.log.Info("EC2's Assign answer named addresses that are not new; ignored", "node", s.cn.Name, "eni", eni.ID,
+			"answered", len(got), "new", len(kept))
+	}
+	return kept
+}
+
+// newPrefixes is newIPs for delegated prefixes.
+func (s *nodeSync) newPrefixes(eni *cloud.ENI, got []netip.Prefix) []netip.Prefix {
+	kept := slices.DeleteFunc(slices.Clone(got), func(p netip.Prefix) bool {
+		return slices.Contains(eni.Prefixes, p) || p.Bits() != 28 || !p.Addr().Is4()
+	})
+	if len(kept) != len(got) {
+		s.r.log.Info("EC2's Assign answer named prefixes that are not new; ignored", "node", s.cn.Name, "eni", eni.ID,
+			"answered", len(got), "new", len(kept))
+	}
+	return kept
 }
 
 // attach attaches an ENI and makes EC2 delete it with the instance.
@@ -103,10 +144,23 @@ func (s *nodeSync) attach(ctx context.Context, eniID string, index int) error {
 	r.inv.MarkInFlight(eniID)
 	defer r.inv.ClearInFlight(eniID)
 	attachment, err := r.api.AttachENI(ctx, eniID, s.instanceID, index)
-	if err != nil {
-		if errors.Is(err, cloud.ErrNotFound) {
-			r.inv.RecordGone(eniID)
+	switch {
+	case err == nil:
+	case errors.Is(err, cloud.ErrNotFound) && r.inv.Young(eniID):
+		return fmt.Errorf("attaching %s, created moments ago: %w", eniID, errNotYet)
+	case errors.Is(err, cloud.ErrNotFound):
+		r.inv.RecordGone(eniID)
+		return err
+	case errors.Is(err, cloud.ErrInvalid), errors.Is(err, cloud.ErrInUse), errors.Is(err, cloud.ErrENILimit):
+		// Most likely the device index is taken by an ENI the cache does
+		// not show yet (attached by an earlier life of this operator just
+		// before it died): look the instance up again, so the next plan
+		// adopts that ENI instead of colliding with it.
+		if rerr := r.inv.RefreshInstance(ctx, s.instanceID); rerr != nil {
+			r.log.Info("looking the instance up after a refused attach failed", "node", s.cn.Name, "instance", s.instanceID, "error", rerr)
 		}
+		return err
+	default:
 		return err
 	}
 	r.inv.RecordAttached(eniID, s.instanceID, index, attachment)
@@ -120,18 +174,33 @@ func (s *nodeSync) attach(ctx context.Context, eniID string, index int) error {
 
 // repairDeleteOnTermination sets the flag on this cluster's attached ENIs
 // that lack it (an earlier reconcile died between Attach and Modify), so
-// nothing of enipam survives the instance.
-func (s *nodeSync) repairDeleteOnTermination(ctx context.Context) error {
+// nothing of enipam survives the instance. A repair that fails (or does
+// not stick) backs off per ENI and is reported, never resent on every
+// reconcile; it does not hold up the pool.
+func (s *nodeSync) repairDeleteOnTermination(ctx context.Context) {
+	now := s.r.now()
 	for _, e := range s.snap.ENIs {
 		if e.DeviceIndex == 0 || e.DeleteOnTermination || e.AttachmentID == "" || e.Tags[cloud.TagCluster] != s.r.opts.Cluster {
+			delete(s.mem.repairs, e.ID)
 			continue
 		}
-		if err := s.r.api.SetDeleteOnTermination(ctx, e.ID, e.AttachmentID); err != nil {
-			return fmt.Errorf("setting delete-on-termination on %s, %w", e.ID, err)
+		rep := s.mem.repairs[e.ID]
+		if now.Before(rep.next) {
+			continue
 		}
+		err := s.r.api.SetDeleteOnTermination(ctx, e.ID, e.AttachmentID)
+		rep.failures++
+		rep.next = now.Add(s.r.retryAfter(rep.failures))
+		s.mem.repairs[e.ID] = rep
+		if err != nil {
+			s.r.warn(s.cn, s.mem, ReasonRepairFailing, fmt.Sprintf("setting delete-on-termination on %s failed %d times (next try in %s): %v",
+				e.ID, rep.failures, rep.next.Sub(now).Round(time.Second), err))
+			continue
+		}
+		// Counted as tried until a describe shows the flag: if EC2 keeps
+		// answering yes without keeping it, the tries still back off.
 		s.r.inv.RecordDeleteOnTermination(e.ID)
 	}
-	return nil
 }
 
 // eniTags are the tags of a new ENI: the policy's, then enipam's own
@@ -151,10 +220,19 @@ func (s *nodeSync) eniTags() map[string]string {
 // TagNode holds the name of the node an ENI was created for, for humans.
 const TagNode = "enipam.io/node"
 
-// clientToken returns a fresh idempotency token; the adapter's retries of
-// one Create reuse it.
-func clientToken() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
+// clientTokenWindow is how long one creation of a node's ENI at one
+// device index keeps its idempotency token.
+const clientTokenWindow = 10 * time.Minute
+
+// clientToken is the idempotency token of the ENI a node gets at a device
+// index. It is derived, not random: an operator that died after EC2
+// created the ENI, and restarted before any describe shows it (EC2 is
+// eventually consistent), asks again with the same token and gets the same
+// ENI instead of a second one. The time window lets a later, deliberate
+// creation at the same index (after the first ENI was deleted) get a new
+// ENI.
+func (s *nodeSync) clientToken(deviceIndex int) string {
+	window := s.r.now().Unix() / int64(clientTokenWindow/time.Second)
+	sum := sha256.Sum256(fmt.Appendf(nil, "%s/%s/%d/%d", s.r.opts.Cluster, s.instanceID, deviceIndex, window))
+	return hex.EncodeToString(sum[:16])
 }

@@ -45,6 +45,9 @@ type Options struct {
 	// RetryBase and RetryMax bound the per-node backoff after a transient
 	// failure.
 	RetryBase, RetryMax time.Duration
+	// ConsistencyGrace is how long a pool address may be missing from its
+	// ENI in EC2's describes before it is taken out of the pool.
+	ConsistencyGrace time.Duration
 	// BlockedRetry is how often a node that cannot grow (at capacity,
 	// subnets exhausted, instance unknown) is looked at again without any
 	// other change.
@@ -79,6 +82,19 @@ type memory struct {
 	state string
 	// writtenRV is the resourceVersion of the operator's last write.
 	writtenRV uint64
+	// missing: since when each pool address has been missing from its
+	// ENI in EC2.
+	missing map[string]time.Time
+	// attachCheckedAt is when attaching ENIs were last described.
+	attachCheckedAt time.Time
+	// repairs backs off DeleteOnTermination repairs per ENI.
+	repairs map[string]repair
+}
+
+// repair is the backoff of a repair that did not stick.
+type repair struct {
+	failures int
+	next     time.Time
 }
 
 // Node states, the values of enipam_nodes{state}.
@@ -142,7 +158,7 @@ func (r *Reconciler) memory(node string) *memory {
 	defer r.mu.Unlock()
 	m, ok := r.nodes[node]
 	if !ok {
-		m = &memory{}
+		m = &memory{missing: map[string]time.Time{}, repairs: map[string]repair{}}
 		r.nodes[node] = m
 	}
 	return m
@@ -212,6 +228,9 @@ const (
 	ReasonNoSecurityGroup    = "NoSecurityGroup"
 	ReasonEC2Error           = "EC2Error"
 	ReasonPolicyConflict     = "PolicyConflict"
+	ReasonInstanceReplaced   = "InstanceReplaced"
+	ReasonAwaitingRouting    = "AwaitingRouting"
+	ReasonRepairFailing      = "RepairFailing"
 )
 
 // isBlocked reports reasons that no retry fixes without a change.

@@ -20,47 +20,190 @@ type poolView struct {
 	cn *ciliumv2.CiliumNode
 	// pendingRelease is how long until excess IPs may be marked.
 	pendingRelease time.Duration
+	// awaiting counts addresses EC2 holds on the node's usable ENIs that
+	// are not pooled yet because the ENI is not attached or the node's
+	// agent has not reported them routed. Planning counts them as
+	// available, so they are not asked for twice.
+	awaiting int
+	// awaitingENIs are the ENIs of those addresses.
+	awaitingENIs []string
 }
 
-func newPoolView(cn *ciliumv2.CiliumNode, snap *pool.Node, cfg *pool.Config) *poolView {
-	v := &poolView{cn: cn}
-	v.addCloudIPs(snap, cfg)
-	return v
+// poolInputs are the facts a node's pool is derived from, besides the
+// CiliumNode itself.
+type poolInputs struct {
+	snap *pool.Node
+	cfg  *pool.Config
+	// routed reports whether the node's agent has reported ip routed on
+	// the ENI; nil when the agent reports nothing.
+	routed func(eniID string, ip netip.Addr) bool
+	// holders finds the instance whose ENI holds each address (""
+	// when the ENI is unattached); asked only for addresses missing from
+	// their ENI.
+	holders func([]netip.Addr) map[netip.Addr]string
+	// missing remembers since when each pool address has been missing
+	// from its ENI in EC2; edited in place.
+	missing map[string]time.Time
+	now     time.Time
+	// grace is how long an address may be missing before it is taken out:
+	// EC2's describes are eventually consistent.
+	grace time.Duration
 }
 
-// addCloudIPs puts every address of the node's usable ENIs into the pool:
-// the pool follows the cloud, so addresses a crash left assigned but
-// unlisted are found again. Addresses on their way out are not re-added,
-// and nothing is ever removed here.
-func (v *poolView) addCloudIPs(snap *pool.Node, cfg *pool.Config) {
-	ipam := &v.cn.Spec.IPAM
-	for i := range snap.ENIs {
-		eni := &snap.ENIs[i]
-		if !pool.Usable(eni, cfg) {
-			continue
-		}
-		add := func(ip netip.Addr) {
-			key := ip.String()
-			if _, ok := ipam.Pool[key]; ok {
-				return
-			}
-			if _, leaving := v.cn.Status.IPAM.ReleaseIPs[key]; leaving {
-				return
-			}
-			if ipam.Pool == nil {
-				ipam.Pool = ipamtypes.AllocationMap{}
-			}
-			ipam.Pool[key] = ipamtypes.AllocationIP{Resource: eni.ID}
-		}
-		for _, ip := range eni.IPs {
-			add(ip)
-		}
-		for _, p := range eni.Prefixes {
-			for ip := p.Masked().Addr(); p.Contains(ip); ip = ip.Next() {
-				add(ip)
+// poolChanges counts what one reconcile of the pool changed, for logs.
+type poolChanges struct {
+	added, dropped, marked, resourceFixed int
+	// usedOffENI counts addresses pods hold that EC2 no longer shows on
+	// the node: they cannot be taken back from the pods, only reported.
+	usedOffENI int
+}
+
+func (c poolChanges) any() bool {
+	return c.added+c.dropped+c.marked+c.resourceFixed > 0
+}
+
+// reconcile derives the pool from EC2 and the release handshake, in both
+// directions:
+//
+//   - an address in state released leaves the pool (its Unassign went
+//     through; a write lost after it must not leave it locked there);
+//   - an address of a usable, attached ENI enters the pool once the node's
+//     agent reported it routed, unless it is in the handshake;
+//   - a free address that EC2 does not show on its ENI any more is marked
+//     for release once it has been missing for the grace, at once if EC2
+//     shows it on another instance; the handshake then takes it out, so
+//     the agent can never hand it out meanwhile;
+//   - an address EC2 shows on another usable ENI of this node follows it
+//     once that ENI routes it.
+//
+// Addresses in use are never taken out here; owner-stamped (static)
+// entries are left alone.
+func (v *poolView) reconcile(in *poolInputs) poolChanges {
+	var ch poolChanges
+	ipam, st := &v.cn.Spec.IPAM, &v.cn.Status.IPAM
+	for ip, state := range st.ReleaseIPs {
+		if state == ipamoption.IPAMReleased {
+			if _, ok := ipam.Pool[ip]; ok {
+				delete(ipam.Pool, ip)
+				ch.dropped++
 			}
 		}
 	}
+
+	// Where EC2 has each address of the node's usable ENIs.
+	onENI := map[netip.Addr]*cloud.ENI{}
+	for i := range in.snap.ENIs {
+		eni := &in.snap.ENIs[i]
+		if !pool.Usable(eni, in.cfg) {
+			continue
+		}
+		for _, ip := range eni.IPs {
+			onENI[ip] = eni
+		}
+		for _, p := range eni.Prefixes {
+			for ip := p.Masked().Addr(); p.Contains(ip); ip = ip.Next() {
+				onENI[ip] = eni
+			}
+		}
+	}
+	ready := func(eni *cloud.ENI, ip netip.Addr) bool {
+		return eni.AttachmentStatus == cloud.AttachmentAttached && in.routed != nil && in.routed(eni.ID, ip)
+	}
+
+	// Pool entries EC2 does not back.
+	var gone []netip.Addr
+	for key, entry := range ipam.Pool {
+		if entry.Owner != "" || v.inHandshake(key) {
+			continue
+		}
+		ip, err := netip.ParseAddr(key)
+		if err != nil {
+			continue
+		}
+		eni, ok := onENI[ip]
+		if ok && eni.ID == entry.Resource {
+			delete(in.missing, key)
+			continue
+		}
+		if ok && ready(eni, ip) {
+			entry.Resource = eni.ID
+			ipam.Pool[key] = entry
+			delete(in.missing, key)
+			ch.resourceFixed++
+			continue
+		}
+		if _, used := st.Used[key]; used {
+			ch.usedOffENI++
+			continue
+		}
+		if _, seen := in.missing[key]; !seen {
+			in.missing[key] = in.now
+		}
+		gone = append(gone, ip)
+	}
+	if len(gone) > 0 {
+		var elsewhere map[netip.Addr]string
+		if in.holders != nil {
+			elsewhere = in.holders(gone)
+		}
+		for _, ip := range gone {
+			key := ip.String()
+			holder, held := elsewhere[ip]
+			onOther := held && holder != in.snap.Instance.ID
+			if !onOther && in.now.Sub(in.missing[key]) < in.grace {
+				continue
+			}
+			v.mark(key)
+			delete(in.missing, key)
+			ch.marked++
+		}
+	}
+	for key := range in.missing {
+		if _, ok := ipam.Pool[key]; !ok {
+			delete(in.missing, key)
+		}
+	}
+
+	// Addresses EC2 has that the pool lacks.
+	v.awaiting, v.awaitingENIs = 0, nil
+	for ip, eni := range onENI {
+		key := ip.String()
+		if _, ok := ipam.Pool[key]; ok {
+			continue
+		}
+		if _, leaving := st.ReleaseIPs[key]; leaving {
+			continue // back in the pool once the agent dropped the entry
+		}
+		if !ready(eni, ip) {
+			v.awaiting++
+			if !slices.Contains(v.awaitingENIs, eni.ID) {
+				v.awaitingENIs = append(v.awaitingENIs, eni.ID)
+			}
+			continue
+		}
+		if ipam.Pool == nil {
+			ipam.Pool = ipamtypes.AllocationMap{}
+		}
+		ipam.Pool[key] = ipamtypes.AllocationIP{Resource: eni.ID}
+		ch.added++
+	}
+	slices.Sort(v.awaitingENIs)
+	return ch
+}
+
+// mark starts the release handshake for ip.
+func (v *poolView) mark(ip string) {
+	st := &v.cn.Status.IPAM
+	if st.ReleaseIPs == nil {
+		st.ReleaseIPs = map[string]ipamtypes.IPReleaseStatus{}
+	}
+	st.ReleaseIPs[ip] = ipamoption.IPAMMarkForRelease
+}
+
+// inHandshake reports whether ip has any release-ips entry.
+func (v *poolView) inHandshake(ip string) bool {
+	_, ok := v.cn.Status.IPAM.ReleaseIPs[ip]
+	return ok
 }
 
 // leaving reports whether the agent must not hand the IP out.
@@ -83,18 +226,35 @@ func (v *poolView) counts() (available, used int) {
 	return available, len(v.cn.Status.IPAM.Used)
 }
 
-// abortRelease takes back every IP marked or acknowledged for release
-// (the handshake may be aborted in any state but released) and returns
-// how many.
-func (v *poolView) abortRelease() int {
+// abortRelease takes back the IPs marked for release whose address EC2
+// still shows on their ENI, and returns how many. Only marked ones: an IP
+// the agent acknowledged may already have been unassigned (the write
+// after the Unassign can be lost), so it is always released to the end.
+func (v *poolView) abortRelease(snap *pool.Node) int {
 	n := 0
 	for ip, st := range v.cn.Status.IPAM.ReleaseIPs {
-		if st == ipamoption.IPAMMarkForRelease || st == ipamoption.IPAMReadyForRelease {
-			delete(v.cn.Status.IPAM.ReleaseIPs, ip)
-			n++
+		if st != ipamoption.IPAMMarkForRelease {
+			continue
 		}
+		addr, err := netip.ParseAddr(ip)
+		entry, inPool := v.cn.Spec.IPAM.Pool[ip]
+		if err != nil || !inPool || !onENI(snap, entry.Resource, addr) {
+			continue
+		}
+		delete(v.cn.Status.IPAM.ReleaseIPs, ip)
+		n++
 	}
 	return n
+}
+
+// onENI reports whether the snapshot shows ip on the ENI eniID.
+func onENI(snap *pool.Node, eniID string, ip netip.Addr) bool {
+	for i := range snap.ENIs {
+		if e := &snap.ENIs[i]; e.ID == eniID {
+			return e.HasIP(ip)
+		}
+	}
+	return false
 }
 
 // outstanding counts IPs marked or acknowledged but not released yet.
@@ -135,7 +295,7 @@ func (v *poolView) releaseCandidates(snap *pool.Node, cfg *pool.Config, n int) m
 			if _, used := v.cn.Status.IPAM.Used[key]; used {
 				continue
 			}
-			if _, inHandshake := v.cn.Status.IPAM.ReleaseIPs[key]; inHandshake {
+			if v.inHandshake(key) {
 				continue
 			}
 			out[eni.ID] = append(out[eni.ID], ip)

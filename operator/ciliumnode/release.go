@@ -10,17 +10,20 @@ import (
 	"time"
 
 	ipamoption "github.com/cilium/cilium/pkg/ipam/option"
-	ipamtypes "github.com/cilium/cilium/pkg/ipam/types"
 
 	"github.com/enipam/enipam/operator/cloud"
 	"github.com/enipam/enipam/operator/pool"
 )
 
 // finishRelease completes the handshake for the IPs the agent
-// acknowledged: unassign them in EC2, set released, and drop them from
-// the pool (status is written before spec, so the agent sees released
-// while the IP is still listed, and deletes the entry once it is gone).
-// IPs the agent refused are forgotten. An IP leaves the pool only here.
+// acknowledged, whatever the node needs now: unassign them in EC2 (those
+// EC2 still shows on their ENI; an address that moved elsewhere is never
+// unassigned from there), set released, and drop them from the pool
+// (status is written before spec, so the agent sees released while the IP
+// is still listed, and deletes the entry once it is gone; a spec write
+// lost after that is repaired by poolView.reconcile). IPs the agent
+// refused are forgotten. An acknowledged IP is never put back in service:
+// its Unassign may have been sent by a process that died before saying so.
 func (s *nodeSync) finishRelease(ctx context.Context) error {
 	st := &s.cn.Status.IPAM
 	byENI := map[string][]netip.Addr{}
@@ -47,7 +50,7 @@ func (s *nodeSync) finishRelease(ctx context.Context) error {
 			s.released(ips)
 			continue
 		}
-		err := s.r.api.UnassignIPs(ctx, eniID, ips)
+		err := s.r.api.UnassignIPs(ctx, eniID, s.heldBy(eniID, ips))
 		if err != nil && !errors.Is(err, cloud.ErrNotFound) {
 			errs = append(errs, fmt.Errorf("releasing %d IPs of %s, %w", len(ips), eniID, err))
 			continue
@@ -67,15 +70,16 @@ func (s *nodeSync) released(ips []netip.Addr) {
 	}
 }
 
-// heldBy returns the IPs the inventory still sees on the ENI; all of them
-// when it does not know the ENI.
+// heldBy returns the IPs the inventory still sees on the ENI, which must
+// be one of the node's; none when the node has no such ENI (an ENI of
+// another instance is never touched).
 func (s *nodeSync) heldBy(eniID string, ips []netip.Addr) []netip.Addr {
 	for i := range s.snap.ENIs {
 		if e := &s.snap.ENIs[i]; e.ID == eniID {
 			return slices.DeleteFunc(slices.Clone(ips), func(ip netip.Addr) bool { return !e.HasIP(ip) })
 		}
 	}
-	return ips
+	return nil
 }
 
 // markExcess starts the handshake for the IPs that stayed in excess for a
@@ -114,13 +118,10 @@ func (s *nodeSync) markExcess() {
 	if len(picked) == 0 {
 		return
 	}
-	if s.cn.Status.IPAM.ReleaseIPs == nil {
-		s.cn.Status.IPAM.ReleaseIPs = map[string]ipamtypes.IPReleaseStatus{}
-	}
 	n := 0
 	for _, ips := range picked {
 		for _, ip := range ips {
-			s.cn.Status.IPAM.ReleaseIPs[ip.String()] = ipamoption.IPAMMarkForRelease
+			s.pool.mark(ip.String())
 			n++
 		}
 	}

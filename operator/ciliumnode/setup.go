@@ -33,8 +33,8 @@ const (
 )
 
 // SetupWithManager registers the controller: CiliumNodes (prioritized by
-// deficit), their Nodes (providerID and labels), and ENIPolicies (every
-// node).
+// deficit), their Nodes (providerID and labels), their NodeRoutings (the
+// agent's reports), and ENIPolicies (every node).
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("ciliumnode").
@@ -42,6 +42,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 			return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: o.GetName()}}}
 		}), builder.WithPredicates(nodeChanged)).
+		Watches(&enipamv1alpha1.NodeRouting{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+			return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: o.GetName()}}}
+		}), builder.WithPredicates(routingReported)).
 		Watches(&enipamv1alpha1.ENIPolicy{}, handler.EnqueueRequestsFromMapFunc(r.allNodes), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.opts.Workers}).
 		Complete(r)
@@ -106,5 +109,15 @@ var nodeChanged = predicate.Funcs{
 	UpdateFunc: func(e event.UpdateEvent) bool {
 		o, n := e.ObjectOld.(*corev1.Node), e.ObjectNew.(*corev1.Node)
 		return o.Spec.ProviderID != n.Spec.ProviderID || !maps.Equal(o.Labels, n.Labels)
+	},
+}
+
+// routingReported passes NodeRouting events that can let addresses into a
+// pool: a changed report of the agent (the operator's own spec writes do
+// not).
+var routingReported = predicate.Funcs{
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		o, n := e.ObjectOld.(*enipamv1alpha1.NodeRouting), e.ObjectNew.(*enipamv1alpha1.NodeRouting)
+		return !sameJSON(o.Status, n.Status)
 	},
 }

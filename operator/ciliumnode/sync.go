@@ -32,6 +32,10 @@ type nodeSync struct {
 	snap       pool.Node
 	haveSnap   bool
 	pool       *poolView
+	// routing is the node's NodeRouting; routed its agent's report, nil
+	// while the agent reports nothing.
+	routing *enipamv1alpha1.NodeRouting
+	routed  routedFunc
 
 	// opErr becomes status.ipam.operator-status.error.
 	opErr   error
@@ -49,9 +53,9 @@ func (s *nodeSync) run(ctx context.Context) {
 	if err := r.client.Get(ctx, types.NamespacedName{Name: s.cn.Name}, node); err != nil {
 		node = nil
 	}
-	s.instanceID = instanceID(s.cn, node)
+	s.instanceID = s.resolveInstance(node)
 	if s.instanceID == "" {
-		s.fail(fmt.Errorf("%w: no spec.instance-id and no aws:/// providerID on Node %q", cloud.ErrNotFound, s.cn.Name), ReasonInstanceNotFound)
+		s.fail(fmt.Errorf("%w: no aws:/// providerID on Node %q and no spec.instance-id", cloud.ErrNotFound, s.cn.Name), ReasonInstanceNotFound)
 		return
 	}
 	var nodeLabels map[string]string
@@ -73,17 +77,24 @@ func (s *nodeSync) run(ctx context.Context) {
 	if !s.snapshot(ctx) {
 		return
 	}
-	s.pool = newPoolView(s.cn, &s.snap, &s.cfg.Config)
-	s.snap.Available, s.snap.Used = s.pool.counts()
-	needed := pool.Needed(s.snap.Available, s.snap.Used, s.cfg.Knobs)
+	if err := s.syncRouting(ctx); err != nil {
+		s.fail(err, ReasonEC2Error)
+		return
+	}
+	s.refreshAttaching(ctx)
+	s.pool = &poolView{cn: s.cn}
+	s.reconcilePool()
+	needed := s.needed()
 	r.metrics.observeNode(s.cn.Name, s.snap.Available, s.snap.Used, needed)
 
 	if needed > 0 {
-		// Demand is back: IPs on their way out are handed back first.
-		if s.pool.abortRelease() > 0 {
-			s.snap.Available, s.snap.Used = s.pool.counts()
+		// Demand is back: IPs marked but not yet acknowledged are handed
+		// back first.
+		if s.pool.abortRelease(&s.snap) > 0 {
+			s.countPool()
 		}
-	} else if err := s.finishRelease(ctx); err != nil {
+	}
+	if err := s.finishRelease(ctx); err != nil {
 		s.fail(err, ReasonEC2Error)
 	}
 
@@ -95,33 +106,85 @@ func (s *nodeSync) run(ctx context.Context) {
 		err := s.apply(ctx, &plan)
 		// Whatever succeeded is in the inventory now; the pool follows it.
 		if s.snapshot(ctx) {
-			s.pool.addCloudIPs(&s.snap, &s.cfg.Config)
-			s.snap.Available, s.snap.Used = s.pool.counts()
+			s.reconcilePool()
 		}
 		if err != nil {
 			s.fail(err, reasonFor(err))
 			return
 		}
 	}
-	if err := s.repairDeleteOnTermination(ctx); err != nil {
-		s.fail(err, ReasonEC2Error)
-		return
-	}
+	s.repairDeleteOnTermination(ctx)
 	if plan.Blocked != nil {
 		s.fail(plan.Blocked, reasonFor(plan.Blocked))
 		return
 	}
-	if pool.Needed(s.snap.Available, s.snap.Used, s.cfg.Knobs) == 0 && !s.mem.deficitAt.IsZero() {
+	if s.pool.awaiting > 0 {
+		s.awaitRouting()
+	}
+	if s.needed() == 0 && !s.mem.deficitAt.IsZero() {
 		r.metrics.allocationLatency.Observe(r.now().Sub(s.mem.deficitAt).Seconds())
 		s.mem.deficitAt = time.Time{}
 	}
 	s.mem.failures = 0
-	s.mem.lastWarning = ""
+	if s.pool.awaiting == 0 {
+		s.mem.lastWarning = ""
+	}
 	s.r.setState(s.mem, stateServed)
-	if pool.Needed(s.snap.Available, s.snap.Used, s.cfg.Knobs) > 0 {
+	if s.needed() > 0 || s.pool.awaiting > 0 {
 		s.r.setState(s.mem, stateDeficit)
 	}
 	s.markExcess()
+}
+
+// reconcilePool derives the pool from the snapshot and the agent's report,
+// then counts it for planning.
+func (s *nodeSync) reconcilePool() {
+	in := &poolInputs{
+		snap: &s.snap, cfg: &s.cfg.Config, routed: s.routed, holders: s.r.inv.Holders,
+		missing: s.mem.missing, now: s.r.now(), grace: s.r.opts.ConsistencyGrace,
+	}
+	if ch := s.pool.reconcile(in); ch.any() || ch.usedOffENI > 0 {
+		s.r.log.Info("pool follows EC2", "node", s.cn.Name, "instance", s.instanceID, "added", ch.added,
+			"dropped", ch.dropped, "marked", ch.marked, "moved", ch.resourceFixed, "usedOffENI", ch.usedOffENI,
+			"awaitingRoute", s.pool.awaiting)
+	}
+	s.countPool()
+}
+
+// countPool sets the snapshot's counts: what the agent may hand out, plus
+// the addresses on their way into the pool (so they are not asked for
+// again), and what it uses.
+func (s *nodeSync) countPool() {
+	available, used := s.pool.counts()
+	s.snap.Available, s.snap.Used = available+s.pool.awaiting, used
+}
+
+func (s *nodeSync) needed() int {
+	return pool.Needed(s.snap.Available, s.snap.Used, s.cfg.Knobs)
+}
+
+// resolveInstance names the node's instance. The Node's providerID is the
+// truth: a CiliumNode whose spec.instance-id names another instance (a
+// node name reused after its instance was replaced) has its pool and ENI
+// status reset, with an event, before anything else happens.
+func (s *nodeSync) resolveInstance(node *corev1.Node) string {
+	fromNode := providerInstance(node)
+	have := s.cn.Spec.InstanceID
+	switch {
+	case fromNode == "":
+		return have
+	case have == "" || have == fromNode:
+		return fromNode
+	}
+	s.r.events.Eventf(s.cn, nil, "Warning", ReasonInstanceReplaced, "Allocate",
+		"Node %s now runs on instance %s, not %s: pool and ENI status reset", s.cn.Name, fromNode, have)
+	s.r.log.Info("instance replaced; pool reset", "node", s.cn.Name, "old", have, "instance", fromNode)
+	s.cn.Spec.InstanceID = fromNode
+	s.cn.Spec.IPAM.Pool = nil
+	s.cn.Status.IPAM.ReleaseIPs = nil
+	s.cn.Status.ENI.ENIs = nil
+	clear(s.mem.missing)
+	return fromNode
 }
 
 // snapshot refreshes s.snap from the inventory; false when the node
@@ -187,12 +250,9 @@ func reasonFor(err error) string {
 	return ReasonEC2Error
 }
 
-// instanceID finds the node's EC2 instance: spec.instance-id, else the
-// Node's providerID aws:///<zone>/<instance-id>.
-func instanceID(cn *ciliumv2.CiliumNode, node *corev1.Node) string {
-	if cn.Spec.InstanceID != "" {
-		return cn.Spec.InstanceID
-	}
+// providerInstance returns the instance ID of a Node's providerID
+// aws:///<zone>/<instance-id>, or "".
+func providerInstance(node *corev1.Node) string {
 	if node == nil {
 		return ""
 	}

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"maps"
 	"net/netip"
 
 	awstypes "github.com/cilium/cilium/pkg/aws/types"
@@ -13,12 +12,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/enipam/enipam/operator/cloud"
-	"github.com/enipam/enipam/operator/policy"
 )
 
 // fill writes what the operator knows into the desired object: the
-// instance and its ENIs, the effective values the node agent needs, and
-// the operator-status.
+// instance and its ENIs (every address EC2 shows on them, pooled or not
+// yet: the node agent routes what status.eni.enis lists before the pool
+// lists it), and the operator-status. The policy's effective values go to
+// the node's NodeRouting, never into spec.eni, so every value there is the
+// user's.
 func (s *nodeSync) fill() {
 	cn := s.cn
 	msg := ""
@@ -35,24 +36,6 @@ func (s *nodeSync) fill() {
 	}
 	eni := &cn.Spec.ENI
 	eni.InstanceType, eni.VpcID, eni.AvailabilityZone, eni.NodeSubnetID = in.Type, in.VPCID, in.AZ, in.SubnetID
-
-	// The agent needs the effective first index and exclude tags; record
-	// what was written so it is not read back as the user's choice.
-	written := policy.ReadWritten(cn)
-	userIndex := eni.FirstInterfaceIndex != nil && !(written.FirstInterfaceIndex != nil && *written.FirstInterfaceIndex == *eni.FirstInterfaceIndex)
-	if !userIndex {
-		idx := s.cfg.FirstInterfaceIndex
-		eni.FirstInterfaceIndex, written.FirstInterfaceIndex = &idx, &idx
-	}
-	userTags := len(eni.ExcludeInterfaceTags) > 0 && !maps.Equal(eni.ExcludeInterfaceTags, written.ExcludeInterfaceTags)
-	if !userTags {
-		eni.ExcludeInterfaceTags = maps.Clone(s.cfg.ExcludeTags)
-		written.ExcludeInterfaceTags = maps.Clone(s.cfg.ExcludeTags)
-	}
-	if cn.Annotations == nil {
-		cn.Annotations = map[string]string{}
-	}
-	cn.Annotations[policy.DefaultsAnnotation] = written.Encode()
 
 	var vpc awstypes.AwsVPC
 	if v, ok := s.r.inv.VPC(in.VPCID); ok {
@@ -107,9 +90,9 @@ func (s *nodeSync) write(ctx context.Context) error {
 		s.r.metrics.writes.WithLabelValues("status").Inc()
 		s.r.wrote(s.mem, obj.ResourceVersion)
 	}
-	if !sameJSON(s.orig.Spec, s.cn.Spec) || !maps.Equal(s.orig.Annotations, s.cn.Annotations) {
+	if !sameJSON(s.orig.Spec, s.cn.Spec) {
 		obj := s.orig.DeepCopy()
-		obj.Spec, obj.Annotations = s.cn.Spec, s.cn.Annotations
+		obj.Spec = s.cn.Spec
 		if err := s.r.client.Patch(ctx, obj, client.MergeFrom(s.orig)); err != nil {
 			return fmt.Errorf("writing spec of %s, %w", s.cn.Name, err)
 		}

@@ -55,6 +55,7 @@ type Inventory struct {
 	inFlight   map[string]struct{}            // IDs of ENIs being attached
 	touched    map[string]time.Time           // instance or ENI ID → last local change
 	deleted    map[string]time.Time           // ENI ID → deleted locally
+	created    map[string]time.Time           // ENI ID → created by this operator
 	notFound   map[string]time.Time           // instance ID → EC2 did not know it
 	types      map[string]cloud.InstanceType
 	// subnetChanges are the operator's own changes of subnets' free
@@ -97,6 +98,7 @@ func New(api cloud.API, opts Options, log *slog.Logger) *Inventory {
 		inFlight:   map[string]struct{}{},
 		touched:    map[string]time.Time{},
 		deleted:    map[string]time.Time{},
+		created:    map[string]time.Time{},
 		notFound:   map[string]time.Time{},
 		types:      map[string]cloud.InstanceType{},
 		synced:     make(chan struct{}),
@@ -265,6 +267,7 @@ func (inv *Inventory) install(start time.Time, vpc cloud.VPC, subnets []cloud.Su
 		if t.Before(start.Add(-inv.opts.ConsistencyGrace)) {
 			delete(inv.touched, id)
 			delete(inv.deleted, id)
+			delete(inv.created, id)
 		}
 	}
 }

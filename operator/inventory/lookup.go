@@ -3,6 +3,7 @@ package inventory
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -185,4 +186,61 @@ func shared(m *sync.Map, key string, ctx context.Context, fn func(context.Contex
 	m.Delete(key)
 	close(f.done)
 	return f.err
+}
+
+// RefreshENIs describes the named ENIs by ID and installs what EC2 shows:
+// the way to learn that an attachment completed without waiting for a
+// resync. ENIs EC2 does not show (yet) keep their cached state.
+func (inv *Inventory) RefreshENIs(ctx context.Context, ids []string) error {
+	enis, err := inv.api.GetENIs(ctx, ids)
+	if err != nil {
+		return fmt.Errorf("describing %d ENIs, %w", len(ids), err)
+	}
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	for i := range enis {
+		e := enis[i]
+		if _, gone := inv.deleted[e.ID]; gone {
+			continue
+		}
+		if old, ok := inv.enis[e.ID]; ok {
+			// A describe that started before a local change of the
+			// addresses may miss them; the attachment it reports is news.
+			if inv.touchedRecently(e.ID) {
+				c := old.Clone()
+				c.Status, c.AttachmentStatus, c.DeleteOnTermination = e.Status, e.AttachmentStatus, c.DeleteOnTermination || e.DeleteOnTermination
+				e = c
+			}
+		}
+		inv.putENI(&e)
+	}
+	return nil
+}
+
+// RefreshInstance looks an instance and its attached ENIs up again now,
+// for when EC2 refused a change that the cache did not foresee (a device
+// index already taken).
+func (inv *Inventory) RefreshInstance(ctx context.Context, instanceID string) error {
+	return inv.refresh(ctx, []string{instanceID})
+}
+
+// Holders returns, for each of ips that some cached ENI of the VPCs holds,
+// the ID of the instance that ENI is attached to ("" when it is not
+// attached). It scans every ENI, so callers ask only about addresses
+// missing from where they were expected.
+func (inv *Inventory) Holders(ips []netip.Addr) map[netip.Addr]string {
+	if len(ips) == 0 {
+		return nil
+	}
+	out := map[netip.Addr]string{}
+	inv.mu.RLock()
+	defer inv.mu.RUnlock()
+	for _, e := range inv.enis {
+		for _, ip := range ips {
+			if e.HasIP(ip) {
+				out[ip] = e.InstanceID
+			}
+		}
+	}
+	return out
 }

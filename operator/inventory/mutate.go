@@ -18,14 +18,25 @@ func (inv *Inventory) RecordCreated(eni cloud.ENI) {
 	e := eni.Clone()
 	inv.putENI(&e)
 	inv.touch(e.ID)
+	inv.created[e.ID] = inv.now()
 	inv.adjustSubnet(e.SubnetID, -(1 + len(e.IPs) + len(e.Prefixes)*16))
+}
+
+// Young reports whether the operator created the ENI within the
+// consistency grace: EC2 may not know it everywhere yet, so a NotFound
+// about it means "not yet", never "gone".
+func (inv *Inventory) Young(eniID string) bool {
+	inv.mu.RLock()
+	defer inv.mu.RUnlock()
+	t, ok := inv.created[eniID]
+	return ok && inv.now().Sub(t) < inv.opts.ConsistencyGrace
 }
 
 // RecordAttached marks an ENI attached (attaching) to an instance.
 func (inv *Inventory) RecordAttached(eniID, instanceID string, deviceIndex int, attachmentID string) {
 	inv.update(eniID, func(e *cloud.ENI) {
 		e.InstanceID, e.DeviceIndex, e.AttachmentID = instanceID, deviceIndex, attachmentID
-		e.Status = cloud.ENIInUse
+		e.Status, e.AttachmentStatus = cloud.ENIInUse, cloud.AttachmentAttaching
 	})
 	inv.mu.Lock()
 	inv.touch(instanceID)

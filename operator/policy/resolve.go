@@ -11,15 +11,14 @@
 //     name (the others get a Conflict condition and an event);
 //  3. the operator's defaults (its flags; pre-allocate 8 like Cilium).
 //
-// The operator writes the effective first-interface-index and
-// exclude-interface-tags back into spec.eni for the node agent; it records
-// what it wrote in the annotation DefaultsAnnotation so that its own
-// writes are not mistaken for the user's next time.
+// The operator never writes these knobs into the CiliumNode, so every value
+// found there is the user's: the effective first-interface-index and
+// exclude-interface-tags reach the node agent through the node's
+// NodeRouting spec instead. (Cilium's agent rewrites a CiliumNode's labels
+// and annotations on every start, so nothing kept there would last.)
 package policy
 
 import (
-	"encoding/json"
-	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -31,10 +30,6 @@ import (
 	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
 	"github.com/enipam/enipam/operator/pool"
 )
-
-// DefaultsAnnotation holds, as JSON, the spec.eni values the operator
-// filled in itself.
-const DefaultsAnnotation = "enipam.io/eni-defaults"
 
 // Defaults are the operator-wide defaults, the last step of precedence.
 type Defaults struct {
@@ -54,28 +49,6 @@ type Config struct {
 	Tags map[string]string
 	// Policy names the governing ENIPolicy, "" when none matched.
 	Policy string
-}
-
-// Written is what the operator writes into spec.eni itself.
-type Written struct {
-	FirstInterfaceIndex  *int              `json:"first-interface-index,omitempty"`
-	ExcludeInterfaceTags map[string]string `json:"exclude-interface-tags,omitempty"`
-}
-
-// ReadWritten decodes the annotation; a missing or garbled one reads as
-// nothing written.
-func ReadWritten(cn *ciliumv2.CiliumNode) Written {
-	var w Written
-	if s := cn.Annotations[DefaultsAnnotation]; s != "" {
-		_ = json.Unmarshal([]byte(s), &w)
-	}
-	return w
-}
-
-// Encode returns the annotation value.
-func (w Written) Encode() string {
-	b, _ := json.Marshal(w)
-	return string(b)
 }
 
 // Matches reports whether a policy's selector selects a node's labels. A
@@ -121,7 +94,6 @@ func Resolve(cn *ciliumv2.CiliumNode, p *enipamv1alpha1.ENIPolicy, d Defaults) C
 		c.Policy = p.Name
 	}
 	ipam, eni := cn.Spec.IPAM, cn.Spec.ENI
-	written := ReadWritten(cn)
 
 	c.PreAllocate = pick(ipam.PreAllocate, ps.PreAllocate, d.PreAllocate)
 	c.MinAllocate = pick(ipam.MinAllocate, ps.MinAllocate, d.MinAllocate)
@@ -133,12 +105,12 @@ func Resolve(cn *ciliumv2.CiliumNode, p *enipamv1alpha1.ENIPolicy, d Defaults) C
 	if ps.FirstInterfaceIndex != nil {
 		c.FirstInterfaceIndex = int(*ps.FirstInterfaceIndex)
 	}
-	if v := eni.FirstInterfaceIndex; v != nil && !(written.FirstInterfaceIndex != nil && *written.FirstInterfaceIndex == *v) {
+	if v := eni.FirstInterfaceIndex; v != nil {
 		c.FirstInterfaceIndex = *v
 	}
 
 	c.ExcludeTags = ps.ExcludeInterfaceTags
-	if len(eni.ExcludeInterfaceTags) > 0 && !maps.Equal(eni.ExcludeInterfaceTags, written.ExcludeInterfaceTags) {
+	if len(eni.ExcludeInterfaceTags) > 0 {
 		c.ExcludeTags = eni.ExcludeInterfaceTags
 	}
 

@@ -57,16 +57,19 @@ func TestResolvePrecedence(t *testing.T) {
 	}
 }
 
-// TestResolveIgnoresOwnWrites: a first-interface-index the operator wrote
-// itself does not pin the node when the policy changes; a value the user
-// set afterwards does.
-func TestResolveIgnoresOwnWrites(t *testing.T) {
+// TestResolveUserIndexWins: a policy's first-interface-index applies
+// until the user sets one on the CiliumNode; Cilium's agent rewriting the
+// object's metadata changes nothing, since no operator state lives there.
+func TestResolveUserIndexWins(t *testing.T) {
 	cn := &ciliumv2.CiliumNode{}
-	cn.Spec.ENI.FirstInterfaceIndex = iptr(1)
-	cn.Annotations = map[string]string{DefaultsAnnotation: Written{FirstInterfaceIndex: iptr(1)}.Encode()}
 	p := policyNamed("p", 0, nil, func(s *enipamv1alpha1.ENIPolicySpec) { s.FirstInterfaceIndex = i32(2) })
 	if c := Resolve(cn, &p, defaults); c.FirstInterfaceIndex != 2 {
-		t.Errorf("first index = %d, want the policy's 2 over the operator's own write", c.FirstInterfaceIndex)
+		t.Errorf("first index = %d, want the policy's 2", c.FirstInterfaceIndex)
+	}
+	cn.Annotations = map[string]string{"anything": "rewritten"}
+	cn.Labels = nil
+	if c := Resolve(cn, &p, defaults); c.FirstInterfaceIndex != 2 {
+		t.Errorf("first index = %d after a metadata rewrite, want the policy's 2", c.FirstInterfaceIndex)
 	}
 	cn.Spec.ENI.FirstInterfaceIndex = iptr(3)
 	if c := Resolve(cn, &p, defaults); c.FirstInterfaceIndex != 3 {

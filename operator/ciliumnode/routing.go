@@ -1,0 +1,138 @@
+package ciliumnode
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"net/netip"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
+	"github.com/enipam/enipam/operator/cloud"
+	"github.com/enipam/enipam/operator/pool"
+)
+
+// attachCheckInterval is how often a node with an ENI still attaching has
+// it described by ID, to learn that the attachment completed.
+const attachCheckInterval = time.Second
+
+// syncRouting makes the node's NodeRouting carry the effective policy
+// values its agent needs (creating it on first sight), and reads the
+// agent's report of what it has routed into s.routed.
+func (s *nodeSync) syncRouting(ctx context.Context) error {
+	want := enipamv1alpha1.NodeRoutingSpec{
+		InstanceID:           s.instanceID,
+		FirstInterfaceIndex:  int32(s.cfg.FirstInterfaceIndex),
+		ExcludeInterfaceTags: maps.Clone(s.cfg.ExcludeTags),
+	}
+	nr := &enipamv1alpha1.NodeRouting{}
+	err := s.r.client.Get(ctx, types.NamespacedName{Name: s.cn.Name}, nr)
+	switch {
+	case apierrors.IsNotFound(err):
+		nr = &enipamv1alpha1.NodeRouting{
+			ObjectMeta: metav1.ObjectMeta{Name: s.cn.Name, OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: "cilium.io/v2", Kind: "CiliumNode", Name: s.cn.Name, UID: s.cn.UID,
+			}}},
+			Spec: want,
+		}
+		if err := s.r.client.Create(ctx, nr); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("creating NodeRouting %s, %w", s.cn.Name, err)
+		}
+	case err != nil:
+		return fmt.Errorf("reading NodeRouting %s, %w", s.cn.Name, err)
+	case !sameJSON(nr.Spec, want):
+		orig := nr.DeepCopy()
+		nr.Spec = want
+		if err := s.r.client.Patch(ctx, nr, client.MergeFrom(orig)); err != nil {
+			return fmt.Errorf("writing NodeRouting %s, %w", s.cn.Name, err)
+		}
+	}
+	s.routing = nr
+	if len(nr.Status.ENIs) > 0 {
+		s.routed = nr.Status.Routed()
+	}
+	return nil
+}
+
+// refreshAttaching describes the node's usable ENIs whose attachment EC2
+// last showed attaching (at most once a second per node): their addresses
+// reach the pool only once EC2 says attached.
+func (s *nodeSync) refreshAttaching(ctx context.Context) {
+	var ids []string
+	for i := range s.snap.ENIs {
+		e := &s.snap.ENIs[i]
+		if e.AttachmentStatus == cloud.AttachmentAttaching && pool.Usable(e, &s.cfg.Config) {
+			ids = append(ids, e.ID)
+		}
+	}
+	if len(ids) == 0 {
+		return
+	}
+	now := s.r.now()
+	if wait := attachCheckInterval - now.Sub(s.mem.attachCheckedAt); wait > 0 {
+		s.requeueWithin(wait)
+		return
+	}
+	s.mem.attachCheckedAt = now
+	if err := s.r.inv.RefreshENIs(ctx, ids); err != nil {
+		s.r.log.Info("describing attaching ENIs failed", "node", s.cn.Name, "enis", ids, "error", err)
+		s.requeueWithin(attachCheckInterval)
+		return
+	}
+	if s.snapshot(ctx) {
+		for i := range s.snap.ENIs {
+			if s.snap.ENIs[i].AttachmentStatus == cloud.AttachmentAttaching {
+				s.requeueWithin(attachCheckInterval)
+				break
+			}
+		}
+	}
+}
+
+// awaitRouting says why addresses EC2 holds for the node are not pooled
+// yet: an attachment still completing (looked at again shortly), or the
+// node's agent not reporting them routed (an event and operator-status;
+// the agent's report brings the node back).
+func (s *nodeSync) awaitRouting() {
+	attaching := false
+	for i := range s.snap.ENIs {
+		if s.snap.ENIs[i].AttachmentStatus == cloud.AttachmentAttaching {
+			attaching = true
+		}
+	}
+	if attaching {
+		s.requeueWithin(attachCheckInterval)
+	}
+	why := "enipam-agent has not reported them routed yet"
+	if s.routing != nil {
+		if c := meta.FindStatusCondition(s.routing.Status.Conditions, enipamv1alpha1.ConditionReady); c == nil {
+			why = fmt.Sprintf("enipam-agent has not reported on NodeRouting %s (is it running on the node?)", s.cn.Name)
+		} else if c.Status != metav1.ConditionTrue {
+			why = fmt.Sprintf("enipam-agent is not ready: %s: %s", c.Reason, c.Message)
+		}
+	}
+	if attaching && s.routed != nil {
+		return // the usual moment between attach and route; nothing to tell
+	}
+	msg := fmt.Sprintf("%d addresses on %s wait to enter the pool: %s", s.pool.awaiting, strings.Join(s.pool.awaitingENIs, ","), why)
+	s.opErr = fmt.Errorf("%s", msg)
+	s.r.warn(s.cn, s.mem, ReasonAwaitingRouting, msg)
+	s.requeueWithin(s.r.opts.BlockedRetry)
+}
+
+// requeueWithin asks to look at the node again within d.
+func (s *nodeSync) requeueWithin(d time.Duration) {
+	if s.requeue == 0 || d < s.requeue {
+		s.requeue = d
+	}
+}
+
+// routedFunc is the agent's report as a lookup.
+type routedFunc = func(eniID string, ip netip.Addr) bool
