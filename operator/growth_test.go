@@ -99,8 +99,9 @@ func TestThreeNodesOfDifferentTypesJoin(t *testing.T) {
 	}
 
 	m5x := r.node("node-m5x")
-	if len(m5x.Status.ENI.ENIs) != 2 || *m5x.Spec.ENI.FirstInterfaceIndex != 1 {
-		t.Fatalf("node-m5x: %d ENIs, first index %v; want a second ENI under first index 1", len(m5x.Status.ENI.ENIs), m5x.Spec.ENI.FirstInterfaceIndex)
+	if nr := r.routing("node-m5x"); len(m5x.Status.ENI.ENIs) != 2 || nr.Spec.FirstInterfaceIndex != 1 || m5x.Spec.ENI.FirstInterfaceIndex != nil {
+		t.Fatalf("node-m5x: %d ENIs, NodeRouting first index %d, spec.eni first index %v; want a second ENI under first index 1, told the agent through NodeRouting only",
+			len(m5x.Status.ENI.ENIs), nr.Spec.FirstInterfaceIndex, m5x.Spec.ENI.FirstInterfaceIndex)
 	}
 	for ip, e := range m5x.Spec.IPAM.Pool {
 		eni, ok := m5x.Status.ENI.ENIs[e.Resource]

@@ -163,6 +163,16 @@ func (r *rig) node(name string) *ciliumv2.CiliumNode {
 	return cn
 }
 
+// routing reads a NodeRouting.
+func (r *rig) routing(name string) *enipamv1alpha1.NodeRouting {
+	r.t.Helper()
+	nr := &enipamv1alpha1.NodeRouting{}
+	if err := r.c.Get(r.ctx, client.ObjectKey{Name: name}, nr); err != nil {
+		r.t.Fatalf("reading NodeRouting %s: %v", name, err)
+	}
+	return nr
+}
+
 // waitNode polls a CiliumNode until cond holds, failing with what it
 // last saw.
 func (r *rig) waitNode(name string, timeout time.Duration, what string, cond func(*ciliumv2.CiliumNode) bool) *ciliumv2.CiliumNode {
