@@ -134,6 +134,14 @@ func (s *nodeSync) run(ctx context.Context) {
 		s.r.setState(s.mem, stateDeficit)
 	}
 	s.markExcess()
+	// EC2 changes nothing in the apiserver: a node in shape is looked at
+	// again on the resync interval (in memory, no API call unless
+	// something changed), and sooner when a pool address is missing
+	// from EC2 and its grace ends.
+	s.requeueWithin(s.r.opts.BlockedRetry)
+	for _, since := range s.mem.missing {
+		s.requeueWithin(max(since.Add(s.r.opts.ConsistencyGrace).Sub(s.r.now()), time.Second))
+	}
 }
 
 // reconcilePool derives the pool from the snapshot and the agent's report,
