@@ -128,7 +128,10 @@ func New(opts Options, restCfg *rest.Config, awsCfg aws.Config, reg prometheus.R
 	if err := policy.NewStatusReconciler(mgr.GetClient(), mgr.GetEventRecorder("enipam-operator")).SetupWithManager(mgr); err != nil {
 		return nil, err
 	}
-	collector, err := gc.New(api, inv, gc.Options{Cluster: opts.ClusterName, Interval: opts.GCInterval, MaxPerPass: opts.GCMaxPerPass}, reg, log.With("component", "gc"))
+	collector, err := gc.New(api, inv, gc.Options{
+		Cluster: opts.ClusterName, Interval: opts.GCInterval, MaxPerPass: opts.GCMaxPerPass,
+		MinAge: max(2*min(opts.ResyncInterval, 2*time.Minute), time.Minute),
+	}, reg, log.With("component", "gc"))
 	if err != nil {
 		return nil, err
 	}

@@ -214,6 +214,7 @@ func (s *nodeSync) eniTags() map[string]string {
 	tags[cloud.TagInstance] = s.instanceID
 	tags[cloud.TagManagedBy] = cloud.ManagedBy
 	tags[TagNode] = s.cn.Name
+	tags[cloud.TagCreatedAt] = s.r.now().UTC().Format(time.RFC3339)
 	return tags
 }
 

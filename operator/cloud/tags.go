@@ -10,6 +10,10 @@ const (
 	TagInstance = "enipam.io/instance"
 	// TagManagedBy holds ManagedBy.
 	TagManagedBy = "enipam.io/managed-by"
+	// TagCreatedAt holds when the operator asked for the ENI (RFC 3339,
+	// UTC): EC2 tells no ENI's age, and the collector needs it to tell a
+	// leak from an ENI about to be attached.
+	TagCreatedAt = "enipam.io/created-at"
 	// ManagedBy is the value of TagManagedBy.
 	ManagedBy = "enipam"
 )

@@ -1,8 +1,11 @@
 // Package gc collects leaked ENIs: unattached ENIs carrying the operator's
 // cluster tag, left behind by a crash between Create and Attach or by an
 // instance that terminated before delete-on-termination was set. EC2 gives
-// no ENI age, so an ENI is deleted only when it is seen unattached on two
-// consecutive passes, and never while the operator is attaching it.
+// no ENI age, so the operator tags each ENI it creates with the time
+// (cloud.TagCreatedAt): one unattached for longer than MinAge is deleted on
+// the first pass that sees it; one without a readable tag only when it is
+// seen unattached on two consecutive passes. Never while the operator is
+// attaching it.
 package gc
 
 import (
@@ -26,6 +29,10 @@ type Options struct {
 	// MaxPerPass bounds the deletions of one pass, so a flood of leaks
 	// never starves the allocations of EC2's buckets.
 	MaxPerPass int
+	// MinAge is how old (by its creation tag) an unattached ENI must be to
+	// be taken for a leak on first sight: long enough for the reconcile
+	// that created it, or a later one, to attach or adopt it.
+	MinAge time.Duration
 }
 
 // Collector deletes leaked ENIs.
@@ -92,7 +99,7 @@ func (c *Collector) Pass(ctx context.Context) (int, error) {
 		if e.Tags[cloud.TagManagedBy] != cloud.ManagedBy || e.RequesterManaged || c.inv.InFlight(e.ID) {
 			continue
 		}
-		if !c.seen[e.ID] || deleted >= c.opts.MaxPerPass {
+		if !(c.seen[e.ID] || c.oldEnough(&e)) || deleted >= c.opts.MaxPerPass {
 			next[e.ID] = true
 			continue
 		}
@@ -114,4 +121,10 @@ func (c *Collector) Pass(ctx context.Context) (int, error) {
 	}
 	c.seen = next
 	return deleted, errors.Join(errs...)
+}
+
+// oldEnough reports whether the ENI's creation tag is older than MinAge.
+func (c *Collector) oldEnough(e *cloud.ENI) bool {
+	at, err := time.Parse(time.RFC3339, e.Tags[cloud.TagCreatedAt])
+	return err == nil && c.opts.MinAge > 0 && time.Since(at) > c.opts.MinAge
 }
