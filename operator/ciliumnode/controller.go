@@ -3,12 +3,36 @@
 // from EC2, shrinks pools through Cilium's release handshake, and tells
 // the story in spec.eni, status.eni and status.ipam.operator-status.
 //
+// # The invariant
+//
+// A node's pool is what EC2 reports on that node's instance's usable ENIs,
+// once routed on the node, plus the addresses still in the release
+// handshake until they are released. Every reconcile re-derives it from
+// EC2 and the handshake (poolView.reconcile), so an interrupted step —
+// a process killed between two calls, a write lost, a lease lost — is
+// repaired by the next reconcile, not remembered:
+//
+//   - an address enters the pool only once EC2 shows its ENI attached and
+//     the node's enipam-agent has reported it routed in the node's
+//     NodeRouting (routed before pooled);
+//   - a released address never stays in the pool;
+//   - a free address EC2 no longer shows on its ENI leaves through the
+//     handshake after a consistency grace (at once when EC2 shows it on
+//     another instance), so the agent never hands it out meanwhile;
+//   - an address the agent acknowledged (ready-for-release) is always
+//     released to the end: its Unassign may have been sent already;
+//   - the Node's providerID names the instance; a CiliumNode that names
+//     another one is reset.
+//
 // One reconcile of a node: read the CiliumNode and Node from the informer
 // cache; resolve the instance and the policy; take a snapshot of the
-// instance from the inventory (no EC2 call when it is known); plan (pure)
-// and execute the plan; then write status, then spec — each once, and only
-// when it changed — with merge patches that touch only the operator's
-// fields, so the agent's concurrent writes are never lost or conflicted.
+// instance from the inventory (no EC2 call when it is known); write the
+// policy's values for the agent into the NodeRouting and read its report;
+// derive the pool; plan (pure) and execute the plan; then write status,
+// then spec — each once, and only when it changed — with merge patches
+// that touch only the operator's fields, so the agent's concurrent writes
+// are never lost or conflicted. Nothing of the operator's is kept in the
+// CiliumNode's metadata, which Cilium's agent rewrites on every start.
 package ciliumnode
 
 import (
