@@ -21,7 +21,8 @@ type API interface {
 	// ListENIs returns every ENI of the VPC.
 	ListENIs(ctx context.Context, vpcID string) ([]ENI, error)
 	// GetInstances returns the named instances that exist (unknown IDs are
-	// left out, not an error) and every ENI attached to them.
+	// left out, not an error), every ENI attached to them, and the
+	// unattached ENIs tagged (TagInstance) for them.
 	GetInstances(ctx context.Context, instanceIDs []string) ([]Instance, []ENI, error)
 	// GetENIs describes the named ENIs; IDs EC2 does not know (or not
 	// yet, under eventual consistency) are left out, not an error.

@@ -96,7 +96,10 @@ func (c *Client) ListInstances(ctx context.Context, vpcID string) ([]cloud.Insta
 }
 
 // GetInstances implements cloud.API: one filtered DescribeInstances and
-// one filtered DescribeNetworkInterfaces for the whole batch.
+// two filtered DescribeNetworkInterfaces for the whole batch: the ENIs
+// attached to the instances, and the unattached ones the operator created
+// for them (tagged with the instance), so an ENI whose attach never
+// happened is found and adopted rather than made again.
 func (c *Client) GetInstances(ctx context.Context, ids []string) ([]cloud.Instance, []cloud.ENI, error) {
 	instances, _, err := c.describeInstances(ctx, filter("instance-id", ids...))
 	if err != nil || len(instances) == 0 {
@@ -107,7 +110,11 @@ func (c *Client) GetInstances(ctx context.Context, ids []string) ([]cloud.Instan
 		live = append(live, in.ID)
 	}
 	enis, err := c.describeENIs(ctx, filter("attachment.instance-id", live...))
-	return instances, enis, err
+	if err != nil {
+		return instances, nil, err
+	}
+	orphans, err := c.describeENIs(ctx, filter("tag:"+cloud.TagInstance, live...), filter("status", cloud.ENIAvailable))
+	return instances, append(enis, orphans...), err
 }
 
 func (c *Client) describeInstances(ctx context.Context, f types.Filter) ([]cloud.Instance, int, error) {
