@@ -109,8 +109,6 @@ type memory struct {
 	// missing: since when each pool address has been missing from its
 	// ENI in EC2.
 	missing map[string]time.Time
-	// attachCheckedAt is when attaching ENIs were last described.
-	attachCheckedAt time.Time
 	// repairs backs off DeleteOnTermination repairs per ENI.
 	repairs map[string]repair
 }

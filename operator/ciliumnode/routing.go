@@ -19,8 +19,8 @@ import (
 	"github.com/enipam/enipam/operator/pool"
 )
 
-// attachCheckInterval is how often a node with an ENI still attaching has
-// it described by ID, to learn that the attachment completed.
+// attachCheckInterval is how soon a node with an ENI still attaching is
+// looked at again.
 const attachCheckInterval = time.Second
 
 // syncRouting makes the node's NodeRouting carry the effective policy
@@ -61,37 +61,15 @@ func (s *nodeSync) syncRouting(ctx context.Context) error {
 	return nil
 }
 
-// refreshAttaching describes the node's usable ENIs whose attachment EC2
-// last showed attaching (at most once a second per node): their addresses
-// reach the pool only once EC2 says attached.
-func (s *nodeSync) refreshAttaching(ctx context.Context) {
-	var ids []string
+// refreshAttaching looks at the node again shortly while one of its
+// usable ENIs is attaching: the inventory describes attaching ENIs in one
+// batch every second, and their addresses reach the pool only once EC2
+// says attached.
+func (s *nodeSync) refreshAttaching(context.Context) {
 	for i := range s.snap.ENIs {
-		e := &s.snap.ENIs[i]
-		if e.AttachmentStatus == cloud.AttachmentAttaching && pool.Usable(e, &s.cfg.Config) {
-			ids = append(ids, e.ID)
-		}
-	}
-	if len(ids) == 0 {
-		return
-	}
-	now := s.r.now()
-	if wait := attachCheckInterval - now.Sub(s.mem.attachCheckedAt); wait > 0 {
-		s.requeueWithin(wait)
-		return
-	}
-	s.mem.attachCheckedAt = now
-	if err := s.r.inv.RefreshENIs(ctx, ids); err != nil {
-		s.r.log.Info("describing attaching ENIs failed", "node", s.cn.Name, "enis", ids, "error", err)
-		s.requeueWithin(attachCheckInterval)
-		return
-	}
-	if s.snapshot(ctx) {
-		for i := range s.snap.ENIs {
-			if s.snap.ENIs[i].AttachmentStatus == cloud.AttachmentAttaching {
-				s.requeueWithin(attachCheckInterval)
-				break
-			}
+		if e := &s.snap.ENIs[i]; e.AttachmentStatus == cloud.AttachmentAttaching && pool.Usable(e, &s.cfg.Config) {
+			s.requeueWithin(attachCheckInterval)
+			return
 		}
 	}
 }

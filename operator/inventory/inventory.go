@@ -53,6 +53,7 @@ type Inventory struct {
 	byInstance map[string]map[string]struct{} // instance ID → attached ENI IDs
 	unattached map[string]struct{}            // IDs of ENIs with status available
 	inFlight   map[string]struct{}            // IDs of ENIs being attached
+	attaching  map[string]struct{}            // IDs of ENIs whose attachment EC2 last showed attaching
 	touched    map[string]time.Time           // instance or ENI ID → last local change
 	deleted    map[string]time.Time           // ENI ID → deleted locally
 	created    map[string]time.Time           // ENI ID → created by this operator
@@ -96,6 +97,7 @@ func New(api cloud.API, opts Options, log *slog.Logger) *Inventory {
 		byInstance: map[string]map[string]struct{}{},
 		unattached: map[string]struct{}{},
 		inFlight:   map[string]struct{}{},
+		attaching:  map[string]struct{}{},
 		touched:    map[string]time.Time{},
 		deleted:    map[string]time.Time{},
 		created:    map[string]time.Time{},
@@ -112,6 +114,7 @@ func New(api cloud.API, opts Options, log *slog.Logger) *Inventory {
 // ends.
 func (inv *Inventory) Start(ctx context.Context) error {
 	go inv.lookups.run(ctx)
+	go inv.watchAttachments(ctx)
 	backoff := time.Second
 	for {
 		err := inv.resyncAll(ctx, inv.opts.VPCIDs)
@@ -278,6 +281,11 @@ func (inv *Inventory) putENI(e *cloud.ENI) {
 		delete(inv.byInstance[old.InstanceID], e.ID)
 	}
 	inv.enis[e.ID] = e
+	if e.AttachmentStatus == cloud.AttachmentAttaching {
+		inv.attaching[e.ID] = struct{}{}
+	} else {
+		delete(inv.attaching, e.ID)
+	}
 	if e.Status == cloud.ENIAvailable {
 		inv.unattached[e.ID] = struct{}{}
 	} else {
@@ -303,6 +311,7 @@ func (inv *Inventory) dropENI(id string) {
 	}
 	delete(inv.enis, id)
 	delete(inv.unattached, id)
+	delete(inv.attaching, id)
 }
 
 // Snapshot returns what planning needs of one instance: the instance, its

@@ -244,3 +244,45 @@ func (inv *Inventory) Holders(ips []netip.Addr) map[netip.Addr]string {
 	}
 	return out
 }
+
+// attachPoll is how often ENIs still attaching are described, all in one
+// batched describe: their addresses reach pods only once EC2 says
+// attached, and a joining wave must not cost a describe per node.
+const attachPoll = time.Second
+
+// watchAttachments describes the ENIs EC2 last showed attaching, in
+// batches, every attachPoll until ctx ends.
+func (inv *Inventory) watchAttachments(ctx context.Context) {
+	ticker := time.NewTicker(attachPoll)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+		inv.mu.RLock()
+		ids := make([]string, 0, len(inv.attaching))
+		for id := range inv.attaching {
+			ids = append(ids, id)
+		}
+		inv.mu.RUnlock()
+		for len(ids) > 0 {
+			n := min(len(ids), maxLookupBatch)
+			if err := inv.RefreshENIs(ctx, ids[:n]); err != nil {
+				inv.log.Info("describing attaching ENIs failed; retrying", "enis", n, "error", err)
+				break
+			}
+			ids = ids[n:]
+		}
+	}
+}
+
+// Attaching reports whether EC2 last showed the ENI's attachment
+// attaching.
+func (inv *Inventory) Attaching(eniID string) bool {
+	inv.mu.RLock()
+	defer inv.mu.RUnlock()
+	_, ok := inv.attaching[eniID]
+	return ok
+}
