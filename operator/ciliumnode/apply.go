@@ -21,7 +21,12 @@ import (
 func (s *nodeSync) apply(ctx context.Context, p *pool.Plan) error {
 	r := s.r
 	for _, a := range p.Assign {
-		if err := s.assign(ctx, a.ENIID, a.IPs, a.Prefixes); err != nil {
+		err := s.assign(ctx, a.ENIID, a.IPs, a.Prefixes)
+		if a.Prefixes > 0 && a.FallbackIPs > 0 && errors.Is(err, cloud.ErrNoPrefixRoom) {
+			s.prefixFallback(err)
+			err = s.assign(ctx, a.ENIID, a.FallbackIPs, 0)
+		}
+		if err != nil {
 			return err
 		}
 	}
@@ -32,7 +37,7 @@ func (s *nodeSync) apply(ctx context.Context, p *pool.Plan) error {
 		r.log.Info("adopted unattached ENI", "node", s.cn.Name, "instance", s.instanceID, "eni", p.Adopt.ENIID, "device", p.Adopt.DeviceIndex)
 	}
 	if c := p.Create; c != nil {
-		eni, err := r.api.CreateENI(ctx, cloud.CreateENIRequest{
+		req := cloud.CreateENIRequest{
 			SubnetID:       c.SubnetID,
 			SecurityGroups: c.SecurityGroups,
 			Description:    fmt.Sprintf("enipam: pod IPs of node %s (cluster %s)", s.cn.Name, r.opts.Cluster),
@@ -40,9 +45,16 @@ func (s *nodeSync) apply(ctx context.Context, p *pool.Plan) error {
 			SecondaryIPs:   c.IPs,
 			Prefixes:       c.Prefixes,
 			ClientToken:    s.clientToken(c.DeviceIndex),
-		})
+		}
+		eni, err := r.api.CreateENI(ctx, req)
+		if c.Prefixes > 0 && c.FallbackIPs > 0 && errors.Is(err, cloud.ErrNoPrefixRoom) {
+			s.prefixFallback(err)
+			req.Prefixes, req.SecondaryIPs = 0, c.FallbackIPs
+			req.ClientToken += "-ips" // another request than the refused one
+			eni, err = r.api.CreateENI(ctx, req)
+		}
 		if err != nil {
-			if errors.Is(err, cloud.ErrSubnetFull) {
+			if errors.Is(err, cloud.ErrSubnetFull) && !errors.Is(err, cloud.ErrNoPrefixRoom) {
 				r.inv.RecordSubnetFull(c.SubnetID)
 			}
 			return fmt.Errorf("creating ENI in %s, %w", c.SubnetID, err)
@@ -97,6 +109,8 @@ func (s *nodeSync) assign(ctx context.Context, eniID string, ips, prefixes int) 
 	switch {
 	case err == nil:
 		return nil
+	case errors.Is(err, cloud.ErrNoPrefixRoom):
+		// Single addresses may still fit: the subnet is not full.
 	case errors.Is(err, cloud.ErrSubnetFull):
 		r.inv.RecordSubnetFull(eni.SubnetID)
 	case errors.Is(err, cloud.ErrNotFound) && r.inv.Young(eniID):
@@ -106,6 +120,16 @@ func (s *nodeSync) assign(ctx context.Context, eniID string, ips, prefixes int) 
 		r.inv.RecordGone(eniID)
 	}
 	return fmt.Errorf("assigning to %s, %w", eniID, err)
+}
+
+// prefixFallback records that the node's subnet had no free aligned /28:
+// an event says so, and its plans ask for single addresses until the
+// resync interval has passed.
+func (s *nodeSync) prefixFallback(err error) {
+	s.r.events.Eventf(s.cn, nil, "Warning", ReasonPrefixFallback, "Allocate",
+		"no free /28 prefix in the subnet (%v): single addresses instead", err)
+	s.mem.noPrefixesUntil = s.r.now().Add(s.r.opts.BlockedRetry)
+	s.r.log.Info("prefix delegation falls back to single addresses", "node", s.cn.Name, "error", err)
 }
 
 // errNotYet: EC2 answered NotFound for an ENI this operator created within

@@ -109,6 +109,9 @@ type memory struct {
 	// missing: since when each pool address has been missing from its
 	// ENI in EC2.
 	missing map[string]time.Time
+	// noPrefixesUntil: the subnet had no free /28; plans use single
+	// addresses until then.
+	noPrefixesUntil time.Time
 	// repairs backs off DeleteOnTermination repairs per ENI.
 	repairs map[string]repair
 }
@@ -253,6 +256,7 @@ const (
 	ReasonInstanceReplaced   = "InstanceReplaced"
 	ReasonAwaitingRouting    = "AwaitingRouting"
 	ReasonRepairFailing      = "RepairFailing"
+	ReasonPrefixFallback     = "PrefixFallback"
 )
 
 // isBlocked reports reasons that no retry fixes without a change.

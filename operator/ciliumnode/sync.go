@@ -73,6 +73,9 @@ func (s *nodeSync) run(ctx context.Context) {
 		r.warn(s.cn, s.mem, ReasonPolicyConflict, fmt.Sprintf("ENIPolicy %s governs this node; %s also match and are ignored", winner.Name, strings.Join(names, ", ")))
 	}
 	s.cfg = policy.Resolve(s.cn, winner, r.opts.Defaults)
+	if r.now().Before(s.mem.noPrefixesUntil) {
+		s.cfg.PrefixDelegation = false
+	}
 
 	if !s.snapshot(ctx) {
 		return

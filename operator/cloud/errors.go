@@ -14,6 +14,10 @@ var (
 	// ErrSubnetFull: the subnet has no free address (or no free aligned
 	// /28 for a prefix).
 	ErrSubnetFull = errors.New("subnet has no free addresses")
+	// ErrNoPrefixRoom: the subnet has free addresses but no free aligned
+	// /28 (EC2's InsufficientCidrBlocks); single addresses may still fit.
+	// It is also an ErrSubnetFull.
+	ErrNoPrefixRoom = fmt.Errorf("%w: no free aligned /28 prefix", ErrSubnetFull)
 	// ErrENILimit: the instance has as many ENIs as its type allows.
 	ErrENILimit = errors.New("instance ENI limit reached")
 	// ErrIPLimit: the ENI holds as many addresses as its type allows.

@@ -21,7 +21,7 @@ var kinds = map[string]error{
 	"InvalidGroup.NotFound":              cloud.ErrNotFound,
 	"InvalidVpcID.NotFound":              cloud.ErrNotFound,
 	"InsufficientFreeAddressesInSubnet":  cloud.ErrSubnetFull,
-	"InsufficientCidrBlocks":             cloud.ErrSubnetFull,
+	"InsufficientCidrBlocks":             cloud.ErrNoPrefixRoom,
 	"AttachmentLimitExceeded":            cloud.ErrENILimit,
 	"PrivateIpAddressLimitExceeded":      cloud.ErrIPLimit,
 	"RequestLimitExceeded":               cloud.ErrThrottled,

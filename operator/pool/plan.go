@@ -63,6 +63,9 @@ type Assign struct {
 	ENIID    string
 	IPs      int
 	Prefixes int
+	// FallbackIPs is how many single addresses to ask for instead when
+	// the subnet has no free aligned /28 for the prefixes.
+	FallbackIPs int
 }
 
 // Create makes a new ENI carrying its addresses and attaches it.
@@ -72,6 +75,9 @@ type Create struct {
 	DeviceIndex    int
 	IPs            int
 	Prefixes       int
+	// FallbackIPs is how many single addresses the ENI is created with
+	// instead when the subnet has no free aligned /28 for the prefixes.
+	FallbackIPs int
 }
 
 // Adopt attaches an orphan ENI created earlier for this instance.
@@ -155,7 +161,7 @@ func Compute(n *Node, cfg *Config) Plan {
 		p.Adopt = &Adopt{ENIID: orphan.ID, DeviceIndex: index}
 		return p
 	}
-	subnet, err := chooseSubnet(n, cfg, prefixes)
+	subnet, err := chooseSubnet(n, cfg)
 	if err != nil {
 		p.Blocked = err
 		return p
@@ -167,9 +173,10 @@ func Compute(n *Node, cfg *Config) Plan {
 	}
 	c := &Create{SubnetID: subnet.ID, SecurityGroups: groups, DeviceIndex: index}
 	// The new ENI's own primary address takes one slot and one subnet
-	// address.
+	// address. A subnet too small for a /28 gets single addresses.
+	prefixes = prefixes && subnet.Available-1 >= IPsPerPrefix
 	if a, ok := fill("", n.Type.IPv4PerENI-1, remaining, subnet.Available-1, prefixes); ok {
-		c.IPs, c.Prefixes = a.IPs, a.Prefixes
+		c.IPs, c.Prefixes, c.FallbackIPs = a.IPs, a.Prefixes, a.FallbackIPs
 	}
 	p.Create = c
 	return p
@@ -183,7 +190,7 @@ func fill(eniID string, room, want, free int, prefixes bool) (Assign, bool) {
 	}
 	if prefixes {
 		n := min(room, (want+IPsPerPrefix-1)/IPsPerPrefix, free/IPsPerPrefix)
-		return Assign{ENIID: eniID, Prefixes: n}, n > 0
+		return Assign{ENIID: eniID, Prefixes: n, FallbackIPs: min(room, want, free)}, n > 0
 	}
 	n := min(room, want, free)
 	return Assign{ENIID: eniID, IPs: n}, true
@@ -220,7 +227,7 @@ func adoptable(n *Node) *cloud.ENI {
 // in the node's zone, else among those matching the subnet tags, else the
 // node's own subnet — the one with the most free addresses. A tier that
 // names subnets in the zone decides, even if they are all full.
-func chooseSubnet(n *Node, cfg *Config, prefixes bool) (cloud.Subnet, error) {
+func chooseSubnet(n *Node, cfg *Config) (cloud.Subnet, error) {
 	inZone := func(s *cloud.Subnet) bool {
 		return s.AZ == n.Instance.AZ && s.VPCID == n.Instance.VPCID
 	}
@@ -232,10 +239,7 @@ func chooseSubnet(n *Node, cfg *Config, prefixes bool) (cloud.Subnet, error) {
 		{fmt.Sprintf("subnet tags %v", cfg.SubnetTags), func(s *cloud.Subnet) bool { return cloud.MatchTags(s.Tags, cfg.SubnetTags) }},
 		{"the node's subnet " + n.Instance.SubnetID, func(s *cloud.Subnet) bool { return s.ID == n.Instance.SubnetID }},
 	}
-	need := 2 // the ENI's primary address and one pod address
-	if prefixes {
-		need = 1 + IPsPerPrefix
-	}
+	const need = 2 // the ENI's primary address and one pod address
 	for _, tier := range tiers {
 		var candidates []cloud.Subnet
 		for i := range n.Subnets {
