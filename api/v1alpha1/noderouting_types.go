@@ -24,6 +24,8 @@ import (
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="ENIs",type=integer,JSONPath=`.status.routedENIs`
 // +kubebuilder:printcolumn:name="IPs",type=integer,JSONPath=`.status.routedIPs`
+// +kubebuilder:printcolumn:name="Max-IPs",type=integer,JSONPath=`.status.capacity.maxIPs`,priority=1
+// +kubebuilder:printcolumn:name="Can-Grow",type=boolean,JSONPath=`.status.capacity.canGrow`,priority=1
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type NodeRouting struct {
@@ -55,8 +57,15 @@ type NodeRoutingSpec struct {
 	ExcludeInterfaceTags map[string]string `json:"excludeInterfaceTags,omitempty"`
 }
 
-// NodeRoutingStatus is the agent's report.
+// NodeRoutingStatus is the agent's report, and the operator's word on the
+// node's capacity (status.capacity, the one field the operator writes
+// here), for schedulers and people.
 type NodeRoutingStatus struct {
+	// Capacity is how far the node's pool can grow, written by the
+	// operator on every change.
+	// +optional
+	Capacity *NodeCapacity `json:"capacity,omitempty"`
+
 	// ObservedGeneration is the spec generation the agent acted on.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
@@ -81,6 +90,35 @@ type NodeRoutingStatus struct {
 	// +listMapKey=type
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// NodeCapacity is what the operator knows of a node's room for pod
+// addresses under its policy.
+type NodeCapacity struct {
+	// MaxIPs is the largest pool the node can reach: the address slots of
+	// its usable ENIs, present and still to attach (a prefix slot counting
+	// 16 under prefix delegation), less the ENIs' own primary addresses.
+	MaxIPs int32 `json:"maxIPs"`
+	// PoolIPs is the size of the pool now (addresses pods may get, used
+	// or not), and Awaiting the addresses EC2 holds for the node that wait
+	// to be routed before they join it.
+	PoolIPs  int32 `json:"poolIPs"`
+	Awaiting int32 `json:"awaiting,omitempty"`
+	// CanGrow is false when no more addresses can come: the instance is at
+	// capacity, its subnets are exhausted, or it cannot be served.
+	CanGrow bool `json:"canGrow"`
+	// Reason says why the pool cannot grow, in words, e.g. "instance at
+	// capacity (3/3 ENIs × 10 addresses)".
+	// +optional
+	Reason string `json:"reason,omitempty"`
+	// AvailabilityZone and Subnets are where the node's pod addresses come
+	// from: the zone, and the subnets of its usable ENIs and those a new
+	// ENI may use.
+	// +optional
+	AvailabilityZone string `json:"availabilityZone,omitempty"`
+	// +listType=set
+	// +optional
+	Subnets []string `json:"subnets,omitempty"`
 }
 
 // RoutedENI is one ENI the agent has routed.
