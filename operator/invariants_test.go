@@ -173,8 +173,11 @@ func TestPolicyReachesNodeAfterMetadataWipe(t *testing.T) {
 	}
 	r.addNode("node-wipe", "i-0a000000000000002", "us-east-1a", map[string]string{"pool": "secondary"}, ipamtypes.IPAMSpec{PreAllocate: 4})
 	r.waitNode("node-wipe", 30*time.Second, "4 free", func(cn *ciliumv2.CiliumNode) bool { return freeIPs(cn) >= 4 })
-	if nr := r.routing("node-wipe"); nr.Spec.FirstInterfaceIndex != 1 {
-		t.Fatalf("NodeRouting first index %d, want the policy's 1", nr.Spec.FirstInterfaceIndex)
+	// m5.xlarge: 4 ENIs × 15 addresses; under first index 1, three ENIs
+	// of 14 pod addresses each.
+	if nr := r.routing("node-wipe"); nr.Spec.FirstInterfaceIndex != 1 || nr.Status.Capacity == nil ||
+		nr.Status.Capacity.MaxIPs != 42 || !nr.Status.Capacity.CanGrow || nr.Status.Capacity.AvailabilityZone != "us-east-1a" {
+		t.Fatalf("NodeRouting spec %+v, capacity %+v; want first index 1 and 42 addresses at most", nr.Spec, nr.Status.Capacity)
 	}
 	// The agent's full Update: labels from the Node, annotations only
 	// cilium.io ones (none here).
@@ -199,10 +202,12 @@ func TestPolicyReachesNodeAfterMetadataWipe(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = wait.PollUntilContextTimeout(r.ctx, 50*time.Millisecond, 20*time.Second, true, func(context.Context) (bool, error) {
-		return r.routing("node-wipe").Spec.FirstInterfaceIndex == 2, nil
+		nr := r.routing("node-wipe")
+		return nr.Spec.FirstInterfaceIndex == 2 && nr.Status.Capacity != nil && nr.Status.Capacity.MaxIPs == 28, nil
 	})
 	if err != nil {
-		t.Fatalf("NodeRouting first index %d, want the changed policy's 2", r.routing("node-wipe").Spec.FirstInterfaceIndex)
+		nr := r.routing("node-wipe")
+		t.Fatalf("NodeRouting first index %d, capacity %+v; want the changed policy's 2 and 28 addresses at most", nr.Spec.FirstInterfaceIndex, nr.Status.Capacity)
 	}
 	if cn := r.node("node-wipe"); cn.Spec.ENI.FirstInterfaceIndex != nil || len(cn.Annotations) != 0 {
 		t.Errorf("operator state in the CiliumNode: spec.eni first index %v, annotations %v", cn.Spec.ENI.FirstInterfaceIndex, cn.Annotations)

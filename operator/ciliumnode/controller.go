@@ -175,6 +175,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		return ctrl.Result{}, err
 	}
+	if err := s.writeCapacity(ctx); err != nil && !apierrors.IsNotFound(err) {
+		return ctrl.Result{}, err
+	}
 	return s.result(), nil
 }
 

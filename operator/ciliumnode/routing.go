@@ -114,3 +114,30 @@ func (s *nodeSync) requeueWithin(d time.Duration) {
 
 // routedFunc is the agent's report as a lookup.
 type routedFunc = func(eniID string, ip netip.Addr) bool
+
+// writeCapacity patches the NodeRouting's status.capacity, the one field
+// of that status the operator writes (the agent's report is the rest),
+// when it changed.
+func (s *nodeSync) writeCapacity(ctx context.Context) error {
+	if s.routing == nil || !s.haveSnap || s.pool == nil {
+		return nil
+	}
+	room := pool.Capacity(&s.snap, &s.cfg.Config)
+	available, _ := s.pool.counts()
+	c := &enipamv1alpha1.NodeCapacity{
+		MaxIPs: int32(room.MaxIPs), PoolIPs: int32(available), Awaiting: int32(s.pool.awaiting),
+		CanGrow: room.CanGrow, AvailabilityZone: s.snap.Instance.AZ, Subnets: room.Subnets,
+	}
+	if room.Blocked != nil {
+		c.Reason = room.Blocked.Error()
+	}
+	if sameJSON(s.routing.Status.Capacity, c) {
+		return nil
+	}
+	orig := s.routing.DeepCopy()
+	s.routing.Status.Capacity = c
+	if err := s.r.client.Status().Patch(ctx, s.routing, client.MergeFrom(orig)); err != nil {
+		return fmt.Errorf("writing capacity of NodeRouting %s, %w", s.cn.Name, err)
+	}
+	return nil
+}

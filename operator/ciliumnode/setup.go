@@ -113,11 +113,11 @@ var nodeChanged = predicate.Funcs{
 }
 
 // routingReported passes NodeRouting events that can let addresses into a
-// pool: a changed report of the agent (the operator's own spec writes do
-// not).
+// pool: a changed report of the agent (the operator's own writes, spec
+// and status.capacity, do not).
 var routingReported = predicate.Funcs{
 	UpdateFunc: func(e event.UpdateEvent) bool {
 		o, n := e.ObjectOld.(*enipamv1alpha1.NodeRouting), e.ObjectNew.(*enipamv1alpha1.NodeRouting)
-		return !sameJSON(o.Status, n.Status)
+		return !sameJSON(o.Status.ENIs, n.Status.ENIs) || !sameJSON(o.Status.Conditions, n.Status.Conditions)
 	},
 }

@@ -289,3 +289,76 @@ func chooseSecurityGroups(n *Node, cfg *Config) ([]string, error) {
 	}
 	return nil, nil
 }
+
+// Room is how far a node's pool can grow under cfg.
+type Room struct {
+	// MaxIPs is the largest pool the node can reach: the address slots of
+	// its usable ENIs, present and to come, less their primary addresses
+	// (16 per slot under prefix delegation), within MaxAllocate.
+	MaxIPs int
+	// CanGrow is false when no address can be added now; Blocked then
+	// says why (wrapping one of the Err* reasons).
+	CanGrow bool
+	Blocked error
+	// Subnets are those of the usable ENIs and the one a new ENI would use.
+	Subnets []string
+}
+
+// Capacity computes a node's Room. It is pure, like Compute, and agrees
+// with it: CanGrow is true exactly when Compute could add an address.
+func Capacity(n *Node, cfg *Config) Room {
+	prefixes := cfg.PrefixDelegation && n.Type.Hypervisor == "nitro"
+	perSlot := 1
+	if prefixes {
+		perSlot = IPsPerPrefix
+	}
+	var r Room
+	subnetFree := map[string]int{}
+	for _, s := range n.Subnets {
+		subnetFree[s.ID] = s.Available
+	}
+	usableSlots := max(n.Type.MaxENIs-cfg.FirstInterfaceIndex, 0)
+	for i := range n.ENIs {
+		e := &n.ENIs[i]
+		if !Usable(e, cfg) {
+			if e.DeviceIndex >= cfg.FirstInterfaceIndex {
+				usableSlots-- // a slot taken by an excluded or foreign ENI
+			}
+			continue
+		}
+		if !slices.Contains(r.Subnets, e.SubnetID) {
+			r.Subnets = append(r.Subnets, e.SubnetID)
+		}
+		if n.Type.IPv4PerENI-e.Slots() > 0 && subnetFree[e.SubnetID] > 0 {
+			r.CanGrow = true
+		}
+	}
+	r.MaxIPs = max(usableSlots, 0) * max(n.Type.IPv4PerENI-1, 0) * perSlot
+	if cfg.MaxAllocate > 0 {
+		r.MaxIPs = min(r.MaxIPs, cfg.MaxAllocate)
+	}
+	if _, ok := freeDeviceIndex(n, cfg); ok {
+		subnet, err := chooseSubnet(n, cfg)
+		switch {
+		case err != nil:
+			r.Blocked = err
+		default:
+			if !slices.Contains(r.Subnets, subnet.ID) {
+				r.Subnets = append(r.Subnets, subnet.ID)
+			}
+			if _, err := chooseSecurityGroups(n, cfg); err != nil {
+				r.Blocked = err
+			} else {
+				r.CanGrow = true
+			}
+		}
+	} else {
+		r.Blocked = fmt.Errorf("%w: %d/%d ENIs attached, usable ENIs full (%d addresses each)",
+			ErrAtCapacity, len(n.ENIs), n.Type.MaxENIs, n.Type.IPv4PerENI)
+	}
+	if r.CanGrow {
+		r.Blocked = nil
+	}
+	slices.Sort(r.Subnets)
+	return r
+}

@@ -229,3 +229,28 @@ func TestComputeFreshNodeIncludesAgentEndpoints(t *testing.T) {
 		t.Fatalf("plan = %+v, want the 1 remaining slot for a node in use", p)
 	}
 }
+
+// TestCapacityAgreesWithCompute: m5.large (3 ENIs × 10). With first index
+// 1 the node can reach 2 × 9 = 18 addresses; once both usable ENIs are
+// full it cannot grow and says it is at capacity, as Compute does.
+func TestCapacityAgreesWithCompute(t *testing.T) {
+	n := node(m5large)
+	cfg := &Config{Knobs: Knobs{PreAllocate: 4}, FirstInterfaceIndex: 1}
+	room := Capacity(n, cfg)
+	if room.MaxIPs != 18 || !room.CanGrow {
+		t.Fatalf("room %+v, want 18 and room to grow", room)
+	}
+	full := *n
+	for i := 1; i < m5large.MaxENIs; i++ {
+		e := cloud.ENI{ID: fmt.Sprintf("eni-%d", i), DeviceIndex: i, SubnetID: n.Instance.SubnetID}
+		for j := range m5large.IPv4PerENI - 1 {
+			e.IPs = append(e.IPs, netip.AddrFrom4([4]byte{10, 0, byte(i), byte(10 + j)}))
+		}
+		full.ENIs = append(full.ENIs, e)
+	}
+	room = Capacity(&full, cfg)
+	plan := Compute(&full, cfg)
+	if room.CanGrow || !errors.Is(room.Blocked, ErrAtCapacity) || !errors.Is(plan.Blocked, ErrAtCapacity) {
+		t.Fatalf("full node: room %+v, plan blocked %v; want both at capacity", room, plan.Blocked)
+	}
+}
