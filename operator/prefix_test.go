@@ -1,9 +1,11 @@
 package operator_test
 
 import (
+	"net/netip"
 	"testing"
 	"time"
 
+	ipamoption "github.com/cilium/cilium/pkg/ipam/option"
 	ipamtypes "github.com/cilium/cilium/pkg/ipam/types"
 	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -66,5 +68,71 @@ func TestPrefixFallsBackToSingleAddresses(t *testing.T) {
 	}
 	if got := r.sim.Counters().Errors["CreateNetworkInterface"]["InsufficientCidrBlocks"]; got != 1 {
 		t.Errorf("InsufficientCidrBlocks answers = %d, want 1 (then single addresses)", got)
+	}
+}
+
+// TestPrefixReleasedWhole: m5.large (nitro) with prefix delegation,
+// pre-allocate 4, release on with no delay. Pods take 16 addresses, so
+// the pool grows to two /28s; then all but one pod leave. The /28 holding
+// the remaining pod's address is never offered; the other, all 16 free,
+// is marked whole, and once the agent acknowledged all 16 it is released
+// with one Unassign of the prefix.
+func TestPrefixReleasedWhole(t *testing.T) {
+	r := newRig(t, vpcScenario)
+	opts := r.options()
+	opts.ReleaseExcessIPs, opts.ReleaseDelay, opts.PrefixDelegation = true, 0, true
+	r.startOperator(opts)
+	r.addNode("node-pd", "i-0a000000000000001", "us-east-1a", nil, ipamtypes.IPAMSpec{PreAllocate: 4})
+	r.waitNode("node-pd", 20*time.Second, "one prefix", func(cn *ciliumv2.CiliumNode) bool { return len(cn.Spec.IPAM.Pool) == 16 })
+	r.use("node-pd", 16)
+	cn := r.waitNode("node-pd", 20*time.Second, "two prefixes", func(cn *ciliumv2.CiliumNode) bool { return len(cn.Spec.IPAM.Pool) == 32 })
+
+	// All pods but one leave.
+	var kept string
+	for ip := range cn.Status.IPAM.Used {
+		kept = ip
+		break
+	}
+	r.agentUpdate("node-pd", func(cn *ciliumv2.CiliumNode) {
+		cn.Status.IPAM.Used = ipamtypes.AllocationMap{kept: cn.Status.IPAM.Used[kept]}
+	})
+	cn = r.waitNode("node-pd", 20*time.Second, "16 marked", func(cn *ciliumv2.CiliumNode) bool { return len(cn.Status.IPAM.ReleaseIPs) == 16 })
+	keptAddr := netip.MustParseAddr(kept)
+	var keptPrefix netip.Prefix
+	for _, e := range cn.Status.ENI.ENIs {
+		for _, p := range e.Prefixes {
+			if p.Prefix.Contains(keptAddr) {
+				keptPrefix = p.Prefix
+			}
+		}
+	}
+	for ip := range cn.Status.IPAM.ReleaseIPs {
+		if keptPrefix.Contains(netip.MustParseAddr(ip)) {
+			t.Fatalf("%s marked although its prefix %s holds the pod address %s", ip, keptPrefix, kept)
+		}
+	}
+	r.agentUpdate("node-pd", func(cn *ciliumv2.CiliumNode) {
+		for ip := range cn.Status.IPAM.ReleaseIPs {
+			cn.Status.IPAM.ReleaseIPs[ip] = ipamoption.IPAMReadyForRelease
+		}
+	})
+	cn = r.waitNode("node-pd", 20*time.Second, "the prefix released", func(cn *ciliumv2.CiliumNode) bool { return len(cn.Spec.IPAM.Pool) == 16 })
+	for ip := range cn.Spec.IPAM.Pool {
+		if !keptPrefix.Contains(netip.MustParseAddr(ip)) {
+			t.Errorf("pool keeps %s outside the prefix in use", ip)
+		}
+	}
+	attached, _ := r.enisOf("i-0a000000000000001")
+	var prefixes []string
+	for _, e := range attached {
+		for _, p := range e.IPv4Prefixes {
+			prefixes = append(prefixes, p.IPv4Prefix)
+		}
+	}
+	if len(prefixes) != 1 || prefixes[0] != keptPrefix.String() {
+		t.Errorf("EC2 shows prefixes %v, want only %s", prefixes, keptPrefix)
+	}
+	if got := r.calls("UnassignPrivateIpAddresses"); got != 1 {
+		t.Errorf("UnassignPrivateIpAddresses calls = %d, want 1", got)
 	}
 }

@@ -269,17 +269,40 @@ func (v *poolView) outstanding() int {
 }
 
 // releaseCandidates picks up to n free addresses to release: unowned,
-// unused, not in the handshake, secondary addresses (not prefix members)
-// of usable ENIs — from the highest device index down, so later ENIs
-// empty first.
+// unused, not in the handshake, on usable ENIs — from the highest device
+// index down, so later ENIs empty first. A delegated prefix goes only
+// whole: all 16 of its addresses free, and n leaving room for them.
 func (v *poolView) releaseCandidates(snap *pool.Node, cfg *pool.Config, n int) map[string][]netip.Addr {
 	enis := slices.Clone(snap.ENIs)
 	slices.SortFunc(enis, func(a, b cloud.ENI) int { return b.DeviceIndex - a.DeviceIndex })
 	out := map[string][]netip.Addr{}
+	free := func(eni *cloud.ENI, ip netip.Addr) bool {
+		key := ip.String()
+		entry, inPool := v.cn.Spec.IPAM.Pool[key]
+		_, used := v.cn.Status.IPAM.Used[key]
+		return inPool && entry.Owner == "" && entry.Resource == eni.ID && !used && !v.inHandshake(key)
+	}
 	for i := range enis {
 		eni := &enis[i]
 		if !pool.Usable(eni, cfg) {
 			continue
+		}
+		for _, p := range eni.Prefixes {
+			if n < pool.IPsPerPrefix {
+				break
+			}
+			var members []netip.Addr
+			for ip := p.Masked().Addr(); p.Contains(ip); ip = ip.Next() {
+				if !free(eni, ip) {
+					members = nil
+					break
+				}
+				members = append(members, ip)
+			}
+			if len(members) == pool.IPsPerPrefix {
+				out[eni.ID] = append(out[eni.ID], members...)
+				n -= pool.IPsPerPrefix
+			}
 		}
 		ips := slices.Clone(eni.IPs)
 		slices.SortFunc(ips, func(a, b netip.Addr) int { return b.Compare(a) })
@@ -287,15 +310,7 @@ func (v *poolView) releaseCandidates(snap *pool.Node, cfg *pool.Config, n int) m
 			if n == 0 {
 				return out
 			}
-			key := ip.String()
-			entry, inPool := v.cn.Spec.IPAM.Pool[key]
-			if !inPool || entry.Owner != "" || entry.Resource != eni.ID {
-				continue
-			}
-			if _, used := v.cn.Status.IPAM.Used[key]; used {
-				continue
-			}
-			if v.inHandshake(key) {
+			if !free(eni, ip) {
 				continue
 			}
 			out[eni.ID] = append(out[eni.ID], ip)

@@ -43,15 +43,21 @@ func (s *nodeSync) finishRelease(ctx context.Context) error {
 	}
 	var errs []error
 	for _, eniID := range slices.Sorted(maps.Keys(byENI)) {
-		ips := byENI[eniID]
+		ips, err := s.finishPrefixes(ctx, eniID, byENI[eniID])
+		if err != nil {
+			errs = append(errs, err)
+		}
+		if len(ips) == 0 {
+			continue
+		}
 		// A stale read may show IPs this operator already unassigned; the
 		// inventory knows, and no call is made for them.
-		if held := s.heldBy(eniID, ips); len(held) == 0 {
+		held := s.heldBy(eniID, ips)
+		if len(held) == 0 {
 			s.released(ips)
 			continue
 		}
-		err := s.r.api.UnassignIPs(ctx, eniID, s.heldBy(eniID, ips))
-		if err != nil && !errors.Is(err, cloud.ErrNotFound) {
+		if err := s.r.api.UnassignIPs(ctx, eniID, held); err != nil && !errors.Is(err, cloud.ErrNotFound) {
 			errs = append(errs, fmt.Errorf("releasing %d IPs of %s, %w", len(ips), eniID, err))
 			continue
 		}
@@ -60,6 +66,70 @@ func (s *nodeSync) finishRelease(ctx context.Context) error {
 		s.released(ips)
 	}
 	return errors.Join(errs...)
+}
+
+// finishPrefixes releases the delegated prefixes of the ENI whose 16
+// addresses the agent all acknowledged, with one Unassign of the prefixes
+// (never a partial prefix), and returns the acknowledged addresses that
+// are not prefix members. The acknowledged members of a prefix that can
+// no longer be released whole (a member refused, or left the handshake)
+// are taken back: no Unassign was ever sent for them, since one is sent
+// only for a whole prefix and the agent never turns an acknowledgement
+// into a refusal.
+func (s *nodeSync) finishPrefixes(ctx context.Context, eniID string, ips []netip.Addr) ([]netip.Addr, error) {
+	var eni *cloud.ENI
+	for i := range s.snap.ENIs {
+		if s.snap.ENIs[i].ID == eniID {
+			eni = &s.snap.ENIs[i]
+		}
+	}
+	if eni == nil || len(eni.Prefixes) == 0 {
+		return ips, nil
+	}
+	st := &s.cn.Status.IPAM
+	members := map[netip.Prefix][]netip.Addr{}
+	var singles []netip.Addr
+	for _, ip := range ips {
+		i := slices.IndexFunc(eni.Prefixes, func(p netip.Prefix) bool { return p.Contains(ip) })
+		if i < 0 {
+			singles = append(singles, ip)
+			continue
+		}
+		members[eni.Prefixes[i]] = append(members[eni.Prefixes[i]], ip)
+	}
+	var whole []netip.Prefix
+	for _, p := range slices.SortedFunc(maps.Keys(members), netip.Prefix.Compare) {
+		ready := members[p]
+		if len(ready) == pool.IPsPerPrefix {
+			whole = append(whole, p)
+			continue
+		}
+		pending := false
+		for ip := p.Masked().Addr(); p.Contains(ip); ip = ip.Next() {
+			if st.ReleaseIPs[ip.String()] == ipamoption.IPAMMarkForRelease {
+				pending = true
+			}
+		}
+		if !pending {
+			for _, ip := range ready {
+				delete(st.ReleaseIPs, ip.String())
+			}
+		}
+	}
+	if len(whole) == 0 {
+		return singles, nil
+	}
+	err := s.r.api.UnassignPrefixes(ctx, eniID, whole)
+	if err != nil && !errors.Is(err, cloud.ErrNotFound) {
+		return singles, fmt.Errorf("releasing %d prefixes of %s, %w", len(whole), eniID, err)
+	}
+	s.r.inv.RecordUnassignedPrefixes(eniID, whole)
+	s.r.metrics.ipsReleased.Add(float64(pool.IPsPerPrefix * len(whole)))
+	for _, p := range whole {
+		s.released(members[p])
+	}
+	s.r.log.Info("released prefixes", "node", s.cn.Name, "eni", eniID, "prefixes", len(whole))
+	return singles, nil
 }
 
 // released completes the handshake of unassigned IPs.

@@ -50,4 +50,7 @@ type API interface {
 	// UnassignIPs removes secondary addresses from the ENI. Addresses the
 	// ENI no longer holds are not an error: the call is idempotent.
 	UnassignIPs(ctx context.Context, eniID string, ips []netip.Addr) error
+	// UnassignPrefixes removes delegated prefixes from the ENI, whole.
+	// Prefixes the ENI no longer holds are not an error.
+	UnassignPrefixes(ctx context.Context, eniID string, prefixes []netip.Prefix) error
 }

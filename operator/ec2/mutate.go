@@ -152,10 +152,36 @@ func (c *Client) UnassignIPs(ctx context.Context, eniID string, ips []netip.Addr
 	return c.unassign(ctx, eniID, held)
 }
 
-func (c *Client) unassign(ctx context.Context, eniID string, ips []netip.Addr) error {
+// UnassignPrefixes implements cloud.API, idempotent like UnassignIPs.
+func (c *Client) UnassignPrefixes(ctx context.Context, eniID string, prefixes []netip.Prefix) error {
+	err := c.unassign(ctx, eniID, nil, prefixes...)
+	if !errors.Is(err, cloud.ErrInvalid) {
+		return err
+	}
+	enis, derr := c.describeENIs(ctx, filter("network-interface-id", eniID))
+	if derr != nil {
+		return err
+	}
+	if len(enis) == 0 {
+		return &cloud.Error{Action: "UnassignPrivateIpAddresses", Message: eniID + " not found", Kind: cloud.ErrNotFound}
+	}
+	held := slices.DeleteFunc(slices.Clone(prefixes), func(p netip.Prefix) bool { return !slices.Contains(enis[0].Prefixes, p) })
+	if len(held) == 0 {
+		return nil
+	}
+	if len(held) == len(prefixes) {
+		return err
+	}
+	return c.unassign(ctx, eniID, nil, held...)
+}
+
+func (c *Client) unassign(ctx context.Context, eniID string, ips []netip.Addr, prefixes ...netip.Prefix) error {
 	in := &ec2.UnassignPrivateIpAddressesInput{NetworkInterfaceId: aws.String(eniID)}
 	for _, ip := range ips {
 		in.PrivateIpAddresses = append(in.PrivateIpAddresses, ip.String())
+	}
+	for _, p := range prefixes {
+		in.Ipv4Prefixes = append(in.Ipv4Prefixes, p.String())
 	}
 	return c.call(ctx, "UnassignPrivateIpAddresses", func(ctx context.Context) error {
 		_, err := c.sdk.UnassignPrivateIpAddresses(ctx, in)

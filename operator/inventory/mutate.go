@@ -76,6 +76,21 @@ func (inv *Inventory) RecordUnassigned(eniID string, ips []netip.Addr) {
 	inv.mu.Unlock()
 }
 
+// RecordUnassignedPrefixes removes delegated prefixes from an ENI.
+func (inv *Inventory) RecordUnassignedPrefixes(eniID string, prefixes []netip.Prefix) {
+	var subnet string
+	removed := 0
+	inv.update(eniID, func(e *cloud.ENI) {
+		before := len(e.Prefixes)
+		e.Prefixes = slices.DeleteFunc(e.Prefixes, func(p netip.Prefix) bool { return slices.Contains(prefixes, p) })
+		removed = before - len(e.Prefixes)
+		subnet = e.SubnetID
+	})
+	inv.mu.Lock()
+	inv.adjustSubnet(subnet, 16*removed)
+	inv.mu.Unlock()
+}
+
 // RecordDeleted forgets an ENI.
 func (inv *Inventory) RecordDeleted(eniID string) {
 	inv.mu.Lock()
