@@ -25,7 +25,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
-	"github.com/enipam/enipam/operator/ciliumnode"
+	"github.com/enipam/enipam/operator/poolcontroller"
 	"github.com/enipam/enipam/operator/ec2"
 	"github.com/enipam/enipam/operator/gc"
 	"github.com/enipam/enipam/operator/inventory"
@@ -103,11 +103,11 @@ func New(opts Options, restCfg *rest.Config, awsCfg aws.Config, reg prometheus.R
 		return nil, err
 	}
 
-	metrics, err := ciliumnode.NewMetrics(reg)
+	metrics, err := poolcontroller.NewMetrics(reg)
 	if err != nil {
 		return nil, err
 	}
-	nodes := ciliumnode.New(mgr.GetClient(), api, inv, mgr.GetEventRecorder("enipam-operator"), metrics, ciliumnode.Options{
+	nodes := poolcontroller.New(mgr.GetClient(), api, inv, mgr.GetEventRecorder("enipam-operator"), metrics, poolcontroller.Options{
 		Cluster: opts.ClusterName,
 		Workers: opts.Workers,
 		Defaults: policy.Defaults{

@@ -1,4 +1,4 @@
-// Package ciliumnode is the operator's core loop: it keeps every
+// Package poolcontroller is the operator's core loop: it keeps every
 // CiliumNode's spec.ipam.pool ahead of its pods with ENIs and addresses
 // from EC2, shrinks pools through Cilium's release handshake, and tells
 // the story in spec.eni, status.eni and status.ipam.operator-status.
@@ -33,7 +33,7 @@
 // that touch only the operator's fields, so the agent's concurrent writes
 // are never lost or conflicted. Nothing of the operator's is kept in the
 // CiliumNode's metadata, which Cilium's agent rewrites on every start.
-package ciliumnode
+package poolcontroller
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package ciliumnode
+package poolcontroller
 
 import (
 	"github.com/prometheus/client_golang/prometheus"

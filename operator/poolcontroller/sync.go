@@ -1,4 +1,4 @@
-package ciliumnode
+package poolcontroller
 
 import (
 	"context"
