@@ -25,11 +25,11 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
-	"github.com/enipam/enipam/operator/poolcontroller"
 	"github.com/enipam/enipam/operator/ec2"
 	"github.com/enipam/enipam/operator/gc"
 	"github.com/enipam/enipam/operator/inventory"
 	"github.com/enipam/enipam/operator/policy"
+	"github.com/enipam/enipam/operator/poolcontroller"
 )
 
 // Operator is a wired enipam-operator; Run starts it.
