@@ -89,6 +89,20 @@ type ENI struct {
 	Tags           map[string]string
 	// RequesterManaged ENIs belong to an AWS service; never touch them.
 	RequesterManaged bool
+	// InterfaceType is EC2's interfaceType: "interface" (or empty) for an
+	// ordinary ENI; efa, trunk, branch and the others never carry pod
+	// addresses.
+	InterfaceType string
+	// NetworkCard is the attachment's network card index; enipam uses
+	// card 0 only.
+	NetworkCard int
+}
+
+// Ordinary reports whether the ENI is a plain ENI (interface type
+// "interface") on network card 0, the only kind that carries pod
+// addresses.
+func (e *ENI) Ordinary() bool {
+	return (e.InterfaceType == "" || e.InterfaceType == "interface") && e.NetworkCard == 0
 }
 
 // Slots is how many of the ENI's IPv4 slots are taken: the primary

@@ -49,6 +49,7 @@ func eniFrom(e types.NetworkInterface) cloud.ENI {
 		ID: aws.ToString(e.NetworkInterfaceId), MAC: aws.ToString(e.MacAddress), Description: aws.ToString(e.Description),
 		SubnetID: aws.ToString(e.SubnetId), VPCID: aws.ToString(e.VpcId), AZ: aws.ToString(e.AvailabilityZone),
 		Status: string(e.Status), Tags: tagsFrom(e.TagSet), RequesterManaged: aws.ToBool(e.RequesterManaged),
+		InterfaceType: string(e.InterfaceType),
 	}
 	out.PrimaryIP, _ = netip.ParseAddr(aws.ToString(e.PrivateIpAddress))
 	if a := e.Attachment; a != nil {
@@ -57,6 +58,7 @@ func eniFrom(e types.NetworkInterface) cloud.ENI {
 		out.AttachmentID = aws.ToString(a.AttachmentId)
 		out.DeleteOnTermination = aws.ToBool(a.DeleteOnTermination)
 		out.AttachmentStatus = string(a.Status)
+		out.NetworkCard = int(aws.ToInt32(a.NetworkCardIndex))
 		if a.Status == types.AttachmentStatusDetached {
 			out.InstanceID, out.AttachmentID, out.AttachmentStatus = "", "", ""
 		}

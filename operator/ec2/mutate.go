@@ -53,6 +53,10 @@ func (c *Client) AttachENI(ctx context.Context, eniID, instanceID string, device
 		out, err = c.sdk.AttachNetworkInterface(ctx, &ec2.AttachNetworkInterfaceInput{
 			NetworkInterfaceId: aws.String(eniID), InstanceId: aws.String(instanceID),
 			DeviceIndex: aws.Int32(int32(deviceIndex)),
+			// Card 0, said explicitly: on multi-card types EC2 validates
+			// device indexes wrongly when it is left out (Cilium sets it
+			// for the same reason: pkg/aws/api AttachNetworkInterface).
+			NetworkCardIndex: aws.Int32(0),
 		})
 		return err
 	})

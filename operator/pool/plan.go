@@ -101,11 +101,12 @@ type Plan struct {
 // Empty reports whether the plan asks the cloud for nothing.
 func (p *Plan) Empty() bool { return len(p.Assign) == 0 && p.Adopt == nil && p.Create == nil }
 
-// Usable reports whether eni may carry pod IPs under cfg: not the
-// property of an AWS service, at or above the first interface index, not
-// excluded by tags.
+// Usable reports whether eni may carry pod IPs under cfg: an ordinary ENI
+// on network card 0 (never EFA, trunk or branch), not the property of an
+// AWS service, at or above the first interface index, not excluded by
+// tags.
 func Usable(eni *cloud.ENI, cfg *Config) bool {
-	if eni.RequesterManaged || eni.DeviceIndex < cfg.FirstInterfaceIndex {
+	if !eni.Ordinary() || eni.RequesterManaged || eni.DeviceIndex < cfg.FirstInterfaceIndex {
 		return false
 	}
 	return !cloud.MatchTags(eni.Tags, cfg.ExcludeTags)
@@ -196,14 +197,17 @@ func fill(eniID string, room, want, free int, prefixes bool) (Assign, bool) {
 	return Assign{ENIID: eniID, IPs: n}, true
 }
 
-// freeDeviceIndex returns the lowest device index a new ENI can take.
+// freeDeviceIndex returns the lowest device index a new ENI can take on
+// network card 0 (each card has its own indexes and limit).
 func freeDeviceIndex(n *Node, cfg *Config) (int, bool) {
-	if len(n.ENIs) >= n.Type.MaxENIs {
-		return 0, false
-	}
 	taken := make(map[int]bool, len(n.ENIs))
 	for _, e := range n.ENIs {
-		taken[e.DeviceIndex] = true
+		if e.NetworkCard == 0 {
+			taken[e.DeviceIndex] = true
+		}
+	}
+	if len(taken) >= n.Type.MaxENIs {
+		return 0, false
 	}
 	for i := max(1, cfg.FirstInterfaceIndex); i < n.Type.MaxENIs; i++ {
 		if !taken[i] {
@@ -321,7 +325,7 @@ func Capacity(n *Node, cfg *Config) Room {
 	for i := range n.ENIs {
 		e := &n.ENIs[i]
 		if !Usable(e, cfg) {
-			if e.DeviceIndex >= cfg.FirstInterfaceIndex {
+			if e.NetworkCard == 0 && e.DeviceIndex >= cfg.FirstInterfaceIndex {
 				usableSlots-- // a slot taken by an excluded or foreign ENI
 			}
 			continue

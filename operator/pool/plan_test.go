@@ -254,3 +254,24 @@ func TestCapacityAgreesWithCompute(t *testing.T) {
 		t.Fatalf("full node: room %+v, plan blocked %v; want both at capacity", room, plan.Blocked)
 	}
 }
+
+// TestComputeOrdinaryCardZeroOnly: a p4d-like node (m5.large limits for
+// brevity) with an EFA interface at device 1 of card 0 and an ENI at
+// device 1 of card 1. Neither gets pod addresses; the card-1 ENI does not
+// take card 0's device 1, the EFA interface does: the new ENI goes to
+// device 2.
+func TestComputeOrdinaryCardZeroOnly(t *testing.T) {
+	n := node(m5large)
+	n.ENIs = append(n.ENIs,
+		cloud.ENI{ID: "eni-efa", DeviceIndex: 1, InterfaceType: "efa", SubnetID: "subnet-a"},
+		cloud.ENI{ID: "eni-card1", DeviceIndex: 1, NetworkCard: 1, SubnetID: "subnet-a"},
+	)
+	cfg := &Config{Knobs: Knobs{PreAllocate: 4}, FirstInterfaceIndex: 1}
+	p := Compute(n, cfg)
+	if len(p.Assign) != 0 || p.Create == nil || p.Create.DeviceIndex != 2 {
+		t.Fatalf("plan = %+v (create %+v), want a new ENI at device 2 and nothing on the EFA or card-1 ENIs", p, p.Create)
+	}
+	if room := Capacity(n, cfg); room.MaxIPs != 9 {
+		t.Errorf("max IPs %d, want 9: one usable slot of card 0 left", room.MaxIPs)
+	}
+}

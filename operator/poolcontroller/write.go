@@ -47,10 +47,14 @@ func (s *nodeSync) fill() {
 			vpc.CIDRs = append(vpc.CIDRs, ciliumip.PrefixFrom(c))
 		}
 	}
+	// Only ordinary ENIs of card 0: the node agent routes what is listed,
+	// and device numbers repeat across cards (an EFA or trunk interface
+	// is never the agent's).
 	enis := make(map[string]awstypes.ENI, len(s.snap.ENIs))
 	for i := range s.snap.ENIs {
-		e := &s.snap.ENIs[i]
-		enis[e.ID] = s.statusENI(e, vpc)
+		if e := &s.snap.ENIs[i]; e.Ordinary() {
+			enis[e.ID] = s.statusENI(e, vpc)
+		}
 	}
 	cn.Status.ENI.ENIs = enis
 }
