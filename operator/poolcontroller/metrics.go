@@ -53,6 +53,11 @@ func (m *Metrics) observeNode(node string, available, used, needed int) {
 	m.nodeIPs.WithLabelValues(node, "needed").Set(float64(needed))
 }
 
+func (m *Metrics) observeCapacity(node string, awaiting, maxIPs int) {
+	m.nodeIPs.WithLabelValues(node, "awaiting").Set(float64(awaiting))
+	m.nodeIPs.WithLabelValues(node, "max").Set(float64(maxIPs))
+}
+
 func (m *Metrics) forget(node string) {
 	m.nodeIPs.DeletePartialMatch(prometheus.Labels{"node": node})
 }

@@ -131,6 +131,7 @@ func (s *nodeSync) writeCapacity(ctx context.Context) error {
 	if room.Blocked != nil {
 		c.Reason = room.Blocked.Error()
 	}
+	s.r.metrics.observeCapacity(s.cn.Name, s.pool.awaiting, room.MaxIPs)
 	if sameJSON(s.routing.Status.Capacity, c) {
 		return nil
 	}
