@@ -87,6 +87,7 @@ func (r *rig) options() operator.Options {
 	o.LeaderElect = false
 	o.ReleaseExcessIPs = false
 	o.Workers = 16
+	o.RoutingPatience = 2 * time.Second
 	return o
 }
 

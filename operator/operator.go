@@ -115,6 +115,7 @@ func New(opts Options, restCfg *rest.Config, awsCfg aws.Config, reg prometheus.R
 			ReleaseExcessIPs: opts.ReleaseExcessIPs, ReleaseDelay: opts.ReleaseDelay,
 		},
 		ConsistencyGrace: min(opts.ResyncInterval, 2*time.Minute),
+		RoutingPatience:  opts.RoutingPatience,
 		RetryBase:        time.Second,
 		RetryMax:         2 * time.Minute,
 		BlockedRetry:     opts.ResyncInterval,

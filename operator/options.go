@@ -42,6 +42,9 @@ type Options struct {
 	LeaderNamespace  string
 	LeaderElectionID string
 	LogLevel         string
+	// RoutingPatience is how long addresses may wait for the node agent's
+	// routed report before the node gets an AwaitingRouting event.
+	RoutingPatience time.Duration
 }
 
 // DefaultOptions returns the defaults: Cilium's pre-allocate of 8, EC2's
@@ -63,6 +66,7 @@ func DefaultOptions() Options {
 		LeaderNamespace:  "kube-system",
 		LeaderElectionID: "enipam-operator",
 		LogLevel:         "info",
+		RoutingPatience:  30 * time.Second,
 	}
 }
 
@@ -83,6 +87,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.Knobs.MinAllocate, "min-allocate", o.Knobs.MinAllocate, "Default smallest pool.")
 	fs.IntVar(&o.Knobs.MaxAllocate, "max-allocate", o.Knobs.MaxAllocate, "Default largest pool (0 = the instance's limit).")
 	fs.IntVar(&o.Knobs.MaxAboveWatermark, "max-above-watermark", o.Knobs.MaxAboveWatermark, "Default extra IPs taken beyond the need in one allocation.")
+	fs.DurationVar(&o.RoutingPatience, "routing-patience", o.RoutingPatience, "How long addresses may wait for the node's enipam-agent to report them routed before the node gets an AwaitingRouting event.")
 	fs.IntVar(&o.Knobs.AgentEndpoints, "agent-endpoint-ips", o.Knobs.AgentEndpoints, "IPs cilium-agent takes for itself on start (router, health), included in a fresh node's first allocation (0 = Cilium's behaviour: a second call).")
 	fs.IntVar(&o.FirstInterfaceIndex, "first-interface-index", o.FirstInterfaceIndex, "Default lowest device index whose ENI carries pod IPs.")
 	fs.BoolVar(&o.PrefixDelegation, "prefix-delegation", o.PrefixDelegation, "Default: allocate /28 prefixes on nitro instances.")
@@ -120,6 +125,7 @@ func (o *Options) Validate() error {
 	check(o.FirstInterfaceIndex >= 0 && o.FirstInterfaceIndex <= 15, "--first-interface-index must be in [0, 15]")
 	check(o.ReleaseDelay >= 0, "--excess-ip-release-delay must not be negative")
 	check(!o.LeaderElect || o.LeaderNamespace != "", "--leader-election-namespace is required with --leader-elect")
+	check(o.RoutingPatience >= 0, "--routing-patience must not be negative")
 	switch o.LogLevel {
 	case "debug", "info", "warn", "error":
 	default:

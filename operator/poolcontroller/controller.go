@@ -72,6 +72,9 @@ type Options struct {
 	// ConsistencyGrace is how long a pool address may be missing from its
 	// ENI in EC2's describes before it is taken out of the pool.
 	ConsistencyGrace time.Duration
+	// RoutingPatience is how long addresses may wait for the node agent's
+	// report before the node is told about it.
+	RoutingPatience time.Duration
 	// BlockedRetry is how often a node that cannot grow (at capacity,
 	// subnets exhausted, instance unknown) is looked at again without any
 	// other change.
@@ -109,6 +112,8 @@ type memory struct {
 	// missing: since when each pool address has been missing from its
 	// ENI in EC2.
 	missing map[string]time.Time
+	// awaitingSince is when addresses began to wait for the agent.
+	awaitingSince time.Time
 	// noPrefixesUntil: the subnet had no free /28; plans use single
 	// addresses until then.
 	noPrefixesUntil time.Time

@@ -96,8 +96,15 @@ func (s *nodeSync) awaitRouting() {
 			why = fmt.Sprintf("enipam-agent is not ready: %s: %s", c.Reason, c.Message)
 		}
 	}
-	if attaching && s.routed != nil {
-		return // the usual moment between attach and route; nothing to tell
+	now := s.r.now()
+	if s.mem.awaitingSince.IsZero() {
+		s.mem.awaitingSince = now
+	}
+	if wait := s.r.opts.RoutingPatience - now.Sub(s.mem.awaitingSince); wait > 0 {
+		// The usual moment between attach and route: nothing to tell
+		// unless it lasts.
+		s.requeueWithin(wait)
+		return
 	}
 	msg := fmt.Sprintf("%d addresses on %s wait to enter the pool: %s", s.pool.awaiting, strings.Join(s.pool.awaitingENIs, ","), why)
 	s.opErr = fmt.Errorf("%s", msg)

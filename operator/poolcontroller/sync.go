@@ -123,6 +123,8 @@ func (s *nodeSync) run(ctx context.Context) {
 	}
 	if s.pool.awaiting > 0 {
 		s.awaitRouting()
+	} else {
+		s.mem.awaitingSince = time.Time{}
 	}
 	if s.needed() == 0 && !s.mem.deficitAt.IsZero() {
 		r.metrics.allocationLatency.Observe(r.now().Sub(s.mem.deficitAt).Seconds())
