@@ -90,7 +90,8 @@ func (s *nodeSync) assign(ctx context.Context, eniID string, ips, prefixes int) 
 	}
 	var err error
 	if prefixes > 0 {
-		got, perr := r.api.AssignPrefixes(ctx, eniID, prefixes)
+		var got []netip.Prefix
+		perr := s.whileYoung(ctx, eniID, func() (err error) { got, err = r.api.AssignPrefixes(ctx, eniID, prefixes); return err })
 		err = perr
 		if perr == nil {
 			got = s.newPrefixes(eni, got)
@@ -98,7 +99,8 @@ func (s *nodeSync) assign(ctx context.Context, eniID string, ips, prefixes int) 
 			r.metrics.ipsAssigned.Add(float64(pool.IPsPerPrefix * len(got)))
 		}
 	} else {
-		got, aerr := r.api.AssignIPs(ctx, eniID, ips)
+		var got []netip.Addr
+		aerr := s.whileYoung(ctx, eniID, func() (err error) { got, err = r.api.AssignIPs(ctx, eniID, ips); return err })
 		err = aerr
 		if aerr == nil {
 			got = s.newIPs(eni, got)
@@ -130,6 +132,35 @@ func (s *nodeSync) prefixFallback(err error) {
 		"no free /28 prefix in the subnet (%v): single addresses instead", err)
 	s.mem.noPrefixesUntil = s.r.now().Add(s.r.opts.BlockedRetry)
 	s.r.log.Info("prefix delegation falls back to single addresses", "node", s.cn.Name, "error", err)
+}
+
+// youngRetries bounds how often a call about an ENI created moments ago is
+// repeated in place while EC2 answers NotFound, waiting youngBackoff,
+// doubled each time (0.25 + 0.5 + 1 + 2 s: about EC2's usual window).
+const (
+	youngRetries = 4
+	youngBackoff = 250 * time.Millisecond
+)
+
+// whileYoung runs call, and runs it again after a short wait while EC2
+// answers NotFound about an ENI this operator created within the
+// consistency grace: EC2 does not know it everywhere yet. Anything else
+// is returned at once.
+func (s *nodeSync) whileYoung(ctx context.Context, eniID string, call func() error) error {
+	wait := youngBackoff
+	for i := 0; ; i++ {
+		err := call()
+		if err == nil || i == youngRetries || !errors.Is(err, cloud.ErrNotFound) || !s.r.inv.Young(eniID) {
+			return err
+		}
+		s.r.log.Debug("ENI not visible in EC2 yet; retrying", "node", s.cn.Name, "eni", eniID, "in", wait)
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
+		wait *= 2
+	}
 }
 
 // errNotYet: EC2 answered NotFound for an ENI this operator created within
@@ -167,7 +198,11 @@ func (s *nodeSync) attach(ctx context.Context, eniID string, index int) error {
 	r := s.r
 	r.inv.MarkInFlight(eniID)
 	defer r.inv.ClearInFlight(eniID)
-	attachment, err := r.api.AttachENI(ctx, eniID, s.instanceID, index)
+	var attachment string
+	err := s.whileYoung(ctx, eniID, func() (err error) {
+		attachment, err = r.api.AttachENI(ctx, eniID, s.instanceID, index)
+		return err
+	})
 	switch {
 	case err == nil:
 	case errors.Is(err, cloud.ErrNotFound) && r.inv.Young(eniID):
@@ -188,7 +223,7 @@ func (s *nodeSync) attach(ctx context.Context, eniID string, index int) error {
 		return err
 	}
 	r.inv.RecordAttached(eniID, s.instanceID, index, attachment)
-	if err := r.api.SetDeleteOnTermination(ctx, eniID, attachment); err != nil {
+	if err := s.whileYoung(ctx, eniID, func() error { return r.api.SetDeleteOnTermination(ctx, eniID, attachment) }); err != nil {
 		// The ENI works; the flag is repaired on a later reconcile.
 		return fmt.Errorf("setting delete-on-termination on %s, %w", eniID, err)
 	}
