@@ -152,6 +152,12 @@ func wantCode(t *testing.T, err error, code string) {
 	}
 }
 
+// isCode reports whether err is an EC2 API error with code.
+func isCode(err error, code string) bool {
+	var ae smithy.APIError
+	return errors.As(err, &ae) && ae.ErrorCode() == code
+}
+
 // subnetByName finds a subnet by its Name tag.
 func (e *env) subnetByName(name string) types.Subnet {
 	e.t.Helper()
