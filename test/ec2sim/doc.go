@@ -66,6 +66,12 @@
 //	})
 //	admin := ec2sim.NewAdminClient(srv.URL, nil)
 //
+// In a controller test that needs no wire, package cloudfake puts a State
+// behind the operator's cloud.API directly, with call counts and hooks:
+//
+//	st, err := ec2sim.NewState(sc, ec2sim.NewManualClock(start).Now)
+//	c := cloudfake.New(st)
+//
 // As a process (cmd/ec2sim):
 //
 //	ec2sim --scenario demo|FILE --listen 127.0.0.1:0 [--ready-file PATH] [--tls-listen ADDR --tls-cert-file PEM]
