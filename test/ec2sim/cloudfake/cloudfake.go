@@ -104,17 +104,18 @@ func (c *Cloud) ResetCalls() {
 }
 
 // Before runs fn before the n-th call of action from now on (1 is the
-// next; 0 is every call). If fn returns an error, EC2 is not called and the caller
-// gets that error: an *ec2sim.APIError (ec2sim.NewAPIError) as EC2's answer
-// would be, a *cloud.Error, anything else unchanged.
+// next; 0 is every call). If fn returns an error, EC2 is not called and
+// the caller gets that error: an *ec2sim.APIError (ec2sim.NewAPIError)
+// converted as EC2's answer would be, anything else unchanged.
 func (c *Cloud) Before(action Action, n int, fn func() error) {
 	c.add(hook{action: action, n: n, fn: fn})
 }
 
 // After runs fn after EC2 answered the n-th call of action from now on (1
-// is the next; 0 is every call). Whatever EC2 did stays done; if fn returns an
-// error, the caller gets it instead of EC2's answer, as when the answer is
-// lost or the operator dies right after the call.
+// is the next; 0 is every call). Whatever EC2 did stays done; if fn
+// returns an error, the caller gets it (converted as for Before) instead
+// of EC2's answer, as when the answer is lost or the operator dies right
+// after the call.
 func (c *Cloud) After(action Action, n int, fn func() error) {
 	c.add(hook{action: action, n: n, after: true, fn: fn})
 }
