@@ -16,33 +16,33 @@ var actions = map[string]decoder{
 	"DescribeInstances": func(s *State, p *params) (any, error) {
 		req := DescribeRequest{IDs: p.list("InstanceId"), Filters: p.filters(), Page: p.page()}
 		p.ignore("IncludeManagedResources")
-		return call(p, req, s.DescribeInstances)
+		return call(s, p, req, s.DescribeInstances)
 	},
 	"DescribeInstanceTypes": func(s *State, p *params) (any, error) {
 		req := DescribeInstanceTypesRequest{InstanceTypes: p.list("InstanceType"), Filters: p.filters(), Page: p.page()}
 		p.ignore("IncludeUnsupportedInRegion")
-		return call(p, req, s.DescribeInstanceTypes)
+		return call(s, p, req, s.DescribeInstanceTypes)
 	},
 	"DescribeSubnets": func(s *State, p *params) (any, error) {
 		req := DescribeRequest{IDs: p.list("SubnetId"), Filters: p.filters(), Page: p.page()}
-		return call(p, req, s.DescribeSubnets)
+		return call(s, p, req, s.DescribeSubnets)
 	},
 	"DescribeVpcs": func(s *State, p *params) (any, error) {
 		req := DescribeRequest{IDs: p.list("VpcId"), Filters: p.filters(), Page: p.page()}
-		return call(p, req, s.DescribeVpcs)
+		return call(s, p, req, s.DescribeVpcs)
 	},
 	"DescribeSecurityGroups": func(s *State, p *params) (any, error) {
 		req := DescribeRequest{IDs: p.list("GroupId"), Names: p.list("GroupName"), Filters: p.filters(), Page: p.page()}
-		return call(p, req, s.DescribeSecurityGroups)
+		return call(s, p, req, s.DescribeSecurityGroups)
 	},
 	"DescribeRouteTables": func(s *State, p *params) (any, error) {
 		req := DescribeRequest{IDs: p.list("RouteTableId"), Filters: p.filters(), Page: p.page()}
-		return call(p, req, s.DescribeRouteTables)
+		return call(s, p, req, s.DescribeRouteTables)
 	},
 	"DescribeNetworkInterfaces": func(s *State, p *params) (any, error) {
 		req := DescribeNetworkInterfacesRequest{NetworkInterfaceIDs: p.list("NetworkInterfaceId"), Filters: p.filters(), Page: p.page()}
 		p.ignore("IncludeManagedResources")
-		return call(p, req, s.DescribeNetworkInterfaces)
+		return call(s, p, req, s.DescribeNetworkInterfaces)
 	},
 	"CreateNetworkInterface": func(s *State, p *params) (any, error) {
 		req := CreateNetworkInterfaceRequest{
@@ -71,10 +71,11 @@ var actions = map[string]decoder{
 				p.fail(apiErr(codeInvalidParameterValue, "%s: IPv6 is not enabled on this subnet", k))
 			}
 		}
-		return call(p, req, s.CreateNetworkInterface)
+		return call(s, p, req, s.CreateNetworkInterface, needSubnet(req.SubnetID), needGroups(req.SecurityGroupIDs))
 	},
 	"DeleteNetworkInterface": func(s *State, p *params) (any, error) {
-		return call(p, p.required("NetworkInterfaceId"), s.DeleteNetworkInterface)
+		id := p.required("NetworkInterfaceId")
+		return call(s, p, id, s.DeleteNetworkInterface, needENI(id))
 	},
 	"AttachNetworkInterface": func(s *State, p *params) (any, error) {
 		req := AttachNetworkInterfaceRequest{
@@ -84,12 +85,13 @@ var actions = map[string]decoder{
 			NetworkCardIndex:   p.integer("NetworkCardIndex"),
 		}
 		p.ignore("EnaSrdSpecification", "EnaQueueCount")
-		return call(p, req, s.AttachNetworkInterface)
+		return call(s, p, req, s.AttachNetworkInterface, needENI(req.NetworkInterfaceID), needInstance(req.InstanceID))
 	},
 	"DetachNetworkInterface": func(s *State, p *params) (any, error) {
 		id := p.required("AttachmentId")
 		force := p.boolean("Force")
-		return call(p, id, func(id string) (*ReturnResponse, error) { return s.DetachNetworkInterface(id, force != nil && *force) })
+		return call(s, p, id, func(id string) (*ReturnResponse, error) { return s.DetachNetworkInterface(id, force != nil && *force) },
+			needAttachment(id))
 	},
 	"ModifyNetworkInterfaceAttribute": func(s *State, p *params) (any, error) {
 		req := ModifyNetworkInterfaceAttributeRequest{
@@ -104,7 +106,7 @@ var actions = map[string]decoder{
 			req.Description = &d
 		}
 		p.ignore("EnaSrdSpecification", "ConnectionTrackingSpecification", "AssociatePublicIpAddress", "AssociatedSubnetId")
-		return call(p, req, s.ModifyNetworkInterfaceAttribute)
+		return call(s, p, req, s.ModifyNetworkInterfaceAttribute, needENI(req.NetworkInterfaceID), needGroups(req.SecurityGroupIDs))
 	},
 	"AssignPrivateIpAddresses": func(s *State, p *params) (any, error) {
 		reassign := p.boolean("AllowReassignment")
@@ -116,7 +118,7 @@ var actions = map[string]decoder{
 			IPv4PrefixCount:                p.integer("Ipv4PrefixCount"),
 			AllowReassignment:              reassign != nil && *reassign,
 		}
-		return call(p, req, s.AssignPrivateIpAddresses)
+		return call(s, p, req, s.AssignPrivateIpAddresses, needENI(req.NetworkInterfaceID))
 	},
 	"UnassignPrivateIpAddresses": func(s *State, p *params) (any, error) {
 		req := UnassignPrivateIpAddressesRequest{
@@ -124,11 +126,11 @@ var actions = map[string]decoder{
 			PrivateIPAddresses: p.list("PrivateIpAddress"),
 			IPv4Prefixes:       p.list("Ipv4Prefix"),
 		}
-		return call(p, req, s.UnassignPrivateIpAddresses)
+		return call(s, p, req, s.UnassignPrivateIpAddresses, needENI(req.NetworkInterfaceID))
 	},
 	"CreateTags": func(s *State, p *params) (any, error) {
 		req := CreateTagsRequest{ResourceIDs: p.list("ResourceId"), Tags: p.tags("Tag")}
-		return call(p, req, s.CreateTags)
+		return call(s, p, req, s.CreateTags, needTaggable(req.ResourceIDs))
 	},
 	"DeleteTags": func(s *State, p *params) (any, error) {
 		req := DeleteTagsRequest{ResourceIDs: p.list("ResourceId")}
@@ -141,12 +143,12 @@ var actions = map[string]decoder{
 			}
 			req.Tags = append(req.Tags, t)
 		}
-		return call(p, req, s.DeleteTags)
+		return call(s, p, req, s.DeleteTags, needTaggable(req.ResourceIDs))
 	},
 	"AllocateAddress": func(s *State, p *params) (any, error) {
 		req := AllocateAddressRequest{Domain: p.str("Domain"), Address: p.str("Address"), TagSpecifications: p.tagSpecs()}
 		p.ignore("NetworkBorderGroup", "PublicIpv4Pool", "CustomerOwnedIpv4Pool", "IpamPoolId")
-		return call(p, req, s.AllocateAddress)
+		return call(s, p, req, s.AllocateAddress)
 	},
 	"AssociateAddress": func(s *State, p *params) (any, error) {
 		re := p.boolean("AllowReassociation")
@@ -155,14 +157,24 @@ var actions = map[string]decoder{
 			NetworkInterfaceID: p.str("NetworkInterfaceId"), InstanceID: p.str("InstanceId"),
 			PrivateIPAddress: p.str("PrivateIpAddress"), AllowReassociation: re != nil && *re,
 		}
-		return call(p, req, s.AssociateAddress)
+		needs := []need{needAddress(req.AllocationID, req.PublicIP)}
+		if req.NetworkInterfaceID != "" {
+			needs = append(needs, needENI(req.NetworkInterfaceID))
+		} else if req.InstanceID != "" {
+			needs = append(needs, needInstance(req.InstanceID))
+		}
+		return call(s, p, req, s.AssociateAddress, needs...)
 	},
 	"DisassociateAddress": func(s *State, p *params) (any, error) {
 		id, ip := p.str("AssociationId"), p.str("PublicIp")
 		if id == "" && ip == "" {
 			p.fail(apiErr(codeMissingParameter, "Either AssociationId or PublicIp must be specified"))
 		}
-		return call(p, id, func(id string) (*ReturnResponse, error) { return s.DisassociateAddress(id, ip) })
+		check := needAddress("", ip)
+		if id != "" {
+			check = needAssociation(id)
+		}
+		return call(s, p, id, func(id string) (*ReturnResponse, error) { return s.DisassociateAddress(id, ip) }, check)
 	},
 	"ReleaseAddress": func(s *State, p *params) (any, error) {
 		id, ip := p.str("AllocationId"), p.str("PublicIp")
@@ -170,18 +182,29 @@ var actions = map[string]decoder{
 			p.fail(apiErr(codeMissingParameter, "Either AllocationId or PublicIp must be specified"))
 		}
 		p.ignore("NetworkBorderGroup")
-		return call(p, id, func(id string) (*ReturnResponse, error) { return s.ReleaseAddress(id, ip) })
+		return call(s, p, id, func(id string) (*ReturnResponse, error) { return s.ReleaseAddress(id, ip) }, needAddress(id, ip))
 	},
 	"DescribeAddresses": func(s *State, p *params) (any, error) {
 		req := DescribeRequest{IDs: p.list("AllocationId"), Names: p.list("PublicIp"), Filters: p.filters()}
-		return call(p, req, s.DescribeAddresses)
+		return call(s, p, req, s.DescribeAddresses)
 	},
 }
 
-// call finishes decoding (unknown keys, DryRun) and then runs the action.
-func call[Req any, Resp any](p *params, req Req, fn func(Req) (*Resp, error)) (any, error) {
+// call finishes decoding (unknown keys) and runs the action; under DryRun,
+// a describe runs and any other action's needs are checked, and both then
+// answer DryRunOperation (see dryrun.go).
+func call[Req any, Resp any](s *State, p *params, req Req, fn func(Req) (*Resp, error), needs ...need) (any, error) {
 	if err := p.done(); err != nil {
 		return nil, err
+	}
+	if p.dryRun {
+		if p.readOnly {
+			if _, err := fn(req); err != nil {
+				return nil, err
+			}
+			needs = nil
+		}
+		return nil, s.dryRun(needs)
 	}
 	resp, err := fn(req)
 	if err != nil {

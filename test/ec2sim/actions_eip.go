@@ -110,7 +110,7 @@ func (s *State) AssociateAddress(req AssociateAddressRequest) (*AssociateAddress
 	var e *eni
 	switch {
 	case req.NetworkInterfaceID != "":
-		if e, err = s.eniByID(req.NetworkInterfaceID); err != nil {
+		if e, err = s.eniToChange(req.NetworkInterfaceID); err != nil {
 			return nil, err
 		}
 	case req.InstanceID != "":
@@ -153,18 +153,25 @@ func (s *State) AssociateAddress(req AssociateAddressRequest) (*AssociateAddress
 	return &AssociateAddressResponse{AssociationID: a.associationID}, nil
 }
 
+func (s *State) associationByID(id string) (*address, error) {
+	a := s.assocs[id]
+	if a == nil {
+		return nil, apiErr(codeAssociationNotFound, "The association ID '%s' does not exist", id)
+	}
+	return a, nil
+}
+
 // DisassociateAddress breaks an association, named by ID (or public IP).
 func (s *State) DisassociateAddress(associationID, publicIP string) (*ReturnResponse, error) {
 	s.lock()
 	defer s.unlock()
 	var a *address
+	var err error
 	if associationID != "" {
-		a = s.assocs[associationID]
-		if a == nil {
-			return nil, apiErr(codeAssociationNotFound, "The association ID '%s' does not exist", associationID)
+		if a, err = s.associationByID(associationID); err != nil {
+			return nil, err
 		}
 	} else {
-		var err error
 		if a, err = s.addressByRef("", publicIP); err != nil {
 			return nil, err
 		}

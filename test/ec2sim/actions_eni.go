@@ -98,17 +98,15 @@ func (s *State) CreateNetworkInterface(req CreateNetworkInterfaceRequest) (*Crea
 	if err != nil {
 		return nil, err
 	}
-	e, err := s.createENI(sn, req.SecurityGroupIDs, req.Description, tags)
+	e, err := s.createENI(eniSpec{subnet: sn, groupIDs: req.SecurityGroupIDs, description: req.Description, tags: tags,
+		ips: ips, secondaries: req.SecondaryPrivateIPAddressCount, prefixes: prefixes, prefixCount: req.IPv4PrefixCount})
 	if err != nil {
 		return nil, err
 	}
 	if req.InterfaceType != "" {
 		e.interfaceType = req.InterfaceType
 	}
-	if err := s.fillENI(e, ips, req.SecondaryPrivateIPAddressCount, prefixes, req.IPv4PrefixCount); err != nil {
-		s.deleteENI(e)
-		return nil, err
-	}
+	e.lags = s.drawLag()
 	resp := CreateNetworkInterfaceResponse{NetworkInterface: s.eniView(e), ClientToken: req.ClientToken}
 	if req.ClientToken != "" {
 		s.tokens[req.ClientToken] = clientTokenRecord{fingerprint: fingerprint, response: resp}
@@ -186,7 +184,7 @@ func parsePrefixes(ss []string) ([]netip.Prefix, error) {
 func (s *State) DeleteNetworkInterface(id string) (*ReturnResponse, error) {
 	s.lock()
 	defer s.unlock()
-	e, err := s.eniByID(id)
+	e, err := s.eniToChange(id)
 	if err != nil {
 		return nil, err
 	}
@@ -216,7 +214,7 @@ type AttachNetworkInterfaceResponse struct {
 func (s *State) AttachNetworkInterface(req AttachNetworkInterfaceRequest) (*AttachNetworkInterfaceResponse, error) {
 	s.lock()
 	defer s.unlock()
-	e, err := s.eniByID(req.NetworkInterfaceID)
+	e, err := s.eniToChange(req.NetworkInterfaceID)
 	if err != nil {
 		return nil, err
 	}
@@ -240,9 +238,9 @@ func (s *State) AttachNetworkInterface(req AttachNetworkInterfaceRequest) (*Atta
 func (s *State) DetachNetworkInterface(attachmentID string, force bool) (*ReturnResponse, error) {
 	s.lock()
 	defer s.unlock()
-	a, found := s.attachments[attachmentID]
-	if !found {
-		return nil, apiErr(codeAttachmentNotFound, "Interface attachment '%s' does not exist.", attachmentID)
+	a, err := s.attachmentByID(attachmentID)
+	if err != nil {
+		return nil, err
 	}
 	if err := s.detach(a); err != nil {
 		return nil, err
@@ -267,7 +265,7 @@ type ModifyNetworkInterfaceAttributeRequest struct {
 func (s *State) ModifyNetworkInterfaceAttribute(req ModifyNetworkInterfaceAttributeRequest) (*ReturnResponse, error) {
 	s.lock()
 	defer s.unlock()
-	e, err := s.eniByID(req.NetworkInterfaceID)
+	e, err := s.eniToChange(req.NetworkInterfaceID)
 	if err != nil {
 		return nil, err
 	}

@@ -28,13 +28,14 @@ type AssignPrivateIpAddressesResponse struct {
 // AssignPrivateIpAddresses adds secondary addresses or /28 prefixes to an
 // ENI, all or nothing. Each address and each prefix takes one of the ENI's
 // IPv4 slots (PrivateIpAddressLimitExceeded past the instance type's
-// limit); fresh addresses are the subnet's lowest free ones
-// (InsufficientFreeAddressesInSubnet); fresh prefixes are the lowest wholly
-// free aligned /28s (InsufficientCidrBlocks when the subnet is fragmented).
+// limit); fresh addresses are the subnet's lowest free ones, fresh
+// prefixes the lowest wholly free aligned /28s (a subnet without room
+// answers in one of EC2's forms: see subnetfull.go). Within the mutation
+// window a new ENI is NotFound.
 func (s *State) AssignPrivateIpAddresses(req AssignPrivateIpAddressesRequest) (*AssignPrivateIpAddressesResponse, error) {
 	s.lock()
 	defer s.unlock()
-	e, err := s.eniByID(req.NetworkInterfaceID)
+	e, err := s.eniToChange(req.NetworkInterfaceID)
 	if err != nil {
 		return nil, err
 	}
@@ -86,7 +87,7 @@ type UnassignPrivateIpAddressesRequest struct {
 func (s *State) UnassignPrivateIpAddresses(req UnassignPrivateIpAddressesRequest) (*ReturnResponse, error) {
 	s.lock()
 	defer s.unlock()
-	e, err := s.eniByID(req.NetworkInterfaceID)
+	e, err := s.eniToChange(req.NetworkInterfaceID)
 	if err != nil {
 		return nil, err
 	}

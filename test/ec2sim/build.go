@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/netip"
 	"sort"
-	"time"
 )
 
 // build creates the scenario's resources in order: zones, VPCs with their
@@ -32,11 +31,6 @@ func (s *State) build(sc *Scenario) error {
 				return err
 			}
 		}
-	}
-	// What a scenario seeds existed long before the emulator started: no
-	// eventual-consistency window applies to it.
-	for _, e := range s.enis.list {
-		e.created = time.Time{}
 	}
 	return nil
 }
@@ -146,20 +140,17 @@ func (s *State) buildInstance(path string, is InstanceSpec) error {
 		for _, g := range in.groups {
 			groupIDs = append(groupIDs, g.id)
 		}
-		e, err := s.createENI(esn, groupIDs, es.Description, tagsFromMap(es.Tags, ""))
+		e, err := s.createENI(eniSpec{subnet: esn, groupIDs: groupIDs, description: es.Description,
+			tags: tagsFromMap(es.Tags, ""), secondaries: es.SecondaryIPs, prefixCount: es.Prefixes})
 		if err != nil {
 			return &ScenarioError{Path: ep, Err: err}
 		}
-		if err = s.fillENI(e, nil, es.SecondaryIPs, nil, es.Prefixes); err == nil {
-			var a *attachment
-			if a, err = s.attach(e, in, es.DeviceIndex, true); err == nil {
-				a.deleteOnTermination = es.DeleteOnTermination
-			}
-		}
+		a, err := s.attach(e, in, es.DeviceIndex, true)
 		if err != nil {
 			s.deleteENI(e)
 			return &ScenarioError{Path: ep, Err: err}
 		}
+		a.deleteOnTermination = es.DeleteOnTermination
 	}
 	return nil
 }

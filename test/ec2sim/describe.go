@@ -110,8 +110,16 @@ func (s *State) DescribeInstances(req DescribeRequest) (*DescribeInstancesRespon
 		return nil, err
 	}
 	resp := &DescribeInstancesResponse{NextToken: next}
+	visible := s.eniVisible()
 	for _, in := range out {
-		resp.Reservations = append(resp.Reservations, Reservation{ReservationID: in.reservationID, OwnerID: s.account, Instances: []Instance{s.instanceView(in)}})
+		v := s.instanceView(in)
+		// A new ENI attached within the eventual-consistency window is
+		// not in its instance's description either.
+		v.NetworkInterfaces = slices.DeleteFunc(v.NetworkInterfaces, func(ni NetworkInterface) bool {
+			e, ok := s.enis.get(ni.NetworkInterfaceID)
+			return ok && !visible(e)
+		})
+		resp.Reservations = append(resp.Reservations, Reservation{ReservationID: in.reservationID, OwnerID: s.account, Instances: []Instance{v}})
 	}
 	return resp, nil
 }

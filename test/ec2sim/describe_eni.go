@@ -4,7 +4,6 @@ import (
 	"net/netip"
 	"slices"
 	"strconv"
-	"time"
 )
 
 // DescribeNetworkInterfacesRequest is DescribeNetworkInterfaces' input.
@@ -101,7 +100,7 @@ func (s *State) DescribeNetworkInterfaces(req DescribeNetworkInterfacesRequest) 
 		for _, id := range req.NetworkInterfaceIDs {
 			e, err := s.eniByID(id)
 			if err == nil && !visible(e) {
-				err = apiErr(codeENINotFound, "The networkInterface ID '%s' does not exist", id)
+				err = eniNotFound(id)
 			}
 			if err != nil {
 				return nil, err
@@ -120,16 +119,6 @@ func (s *State) DescribeNetworkInterfaces(req DescribeNetworkInterfacesRequest) 
 		resp.NetworkInterfaces[i] = s.eniView(e)
 	}
 	return resp, nil
-}
-
-// eniVisible hides ENIs younger than the eventual-consistency window.
-func (s *State) eniVisible() func(*eni) bool {
-	window := s.timing.EventualConsistency
-	if window <= 0 {
-		return func(*eni) bool { return true }
-	}
-	cutoff := s.now().Add(-time.Duration(window))
-	return func(e *eni) bool { return !e.created.After(cutoff) }
 }
 
 // eniCandidates narrows the ENIs to scan with an index when a filter names

@@ -11,19 +11,28 @@
 // [*APIError]. It holds every rule of EC2 behaviour and nothing of HTTP:
 //
 //   - subnets keep EC2's five reserved addresses and report an exact
-//     availableIpAddressCount; fresh addresses are the lowest free ones;
+//     availableIpAddressCount; fresh addresses are the lowest free ones; a
+//     subnet without room answers in one of EC2's three forms
+//     (InsufficientFreeAddressesInSubnet; InvalidParameterValue "There
+//     aren't sufficient free Ipv4 addresses or prefixes";
+//     InsufficientCidrBlocks), by cause or forced (Scenario.SubnetFullError);
 //   - instance types carry their real ENI and per-ENI IPv4 limits
-//     (AttachmentLimitExceeded, PrivateIpAddressLimitExceeded);
+//     (AttachmentLimitExceeded, PrivateIpAddressLimitExceeded) and device
+//     indexes 0 to MaxENIs-1;
 //   - prefixes are aligned /28s taking one IPv4 slot each, and a fragmented
 //     subnet answers InsufficientCidrBlocks;
 //   - attachments go attaching -> attached and detaching -> detached after
-//     configurable delays; an ENI attached, attaching or detaching cannot be
-//     deleted; the primary ENI cannot be detached; terminating an instance
-//     deletes its DeleteOnTermination ENIs and leaves the others available;
-//   - CreateNetworkInterface honours ClientToken; describes filter (values
-//     OR'd, filters AND'd, * and ? wildcards, tag:key, tag-key) and page in
-//     creation order; an optional eventual-consistency window hides new
-//     ENIs from DescribeNetworkInterfaces.
+//     configurable delays; an attachment still attaching or already
+//     detaching cannot be detached (IncorrectState); an ENI attached,
+//     attaching or detaching cannot be deleted; the primary ENI cannot be
+//     detached; terminating an instance deletes its DeleteOnTermination ENIs
+//     and leaves the others available;
+//   - CreateNetworkInterface honours ClientToken, and a refused create
+//     consumes and names no ENI ID; describes filter (values OR'd, filters
+//     AND'd, * and ? wildcards, tag:key, tag-key) and page in creation order;
+//   - eventual consistency ([TimingConfig]): a new ENI can be hidden from
+//     every describe for one window, and NotFound to the calls that change
+//     it for another, for all new ENIs or a seeded share of them.
 //
 // A [Sim] puts a State behind EC2's Query protocol (form-encoded requests,
 // XML answers and errors, request IDs) with per-action token buckets
@@ -39,7 +48,11 @@
 // UnassignPrivateIpAddresses, CreateTags, DeleteTags, AllocateAddress,
 // AssociateAddress, DisassociateAddress, ReleaseAddress, DescribeAddresses.
 // Any other action is InvalidAction; a parameter an action does not know is
-// UnknownParameter; DryRun answers DryRunOperation.
+// UnknownParameter (DryRun included, for AssignPrivateIpAddresses and
+// UnassignPrivateIpAddresses, which have none on EC2). DryRun validates the
+// request and that the resources it names exist (a missing ENI is
+// InvalidNetworkInterfaceID.NotFound, as on EC2), then answers
+// DryRunOperation.
 //
 // # Running it
 //
@@ -52,6 +65,12 @@
 //		o.HTTPClient = ec2sim.NewHTTPClient() // see NewHTTPClient: keeps call counts exact
 //	})
 //	admin := ec2sim.NewAdminClient(srv.URL, nil)
+//
+// In a controller test that needs no wire, package cloudfake puts a State
+// behind the operator's cloud.API directly, with call counts and hooks:
+//
+//	st, err := ec2sim.NewState(sc, ec2sim.NewManualClock(start).Now)
+//	c := cloudfake.New(st)
 //
 // As a process (cmd/ec2sim):
 //
@@ -115,11 +134,45 @@
 //	instanceTypes: []            # add to or replace catalog entries
 //	elasticIPLimit: 5
 //	profile: realistic           # EC2's throttling, realistic latency and attach delays
-//	timing: {attachDelay: {min: 2s, max: 5s}, detachDelay: {min: 1s, max: 3s}, eventualConsistency: 0s}
+//	timing:                      # realistic: these, and a 1 s lag for 2% of new ENIs
+//	  attachDelay: {min: 2s, max: 5s}
+//	  detachDelay: {min: 1s, max: 3s}
+//	  eventualConsistency: 0s    # new ENIs hidden from every describe
+//	  mutationConsistency: 0s    # new ENIs NotFound to Attach, Assign, Unassign, Modify, Delete, tags
+//	  consistencyShare: 0        # share of new ENIs that lag, drawn per seed; 0 = all
+//	subnetFullError: ""          # force InsufficientFreeAddressesInSubnet, InvalidParameterValue or InsufficientCidrBlocks
 //	throttling: {enabled: true, scale: 1, buckets: {AssignPrivateIpAddresses: {size: 100, refillPerSecond: 5}}}
 //	latency: {default: {min: 150ms, max: 400ms}, actions: {DescribeNetworkInterfaces: {min: 50ms, max: 150ms}}}
 //	faults: {rules: [{action: AttachNetworkInterface, code: InternalError, count: 2}]}
 //
 // [DemoScenario] is the scenario of `make demo`; [Catalog] lists the built-in
 // instance types (t3, m5, m6i, c5, c6i and r5 sizes with their real limits).
+//
+// # Where EC2's behaviour is not documented
+//
+// Codes and messages are EC2's where clients have logged them; where
+// nobody has, ec2sim picks and says so here rather than pretend:
+//
+//   - Eventual consistency: EC2 documents that a resource just created may
+//     be NotFound to the next calls, not for how long nor how often. The
+//     realistic profile's 1 s for 2% of new ENIs is a guess that keeps the
+//     path exercised. Describe and mutation windows are separate knobs
+//     because nothing says EC2 ends them together.
+//   - A full subnet: which of InsufficientFreeAddressesInSubnet and
+//     InvalidParameterValue EC2 answers for addresses is not documented
+//     (both are reported); ec2sim answers the documented code unless told
+//     otherwise, and InvalidParameterValue for prefixes the subnet has too
+//     few addresses for, as Cilium's fallback expects.
+//   - A device index at or above the type's interface count while a slot
+//     is free: ec2sim answers InvalidParameterValue (the request names an
+//     index the instance does not have); EC2's code is not documented. With
+//     no slot free, EC2's AttachmentLimitExceeded comes first.
+//   - Detaching an attachment still attaching: IncorrectState, as for one
+//     already detaching; the message is ec2sim's. Force does not help.
+//   - DryRun: only resource existence is checked before DryRunOperation;
+//     whether EC2 also checks limits, states and addresses under DryRun is
+//     not documented.
+//   - An instance's networkInterfaceSet hides ENIs inside the describe
+//     window, but the DescribeInstances filters on network-interface.*
+//     still match them.
 package ec2sim

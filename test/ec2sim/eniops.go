@@ -9,20 +9,41 @@ import (
 // with scenario building and the admin API. They run under the State's lock
 // and either succeed whole or change nothing.
 
-// createENI makes an ENI with no address yet in sn; the caller adds the
-// primary address at once.
-func (s *State) createENI(sn *subnet, groupIDs []string, description string, tags []Tag) (*eni, error) {
-	groups, err := s.groupsByID(sn.vpc, groupIDs)
+// eniSpec is a new ENI: where, with which groups, description and tags,
+// and its addresses (see fillENI).
+type eniSpec struct {
+	subnet      *subnet
+	groupIDs    []string
+	description string
+	tags        []Tag
+	// ips are explicit addresses, the primary first; without any, the
+	// primary is a fresh address.
+	ips         []netip.Addr
+	secondaries int
+	prefixes    []netip.Prefix
+	prefixCount int
+}
+
+// createENI makes an ENI with its addresses, all or nothing. The ENI gets
+// its ID and MAC only once its addresses are in, so a refused create
+// consumes no ID and names none in its error.
+func (s *State) createENI(sp eniSpec) (*eni, error) {
+	groups, err := s.groupsByID(sp.subnet.vpc, sp.groupIDs)
 	if err != nil {
 		return nil, err
 	}
 	e := &eni{
-		meta: s.newMeta("eni", ""), subnet: sn, mac: s.ids.newMAC(), description: description,
-		interfaceType: "interface", groups: groups, created: s.now(), sourceDestCheck: true,
+		subnet: sp.subnet, description: sp.description, interfaceType: "interface",
+		groups: groups, created: s.now(), sourceDestCheck: true,
 	}
-	e.tags = tags
+	if err := s.fillENI(e, sp.ips, sp.secondaries, sp.prefixes, sp.prefixCount); err != nil {
+		return nil, err
+	}
+	e.meta = s.newMeta("eni", "")
+	e.tags = sp.tags
+	e.mac = s.ids.newMAC()
 	s.enis.add(e)
-	sn.enis[e] = struct{}{}
+	sp.subnet.enis[e] = struct{}{}
 	return e, nil
 }
 
@@ -44,9 +65,8 @@ type addressRequest struct {
 func (s *State) addAddresses(e *eni, r addressRequest) ([]netip.Addr, []netip.Prefix, error) {
 	sp := e.subnet.space
 	want := len(r.ips) + r.count + len(r.prefixes) + r.prefixCount
-	if limit := s.ipLimit(e); e.slotsUsed()+want > limit {
-		return nil, nil, apiErr(codePrivateIPLimitExceeded,
-			"Number of private addresses will exceed limit of %d for network interface %s.", limit, e.id)
+	if e.slotsUsed()+want > s.ipLimit(e) {
+		return nil, nil, apiErr(codePrivateIPLimitExceeded, "Number of private addresses will exceed limit.")
 	}
 	var undo []func()
 	rollback := func() {
@@ -108,7 +128,7 @@ func (s *State) addAddresses(e *eni, r addressRequest) ([]netip.Addr, []netip.Pr
 		offs, ok := sp.allocate(r.count, e)
 		if !ok {
 			rollback()
-			return nil, nil, apiErr(codeInsufficientAddresses, "Insufficient free IP addresses in subnet %s to assign %d addresses", e.subnet.id, r.count)
+			return nil, nil, s.subnetFullErr(noAddresses)
 		}
 		undo = append(undo, func() {
 			for _, off := range offs {
@@ -119,11 +139,16 @@ func (s *State) addAddresses(e *eni, r addressRequest) ([]netip.Addr, []netip.Pr
 			fresh = append(fresh, sp.addr(off))
 		}
 	}
-	for range r.prefixCount {
+	for i := range r.prefixCount {
 		off, ok := sp.allocatePrefix(e)
 		if !ok {
+			// Short of addresses, or they are there but scattered.
+			cause := fragmented
+			if sp.available() < (r.prefixCount-i)*prefixSize {
+				cause = noRoomForPrefixes
+			}
 			rollback()
-			return nil, nil, apiErr(codeInsufficientCidrBlocks, "There are not enough free cidr blocks in the specified subnet to satisfy the request.")
+			return nil, nil, s.subnetFullErr(cause)
 		}
 		undo = append(undo, func() { sp.releasePrefix(off) })
 		newPrefixes = append(newPrefixes, netip.PrefixFrom(sp.addr(off), prefixLen))
@@ -238,6 +263,11 @@ func (s *State) attach(e *eni, in *instance, deviceIndex int, immediate bool) (*
 		return nil, apiErr(codeInvalidParameterValue, "Instance '%s' already has an interface attached at device index '%d'.", in.id, deviceIndex)
 	case len(in.slots) >= in.typ.MaxENIs:
 		return nil, apiErr(codeAttachmentLimitExceeded, "Interface count %d exceeds the limit for %s", len(in.slots)+1, in.typ.Name)
+	case deviceIndex >= in.typ.MaxENIs:
+		// The instance has a free slot, but not at this index. EC2's answer
+		// is not documented; see doc.go.
+		return nil, apiErr(codeInvalidParameterValue, "Invalid value '%d' for deviceIndex: %s has %d network interface slots (0-%d).",
+			deviceIndex, in.typ.Name, in.typ.MaxENIs, in.typ.MaxENIs-1)
 	case e.slotsUsed() > in.typ.IPv4PerENI:
 		return nil, apiErr(codePrivateIPLimitExceeded, "Network interface %s has %d private addresses, more than %s allows (%d).", e.id, e.slotsUsed(), in.typ.Name, in.typ.IPv4PerENI)
 	}
@@ -257,7 +287,11 @@ func (s *State) attach(e *eni, in *instance, deviceIndex int, immediate bool) (*
 func (s *State) detach(a *attachment) error {
 	switch {
 	case a.deviceIndex == 0:
-		return apiErr(codeOperationNotPermitted, "The network interface at device index 0 cannot be detached.")
+		return apiErr(codeOperationNotPermitted, "The network interface at device index 0 and networkCard index 0 cannot be detached.")
+	case a.status == attaching:
+		// EC2 refuses to detach what is still attaching; its wording is
+		// not documented (see doc.go).
+		return apiErr(codeIncorrectState, "Attachment '%s' is still attaching and cannot be detached yet.", a.id)
 	case a.status == detaching:
 		return apiErr(codeIncorrectState, "Attachment '%s' is already detaching.", a.id)
 	}

@@ -26,6 +26,13 @@ func (e *APIError) Is(target error) bool {
 	return errors.As(target, &t) && t.Code == e.Code
 }
 
+// NewAPIError returns the error EC2 answers with code: message as given,
+// HTTP status as EC2 sends it for code. Fakes built on the State use it to
+// inject failures that look like EC2's.
+func NewAPIError(code, message string) *APIError {
+	return &APIError{Code: code, Message: message, HTTPStatus: statusForCode(code)}
+}
+
 // apiErr builds an *APIError with the status EC2 uses for code.
 func apiErr(code, format string, args ...any) *APIError {
 	return &APIError{Code: code, Message: fmt.Sprintf(format, args...), HTTPStatus: statusForCode(code)}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http/httptest"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -20,27 +19,8 @@ import (
 	"github.com/enipam/enipam/test/ec2sim"
 )
 
-// manualClock is a clock tests move by hand, so attach delays, token
-// buckets and token expiry are stepped through without sleeping.
-type manualClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newManualClock() *manualClock {
-	return &manualClock{t: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
-}
-
-func (c *manualClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *manualClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
+func newManualClock() *ec2sim.ManualClock {
+	return ec2sim.NewManualClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 }
 
 // env is one emulator behind an httptest server, with the SDK's EC2 client
@@ -52,7 +32,7 @@ type env struct {
 	url     string
 	ec2     *ec2.Client
 	admin   *ec2sim.AdminClient
-	clock   *manualClock
+	clock   *ec2sim.ManualClock
 	backoff *backoffRecorder
 }
 
@@ -150,6 +130,12 @@ func wantCode(t *testing.T, err error, code string) {
 	if ae.ErrorCode() != code {
 		t.Fatalf("want API error %s, got %s: %s", code, ae.ErrorCode(), ae.ErrorMessage())
 	}
+}
+
+// isCode reports whether err is an EC2 API error with code.
+func isCode(err error, code string) bool {
+	var ae smithy.APIError
+	return errors.As(err, &ae) && ae.ErrorCode() == code
 }
 
 // subnetByName finds a subnet by its Name tag.

@@ -20,7 +20,9 @@ type LaunchRequest struct {
 }
 
 // AddInstance launches an instance, running at once, with its primary ENI
-// (device index 0, DeleteOnTermination) attached.
+// (device index 0, DeleteOnTermination) attached. The primary ENI never
+// lags (TimingConfig.EventualConsistency): a node joins a cluster long
+// after EC2 made its instance.
 func (s *State) AddInstance(req LaunchRequest) (Instance, error) {
 	s.lock()
 	defer s.unlock()
@@ -78,12 +80,8 @@ func (s *State) launch(req LaunchRequest) (*instance, error) {
 			return nil, err
 		}
 	}
-	e, err := s.createENI(sn, req.SecurityGroupIDs, "", nil)
+	e, err := s.createENI(eniSpec{subnet: sn, groupIDs: req.SecurityGroupIDs, ips: ips})
 	if err != nil {
-		return nil, err
-	}
-	if err := s.fillENI(e, ips, 0, nil, 0); err != nil {
-		s.deleteENI(e)
 		return nil, err
 	}
 	in := &instance{

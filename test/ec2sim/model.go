@@ -161,15 +161,18 @@ const (
 
 type eni struct {
 	meta
-	subnet          *subnet
-	mac             string
-	description     string
-	interfaceType   string
-	groups          []*securityGroup
-	ips             []netip.Addr // primary first
-	prefixes        []netip.Prefix
-	attachment      *attachment
-	created         time.Time
+	subnet        *subnet
+	mac           string
+	description   string
+	interfaceType string
+	groups        []*securityGroup
+	ips           []netip.Addr // primary first
+	prefixes      []netip.Prefix
+	attachment    *attachment
+	created       time.Time
+	// lags marks an ENI made by CreateNetworkInterface that the
+	// eventual-consistency windows apply to.
+	lags            bool
 	sourceDestCheck bool
 	// eips are the Elastic IPs associated with addresses of this ENI.
 	eips []*address

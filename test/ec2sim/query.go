@@ -14,13 +14,19 @@ type params struct {
 	v    url.Values
 	used map[string]bool
 	err  error
-	// dryRun is the DryRun flag every action accepts.
-	dryRun bool
+	// dryRun is the DryRun flag every action accepts; readOnly marks the
+	// describes, which a dry run may carry out.
+	dryRun   bool
+	readOnly bool
 }
 
 // commonParams are accepted by every action: protocol and signing fields.
 var commonParams = []string{"Action", "Version", "AWSAccessKeyId", "SignatureMethod", "SignatureVersion",
 	"Signature", "Timestamp", "Expires", "SecurityToken"}
+
+// noDryRun are the actions whose EC2 API has no DryRun parameter (as the
+// SDK's input types show): DryRun is an unknown parameter to them.
+var noDryRun = map[string]bool{"AssignPrivateIpAddresses": true, "UnassignPrivateIpAddresses": true}
 
 func newParams(v url.Values) *params {
 	p := &params{v: v, used: map[string]bool{}}
@@ -32,9 +38,13 @@ func newParams(v url.Values) *params {
 			p.used[k] = true
 		}
 	}
-	if b := p.boolean("DryRun"); b != nil {
-		p.dryRun = *b
+	action := v.Get("Action")
+	if !noDryRun[action] {
+		if b := p.boolean("DryRun"); b != nil {
+			p.dryRun = *b
+		}
 	}
+	p.readOnly = strings.HasPrefix(action, "Describe")
 	return p
 }
 
@@ -194,7 +204,7 @@ func (p *params) ignore(names ...string) {
 }
 
 // done returns the first problem met, else UnknownParameter for a key no
-// getter read, else DryRunOperation when DryRun was set.
+// getter read.
 func (p *params) done() error {
 	if p.err != nil {
 		return p.err
@@ -208,9 +218,6 @@ func (p *params) done() error {
 	if len(unknown) > 0 {
 		sort.Strings(unknown)
 		return apiErr(codeUnknownParameter, "The parameter %s is not recognized", unknown[0])
-	}
-	if p.dryRun {
-		return apiErr(codeDryRunOperation, "Request would have succeeded, but DryRun flag is set.")
 	}
 	return nil
 }

@@ -40,6 +40,12 @@ type Scenario struct {
 	Throttling ThrottleConfig `json:"throttling,omitempty"`
 	Latency    *LatencyConfig `json:"latency,omitempty"`
 	Faults     FaultConfig    `json:"faults,omitempty"`
+	// SubnetFullError forces the form of every "subnet full" answer:
+	// InsufficientFreeAddressesInSubnet, InvalidParameterValue (with EC2's
+	// "There aren't sufficient free Ipv4 addresses or prefixes") or
+	// InsufficientCidrBlocks. Empty answers by cause as EC2 usually does
+	// (see doc.go).
+	SubnetFullError string `json:"subnetFullError,omitempty"`
 }
 
 // VPCSpec seeds one VPC. A default security group and a main route table are
@@ -222,6 +228,9 @@ func (sc *Scenario) Validate() error {
 	}
 	if err := sc.Faults.Validate(); err != nil {
 		return &ScenarioError{Path: "faults", Err: err}
+	}
+	if err := validSubnetFullError(sc.SubnetFullError); err != nil {
+		return &ScenarioError{Path: "subnetFullError", Err: err}
 	}
 	return nil
 }

@@ -11,16 +11,30 @@ import (
 )
 
 // TimingConfig is how long EC2's asynchronous work takes: an attachment stays
-// "attaching" for AttachDelay, a detachment "detaching" for DetachDelay, and
-// a new ENI is invisible to DescribeNetworkInterfaces for EventualConsistency.
-// All zero by default: attachments complete within the call.
+// "attaching" for AttachDelay, a detachment "detaching" for DetachDelay;
+// and how long a new ENI takes to propagate through EC2 (see
+// [TimingConfig.EventualConsistency]). All zero by default: attachments
+// complete within the call and new ENIs are known everywhere at once.
 type TimingConfig struct {
-	AttachDelay         Range    `json:"attachDelay"`
-	DetachDelay         Range    `json:"detachDelay"`
+	AttachDelay Range `json:"attachDelay"`
+	DetachDelay Range `json:"detachDelay"`
+	// EventualConsistency hides a new ENI from every describe (by ID:
+	// InvalidNetworkInterfaceID.NotFound; by filter or in an instance's
+	// networkInterfaceSet: absent) for this long after its creation.
 	EventualConsistency Duration `json:"eventualConsistency,omitempty"`
+	// MutationConsistency makes a new ENI InvalidNetworkInterfaceID.NotFound
+	// to the calls that change it (Attach, Assign, Unassign, Modify,
+	// Delete, CreateTags, DeleteTags, AssociateAddress) for this long. It is
+	// apart from EventualConsistency so that a test can exercise either
+	// path alone; set both for EC2's usual picture.
+	MutationConsistency Duration `json:"mutationConsistency,omitempty"`
+	// ConsistencyShare is the share of new ENIs the two windows apply to,
+	// drawn per ENI from the scenario's seed (the n-th ENI created lags or
+	// not the same way in every run); 0 means every new ENI.
+	ConsistencyShare float64 `json:"consistencyShare,omitempty"`
 }
 
-// Validate rejects negative durations.
+// Validate rejects negative durations and a share outside 0..1.
 func (c TimingConfig) Validate() error {
 	if err := c.AttachDelay.validate(); err != nil {
 		return fmt.Errorf("attachDelay: %w", err)
@@ -31,15 +45,30 @@ func (c TimingConfig) Validate() error {
 	if c.EventualConsistency < 0 {
 		return fmt.Errorf("eventualConsistency is negative")
 	}
+	if c.MutationConsistency < 0 {
+		return fmt.Errorf("mutationConsistency is negative")
+	}
+	if c.ConsistencyShare < 0 || c.ConsistencyShare > 1 {
+		return fmt.Errorf("consistencyShare %v outside 0..1", c.ConsistencyShare)
+	}
 	return nil
 }
 
 // RealisticTiming is what EC2 is seen to take: attachments complete in 2-5 s,
-// detachments in 1-3 s.
+// detachments in 1-3 s, and one new ENI in fifty is unknown to describes
+// and to the calls that change it for its first second. EC2 documents
+// that a resource just created may be NotFound to the next calls
+// (eventual consistency) but not how often nor for how long; users report
+// AttachNetworkInterface answering NotFound right after
+// CreateNetworkInterface now and then. The share and window are guesses
+// that keep the path exercised, not measurements.
 func RealisticTiming() TimingConfig {
 	return TimingConfig{
-		AttachDelay: Range{Min: Duration(2 * time.Second), Max: Duration(5 * time.Second)},
-		DetachDelay: Range{Min: Duration(1 * time.Second), Max: Duration(3 * time.Second)},
+		AttachDelay:         Range{Min: Duration(2 * time.Second), Max: Duration(5 * time.Second)},
+		DetachDelay:         Range{Min: Duration(1 * time.Second), Max: Duration(3 * time.Second)},
+		EventualConsistency: Duration(time.Second),
+		MutationConsistency: Duration(time.Second),
+		ConsistencyShare:    0.02,
 	}
 }
 
@@ -53,6 +82,9 @@ type State struct {
 	now func() time.Time
 	ids *idSource
 	rng *rand.Rand
+	// lagRNG draws which new ENIs lag (TimingConfig.ConsistencyShare); a
+	// stream of its own, so turning lag on moves no other draw.
+	lagRNG *rand.Rand
 
 	account   string
 	region    string
@@ -62,6 +94,7 @@ type State struct {
 	// maxIPv4PerENI bounds the addresses of an unattached ENI.
 	maxIPv4PerENI int
 	timing        TimingConfig
+	subnetFull    string
 	eipLimit      int
 	eipPool       *addrSpace
 
@@ -102,6 +135,8 @@ func NewState(sc *Scenario, now func() time.Time) (*State, error) {
 		now:         now,
 		ids:         newIDSource(sc.Seed),
 		rng:         rand.New(rand.NewPCG(sc.Seed, 0x7374617465)),
+		lagRNG:      rand.New(rand.NewPCG(sc.Seed, 0x6c6167)),
+		subnetFull:  sc.SubnetFullError,
 		account:     sc.Account,
 		region:      sc.Region,
 		dnsSuffix:   sc.Region + ".compute.internal",
@@ -256,9 +291,21 @@ func (s *State) eniByID(id string) (*eni, error) {
 	}
 	e, ok := s.enis.get(id)
 	if !ok {
-		return nil, apiErr(codeENINotFound, "The networkInterface ID '%s' does not exist", id)
+		return nil, eniNotFound(id)
 	}
 	return e, nil
+}
+
+func eniNotFound(id string) *APIError {
+	return apiErr(codeENINotFound, "The networkInterface ID '%s' does not exist", id)
+}
+
+func (s *State) attachmentByID(id string) (*attachment, error) {
+	a, ok := s.attachments[id]
+	if !ok {
+		return nil, apiErr(codeAttachmentNotFound, "Interface attachment '%s' does not exist.", id)
+	}
+	return a, nil
 }
 
 func (s *State) instanceByID(id string) (*instance, error) {

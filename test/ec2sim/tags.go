@@ -63,9 +63,12 @@ func (s *State) taggable(id string) (*meta, error) {
 	prefix, _, _ := strings.Cut(id, "-")
 	switch prefix {
 	case "eni":
+		// A new ENI is NotFound to tag calls within the mutation window.
 		var e *eni
-		if e, found = s.enis.get(id); found {
+		if e, found = s.enis.get(id); found && !young(e, s.timing.MutationConsistency, s.now()) {
 			m = &e.meta
+		} else {
+			found = false
 		}
 	case "i":
 		var in *instance
