@@ -22,7 +22,10 @@ func (s *nodeSync) apply(ctx context.Context, p *pool.Plan) error {
 	r := s.r
 	for _, a := range p.Assign {
 		err := s.assign(ctx, a.ENIID, a.IPs, a.Prefixes)
-		if a.Prefixes > 0 && a.FallbackIPs > 0 && errors.Is(err, cloud.ErrNoPrefixRoom) {
+		// EC2 says a subnet has no room for a /28 in two ways (no aligned
+		// block, or fewer than 16 free addresses): single addresses may
+		// still fit either way, as Cilium's fallback assumes too.
+		if a.Prefixes > 0 && a.FallbackIPs > 0 && errors.Is(err, cloud.ErrSubnetFull) {
 			s.prefixFallback(err)
 			err = s.assign(ctx, a.ENIID, a.FallbackIPs, 0)
 		}
@@ -47,14 +50,14 @@ func (s *nodeSync) apply(ctx context.Context, p *pool.Plan) error {
 			ClientToken:    s.clientToken(c.DeviceIndex),
 		}
 		eni, err := r.api.CreateENI(ctx, req)
-		if c.Prefixes > 0 && c.FallbackIPs > 0 && errors.Is(err, cloud.ErrNoPrefixRoom) {
+		if c.Prefixes > 0 && c.FallbackIPs > 0 && errors.Is(err, cloud.ErrSubnetFull) {
 			s.prefixFallback(err)
 			req.Prefixes, req.SecondaryIPs = 0, c.FallbackIPs
 			req.ClientToken += "-ips" // another request than the refused one
 			eni, err = r.api.CreateENI(ctx, req)
 		}
 		if err != nil {
-			if errors.Is(err, cloud.ErrSubnetFull) && !errors.Is(err, cloud.ErrNoPrefixRoom) {
+			if errors.Is(err, cloud.ErrSubnetFull) {
 				r.inv.RecordSubnetFull(c.SubnetID)
 			}
 			return fmt.Errorf("creating ENI in %s, %w", c.SubnetID, err)
@@ -111,8 +114,8 @@ func (s *nodeSync) assign(ctx context.Context, eniID string, ips, prefixes int) 
 	switch {
 	case err == nil:
 		return nil
-	case errors.Is(err, cloud.ErrNoPrefixRoom):
-		// Single addresses may still fit: the subnet is not full.
+	case errors.Is(err, cloud.ErrSubnetFull) && prefixes > 0:
+		// Single addresses may still fit; the fallback finds out.
 	case errors.Is(err, cloud.ErrSubnetFull):
 		r.inv.RecordSubnetFull(eni.SubnetID)
 	case errors.Is(err, cloud.ErrNotFound) && r.inv.Young(eniID):
