@@ -5,8 +5,11 @@ SHELL := bash
 .SHELLFLAGS := -euo pipefail -c
 BIN := $(CURDIR)/bin
 GO_TEST_FLAGS ?=
+# Static binaries everywhere: the images need them (FROM scratch), and one
+# setting for tests, builds and images lets them share the build cache.
+export CGO_ENABLED := 0
 
-.PHONY: all build demo test bench lint chart-lint generate tools clean
+.PHONY: all build demo test bench lint chart-lint generate tools images clean
 
 all: build
 
@@ -17,6 +20,10 @@ tools:
 ## build: every enipam binary into bin/
 build:
 	go build -trimpath -o $(BIN)/ ./...
+
+## images: one OCI archive per binary in _out/images/ (FROM scratch, offline), with podman, buildah or docker
+images:
+	@hack/images.sh
 
 ## demo: enipam at work on this machine: kube-apiserver + etcd, an emulated EC2 VPC, the real enipam-operator, simulated cilium-agents with pods; prints the filled pools, runs until Ctrl-C (DEMO_ONCE=1: exits after printing)
 demo: tools

@@ -54,7 +54,9 @@ for entry in "${images[@]}"; do
   ctx="$out/context/$name"
   rm -rf "$ctx" && mkdir -p "$ctx"
   echo "==> $ref ($builder)"
-  CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$ctx/$name" "$pkg"
+  # Same compile flags as make test (no -trimpath), so the build cache
+  # serves every package but the few with cgo variants.
+  CGO_ENABLED=0 go build -ldflags "-s -w" -o "$ctx/$name" "$pkg"
   cp "$ca" "$ctx/ca-certificates.crt"
   archive="$out/$name-$version.tar"
   rm -f "$archive"
