@@ -34,4 +34,11 @@ type Host interface {
 	ReplaceRoute(Route) error
 	// DelRoute deletes the route; ErrNotFound if it is not there.
 	DelRoute(Route) error
+
+	// Connmark reads enipam's connmark table: nil if there is none, an
+	// empty Connmark if it is there but not as SetConnmark writes it.
+	Connmark() (*Connmark, error)
+	// SetConnmark replaces enipam's connmark table with c in one
+	// transaction, or deletes it when c is nil (ErrNotFound if absent).
+	SetConnmark(c *Connmark) error
 }

@@ -19,6 +19,8 @@ type Host struct {
 	links  []routing.Link
 	rules  []routing.Rule
 	routes []routing.Route
+	// connmark is the connmark table, nil when there is none.
+	connmark *routing.Connmark
 	// Fail, when set, is consulted before each write; a non-nil error is
 	// returned instead of applying it. op is a routing.Op* name.
 	Fail func(op string, object any) error
@@ -224,5 +226,35 @@ func (h *Host) DelRoute(r routing.Route) error {
 		return fmt.Errorf("route %v, %w", r, routing.ErrNotFound)
 	}
 	h.routes = slices.Delete(h.routes, i, i+1)
+	return nil
+}
+
+// Connmark implements routing.Host.
+func (h *Host) Connmark() (*routing.Connmark, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.connmark == nil {
+		return nil, nil
+	}
+	c := *h.connmark
+	return &c, nil
+}
+
+// SetConnmark implements routing.Host.
+func (h *Host) SetConnmark(c *routing.Connmark) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if err := h.fail(routing.OpSetConnmark, c); err != nil {
+		return err
+	}
+	if c == nil {
+		if h.connmark == nil {
+			return fmt.Errorf("connmark table, %w", routing.ErrNotFound)
+		}
+		h.connmark = nil
+		return nil
+	}
+	cp := *c
+	h.connmark = &cp
 	return nil
 }
