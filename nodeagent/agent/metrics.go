@@ -66,7 +66,7 @@ func (m *Metrics) observe(trigger string, seconds float64, res routing.Result, e
 		m.kernelOps.WithLabelValues(op).Add(float64(n))
 	}
 	m.linksMissing.Set(float64(len(res.Missing)))
-	if res.Ops[routing.OpGetConnmark] == 0 {
+	if !res.Read {
 		return // a read failed: nothing known about the node
 	}
 	m.rulesManaged.Set(float64(res.Rules))

@@ -34,7 +34,7 @@ type writtenReport struct {
 func (a *Agent) report(ctx context.Context, nr *enipamv1alpha1.NodeRouting, res routing.Result, convergeErr error) error {
 	status := *nr.Status.DeepCopy()
 	status.ObservedGeneration = nr.Generation
-	if res.Ops[routing.OpGetConnmark] > 0 { // every read succeeded
+	if res.Read { // else nothing was changed: the previous report stands
 		status.ENIs, status.RoutedENIs, status.RoutedIPs = routedENIs(res.Routed)
 	}
 	cond := metav1.Condition{Type: enipamv1alpha1.ConditionReady, ObservedGeneration: nr.Generation}

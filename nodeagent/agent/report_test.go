@@ -2,10 +2,12 @@ package agent_test
 
 import (
 	"context"
+	"errors"
 	"net"
 	"net/netip"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -254,5 +256,40 @@ func TestAgentMissingLinkIsReportedNotReady(t *testing.T) {
 	})
 	if nr := nodeRouting(t, cn.Name); len(nr.Status.ENIs) != 0 {
 		t.Errorf("reported %v without a link", nr.Status.ENIs)
+	}
+}
+
+// flakyReads is an in-memory kernel whose rule dump can be made to fail.
+type flakyReads struct {
+	*routingtest.Host
+	fail atomic.Bool
+}
+
+func (f *flakyReads) Rules() ([]routing.Rule, error) {
+	if f.fail.Load() {
+		return nil, errors.New("dump interrupted")
+	}
+	return f.Host.Rules()
+}
+
+// TestAgentReadFailureKeepsTheReport: once eni-a is reported, the kernel
+// stops answering rule dumps. The NodeRouting turns Ready=False
+// (RouteFailed), but eni-a and its address stay listed: nothing was
+// changed, so what was routed still is.
+func TestAgentReadFailureKeepsTheReport(t *testing.T) {
+	cn := createCiliumNode(t, []awstypes.ENI{awsENI("eni-a", 1, "02:00:00:00:0e:01", "10.0.2.0/24")}, map[string]string{"10.0.2.10": "eni-a"})
+	host := &flakyReads{Host: fakeHostWith("02:00:00:00:0e:01")}
+	cfg := testConfig(cn.Name)
+	cfg.ResyncInterval = 200 * time.Millisecond
+	startAgent(t, cfg, env.Config, host)
+	eventually(t, "reported", func() bool { return reported(t, cn.Name, "eni-a", "10.0.2.10") })
+
+	host.fail.Store(true)
+	eventually(t, "RouteFailed", func() bool {
+		c := readyCondition(t, cn.Name)
+		return c != nil && c.Reason == enipamv1alpha1.ReasonRouteFailed
+	})
+	if !reported(t, cn.Name, "eni-a", "10.0.2.10") {
+		t.Error("a failed read took eni-a's address out of the report")
 	}
 }

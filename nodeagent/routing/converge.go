@@ -51,6 +51,9 @@ func (o Ops) Writes() int {
 
 // Result is what one converge found and did.
 type Result struct {
+	// Read is true when every read succeeded; otherwise nothing was
+	// changed and the rest of the Result says nothing about the node.
+	Read bool
 	// ENIs is the number of managed ENIs whose link was found.
 	ENIs int
 	// Rules and Routes are how many enipam-owned rules and routes the node
@@ -123,11 +126,15 @@ func (c *Converger) Converge(ctx context.Context, node Node) (Result, error) {
 	}
 	connmark, err := c.host.Connmark()
 	res.Ops[OpGetConnmark]++
-	if err != nil {
+	// With connmark off the table is read only to remove a leftover; a
+	// kernel without nf_tables cannot have one, and must not fail routing.
+	connmarkUnknown := err != nil && !c.cfg.Connmark
+	if err != nil && !connmarkUnknown {
 		return res, fmt.Errorf("reading the connmark table, %w", err)
 	}
 
 	d := ComputeDesired(node, links, c.cfg)
+	d.KeepConnmark = d.KeepConnmark || connmarkUnknown
 	if len(d.Links) > 0 {
 		names := make([]string, len(d.Links))
 		for i, w := range d.Links {
@@ -144,6 +151,7 @@ func (c *Converger) Converge(ctx context.Context, node Node) (Result, error) {
 			}
 		}
 	}
+	res.Read = true
 	res.ENIs, res.Rules, res.Routes = len(d.ENIs), len(d.Rules), len(d.Routes)
 	res.Missing, res.Problems = d.Missing, d.Problems
 	res.Plan = Diff(d, rules, routes, connmark, c.cfg)

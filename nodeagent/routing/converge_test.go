@@ -238,3 +238,26 @@ func TestConvergeFailedRouteUnreportsTheENI(t *testing.T) {
 		t.Errorf("routed %+v, want eni-a alone", res.Routed)
 	}
 }
+
+// unreadableConnmark is a kernel without nf_tables: reading the connmark
+// table fails.
+type unreadableConnmark struct{ *routingtest.Host }
+
+func (unreadableConnmark) Connmark() (*routing.Connmark, error) {
+	return nil, errors.New("protocol not supported")
+}
+
+// TestConvergeWithoutNFTablesNeedsConnmarkOff: on a kernel whose
+// nf_tables cannot be read, a converge with connmark on fails before any
+// change; with connmark off it routes the node as usual.
+func TestConvergeWithoutNFTablesNeedsConnmarkOff(t *testing.T) {
+	h, node := fakeNode(t)
+	host := unreadableConnmark{h}
+	if _, err := routing.NewConverger(host, routing.DefaultConfig()).Converge(context.Background(), node); err == nil {
+		t.Error("connmark on: converge succeeded without reading the table")
+	}
+	res, err := routing.NewConverger(host, layoutConfig()).Converge(context.Background(), node)
+	if err != nil || res.Plan.Connmark != nil || len(res.Routed) != 2 {
+		t.Errorf("connmark off: %v, plan %+v, routed %v", err, res.Plan.Connmark, res.Routed)
+	}
+}
