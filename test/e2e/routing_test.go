@@ -62,7 +62,9 @@ func TestSecondaryENIRoutedBeforePooled(t *testing.T) {
 	ctx := w.ctx
 	c := env.Client
 	const name = "node-r1"
-	t.Cleanup(func() { _ = c.Delete(context.Background(), &enipamv1alpha1.NodeRouting{ObjectMeta: metav1.ObjectMeta{Name: name}}) })
+	t.Cleanup(func() {
+		_ = c.Delete(context.Background(), &enipamv1alpha1.NodeRouting{ObjectMeta: metav1.ObjectMeta{Name: name}})
+	})
 	policy := &enipamv1alpha1.ENIPolicy{
 		ObjectMeta: metav1.ObjectMeta{Name: "pods"},
 		Spec:       enipamv1alpha1.ENIPolicySpec{SubnetTags: map[string]string{"pods": "true"}},
