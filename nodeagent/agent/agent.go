@@ -55,9 +55,9 @@ type Agent struct {
 	metrics *Metrics
 	now     func() time.Time
 
-	// kick wakes the loop when the CiliumNode changed, linkKick when a
-	// managed ENI's link did; one pending wake-up is enough, later ones
-	// coalesce.
+	// kick wakes the loop when the NodeRouting or the CiliumNode changed,
+	// linkKick when a managed ENI's link or the primary's did; one pending
+	// wake-up is enough, later ones coalesce.
 	kick, linkKick chan struct{}
 
 	mu     sync.Mutex
@@ -70,7 +70,8 @@ type Agent struct {
 	// raised, so a lasting condition is announced once rather than on every
 	// retry (which would also eat the recorder's per-object event budget).
 	lastFailure, lastProblems string
-	// macs are the MACs of the managed ENIs, whose link changes matter.
+	// macs are the MACs of the managed ENIs and the primary ENI, whose
+	// link changes matter.
 	macs map[string]bool
 	// lastRetained and lastMissingNR are what was last logged about
 	// retained addresses and a missing NodeRouting, so a lasting
