@@ -124,6 +124,8 @@ func routeString(r netlink.Route) string {
 // eth2 at MTU 9001, up, rp_filter 2; eth0 itself untouched.
 func TestConvergeInNamespaceLaysOutTablesRulesAndLinks(t *testing.T) {
 	tn := newTestNode(t)
+	tn.ns.SetSysctl(t, "net/ipv4/conf/eth0/rp_filter", "0")
+	tn.ns.SetSysctl(t, "net/ipv4/conf/all/rp_filter", "0")
 	tn.converge(t)
 
 	want := []string{
@@ -164,8 +166,8 @@ func TestConvergeInNamespaceLaysOutTablesRulesAndLinks(t *testing.T) {
 	if eth0.Attrs().MTU != 1500 || eth0.Attrs().Flags&net.FlagUp != 0 {
 		t.Errorf("eth0 was touched: MTU %d flags %v", eth0.Attrs().MTU, eth0.Attrs().Flags)
 	}
-	if got := tn.ns.Sysctl(t, "net/ipv4/conf/eth0/rp_filter"); got == "2" {
-		t.Errorf("eth0 rp_filter set to loose")
+	if got := tn.ns.Sysctl(t, "net/ipv4/conf/eth0/rp_filter"); got != "0" {
+		t.Errorf("eth0 rp_filter changed from 0 (off) to %s", got)
 	}
 	if c, err := tn.ns.Kernel().Connmark(); err != nil || c == nil || *c != (routing.Connmark{Primary: "eth0", Mark: 0x80}) {
 		t.Errorf("connmark table = %v, %v; want on eth0 with mark 0x80", c, err)

@@ -27,8 +27,10 @@ import (
 // source lives behind the other interface is dropped, which is what EC2's
 // source/destination check does to a packet leaving by an ENI that does
 // not hold its source address. So a connection from a pod works only if
-// the node sends it out of the ENI its address lives on. Pods are wired as
-// Cilium's legacy host routing wires them (lxc veths, /32 routes in main).
+// the node sends it out of the ENI its address lives on. The node checks
+// reverse paths strictly too (net.ipv4.conf.all.rp_filter=1, as some
+// AMIs ship). Pods are wired as Cilium's legacy host routing wires them
+// (lxc veths, /32 routes in main).
 
 // vpcNet is the network above, before the agent touched the node.
 type vpcNet struct {
@@ -76,6 +78,7 @@ func newVPCNet(t *testing.T) *vpcNet {
 	node.AddNeighbor(t, "eth0", "10.0.1.1", gw0MAC)
 	node.AddNeighbor(t, "eth1", "10.0.2.1", gw1MAC)
 	node.SetSysctl(t, "net/ipv4/ip_forward", "1")
+	node.SetSysctl(t, "net/ipv4/conf/all/rp_filter", "1")
 	kerneltest.ConnectPod(t, node, "lxca", n.podA, "10.0.2.10")
 	kerneltest.ConnectPod(t, node, "lxcb", n.podB, "10.0.2.11")
 	kerneltest.ConnectPod(t, node, "lxcp", n.podP, "10.0.1.20")
@@ -138,7 +141,8 @@ func waitSaw(c *kerneltest.Capture, src, dst string) bool {
 // After it, the connection works, and its packets arrive on the VPC side of
 // eth1, for a VPC peer and for the internet alike (egress mode all). pod-p
 // on the primary ENI's address (first interface index 0) connects through
-// eth0, whose MTU and state the agent left alone.
+// eth0, whose MTU and state the agent left alone (only its strict
+// rp_filter is loosened, for the connmark return path).
 func TestPodAddressOnSecondaryENIConnectsThroughIt(t *testing.T) {
 	n := newVPCNet(t)
 	if _, err := n.podA.Fetch("", "10.0.9.9:80", 300*time.Millisecond); err == nil {
@@ -170,8 +174,10 @@ func TestPodAddressOnSecondaryENIConnectsThroughIt(t *testing.T) {
 	if eth0.Attrs().MTU != 1500 {
 		t.Errorf("eth0 MTU changed to %d", eth0.Attrs().MTU)
 	}
-	if len(res.Plan.Links) != 1 || res.Plan.Links[0].ENI != "eni-a" {
-		t.Errorf("link changes %+v, want eni-a's alone", res.Plan.Links)
+	for _, c := range res.Plan.Links {
+		if c.ENI == "eni-primary" && (c.MTU != 0 || c.Up || c.RPFilter != 2) {
+			t.Errorf("change of eth0 %+v, want its strict rp_filter loosened and nothing else", c)
+		}
 	}
 }
 
@@ -234,11 +240,14 @@ func TestReleasedAddressLosesItsRules(t *testing.T) {
 // TestNodePortReplyLeavesByThePrimaryInterface: kube-proxy's DNAT (stood
 // in for by an nf_tables nat rule) sends 10.0.1.10:30080, the node's
 // address on eth0, to pod-a at 10.0.2.10:8080, as a NodePort service with
-// externalTrafficPolicy Local does. Without the connmark table pod-a's
-// reply follows its egress rule out of eth1 and the VPC drops it: the
-// client never connects. With it, the reply leaves by eth0 and the client
-// gets pod-a's answer. Turning connmark off removes the table and the
-// fwmark rule.
+// externalTrafficPolicy Local does. With connmark off the agent leaves
+// eth0's strict rp_filter alone, and the request dies there: after the
+// DNAT its reverse path is pod-a's table, out of eth1. Loosened by hand,
+// the request reaches pod-a, but its reply follows its egress rule out of
+// eth1 and the VPC drops it. With connmark on the agent loosens eth0 and
+// installs the table and the fwmark rule, and the client gets pod-a's
+// answer. Turning connmark off removes the table and the rule (eth0's
+// rp_filter stays loose: enipam never tightens it).
 func TestNodePortReplyLeavesByThePrimaryInterface(t *testing.T) {
 	n := newVPCNet(t)
 	n.podA.Serve(t, "0.0.0.0:8080", "pod-a")
@@ -250,13 +259,27 @@ func TestNodePortReplyLeavesByThePrimaryInterface(t *testing.T) {
 	on := routing.DefaultConfig()
 
 	n.converge(t, off, n.routingNode())
+	if got := n.node.Sysctl(t, "net/ipv4/conf/eth0/rp_filter"); got != "0" {
+		t.Errorf("connmark off: eth0 rp_filter %s, want it left at 0", got)
+	}
+	if _, err := n.vpc.Fetch("10.0.9.9", "10.0.1.10:30080", 500*time.Millisecond); err == nil {
+		t.Fatal("NodePort connection worked with strict reverse path checking: the test does not discriminate")
+	}
+	n.node.SetSysctl(t, "net/ipv4/conf/eth0/rp_filter", "2")
 	if _, err := n.vpc.Fetch("10.0.9.9", "10.0.1.10:30080", 500*time.Millisecond); err == nil {
 		t.Fatal("NodePort connection worked without the connmark table: the test does not discriminate")
 	}
+	if !waitSaw(n.gw1, "10.0.1.10", "10.0.9.9") {
+		t.Error("without the connmark table the reply did not leave by eth1")
+	}
+	n.node.SetSysctl(t, "net/ipv4/conf/eth0/rp_filter", "0")
 
 	res := n.converge(t, on, n.routingNode())
-	if res.Plan.Connmark == nil || len(res.Plan.AddRules) != 1 {
-		t.Errorf("turning connmark on planned %+v, want the table and the fwmark rule", res.Plan)
+	if res.Plan.Connmark == nil || len(res.Plan.AddRules) != 1 || len(res.Plan.Links) != 1 || res.Plan.Links[0].RPFilter != 2 {
+		t.Errorf("turning connmark on planned %+v, want the table, the fwmark rule and eth0 loosened", res.Plan)
+	}
+	if got := n.node.Sysctl(t, "net/ipv4/conf/eth0/rp_filter"); got != "2" {
+		t.Errorf("connmark on: eth0 rp_filter %s, want 2", got)
 	}
 	if got := fetch(t, n.vpc, "10.0.9.9", "10.0.1.10:30080"); got != "pod-a" {
 		t.Errorf("NodePort answer %q, want pod-a's", got)

@@ -136,9 +136,12 @@ func (c *Converger) Converge(ctx context.Context, node Node) (Result, error) {
 	d := ComputeDesired(node, links, c.cfg)
 	d.KeepConnmark = d.KeepConnmark || connmarkUnknown
 	if len(d.Links) > 0 {
-		names := make([]string, len(d.Links))
+		names := make([]string, len(d.Links), len(d.Links)+1)
 		for i, w := range d.Links {
 			names[i] = w.Link.Name
+			if w.LoosenOnly {
+				names = append(names, "all")
+			}
 		}
 		rp, err := c.host.RPFilter(names)
 		res.Ops[OpGetRPFilter]++
@@ -149,6 +152,9 @@ func (c *Converger) Converge(ctx context.Context, node Node) (Result, error) {
 			if v, ok := rp[d.Links[i].Link.Name]; ok {
 				d.Links[i].Link.RPFilter = v
 			}
+		}
+		if v, ok := rp["all"]; ok {
+			d.RPFilterAll = v
 		}
 	}
 	res.Read = true

@@ -30,9 +30,10 @@ func fakeNode(t *testing.T) (*routingtest.Host, routing.Node) {
 
 // TestConvergeFromScratchThenNothingToDo: a fresh node converges in one
 // pass (5 reads, then 3 writes per link, 4 routes, 6 address rules, the
-// fwmark rule and the connmark table); a second pass costs the 5 reads
-// (links, rules, routes, connmark table, rp_filter) and no write. Every
-// ENI and address is reported routed.
+// fwmark rule, the connmark table, and eth0's strict rp_filter made
+// loose, which the connmark return path needs); a second pass costs the 5
+// reads (links, rules, routes, connmark table, rp_filter) and no write.
+// Every ENI and address is reported routed; eth0's MTU is untouched.
 func TestConvergeFromScratchThenNothingToDo(t *testing.T) {
 	h, node := fakeNode(t)
 	c := routing.NewConverger(h, routing.DefaultConfig())
@@ -41,7 +42,7 @@ func TestConvergeFromScratchThenNothingToDo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := res.Ops.Writes(), 2*3+4+6+1+1; got != want {
+	if got, want := res.Ops.Writes(), 2*3+4+6+1+1+1; got != want {
 		t.Errorf("first converge: %d writes (%v), want %d", got, res.Ops, want)
 	}
 	if res.ENIs != 2 || res.Rules != 7 || res.Routes != 4 {
@@ -68,8 +69,8 @@ func TestConvergeFromScratchThenNothingToDo(t *testing.T) {
 			t.Errorf("link %s: MTU %d up %v rp_filter %d", l.Name, l.MTU, l.Up, l.RPFilter)
 		}
 	}
-	if eth0, _ := h.Link(2); eth0.MTU != 1500 || eth0.RPFilter != 1 {
-		t.Errorf("eth0 changed: %+v", eth0)
+	if eth0, _ := h.Link(2); eth0.MTU != 1500 || eth0.RPFilter != 2 {
+		t.Errorf("eth0: %+v, want MTU 1500 as it was and rp_filter loosened to 2", eth0)
 	}
 
 	res, err = c.Converge(context.Background(), node)
@@ -259,5 +260,42 @@ func TestConvergeWithoutNFTablesNeedsConnmarkOff(t *testing.T) {
 	res, err := routing.NewConverger(host, layoutConfig()).Converge(context.Background(), node)
 	if err != nil || res.Plan.Connmark != nil || len(res.Routed) != 2 {
 		t.Errorf("connmark off: %v, plan %+v, routed %v", err, res.Plan.Connmark, res.Routed)
+	}
+}
+
+// TestConvergeLoosensThePrimaryRPFilterOnlyWhenStrict: with connmark on,
+// eth0's rp_filter is written only when the kernel would check strictly
+// (its own value or "all" is 1), and never with connmark off.
+func TestConvergeLoosensThePrimaryRPFilterOnlyWhenStrict(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		eth0, all   int
+		connmark    bool
+		wantWritten bool
+	}{
+		{"eth0 strict", 1, 0, true, true},
+		{"all strict", 0, 1, true, true},
+		{"both strict", 1, 1, true, true},
+		{"already loose", 2, 1, true, false},
+		{"off", 0, 0, true, false},
+		{"strict, connmark off", 1, 1, false, false},
+	} {
+		h, node := fakeNode(t)
+		h.SetRPFilterAll(tc.all)
+		cfg := routing.DefaultConfig()
+		cfg.Connmark = tc.connmark
+		if _, err := routing.NewConverger(h, cfg).Converge(context.Background(), node); err != nil {
+			t.Fatal(err)
+		}
+		h.RemoveLink(2)
+		h.AddLink(routing.Link{Index: 2, Name: "eth0", MAC: node.PrimaryMAC, MTU: 1500, Up: true, RPFilter: tc.eth0})
+		res, err := routing.NewConverger(h, cfg).Converge(context.Background(), node)
+		if err != nil {
+			t.Fatal(err)
+		}
+		eth0, _ := h.Link(2)
+		if written := res.Ops[routing.OpSetRPFilter] == 1; written != tc.wantWritten || (written && eth0.RPFilter != 2) {
+			t.Errorf("%s: rp_filter writes %d, eth0 now %d; want written %v", tc.name, res.Ops[routing.OpSetRPFilter], eth0.RPFilter, tc.wantWritten)
+		}
 	}
 }

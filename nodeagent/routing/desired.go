@@ -14,8 +14,13 @@ type Desired struct {
 	// they route: the report's candidates.
 	ENIs []ENIWant
 	// Links are the managed secondary ENIs' links with the settings they
-	// need; the primary ENI's link is never changed.
+	// need, and, with connmark on, the primary ENI's link, whose rp_filter
+	// alone may be loosened (LinkWant.LoosenOnly).
 	Links []LinkWant
+	// RPFilterAll is net.ipv4.conf.all.rp_filter, which the kernel applies
+	// on top of each link's own (the stricter wins); -1 when unknown. The
+	// Converger fills it in when a link is LoosenOnly.
+	RPFilterAll int
 	// Routes are the routes of the ENI tables, each ENI's link route
 	// before its default route (the default route's gateway must be
 	// reachable when it is added).
@@ -58,13 +63,20 @@ type LinkWant struct {
 	Link     Link
 	MTU      int
 	RPFilter int
+	// LoosenOnly: change nothing on the link but a strict rp_filter, which
+	// becomes RPFilter. It is the primary ENI's link under connmark: after
+	// kube-proxy's DNAT a NodePort request's reverse path is the pod
+	// address's ENI table, so strict checking drops it on the primary
+	// interface. Cilium's ENI mode sets it to loose for the same reason
+	// (loader's addIPv4ENIRules); enipam never tightens it back.
+	LoosenOnly bool
 }
 
 // ComputeDesired derives the desired state of the node from its managed ENIs
 // and the links the kernel shows. It is pure: the same inputs always give
 // the same, sorted output.
 func ComputeDesired(node Node, links []Link, cfg Config) Desired {
-	d := Desired{Retain: slices.Clone(node.Retain)}
+	d := Desired{Retain: slices.Clone(node.Retain), RPFilterAll: -1}
 	byMAC := linksByMAC(links)
 
 	enis := slices.Clone(node.ENIs)
@@ -103,6 +115,7 @@ func ComputeDesired(node Node, links []Link, cfg Config) Desired {
 	default:
 		if l, ok := byMAC[string(node.PrimaryMAC)]; ok {
 			d.Connmark = &Connmark{Primary: l.Name, Mark: cfg.ConnmarkMark}
+			d.Links = append(d.Links, LinkWant{ENI: primaryID(node), Link: l, RPFilter: RPFilterLoose, LoosenOnly: true})
 		} else {
 			d.KeepConnmark = true
 			d.Problems = append(d.Problems, fmt.Errorf("%w (MAC %s)", ErrNoPrimaryLink, node.PrimaryMAC))
@@ -112,6 +125,16 @@ func ComputeDesired(node Node, links []Link, cfg Config) Desired {
 		d.Rules = append(d.Rules, Rule{Priority: cfg.ConnmarkPriority(), Mark: cfg.ConnmarkMark, Mask: cfg.ConnmarkMark, Table: MainTable, Protocol: cfg.Protocol})
 	}
 	return d
+}
+
+// primaryID is the primary ENI's ID when it is managed, for logs.
+func primaryID(node Node) string {
+	for _, e := range node.ENIs {
+		if e.Primary() {
+			return e.ID
+		}
+	}
+	return "primary"
 }
 
 // checkENI says why an ENI cannot be routed, or nil.

@@ -257,7 +257,8 @@ func TestDesiredEgressVPCRulesPerVPCCIDR(t *testing.T) {
 // TestDesiredConnmarkFollowsThePrimaryLink: with connmark on (the
 // default) the table is wanted on the link carrying the primary ENI's MAC,
 // whatever its name (ens5), with the fwmark rule at 109, Cilium's
-// RulePriorityNodeport. An unknown primary MAC leaves the table as it is
+// RulePriorityNodeport, and the link's rp_filter loosened if strict (and
+// nothing else of it). An unknown primary MAC leaves the table as it is
 // and says so; connmark off wants neither table nor rule.
 func TestDesiredConnmarkFollowsThePrimaryLink(t *testing.T) {
 	links := []routing.Link{link(2, "ens5", "02:00:00:00:00:00")}
@@ -270,6 +271,9 @@ func TestDesiredConnmarkFollowsThePrimaryLink(t *testing.T) {
 	if diff := cmp.Diff([]routing.Rule{fwmark()}, d.Rules, netipEqual); diff != "" {
 		t.Errorf("rules (-want +got):\n%s", diff)
 	}
+	if len(d.Links) != 1 || !d.Links[0].LoosenOnly || d.Links[0].Link.Name != "ens5" || d.Links[0].RPFilter != 2 {
+		t.Errorf("links %+v, want ens5's rp_filter to loosen, nothing else", d.Links)
+	}
 
 	node.PrimaryMAC = mustMAC("02:00:00:00:00:99")
 	d = routing.ComputeDesired(node, links, routing.DefaultConfig())
@@ -278,7 +282,7 @@ func TestDesiredConnmarkFollowsThePrimaryLink(t *testing.T) {
 	}
 
 	d = routing.ComputeDesired(routing.Node{PrimaryMAC: mustMAC("02:00:00:00:00:00")}, links, layoutConfig())
-	if d.Connmark != nil || d.KeepConnmark || len(d.Rules) != 0 {
+	if d.Connmark != nil || d.KeepConnmark || len(d.Rules) != 0 || len(d.Links) != 0 {
 		t.Errorf("connmark off: table %v keep %v rules %v, want none", d.Connmark, d.KeepConnmark, d.Rules)
 	}
 }

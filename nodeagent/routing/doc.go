@@ -23,7 +23,8 @@
 //	rule:        fwmark 0x80/0x80 lookup main      (egress priority - 2; connmark on)
 //
 // Secondary ENI links get the MTU, are brought up and get loose rp_filter;
-// the primary ENI (n = 0, table 10) gets its table and rules only.
+// the primary ENI (n = 0, table 10) gets its table and rules only, and,
+// with connmark on, its link's rp_filter loosened if it is strict.
 //
 // enipam owns a route or rule iff it carries enipam's protocol number and
 // lives in enipam's table range (or is an ingress or fwmark rule into

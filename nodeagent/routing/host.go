@@ -9,7 +9,8 @@ package routing
 type Host interface {
 	// Links lists the links with their MTU and state; RPFilter is left -1.
 	Links() ([]Link, error)
-	// RPFilter reads net.ipv4.conf.<name>.rp_filter of the named links, in
+	// RPFilter reads net.ipv4.conf.<name>.rp_filter of the named links
+	// (and of "all" when asked), in
 	// one visit to the namespace; a link whose value cannot be read is
 	// absent from the map.
 	RPFilter(names []string) (map[string]int, error)

@@ -70,6 +70,15 @@ func Diff(d Desired, rules []Rule, routes []Route, connmark *Connmark, cfg Confi
 	var p Plan
 	for _, w := range d.Links {
 		c := LinkChange{ENI: w.ENI, Link: w.Link, RPFilter: -1}
+		if w.LoosenOnly {
+			// The kernel checks with the stricter of the link's value and
+			// "all"; 1 is strict.
+			if max(w.Link.RPFilter, d.RPFilterAll) == 1 {
+				c.RPFilter = w.RPFilter
+				p.Links = append(p.Links, c)
+			}
+			continue
+		}
 		if w.Link.MTU != w.MTU {
 			c.MTU = w.MTU
 		}

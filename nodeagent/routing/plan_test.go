@@ -248,6 +248,7 @@ func TestDiffEgressModeChangeRewritesEgressRules(t *testing.T) {
 // it is deleted along with the fwmark rule.
 func TestDiffConnmarkWrittenOnlyWhenItDiffers(t *testing.T) {
 	links := []routing.Link{link(2, "ens5", "02:00:00:00:00:00")}
+	links[0].RPFilter = 2
 	node := routing.Node{PrimaryMAC: mustMAC("02:00:00:00:00:00")}
 	cfg := routing.DefaultConfig()
 	d := routing.ComputeDesired(node, links, cfg)

@@ -21,6 +21,8 @@ type Host struct {
 	routes []routing.Route
 	// connmark is the connmark table, nil when there is none.
 	connmark *routing.Connmark
+	// rpFilterAll is net.ipv4.conf.all.rp_filter.
+	rpFilterAll int
 	// Fail, when set, is consulted before each write; a non-nil error is
 	// returned instead of applying it. op is a routing.Op* name.
 	Fail func(op string, object any) error
@@ -82,11 +84,18 @@ func (h *Host) Link(index int) (routing.Link, bool) {
 	return routing.Link{}, false
 }
 
+// SetRPFilterAll sets net.ipv4.conf.all.rp_filter (0 until set).
+func (h *Host) SetRPFilterAll(v int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.rpFilterAll = v
+}
+
 // RPFilter implements routing.Host.
 func (h *Host) RPFilter(names []string) (map[string]int, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	m := map[string]int{}
+	m := map[string]int{"all": h.rpFilterAll}
 	for _, l := range h.links {
 		m[l.Name] = l.RPFilter
 	}
