@@ -20,7 +20,8 @@ import (
 	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/enipam/enipam/nodeagent/ciliumnode"
+	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
+	"github.com/enipam/enipam/nodeagent/named"
 	"github.com/enipam/enipam/nodeagent/routing"
 )
 
@@ -46,15 +47,17 @@ type Agent struct {
 	log     *slog.Logger
 	host    routing.Host
 	conv    *routing.Converger
-	watcher *ciliumnode.Watcher
+	cnWatch *named.Watcher[*ciliumv2.CiliumNode]
+	nrWatch *named.Watcher[*enipamv1alpha1.NodeRouting]
+	client  client.Client
 	events  kubernetes.Interface
 	scheme  *runtime.Scheme
 	metrics *Metrics
 	now     func() time.Time
 
-	// kick wakes the loop when the CiliumNode changed, linkKick when a
-	// managed ENI's link did; one pending wake-up is enough, later ones
-	// coalesce.
+	// kick wakes the loop when the NodeRouting or the CiliumNode changed,
+	// linkKick when a managed ENI's link or the primary's did; one pending
+	// wake-up is enough, later ones coalesce.
 	kick, linkKick chan struct{}
 
 	mu     sync.Mutex
@@ -67,8 +70,20 @@ type Agent struct {
 	// raised, so a lasting condition is announced once rather than on every
 	// retry (which would also eat the recorder's per-object event budget).
 	lastFailure, lastProblems string
-	// macs are the MACs of the managed ENIs, whose link changes matter.
+	// macs are the MACs of the managed ENIs and the primary ENI, whose
+	// link changes matter.
 	macs map[string]bool
+	// lastRetained and lastMissingNR are what was last logged about
+	// retained addresses and a missing NodeRouting, so a lasting
+	// condition is logged once.
+	lastRetained  string
+	lastMissingNR bool
+	// written is the last report written, and the resourceVersion of the
+	// NodeRouting it was written over, so a resync before the watch
+	// delivers the write does not write it again.
+	written *writtenReport
+	// taintPending is true until the start-up taint has been removed.
+	taintPending bool
 }
 
 // Status is the agent's view of the node's routing, for readiness and tests.
@@ -86,6 +101,11 @@ type Status struct {
 	NotReady string
 	// Last is the result of the last converge.
 	Last routing.Result
+	// StatusWrites counts the writes of the NodeRouting status.
+	StatusWrites int
+	// TaintRemoved is true once the start-up taint is off the Node (or
+	// there was none to remove).
+	TaintRemoved bool
 }
 
 // New returns an inert Agent for cfg acting on host, talking to the
@@ -99,6 +119,9 @@ func New(cfg Config, kube *rest.Config, host routing.Host, reg prometheus.Regist
 		return nil, err
 	}
 	if err := ciliumv2.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	if err := enipamv1alpha1.AddToScheme(scheme); err != nil {
 		return nil, err
 	}
 	c, err := client.NewWithWatch(kube, client.Options{Scheme: scheme})
@@ -115,11 +138,18 @@ func New(cfg Config, kube *rest.Config, host routing.Host, reg prometheus.Regist
 	}
 	log = log.With("node", cfg.NodeName)
 	return &Agent{
-		cfg:          cfg,
-		log:          log,
-		host:         host,
-		conv:         routing.NewConverger(host, cfg.Routing),
-		watcher:      ciliumnode.NewWatcher(c, cfg.NodeName, log),
+		cfg:  cfg,
+		log:  log,
+		host: host,
+		conv: routing.NewConverger(host, cfg.Routing),
+		cnWatch: named.NewWatcher(c, "CiliumNode", cfg.NodeName,
+			func() *ciliumv2.CiliumNode { return &ciliumv2.CiliumNode{} },
+			func() client.ObjectList { return &ciliumv2.CiliumNodeList{} }, log),
+		nrWatch: named.NewWatcher(c, "NodeRouting", cfg.NodeName,
+			func() *enipamv1alpha1.NodeRouting { return &enipamv1alpha1.NodeRouting{} },
+			func() client.ObjectList { return &enipamv1alpha1.NodeRoutingList{} }, log),
+		client:       c,
+		taintPending: cfg.StartupTaintKey != "",
 		events:       cs,
 		scheme:       scheme,
 		metrics:      m,
@@ -139,13 +169,19 @@ func (a *Agent) Status() Status {
 	return a.status
 }
 
-// Start runs the agent until ctx ends: it watches the CiliumNode, waits for
-// the first list, converges fully, then converges again on every change,
-// every resync interval, and on a backoff while something is missing or
-// failing. It returns nil when ctx ends, or an error if it cannot start.
-// Start must be called once.
+// Start runs the agent until ctx ends: it watches the NodeRouting and the
+// CiliumNode, waits for the first list of both, converges fully, then
+// converges again on every change, every resync interval, and on a
+// backoff while something is missing or failing. After each converge it
+// reports in the NodeRouting's status what is routed, and once routing is
+// ready it removes the start-up taint. Without a NodeRouting it touches
+// nothing. When ctx ends it marks the NodeRouting not ready (AgentStopped),
+// leaving the routing in place. It returns nil when ctx ends, or an error
+// if it cannot start. Start must be called once.
 func (a *Agent) Start(ctx context.Context) error {
-	a.setStatus(func(s *Status) { s.Running, s.Heartbeat, s.NotReady = true, a.now(), "waiting for the CiliumNode" })
+	a.setStatus(func(s *Status) {
+		s.Running, s.Heartbeat, s.NotReady = true, a.now(), "waiting for the NodeRouting and the CiliumNode"
+	})
 	defer a.setStatus(func(s *Status) { s.Running, s.Ready, s.NotReady = false, false, "stopped" })
 
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
@@ -158,7 +194,12 @@ func (a *Agent) Start(ctx context.Context) error {
 	defer wg.Wait()
 	defer cancel()
 	wg.Go(func() {
-		if err := a.watcher.Start(ctx, a.wake); err != nil {
+		if err := a.nrWatch.Start(ctx, a.wake); err != nil {
+			a.log.Error("watching the NodeRouting", "err", err)
+		}
+	})
+	wg.Go(func() {
+		if err := a.cnWatch.Start(ctx, a.wake); err != nil {
 			a.log.Error("watching the CiliumNode", "err", err)
 		}
 	})
@@ -169,10 +210,11 @@ func (a *Agent) Start(ctx context.Context) error {
 			}
 		})
 	}
-	if !cache.WaitForCacheSync(ctx.Done(), a.watcher.Synced) {
+	if !cache.WaitForCacheSync(ctx.Done(), a.nrWatch.Synced, a.cnWatch.Synced) {
 		return nil // ctx ended first
 	}
-	a.log.Info("watching the CiliumNode; first converge")
+	a.log.Info("watching the NodeRouting and the CiliumNode; first converge")
+	defer a.reportStopped()
 
 	resync := time.NewTicker(a.cfg.ResyncInterval)
 	defer resync.Stop()
@@ -196,18 +238,68 @@ func (a *Agent) Start(ctx context.Context) error {
 			}
 		}
 		a.setStatus(func(s *Status) { s.Heartbeat = a.now() })
-		cn := a.watcher.Current()
-		if cn == nil {
-			a.setStatus(func(s *Status) { s.Ready, s.NotReady = false, "CiliumNode not found" })
-			continue
-		}
-		if a.converge(ctx, cn, trigger, recorder) {
+		if a.pass(ctx, trigger, recorder) {
 			backoff = a.cfg.LinkWaitBackoff
 			continue
 		}
 		retry.Reset(backoff)
 		backoff = min(2*backoff, a.cfg.ResyncInterval)
 	}
+}
+
+// pass is one turn of the loop: converge if both objects are there, report,
+// untaint. It returns false when something is left to do sooner than the
+// next resync.
+func (a *Agent) pass(ctx context.Context, trigger string, rec record.EventRecorder) bool {
+	cn, haveCN := a.cnWatch.Current()
+	nr, haveNR := a.nrWatch.Current()
+	if !haveNR {
+		a.noNodeRouting(cn, rec)
+		return true // its creation wakes the loop
+	}
+	if a.lastMissingNR {
+		a.lastMissingNR = false
+		a.log.Info("NodeRouting found", "instance", nr.Spec.InstanceID)
+	}
+	if !haveCN {
+		a.setStatus(func(s *Status) { s.Ready, s.NotReady = false, "CiliumNode not found" })
+		a.metrics.ready.Set(0)
+		return true
+	}
+	res, ready, err := a.converge(ctx, cn, nr, trigger, rec)
+	if ctx.Err() != nil {
+		return true
+	}
+	if werr := a.report(ctx, nr, res, err); werr != nil {
+		a.log.Error("writing the NodeRouting status", "err", werr)
+		return false
+	}
+	if ready && a.taintPending {
+		if terr := a.removeStartupTaint(ctx, cn, rec); terr != nil {
+			a.log.Error("removing the start-up taint", "taint", a.cfg.StartupTaintKey, "err", terr)
+			return false
+		}
+	}
+	return ready
+}
+
+// noNodeRouting holds everything while the node has no NodeRouting: the
+// operator has not taken the node on (yet), so nothing new is routed and
+// nothing is removed.
+func (a *Agent) noNodeRouting(cn *ciliumv2.CiliumNode, rec record.EventRecorder) {
+	msg := fmt.Sprintf("NodeRouting %s not found: waiting for enipam-operator to create it; routing nothing new, removing nothing", a.cfg.NodeName)
+	a.setStatus(func(s *Status) { s.Ready, s.NotReady = false, msg })
+	a.metrics.ready.Set(0)
+	if a.lastMissingNR {
+		return
+	}
+	a.lastMissingNR = true
+	a.log.Warn(msg)
+	ref := &corev1.ObjectReference{APIVersion: "v1", Kind: "Node", Name: a.cfg.NodeName}
+	if cn != nil {
+		ref = reference(cn)
+	}
+	rec.Event(ref, corev1.EventTypeWarning, ReasonNodeRoutingMissing, msg)
 }
 
 // wake asks the loop for a converge without blocking the watch.

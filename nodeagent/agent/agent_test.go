@@ -29,6 +29,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
 	"github.com/enipam/enipam/nodeagent/agent"
 	"github.com/enipam/enipam/nodeagent/kernel/kerneltest"
 	"github.com/enipam/enipam/nodeagent/routing"
@@ -44,10 +45,33 @@ func TestMain(m *testing.M) {
 
 var nodeSeq atomic.Int64
 
-// createCiliumNode writes a CiliumNode the way the operator does: the
-// ENIs into status first, then the pool into spec. Each ENI is given as
-// id, device number, MAC, subnet CIDR; pool maps IP -> ENI ID.
+// createCiliumNode writes a NodeRouting (first interface index 1) and a
+// CiliumNode the way the operator does: the ENIs into status first, then
+// the pool into spec. Each ENI is given as id, device number, MAC, subnet
+// CIDR; pool maps IP -> ENI ID.
 func createCiliumNode(t *testing.T, enis []awstypes.ENI, pool map[string]string) *ciliumv2.CiliumNode {
+	t.Helper()
+	cn := createCiliumNodeOnly(t, enis, pool)
+	createNodeRouting(t, cn.Name, 1)
+	return cn
+}
+
+// createNodeRouting writes the NodeRouting of node as the operator does.
+func createNodeRouting(t *testing.T, node string, firstInterfaceIndex int32) *enipamv1alpha1.NodeRouting {
+	t.Helper()
+	nr := &enipamv1alpha1.NodeRouting{
+		ObjectMeta: metav1.ObjectMeta{Name: node},
+		Spec:       enipamv1alpha1.NodeRoutingSpec{InstanceID: "i-0123456789abcdef0", FirstInterfaceIndex: firstInterfaceIndex},
+	}
+	if err := env.Client.Create(context.Background(), nr); err != nil {
+		t.Fatalf("creating NodeRouting: %v", err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), nr) })
+	return nr
+}
+
+// createCiliumNodeOnly is createCiliumNode without the NodeRouting.
+func createCiliumNodeOnly(t *testing.T, enis []awstypes.ENI, pool map[string]string) *ciliumv2.CiliumNode {
 	t.Helper()
 	ctx := context.Background()
 	cn := &ciliumv2.CiliumNode{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("ip-10-0-1-%d.ec2.internal", nodeSeq.Add(1))}}
@@ -184,7 +208,7 @@ func kernelWrites(t *testing.T, reg *prometheus.Registry) float64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reads := map[string]bool{routing.OpListLinks: true, routing.OpListRules: true, routing.OpListRoutes: true, routing.OpGetRPFilter: true}
+	reads := map[string]bool{routing.OpListLinks: true, routing.OpListRules: true, routing.OpListRoutes: true, routing.OpGetConnmark: true, routing.OpGetRPFilter: true}
 	var n float64
 	for _, mf := range mfs {
 		if mf.GetName() != "enipam_agent_kernel_operations_total" {
@@ -238,8 +262,8 @@ func TestAgentRoutesNewPoolIPAfterPoolGrows(t *testing.T) {
 	if hasRule(t, ns, "10.0.1.20", 10) || hasRule(t, ns, "10.0.1.20", 11) {
 		t.Error("the primary ENI's pool IP got a rule")
 	}
-	if got := gauge(t, reg, "enipam_agent_rules_managed"); got != 4 {
-		t.Errorf("enipam_agent_rules_managed = %v, want 4 (2 IPs × egress, ingress)", got)
+	if got := gauge(t, reg, "enipam_agent_rules_managed"); got != 5 {
+		t.Errorf("enipam_agent_rules_managed = %v, want 5 (2 IPs × egress, ingress; fwmark)", got)
 	}
 	eventually(t, "RoutingReady event", func() bool { return hasEvent(t, cn, agent.ReasonRoutingReady) })
 
@@ -297,7 +321,7 @@ func TestAgentRestartWritesNothing(t *testing.T) {
 	second, reg := startAgent(t, testConfig(cn.Name), env.Config, ns.Kernel())
 	eventually(t, "second agent ready", func() bool { return second.Ready() == nil })
 	if w := kernelWrites(t, reg); w != 0 {
-		t.Errorf("restarted agent made %v kernel writes, want 0", w)
+		t.Errorf("restarted agent made %v kernel writes (%v), want 0", w, second.Status().Last.Plan)
 	}
 	after, err := ns.Handle.RuleList(netlink.FAMILY_V4)
 	if err != nil {
@@ -379,11 +403,13 @@ func TestAgentRoutingFailureRaisesEvent(t *testing.T) {
 }
 
 // TestAgentRunsWithLeastPrivilege: the agent runs as a user holding only
-// the RBAC the chart grants it: get, list and watch on its own CiliumNode
-// (resourceNames, which the apiserver enforces for list and watch only
-// with a metadata.name field selector) and create/patch on events. That it
-// routes and records events proves both the RBAC and that it never
-// lists or watches the cluster's CiliumNodes.
+// the RBAC the chart grants it: list and watch on its own CiliumNode and
+// NodeRouting (resourceNames, which the apiserver enforces for list and
+// watch only with a metadata.name field selector), patch on its
+// NodeRouting's status, patch on its Node (the start-up taint) and
+// create/patch on events. That it routes, reports, untaints and records
+// events proves both the RBAC and that it never lists or watches the
+// cluster's objects, and never gets one.
 func TestAgentRunsWithLeastPrivilege(t *testing.T) {
 	ns := kerneltest.New(t)
 	ns.AddENILink(t, "eth1", "02:00:00:00:04:01")
@@ -393,7 +419,10 @@ func TestAgentRunsWithLeastPrivilege(t *testing.T) {
 
 	user := "system:serviceaccount:kube-system:enipam-agent-" + cn.Name
 	grant(t, user, []rbacv1.PolicyRule{
-		{APIGroups: []string{"cilium.io"}, Resources: []string{"ciliumnodes"}, ResourceNames: []string{cn.Name}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{"cilium.io"}, Resources: []string{"ciliumnodes"}, ResourceNames: []string{cn.Name}, Verbs: []string{"list", "watch"}},
+		{APIGroups: []string{"enipam.io"}, Resources: []string{"noderoutings"}, ResourceNames: []string{cn.Name}, Verbs: []string{"list", "watch"}},
+		{APIGroups: []string{"enipam.io"}, Resources: []string{"noderoutings/status"}, ResourceNames: []string{cn.Name}, Verbs: []string{"patch"}},
+		{APIGroups: []string{""}, Resources: []string{"nodes"}, ResourceNames: []string{cn.Name}, Verbs: []string{"patch"}},
 		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
 	})
 	kube, err := env.AddUser(user)
@@ -409,11 +438,16 @@ func TestAgentRunsWithLeastPrivilege(t *testing.T) {
 	if err := asUser.List(context.Background(), &ciliumv2.CiliumNodeList{}); !apierrors.IsForbidden(err) {
 		t.Fatalf("cluster-wide list as the agent's user: %v, want Forbidden", err)
 	}
-	a, _ := startAgent(t, testConfig(cn.Name), kube, ns.Kernel())
+	createNode(t, cn.Name, corev1.Taint{Key: "enipam.io/agent-not-ready", Effect: corev1.TaintEffectNoSchedule})
+	cfg := testConfig(cn.Name)
+	cfg.StartupTaintKey = "enipam.io/agent-not-ready"
+	a, _ := startAgent(t, cfg, kube, ns.Kernel())
 	eventually(t, "rule for 10.0.2.10 and readiness", func() bool {
 		return hasRule(t, ns, "10.0.2.10", 11) && a.Ready() == nil
 	})
 	eventually(t, "RoutingReady event", func() bool { return hasEvent(t, cn, agent.ReasonRoutingReady) })
+	eventually(t, "10.0.2.10 reported routed", func() bool { return reported(t, cn.Name, "eni-a", "10.0.2.10") })
+	eventually(t, "start-up taint removed", func() bool { return !hasTaint(nodeTaints(t, cn.Name), "enipam.io/agent-not-ready") })
 }
 
 // grant binds a ClusterRole with rules to user until the test ends.

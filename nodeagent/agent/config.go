@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/validation"
+
 	"github.com/enipam/enipam/nodeagent/routing"
 )
 
@@ -24,6 +26,9 @@ type Config struct {
 	// LinkWaitTimeout is how long an ENI's link may stay missing before a
 	// LinkNotFound event is raised.
 	LinkWaitTimeout time.Duration
+	// StartupTaintKey names a taint the agent removes from its Node once
+	// routing is ready; empty turns that off.
+	StartupTaintKey string
 }
 
 // Defaults of Config.
@@ -61,6 +66,11 @@ func (c Config) Validate() error {
 	}
 	if c.LinkWaitTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("link wait timeout %v must be positive", c.LinkWaitTimeout))
+	}
+	if c.StartupTaintKey != "" {
+		for _, msg := range validation.IsQualifiedName(c.StartupTaintKey) {
+			errs = append(errs, fmt.Errorf("start-up taint key %q: %s", c.StartupTaintKey, msg))
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -11,18 +11,24 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/record"
 
+	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
 	"github.com/enipam/enipam/nodeagent/ciliumnode"
 	"github.com/enipam/enipam/nodeagent/routing"
 )
 
-// converge runs one converge of cn and reports it. It returns false when
-// the node is not fully routed yet (a failure or a missing link), so the
-// loop retries sooner than the resync interval.
-func (a *Agent) converge(ctx context.Context, cn *ciliumv2.CiliumNode, trigger string, rec record.EventRecorder) bool {
-	node, problems := ciliumnode.ToNode(cn)
+// converge runs one converge of cn under nr's spec and tells of it in
+// logs, events and metrics. ready is false when the node is not fully
+// routed yet (a failure or a missing link), so the loop retries sooner
+// than the resync interval; err is the converge's.
+func (a *Agent) converge(ctx context.Context, cn *ciliumv2.CiliumNode, nr *enipamv1alpha1.NodeRouting, trigger string, rec record.EventRecorder) (routing.Result, bool, error) {
+	node, in, problems := ciliumnode.ToNode(cn, &nr.Spec)
+	a.logRetained(in)
 	macs := make(map[string]bool, len(node.ENIs))
 	for _, e := range node.ENIs {
 		macs[string(e.MAC)] = true
+	}
+	if len(node.PrimaryMAC) > 0 {
+		macs[string(node.PrimaryMAC)] = true // its name is in the connmark table
 	}
 	a.mu.Lock()
 	a.macs = macs
@@ -85,11 +91,33 @@ func (a *Agent) converge(ctx context.Context, cn *ciliumv2.CiliumNode, trigger s
 		rec.Eventf(ref, corev1.EventTypeNormal, ReasonRoutingReady, "%d ENIs, %d rules, %d routes", res.ENIs, res.Rules, res.Routes)
 	}
 	if res.Plan.Len() > 0 || err != nil {
-		log.Info("converged", "enis", res.ENIs, "rules", res.Rules, "routes", res.Routes, "writes", res.Ops.Writes(), "missing", len(res.Missing), "took", elapsed)
+		log.Info("converged", "enis", res.ENIs, "rules", res.Rules, "routes", res.Routes, "retained", res.Retained, "writes", res.Ops.Writes(), "missing", len(res.Missing), "took", elapsed)
 	} else {
-		log.Debug("node in shape", "enis", res.ENIs, "rules", res.Rules, "took", elapsed)
+		log.Debug("node in shape", "enis", res.ENIs, "rules", res.Rules, "retained", res.Retained, "took", elapsed)
 	}
-	return ready
+	return res, ready, err
+}
+
+// logRetained tells, once per change, of the addresses whose routing is
+// kept as it is because their ENI is not in status.eni.enis.
+func (a *Agent) logRetained(in ciliumnode.Input) {
+	byENI := map[string][]string{}
+	for p, eni := range in.Retained {
+		byENI[eni] = append(byENI[eni], p.Addr().String())
+	}
+	for _, ips := range byENI {
+		slices.Sort(ips)
+	}
+	msg := fmt.Sprint(byENI)
+	if msg == a.lastRetained {
+		return
+	}
+	a.lastRetained = msg
+	if len(byENI) > 0 {
+		a.log.Warn("addresses in use whose ENI is not in status.eni.enis; keeping their routing as it is", "addresses", byENI)
+	} else {
+		a.log.Info("no address retained any more")
+	}
 }
 
 // trackMissing records since when each ENI's link is missing and returns

@@ -1,9 +1,11 @@
 // Package agent is the core of enipam-agent: it watches the node's own
-// CiliumNode, converges the kernel's ENI links, route tables and rules
-// towards it (on start, on every change of the CiliumNode, when a managed
-// ENI's link changes, on a resync interval, and on a backoff while links
-// are missing or writes fail), and reports how that goes through
-// readiness, metrics and Kubernetes events.
+// NodeRouting and CiliumNode, converges the kernel's ENI links, route
+// tables and rules towards them (on start, on every change of either, when
+// a managed ENI's link changes, on a resync interval, and on a backoff
+// while links are missing or writes fail), reports what is routed in the
+// NodeRouting's status, removes the optional start-up taint once routing
+// is ready, and tells how that goes through readiness, metrics and
+// Kubernetes events.
 //
 // An Agent acts on whatever routing.Host it is given, so tests start the
 // same core against a network namespace of their own:

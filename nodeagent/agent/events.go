@@ -21,6 +21,14 @@ const (
 	// (a malformed MAC or subnet, a pool IP on an unknown ENI, two ENIs
 	// with one device number).
 	ReasonInvalidENI = "InvalidENI"
+	// ReasonNodeRoutingMissing (Warning): the node has no NodeRouting
+	// (enipam-operator has not taken it on); the agent routes nothing new
+	// and removes nothing until it appears. Recorded on the CiliumNode, or
+	// on the Node when there is no CiliumNode either.
+	ReasonNodeRoutingMissing = "NodeRoutingMissing"
+	// ReasonStartupTaintRemoved (Normal): routing turned ready and the
+	// start-up taint was removed from the Node.
+	ReasonStartupTaintRemoved = "StartupTaintRemoved"
 )
 
 // reference names the CiliumNode as an event's involved object.

@@ -18,6 +18,8 @@ type Metrics struct {
 	converges        *prometheus.CounterVec
 	errors           *prometheus.CounterVec
 	kernelOps        *prometheus.CounterVec
+	retainedRules    prometheus.Gauge
+	statusWrites     *prometheus.CounterVec
 }
 
 // Error kinds of enipam_agent_errors_total.
@@ -39,11 +41,13 @@ func newMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Namespace: ns, Name: "converge_duration_seconds", Help: "Time of one converge (read, diff, apply), by what triggered it.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 4, 9),
 		}, []string{"trigger"}),
-		converges: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "converges_total", Help: "Converges, by trigger and result (ok, error)."}, []string{"trigger", "result"}),
-		errors:    prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "errors_total", Help: "Errors, by kind: kernel_read (a dump failed), kernel_write (one change failed), ciliumnode (an unusable part of the CiliumNode)."}, []string{"kind"}),
-		kernelOps: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "kernel_operations_total", Help: "Netlink requests and sysctl accesses, by operation."}, []string{"op"}),
+		converges:     prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "converges_total", Help: "Converges, by trigger and result (ok, error)."}, []string{"trigger", "result"}),
+		errors:        prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "errors_total", Help: "Errors, by kind: kernel_read (a dump failed), kernel_write (one change failed), ciliumnode (an unusable part of the CiliumNode)."}, []string{"kind"}),
+		kernelOps:     prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "kernel_operations_total", Help: "Netlink requests and sysctl accesses, by operation."}, []string{"op"}),
+		retainedRules: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "rules_retained", Help: "Rules of addresses in use whose ENI cannot be routed right now (gone from status.eni.enis, link missing), left as they are."}),
+		statusWrites:  prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "status_writes_total", Help: "Writes of the NodeRouting status, by result (ok, error)."}, []string{"result"}),
 	}
-	for _, c := range []prometheus.Collector{m.rulesManaged, m.routesManaged, m.enisManaged, m.linksMissing, m.ready, m.convergeDuration, m.converges, m.errors, m.kernelOps} {
+	for _, c := range []prometheus.Collector{m.rulesManaged, m.routesManaged, m.enisManaged, m.linksMissing, m.ready, m.convergeDuration, m.converges, m.errors, m.kernelOps, m.retainedRules, m.statusWrites} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -62,10 +66,11 @@ func (m *Metrics) observe(trigger string, seconds float64, res routing.Result, e
 		m.kernelOps.WithLabelValues(op).Add(float64(n))
 	}
 	m.linksMissing.Set(float64(len(res.Missing)))
-	if res.Ops[routing.OpListRoutes] == 0 {
+	if !res.Read {
 		return // a read failed: nothing known about the node
 	}
 	m.rulesManaged.Set(float64(res.Rules))
 	m.routesManaged.Set(float64(res.Routes))
 	m.enisManaged.Set(float64(res.ENIs))
+	m.retainedRules.Set(float64(res.Retained))
 }

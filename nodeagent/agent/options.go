@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/enipam/enipam/nodeagent/kernel"
+	"github.com/enipam/enipam/nodeagent/routing"
 )
 
 // Options are enipam-agent's command-line settings.
@@ -54,6 +55,12 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.Routing.MTU, "mtu", o.Routing.MTU, "MTU set on every managed ENI link")
 	fs.IntVar(&o.Routing.EgressPriority, "egress-rule-priority", o.Routing.EgressPriority, "priority of the 'from <pod IP> lookup <ENI table>' rules")
 	fs.IntVar(&o.Routing.IngressPriority, "ingress-rule-priority", o.Routing.IngressPriority, "priority of the 'to <pod IP> lookup main' rules; 0 installs none")
+	fs.Func("egress", `which traffic of pod addresses leaves by their ENI: "all" (everything; nothing on the node may masquerade it) or "vpc" (only traffic to the VPC's CIDRs; the rest leaves by the primary interface, where Cilium masquerades it) (default "`+string(o.Routing.Egress)+`")`, func(v string) error {
+		o.Routing.Egress = routing.EgressMode(v)
+		return nil
+	})
+	fs.BoolVar(&o.Routing.Connmark, "nodeport-connmark", o.Routing.Connmark, "send replies of connections that arrived on the primary interface (NodePort and hostPort through kube-proxy) back out of it: nf_tables table 'enipam' and a fwmark rule, as Cilium's ENI mode does")
+	fs.StringVar(&o.StartupTaintKey, "startup-taint-key", o.StartupTaintKey, "taint removed from the Node once routing is ready (e.g. enipam.io/agent-not-ready); empty: none")
 	fs.DurationVar(&o.ResyncInterval, "resync-interval", o.ResyncInterval, "how often links, rules and routes are re-read and repaired")
 	fs.DurationVar(&o.LinkWaitTimeout, "link-wait-timeout", o.LinkWaitTimeout, "how long an ENI's link may be missing before a LinkNotFound event")
 	fs.DurationVar(&o.LinkWaitBackoff, "link-wait-backoff", o.LinkWaitBackoff, "first retry delay while a link is missing or a change failed (doubles up to --resync-interval)")

@@ -3,13 +3,16 @@ package ciliumnode
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/netip"
 	"slices"
 
 	awstypes "github.com/cilium/cilium/pkg/aws/types"
+	ipamoption "github.com/cilium/cilium/pkg/ipam/option"
 	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
 
+	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
 	"github.com/enipam/enipam/nodeagent/routing"
 )
 
@@ -23,10 +26,6 @@ var (
 	ErrBadSubnet = errors.New("invalid subnet CIDR")
 	// ErrBadPoolIP: a spec.ipam.pool key is not an IP address.
 	ErrBadPoolIP = errors.New("invalid pool IP")
-	// ErrUnknownENI: a pool IP names as resource an ENI that
-	// status.eni.enis does not hold. The operator writes status before
-	// spec, so this is a bug or a hand edit; the IP gets no rule.
-	ErrUnknownENI = errors.New("pool IP on an ENI absent from status.eni.enis")
 )
 
 // Problem is one part of the CiliumNode that could not be used.
@@ -41,70 +40,178 @@ func (p *Problem) Error() string { return fmt.Sprintf("%s: %v", p.Item, p.Err) }
 // Unwrap lets errors.Is see the reason.
 func (p *Problem) Unwrap() error { return p.Err }
 
-// Managed reports whether enipam's agent routes the ENI: never the primary
-// (device number 0), never one excluded by spec.eni (first interface index,
-// exclude-interface-tags), exactly as the operator decides.
-func Managed(spec awstypes.ENISpec, eni *awstypes.ENI) bool {
-	return eni.Number > 0 && !eni.IsExcludedBySpec(spec)
+// Managed reports whether enipam's agent routes the ENI under the node's
+// effective policy: its device number is at least the first interface
+// index and it does not carry all of the exclude tags. It is Cilium's own
+// ENI.IsExcludedBySpec, fed with the values the operator resolved into
+// the NodeRouting spec, so agent and operator cannot disagree.
+func Managed(spec *enipamv1alpha1.NodeRoutingSpec, eni *awstypes.ENI) bool {
+	first := int(spec.FirstInterfaceIndex)
+	return !eni.IsExcludedBySpec(awstypes.ENISpec{FirstInterfaceIndex: &first, ExcludeInterfaceTags: spec.ExcludeInterfaceTags})
 }
 
-// ToNode extracts the managed ENIs of cn with their gateways and pool IPs.
-// Pool IPs on unmanaged ENIs (the primary, an excluded one) are skipped
-// silently: they need no policy routing. Anything malformed is skipped and
-// reported as a *Problem; the rest of the node is still returned.
-func ToNode(cn *ciliumv2.CiliumNode) (routing.Node, []error) {
+// Input is what ToNode read, besides the node, for logs.
+type Input struct {
+	// Retained maps each retained address to the ENI the pool names for
+	// it: in use, but its ENI is not in status.eni.enis.
+	Retained map[netip.Prefix]string
+	// Released counts the addresses left out because the release
+	// handshake marked them released.
+	Released int
+}
+
+// ToNode extracts what the agent must route from cn under spec, the
+// NodeRouting's spec. Per managed ENI in status.eni.enis, the addresses to
+// route are its status addresses, its prefixes and the pool IPs whose
+// resource it is, minus every address status.ipam.release-ips marks
+// released (a prefix holding a released address is routed address by
+// address). A pool IP names one ENI: the pool wins over another ENI's
+// status addresses. Pool IPs whose ENI is missing from status.eni.enis
+// are retained: their existing rules stay. Anything malformed is skipped
+// and reported as a *Problem; the rest of the node is still returned.
+func ToNode(cn *ciliumv2.CiliumNode, spec *enipamv1alpha1.NodeRoutingSpec) (routing.Node, Input, []error) {
 	var node routing.Node
+	in := Input{Retained: map[netip.Prefix]string{}}
 	var problems []error
-	index := map[string]int{} // ENI ID -> position in node.ENIs
-	known := map[string]bool{}
 
-	ids := make([]string, 0, len(cn.Status.ENI.ENIs))
-	for id := range cn.Status.ENI.ENIs {
-		ids = append(ids, id)
+	released := map[netip.Addr]bool{}
+	for s, state := range cn.Status.IPAM.ReleaseIPs {
+		if ip, err := netip.ParseAddr(s); err == nil && state == ipamoption.IPAMReleased {
+			released[ip.Unmap()] = true
+		}
 	}
-	slices.Sort(ids)
-	for _, id := range ids {
-		eni := cn.Status.ENI.ENIs[id]
-		known[id] = true
-		if !Managed(cn.Spec.ENI, &eni) {
-			continue
-		}
-		mac, err := net.ParseMAC(eni.MAC)
-		if err != nil || len(mac) != 6 {
-			problems = append(problems, &Problem{Item: id, Err: fmt.Errorf("%w %q", ErrBadMAC, eni.MAC)})
-			continue
-		}
-		gw, err := Gateway(eni.Subnet.CIDR.Prefix)
-		if err != nil {
-			problems = append(problems, &Problem{Item: id, Err: err})
-			continue
-		}
-		index[id] = len(node.ENIs)
-		node.ENIs = append(node.ENIs, routing.ENI{ID: id, MAC: mac, Number: eni.Number, Gateway: gw})
-	}
-
-	ips := make([]string, 0, len(cn.Spec.IPAM.Pool))
-	for ip := range cn.Spec.IPAM.Pool {
-		ips = append(ips, ip)
-	}
-	slices.Sort(ips)
-	for _, s := range ips {
-		resource := cn.Spec.IPAM.Pool[s].Resource
-		i, ok := index[resource]
-		if !ok {
-			if !known[resource] {
-				problems = append(problems, &Problem{Item: s, Err: fmt.Errorf("%w (%q)", ErrUnknownENI, resource)})
-			}
-			continue
-		}
+	// The pool's addresses, by the ENI it names.
+	pool := map[netip.Addr]string{}
+	for _, s := range slices.Sorted(maps.Keys(cn.Spec.IPAM.Pool)) {
 		ip, err := netip.ParseAddr(s)
 		if err != nil {
 			problems = append(problems, &Problem{Item: s, Err: ErrBadPoolIP})
 			continue
 		}
-		node.ENIs[i].IPs = append(node.ENIs[i].IPs, ip.Unmap())
+		if ip = ip.Unmap(); released[ip] {
+			in.Released++
+			continue
+		}
+		pool[ip] = cn.Spec.IPAM.Pool[s].Resource
 	}
-	return node, problems
+
+	known := map[string]bool{}
+	for _, id := range slices.Sorted(maps.Keys(cn.Status.ENI.ENIs)) {
+		eni := cn.Status.ENI.ENIs[id]
+		known[id] = true
+		if eni.Number == 0 {
+			if mac, err := net.ParseMAC(eni.MAC); err == nil && len(mac) == 6 {
+				node.PrimaryMAC = mac
+			}
+		}
+		if !Managed(spec, &eni) {
+			continue
+		}
+		e, err := toENI(id, &eni)
+		if err != nil {
+			problems = append(problems, &Problem{Item: id, Err: err})
+			// Nothing of the ENI can be trusted but its addresses: keep
+			// whatever routing they have.
+			for ip, resource := range pool {
+				if resource == id {
+					in.Retained[netip.PrefixFrom(ip, 32)] = id
+				}
+			}
+			continue
+		}
+		e.IPs, e.Prefixes = addresses(id, &eni, pool, released)
+		if e.Primary() && eni.IP.IsValid() {
+			// The primary ENI's own address is the node's: never a pod's.
+			e.IPs = slices.DeleteFunc(e.IPs, func(ip netip.Addr) bool { return ip == eni.IP.Addr.Unmap() })
+		}
+		node.ENIs = append(node.ENIs, e)
+	}
+	for ip, resource := range pool {
+		if !known[resource] {
+			in.Retained[netip.PrefixFrom(ip, 32)] = resource
+		}
+	}
+	node.Retain = slices.SortedFunc(maps.Keys(in.Retained), func(a, b netip.Prefix) int { return a.Addr().Compare(b.Addr()) })
+	return node, in, problems
+}
+
+// toENI reads the identity of a managed ENI: MAC, number, gateway and VPC.
+func toENI(id string, eni *awstypes.ENI) (routing.ENI, error) {
+	mac, err := net.ParseMAC(eni.MAC)
+	if err != nil || len(mac) != 6 {
+		return routing.ENI{}, fmt.Errorf("%w %q", ErrBadMAC, eni.MAC)
+	}
+	gw, err := Gateway(eni.Subnet.CIDR.Prefix)
+	if err != nil {
+		return routing.ENI{}, err
+	}
+	e := routing.ENI{ID: id, MAC: mac, Number: eni.Number, Gateway: gw}
+	if eni.VPC.PrimaryCIDR.IsValid() {
+		e.VPCCIDRs = append(e.VPCCIDRs, eni.VPC.PrimaryCIDR.Prefix)
+	}
+	for _, c := range eni.VPC.CIDRs {
+		if c.IsValid() {
+			e.VPCCIDRs = append(e.VPCCIDRs, c.Prefix)
+		}
+	}
+	return e, nil
+}
+
+// addresses are the ENI's addresses and prefixes to route: its status
+// addresses that no other ENI holds in the pool, its prefixes, and its
+// pool IPs; released addresses never. A prefix holding a released address
+// is routed address by address, that one left out.
+func addresses(id string, eni *awstypes.ENI, pool map[netip.Addr]string, released map[netip.Addr]bool) ([]netip.Addr, []netip.Prefix) {
+	var ips []netip.Addr
+	for _, a := range eni.Addresses {
+		ip := a.Addr.Unmap()
+		if !a.IsValid() || released[ip] {
+			continue
+		}
+		if owner, ok := pool[ip]; ok && owner != id {
+			continue
+		}
+		ips = append(ips, ip)
+	}
+	for ip, resource := range pool {
+		if resource == id {
+			ips = append(ips, ip)
+		}
+	}
+	var prefixes []netip.Prefix
+	for _, p := range eni.Prefixes {
+		if !p.IsValid() {
+			continue
+		}
+		pfx := p.Masked()
+		if !holdsAny(pfx, released) {
+			prefixes = append(prefixes, pfx)
+			continue
+		}
+		if !pfx.Addr().Is4() || pfx.Bits() < maxSplitBits {
+			continue
+		}
+		for ip := pfx.Addr(); pfx.Contains(ip); ip = ip.Next() {
+			if !released[ip] {
+				ips = append(ips, ip)
+			}
+		}
+	}
+	slices.SortFunc(ips, netip.Addr.Compare)
+	return slices.Compact(ips), prefixes
+}
+
+// maxSplitBits bounds the prefixes split into addresses around a released
+// one; EC2 delegates /28s.
+const maxSplitBits = 24
+
+func holdsAny(p netip.Prefix, ips map[netip.Addr]bool) bool {
+	for ip := range ips {
+		if p.Contains(ip) {
+			return true
+		}
+	}
+	return false
 }
 
 // Gateway returns the VPC router's address of an IPv4 subnet: its first

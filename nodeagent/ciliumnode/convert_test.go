@@ -3,6 +3,7 @@ package ciliumnode_test
 import (
 	"errors"
 	"net/netip"
+	"slices"
 	"testing"
 
 	awstypes "github.com/cilium/cilium/pkg/aws/types"
@@ -11,7 +12,9 @@ import (
 	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
 	"github.com/enipam/enipam/nodeagent/ciliumnode"
+	"github.com/enipam/enipam/nodeagent/routing"
 )
 
 // ciliumNode builds a CiliumNode as the operator writes it; options add
@@ -44,76 +47,258 @@ func withPool(resource string, ips ...string) func(*ciliumv2.CiliumNode) {
 	}
 }
 
-// TestToNodeManagesSecondaryENIsOnly: a node with its primary ENI
-// (device 0) holding pool IPs (first-interface-index 0), a secondary ENI
-// (device 1), and one excluded by tag (device 2). Only the secondary is
-// managed, with gateway 10.0.2.1 and its two pool IPs; the IPs on the
-// primary and on the excluded ENI are skipped without complaint.
-func TestToNodeManagesSecondaryENIsOnly(t *testing.T) {
-	first := 0
+// spec is a NodeRouting spec with first interface index first and the
+// exclude tags given as key, value pairs.
+func spec(first int32, excludeTags ...string) *enipamv1alpha1.NodeRoutingSpec {
+	s := &enipamv1alpha1.NodeRoutingSpec{InstanceID: "i-0123456789abcdef0", FirstInterfaceIndex: first}
+	for i := 0; i+1 < len(excludeTags); i += 2 {
+		if s.ExcludeInterfaceTags == nil {
+			s.ExcludeInterfaceTags = map[string]string{}
+		}
+		s.ExcludeInterfaceTags[excludeTags[i]] = excludeTags[i+1]
+	}
+	return s
+}
+
+func withAddresses(id string, ips ...string) func(*ciliumv2.CiliumNode) {
+	return func(cn *ciliumv2.CiliumNode) {
+		e := cn.Status.ENI.ENIs[id]
+		for _, ip := range ips {
+			e.Addresses = append(e.Addresses, iputil.AddrFrom(netip.MustParseAddr(ip)))
+		}
+		cn.Status.ENI.ENIs[id] = e
+	}
+}
+
+func withPrefix(id string, p string) func(*ciliumv2.CiliumNode) {
+	return func(cn *ciliumv2.CiliumNode) {
+		e := cn.Status.ENI.ENIs[id]
+		e.Prefixes = append(e.Prefixes, iputil.PrefixFrom(netip.MustParsePrefix(p)))
+		cn.Status.ENI.ENIs[id] = e
+	}
+}
+
+func withRelease(ip string, state ipamtypes.IPReleaseStatus) func(*ciliumv2.CiliumNode) {
+	return func(cn *ciliumv2.CiliumNode) {
+		if cn.Status.IPAM.ReleaseIPs == nil {
+			cn.Status.IPAM.ReleaseIPs = map[string]ipamtypes.IPReleaseStatus{}
+		}
+		cn.Status.IPAM.ReleaseIPs[ip] = state
+	}
+}
+
+func addrs(ss ...string) []netip.Addr {
+	var out []netip.Addr
+	for _, s := range ss {
+		out = append(out, netip.MustParseAddr(s))
+	}
+	return out
+}
+
+func findENI(node routing.Node, id string) *routing.ENI {
+	for i := range node.ENIs {
+		if node.ENIs[i].ID == id {
+			return &node.ENIs[i]
+		}
+	}
+	return nil
+}
+
+// TestToNodeManagesWhatTheNodeRoutingSpecSelects: a node with its primary
+// ENI (device 0, address 10.0.1.10, pool IP 10.0.1.20), a secondary ENI
+// (device 1) and one excluded by tag (device 2), under a NodeRouting spec
+// with first interface index 0 and exclude tag no-pods=true. The primary
+// and the secondary are managed, with their gateways, VPC CIDRs and pool
+// IPs; the primary's own address is never a pod's; the excluded ENI's IP
+// is skipped without complaint. The CiliumNode's own spec.eni (first
+// interface index 1, as a user might have set it) is not consulted: the
+// operator resolved it into the NodeRouting spec.
+func TestToNodeManagesWhatTheNodeRoutingSpecSelects(t *testing.T) {
+	one := 1
 	cn := ciliumNode(
 		withENI("eni-primary", 0, "02:00:00:00:00:00", "10.0.1.0/24", nil),
+		withAddresses("eni-primary", "10.0.1.10"),
 		withENI("eni-a", 1, "02:00:00:00:00:01", "10.0.2.0/24", nil),
-		withENI("eni-x", 2, "02:00:00:00:00:02", "10.0.3.0/24", map[string]string{"no-pods": "true"}),
+		withENI("eni-x", 2, "02:00:00:00:00:02", "10.0.3.0/24", map[string]string{"no-pods": "true", "team": "a"}),
 		withPool("eni-primary", "10.0.1.20"),
 		withPool("eni-a", "10.0.2.11", "10.0.2.10"),
 		withPool("eni-x", "10.0.3.10"),
 		func(cn *ciliumv2.CiliumNode) {
-			cn.Spec.ENI.FirstInterfaceIndex = &first
-			cn.Spec.ENI.ExcludeInterfaceTags = map[string]string{"no-pods": "true"}
+			p := cn.Status.ENI.ENIs["eni-primary"]
+			p.IP = iputil.AddrFrom(netip.MustParseAddr("10.0.1.10"))
+			p.VPC = awstypes.AwsVPC{ID: "vpc-1", PrimaryCIDR: iputil.PrefixFrom(netip.MustParsePrefix("10.0.0.0/16")), CIDRs: []iputil.Prefix{iputil.PrefixFrom(netip.MustParsePrefix("100.64.0.0/16"))}}
+			cn.Status.ENI.ENIs["eni-primary"] = p
+			cn.Spec.ENI.FirstInterfaceIndex = &one
 		},
 	)
-	node, problems := ciliumnode.ToNode(cn)
-	if len(problems) != 0 {
-		t.Errorf("problems: %v", problems)
+	node, in, problems := ciliumnode.ToNode(cn, spec(0, "no-pods", "true"))
+	if len(problems) != 0 || len(in.Retained) != 0 {
+		t.Errorf("problems %v, retained %v", problems, in.Retained)
 	}
-	if len(node.ENIs) != 1 {
-		t.Fatalf("managed ENIs %+v, want eni-a alone", node.ENIs)
+	if len(node.ENIs) != 2 {
+		t.Fatalf("managed ENIs %+v, want the primary and eni-a", node.ENIs)
 	}
-	e := node.ENIs[0]
-	if e.ID != "eni-a" || e.Number != 1 || e.MAC.String() != "02:00:00:00:00:01" || e.Gateway != netip.MustParseAddr("10.0.2.1") {
-		t.Errorf("eni-a = %+v", e)
+	p, a := *findENI(node, "eni-primary"), *findENI(node, "eni-a")
+	if p.ID != "eni-primary" || p.Number != 0 || p.Gateway != netip.MustParseAddr("10.0.1.1") || !slices.Equal(p.IPs, addrs("10.0.1.20")) {
+		t.Errorf("primary = %+v, want device 0 via 10.0.1.1 with 10.0.1.20 alone", p)
 	}
-	if len(e.IPs) != 2 || e.IPs[0] != netip.MustParseAddr("10.0.2.10") || e.IPs[1] != netip.MustParseAddr("10.0.2.11") {
-		t.Errorf("eni-a IPs = %v, want 10.0.2.10 and 10.0.2.11", e.IPs)
+	if !slices.Equal(p.VPCCIDRs, []netip.Prefix{netip.MustParsePrefix("10.0.0.0/16"), netip.MustParsePrefix("100.64.0.0/16")}) {
+		t.Errorf("primary VPC CIDRs %v", p.VPCCIDRs)
+	}
+	if a.ID != "eni-a" || a.MAC.String() != "02:00:00:00:00:01" || !slices.Equal(a.IPs, addrs("10.0.2.10", "10.0.2.11")) {
+		t.Errorf("eni-a = %+v", a)
+	}
+	if node.PrimaryMAC.String() != "02:00:00:00:00:00" {
+		t.Errorf("primary MAC %v", node.PrimaryMAC)
 	}
 }
 
-// TestToNodeFirstInterfaceIndexExcludesLowerDevices: with
-// first-interface-index 2, device 1 is not enipam's even though it is a
-// secondary ENI.
+// TestToNodeFirstInterfaceIndexExcludesLowerDevices: with first interface
+// index 2, device 1 is not enipam's even though it is a secondary ENI,
+// and the primary is not either; the primary's MAC is still known, for
+// the connmark table.
 func TestToNodeFirstInterfaceIndexExcludesLowerDevices(t *testing.T) {
-	first := 2
 	cn := ciliumNode(
+		withENI("eni-0", 0, "02:00:00:00:00:00", "10.0.1.0/24", nil),
 		withENI("eni-1", 1, "02:00:00:00:00:01", "10.0.2.0/24", nil),
 		withENI("eni-2", 2, "02:00:00:00:00:02", "10.0.3.0/24", nil),
 		withPool("eni-2", "10.0.3.10"),
-		func(cn *ciliumv2.CiliumNode) { cn.Spec.ENI.FirstInterfaceIndex = &first },
 	)
-	node, _ := ciliumnode.ToNode(cn)
+	node, _, _ := ciliumnode.ToNode(cn, spec(2))
 	if len(node.ENIs) != 1 || node.ENIs[0].ID != "eni-2" {
 		t.Errorf("managed ENIs %+v, want eni-2 alone", node.ENIs)
+	}
+	if node.PrimaryMAC.String() != "02:00:00:00:00:00" {
+		t.Errorf("primary MAC %v", node.PrimaryMAC)
+	}
+}
+
+// TestToNodeRoutesStatusAddressesBeforeThePool: the operator writes an
+// ENI's new addresses into status.eni.enis before it pools them (routed
+// before pooled), so the agent routes 10.0.2.11, listed on eni-a but not
+// yet in the pool, along with the pooled 10.0.2.10.
+func TestToNodeRoutesStatusAddressesBeforeThePool(t *testing.T) {
+	cn := ciliumNode(
+		withENI("eni-a", 1, "02:00:00:00:00:01", "10.0.2.0/24", nil),
+		withAddresses("eni-a", "10.0.2.10", "10.0.2.11"),
+		withPool("eni-a", "10.0.2.10"),
+	)
+	node, _, _ := ciliumnode.ToNode(cn, spec(1))
+	if e := findENI(node, "eni-a"); e == nil || !slices.Equal(e.IPs, addrs("10.0.2.10", "10.0.2.11")) {
+		t.Errorf("eni-a = %+v, want 10.0.2.10 and 10.0.2.11", e)
+	}
+}
+
+// TestToNodeReleasedAddressesAreLeftOut: status.ipam.release-ips marks
+// 10.0.2.11 released (still listed on the ENI and in the pool, the
+// operator has not caught up), 10.0.2.12 marked-for-release and 10.0.2.13
+// ready-for-release. Only the released one loses its routing: the other
+// two are still the node's until the handshake ends. Delegated prefix
+// 10.0.2.16/28 holds the released 10.0.2.20, so it is routed as its 15
+// other addresses.
+func TestToNodeReleasedAddressesAreLeftOut(t *testing.T) {
+	cn := ciliumNode(
+		withENI("eni-a", 1, "02:00:00:00:00:01", "10.0.2.0/24", nil),
+		withAddresses("eni-a", "10.0.2.10", "10.0.2.11", "10.0.2.12", "10.0.2.13"),
+		withPool("eni-a", "10.0.2.10", "10.0.2.11", "10.0.2.12", "10.0.2.13"),
+		withPrefix("eni-a", "10.0.2.16/28"),
+		withRelease("10.0.2.11", "released"),
+		withRelease("10.0.2.12", "marked-for-release"),
+		withRelease("10.0.2.13", "ready-for-release"),
+		withRelease("10.0.2.20", "released"),
+	)
+	node, in, _ := ciliumnode.ToNode(cn, spec(1))
+	e := findENI(node, "eni-a")
+	if e == nil {
+		t.Fatal("eni-a not managed")
+	}
+	if slices.Contains(e.IPs, netip.MustParseAddr("10.0.2.11")) || slices.Contains(e.IPs, netip.MustParseAddr("10.0.2.20")) {
+		t.Errorf("released addresses routed: %v", e.IPs)
+	}
+	for _, ip := range []string{"10.0.2.10", "10.0.2.12", "10.0.2.13", "10.0.2.16", "10.0.2.31"} {
+		if !slices.Contains(e.IPs, netip.MustParseAddr(ip)) {
+			t.Errorf("%s not routed: %v", ip, e.IPs)
+		}
+	}
+	if len(e.Prefixes) != 0 || len(e.IPs) != 3+15 {
+		t.Errorf("prefixes %v and %d addresses, want none and 18", e.Prefixes, len(e.IPs))
+	}
+	if in.Released != 1 {
+		t.Errorf("released pool IPs counted %d, want 1", in.Released)
+	}
+}
+
+// TestToNodePrefixWithoutReleaseStaysWhole: a delegated prefix holding no
+// released address is routed as the prefix.
+func TestToNodePrefixWithoutReleaseStaysWhole(t *testing.T) {
+	cn := ciliumNode(
+		withENI("eni-a", 1, "02:00:00:00:00:01", "10.0.2.0/24", nil),
+		withPrefix("eni-a", "10.0.2.16/28"),
+		withPool("eni-a", "10.0.2.16", "10.0.2.17"),
+	)
+	node, _, _ := ciliumnode.ToNode(cn, spec(1))
+	e := findENI(node, "eni-a")
+	if e == nil || !slices.Equal(e.Prefixes, []netip.Prefix{netip.MustParsePrefix("10.0.2.16/28")}) {
+		t.Errorf("eni-a = %+v, want the prefix", e)
+	}
+}
+
+// TestToNodePoolWinsOverAnotherENIsStatus: 10.0.2.30 moves from eni-a to
+// eni-b; for a moment eni-a's status still lists it while the pool names
+// eni-b. It is routed on eni-b alone.
+func TestToNodePoolWinsOverAnotherENIsStatus(t *testing.T) {
+	cn := ciliumNode(
+		withENI("eni-a", 1, "02:00:00:00:00:01", "10.0.2.0/24", nil),
+		withENI("eni-b", 2, "02:00:00:00:00:02", "10.0.2.0/24", nil),
+		withAddresses("eni-a", "10.0.2.30"),
+		withPool("eni-b", "10.0.2.30"),
+	)
+	node, _, _ := ciliumnode.ToNode(cn, spec(1))
+	if a := findENI(node, "eni-a"); len(a.IPs) != 0 {
+		t.Errorf("eni-a routes %v", a.IPs)
+	}
+	if b := findENI(node, "eni-b"); !slices.Equal(b.IPs, addrs("10.0.2.30")) {
+		t.Errorf("eni-b routes %v, want 10.0.2.30", b.IPs)
+	}
+}
+
+// TestToNodeENIGoneFromStatusRetainsItsPoolIPs: eni-b vanished from
+// status.eni.enis for a moment while 10.0.3.10 is still pooled on it (and
+// 10.0.3.11 pooled but released). 10.0.3.10 is retained, so its rules
+// stay; the released one is not.
+func TestToNodeENIGoneFromStatusRetainsItsPoolIPs(t *testing.T) {
+	cn := ciliumNode(
+		withENI("eni-a", 1, "02:00:00:00:00:01", "10.0.2.0/24", nil),
+		withPool("eni-a", "10.0.2.10"),
+		withPool("eni-b", "10.0.3.10", "10.0.3.11"),
+		withRelease("10.0.3.11", "released"),
+	)
+	node, in, problems := ciliumnode.ToNode(cn, spec(1))
+	if len(problems) != 0 {
+		t.Errorf("problems %v", problems)
+	}
+	if !slices.Equal(node.Retain, []netip.Prefix{netip.MustParsePrefix("10.0.3.10/32")}) || in.Retained[netip.MustParsePrefix("10.0.3.10/32")] != "eni-b" {
+		t.Errorf("retained %v (%v), want 10.0.3.10 of eni-b", node.Retain, in.Retained)
 	}
 }
 
 // TestToNodeMalformedPartsAreReportedAndSkipped: a bad MAC, a missing
-// subnet CIDR, a pool key that is not an IP and a pool IP on an ENI the
-// status does not know are each reported with a typed reason; the healthy
-// ENI is still returned with its IP.
+// subnet CIDR and a pool key that is not an IP are each reported with a
+// typed reason; the pool IPs of the broken ENIs are retained, and the
+// healthy ENI is still returned with its IP.
 func TestToNodeMalformedPartsAreReportedAndSkipped(t *testing.T) {
 	cn := ciliumNode(
 		withENI("eni-ok", 1, "02:00:00:00:00:01", "10.0.2.0/24", nil),
 		withENI("eni-badmac", 2, "zz", "10.0.3.0/24", nil),
 		withENI("eni-nocidr", 3, "02:00:00:00:00:03", "", nil),
 		withPool("eni-ok", "10.0.2.10", "not-an-ip"),
-		withPool("eni-gone", "10.0.9.9"),
+		withPool("eni-badmac", "10.0.3.10"),
 	)
-	node, problems := ciliumnode.ToNode(cn)
+	node, _, problems := ciliumnode.ToNode(cn, spec(1))
 	want := map[string]error{
 		"eni-badmac": ciliumnode.ErrBadMAC,
 		"eni-nocidr": ciliumnode.ErrBadSubnet,
 		"not-an-ip":  ciliumnode.ErrBadPoolIP,
-		"10.0.9.9":   ciliumnode.ErrUnknownENI,
 	}
 	if len(problems) != len(want) {
 		t.Errorf("problems %v, want %d", problems, len(want))
@@ -126,6 +311,9 @@ func TestToNodeMalformedPartsAreReportedAndSkipped(t *testing.T) {
 	}
 	if len(node.ENIs) != 1 || len(node.ENIs[0].IPs) != 1 {
 		t.Errorf("node %+v, want eni-ok with 10.0.2.10", node)
+	}
+	if !slices.Equal(node.Retain, []netip.Prefix{netip.MustParsePrefix("10.0.3.10/32")}) {
+		t.Errorf("retained %v, want eni-badmac's 10.0.3.10", node.Retain)
 	}
 }
 

@@ -1,5 +1,5 @@
-// Package ciliumnode reads the one CiliumNode an agent cares about: it
-// watches it by name (never the whole cluster) and translates it into the
-// routing package's Node, applying the contract with the operator: which
-// ENIs enipam manages and which pool IP lives on which ENI.
+// Package ciliumnode translates the node's CiliumNode, under the policy
+// values of its NodeRouting spec, into the routing package's Node: which
+// ENIs enipam manages, and which addresses live on each (status.eni.enis
+// addresses and prefixes, the pool's IPs, minus the released ones).
 package ciliumnode

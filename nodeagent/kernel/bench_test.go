@@ -59,8 +59,8 @@ func BenchmarkConvergeFromScratch(b *testing.B) {
 		resetLinks(b, ns)
 		b.StartTimer()
 	}
-	if res.Rules != 2*benchENIs*benchIPsPerENI {
-		b.Fatalf("converged %d rules, want %d", res.Rules, 2*benchENIs*benchIPsPerENI)
+	if want := 2*benchENIs*benchIPsPerENI + 1; res.Rules != want { // and the fwmark rule
+		b.Fatalf("converged %d rules, want %d", res.Rules, want)
 	}
 	reportOps(b, res.Ops)
 	b.ReportMetric(float64(res.Rules), "rules")

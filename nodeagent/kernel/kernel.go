@@ -91,13 +91,20 @@ func (k *Kernel) Rules() ([]routing.Rule, error) {
 	}
 	out := make([]routing.Rule, 0, len(rules))
 	for _, r := range rules {
-		out = append(out, routing.Rule{
+		rule := routing.Rule{
 			Priority: r.Priority,
 			Src:      prefixOf(r.Src),
 			Dst:      prefixOf(r.Dst),
+			Mark:     r.Mark,
 			Table:    r.Table,
 			Protocol: int(r.Protocol),
-		})
+		}
+		if r.Mask != nil {
+			rule.Mask = *r.Mask
+		} else if r.Mark != 0 {
+			rule.Mask = ^uint32(0) // the kernel's default mask
+		}
+		out = append(out, rule)
 	}
 	return out, nil
 }
@@ -110,6 +117,11 @@ func toNetlinkRule(r routing.Rule) *netlink.Rule {
 	nr.Protocol = uint8(r.Protocol)
 	nr.Src = ipNetOf(r.Src)
 	nr.Dst = ipNetOf(r.Dst)
+	if r.Mask != 0 {
+		nr.Mark = r.Mark
+		mask := r.Mask
+		nr.Mask = &mask
+	}
 	return nr
 }
 

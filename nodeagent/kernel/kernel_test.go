@@ -17,9 +17,10 @@ import (
 	"github.com/enipam/enipam/nodeagent/routing"
 )
 
-// The node of these tests: eth0 is the primary ENI (never managed), eth1 is
-// eni-a (device 1, subnet 10.0.2.0/24) and eth2 eni-b (device 2, subnet
-// 10.0.3.0/24).
+// The node of these tests: eth0 is the primary ENI (not managed: the
+// policy's first interface index is 1, but the connmark table matches its
+// link), eth1 is eni-a (device 1, subnet 10.0.2.0/24) and eth2 eni-b
+// (device 2, subnet 10.0.3.0/24).
 const (
 	macEth0 = "02:00:00:00:00:10"
 	macEth1 = "02:00:00:00:00:11"
@@ -43,7 +44,7 @@ func newTestNode(t *testing.T) *testNode {
 	tn.node = routing.Node{ENIs: []routing.ENI{
 		{ID: "eni-a", MAC: mac(macEth1), Number: 1, Gateway: netip.MustParseAddr("10.0.2.1"), IPs: addrs("10.0.2.10", "10.0.2.11")},
 		{ID: "eni-b", MAC: mac(macEth2), Number: 2, Gateway: netip.MustParseAddr("10.0.3.1"), IPs: addrs("10.0.3.10")},
-	}}
+	}, PrimaryMAC: mac(macEth0)}
 	return tn
 }
 
@@ -82,6 +83,9 @@ func ruleString(r netlink.Rule) string {
 	if r.Dst != nil {
 		s += " to " + r.Dst.String()
 	}
+	if r.Mask != nil {
+		s += fmt.Sprintf(" fwmark %#x/%#x", r.Mark, *r.Mask)
+	}
 	return s + fmt.Sprintf(" lookup %d proto %d", r.Table, r.Protocol)
 }
 
@@ -115,13 +119,17 @@ func routeString(r netlink.Route) string {
 // TestConvergeInNamespaceLaysOutTablesRulesAndLinks: from a fresh node, one
 // converge gives exactly: tables 11 and 12 with the gateway's link route
 // and the default route; per pool IP, `from ip/32 lookup 10+n` at 111 and
-// `to ip/32 lookup main` at 20, all with enipam's protocol; eth1 and eth2
-// at MTU 9001, up, rp_filter 2; eth0 untouched.
+// `to ip/32 lookup main` at 20, and `fwmark 0x80/0x80 lookup main` at 109,
+// all with enipam's protocol; the nf_tables table enipam on eth0; eth1 and
+// eth2 at MTU 9001, up, rp_filter 2; eth0 itself untouched.
 func TestConvergeInNamespaceLaysOutTablesRulesAndLinks(t *testing.T) {
 	tn := newTestNode(t)
+	tn.ns.SetSysctl(t, "net/ipv4/conf/eth0/rp_filter", "0")
+	tn.ns.SetSysctl(t, "net/ipv4/conf/all/rp_filter", "0")
 	tn.converge(t)
 
 	want := []string{
+		"109: fwmark 0x80/0x80 lookup 254 proto 213",
 		"111: from 10.0.2.10/32 lookup 11 proto 213",
 		"111: from 10.0.2.11/32 lookup 11 proto 213",
 		"111: from 10.0.3.10/32 lookup 12 proto 213",
@@ -158,8 +166,11 @@ func TestConvergeInNamespaceLaysOutTablesRulesAndLinks(t *testing.T) {
 	if eth0.Attrs().MTU != 1500 || eth0.Attrs().Flags&net.FlagUp != 0 {
 		t.Errorf("eth0 was touched: MTU %d flags %v", eth0.Attrs().MTU, eth0.Attrs().Flags)
 	}
-	if got := tn.ns.Sysctl(t, "net/ipv4/conf/eth0/rp_filter"); got == "2" {
-		t.Errorf("eth0 rp_filter set to loose")
+	if got := tn.ns.Sysctl(t, "net/ipv4/conf/eth0/rp_filter"); got != "0" {
+		t.Errorf("eth0 rp_filter changed from 0 (off) to %s", got)
+	}
+	if c, err := tn.ns.Kernel().Connmark(); err != nil || c == nil || *c != (routing.Connmark{Primary: "eth0", Mark: 0x80}) {
+		t.Errorf("connmark table = %v, %v; want on eth0 with mark 0x80", c, err)
 	}
 }
 
@@ -226,8 +237,8 @@ func TestENIGoneFromNodeLeavesNothing(t *testing.T) {
 			t.Errorf("rule of eni-b left: %s", r)
 		}
 	}
-	if got := len(ownedRules(t, tn.ns)); got != 4 {
-		t.Errorf("%d rules left, want eni-a's 4", got)
+	if got := len(ownedRules(t, tn.ns)); got != 5 {
+		t.Errorf("%d rules left, want eni-a's 4 and the fwmark rule", got)
 	}
 	if got := len(tableRoutes(t, tn.ns, 11)); got != 2 {
 		t.Errorf("table 11 has %d routes, want 2", got)
@@ -368,8 +379,8 @@ func TestForeignRulesAndRoutesUntouched(t *testing.T) {
 	if diff := cmp.Diff(routesBefore, routes); diff != "" {
 		t.Errorf("foreign routes after removing every ENI (-before +after):\n%s", diff)
 	}
-	if got := ownedRules(t, tn.ns); len(got) != 1 { // the planted rule into table 200
-		t.Errorf("enipam-protocol rules left: %v, want only the planted one into table 200", got)
+	if got := ownedRules(t, tn.ns); len(got) != 2 { // the planted rule into table 200, fwmark
+		t.Errorf("enipam-protocol rules left: %v, want only the planted one into table 200 and the fwmark rule", got)
 	}
 }
 

@@ -1,9 +1,10 @@
 package routing_test
 
 import (
-	"github.com/google/go-cmp/cmp"
 	"net"
 	"net/netip"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/enipam/enipam/nodeagent/routing"
 )
@@ -25,6 +26,30 @@ func withIPs(ips ...string) func(*routing.ENI) {
 	}
 }
 
+func withPrefixes(ps ...string) func(*routing.ENI) {
+	return func(e *routing.ENI) {
+		for _, p := range ps {
+			e.Prefixes = append(e.Prefixes, netip.MustParsePrefix(p))
+		}
+	}
+}
+
+func withVPC(cidrs ...string) func(*routing.ENI) {
+	return func(e *routing.ENI) {
+		for _, c := range cidrs {
+			e.VPCCIDRs = append(e.VPCCIDRs, netip.MustParsePrefix(c))
+		}
+	}
+}
+
+// layoutConfig is the default configuration without the connmark rule,
+// for tests about the ENIs' own tables and rules.
+func layoutConfig() routing.Config {
+	cfg := routing.DefaultConfig()
+	cfg.Connmark = false
+	return cfg
+}
+
 func link(index int, name, mac string) routing.Link {
 	return routing.Link{Index: index, Name: name, MAC: mustMAC(mac), MTU: 1500, RPFilter: 1}
 }
@@ -44,6 +69,16 @@ func egress(ip string, table int) routing.Rule {
 	return routing.Rule{Priority: 111, Src: pfx(ip + "/32"), Table: table, Protocol: routing.DefaultProtocol}
 }
 
+// egressTo is an EgressVPC rule.
+func egressTo(src, dst string, table int) routing.Rule {
+	return routing.Rule{Priority: 111, Src: pfx(src), Dst: pfx(dst), Table: table, Protocol: routing.DefaultProtocol}
+}
+
+// fwmark is the connmark rule with the default config.
+func fwmark() routing.Rule {
+	return routing.Rule{Priority: 109, Mark: 0x80, Mask: 0x80, Table: routing.MainTable, Protocol: routing.DefaultProtocol}
+}
+
 func ingress(ip string) routing.Rule {
 	return routing.Rule{Priority: 20, Dst: pfx(ip + "/32"), Table: routing.MainTable, Protocol: routing.DefaultProtocol}
 }
@@ -60,4 +95,12 @@ func defaultRoute(gw string, table, ifindex int) routing.Route {
 var netipEqual = cmp.Options{
 	cmp.Comparer(func(a, b netip.Addr) bool { return a == b }),
 	cmp.Comparer(func(a, b netip.Prefix) bool { return a == b }),
+}
+
+func addrs(ss ...string) []netip.Addr {
+	out := make([]netip.Addr, len(ss))
+	for i, s := range ss {
+		out[i] = netip.MustParseAddr(s)
+	}
+	return out
 }

@@ -3,15 +3,17 @@ package routing
 import (
 	"errors"
 	"fmt"
+	"math/bits"
 )
 
 // Defaults, following Cilium's own ENI mode (pkg/datapath/linux/linux_defaults)
 // so a node looks the same to people who know Cilium.
 const (
-	// TableOffset: an ENI with device number n routes through table TableOffset+n.
+	// TableOffset: an ENI with device number n routes through table
+	// TableOffset+n (RouteTableInterfacesOffset); the primary ENI's is 10.
 	TableOffset = 10
 	// MaxENINumber bounds the device numbers, and so the tables, enipam owns:
-	// tables TableOffset+1 through TableOffset+MaxENINumber.
+	// tables TableOffset through TableOffset+MaxENINumber.
 	MaxENINumber = 127
 	// MainTable is the kernel's main routing table.
 	MainTable = 254
@@ -25,21 +27,44 @@ const (
 	DefaultEgressPriority = 111
 	// DefaultIngressPriority is Cilium's ingress rule priority (RulePriorityIngress).
 	DefaultIngressPriority = 20
-	// RPFilterLoose is the rp_filter value set on ENI links: replies leave
-	// through the ENI that owns the source IP, not the one the kernel would
-	// pick for the reverse path.
+	// RPFilterLoose is the rp_filter value set on secondary ENI links:
+	// replies leave through the ENI that owns the source IP, not the one
+	// the kernel would pick for the reverse path.
 	RPFilterLoose = 2
+)
+
+// EgressMode says which traffic of a pod address leaves by its ENI.
+type EgressMode string
+
+const (
+	// EgressAll: everything from a pod address leaves by its ENI's table
+	// (`from <ip> lookup <table>`); the VPC's NAT gateway or an EIP does
+	// the rest. Nothing on the node may masquerade pod traffic.
+	EgressAll EgressMode = "all"
+	// EgressVPC: only traffic to the VPC's CIDRs leaves by the ENI
+	// (`from <ip> to <cidr> lookup <table>`); the rest follows the main
+	// table out of the primary interface, where Cilium masquerades it to
+	// the node's address. This is what Cilium's ENI mode does with
+	// masquerading on (linuxrouting's RoutingInfo.Configure).
+	EgressVPC EgressMode = "vpc"
 )
 
 // Config is how the node is laid out.
 type Config struct {
-	// MTU is set on every managed ENI link.
+	// MTU is set on every managed secondary ENI link.
 	MTU int
 	// EgressPriority is the priority of the `from <ip> lookup <table>` rules.
 	EgressPriority int
 	// IngressPriority is the priority of the `to <ip> lookup main` rules;
 	// 0 installs none.
 	IngressPriority int
+	// Egress says which traffic of pod addresses uses their ENI's table.
+	Egress EgressMode
+	// Connmark installs the NodePort return path (see Connmark) and its
+	// `fwmark` rule at ConnmarkPriority.
+	Connmark bool
+	// ConnmarkMark is the single bit of the connection and packet marks.
+	ConnmarkMark uint32
 	// Protocol marks what enipam creates; DefaultProtocol unless tests need
 	// two owners side by side.
 	Protocol int
@@ -51,9 +76,17 @@ func DefaultConfig() Config {
 		MTU:             DefaultMTU,
 		EgressPriority:  DefaultEgressPriority,
 		IngressPriority: DefaultIngressPriority,
+		Egress:          EgressAll,
+		Connmark:        true,
+		ConnmarkMark:    DefaultConnmarkMark,
 		Protocol:        DefaultProtocol,
 	}
 }
+
+// ConnmarkPriority is the priority of the `fwmark <mark> lookup main`
+// rule: two below the egress rules, which is Cilium's RulePriorityNodeport
+// (109) with the default egress priority.
+func (c Config) ConnmarkPriority() int { return c.EgressPriority - 2 }
 
 // Validate reports a configuration that would produce rules the kernel
 // rejects or that would shadow the local table.
@@ -71,6 +104,17 @@ func (c Config) Validate() error {
 	}
 	if c.IngressPriority != 0 && c.IngressPriority >= c.EgressPriority {
 		errs = append(errs, fmt.Errorf("ingress rule priority %d must be evaluated before the egress priority %d (a lower number)", c.IngressPriority, c.EgressPriority))
+	}
+	if c.Egress != EgressAll && c.Egress != EgressVPC {
+		errs = append(errs, fmt.Errorf("egress mode %q: want %q or %q", c.Egress, EgressAll, EgressVPC))
+	}
+	if c.Connmark {
+		if bits.OnesCount32(c.ConnmarkMark) != 1 {
+			errs = append(errs, fmt.Errorf("connmark mark %#x must be a single bit", c.ConnmarkMark))
+		}
+		if p := c.ConnmarkPriority(); p < 1 || p <= c.IngressPriority {
+			errs = append(errs, fmt.Errorf("the connmark rule's priority (egress priority - 2 = %d) must be above 0 and the ingress priority %d", p, c.IngressPriority))
+		}
 	}
 	if c.Protocol < 1 || c.Protocol > 255 {
 		errs = append(errs, fmt.Errorf("route protocol %d out of range [1, 255]", c.Protocol))

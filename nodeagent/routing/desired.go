@@ -2,6 +2,7 @@ package routing
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -9,19 +10,51 @@ import (
 
 // Desired is the state a node should be in.
 type Desired struct {
-	// Links are the managed ENIs' links with the settings they need.
+	// ENIs are the managed ENIs whose link the kernel shows, with what
+	// they route: the report's candidates.
+	ENIs []ENIWant
+	// Links are the managed secondary ENIs' links with the settings they
+	// need, and, with connmark on, the primary ENI's link, whose rp_filter
+	// alone may be loosened (LinkWant.LoosenOnly).
 	Links []LinkWant
+	// RPFilterAll is net.ipv4.conf.all.rp_filter, which the kernel applies
+	// on top of each link's own (the stricter wins); -1 when unknown. The
+	// Converger fills it in when a link is LoosenOnly.
+	RPFilterAll int
 	// Routes are the routes of the ENI tables, each ENI's link route
 	// before its default route (the default route's gateway must be
 	// reachable when it is added).
 	Routes []Route
-	// Rules are the egress and ingress rules of the pool IPs.
+	// Rules are the egress and ingress rules of the ENIs' addresses and
+	// prefixes, and the connmark rule.
 	Rules []Rule
+	// Connmark is the connmark table to have (nil: none), unless
+	// KeepConnmark says to leave whatever is there.
+	Connmark     *Connmark
+	KeepConnmark bool
+	// Retain are the addresses whose rules, and the tables those rules
+	// use, stay as they are: Node.Retain and the addresses of the ENIs
+	// that are missing or cannot be routed.
+	Retain []netip.Prefix
 	// Missing are the managed ENIs whose link the kernel does not show
-	// (yet); they get no routes and no rules.
+	// (yet); their addresses are retained.
 	Missing []ENI
-	// Problems are ENIs that cannot be routed at all, as *ENIError.
+	// Problems are ENIs that cannot be routed at all (*ENIError), and
+	// ErrNoPrimaryLink.
 	Problems []error
+}
+
+// ENIWant is one ENI to route: its link, its table, and the addresses
+// and prefixes that get rules.
+type ENIWant struct {
+	ENI   ENI
+	Link  Link
+	Table int
+	// IPs are the addresses with rules of their own, sorted; addresses
+	// inside Prefixes are not repeated here.
+	IPs []netip.Addr
+	// Prefixes are the prefixes with rules, sorted.
+	Prefixes []netip.Prefix
 }
 
 // LinkWant is what a managed ENI's link must look like.
@@ -30,13 +63,20 @@ type LinkWant struct {
 	Link     Link
 	MTU      int
 	RPFilter int
+	// LoosenOnly: change nothing on the link but a strict rp_filter, which
+	// becomes RPFilter. It is the primary ENI's link under connmark: after
+	// kube-proxy's DNAT a NodePort request's reverse path is the pod
+	// address's ENI table, so strict checking drops it on the primary
+	// interface. Cilium's ENI mode sets it to loose for the same reason
+	// (loader's addIPv4ENIRules); enipam never tightens it back.
+	LoosenOnly bool
 }
 
 // ComputeDesired derives the desired state of the node from its managed ENIs
 // and the links the kernel shows. It is pure: the same inputs always give
 // the same, sorted output.
 func ComputeDesired(node Node, links []Link, cfg Config) Desired {
-	var d Desired
+	d := Desired{Retain: slices.Clone(node.Retain), RPFilterAll: -1}
 	byMAC := linksByMAC(links)
 
 	enis := slices.Clone(node.ENIs)
@@ -45,16 +85,9 @@ func ComputeDesired(node Node, links []Link, cfg Config) Desired {
 	})
 	tableOf := map[int]string{}
 	for _, eni := range enis {
-		if eni.Number < 1 || eni.Number > MaxENINumber {
-			d.Problems = append(d.Problems, &ENIError{ENI: eni.ID, Err: fmt.Errorf("%w: %d", ErrENINumber, eni.Number)})
-			continue
-		}
-		if other, ok := tableOf[eni.Number]; ok {
-			d.Problems = append(d.Problems, &ENIError{ENI: eni.ID, Err: fmt.Errorf("%w: %d (%s)", ErrENINumberConflict, eni.Number, other)})
-			continue
-		}
-		if !eni.Gateway.Is4() {
-			d.Problems = append(d.Problems, &ENIError{ENI: eni.ID, Err: ErrNoGateway})
+		if err := checkENI(eni, tableOf, cfg); err != nil {
+			d.Problems = append(d.Problems, &ENIError{ENI: eni.ID, Err: err})
+			d.Retain = append(d.Retain, addresses(eni)...)
 			continue
 		}
 		tableOf[eni.Number] = eni.ID
@@ -62,13 +95,61 @@ func ComputeDesired(node Node, links []Link, cfg Config) Desired {
 		link, ok := byMAC[string(eni.MAC)]
 		if !ok {
 			d.Missing = append(d.Missing, eni)
+			d.Retain = append(d.Retain, addresses(eni)...)
 			continue
 		}
-		d.Links = append(d.Links, LinkWant{ENI: eni.ID, Link: link, MTU: cfg.MTU, RPFilter: RPFilterLoose})
+		w := ENIWant{ENI: eni, Link: link, Table: Table(eni.Number)}
+		w.IPs, w.Prefixes = routedAddresses(eni)
+		d.ENIs = append(d.ENIs, w)
+		if !eni.Primary() {
+			d.Links = append(d.Links, LinkWant{ENI: eni.ID, Link: link, MTU: cfg.MTU, RPFilter: RPFilterLoose})
+		}
 		d.Routes = append(d.Routes, eniRoutes(eni, link, cfg)...)
-		d.Rules = append(d.Rules, eniRules(eni, cfg)...)
+		d.Rules = append(d.Rules, w.rules(cfg)...)
+	}
+
+	switch {
+	case !cfg.Connmark:
+	case len(node.PrimaryMAC) == 0:
+		d.KeepConnmark = true
+	default:
+		if l, ok := byMAC[string(node.PrimaryMAC)]; ok {
+			d.Connmark = &Connmark{Primary: l.Name, Mark: cfg.ConnmarkMark}
+			d.Links = append(d.Links, LinkWant{ENI: primaryID(node), Link: l, RPFilter: RPFilterLoose, LoosenOnly: true})
+		} else {
+			d.KeepConnmark = true
+			d.Problems = append(d.Problems, fmt.Errorf("%w (MAC %s)", ErrNoPrimaryLink, node.PrimaryMAC))
+		}
+	}
+	if cfg.Connmark {
+		d.Rules = append(d.Rules, Rule{Priority: cfg.ConnmarkPriority(), Mark: cfg.ConnmarkMark, Mask: cfg.ConnmarkMark, Table: MainTable, Protocol: cfg.Protocol})
 	}
 	return d
+}
+
+// primaryID is the primary ENI's ID when it is managed, for logs.
+func primaryID(node Node) string {
+	for _, e := range node.ENIs {
+		if e.Primary() {
+			return e.ID
+		}
+	}
+	return "primary"
+}
+
+// checkENI says why an ENI cannot be routed, or nil.
+func checkENI(eni ENI, tableOf map[int]string, cfg Config) error {
+	switch {
+	case eni.Number < 0 || eni.Number > MaxENINumber:
+		return fmt.Errorf("%w: %d", ErrENINumber, eni.Number)
+	case tableOf[eni.Number] != "":
+		return fmt.Errorf("%w: %d (%s)", ErrENINumberConflict, eni.Number, tableOf[eni.Number])
+	case !eni.Gateway.Is4():
+		return ErrNoGateway
+	case cfg.Egress == EgressVPC && len(vpcDestinations(eni.VPCCIDRs)) == 0:
+		return ErrNoVPCCIDR
+	}
+	return nil
 }
 
 // linksByMAC indexes links by MAC; when several share one (a bond and its
@@ -87,6 +168,46 @@ func linksByMAC(links []Link) map[string]Link {
 	return m
 }
 
+// routedAddresses returns the ENI's IPv4 addresses and prefixes that get
+// rules, sorted and without duplicates; an address inside one of the
+// prefixes is left to the prefix's rules.
+func routedAddresses(eni ENI) ([]netip.Addr, []netip.Prefix) {
+	var prefixes []netip.Prefix
+	for _, p := range eni.Prefixes {
+		if p.IsValid() && p.Addr().Is4() {
+			prefixes = append(prefixes, p.Masked())
+		}
+	}
+	prefixes = coalesce(prefixes)
+	var ips []netip.Addr
+	for _, ip := range eni.IPs {
+		ip = ip.Unmap()
+		if !ip.Is4() || slices.ContainsFunc(prefixes, func(p netip.Prefix) bool { return p.Contains(ip) }) {
+			continue
+		}
+		ips = append(ips, ip)
+	}
+	slices.SortFunc(ips, netip.Addr.Compare)
+	return slices.Compact(ips), prefixes
+}
+
+// addresses are the ENI's addresses and prefixes as prefixes, for
+// retention.
+func addresses(eni ENI) []netip.Prefix {
+	out := make([]netip.Prefix, 0, len(eni.IPs)+len(eni.Prefixes))
+	for _, ip := range eni.IPs {
+		if ip = ip.Unmap(); ip.Is4() {
+			out = append(out, netip.PrefixFrom(ip, 32))
+		}
+	}
+	for _, p := range eni.Prefixes {
+		if p.IsValid() && p.Addr().Is4() {
+			out = append(out, p.Masked())
+		}
+	}
+	return out
+}
+
 func eniRoutes(eni ENI, link Link, cfg Config) []Route {
 	table := Table(eni.Number)
 	return []Route{
@@ -95,20 +216,71 @@ func eniRoutes(eni ENI, link Link, cfg Config) []Route {
 	}
 }
 
-func eniRules(eni ENI, cfg Config) []Rule {
-	ips := slices.Clone(eni.IPs)
-	slices.SortFunc(ips, netip.Addr.Compare)
-	ips = slices.Compact(ips)
-	rules := make([]Rule, 0, 2*len(ips))
-	for _, ip := range ips {
-		if !ip.Is4() {
-			continue
+// rules are the rules of every address and prefix of the ENI: per source
+// one egress rule (EgressAll) or one per VPC CIDR (EgressVPC), and one
+// ingress rule.
+func (w ENIWant) rules(cfg Config) []Rule {
+	sources := make([]netip.Prefix, 0, len(w.IPs)+len(w.Prefixes))
+	for _, ip := range w.IPs {
+		sources = append(sources, netip.PrefixFrom(ip, 32))
+	}
+	sources = append(sources, w.Prefixes...)
+	slices.SortFunc(sources, comparePrefix)
+	dsts := []netip.Prefix{{}}
+	if cfg.Egress == EgressVPC {
+		dsts = vpcDestinations(w.ENI.VPCCIDRs)
+	}
+	rules := make([]Rule, 0, (len(dsts)+1)*len(sources))
+	for _, src := range sources {
+		for _, dst := range dsts {
+			rules = append(rules, Rule{Priority: cfg.EgressPriority, Src: src, Dst: dst, Table: w.Table, Protocol: cfg.Protocol})
 		}
-		host := netip.PrefixFrom(ip, 32)
-		rules = append(rules, Rule{Priority: cfg.EgressPriority, Src: host, Table: Table(eni.Number), Protocol: cfg.Protocol})
 		if cfg.IngressPriority != 0 {
-			rules = append(rules, Rule{Priority: cfg.IngressPriority, Dst: host, Table: MainTable, Protocol: cfg.Protocol})
+			rules = append(rules, Rule{Priority: cfg.IngressPriority, Dst: src, Table: MainTable, Protocol: cfg.Protocol})
 		}
 	}
 	return rules
 }
+
+// vpcDestinations are the destinations of EgressVPC rules: the VPC's IPv4
+// CIDRs, coalesced as Cilium's CNI does (ip.CoalesceCIDRs); a /0 becomes
+// the invalid prefix, "all", as linuxrouting's normalizeRuleToCIDR makes it.
+func vpcDestinations(cidrs []netip.Prefix) []netip.Prefix {
+	var v4 []netip.Prefix
+	for _, c := range cidrs {
+		if c.IsValid() && c.Addr().Is4() {
+			v4 = append(v4, c.Masked())
+		}
+	}
+	out := coalesce(v4)
+	for i, c := range out {
+		if c.Bits() == 0 {
+			out[i] = netip.Prefix{}
+		}
+	}
+	return out
+}
+
+// coalesce sorts prefixes and drops those inside another one.
+func coalesce(ps []netip.Prefix) []netip.Prefix {
+	ps = slices.Clone(ps)
+	slices.SortFunc(ps, func(a, b netip.Prefix) int {
+		return cmp.Or(cmp.Compare(a.Bits(), b.Bits()), a.Addr().Compare(b.Addr()))
+	})
+	var out []netip.Prefix
+	for _, p := range ps {
+		if !slices.ContainsFunc(out, func(o netip.Prefix) bool { return o.Contains(p.Addr()) }) {
+			out = append(out, p)
+		}
+	}
+	slices.SortFunc(out, comparePrefix)
+	return out
+}
+
+func comparePrefix(a, b netip.Prefix) int {
+	return cmp.Or(a.Addr().Compare(b.Addr()), cmp.Compare(a.Bits(), b.Bits()))
+}
+
+// ErrNoPrimaryLink: the connmark rules cannot be written because no link
+// carries the primary ENI's MAC; whatever connmark table there is stays.
+var ErrNoPrimaryLink = errors.New("no link with the primary ENI's MAC; connmark table left as it is")

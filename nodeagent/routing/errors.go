@@ -19,7 +19,7 @@ var (
 // Reasons an ENI of the Node cannot be routed; Desired reports them as
 // *ENIError wrapping one of these.
 var (
-	// ErrENINumber: the ENI's device number is outside [1, MaxENINumber].
+	// ErrENINumber: the ENI's device number is outside [0, MaxENINumber].
 	ErrENINumber = errors.New("device number out of range")
 	// ErrENINumberConflict: another managed ENI has the same device number
 	// (instances with several network cards reuse device indexes), so both
@@ -27,6 +27,9 @@ var (
 	ErrENINumberConflict = errors.New("device number already used by another ENI")
 	// ErrNoGateway: the ENI's gateway is not a valid IPv4 address.
 	ErrNoGateway = errors.New("no IPv4 gateway")
+	// ErrNoVPCCIDR: in EgressVPC mode, the ENI's VPC has no IPv4 CIDR to
+	// route to.
+	ErrNoVPCCIDR = errors.New("no IPv4 VPC CIDR for egress mode vpc")
 )
 
 // ENIError says why one ENI is left unrouted.

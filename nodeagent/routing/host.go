@@ -9,7 +9,8 @@ package routing
 type Host interface {
 	// Links lists the links with their MTU and state; RPFilter is left -1.
 	Links() ([]Link, error)
-	// RPFilter reads net.ipv4.conf.<name>.rp_filter of the named links, in
+	// RPFilter reads net.ipv4.conf.<name>.rp_filter of the named links
+	// (and of "all" when asked), in
 	// one visit to the namespace; a link whose value cannot be read is
 	// absent from the map.
 	RPFilter(names []string) (map[string]int, error)
@@ -34,4 +35,11 @@ type Host interface {
 	ReplaceRoute(Route) error
 	// DelRoute deletes the route; ErrNotFound if it is not there.
 	DelRoute(Route) error
+
+	// Connmark reads enipam's connmark table: nil if there is none, an
+	// empty Connmark if it is there but not as SetConnmark writes it.
+	Connmark() (*Connmark, error)
+	// SetConnmark replaces enipam's connmark table with c in one
+	// transaction, or deletes it when c is nil (ErrNotFound if absent).
+	SetConnmark(c *Connmark) error
 }

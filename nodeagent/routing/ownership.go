@@ -8,8 +8,9 @@ func (c Config) OwnsRoute(r Route) bool {
 }
 
 // OwnsRule reports whether a rule is enipam's: it carries enipam's protocol
-// and is either an egress rule into an ENI table or an ingress rule
-// (destination only) into main. Priority is deliberately not part of it, so
+// and is either an egress rule into an ENI table, an ingress rule
+// (destination only) into main, or the connmark rule (a fwmark match and
+// nothing else) into main. Priority is deliberately not part of it, so
 // that changing the configured priorities moves the rules instead of
 // leaving the old ones behind.
 func (c Config) OwnsRule(r Rule) bool {
@@ -19,9 +20,12 @@ func (c Config) OwnsRule(r Rule) bool {
 	if isENITable(r.Table) {
 		return true
 	}
-	return r.Table == MainTable && r.Dst.IsValid() && !r.Src.IsValid()
+	if r.Table != MainTable || r.Src.IsValid() {
+		return false
+	}
+	return r.Dst.IsValid() != (r.Mask != 0)
 }
 
 func isENITable(t int) bool {
-	return t > TableOffset && t <= TableOffset+MaxENINumber
+	return t >= TableOffset && t <= TableOffset+MaxENINumber
 }

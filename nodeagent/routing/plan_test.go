@@ -29,7 +29,7 @@ func TestDiffNodeInShapePlansNothing(t *testing.T) {
 	node, links := twoENINode()
 	cfg := routing.DefaultConfig()
 	d := routing.ComputeDesired(node, links, cfg)
-	p := routing.Diff(d, d.Rules, d.Routes, cfg)
+	p := routing.Diff(d, d.Rules, d.Routes, nil, cfg)
 	if p.Len() != 0 {
 		t.Errorf("plan for a node in shape: %+v", p)
 	}
@@ -45,7 +45,7 @@ func TestDiffOneNewPoolIPCostsItsTwoRules(t *testing.T) {
 	node.ENIs[1].IPs = append(node.ENIs[1].IPs, netip.MustParseAddr("10.0.3.11"))
 	after := routing.ComputeDesired(node, links, cfg)
 
-	p := routing.Diff(after, before.Rules, before.Routes, cfg)
+	p := routing.Diff(after, before.Rules, before.Routes, nil, cfg)
 	want := routing.Plan{AddRules: []routing.Rule{egress("10.0.3.11", 12), ingress("10.0.3.11")}}
 	if diff := cmp.Diff(want, p, netipEqual); diff != "" {
 		t.Errorf("plan (-want +got):\n%s", diff)
@@ -62,7 +62,7 @@ func TestDiffENILeavesEverythingOfItGoes(t *testing.T) {
 	node.ENIs = node.ENIs[:1]
 	after := routing.ComputeDesired(node, links, cfg)
 
-	p := routing.Diff(after, before.Rules, before.Routes, cfg)
+	p := routing.Diff(after, before.Rules, before.Routes, nil, cfg)
 	want := routing.Plan{
 		DelRules:  []routing.Rule{egress("10.0.3.10", 12), ingress("10.0.3.10")},
 		DelRoutes: []routing.Route{defaultRoute("10.0.3.1", 12, 4), linkRoute("10.0.3.1", 12, 4)},
@@ -90,12 +90,12 @@ func TestDiffForeignRulesAndRoutesAreInvisible(t *testing.T) {
 
 	rules := append([]routing.Rule{foreignRule, otherTable}, d.Rules...)
 	routes := append([]routing.Route{mainDefault, foreignInOurTable, ourProtoInMain}, d.Routes...)
-	if p := routing.Diff(d, rules, routes, cfg); p.Len() != 0 {
+	if p := routing.Diff(d, rules, routes, nil, cfg); p.Len() != 0 {
 		t.Errorf("plan touches foreign state: %+v", p)
 	}
 
 	// Without our own copy, the foreign look-alike does not count: ours is added.
-	p := routing.Diff(d, []routing.Rule{foreignRule}, d.Routes, cfg)
+	p := routing.Diff(d, []routing.Rule{foreignRule}, d.Routes, nil, cfg)
 	if len(p.AddRules) != len(d.Rules) || len(p.DelRules) != 0 {
 		t.Errorf("with only a foreign look-alike: add %d del %d, want add %d del 0", len(p.AddRules), len(p.DelRules), len(d.Rules))
 	}
@@ -108,7 +108,7 @@ func TestDiffDuplicateOwnedRuleIsRemoved(t *testing.T) {
 	cfg := routing.DefaultConfig()
 	d := routing.ComputeDesired(node, links, cfg)
 	rules := append([]routing.Rule{egress("10.0.2.10", 11)}, d.Rules...)
-	p := routing.Diff(d, rules, d.Routes, cfg)
+	p := routing.Diff(d, rules, d.Routes, nil, cfg)
 	want := routing.Plan{DelRules: []routing.Rule{egress("10.0.2.10", 11)}}
 	if diff := cmp.Diff(want, p, netipEqual); diff != "" {
 		t.Errorf("plan (-want +got):\n%s", diff)
@@ -130,7 +130,7 @@ func TestDiffDriftedRouteIsReplacedInPlace(t *testing.T) {
 	extra.Metric = 100
 	routes := []routing.Route{wrongGW, wrongLink, extra, d.Routes[2], d.Routes[3]}
 
-	p := routing.Diff(d, d.Rules, routes, cfg)
+	p := routing.Diff(d, d.Rules, routes, nil, cfg)
 	want := routing.Plan{
 		ReplaceRoutes: []routing.Route{linkRoute("10.0.2.1", 11, 3), defaultRoute("10.0.2.1", 11, 3)},
 		DelRoutes:     []routing.Route{extra},
@@ -144,13 +144,13 @@ func TestDiffDriftedRouteIsReplacedInPlace(t *testing.T) {
 // from 111 to 150 the old rules are recognised as ours and replaced.
 func TestDiffPriorityChangeMovesRules(t *testing.T) {
 	node, links := twoENINode()
-	old := routing.DefaultConfig()
+	old := layoutConfig()
 	before := routing.ComputeDesired(node, links, old)
 	cfg := old
 	cfg.EgressPriority = 150
 	after := routing.ComputeDesired(node, links, cfg)
 
-	p := routing.Diff(after, before.Rules, before.Routes, cfg)
+	p := routing.Diff(after, before.Rules, before.Routes, nil, cfg)
 	if len(p.AddRules) != 3 || len(p.DelRules) != 3 {
 		t.Fatalf("add %v del %v, want the 3 egress rules moved", p.AddRules, p.DelRules)
 	}
@@ -168,12 +168,104 @@ func TestDiffLinkSettingsOnlyWhatDiffers(t *testing.T) {
 	links[1].MTU, links[1].Up, links[1].RPFilter = 1500, false, 1
 	cfg := routing.DefaultConfig()
 	d := routing.ComputeDesired(node, links, cfg)
-	p := routing.Diff(d, d.Rules, d.Routes, cfg)
+	p := routing.Diff(d, d.Rules, d.Routes, nil, cfg)
 	want := []routing.LinkChange{{ENI: "eni-a", Link: links[1], MTU: 9001, Up: true, RPFilter: 2}}
 	if diff := cmp.Diff(want, p.Links, netipEqual); diff != "" {
 		t.Errorf("link changes (-want +got):\n%s", diff)
 	}
 	if p.Len() != 3 {
 		t.Errorf("plan costs %d writes, want 3", p.Len())
+	}
+}
+
+// TestDiffRetainedAddressKeepsItsRulesAndTable: eni-b vanishes from the
+// node's ENI list for a moment while its address 10.0.3.10 is still in
+// use (retained). Nothing of it is deleted: not its two rules, not the
+// routes of table 12 they point at. Once the address is no longer retained
+// (it left the pool, or was released), both go.
+func TestDiffRetainedAddressKeepsItsRulesAndTable(t *testing.T) {
+	node, links := twoENINode()
+	cfg := routing.DefaultConfig()
+	before := routing.ComputeDesired(node, links, cfg)
+
+	node.ENIs = node.ENIs[:1]
+	node.Retain = []netip.Prefix{pfx("10.0.3.10/32")}
+	p := routing.Diff(routing.ComputeDesired(node, links, cfg), before.Rules, before.Routes, nil, cfg)
+	if p.Len() != 0 {
+		t.Errorf("plan while 10.0.3.10 is retained: %+v, want nothing", p)
+	}
+
+	node.Retain = nil
+	p = routing.Diff(routing.ComputeDesired(node, links, cfg), before.Rules, before.Routes, nil, cfg)
+	want := routing.Plan{
+		DelRules:  []routing.Rule{egress("10.0.3.10", 12), ingress("10.0.3.10")},
+		DelRoutes: []routing.Route{defaultRoute("10.0.3.1", 12, 4), linkRoute("10.0.3.1", 12, 4)},
+	}
+	if diff := cmp.Diff(want, p, netipEqual); diff != "" {
+		t.Errorf("plan once released (-want +got):\n%s", diff)
+	}
+}
+
+// TestDiffReleasedAddressRuleGoesOthersStay: one of eni-a's addresses is
+// released (it is no longer among the ENI's addresses); exactly its two
+// rules are deleted, nothing else.
+func TestDiffReleasedAddressRuleGoesOthersStay(t *testing.T) {
+	node, links := twoENINode()
+	cfg := routing.DefaultConfig()
+	before := routing.ComputeDesired(node, links, cfg)
+	node.ENIs[0].IPs = node.ENIs[0].IPs[:1]
+	p := routing.Diff(routing.ComputeDesired(node, links, cfg), before.Rules, before.Routes, nil, cfg)
+	want := routing.Plan{DelRules: []routing.Rule{egress("10.0.2.11", 11), ingress("10.0.2.11")}}
+	if diff := cmp.Diff(want, p, netipEqual); diff != "" {
+		t.Errorf("plan (-want +got):\n%s", diff)
+	}
+}
+
+// TestDiffEgressModeChangeRewritesEgressRules: switching from egress mode
+// all to vpc replaces each address's catch-all egress rule with its
+// per-CIDR rule; ingress rules stay.
+func TestDiffEgressModeChangeRewritesEgressRules(t *testing.T) {
+	node := routing.Node{ENIs: []routing.ENI{eni("eni-a", 1, "02:00:00:00:00:01", "10.0.2.1", withIPs("10.0.2.10"), withVPC("10.0.0.0/16"))}}
+	links := []routing.Link{link(3, "eth1", "02:00:00:00:00:01")}
+	all := layoutConfig()
+	before := routing.ComputeDesired(node, links, all)
+	vpc := all
+	vpc.Egress = routing.EgressVPC
+	p := routing.Diff(routing.ComputeDesired(node, links, vpc), before.Rules, before.Routes, nil, vpc)
+	want := routing.Plan{
+		Links:    p.Links,
+		AddRules: []routing.Rule{egressTo("10.0.2.10/32", "10.0.0.0/16", 11)},
+		DelRules: []routing.Rule{egress("10.0.2.10", 11)},
+	}
+	if diff := cmp.Diff(want, p, netipEqual); diff != "" {
+		t.Errorf("plan (-want +got):\n%s", diff)
+	}
+}
+
+// TestDiffConnmarkWrittenOnlyWhenItDiffers: the table is written when it
+// is absent, differs (the primary link was renamed) or was damaged by hand
+// (read back empty), never when it is as wanted; with connmark turned off
+// it is deleted along with the fwmark rule.
+func TestDiffConnmarkWrittenOnlyWhenItDiffers(t *testing.T) {
+	links := []routing.Link{link(2, "ens5", "02:00:00:00:00:00")}
+	links[0].RPFilter = 2
+	node := routing.Node{PrimaryMAC: mustMAC("02:00:00:00:00:00")}
+	cfg := routing.DefaultConfig()
+	d := routing.ComputeDesired(node, links, cfg)
+	want := &routing.Connmark{Primary: "ens5", Mark: 0x80}
+	for name, actual := range map[string]*routing.Connmark{"absent": nil, "renamed": {Primary: "eth0", Mark: 0x80}, "damaged": {}} {
+		p := routing.Diff(d, d.Rules, nil, actual, cfg)
+		if p.Connmark == nil || *p.Connmark.Want != *want || p.Len() != 1 {
+			t.Errorf("%s: plan %+v, want one write of %v", name, p, want)
+		}
+	}
+	if p := routing.Diff(d, d.Rules, nil, want, cfg); p.Len() != 0 {
+		t.Errorf("in shape: plan %+v", p)
+	}
+
+	off := layoutConfig()
+	p := routing.Diff(routing.ComputeDesired(node, links, off), d.Rules, nil, want, off)
+	if p.Connmark == nil || p.Connmark.Want != nil || len(p.DelRules) != 1 || p.DelRules[0] != fwmark() {
+		t.Errorf("connmark off: plan %+v, want the table and the fwmark rule deleted", p)
 	}
 }

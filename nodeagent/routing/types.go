@@ -6,28 +6,49 @@ import (
 	"net/netip"
 )
 
-// Node is what the agent must route on one node: the ENIs enipam manages
-// there (never the primary ENI, never an excluded one), each with the pool
-// IPs that live on it.
+// Node is what the agent must route on one node.
 type Node struct {
-	// ENIs are the managed ENIs, in any order; Desired sorts them.
+	// ENIs are the managed ENIs, in any order; ComputeDesired sorts them.
+	// The primary ENI (device 0) is one of them when the node's policy
+	// puts pod addresses on it.
 	ENIs []ENI
+	// Retain are addresses still in use on the node whose ENI cannot be
+	// routed right now (gone from the ENI list for a moment, its link
+	// missing, its data malformed). Their rules, and the route tables those
+	// rules point at, are left exactly as the kernel has them: routing is
+	// never taken from an address a pod may hold.
+	Retain []netip.Prefix
+	// PrimaryMAC is the MAC of the instance's primary ENI, managed or not;
+	// the connmark rules match its link. Empty when unknown.
+	PrimaryMAC net.HardwareAddr
 }
 
-// ENI is one managed secondary ENI.
+// ENI is one managed ENI.
 type ENI struct {
-	// ID is the EC2 ENI ID, used in logs, events and metrics.
+	// ID is the EC2 ENI ID, used in logs, events, metrics and the report.
 	ID string
 	// MAC identifies the ENI's link in the kernel.
 	MAC net.HardwareAddr
 	// Number is the ENI's device index; its route table is TableOffset+Number.
+	// Device 0 is the primary ENI, whose link is the node's own: it gets a
+	// table and rules but its link settings are never changed.
 	Number int
 	// Gateway is the subnet's first host address, the next hop of the
 	// ENI's default route.
 	Gateway netip.Addr
-	// IPs are the pool IPs whose resource is this ENI; each gets a rule.
+	// IPs are the addresses living on the ENI that pods may use; each gets
+	// its rules, unless one of Prefixes covers it.
 	IPs []netip.Addr
+	// Prefixes are delegated prefixes of the ENI; each gets one set of
+	// rules standing for every address inside it.
+	Prefixes []netip.Prefix
+	// VPCCIDRs are the CIDRs of the ENI's VPC: the destinations of its
+	// egress rules in EgressVPC mode.
+	VPCCIDRs []netip.Prefix
 }
+
+// Primary reports whether the ENI is the instance's primary ENI.
+func (e ENI) Primary() bool { return e.Number == 0 }
 
 // Link is a network interface as the kernel shows it.
 type Link struct {
@@ -42,11 +63,14 @@ type Link struct {
 	RPFilter int
 }
 
-// Rule is an IPv4 policy routing rule. An invalid Src or Dst means "all".
+// Rule is an IPv4 policy routing rule. An invalid Src or Dst means "all";
+// a zero Mask means no fwmark match.
 type Rule struct {
 	Priority int
 	Src      netip.Prefix
 	Dst      netip.Prefix
+	Mark     uint32
+	Mask     uint32
 	Table    int
 	Protocol int
 }
@@ -60,7 +84,11 @@ func (r Rule) String() string {
 	if r.Dst.IsValid() {
 		to = r.Dst.String()
 	}
-	return fmt.Sprintf("%d: from %s to %s lookup %d proto %d", r.Priority, from, to, r.Table, r.Protocol)
+	mark := ""
+	if r.Mask != 0 {
+		mark = fmt.Sprintf(" fwmark %#x/%#x", r.Mark, r.Mask)
+	}
+	return fmt.Sprintf("%d: from %s to %s%s lookup %d proto %d", r.Priority, from, to, mark, r.Table, r.Protocol)
 }
 
 // Scope values of a Route, as the kernel numbers them.

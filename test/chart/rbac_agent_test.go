@@ -32,16 +32,20 @@ import (
 )
 
 // TestAgentServiceAccountDoesItsJobAndNothingElse: the chart's RBAC for
-// enipam-agent, impersonating its ServiceAccount. The real agent core runs
-// under that identity with the settings the chart renders, on an
-// in-memory kernel holding the link of the node's one secondary ENI: it
-// reads its CiliumNode, routes the pool IP, turns ready and records its
-// RoutingReady event. Call by call: listing and watching its CiliumNode by
-// name and creating and patching events are allowed; writing CiliumNodes
-// in any way (the operator's job), a plain get, Secrets, Nodes, policies,
-// Deployments and Leases are refused.
+// enipam-agent with a start-up taint configured, impersonating its
+// ServiceAccount. The real agent core runs under that identity with the
+// settings the chart renders, on an in-memory kernel holding the link of
+// the node's one secondary ENI: it reads its NodeRouting and CiliumNode,
+// routes the pool IP, turns ready, reports the IP in the NodeRouting's
+// status, removes the start-up taint from its Node and records its
+// RoutingReady event. Call by call: listing and watching its CiliumNode
+// and NodeRouting by name, patching the NodeRouting's status and the Node,
+// and creating and patching events are allowed; writing CiliumNodes in any
+// way (the operator's job), writing a NodeRouting's spec, a plain get,
+// Secrets, listing Nodes, policies, Deployments and Leases are refused.
 func TestAgentServiceAccountDoesItsJobAndNothingElse(t *testing.T) {
-	m := installRBAC(t)
+	const taint = "enipam.io/agent-not-ready"
+	m := installRBAC(t, "--set", "agent.startupTaintKey="+taint)
 	cfg := as(t, "rbac-agent", authorizationv1.ResourceAttributes{Group: "cilium.io", Resource: "ciliumnodes", Verb: "watch"})
 	var ds appsv1.DaemonSet
 	m.typed(t, "DaemonSet", "rbac-agent", &ds)
@@ -65,6 +69,16 @@ func TestAgentServiceAccountDoesItsJobAndNothingElse(t *testing.T) {
 	if err := env.Client.Update(bg, cn); err != nil {
 		t.Fatal(err)
 	}
+	nr := &enipamv1alpha1.NodeRouting{ObjectMeta: metav1.ObjectMeta{Name: cn.Name}, Spec: enipamv1alpha1.NodeRoutingSpec{FirstInterfaceIndex: 1}}
+	if err := env.Client.Create(bg, nr); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(bg, nr) })
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: cn.Name}, Spec: corev1.NodeSpec{Taints: []corev1.Taint{{Key: taint, Effect: corev1.TaintEffectNoSchedule}}}}
+	if err := env.Client.Create(bg, node); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(bg, node) })
 	hw, _ := net.ParseMAC(mac)
 	host := &routingtest.Host{}
 	host.AddLink(routing.Link{Index: 3, Name: "eth1", MAC: hw, MTU: 1500, RPFilter: 1})
@@ -95,6 +109,15 @@ func TestAgentServiceAccountDoesItsJobAndNothingElse(t *testing.T) {
 			return r.Src == netip.MustParsePrefix("10.0.9.30/32") && r.Table == routing.TableOffset+1
 		})
 	})
+	eventually(t, "the pool IP reported routed", 30*time.Second, func() bool {
+		got := &enipamv1alpha1.NodeRouting{}
+		return env.Client.Get(bg, client.ObjectKeyFromObject(nr), got) == nil && got.Status.Routes("eni-rbac", "10.0.9.30")
+	})
+	eventually(t, "the start-up taint removed", 30*time.Second, func() bool {
+		got := &corev1.Node{}
+		return env.Client.Get(bg, client.ObjectKeyFromObject(node), got) == nil &&
+			!slices.ContainsFunc(got.Spec.Taints, func(t corev1.Taint) bool { return t.Key == taint })
+	})
 	eventually(t, "RoutingReady event on the CiliumNode", 30*time.Second, func() bool {
 		var list corev1.EventList
 		if err := env.Client.List(bg, &list, client.InNamespace(metav1.NamespaceDefault)); err != nil {
@@ -121,6 +144,26 @@ func TestAgentServiceAccountDoesItsJobAndNothingElse(t *testing.T) {
 	if err == nil {
 		w.Stop()
 	}
+	var nrs enipamv1alpha1.NodeRoutingList
+	allowed(t, "list its NodeRouting by name", c.List(bg, &nrs, own))
+	w, err = c.Watch(bg, &enipamv1alpha1.NodeRoutingList{}, own)
+	allowed(t, "watch its NodeRouting by name", err)
+	if err == nil {
+		w.Stop()
+	}
+	currentNR := &enipamv1alpha1.NodeRouting{}
+	if err := env.Client.Get(bg, client.ObjectKeyFromObject(nr), currentNR); err != nil {
+		t.Fatal(err)
+	}
+	reportedNR := currentNR.DeepCopy()
+	reportedNR.Status.RoutedIPs++
+	allowed(t, "patch its NodeRouting's status", c.Status().Patch(bg, reportedNR, client.MergeFrom(currentNR)))
+	respec := currentNR.DeepCopy()
+	respec.Spec.FirstInterfaceIndex = 0
+	denied(t, "patch a NodeRouting's spec", c.Patch(bg, respec, client.MergeFrom(currentNR)))
+	denied(t, "get a NodeRouting (it lists by name)", c.Get(bg, client.ObjectKeyFromObject(nr), &enipamv1alpha1.NodeRouting{}))
+	denied(t, "create a NodeRouting", c.Create(bg, &enipamv1alpha1.NodeRouting{ObjectMeta: metav1.ObjectMeta{Name: "rbac-agent-created"}}))
+	denied(t, "delete a NodeRouting", c.Delete(bg, currentNR.DeepCopy()))
 	ev := &corev1.Event{
 		ObjectMeta:     metav1.ObjectMeta{Name: "rbac-agent-event", Namespace: metav1.NamespaceDefault},
 		InvolvedObject: corev1.ObjectReference{APIVersion: "cilium.io/v2", Kind: "CiliumNode", Name: cn.Name},
@@ -150,6 +193,7 @@ func TestAgentServiceAccountDoesItsJobAndNothingElse(t *testing.T) {
 	denied(t, "get a Secret", c.Get(bg, client.ObjectKey{Namespace: rbacNamespace, Name: "anything"}, &corev1.Secret{}))
 	denied(t, "list Secrets", c.List(bg, &corev1.SecretList{}))
 	denied(t, "list Nodes", c.List(bg, &corev1.NodeList{}))
+	denied(t, "get a Node (it patches)", c.Get(bg, client.ObjectKeyFromObject(node), &corev1.Node{}))
 	denied(t, "delete a Node", c.Delete(bg, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: cn.Name}}))
 	denied(t, "list ENIPolicies", c.List(bg, &enipamv1alpha1.ENIPolicyList{}))
 	denied(t, "update a Deployment", c.Update(bg, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: rbacNamespace, Name: "rbac-operator"}}))

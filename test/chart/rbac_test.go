@@ -27,10 +27,10 @@ const rbacNamespace = "enipam-rbac"
 // installRBAC renders the chart into rbacNamespace and creates only its
 // ServiceAccounts, Roles, ClusterRoles and bindings, as an admin; they are
 // deleted when the test ends. It returns the whole manifest.
-func installRBAC(t *testing.T) manifest {
+func installRBAC(t *testing.T, extra ...string) manifest {
 	t.Helper()
 	createNamespace(t, rbacNamespace)
-	m := render(t, "enipam", rbacNamespace, "--set", "clusterName=rbac", "--set", "fullnameOverride=rbac")
+	m := render(t, "enipam", rbacNamespace, append([]string{"--set", "clusterName=rbac", "--set", "fullnameOverride=rbac"}, extra...)...)
 	for _, u := range m {
 		switch u.GetKind() {
 		case "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding":

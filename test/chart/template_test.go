@@ -16,6 +16,7 @@ import (
 
 	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
 	"github.com/enipam/enipam/nodeagent/agent"
+	"github.com/enipam/enipam/nodeagent/routing"
 	"github.com/enipam/enipam/operator"
 )
 
@@ -107,8 +108,16 @@ func TestDefaultsRenderTheWholeInstall(t *testing.T) {
 	var ds appsv1.DaemonSet
 	m.typed(t, "DaemonSet", "enipam-agent", &ds)
 	aopts := agentOptions(t, &ds)
-	if aopts.ProcSysNet != "/host/proc/sys/net" || aopts.Routing.MTU != 9001 || aopts.Routing.EgressPriority != 111 || aopts.Routing.IngressPriority != 20 {
+	if aopts.ProcSysNet != "/host/proc/sys/net" || aopts.Routing.MTU != 9001 || aopts.Routing.EgressPriority != 111 || aopts.Routing.IngressPriority != 20 ||
+		aopts.Routing.Egress != routing.EgressAll || !aopts.Routing.Connmark || aopts.StartupTaintKey != "" {
 		t.Errorf("agent options: %+v", aopts)
+	}
+	var agentRole rbacv1.ClusterRole
+	m.typed(t, "ClusterRole", "enipam-agent", &agentRole)
+	for _, r := range agentRole.Rules {
+		if slices.Contains(r.Resources, "nodes") {
+			t.Errorf("the agent may %v nodes without a start-up taint to remove", r.Verbs)
+		}
 	}
 
 	var pdb policyv1.PodDisruptionBudget
@@ -291,8 +300,16 @@ func TestEdgeValuesChangeWhatRenders(t *testing.T) {
 			m.typed(t, "DaemonSet", "enipam-agent", &ds)
 			o := agentOptions(t, &ds)
 			if o.Routing.MTU != 1500 || o.Routing.EgressPriority != 200 || o.Routing.IngressPriority != 0 || o.ResyncInterval != 30*time.Second ||
-				o.LinkWaitTimeout != 5*time.Minute || o.HealthAddress != ":19881" || o.MetricsAddress != ":19882" || o.LogLevel != "warn" {
+				o.LinkWaitTimeout != 5*time.Minute || o.HealthAddress != ":19881" || o.MetricsAddress != ":19882" || o.LogLevel != "warn" ||
+				o.Routing.Egress != routing.EgressVPC || o.Routing.Connmark || o.StartupTaintKey != "enipam.io/agent-not-ready" {
 				t.Errorf("agent options: %+v", o)
+			}
+			var role rbacv1.ClusterRole
+			m.typed(t, "ClusterRole", "enipam-agent", &role)
+			if !slices.ContainsFunc(role.Rules, func(r rbacv1.PolicyRule) bool {
+				return slices.Equal(r.Resources, []string{"nodes"}) && slices.Equal(r.Verbs, []string{"patch"})
+			}) {
+				t.Errorf("with a start-up taint the agent may not patch nodes: %+v", role.Rules)
 			}
 			if ds.Spec.UpdateStrategy.Type != appsv1.OnDeleteDaemonSetStrategyType {
 				t.Errorf("update strategy: %+v", ds.Spec.UpdateStrategy)

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/vishvananda/netlink"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -21,6 +22,7 @@ import (
 	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
 	"github.com/enipam/enipam/nodeagent/agent"
 	"github.com/enipam/enipam/nodeagent/kernel/kerneltest"
+	"github.com/enipam/enipam/nodeagent/routing"
 )
 
 // routingScenario: one m5.large in a /24 node subnet of a /16 VPC, with a
@@ -42,16 +44,27 @@ instances:
 - {id: i-0e000000000000001, type: m5.large, subnet: nodes, securityGroups: [nodes]}
 `
 
-// TestPodIPOnSecondaryENIGetsItsRule: the operator binary, under
-// --first-interface-index=1 and a policy selecting the tagged pod subnet,
-// gives the node a second ENI in the pod subnet; the node agent runs on a network namespace whose links carry the
-// MACs ec2sim gave the ENIs; when pods use IPs and the pool grows, the new
-// IP's rule `from <ip> lookup 11` appears, and its table routes via the
-// pod subnet's gateway.
-func TestPodIPOnSecondaryENIGetsItsRule(t *testing.T) {
+// TestSecondaryENIRoutedBeforePooled: the NodeRouting contract end to end.
+// The operator binary, under --first-interface-index=1 and a policy
+// selecting the tagged pod subnet, creates the node's NodeRouting (spec:
+// its instance, first interface index 1) and a second ENI in the pod
+// subnet, whose addresses it lists in the CiliumNode's status.eni.enis but
+// does not pool: nothing reports them routed yet. The node agent then
+// starts on a network namespace whose links carry the MACs ec2sim gave the
+// ENIs. It routes the listed addresses (`from <ip> lookup 11`, table 11
+// via the pod subnet's gateway), reports them in the NodeRouting's status
+// with Ready=True, and only then does the operator pool them. When pods use
+// IPs and the pool grows on the same ENI, every new address is again
+// routed and reported before it is pooled: at every look, each pool IP of
+// the ENI is in the status read after the CiliumNode.
+func TestSecondaryENIRoutedBeforePooled(t *testing.T) {
 	w := newWorld(t, routingScenario)
 	ctx := w.ctx
 	c := env.Client
+	const name = "node-r1"
+	t.Cleanup(func() {
+		_ = c.Delete(context.Background(), &enipamv1alpha1.NodeRouting{ObjectMeta: metav1.ObjectMeta{Name: name}})
+	})
 	policy := &enipamv1alpha1.ENIPolicy{
 		ObjectMeta: metav1.ObjectMeta{Name: "pods"},
 		Spec:       enipamv1alpha1.ENIPolicySpec{SubnetTags: map[string]string{"pods": "true"}},
@@ -61,25 +74,47 @@ func TestPodIPOnSecondaryENIGetsItsRule(t *testing.T) {
 	}
 	w.startOperator("--first-interface-index=1", "--pre-allocate=4", "--vpc-id=vpc-0e000000000000001")
 	node := &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: "node-r1"},
+		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec:       corev1.NodeSpec{ProviderID: "aws:///us-east-1a/i-0e000000000000001"},
 	}
 	if err := c.Create(ctx, node); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Create(ctx, &ciliumv2.CiliumNode{ObjectMeta: metav1.ObjectMeta{Name: "node-r1"}}); err != nil {
+	if err := c.Create(ctx, &ciliumv2.CiliumNode{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
 		t.Fatal(err)
 	}
-	cn := waitNode(t, ctx, "node-r1", "a second ENI with 4 IPs", func(cn *ciliumv2.CiliumNode) bool {
-		return len(cn.Status.ENI.ENIs) == 2 && len(cn.Spec.IPAM.Pool) >= 4
+
+	nr := waitNodeRouting(t, ctx, name, "the operator's NodeRouting", func(nr *enipamv1alpha1.NodeRouting) bool {
+		return nr.Spec.InstanceID != ""
 	})
+	if nr.Spec.InstanceID != "i-0e000000000000001" || nr.Spec.FirstInterfaceIndex != 1 {
+		t.Errorf("NodeRouting spec %+v, want instance i-0e000000000000001 and first interface index 1", nr.Spec)
+	}
+	cn := waitNode(t, ctx, name, "a second ENI listing its addresses", func(cn *ciliumv2.CiliumNode) bool {
+		for _, e := range cn.Status.ENI.ENIs {
+			if e.Number == 1 && len(e.Addresses) > 0 {
+				return true
+			}
+		}
+		return false
+	})
+	eniID := ""
+	for id, e := range cn.Status.ENI.ENIs {
+		if e.Number == 1 {
+			eniID = id
+		}
+	}
+	for ip, a := range cn.Spec.IPAM.Pool {
+		if a.Resource == eniID {
+			t.Fatalf("%s pooled on %s before any agent reported it routed", ip, eniID)
+		}
+	}
 
 	ns := kerneltest.New(t)
 	for _, eni := range cn.Status.ENI.ENIs {
 		ns.AddENILink(t, fmt.Sprintf("eth%d", eni.Number), eni.MAC)
 	}
-	cfg := agent.DefaultConfig("node-r1")
-	a, err := agent.New(cfg, env.Config, ns.Kernel(), prometheus.NewRegistry(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	a, err := agent.New(agent.DefaultConfig(name), env.Config, ns.Kernel(), prometheus.NewRegistry(), slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,11 +123,42 @@ func TestPodIPOnSecondaryENIGetsItsRule(t *testing.T) {
 	go func() { done <- a.Start(actx) }()
 	t.Cleanup(func() { stop(); <-done })
 
-	for ip := range cn.Spec.IPAM.Pool {
+	// routedBeforePooled checks the invariant on one look and returns the
+	// ENI's pool IPs.
+	routedBeforePooled := func(cn *ciliumv2.CiliumNode) []string {
+		t.Helper()
+		nr := &enipamv1alpha1.NodeRouting{}
+		if err := c.Get(ctx, client.ObjectKey{Name: name}, nr); err != nil {
+			t.Fatal(err)
+		}
+		var ips []string
+		for ip, e := range cn.Spec.IPAM.Pool {
+			if e.Resource != eniID {
+				continue
+			}
+			if !nr.Status.Routes(eniID, ip) {
+				t.Fatalf("%s is in the pool but not in the NodeRouting status %+v", ip, nr.Status.ENIs)
+			}
+			ips = append(ips, ip)
+		}
+		return ips
+	}
+	cn = waitNode(t, ctx, name, "4 IPs of the new ENI pooled", func(cn *ciliumv2.CiliumNode) bool {
+		return len(routedBeforePooled(cn)) >= 4
+	})
+	for _, ip := range routedBeforePooled(cn) {
 		waitRule(t, ns.Handle, ip, 11)
 	}
+	nr = waitNodeRouting(t, ctx, name, "Ready", func(nr *enipamv1alpha1.NodeRouting) bool {
+		c := meta.FindStatusCondition(nr.Status.Conditions, enipamv1alpha1.ConditionReady)
+		return c != nil && c.Status == metav1.ConditionTrue && c.Reason == enipamv1alpha1.ReasonRouted
+	})
+	if nr.Status.ObservedGeneration != nr.Generation || nr.Status.RoutedENIs != 1 {
+		t.Errorf("status observes generation %d of %d and %d ENIs, want the current one and 1", nr.Status.ObservedGeneration, nr.Generation, nr.Status.RoutedENIs)
+	}
+
 	// Pods take three IPs: the pool grows on the same ENI (it has room),
-	// and the new IPs get rules.
+	// and the new IPs are routed and reported before they are pooled.
 	before := map[string]bool{}
 	used := ipamtypes.AllocationMap{}
 	for ip, e := range cn.Spec.IPAM.Pool {
@@ -105,14 +171,16 @@ func TestPodIPOnSecondaryENIGetsItsRule(t *testing.T) {
 	if err := c.Status().Update(ctx, cn); err != nil {
 		t.Fatal(err)
 	}
-	cn = waitNode(t, ctx, "node-r1", "the pool to grow", func(cn *ciliumv2.CiliumNode) bool { return len(cn.Spec.IPAM.Pool) > len(before) })
+	cn = waitNode(t, ctx, name, "the pool to grow", func(cn *ciliumv2.CiliumNode) bool {
+		return len(routedBeforePooled(cn)) > len(before)
+	})
 	grown := 0
 	for ip, e := range cn.Spec.IPAM.Pool {
 		if before[ip] {
 			continue
 		}
-		if cn.Status.ENI.ENIs[e.Resource].Number != 1 {
-			t.Fatalf("new IP %s is on device %d, want 1", ip, cn.Status.ENI.ENIs[e.Resource].Number)
+		if e.Resource != eniID {
+			t.Fatalf("new IP %s is on %s, want %s", ip, e.Resource, eniID)
 		}
 		waitRule(t, ns.Handle, ip, 11)
 		grown++
@@ -127,7 +195,7 @@ func TestPodIPOnSecondaryENIGetsItsRule(t *testing.T) {
 	gw := netip.MustParseAddr("10.1.64.1")
 	var haveDefault bool
 	for _, r := range routes {
-		if (r.Dst == nil || r.Dst.String() == "0.0.0.0/0") && r.Gw != nil && r.Gw.String() == gw.String() {
+		if (r.Dst == nil || r.Dst.String() == "0.0.0.0/0") && r.Gw != nil && r.Gw.String() == gw.String() && r.Protocol == routing.DefaultProtocol {
 			haveDefault = true
 		}
 	}
@@ -148,7 +216,28 @@ func waitNode(t *testing.T, ctx context.Context, name, what string, cond func(*c
 		return cond(cn), nil
 	})
 	if err != nil {
-		t.Fatalf("%s: %s never happened: %v; last status %+v", name, what, err, last.Status.IPAM.OperatorStatus)
+		status := "none"
+		if last != nil {
+			status = fmt.Sprintf("%+v", last.Status.IPAM.OperatorStatus)
+		}
+		t.Fatalf("%s: %s never happened: %v; last operator status %s", name, what, err, status)
+	}
+	return last
+}
+
+func waitNodeRouting(t *testing.T, ctx context.Context, name, what string, cond func(*enipamv1alpha1.NodeRouting) bool) *enipamv1alpha1.NodeRouting {
+	t.Helper()
+	var last *enipamv1alpha1.NodeRouting
+	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+		nr := &enipamv1alpha1.NodeRouting{}
+		if err := env.Client.Get(ctx, client.ObjectKey{Name: name}, nr); err != nil {
+			return false, nil
+		}
+		last = nr
+		return cond(nr), nil
+	})
+	if err != nil {
+		t.Fatalf("NodeRouting %s: %s never happened: %v; last %+v", name, what, err, last)
 	}
 	return last
 }

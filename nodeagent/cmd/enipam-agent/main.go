@@ -1,11 +1,14 @@
 // Command enipam-agent sets up, on one node, the ENI links and policy
-// routing that make pod IPs on secondary ENIs work: for each ENI enipam
-// manages in the node's CiliumNode, MTU, link up, loose rp_filter, route
-// table 10+<device number> via the subnet gateway, and a rule per pool IP.
+// routing that make pod IPs on VPC ENIs work: for each ENI the node's
+// NodeRouting spec selects among its CiliumNode's ENIs, route table
+// 10+<device number> via the subnet gateway and the rules of its pod
+// addresses (plus MTU, link up and loose rp_filter on secondary ENIs), and
+// the NodePort return path; then it reports what is routed in the
+// NodeRouting's status.
 //
 // It runs as a DaemonSet on the host network with NET_ADMIN, needs no
-// cloud credentials, and reads only its own CiliumNode (--node-name, by
-// default the NODE_NAME of the downward API).
+// cloud credentials, and reads only its own NodeRouting and CiliumNode
+// (--node-name, by default the NODE_NAME of the downward API).
 package main
 
 import (
@@ -104,7 +107,8 @@ func run(ctx context.Context, args []string, nodeName string, stderr io.Writer) 
 	}
 	runnable("agent", a.Start)
 	log.Info("enipam-agent started", "node", opts.NodeName, "mtu", opts.Routing.MTU,
-		"egressPriority", opts.Routing.EgressPriority, "ingressPriority", opts.Routing.IngressPriority)
+		"egressPriority", opts.Routing.EgressPriority, "ingressPriority", opts.Routing.IngressPriority,
+		"egress", opts.Routing.Egress, "nodePortConnmark", opts.Routing.Connmark, "startupTaintKey", opts.StartupTaintKey)
 	<-ctx.Done()
 	cancel(nil)
 	wg.Wait()

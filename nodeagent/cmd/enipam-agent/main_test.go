@@ -24,8 +24,9 @@ func TestMain(m *testing.M) {
 
 // TestBinaryServesProbesAndMetrics: the composition root, in-process,
 // against the real apiserver through a kubeconfig file, for a node whose
-// CiliumNode does not exist (so nothing on this host is ever converged).
-// /healthz answers 200, /readyz 503 naming the missing CiliumNode, /metrics
+// NodeRouting and CiliumNode do not exist (so nothing on this host is ever
+// converged). /healthz answers 200, /readyz 503 naming the missing
+// NodeRouting, /metrics
 // exports the agent's series; cancelling the context stops it cleanly.
 func TestBinaryServesProbesAndMetrics(t *testing.T) {
 	kubeconfig, err := env.KubeConfig()
@@ -66,7 +67,7 @@ func TestBinaryServesProbesAndMetrics(t *testing.T) {
 		}
 	}
 	answers("http://"+health+"/healthz", 200, "ok")
-	answers("http://"+health+"/readyz", 503, "CiliumNode not found")
+	answers("http://"+health+"/readyz", 503, "NodeRouting no-such-node not found")
 	answers("http://"+metrics+"/metrics", 200, "enipam_agent_ready 0")
 
 	cancel()

@@ -19,6 +19,10 @@ type Host struct {
 	links  []routing.Link
 	rules  []routing.Rule
 	routes []routing.Route
+	// connmark is the connmark table, nil when there is none.
+	connmark *routing.Connmark
+	// rpFilterAll is net.ipv4.conf.all.rp_filter.
+	rpFilterAll int
 	// Fail, when set, is consulted before each write; a non-nil error is
 	// returned instead of applying it. op is a routing.Op* name.
 	Fail func(op string, object any) error
@@ -80,11 +84,18 @@ func (h *Host) Link(index int) (routing.Link, bool) {
 	return routing.Link{}, false
 }
 
+// SetRPFilterAll sets net.ipv4.conf.all.rp_filter (0 until set).
+func (h *Host) SetRPFilterAll(v int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.rpFilterAll = v
+}
+
 // RPFilter implements routing.Host.
 func (h *Host) RPFilter(names []string) (map[string]int, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	m := map[string]int{}
+	m := map[string]int{"all": h.rpFilterAll}
 	for _, l := range h.links {
 		m[l.Name] = l.RPFilter
 	}
@@ -224,5 +235,35 @@ func (h *Host) DelRoute(r routing.Route) error {
 		return fmt.Errorf("route %v, %w", r, routing.ErrNotFound)
 	}
 	h.routes = slices.Delete(h.routes, i, i+1)
+	return nil
+}
+
+// Connmark implements routing.Host.
+func (h *Host) Connmark() (*routing.Connmark, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.connmark == nil {
+		return nil, nil
+	}
+	c := *h.connmark
+	return &c, nil
+}
+
+// SetConnmark implements routing.Host.
+func (h *Host) SetConnmark(c *routing.Connmark) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if err := h.fail(routing.OpSetConnmark, c); err != nil {
+		return err
+	}
+	if c == nil {
+		if h.connmark == nil {
+			return fmt.Errorf("connmark table, %w", routing.ErrNotFound)
+		}
+		h.connmark = nil
+		return nil
+	}
+	cp := *c
+	h.connmark = &cp
 	return nil
 }

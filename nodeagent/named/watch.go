@@ -1,11 +1,15 @@
-package ciliumnode
+// Package named watches one cluster-scoped object by name: the agent's
+// CiliumNode and its NodeRouting. It lists and watches with a
+// metadata.name field selector, so the apiserver sends that object alone
+// (a node's agent never receives the cluster's objects) and the agent
+// needs no get verb.
+package named
 
 import (
 	"context"
 	"log/slog"
 	"sync"
 
-	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -14,61 +18,65 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// Watcher keeps the latest copy of one CiliumNode. It lists and watches
-// with a metadata.name field selector, so the apiserver sends it that
-// object alone: a node's agent never receives the cluster's CiliumNodes.
-type Watcher struct {
-	c    client.WithWatch
-	name string
-	log  *slog.Logger
+// Watcher keeps the latest copy of one object of type T.
+type Watcher[T client.Object] struct {
+	c       client.WithWatch
+	name    string
+	kind    string
+	newObj  func() T
+	newList func() client.ObjectList
+	log     *slog.Logger
 
 	mu     sync.Mutex
-	cur    *ciliumv2.CiliumNode
+	cur    T
+	has    bool
 	synced func() bool
 }
 
-// NewWatcher returns a Watcher of the CiliumNode called name. It does
-// nothing until Start.
-func NewWatcher(c client.WithWatch, name string, log *slog.Logger) *Watcher {
-	return &Watcher{c: c, name: name, log: log.With("node", name)}
+// NewWatcher returns a Watcher of the object of kind called name; newObj
+// and newList make empty values of its type and list type. It does nothing
+// until Start.
+func NewWatcher[T client.Object](c client.WithWatch, kind, name string, newObj func() T, newList func() client.ObjectList, log *slog.Logger) *Watcher[T] {
+	return &Watcher[T]{c: c, name: name, kind: kind, newObj: newObj, newList: newList, log: log.With("kind", kind)}
 }
 
 // Start watches until ctx ends. notify is called after every change of
 // the object (created, updated, deleted) from the watch's goroutine; it
 // must not block.
-func (w *Watcher) Start(ctx context.Context, notify func()) error {
+func (w *Watcher[T]) Start(ctx context.Context, notify func()) error {
 	sel := fields.OneTermEqualSelector("metadata.name", w.name).String()
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 			opts.FieldSelector = sel
-			list := &ciliumv2.CiliumNodeList{}
+			list := w.newList()
 			return list, w.c.List(ctx, list, &client.ListOptions{Raw: &opts})
 		},
 		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 			opts.FieldSelector = sel
-			return w.c.Watch(ctx, &ciliumv2.CiliumNodeList{}, &client.ListOptions{Raw: &opts})
+			return w.c.Watch(ctx, w.newList(), &client.ListOptions{Raw: &opts})
 		},
 	}
 	set := func(obj any) {
-		cn, ok := obj.(*ciliumv2.CiliumNode)
-		if !ok || cn.Name != w.name {
+		o, ok := obj.(T)
+		if !ok || o.GetName() != w.name {
 			return
 		}
 		w.mu.Lock()
-		w.cur = cn
+		w.cur, w.has = o, true
 		w.mu.Unlock()
 		notify()
 	}
 	_, ctrl := cache.NewInformerWithOptions(cache.InformerOptions{
 		ListerWatcher: lw,
-		ObjectType:    &ciliumv2.CiliumNode{},
+		ObjectType:    w.newObj(),
 		Handler: cache.ResourceEventHandlerFuncs{
 			AddFunc:    set,
 			UpdateFunc: func(_, obj any) { set(obj) },
 			DeleteFunc: func(any) {
-				w.log.Info("CiliumNode deleted; routing left as it is")
+				w.log.Info("object deleted", "name", w.name)
+				var zero T
 				w.mu.Lock()
-				w.cur = nil
+				w.cur, w.has = zero, false
 				w.mu.Unlock()
 				notify()
 			},
@@ -82,17 +90,17 @@ func (w *Watcher) Start(ctx context.Context, notify func()) error {
 }
 
 // Synced reports whether the first list has been received: before it,
-// "no CiliumNode" means "not known yet", not "absent".
-func (w *Watcher) Synced() bool {
+// "no object" means "not known yet", not "absent".
+func (w *Watcher[T]) Synced() bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.synced != nil && w.synced()
 }
 
-// Current returns the latest CiliumNode seen, or nil if there is none
+// Current returns the latest object seen, and false if there is none
 // (not created yet, or deleted). The object is shared: read, never modify.
-func (w *Watcher) Current() *ciliumv2.CiliumNode {
+func (w *Watcher[T]) Current() (T, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.cur
+	return w.cur, w.has
 }

@@ -1,0 +1,147 @@
+package agent
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
+	"github.com/enipam/enipam/nodeagent/routing"
+)
+
+// writtenReport is a status the agent wrote, over which version of the
+// object.
+type writtenReport struct {
+	status      enipamv1alpha1.NodeRoutingStatus
+	overVersion string
+}
+
+// report writes the NodeRouting's status after a converge: the ENIs and
+// addresses the converge put in place, and the Ready condition. It writes
+// only when that differs from what the object holds, so a node in shape
+// costs no write. When the converge could not even read the kernel, the
+// ENIs reported before are kept: nothing was changed.
+func (a *Agent) report(ctx context.Context, nr *enipamv1alpha1.NodeRouting, res routing.Result, convergeErr error) error {
+	status := *nr.Status.DeepCopy()
+	status.ObservedGeneration = nr.Generation
+	if res.Read { // else nothing was changed: the previous report stands
+		status.ENIs, status.RoutedENIs, status.RoutedIPs = routedENIs(res.Routed)
+	}
+	cond := metav1.Condition{Type: enipamv1alpha1.ConditionReady, ObservedGeneration: nr.Generation}
+	switch {
+	case convergeErr != nil:
+		cond.Status, cond.Reason = metav1.ConditionFalse, enipamv1alpha1.ReasonRouteFailed
+		cond.Message = truncate(convergeErr.Error(), 1024)
+	case len(res.Missing) > 0:
+		cond.Status, cond.Reason = metav1.ConditionFalse, enipamv1alpha1.ReasonLinkNotFound
+		cond.Message = missingMessage(res.Missing)
+	default:
+		cond.Status, cond.Reason = metav1.ConditionTrue, enipamv1alpha1.ReasonRouted
+		cond.Message = fmt.Sprintf("%d ENIs and %d addresses routed", status.RoutedENIs, status.RoutedIPs)
+	}
+	meta.SetStatusCondition(&status.Conditions, cond)
+	return a.writeStatus(ctx, nr, status)
+}
+
+// reportStopped marks the NodeRouting not ready as the agent stops; the
+// routing stays in the kernel, and so do the ENIs in the report.
+func (a *Agent) reportStopped() {
+	nr, ok := a.nrWatch.Current()
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	status := *nr.Status.DeepCopy()
+	meta.SetStatusCondition(&status.Conditions, metav1.Condition{
+		Type: enipamv1alpha1.ConditionReady, Status: metav1.ConditionFalse, ObservedGeneration: nr.Generation,
+		Reason: enipamv1alpha1.ReasonAgentStopped, Message: "enipam-agent stopped; the node's routing is left in place",
+	})
+	if err := a.writeStatus(ctx, nr, status); err != nil {
+		a.log.Warn("marking the NodeRouting as stopped", "err", err)
+	}
+}
+
+// writeStatus patches status onto nr unless nr already holds it, or holds
+// the version this agent last wrote over and that write was this status
+// (the watch has not delivered the write yet).
+func (a *Agent) writeStatus(ctx context.Context, nr *enipamv1alpha1.NodeRouting, status enipamv1alpha1.NodeRoutingStatus) error {
+	if equality.Semantic.DeepEqual(nr.Status, status) {
+		return nil
+	}
+	a.mu.Lock()
+	w := a.written
+	a.mu.Unlock()
+	if w != nil && w.overVersion == nr.ResourceVersion && equality.Semantic.DeepEqual(w.status, status) {
+		return nil
+	}
+	obj := nr.DeepCopy()
+	obj.Status = status
+	err := a.client.Status().Patch(ctx, obj, client.MergeFrom(nr))
+	a.metrics.statusWrites.WithLabelValues(resultLabel(err)).Inc()
+	if err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil // deleted meanwhile; the watch tells the loop
+		}
+		return fmt.Errorf("patching the status of NodeRouting %s, %w", nr.Name, err)
+	}
+	a.mu.Lock()
+	a.written = &writtenReport{status: status, overVersion: nr.ResourceVersion}
+	a.status.StatusWrites++
+	a.mu.Unlock()
+	return nil
+}
+
+// routedENIs turns the converge's routed ENIs into the report, sorted by
+// device number, addresses sorted; RoutedIPs counts every address a
+// prefix stands for.
+func routedENIs(routed []routing.RoutedENI) ([]enipamv1alpha1.RoutedENI, int32, int32) {
+	routed = slices.Clone(routed)
+	slices.SortFunc(routed, func(a, b routing.RoutedENI) int {
+		return cmp.Or(cmp.Compare(a.Number, b.Number), strings.Compare(a.ID, b.ID))
+	})
+	var out []enipamv1alpha1.RoutedENI
+	var ips int32
+	for _, r := range routed {
+		e := enipamv1alpha1.RoutedENI{ID: r.ID, MAC: r.MAC.String(), Number: int32(r.Number), Table: int32(r.Table)}
+		addrs := slices.Clone(r.IPs)
+		slices.SortFunc(addrs, netip.Addr.Compare)
+		for _, ip := range addrs {
+			e.IPs = append(e.IPs, ip.String())
+		}
+		prefixes := slices.Clone(r.Prefixes)
+		slices.SortFunc(prefixes, func(a, b netip.Prefix) int { return a.Addr().Compare(b.Addr()) })
+		for _, p := range prefixes {
+			e.Prefixes = append(e.Prefixes, p.String())
+			ips += int32(1) << (p.Addr().BitLen() - p.Bits())
+		}
+		ips += int32(len(addrs))
+		out = append(out, e)
+	}
+	return out, int32(len(out)), ips
+}
+
+func missingMessage(missing []routing.ENI) string {
+	parts := make([]string, len(missing))
+	for i, e := range missing {
+		parts[i] = fmt.Sprintf("no link with MAC %s for ENI %s (device %d)", e.MAC, e.ID, e.Number)
+	}
+	return truncate(strings.Join(parts, "; "), 1024)
+}
+
+func resultLabel(err error) string {
+	if err != nil {
+		return "error"
+	}
+	return "ok"
+}
