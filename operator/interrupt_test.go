@@ -27,6 +27,7 @@ import (
 	"github.com/enipam/enipam/operator/policy"
 	"github.com/enipam/enipam/operator/pool"
 	"github.com/enipam/enipam/operator/poolcontroller"
+	"github.com/enipam/enipam/test/agentsim"
 	"github.com/enipam/enipam/test/ec2sim"
 	"github.com/enipam/enipam/test/ec2sim/cloudfake"
 )
@@ -214,7 +215,7 @@ func (w *interruptWorld) agents() {
 			attached[e.NetworkInterfaceID] = true
 		}
 	}
-	nr.Status.ENIs = routedENIs(cn, &nr.Spec, attached)
+	nr.Status.ENIs = agentsim.Routed(cn, &nr.Spec, func(id string) bool { return attached[id] })
 	if err := w.c.Status().Update(ctx, nr); err != nil {
 		w.t.Fatal(err)
 	}

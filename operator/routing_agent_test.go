@@ -4,25 +4,22 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"net/netip"
-	"slices"
 	"sync"
 	"time"
 
-	ipamoption "github.com/cilium/cilium/pkg/ipam/option"
 	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
+	"github.com/enipam/enipam/test/agentsim"
 )
 
 // routingAgents play enipam-agent on every node of a test: every 100 ms
-// they report on each NodeRouting what the real agent would have routed —
-// per ENI of status.eni.enis at or above spec.firstInterfaceIndex, not
-// excluded, and attached in ec2sim (a link exists only then): its
-// addresses and prefixes and the pool IPs naming it, less those released.
+// they report on each NodeRouting what the real agent would have routed
+// (agentsim.Routed), counting an ENI only once ec2sim shows it attached (a
+// link exists only then).
 // Nodes can be taken down (the agent stops reporting) and brought back.
 type routingAgents struct {
 	r    *rig
@@ -78,7 +75,7 @@ func (a *routingAgents) report(ctx context.Context) {
 			continue
 		}
 		want := nr.DeepCopy()
-		want.Status.ENIs = routedENIs(cn, &nr.Spec, attached)
+		want.Status.ENIs = agentsim.Routed(cn, &nr.Spec, func(id string) bool { return attached[id] })
 		want.Status.RoutedENIs, want.Status.RoutedIPs = int32(len(want.Status.ENIs)), 0
 		for _, e := range want.Status.ENIs {
 			want.Status.RoutedIPs += int32(len(e.IPs))
@@ -93,53 +90,6 @@ func (a *routingAgents) report(ctx context.Context) {
 		}
 		_ = a.r.c.Status().Patch(ctx, want, client.MergeFrom(nr))
 	}
-}
-
-func routedENIs(cn *ciliumv2.CiliumNode, spec *enipamv1alpha1.NodeRoutingSpec, attached map[string]bool) []enipamv1alpha1.RoutedENI {
-	var out []enipamv1alpha1.RoutedENI
-	for id, eni := range cn.Status.ENI.ENIs {
-		if eni.Number < int(spec.FirstInterfaceIndex) || !attached[id] || excluded(eni.Tags, spec.ExcludeInterfaceTags) {
-			continue
-		}
-		ips := map[string]bool{}
-		for _, a := range eni.Addresses {
-			ips[a.String()] = true
-		}
-		for ip, e := range cn.Spec.IPAM.Pool {
-			if e.Resource == id {
-				ips[ip] = true
-			}
-		}
-		r := enipamv1alpha1.RoutedENI{ID: id, MAC: eni.MAC, Number: int32(eni.Number), Table: int32(10 + eni.Number)}
-		for ip := range ips {
-			if cn.Status.IPAM.ReleaseIPs[ip] == ipamoption.IPAMReleased {
-				continue
-			}
-			if _, err := netip.ParseAddr(ip); err == nil {
-				r.IPs = append(r.IPs, ip)
-			}
-		}
-		for _, p := range eni.Prefixes {
-			r.Prefixes = append(r.Prefixes, p.String())
-		}
-		slices.Sort(r.IPs)
-		slices.Sort(r.Prefixes)
-		out = append(out, r)
-	}
-	slices.SortFunc(out, func(a, b enipamv1alpha1.RoutedENI) int { return int(a.Number - b.Number) })
-	return out
-}
-
-func excluded(tags, exclude map[string]string) bool {
-	if len(exclude) == 0 {
-		return false
-	}
-	for k, v := range exclude {
-		if tags[k] != v {
-			return false
-		}
-	}
-	return true
 }
 
 func equalJSON(a, b any) bool {

@@ -39,6 +39,12 @@ type Options struct {
 	Ledger *Ledger
 	// Logger gets the Sim's logs, with key "node"; nil means slog.Default().
 	Logger *slog.Logger
+	// Routing tunes the simulated enipam-agents the Sim runs beside the
+	// Cilium agents (a RoutingSim reporting every node's NodeRouting), so
+	// the operator pools addresses; NoRouting leaves that to the caller
+	// (a real enipam-agent, or none).
+	Routing   RoutingOptions
+	NoRouting bool
 }
 
 // Validate rejects negative limits.

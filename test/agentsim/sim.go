@@ -36,6 +36,8 @@ type Sim struct {
 	informer cache.SharedIndexInformer
 	started  bool
 	done     chan struct{}
+	// routing plays enipam-agent on every node, unless opts.NoRouting.
+	routing *RoutingSim
 }
 
 // New returns a Sim that will reach the apiserver through cfg, with its own
@@ -55,12 +57,23 @@ func New(cfg *rest.Config, opts Options) (*Sim, error) {
 	if err != nil {
 		return nil, fmt.Errorf("building the agent simulator's client, %w", err)
 	}
+	var routing *RoutingSim
+	if !opts.NoRouting {
+		ro := opts.Routing
+		if ro.Logger == nil {
+			ro.Logger = opts.Logger
+		}
+		if routing, err = NewRoutingSim(cfg, ro); err != nil {
+			return nil, err
+		}
+	}
 	return &Sim{
-		opts:   opts,
-		log:    opts.Logger,
-		client: c,
-		agents: map[string]*Agent{},
-		done:   make(chan struct{}),
+		routing: routing,
+		opts:    opts,
+		log:     opts.Logger,
+		client:  c,
+		agents:  map[string]*Agent{},
+		done:    make(chan struct{}),
 	}, nil
 }
 
@@ -94,6 +107,14 @@ func (s *Sim) Start(ctx context.Context) error {
 		close(s.done)
 		return fmt.Errorf("syncing the CiliumNode informer, %w", context.Cause(ctx))
 	}
+	if s.routing != nil {
+		if err := s.routing.Start(ctx); err != nil {
+			s.queue.ShutDown()
+			wg.Wait()
+			close(s.done)
+			return err
+		}
+	}
 	// Agents added before Start see their CiliumNode now.
 	for _, a := range s.Agents() {
 		s.catchUp(a)
@@ -116,6 +137,10 @@ func (s *Sim) Start(ctx context.Context) error {
 	}()
 	return nil
 }
+
+// Routing returns the simulated enipam-agents (nil with
+// Options.NoRouting), to stop and start them per node.
+func (s *Sim) Routing() *RoutingSim { return s.routing }
 
 // Done is closed once the Sim has stopped after its context ended.
 func (s *Sim) Done() <-chan struct{} { return s.done }

@@ -1,0 +1,264 @@
+package agentsim
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	ipamoption "github.com/cilium/cilium/pkg/ipam/option"
+	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/flowcontrol"
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
+)
+
+// RoutingOptions tune the simulated enipam-agents.
+type RoutingOptions struct {
+	// Delay is how long an agent takes from seeing a change of its
+	// CiliumNode to reporting it routed (the real agent's converge);
+	// default 50 ms.
+	Delay time.Duration
+	// Attached reports whether EC2's attachment of an ENI completed: a
+	// link exists only then, so the real agent reports nothing of an ENI
+	// before. Nil counts every listed ENI as attached (the operator
+	// checks the attachment itself before pooling).
+	Attached func(eniID string) bool
+	// Workers write reports; default 8. QPS and Burst bound the writes'
+	// client; defaults 200 and 400.
+	Workers int
+	QPS     float32
+	Burst   int
+	Logger  *slog.Logger
+}
+
+// RoutingSim plays enipam-agent on many nodes at once: for each node's
+// NodeRouting it reports, in status, what the real agent would have routed
+// (Routed), after Delay, and writes only when that changed. Agents can be
+// stopped per node (nothing new is reported, as when the DaemonSet pod is
+// down) and started again.
+type RoutingSim struct {
+	opts   RoutingOptions
+	client client.WithWatch
+	log    *slog.Logger
+
+	cns, nrs cache.SharedIndexInformer
+	queue    workqueue.TypedDelayingInterface[string]
+
+	mu      sync.Mutex
+	stopped map[string]bool
+
+	reports atomic.Int64
+}
+
+// NewRoutingSim returns a simulator; it does nothing until Start.
+func NewRoutingSim(cfg *rest.Config, opts RoutingOptions) (*RoutingSim, error) {
+	if opts.Delay <= 0 {
+		opts.Delay = 50 * time.Millisecond
+	}
+	if opts.Workers <= 0 {
+		opts.Workers = 8
+	}
+	if opts.QPS <= 0 {
+		opts.QPS, opts.Burst = 200, 400
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	cfg = rest.CopyConfig(cfg)
+	cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(opts.QPS, opts.Burst)
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{ciliumv2.AddToScheme, enipamv1alpha1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			return nil, err
+		}
+	}
+	c, err := client.NewWithWatch(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, fmt.Errorf("building the routing simulator's client, %w", err)
+	}
+	return &RoutingSim{opts: opts, client: c, log: opts.Logger, stopped: map[string]bool{}}, nil
+}
+
+// Start watches CiliumNodes and NodeRoutings and starts the reporters; it
+// returns once both informers synced. Everything stops with ctx.
+func (r *RoutingSim) Start(ctx context.Context) error {
+	r.cns = newCiliumNodeInformer(r.client, r.log)
+	r.nrs = newNodeRoutingInformer(r.client)
+	r.queue = workqueue.NewTypedDelayingQueue[string]()
+	enqueue := func(obj any) {
+		if m, ok := obj.(metav1.Object); ok {
+			r.queue.AddAfter(m.GetName(), r.opts.Delay)
+		}
+	}
+	handler := cache.ResourceEventHandlerFuncs{AddFunc: enqueue, UpdateFunc: func(_, n any) { enqueue(n) }}
+	for _, inf := range []cache.SharedIndexInformer{r.cns, r.nrs} {
+		if _, err := inf.AddEventHandler(handler); err != nil {
+			return err
+		}
+		go inf.RunWithContext(ctx)
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), r.cns.HasSynced, r.nrs.HasSynced) {
+		return fmt.Errorf("routing simulator: informers never synced")
+	}
+	for range r.opts.Workers {
+		go func() {
+			for {
+				name, shutdown := r.queue.Get()
+				if shutdown {
+					return
+				}
+				r.report(ctx, name)
+				r.queue.Done(name)
+			}
+		}()
+	}
+	go func() {
+		<-ctx.Done()
+		r.queue.ShutDown()
+	}()
+	return nil
+}
+
+// StopNode stops the agent of a node: it reports nothing new until
+// StartNode.
+func (r *RoutingSim) StopNode(name string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.stopped[name] = true
+}
+
+// StartNode starts the agent of a node again; it reports at once.
+func (r *RoutingSim) StartNode(name string) {
+	r.mu.Lock()
+	delete(r.stopped, name)
+	r.mu.Unlock()
+	if r.queue != nil {
+		r.queue.Add(name)
+	}
+}
+
+// Reports counts the NodeRouting status writes made.
+func (r *RoutingSim) Reports() int64 { return r.reports.Load() }
+
+func (r *RoutingSim) report(ctx context.Context, name string) {
+	r.mu.Lock()
+	stopped := r.stopped[name]
+	r.mu.Unlock()
+	if stopped {
+		return
+	}
+	cnObj, ok, _ := r.cns.GetStore().GetByKey(name)
+	nrObj, ok2, _ := r.nrs.GetStore().GetByKey(name)
+	if !ok || !ok2 {
+		return
+	}
+	cn, nr := cnObj.(*ciliumv2.CiliumNode), nrObj.(*enipamv1alpha1.NodeRouting)
+	want := nr.DeepCopy()
+	want.Status.ENIs = Routed(cn, &nr.Spec, r.opts.Attached)
+	want.Status.RoutedENIs, want.Status.RoutedIPs = int32(len(want.Status.ENIs)), 0
+	for _, e := range want.Status.ENIs {
+		want.Status.RoutedIPs += int32(len(e.IPs) + 16*len(e.Prefixes))
+	}
+	want.Status.ObservedGeneration = nr.Generation
+	meta.SetStatusCondition(&want.Status.Conditions, metav1.Condition{
+		Type: enipamv1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: enipamv1alpha1.ReasonRouted,
+		Message: "simulated", ObservedGeneration: nr.Generation,
+	})
+	if sameJSON(nr.Status, want.Status) {
+		return
+	}
+	if err := r.client.Status().Patch(ctx, want, client.MergeFrom(nr)); err != nil {
+		r.log.Debug("routing report failed; retrying", "node", name, "error", err)
+		r.queue.AddAfter(name, r.opts.Delay)
+		return
+	}
+	r.reports.Add(1)
+}
+
+// Routed is what enipam-agent routes on a node and reports in its
+// NodeRouting status (nodeagent/ciliumnode.ToNode and the agent's report
+// follow the same rules): for each ENI of status.eni.enis at or above
+// spec.firstInterfaceIndex, not excluded by spec.excludeInterfaceTags, and
+// attached (nil attached: every one), the addresses status.eni.enis lists
+// on it and the pool addresses naming it, less those in state released,
+// plus its prefixes.
+func Routed(cn *ciliumv2.CiliumNode, spec *enipamv1alpha1.NodeRoutingSpec, attached func(string) bool) []enipamv1alpha1.RoutedENI {
+	var out []enipamv1alpha1.RoutedENI
+	for id, eni := range cn.Status.ENI.ENIs {
+		if eni.Number < int(spec.FirstInterfaceIndex) || (attached != nil && !attached(id)) || excludedBy(eni.Tags, spec.ExcludeInterfaceTags) {
+			continue
+		}
+		ips := map[string]bool{}
+		for _, a := range eni.Addresses {
+			ips[a.String()] = true
+		}
+		for ip, e := range cn.Spec.IPAM.Pool {
+			if e.Resource == id {
+				ips[ip] = true
+			}
+		}
+		r := enipamv1alpha1.RoutedENI{ID: id, MAC: eni.MAC, Number: int32(eni.Number), Table: int32(10 + eni.Number)}
+		for ip := range ips {
+			if cn.Status.IPAM.ReleaseIPs[ip] == ipamoption.IPAMReleased {
+				continue
+			}
+			if _, err := netip.ParseAddr(ip); err == nil {
+				r.IPs = append(r.IPs, ip)
+			}
+		}
+		for _, p := range eni.Prefixes {
+			r.Prefixes = append(r.Prefixes, p.String())
+		}
+		slices.Sort(r.IPs)
+		slices.Sort(r.Prefixes)
+		out = append(out, r)
+	}
+	slices.SortFunc(out, func(a, b enipamv1alpha1.RoutedENI) int { return int(a.Number - b.Number) })
+	return out
+}
+
+func excludedBy(tags, exclude map[string]string) bool {
+	if len(exclude) == 0 {
+		return false
+	}
+	for k, v := range exclude {
+		if tags[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+func sameJSON(a, b any) bool {
+	ja, errA := json.Marshal(a)
+	jb, errB := json.Marshal(b)
+	return errA == nil && errB == nil && string(ja) == string(jb)
+}
+
+func newNodeRoutingInformer(c client.WithWatch) cache.SharedIndexInformer {
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			list := &enipamv1alpha1.NodeRoutingList{}
+			err := c.List(ctx, list, &client.ListOptions{Raw: &opts, Limit: opts.Limit, Continue: opts.Continue})
+			return list, err
+		},
+		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			return c.Watch(ctx, &enipamv1alpha1.NodeRoutingList{}, &client.ListOptions{Raw: &opts})
+		},
+	}
+	return cache.NewSharedIndexInformer(lw, &enipamv1alpha1.NodeRouting{}, 0, cache.Indexers{})
+}
