@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"os"
 	"testing"
 	"time"
 
@@ -120,7 +121,11 @@ func (w *interruptWorld) start(opts poolcontroller.Options) *life {
 	w.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	w.t.Cleanup(cancel)
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	var logOut io.Writer = io.Discard
+	if testing.Verbose() {
+		logOut = os.Stderr
+	}
+	log := slog.New(slog.NewTextHandler(logOut, nil))
 	inv := inventory.New(w.cloud, inventory.Options{
 		VPCIDs: []string{"vpc-0a000000000000001"}, ResyncInterval: time.Hour, ConsistencyGrace: time.Second, NotFoundRetry: time.Second,
 	}, log)
@@ -154,12 +159,12 @@ func (w *interruptWorld) reconcile(l *life) error {
 }
 
 // converge reconciles until the pool holds at least want free addresses
-// and nothing is in the handshake but released entries, for at most 40
-// rounds (attachments in ec2sim complete at once unless timed).
+// and nothing is in the handshake but released entries, for at most 15 s
+// (the inventory learns of completed attachments once a second).
 func (w *interruptWorld) converge(l *life, want int) *ciliumv2.CiliumNode {
 	w.t.Helper()
 	var cn *ciliumv2.CiliumNode
-	for range 40 {
+	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); {
 		_ = w.reconcile(l)
 		cn = w.node()
 		if free(cn) >= want && pending(cn) == 0 {
