@@ -2,6 +2,8 @@ package ec2
 
 import (
 	"context"
+	"fmt"
+	"sync"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -38,31 +40,86 @@ func DefaultBucket(action string) Bucket {
 
 // Buckets holds one client-side limiter per action, so one busy action
 // never starves another, as with EC2's own accounting.
+//
+// A bucket starts with initialFill of its burst, at the first call of its
+// action, and refills at EC2's rate from then on. EC2's buckets belong to
+// the account and region, not to this process: the process that just
+// crashed, or the leader this replica replaces, may have left them empty,
+// and EC2 tells no one how full they are. A fresh process that starts
+// with full buckets sends a whole burst into buckets that may be drained
+// and gets it refused with RequestLimitExceeded, retries included (one
+// restart sent 771 Assigns, 524 refused). Starting empty (the default)
+// never sends faster than EC2 refills, so nothing is refused even when
+// EC2's bucket is dry; what it costs, when EC2's bucket was full after
+// all, is one burst spread over the first burst/refill seconds of a
+// backlog (20 s for Assign and Create, 10 s for Attach, 5 s for
+// describes), once per process. A small fraction instead of zero would
+// save little of that and be refused whenever EC2 is dry. The start is
+// taken at first use, not at construction, so a standby replica elected
+// long after it started ramps up too.
 type Buckets struct {
-	scale    float64
-	limiters map[string]*rate.Limiter
+	now     func() time.Time
+	sleep   func(context.Context, time.Duration) error
+	buckets map[string]*bucket
 }
 
-// NewBuckets returns EC2's default buckets with refill and burst scaled.
-func NewBuckets(scale float64) *Buckets {
-	b := &Buckets{scale: scale, limiters: map[string]*rate.Limiter{}}
+// bucket is one action's limiter and the fill it starts with.
+type bucket struct {
+	limiter *rate.Limiter
+	initial int
+	start   sync.Once
+}
+
+// NewBuckets returns EC2's default buckets with refill and burst scaled,
+// each starting with initialFill (0 to 1) of its burst at first use.
+func NewBuckets(scale, initialFill float64) *Buckets {
+	return newBuckets(scale, initialFill, time.Now, sleepCtx)
+}
+
+func newBuckets(scale, initialFill float64, now func() time.Time, sleep func(context.Context, time.Duration) error) *Buckets {
+	b := &Buckets{now: now, sleep: sleep, buckets: map[string]*bucket{}}
+	initialFill = min(max(initialFill, 0), 1)
 	for _, action := range actions {
 		d := DefaultBucket(action)
-		b.limiters[action] = rate.NewLimiter(rate.Limit(d.Refill*scale), max(1, int(float64(d.Burst)*scale)))
+		burst := max(1, int(float64(d.Burst)*scale))
+		b.buckets[action] = &bucket{
+			limiter: rate.NewLimiter(rate.Limit(d.Refill*scale), burst),
+			initial: int(float64(burst) * initialFill),
+		}
 	}
 	return b
 }
 
 // Wait blocks until the action's bucket grants a token and returns how
-// long that took. Waiters are served in arrival order.
+// long that took. Waiters are served in arrival order. A wait that would
+// outlast ctx's deadline fails at once and takes no token.
 func (b *Buckets) Wait(ctx context.Context, action string) (time.Duration, error) {
-	l, ok := b.limiters[action]
+	bk, ok := b.buckets[action]
 	if !ok {
 		panic("ec2: no bucket for action " + action) // every action is listed below
 	}
-	start := time.Now()
-	err := l.Wait(ctx)
-	return time.Since(start), err
+	now := b.now()
+	bk.start.Do(func() {
+		// A new limiter is full; taking what is above the initial fill
+		// leaves it there, refilling from now.
+		if drain := bk.limiter.Burst() - bk.initial; drain > 0 {
+			bk.limiter.ReserveN(now, drain)
+		}
+	})
+	r := bk.limiter.ReserveN(now, 1)
+	delay := r.DelayFrom(now)
+	if delay == 0 {
+		return 0, nil
+	}
+	if deadline, ok := ctx.Deadline(); ok && deadline.Sub(now) < delay {
+		r.CancelAt(now)
+		return 0, fmt.Errorf("%s would wait %s for its client-side bucket, beyond the deadline, %w", action, delay, context.DeadlineExceeded)
+	}
+	if err := b.sleep(ctx, delay); err != nil {
+		r.CancelAt(b.now())
+		return b.now().Sub(now), err
+	}
+	return delay, nil
 }
 
 // actions are the EC2 actions the adapter calls.

@@ -31,6 +31,12 @@ type Options struct {
 	// RateScale scales the refill rate and burst of every client-side
 	// bucket; 1 uses EC2's documented defaults.
 	RateScale float64
+	// InitialBucketFill is the share (0 to 1) of each client-side bucket
+	// available at the first call of its action. 0, the default, starts
+	// empty: a fresh process ramps up at EC2's refill rate instead of
+	// bursting into account buckets its predecessor may have drained (see
+	// Buckets).
+	InitialBucketFill float64
 	// MaxAttempts bounds the attempts of one call (throttling and 5xx are
 	// retried).
 	MaxAttempts int
@@ -40,8 +46,8 @@ type Options struct {
 	CallTimeout time.Duration
 }
 
-// DefaultOptions are EC2's default buckets, 8 attempts and backoff from
-// 200 ms to 20 s.
+// DefaultOptions are EC2's default buckets starting empty, 8 attempts and
+// backoff from 200 ms to 20 s.
 func DefaultOptions() Options {
 	return Options{RateScale: 1, MaxAttempts: 8, BaseBackoff: 200 * time.Millisecond, MaxBackoff: 20 * time.Second, CallTimeout: 60 * time.Second}
 }
@@ -63,6 +69,9 @@ func New(cfg aws.Config, opts Options, reg prometheus.Registerer) (*Client, erro
 	if opts.RateScale <= 0 {
 		return nil, fmt.Errorf("EC2 rate scale must be positive, got %v", opts.RateScale)
 	}
+	if opts.InitialBucketFill < 0 || opts.InitialBucketFill > 1 {
+		return nil, fmt.Errorf("EC2 initial bucket fill must be in [0, 1], got %v", opts.InitialBucketFill)
+	}
 	if opts.MaxAttempts < 1 {
 		opts.MaxAttempts = 1
 	}
@@ -78,7 +87,7 @@ func New(cfg aws.Config, opts Options, reg prometheus.Registerer) (*Client, erro
 	if err != nil {
 		return nil, err
 	}
-	return &Client{sdk: sdk, opts: opts, buckets: NewBuckets(opts.RateScale), metrics: metrics, sleep: sleepCtx}, nil
+	return &Client{sdk: sdk, opts: opts, buckets: NewBuckets(opts.RateScale, opts.InitialBucketFill), metrics: metrics, sleep: sleepCtx}, nil
 }
 
 // call runs one logical EC2 call through the chokepoint.

@@ -103,6 +103,9 @@ func Start(ctx context.Context, name, logDir, bin string, env []string, args ...
 // PID is the process ID.
 func (p *Process) PID() int { return p.cmd.Process.Pid }
 
+// Done is closed once the process has ended, whatever ended it.
+func (p *Process) Done() <-chan struct{} { return p.done }
+
 // Exited reports whether the process has ended.
 func (p *Process) Exited() bool {
 	select {
