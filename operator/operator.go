@@ -25,6 +25,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
+	"github.com/enipam/enipam/operator/cloud"
 	"github.com/enipam/enipam/operator/ec2"
 	"github.com/enipam/enipam/operator/gc"
 	"github.com/enipam/enipam/operator/inventory"
@@ -95,6 +96,18 @@ func New(opts Options, restCfg *rest.Config, awsCfg aws.Config, reg prometheus.R
 		ResyncInterval:   opts.ResyncInterval,
 		ConsistencyGrace: min(opts.ResyncInterval, 2*time.Minute),
 		NotFoundRetry:    30 * time.Second,
+		// A first sync that finds ENIs of this cluster means a
+		// predecessor (a crashed process, the leader this replica
+		// replaces) may have drained the account's buckets: ramp up from
+		// empty. A new cluster keeps EC2's burst for its first scale-up.
+		OnSynced: func(inv *inventory.Inventory) {
+			fill := 1.0
+			if inv.HasTagged(cloud.TagCluster, opts.ClusterName) {
+				fill = 0
+			}
+			api.SetInitialBucketFill(fill)
+			log.Info("EC2 client buckets primed", "initialFill", fill)
+		},
 	}, log.With("component", "inventory"))
 	if err := reg.Register(inv); err != nil {
 		return nil, err

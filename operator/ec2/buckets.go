@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -57,16 +58,29 @@ func DefaultBucket(action string) Bucket {
 // save little of that and be refused whenever EC2 is dry. The start is
 // taken at first use, not at construction, so a standby replica elected
 // long after it started ramps up too.
+//
+// The fill can be set until a bucket's first use (SetInitialFill): the
+// operator starts its buckets full when its first EC2 sync finds no ENI
+// of its cluster (no predecessor can have drained the account's buckets
+// on its behalf: a new cluster's first scale-up keeps EC2's burst) and
+// empty otherwise.
 type Buckets struct {
 	now     func() time.Time
 	sleep   func(context.Context, time.Duration) error
 	buckets map[string]*bucket
+	// fill is the initial fill, in millionths, for buckets not used yet.
+	fill atomic.Int64
 }
 
-// bucket is one action's limiter and the fill it starts with.
+// SetInitialFill sets the share (0 to 1) of its burst each bucket not
+// used yet starts with.
+func (b *Buckets) SetInitialFill(fill float64) {
+	b.fill.Store(int64(min(max(fill, 0), 1) * 1e6))
+}
+
+// bucket is one action's limiter, full until its first use.
 type bucket struct {
 	limiter *rate.Limiter
-	initial int
 	start   sync.Once
 }
 
@@ -78,14 +92,11 @@ func NewBuckets(scale, initialFill float64) *Buckets {
 
 func newBuckets(scale, initialFill float64, now func() time.Time, sleep func(context.Context, time.Duration) error) *Buckets {
 	b := &Buckets{now: now, sleep: sleep, buckets: map[string]*bucket{}}
-	initialFill = min(max(initialFill, 0), 1)
+	b.SetInitialFill(initialFill)
 	for _, action := range actions {
 		d := DefaultBucket(action)
 		burst := max(1, int(float64(d.Burst)*scale))
-		b.buckets[action] = &bucket{
-			limiter: rate.NewLimiter(rate.Limit(d.Refill*scale), burst),
-			initial: int(float64(burst) * initialFill),
-		}
+		b.buckets[action] = &bucket{limiter: rate.NewLimiter(rate.Limit(d.Refill*scale), burst)}
 	}
 	return b
 }
@@ -102,7 +113,8 @@ func (b *Buckets) Wait(ctx context.Context, action string) (time.Duration, error
 	bk.start.Do(func() {
 		// A new limiter is full; taking what is above the initial fill
 		// leaves it there, refilling from now.
-		if drain := bk.limiter.Burst() - bk.initial; drain > 0 {
+		initial := int(float64(bk.limiter.Burst()) * float64(b.fill.Load()) / 1e6)
+		if drain := bk.limiter.Burst() - initial; drain > 0 {
 			bk.limiter.ReserveN(now, drain)
 		}
 	})

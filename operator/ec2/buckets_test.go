@@ -129,3 +129,21 @@ func TestNewRejectsFillOutsideZeroToOne(t *testing.T) {
 		t.Errorf("default fill %v, want 0 (start empty)", DefaultOptions().InitialBucketFill)
 	}
 }
+
+// TestFillSetBeforeFirstUse: the operator sets the fill after its first
+// EC2 sync, when the describes' buckets are already in use. Buckets used
+// before keep the fill they started with; the others start with the new
+// one (a new cluster: the whole burst of 100 Assigns at once).
+func TestFillSetBeforeFirstUse(t *testing.T) {
+	b, clock := newFakeBuckets(0)
+	if got := granted(t, b, clock, "DescribeNetworkInterfaces", 0); got != 0 {
+		t.Fatalf("%d describes at once from an empty start", got)
+	}
+	b.SetInitialFill(1)
+	if got := granted(t, b, clock, "AssignPrivateIpAddresses", 0); got != 100 {
+		t.Errorf("%d Assigns at once after SetInitialFill(1), want the burst of 100", got)
+	}
+	if got := granted(t, b, clock, "DescribeNetworkInterfaces", 0); got != 0 {
+		t.Errorf("%d describes at once: a bucket already in use must keep its start", got)
+	}
+}

@@ -46,6 +46,10 @@ type Options struct {
 	CallTimeout time.Duration
 }
 
+// SetInitialBucketFill sets the share of its burst each client-side
+// bucket not used yet starts with (see Buckets).
+func (c *Client) SetInitialBucketFill(fill float64) { c.buckets.SetInitialFill(fill) }
+
 // DefaultOptions are EC2's default buckets starting empty, 8 attempts and
 // backoff from 200 ms to 20 s.
 func DefaultOptions() Options {

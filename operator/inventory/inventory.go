@@ -37,6 +37,9 @@ type Options struct {
 	// NotFoundRetry is how long an instance EC2 did not know is answered
 	// from memory before it is looked up again.
 	NotFoundRetry time.Duration
+	// OnSynced, if set, runs once the first sync succeeded, before
+	// Synced is closed (before any allocation).
+	OnSynced func(*Inventory)
 }
 
 // Inventory is the cache. Create it with New and run Start.
@@ -129,7 +132,12 @@ func (inv *Inventory) Start(ctx context.Context) error {
 		}
 		backoff = min(2*backoff, time.Minute)
 	}
-	inv.syncedOnce.Do(func() { close(inv.synced) })
+	inv.syncedOnce.Do(func() {
+		if inv.opts.OnSynced != nil {
+			inv.opts.OnSynced(inv)
+		}
+		close(inv.synced)
+	})
 	ticker := time.NewTicker(inv.opts.ResyncInterval)
 	defer ticker.Stop()
 	for {
@@ -407,6 +415,18 @@ func (inv *Inventory) UnattachedENIs(key, value string) []cloud.ENI {
 	}
 	slices.SortFunc(out, func(a, b cloud.ENI) int { return strings.Compare(a.ID, b.ID) })
 	return out
+}
+
+// HasTagged reports whether any known ENI carries tag key=value.
+func (inv *Inventory) HasTagged(key, value string) bool {
+	inv.mu.RLock()
+	defer inv.mu.RUnlock()
+	for _, e := range inv.enis {
+		if e.Tags[key] == value {
+			return true
+		}
+	}
+	return false
 }
 
 // LastSync returns when the oldest known VPC was last described.
