@@ -52,11 +52,15 @@ func (w *world) serving() bool {
 	if p == nil || p.Exited() || w.opProxy.CutOff() || w.agentProxy.CutOff() {
 		return false
 	}
-	if !w.opts.leaderElection() {
+	if !w.opts.leaderElection() || w.leader == p {
 		return true
 	}
 	data, err := os.ReadFile(p.LogPath)
-	return err == nil && strings.Contains(string(data), "successfully acquired lease")
+	if err != nil || !strings.Contains(strings.ToLower(string(data)), "successfully acquired lease") {
+		return false
+	}
+	w.leader = p
+	return true
 }
 
 // digest sums up everything that moves while the operator works.

@@ -2,9 +2,10 @@
 // binaries: ec2sim as EC2 (its realistic profile — attachments take
 // seconds, EC2's throttling — plus InternalError answers and an
 // eventual-consistency window), a real kube-apiserver, nodes joining with
-// simulated cilium-agents (test/agentsim), and the real enipam-operator,
-// SIGKILLed at random moments while pools grow and while they shrink, and
-// restarted each time as a Deployment would.
+// simulated cilium-agents (test/agentsim) and pods, most pods leaving and
+// some coming back, and the real enipam-operator, SIGKILLed at random
+// moments while pools grow and while they shrink, and restarted each time
+// as a Deployment would.
 //
 // Between the operator (and the agents) and the apiserver sits a
 // test/faultproxy, which the scenarios use to fail the spec patch that
@@ -20,9 +21,10 @@
 // no ENI beyond what each node's demand needed, none left unattached, and
 // nothing wrong in the agents' ledger. Report.Print shows the counts.
 //
-// Entry points: the tests of this package (short runs; flags
-// -chaos.nodes, -chaos.kills, -chaos.seed, -chaos.outage size the kill
-// campaign and the outage) and Run with DefaultOptions for longer ones:
+// Entry points: the tests of this package (short runs; the flags
+// -chaos.nodes, -chaos.kills, -chaos.seed, -chaos.fault-nodes,
+// -chaos.outage, -chaos.ec2-faults and -chaos.consistency change them)
+// and Run with DefaultOptions for longer ones:
 //
 //	o := chaos.DefaultOptions("kill-campaign", 200, 30, chaos.NoFault)
 //	o.Bins, o.Dir, o.Progress = bins, dir, os.Stdout

@@ -37,8 +37,11 @@ type Options struct {
 	// ENIPolicy that keeps pod IPs off the primary ENI.
 	Nodes int
 	// PodsPerNode arrive on each node as it joins; ShrinkTo of them stay
-	// after the shrink.
-	PodsPerNode, ShrinkTo int
+	// after the shrink; RegrowPods come back on a node group once the
+	// next group has shrunk (and, with LeaseLostAfterUnassign, on every
+	// node while the operator is cut off), so demand returns while
+	// releases are under way.
+	PodsPerNode, ShrinkTo, RegrowPods int
 	// Kills is how many times the operator is SIGKILLed (and restarted),
 	// a share during scale-up and the rest during shrink.
 	Kills int
@@ -86,19 +89,20 @@ type Options struct {
 
 // DefaultOptions is a run of nodes nodes with kills SIGKILLs and fault:
 // m5.xlarge nodes taking 14 pods each (2 ENIs of 14 addresses at the peak
-// of 24 with pre-allocate 8) and keeping 3 after the shrink; ec2sim
+// of 24 with pre-allocate 8), keeping 3 after the shrink, 6 coming back
+// on most; ec2sim
 // realistic (attach in 2-5 s, EC2's throttling) with 5% InternalError
 // and a 5 s eventual-consistency window; excess released after 5 s; the
 // collector every 5 s.
 func DefaultOptions(name string, nodes, kills int, fault Fault) Options {
 	return Options{
-		Name: name, Nodes: nodes, PodsPerNode: 14, ShrinkTo: 3, Kills: kills,
+		Name: name, Nodes: nodes, PodsPerNode: 14, ShrinkTo: 3, RegrowPods: 6, Kills: kills,
 		KillGap: [2]time.Duration{time.Second, 8 * time.Second},
 		Fault:   fault, SpecFailRate: 0.3, Outage: time.Minute, LeaseCuts: 1,
 		Seed: 1, EC2FaultRate: 0.05, EventualConsistency: 5 * time.Second, InstanceType: "m5.xlarge",
 		PreAllocate: 8, ReleaseDelay: 5 * time.Second, GCInterval: 5 * time.Second, ResyncInterval: 10 * time.Second,
 		AgentUpdateInterval: 2 * time.Second,
-		Quiet:               15 * time.Second, ConvergeTimeout: 4 * time.Minute,
+		Quiet:               15 * time.Second, ConvergeTimeout: 3*time.Minute + time.Duration(nodes)*time.Second,
 	}
 }
 
@@ -112,7 +116,8 @@ func (o Options) Validate() error {
 	}
 	check(o.Name != "", "a run needs a name")
 	check(o.Nodes >= 1, "nodes must be at least 1")
-	check(o.PodsPerNode >= 0 && o.ShrinkTo >= 0 && o.ShrinkTo <= o.PodsPerNode, "pods per node %d and shrink-to %d", o.PodsPerNode, o.ShrinkTo)
+	check(o.PodsPerNode >= 0 && o.ShrinkTo >= 0 && o.RegrowPods >= 0 && o.ShrinkTo+o.RegrowPods <= o.PodsPerNode,
+		"pods per node %d, shrink-to %d and regrow %d: the regrown nodes must stay below the peak", o.PodsPerNode, o.ShrinkTo, o.RegrowPods)
 	check(o.Kills >= 0, "kills must not be negative")
 	check(o.KillGap[0] > 0 && o.KillGap[1] >= o.KillGap[0], "kill gap %v", o.KillGap)
 	check(o.Fault != APIServerOutage || o.Outage > 0, "an outage needs a duration")

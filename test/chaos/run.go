@@ -19,7 +19,8 @@ import (
 // could not be carried out, not that the operator broke an invariant
 // (see Report.OK). Logs stay under Options.Dir/Options.Name.
 //
-// The phases: nodes join in waves with their pods (scale-up), the
+// The phases: the instances launch and boot; their nodes join in waves
+// with their pods (scale-up), the
 // operator SIGKILLed at a random moment after each of its starts while
 // waves remain; then most pods leave, node group by node group (shrink),
 // with the remaining kills; then the run waits until nothing changes,
@@ -38,6 +39,15 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		o.Nodes, o.PodsPerNode, o.ShrinkTo, o.Kills, cmp.Or(string(o.Fault), "none"), o.Seed, o.InstanceType, o.PreAllocate,
 		o.ReleaseDelay, o.GCInterval, o.ResyncInterval, 100*o.EC2FaultRate, o.EventualConsistency)}
 	if err := w.waitSynced(ctx); err != nil {
+		return nil, err
+	}
+	// A kubelet registers its node once the instance has booted, long
+	// after EC2's describes show the instance and its primary ENI.
+	if err := w.pods.launch(ctx, o.Nodes); err != nil {
+		return nil, err
+	}
+	w.say("%d instances launched; they boot for %s", o.Nodes, o.EventualConsistency+time.Second)
+	if err := sleep(ctx, o.EventualConsistency+time.Second); err != nil {
 		return nil, err
 	}
 	faults, err := w.armFaults()
@@ -150,7 +160,8 @@ func (w *world) scaleUp(ctx context.Context) error {
 }
 
 // shrink deletes pods node group by node group, with the remaining kills
-// in between.
+// in between; as each group shrinks, pods come back on the group before,
+// whose excess is on its way out.
 func (w *world) shrink(ctx context.Context, faults *armed) error {
 	o := w.opts
 	kills := o.Kills - o.killsDuringScaleUp()
@@ -158,6 +169,9 @@ func (w *world) shrink(ctx context.Context, faults *armed) error {
 	for j := range parts {
 		n := w.pods.shrink(j, parts)
 		w.say("shrink: group %d of %d, %d pods deleted", j+1, parts, n)
+		if j > 0 && o.RegrowPods > 0 {
+			w.say("shrink: %d pods back on group %d", w.pods.regrow(j-1, parts, o.RegrowPods), j)
+		}
 		if j == parts-1 && j >= kills {
 			break
 		}
@@ -254,6 +268,11 @@ func (a *armed) awaitLeaseCuts(ctx context.Context, w *world) error {
 		}
 	}
 	w.say("operator cut off after an Unassign (%d times)", a.leaseCut.Fired()+a.fallbackCuts)
+	if k := w.opts.RegrowPods; k > 0 {
+		// Demand comes back while no operator can act: the next leader
+		// finds pods waiting and IPs it (or its predecessor) unassigned.
+		w.say("%d pods arrive while the operator is cut off", w.pods.regrow(0, 1, k))
+	}
 	return sleep(ctx, leaseCut)
 }
 

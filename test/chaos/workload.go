@@ -20,31 +20,39 @@ type node struct {
 	pods []string
 }
 
+// booting is a launched instance and the node it will register.
+type booting struct {
+	node *node
+	spec agentsim.NodeSpec
+}
+
 // workload is the run's nodes and pods: nodes join with their pods, and
 // most pods leave in the shrink.
 type workload struct {
 	w *world
 
-	mu    sync.Mutex
-	nodes []*node
+	mu sync.Mutex
+	// booting are launched instances whose nodes have not joined yet.
+	booting []booting
+	nodes   []*node
 	// started, failed count the allocations' outcomes; deleted the pods
 	// that left while waiting.
 	started, failed, deleted int
 	asked                    int
-	firstErr                 error
+	// seq numbers the pods of regrowths.
+	seq      int
+	firstErr error
 }
 
 func newWorkload(w *world) *workload { return &workload{w: w} }
 
-// join launches n instances, alternating zones, registers them as nodes
-// (every other one under the secondary policy) and asks for each node's
-// pods, which wait until its agent has its first IPs.
-func (l *workload) join(ctx context.Context, n int) error {
+// launch starts n instances, alternating zones, every other one for the
+// secondary policy, as an autoscaler would; their nodes join later.
+func (l *workload) launch(ctx context.Context, n int) error {
 	l.mu.Lock()
-	base := len(l.nodes)
+	base := len(l.booting) + len(l.nodes)
 	l.mu.Unlock()
-	specs := make([]agentsim.NodeSpec, n)
-	nodes := make([]*node, n)
+	booted := make([]booting, n)
 	errs := make(chan error, n)
 	sem := make(chan struct{}, 16)
 	for i := range n {
@@ -60,7 +68,7 @@ func (l *workload) join(ctx context.Context, n int) error {
 					nd.firstIndex = 1
 					spec.Labels = map[string]string{secondaryLabel: "true"}
 				}
-				specs[i], nodes[i] = spec, nd
+				booted[i] = booting{node: nd, spec: spec}
 			}
 			errs <- err
 		}()
@@ -70,16 +78,34 @@ func (l *workload) join(ctx context.Context, n int) error {
 			return fmt.Errorf("launching instances, %w", err)
 		}
 	}
-	for _, s := range specs {
-		l.w.agents.AddAgent(s.Name)
+	l.mu.Lock()
+	l.booting = append(l.booting, booted...)
+	l.mu.Unlock()
+	return nil
+}
+
+// join registers the next n launched instances as nodes, as their
+// kubelets and cilium-agents do once booted, and asks for each node's
+// pods, which wait until its agent has its first IPs.
+func (l *workload) join(ctx context.Context, n int) error {
+	l.mu.Lock()
+	n = min(n, len(l.booting))
+	wave := l.booting[:n]
+	l.booting = l.booting[n:]
+	l.mu.Unlock()
+	specs := make([]agentsim.NodeSpec, n)
+	for i, b := range wave {
+		specs[i] = b.spec
+		l.w.agents.AddAgent(b.spec.Name)
 	}
 	if err := agentsim.CreateNodes(ctx, l.w.cluster.Client, specs, 32); err != nil {
 		return err
 	}
-	l.mu.Lock()
-	l.nodes = append(l.nodes, nodes...)
-	l.mu.Unlock()
-	for _, nd := range nodes {
+	for _, b := range wave {
+		nd := b.node
+		l.mu.Lock()
+		l.nodes = append(l.nodes, nd)
+		l.mu.Unlock()
 		a := l.w.agents.Agent(nd.name)
 		for i := range l.w.opts.PodsPerNode {
 			owner := fmt.Sprintf("chaos/%s-%d", nd.name, i)
@@ -134,6 +160,32 @@ func (l *workload) shrink(part, parts int) int {
 		}
 	}
 	return released
+}
+
+// regrow asks for k more pods on every node of part (of parts); parts 1
+// is every node.
+func (l *workload) regrow(part, parts, k int) int {
+	l.mu.Lock()
+	var nodes []*node
+	for i, nd := range l.nodes {
+		if i%parts == part {
+			nodes = append(nodes, nd)
+		}
+	}
+	l.mu.Unlock()
+	for _, nd := range nodes {
+		a := l.w.agents.Agent(nd.name)
+		for range k {
+			l.mu.Lock()
+			l.seq++
+			owner := fmt.Sprintf("chaos/%s-r%d", nd.name, l.seq)
+			nd.pods = append(nd.pods, owner)
+			l.asked++
+			l.mu.Unlock()
+			a.AllocateAsync(owner, l.done)
+		}
+	}
+	return len(nodes) * k
 }
 
 // outcomes returns the allocations asked for, started, failed, and

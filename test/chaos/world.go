@@ -73,9 +73,11 @@ type world struct {
 	// opProxy carries the operator's requests, agentProxy the agents'.
 	opProxy, agentProxy *faultproxy.Proxy
 	op                  *supervisor
-	agents              *agentsim.Sim
-	stopAgents          context.CancelFunc
-	pods                *workload
+	// leader is the last operator process seen taking the Lease.
+	leader     *stack.Process
+	agents     *agentsim.Sim
+	stopAgents context.CancelFunc
+	pods       *workload
 }
 
 func (w *world) say(format string, args ...any) {

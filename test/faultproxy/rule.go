@@ -17,7 +17,8 @@ const (
 	Fail Action = iota
 	// Drop forwards the request and lets the apiserver apply it, then
 	// keeps the answer from the client: the connection is reset (Status
-	// 0) or Rule.Status is answered instead.
+	// 0) or Rule.Status is answered instead. It reads the whole answer
+	// first, so it suits writes, not watches.
 	Drop
 	// Cut cuts the client off for Rule.Duration, starting with this
 	// request, which is not forwarded (see Proxy.Cut).
