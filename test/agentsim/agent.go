@@ -60,6 +60,9 @@ type Agent struct {
 	// deletion). It is shared with the informer's cache: read-only.
 	node *ciliumv2.CiliumNode
 	rv   uint64
+	// pooledAt is the CiliumNode revision in which each pool IP was first
+	// seen in the pool (since it last entered it).
+	pooledAt map[string]uint64
 	// release is status.ipam.release-ips as seen, with this agent's answers.
 	release map[string]ipamtypes.IPReleaseStatus
 	// readyAcked holds the IPs whose ready-for-release reached the
@@ -96,6 +99,7 @@ func newAgent(name string, deps agentDeps) *Agent {
 		deps:       deps,
 		addedAt:    time.Now(),
 		readyAcked: map[string]struct{}{},
+		pooledAt:   map[string]uint64{},
 		reserved:   map[string]string{},
 		allocated:  map[string]allocation{},
 		owners:     map[string]string{},
@@ -168,6 +172,16 @@ func (a *Agent) observe(cn *ciliumv2.CiliumNode) {
 	prev := a.node
 	a.node, a.rv = cn, rv
 	pool := cn.Spec.IPAM.Pool
+	for ip := range pool {
+		if _, ok := a.pooledAt[ip]; !ok {
+			a.pooledAt[ip] = rv
+		}
+	}
+	for ip := range a.pooledAt {
+		if _, ok := pool[ip]; !ok {
+			delete(a.pooledAt, ip)
+		}
+	}
 	a.checkRemovalsLocked(prev, pool, now)
 	if n := len(a.growth); n == 0 || len(pool) > a.growth[n-1].size {
 		a.growth = append(a.growth, poolMark{size: len(pool), at: now})

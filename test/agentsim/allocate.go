@@ -256,9 +256,11 @@ func isIPv4(ip string) bool {
 // grantLocked hands ip to w and accounts it.
 func (a *Agent) grantLocked(w *waiter, ip string, now time.Time) finished {
 	a.dequeueLocked(w)
-	a.allocated[ip] = allocation{owner: w.owner, resource: a.node.Spec.IPAM.Pool[ip].Resource}
+	resource := a.node.Spec.IPAM.Pool[ip].Resource
+	a.allocated[ip] = allocation{owner: w.owner, resource: resource}
 	a.owners[w.owner] = ip
 	a.deps.ledger.take(a.name, ip, w.owner, !w.infra, now)
+	a.deps.ledger.handedOut(a.name, resource, ip, w.owner, a.pooledAt[ip], now)
 	var waited time.Duration
 	if w.waited {
 		waited = now.Sub(w.since)

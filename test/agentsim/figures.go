@@ -71,6 +71,10 @@ type Figures struct {
 	// IdleSamples taken every Options.SampleInterval since Start.
 	IdleSamples []IdleSample
 	Violations  Violations
+	// RoutedChecks: handouts judged against the node agents' routing
+	// reports (routed before handed), and those still waiting for the
+	// NodeRouting watch to catch up.
+	RoutedChecks, RoutedPending int
 }
 
 // Figures returns the agent's figures now.
@@ -137,6 +141,7 @@ func (s *Sim) Figures() Figures {
 		UsedLag:        s.writes.lags.summary(),
 		Violations:     l.Violations(),
 	}
+	f.RoutedChecks, f.RoutedPending = l.RoutedChecks()
 	for _, a := range s.Agents() {
 		n := a.Figures()
 		f.Nodes++

@@ -20,6 +20,10 @@ const (
 	// ReleasedWithoutReady: a free IP left spec.ipam.pool although the agent
 	// had not answered ready-for-release for it.
 	ReleasedWithoutReady ViolationKind = "released-without-ready"
+	// HandedBeforeRouted: an IP was handed to a pod although, when it
+	// entered the pool, the node's enipam-agent had not reported it routed
+	// on its ENI (NodeRouting status).
+	HandedBeforeRouted ViolationKind = "handed-before-routed"
 )
 
 // Violation is one recorded breach, kept for failure messages.
@@ -46,11 +50,12 @@ type Violations struct {
 	DoubleAllocation     int
 	RemovedWhileUsed     int
 	ReleasedWithoutReady int
+	HandedBeforeRouted   int
 }
 
 // Total is the number of breaches of any kind; a correct operator keeps it 0.
 func (v Violations) Total() int {
-	return v.DoubleAllocation + v.RemovedWhileUsed + v.ReleasedWithoutReady
+	return v.DoubleAllocation + v.RemovedWhileUsed + v.ReleasedWithoutReady + v.HandedBeforeRouted
 }
 
 // WaitOutcome says how a wait for a free IP ended.
@@ -87,11 +92,19 @@ type Ledger struct {
 	allocations int
 	waits       []time.Duration
 	outcomes    [3]int
+
+	// The routed-before-handed check: what each node's agent listed as
+	// routed, the latest NodeRouting revision seen per node, the handouts
+	// waiting for that watch to catch up, and how many were judged.
+	routes        map[routeKey][]listing
+	routingRV     map[string]uint64
+	pendingRoutes []routedCheck
+	routedChecks  int
 }
 
 // NewLedger returns an empty ledger.
 func NewLedger() *Ledger {
-	return &Ledger{holders: map[string][]holder{}}
+	return &Ledger{holders: map[string][]holder{}, routes: map[routeKey][]listing{}, routingRV: map[string]uint64{}}
 }
 
 // take records that owner on node now holds ip, and a DoubleAllocation if
@@ -142,6 +155,8 @@ func (l *Ledger) recordLocked(v Violation) {
 		l.counts.RemovedWhileUsed++
 	case ReleasedWithoutReady:
 		l.counts.ReleasedWithoutReady++
+	case HandedBeforeRouted:
+		l.counts.HandedBeforeRouted++
 	}
 	if len(l.details) < maxDetails {
 		l.details = append(l.details, v)

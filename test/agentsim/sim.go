@@ -16,6 +16,8 @@ import (
 	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
 )
 
 // Sim runs simulated agents for many nodes against one apiserver: one
@@ -50,8 +52,10 @@ func New(cfg *rest.Config, opts Options) (*Sim, error) {
 	cfg = rest.CopyConfig(cfg)
 	cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(opts.QPS, opts.Burst)
 	scheme := runtime.NewScheme()
-	if err := ciliumv2.AddToScheme(scheme); err != nil {
-		return nil, err
+	for _, add := range []func(*runtime.Scheme) error{ciliumv2.AddToScheme, enipamv1alpha1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			return nil, err
+		}
 	}
 	c, err := client.NewWithWatch(cfg, client.Options{Scheme: scheme})
 	if err != nil {
@@ -99,9 +103,23 @@ func (s *Sim) Start(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
+	// The ledger's routed-before-handed check follows every node's
+	// NodeRouting, whoever reports there (the RoutingSim or a real agent).
+	routings := newNodeRoutingInformer(s.client)
+	observe := func(obj any) {
+		if nr, ok := obj.(*enipamv1alpha1.NodeRouting); ok {
+			s.opts.Ledger.observeRouting(nr.Name, parseRV(nr.ResourceVersion), &nr.Status)
+		}
+	}
+	if _, err := routings.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: observe, UpdateFunc: func(_, obj any) { observe(obj) },
+	}); err != nil {
+		return err
+	}
 	var wg sync.WaitGroup
 	wg.Go(func() { s.informer.RunWithContext(ctx) })
-	if !cache.WaitForCacheSync(ctx.Done(), s.informer.HasSynced) {
+	wg.Go(func() { routings.RunWithContext(ctx) })
+	if !cache.WaitForCacheSync(ctx.Done(), s.informer.HasSynced, routings.HasSynced) {
 		s.queue.ShutDown()
 		wg.Wait()
 		close(s.done)

@@ -137,6 +137,7 @@ func (s Churn) Run(ctx context.Context, e *Env) (*Report, error) {
 	}
 	rep.add("EC2 throttled", throttled, "calls")
 	rep.add("violations", f.Violations.Total(), "")
+	rep.add("handouts checked routed before handed (waiting)", fmt.Sprintf("%d (%d)", f.RoutedChecks, f.RoutedPending), "")
 	var idleOverTime []string
 	for _, smp := range f.IdleSamples {
 		if !smp.At.Before(runStart) {

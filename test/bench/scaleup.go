@@ -152,6 +152,7 @@ func (s ScaleUp) Run(ctx context.Context, e *Env) (*Report, error) {
 	rep.add("operator peak RSS", float64(after.PeakRSSBytes)/(1<<20), "MiB")
 	rep.add("agent status writes per node", float64(figures.Writes)/n, "")
 	rep.add("violations", figures.Violations.Total(), "")
+	rep.add("handouts checked routed before handed (waiting)", fmt.Sprintf("%d (%d)", figures.RoutedChecks, figures.RoutedPending), "")
 	statusErrors, err := w.statusErrors(ctx)
 	if err != nil {
 		return nil, err

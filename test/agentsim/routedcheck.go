@@ -1,0 +1,110 @@
+package agentsim
+
+import (
+	"net/netip"
+	"time"
+
+	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
+)
+
+// routeKey is an address routed on an ENI of a node.
+type routeKey struct {
+	node, eni, ip string
+}
+
+// listing is a span of NodeRouting revisions in which the node's agent
+// listed an address as routed; to is 0 while it still does.
+type listing struct{ from, to uint64 }
+
+// routedCheck is a handout whose verdict waits until the NodeRouting
+// watch has caught up with the CiliumNode revision the address was pooled
+// in: watches of two resources are not ordered, but resourceVersions of one
+// etcd are one sequence of revisions.
+type routedCheck struct {
+	key    routeKey
+	pooled uint64
+	owner  string
+	at     time.Time
+}
+
+// observeRouting takes a NodeRouting revision of a node: which addresses
+// its agent lists as routed on which ENI (prefixes stand for their 16
+// addresses). Then it judges the handouts that were waiting for it.
+func (l *Ledger) observeRouting(node string, rv uint64, status *enipamv1alpha1.NodeRoutingStatus) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if rv <= l.routingRV[node] {
+		return
+	}
+	l.routingRV[node] = rv
+	listed := map[routeKey]bool{}
+	for _, e := range status.ENIs {
+		for _, ip := range e.IPs {
+			listed[routeKey{node, e.ID, ip}] = true
+		}
+		for _, p := range e.Prefixes {
+			pfx, err := netip.ParsePrefix(p)
+			if err != nil {
+				continue
+			}
+			for ip := pfx.Masked().Addr(); pfx.Contains(ip); ip = ip.Next() {
+				listed[routeKey{node, e.ID, ip.String()}] = true
+			}
+		}
+	}
+	for k := range listed {
+		spans := l.routes[k]
+		if n := len(spans); n == 0 || spans[n-1].to != 0 {
+			l.routes[k] = append(spans, listing{from: rv})
+		}
+	}
+	for k, spans := range l.routes {
+		if k.node == node && !listed[k] && spans[len(spans)-1].to == 0 {
+			spans[len(spans)-1].to = rv
+		}
+	}
+	kept := l.pendingRoutes[:0]
+	for _, c := range l.pendingRoutes {
+		if c.key.node == node && rv >= c.pooled {
+			l.judgeLocked(c)
+			continue
+		}
+		kept = append(kept, c)
+	}
+	l.pendingRoutes = kept
+}
+
+// handedOut checks a handout of ip (pooled on eni in the CiliumNode
+// revision pooled) against the agent's reports: the address must have been
+// listed as routed on that ENI in a NodeRouting revision at or before the
+// one it was pooled in. Without a routing watch (no NodeRouting seen for
+// the node yet) the verdict waits.
+func (l *Ledger) handedOut(node, eni, ip, owner string, pooled uint64, now time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	c := routedCheck{key: routeKey{node, eni, ip}, pooled: pooled, owner: owner, at: now}
+	if l.routingRV[node] < pooled {
+		l.pendingRoutes = append(l.pendingRoutes, c)
+		return
+	}
+	l.judgeLocked(c)
+}
+
+func (l *Ledger) judgeLocked(c routedCheck) {
+	l.routedChecks++
+	for _, s := range l.routes[c.key] {
+		if s.from <= c.pooled && (s.to == 0 || s.to > c.pooled) {
+			return
+		}
+	}
+	l.recordLocked(Violation{Kind: HandedBeforeRouted, Node: c.key.node, IP: c.key.ip, Owner: c.owner,
+		Other: "ENI " + c.key.eni, At: c.at})
+}
+
+// RoutedChecks returns how many handouts were judged against the agents'
+// routing reports, and how many wait for the NodeRouting watch to catch up.
+func (l *Ledger) RoutedChecks() (judged, pending int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.routedChecks, len(l.pendingRoutes)
+}

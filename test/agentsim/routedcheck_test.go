@@ -1,0 +1,41 @@
+package agentsim
+
+import (
+	"testing"
+	"time"
+
+	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
+)
+
+// TestHandedBeforeRoutedIsJudgedOnRevisions: the agent of node n lists
+// 10.0.0.1 on eni-1 at revision 10 and the prefix 10.0.1.0/28 at 15. A pod
+// gets 10.0.0.1 pooled at 12 (fine) and 10.0.0.2 pooled at 12 (never
+// routed: a violation). Addresses pooled at 16, 20 and 30, after the
+// revision the routing watch has seen, wait for it: at 31, 10.0.1.7 (in
+// the prefix, listed since 15) is fine, 10.0.0.9 (listed from 10 to 15,
+// pooled again at 20) and 10.0.0.3 (never listed) are violations.
+func TestHandedBeforeRoutedIsJudgedOnRevisions(t *testing.T) {
+	l := NewLedger()
+	now := time.Now()
+	l.observeRouting("n", 10, &enipamv1alpha1.NodeRoutingStatus{ENIs: []enipamv1alpha1.RoutedENI{{ID: "eni-1", IPs: []string{"10.0.0.1", "10.0.0.9"}}}})
+	l.observeRouting("n", 15, &enipamv1alpha1.NodeRoutingStatus{ENIs: []enipamv1alpha1.RoutedENI{{ID: "eni-1", IPs: []string{"10.0.0.1"}, Prefixes: []string{"10.0.1.0/28"}}}})
+	l.handedOut("n", "eni-1", "10.0.0.1", "p1", 12, now)
+	l.handedOut("n", "eni-1", "10.0.0.2", "p2", 12, now)
+	l.handedOut("n", "eni-1", "10.0.1.7", "p3", 16, now)
+	l.handedOut("n", "eni-1", "10.0.0.9", "p4", 20, now) // listed 10..15 only
+	l.handedOut("n", "eni-1", "10.0.0.3", "p5", 30, now)
+	// Pooled at 16, 20 and 30: the watch has seen 15, so those wait.
+	if judged, pending := l.RoutedChecks(); judged != 2 || pending != 3 {
+		t.Fatalf("judged %d, pending %d; want 2 and 3", judged, pending)
+	}
+	if v := l.Violations().HandedBeforeRouted; v != 1 {
+		t.Fatalf("%d violations before the watch caught up, want 1 (10.0.0.2)", v)
+	}
+	l.observeRouting("n", 31, &enipamv1alpha1.NodeRoutingStatus{ENIs: []enipamv1alpha1.RoutedENI{{ID: "eni-1", IPs: []string{"10.0.0.1"}}}})
+	if judged, pending := l.RoutedChecks(); judged != 5 || pending != 0 {
+		t.Fatalf("judged %d, pending %d; want 5 and 0", judged, pending)
+	}
+	if v := l.Violations(); v.HandedBeforeRouted != 3 || v.Total() != 3 {
+		t.Fatalf("violations %+v, want 3 handed before routed", v)
+	}
+}
