@@ -10,6 +10,7 @@ import (
 	"time"
 
 	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
@@ -52,7 +53,7 @@ func New(cfg *rest.Config, opts Options) (*Sim, error) {
 	cfg = rest.CopyConfig(cfg)
 	cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(opts.QPS, opts.Burst)
 	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{ciliumv2.AddToScheme, enipamv1alpha1.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{ciliumv2.AddToScheme, enipamv1alpha1.AddToScheme, corev1.AddToScheme} {
 		if err := add(scheme); err != nil {
 			return nil, err
 		}
