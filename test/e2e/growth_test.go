@@ -141,6 +141,7 @@ func TestFleetGrowsEndToEnd(t *testing.T) {
 	if n := f.Violations.Total(); n != 0 {
 		t.Fatalf("%d violations: %v", n, sim.Ledger().ViolationDetails())
 	}
+	w.checkPools(sim)
 	counters, err := w.sim.Admin.Counters(w.ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -191,6 +192,7 @@ func TestChurnEndsWithZeroViolations(t *testing.T) {
 	if n := f.Violations.Total(); n != 0 {
 		t.Fatalf("%d violations: %v", n, sim.Ledger().ViolationDetails())
 	}
+	w.checkPools(sim)
 	if rep.Failed != 0 || rep.Started == 0 {
 		t.Errorf("churn: %d pods started, %d failed to get an IP", rep.Started, rep.Failed)
 	}
@@ -213,4 +215,34 @@ func free(cn *ciliumv2.CiliumNode) int {
 		}
 	}
 	return n
+}
+
+// checkPools holds the pools to EC2's state (agentsim.PoolChecker): no
+// address in two pools, no free pool address off its ENI of the node's
+// instance, no released address left in a pool, each past a grace of 3 s
+// (two looks that far apart). It prints the counts with the ledger's.
+func (w *world) checkPools(sim *agentsim.Sim) {
+	w.t.Helper()
+	checker := agentsim.NewPoolChecker(3 * time.Second)
+	var f agentsim.PoolFindings
+	for look := range 2 {
+		if look > 0 {
+			time.Sleep(3500 * time.Millisecond)
+		}
+		var list ciliumv2.CiliumNodeList
+		if err := env.Client.List(w.ctx, &list); err != nil {
+			w.t.Fatal(err)
+		}
+		dump, err := w.sim.Admin.Dump(w.ctx)
+		if err != nil {
+			w.t.Fatal(err)
+		}
+		f = checker.Check(list.Items, dump, time.Now())
+	}
+	figures := sim.Figures()
+	w.t.Logf("invariants: %d IPs in two pools, %d free pool IPs off their ENI, %d released IPs in a pool, %d on two ENIs; ledger %+v; %d handouts checked routed before handed (%d waiting)",
+		f.InTwoPools, f.FreeOffENI, f.ReleasedInPool, f.OnTwoENIs, figures.Violations, figures.RoutedChecks, figures.RoutedPending)
+	if f.Total() != 0 {
+		w.t.Errorf("pools against EC2: %d breaches: %v", f.Total(), f.Details)
+	}
 }

@@ -88,6 +88,7 @@ func TestPolicyReachesNodesAcrossAgentRestarts(t *testing.T) {
 			t.Errorf("%s: spec.eni.first-interface-index %d written by the operator", name, *cn.Spec.ENI.FirstInterfaceIndex)
 		}
 	}
+	w.checkPools(sim)
 	f := sim.Figures()
 	t.Logf("violations %+v; handouts checked routed before handed %d (waiting %d)", f.Violations, f.RoutedChecks, f.RoutedPending)
 	if f.Violations.Total() != 0 {
