@@ -30,7 +30,9 @@ type PoolFindings struct {
 }
 
 // Total is the number of breaches of every kind.
-func (f PoolFindings) Total() int { return f.InTwoPools + f.FreeOffENI + f.ReleasedInPool + f.OnTwoENIs }
+func (f PoolFindings) Total() int {
+	return f.InTwoPools + f.FreeOffENI + f.ReleasedInPool + f.OnTwoENIs
+}
 
 // PoolChecker looks at pools against EC2 again and again (during a
 // scenario and at its end): a free address off its ENI, or a released one
