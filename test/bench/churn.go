@@ -150,6 +150,11 @@ func (s Churn) Run(ctx context.Context, e *Env) (*Report, error) {
 	limit := float64(s.PreAllocate + s.MaxAboveWatermark)
 	rep.target("idle IPs per node on average ≤ pre-allocate + max-above-watermark", fmt.Sprintf("≤ %.0f", limit), fmt.Sprintf("%.2f", idleMean), idleMean <= limit)
 	rep.target("zero violations", "0", fmt.Sprint(f.Violations.Total()), f.Violations.Total() == 0)
+	pools, err := w.poolFindings(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rep.addPoolFindings(pools)
 	rep.Ran = Seconds(time.Since(rep.Started))
 	return rep, nil
 }

@@ -168,6 +168,11 @@ func (s ScaleUp) Run(ctx context.Context, e *Env) (*Report, error) {
 	}
 	rep.target("no throttling surfaced as a node error", "0", fmt.Sprint(statusErrors), statusErrors == 0)
 	rep.target("zero violations", "0", fmt.Sprint(figures.Violations.Total()), figures.Violations.Total() == 0)
+	pools, err := w.poolFindings(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rep.addPoolFindings(pools)
 	rep.Ran = Seconds(time.Since(rep.Started))
 	return rep, nil
 }

@@ -252,3 +252,38 @@ func fetch(ctx context.Context, url, path string) error {
 	_, err = io.Copy(f, resp.Body)
 	return err
 }
+
+// poolFindings holds the pools to EC2's state (agentsim.PoolChecker) with
+// two looks a grace apart, the way every scenario ends.
+func (w *world) poolFindings(ctx context.Context) (agentsim.PoolFindings, error) {
+	const grace = 3 * time.Second
+	checker := agentsim.NewPoolChecker(grace)
+	var f agentsim.PoolFindings
+	for look := range 2 {
+		if look > 0 {
+			select {
+			case <-ctx.Done():
+				return f, ctx.Err()
+			case <-time.After(grace + 500*time.Millisecond):
+			}
+		}
+		var list ciliumv2.CiliumNodeList
+		if err := w.cluster.Client.List(ctx, &list); err != nil {
+			return f, err
+		}
+		dump, err := w.sim.Admin.Dump(ctx)
+		if err != nil {
+			return f, err
+		}
+		f = checker.Check(list.Items, dump, time.Now())
+	}
+	return f, nil
+}
+
+// addPoolFindings reports the pool/EC2 invariant and makes it a target.
+func (r *Report) addPoolFindings(f agentsim.PoolFindings) {
+	r.add("IPs in two pools", f.InTwoPools, "")
+	r.add("free pool IPs off their ENI in EC2", f.FreeOffENI, "")
+	r.add("released IPs still in a pool", f.ReleasedInPool, "")
+	r.target("pools follow EC2", "0", fmt.Sprint(f.Total()), f.Total() == 0)
+}
