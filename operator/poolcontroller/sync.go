@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	ipamoption "github.com/cilium/cilium/pkg/ipam/option"
 	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -97,8 +98,15 @@ func (s *nodeSync) run(ctx context.Context) {
 			s.countPool()
 		}
 	}
+	released := s.releasedCount()
 	if err := s.finishRelease(ctx); err != nil {
 		s.fail(err, ReasonEC2Error)
+	}
+	if s.releasedCount() > released && s.snapshot(ctx) {
+		// The Unassigns freed slots on the node's ENIs: plan on them, not
+		// on a new ENI (acknowledged addresses are released to the end
+		// even when demand is back).
+		s.countPool()
 	}
 
 	plan := pool.Compute(&s.snap, &s.cfg.Config)
@@ -162,6 +170,17 @@ func (s *nodeSync) reconcilePool() {
 			"awaitingRoute", s.pool.awaiting)
 	}
 	s.countPool()
+}
+
+// releasedCount counts the node's addresses in state released.
+func (s *nodeSync) releasedCount() int {
+	n := 0
+	for _, st := range s.cn.Status.IPAM.ReleaseIPs {
+		if st == ipamoption.IPAMReleased {
+			n++
+		}
+	}
+	return n
 }
 
 // countPool sets the snapshot's counts: what the agent may hand out, plus
