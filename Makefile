@@ -38,7 +38,7 @@ test: tools
 ## bench: scale-up, churn and steady with the real binaries (BENCH_QUICK=1: small runs), a kill campaign of 200 nodes and 30 SIGKILLs, then the node agent's and ec2sim's Go benchmarks; reports in _out/bench
 bench: tools
 	go run ./test/bench/cmd/enipam-bench -out _out/bench
-	go test -count=1 -timeout 60m -run '^TestKillCampaign$$' -v ./test/chaos/ -args -chaos.nodes=200 -chaos.kills=30
+	go test -count=1 -timeout 60m -v ./test/chaos/ -args -chaos.nodes=200 -chaos.kills=30 -chaos.lease-faults
 	go test -run '^$$' -bench . -benchtime 20x ./nodeagent/kernel/
 	go test -run '^$$' -bench . -benchmem ./test/ec2sim/
 
