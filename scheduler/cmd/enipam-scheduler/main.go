@@ -1,0 +1,140 @@
+// Command enipam-scheduler is a kube-scheduler extender: it keeps pods
+// off nodes that have no VPC address for them and cannot get one, and
+// prefers nodes whose address is already there. kube-scheduler calls it
+// over HTTP (filter and prioritize verbs); it answers from informer caches
+// of CiliumNodes, NodeRoutings and pods not yet started, with no cloud
+// credentials and no write to the cluster. See scheduler/README.md.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+
+	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
+	"github.com/enipam/enipam/scheduler/extender"
+	"github.com/enipam/enipam/scheduler/tracker"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "enipam-scheduler:", err)
+		stop()
+		os.Exit(1)
+	}
+}
+
+// run is the whole program: flags, wiring, and serving until ctx ends or
+// a component fails.
+func run(ctx context.Context, args []string, stderr io.Writer) error {
+	opts := extender.NewOptions()
+	fs := flag.NewFlagSet("enipam-scheduler", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	opts.AddFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	if err := opts.Validate(); err != nil {
+		return err
+	}
+	level, _ := opts.SlogLevel()
+	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
+	klog.SetSlogLogger(log)
+	ctrllog.SetLogger(logr.FromSlogHandler(log.Handler()))
+
+	kube, err := kubeConfig(opts.Kubeconfig)
+	if err != nil {
+		return err
+	}
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, ciliumv2.AddToScheme, enipamv1alpha1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			return err
+		}
+	}
+	c, err := client.NewWithWatch(kube, client.Options{Scheme: scheme})
+	if err != nil {
+		return fmt.Errorf("kubernetes client, %w", err)
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	track := tracker.New(c, opts.Tracker, log.With("component", "tracker"))
+	ext, err := extender.New(track, opts.Config, reg, log.With("component", "extender"))
+	if err != nil {
+		return err
+	}
+
+	ctx, cancel := context.WithCancelCause(ctx)
+	var wg sync.WaitGroup
+	runnable := func(name string, start func(context.Context) error) {
+		wg.Go(func() {
+			if err := start(ctx); err != nil {
+				cancel(fmt.Errorf("%s: %w", name, err))
+			}
+		})
+	}
+	serve := func(name, addr string, h http.Handler) {
+		if addr != "" {
+			runnable(name+" server", func(ctx context.Context) error {
+				return extender.Serve(ctx, addr, h, log.With("server", name))
+			})
+		}
+	}
+	runnable("tracker", track.Start)
+	serve("extender", opts.Address, ext.Handler())
+	serve("health", opts.HealthAddress, ext.HealthHandler())
+	serve("metrics", opts.MetricsAddress, promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	log.Info("enipam-scheduler started", "address", opts.Address, "settleTimeout", opts.SettleTimeout,
+		"holdTTL", opts.Tracker.HoldTTL, "startedPodGrace", opts.Tracker.StartedGrace)
+	<-ctx.Done()
+	cancel(nil)
+	wg.Wait()
+	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil
+}
+
+// kubeConfig loads the kubeconfig file, or the in-cluster configuration
+// when path is empty.
+func kubeConfig(path string) (*rest.Config, error) {
+	if path == "" {
+		cfg, err := rest.InClusterConfig()
+		if err != nil {
+			return nil, fmt.Errorf("in-cluster Kubernetes configuration (or pass --kubeconfig), %w", err)
+		}
+		return cfg, nil
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", path)
+	if err != nil {
+		return nil, fmt.Errorf("loading kubeconfig %s, %w", path, err)
+	}
+	return cfg, nil
+}

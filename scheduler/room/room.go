@@ -1,0 +1,197 @@
+// Package room decides whether a node has room for one more pod's address:
+// pure functions over what enipam-scheduler knows of the node, its
+// CiliumNode pool digested (Digest), the operator's word on how far that
+// pool can grow (NodeRouting status.capacity), and the pods already
+// promised an address there. No I/O: the tracker gathers the facts, the
+// extender asks Assess.
+package room
+
+import (
+	"fmt"
+
+	ipamoption "github.com/cilium/cilium/pkg/ipam/option"
+	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
+
+	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
+)
+
+// Pool is what placement needs of one CiliumNode, counted the way
+// Cilium's agent hands addresses out in ipam: crd mode (pkg/ipam/crd.go,
+// allocateNext).
+type Pool struct {
+	// Size counts spec.ipam.pool entries: each takes an address slot of
+	// the instance, whatever its state.
+	Size int
+	// Free counts the entries the agent may give any pod: no owner, not
+	// in status.ipam.used, not in the release handshake.
+	Free int
+	// Leaving counts entries the agent will not hand out because they are
+	// being released (marked-for-release, ready-for-release, released).
+	Leaving int
+	// Stamped maps the owner ("namespace/pod") of each owner-stamped entry
+	// not in use to its address: the agent gives that entry to that pod
+	// only.
+	Stamped map[string]string
+	// UsedBy holds the owners of status.ipam.used: pods that already have
+	// their address, whatever their status says yet.
+	UsedBy map[string]struct{}
+}
+
+// Digest counts cn's pool. It reads cn and keeps none of it.
+func Digest(cn *ciliumv2.CiliumNode) Pool {
+	used := cn.Status.IPAM.Used
+	p := Pool{Size: len(cn.Spec.IPAM.Pool), UsedBy: make(map[string]struct{}, len(used))}
+	for _, e := range used {
+		if e.Owner != "" {
+			p.UsedBy[e.Owner] = struct{}{}
+		}
+	}
+	for ip, e := range cn.Spec.IPAM.Pool {
+		_, inUse := used[ip]
+		leaving := Leaving(cn, ip)
+		if leaving {
+			p.Leaving++
+		}
+		switch {
+		case e.Owner != "":
+			if !inUse && !leaving {
+				if p.Stamped == nil {
+					p.Stamped = map[string]string{}
+				}
+				p.Stamped[e.Owner] = ip
+			}
+		case !inUse && !leaving:
+			p.Free++
+		}
+	}
+	return p
+}
+
+// Leaving reports whether Cilium's agent refuses to hand ip out because
+// of the release handshake (do-not-release does not stop it).
+func Leaving(cn *ciliumv2.CiliumNode, ip string) bool {
+	switch cn.Status.IPAM.ReleaseIPs[ip] {
+	case ipamoption.IPAMMarkForRelease, ipamoption.IPAMReadyForRelease, ipamoption.IPAMReleased:
+		return true
+	}
+	return false
+}
+
+// Node is everything known of one node when a pod is placed.
+type Node struct {
+	Name string
+	// Pool is nil when the node has no CiliumNode.
+	Pool *Pool
+	// Capacity is nil until the operator has written the node's
+	// NodeRouting status.capacity.
+	Capacity *enipamv1alpha1.NodeCapacity
+	// Promised counts the pods that will take a free address of this node
+	// before the pod being placed: bound or nominated here and not
+	// started, started but not yet in status.ipam.used, and held (Held).
+	Promised int
+	// Held is the part of Promised the scheduler may just have placed
+	// here without the placement being seen yet (see tracker.Hold), and
+	// Young the part of Held recent enough to be worth waiting for.
+	Held, Young int
+}
+
+// Kind is how a node has room for the pod, or why not, from the best to
+// the worst.
+type Kind int
+
+const (
+	// Own: the pool holds an entry stamped with this pod as owner.
+	Own Kind = iota
+	// Free: an unowned free entry is there now.
+	Free
+	// Coming: addresses EC2 already holds for the node join the pool once
+	// routed.
+	Coming
+	// Growth: the operator must add addresses (or an ENI) first.
+	Growth
+
+	// NoCiliumNode, NoCapacity and NoIP are refusals: the node is not
+	// managed by Cilium; it has no free address and the operator has not
+	// said it can grow; it has none and cannot grow.
+	NoCiliumNode
+	NoCapacity
+	NoIP
+)
+
+// Fits reports whether the kind admits the pod.
+func (k Kind) Fits() bool { return k < NoCiliumNode }
+
+// String names the kind in metrics and logs.
+func (k Kind) String() string {
+	return [...]string{"own", "free", "coming", "growth", "no_ciliumnode", "no_capacity", "no_ip"}[k]
+}
+
+// Scores of each kind that fits, on the extender scale (0 to
+// MaxExtenderPriority, 10). An address there now beats one on its way,
+// which beats one the operator must first ask EC2 for.
+var scores = [...]int64{Own: 10, Free: 10, Coming: 6, Growth: 3}
+
+// Verdict is Assess's answer for one node.
+type Verdict struct {
+	Kind Kind
+	// Score is the prioritize score, 0 for refusals.
+	Score int64
+	// Reason says, for a refusal, why, in words a user reads in the pod's
+	// FailedScheduling event. Nodes that share a reason share the words,
+	// so the event groups them.
+	Reason string
+	// Now, Coming and Growth are the addresses left for this pod: free now
+	// (after the promises; may be negative), on their way, and still to
+	// allocate within the node's maximum.
+	Now, Coming, Growth int
+}
+
+// Reasons of refusals, beginning the Reason of their kind.
+const (
+	ReasonNoCiliumNode = "no CiliumNode: the node is not managed by Cilium, or its agent has not started"
+	ReasonNoIP         = "no free IP"
+)
+
+// Assess says whether n has an address for the pod whose Cilium owner is
+// owner ("namespace/name"), and how good a place it is.
+func Assess(n *Node, owner string) Verdict {
+	if n.Pool == nil {
+		return Verdict{Kind: NoCiliumNode, Reason: ReasonNoCiliumNode}
+	}
+	p := n.Pool
+	v := Verdict{Now: p.Free - n.Promised}
+	if _, ok := p.Stamped[owner]; ok && owner != "" {
+		v.Kind, v.Score = Own, scores[Own]
+		return v
+	}
+	if v.Now >= 1 {
+		v.Kind, v.Score = Free, scores[Free]
+		return v
+	}
+	c := n.Capacity
+	if c == nil {
+		v.Kind, v.Reason = NoCapacity, ReasonNoIP+"; enipam-operator has not reported the node's capacity yet"
+		return v
+	}
+	// The operator's counts may lag the pool by one write: addresses it
+	// reported awaiting may have joined the pool since (they are then in
+	// Free), or the pool may have shrunk. Count as coming only what the
+	// pool does not hold yet.
+	v.Coming = min(int(c.Awaiting), max(0, int(c.PoolIPs+c.Awaiting)-(p.Size-p.Leaving)))
+	if c.CanGrow {
+		v.Growth = max(0, int(c.MaxIPs)-p.Size-v.Coming)
+	}
+	switch {
+	case v.Now+v.Coming >= 1:
+		v.Kind, v.Score = Coming, scores[Coming]
+	case v.Now+v.Coming+v.Growth >= 1:
+		v.Kind, v.Score = Growth, scores[Growth]
+	case !c.CanGrow && c.Reason != "":
+		v.Kind, v.Reason = NoIP, ReasonNoIP+"; "+c.Reason
+	case !c.CanGrow:
+		v.Kind, v.Reason = NoIP, ReasonNoIP+"; the pool cannot grow"
+	default:
+		v.Kind, v.Reason = NoIP, fmt.Sprintf("%s; the pool is at its maximum of %d addresses, counting the pods already bound there", ReasonNoIP, c.MaxIPs)
+	}
+	return v
+}

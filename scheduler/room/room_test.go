@@ -1,0 +1,90 @@
+package room
+
+import (
+	"strings"
+	"testing"
+
+	ipamoption "github.com/cilium/cilium/pkg/ipam/option"
+	ipamtypes "github.com/cilium/cilium/pkg/ipam/types"
+	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
+	"github.com/google/go-cmp/cmp"
+
+	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
+)
+
+// TestDigestCountsAsCiliumHandsOut: a pool of six entries on a node
+// where the agent uses two (one for a pod, one for its router), one is
+// marked for release, one answered do-not-release (still handed out by
+// Cilium), one is stamped for a StatefulSet pod and one is free. Free
+// counts what any pod may get; the stamped entry belongs to its owner
+// only; used owners are known.
+func TestDigestCountsAsCiliumHandsOut(t *testing.T) {
+	cn := &ciliumv2.CiliumNode{}
+	cn.Spec.IPAM.Pool = ipamtypes.AllocationMap{
+		"10.0.1.10": {Resource: "eni-1"},
+		"10.0.1.11": {Resource: "eni-1"},
+		"10.0.1.12": {Resource: "eni-1"},
+		"10.0.1.13": {Resource: "eni-1"},
+		"10.0.1.14": {Resource: "eni-1", Owner: "db/db-0"},
+		"10.0.1.15": {Resource: "eni-1"},
+	}
+	cn.Status.IPAM.Used = ipamtypes.AllocationMap{
+		"10.0.1.10": {Owner: "web/web-abc"},
+		"10.0.1.11": {Owner: "router"},
+	}
+	cn.Status.IPAM.ReleaseIPs = map[string]ipamtypes.IPReleaseStatus{
+		"10.0.1.12": ipamoption.IPAMMarkForRelease,
+		"10.0.1.13": ipamoption.IPAMDoNotRelease,
+	}
+	got := Digest(cn)
+	want := Pool{
+		Size: 6, Free: 2, Leaving: 1,
+		Stamped: map[string]string{"db/db-0": "10.0.1.14"},
+		UsedBy:  map[string]struct{}{"web/web-abc": {}, "router": {}},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Digest (-want +got):\n%s", diff)
+	}
+}
+
+// TestAssess: one node at a time, the verdict a pod gets. Capacities are
+// those the operator writes: a node of 3 ENIs × 10 addresses at capacity
+// ("instance at capacity"), a node that can still grow to 27 addresses.
+func TestAssess(t *testing.T) {
+	atCapacity := &enipamv1alpha1.NodeCapacity{MaxIPs: 27, PoolIPs: 27, CanGrow: false,
+		Reason: "instance at capacity: 3/3 ENIs attached, usable ENIs full (10 addresses each)"}
+	canGrow := &enipamv1alpha1.NodeCapacity{MaxIPs: 27, PoolIPs: 4, CanGrow: true}
+	for _, tc := range []struct {
+		name  string
+		node  Node
+		owner string
+		want  Kind
+		score int64
+		// reason is a part of the refusal's words.
+		reason string
+	}{
+		{"no CiliumNode", Node{}, "", NoCiliumNode, 0, "no CiliumNode"},
+		{"a free IP now", Node{Pool: &Pool{Size: 4, Free: 1}}, "", Free, 10, ""},
+		{"free IPs all promised, at capacity", Node{Pool: &Pool{Size: 27, Free: 2}, Promised: 2, Capacity: atCapacity}, "", NoIP,
+			0, "no free IP; instance at capacity: 3/3 ENIs attached, usable ENIs full (10 addresses each)"},
+		{"one free IP left after the promises", Node{Pool: &Pool{Size: 27, Free: 3}, Promised: 2, Capacity: atCapacity}, "", Free, 10, ""},
+		{"no free IP, can grow", Node{Pool: &Pool{Size: 4}, Capacity: canGrow}, "", Growth, 3, ""},
+		{"no free IP, capacity not reported", Node{Pool: &Pool{Size: 4}}, "", NoCapacity, 0, "has not reported the node's capacity"},
+		{"growth taken by pods bound there", Node{Pool: &Pool{Size: 4}, Promised: 23, Capacity: canGrow}, "", NoIP, 0, "at its maximum of 27 addresses"},
+		{"the last address of growth", Node{Pool: &Pool{Size: 4}, Promised: 22, Capacity: canGrow}, "", Growth, 3, ""},
+		{"addresses awaiting routing, no growth", Node{Pool: &Pool{Size: 20}, Promised: 1,
+			Capacity: &enipamv1alpha1.NodeCapacity{MaxIPs: 27, PoolIPs: 20, Awaiting: 7}}, "", Coming, 6, ""},
+		{"awaiting addresses already in the pool are not counted twice", Node{Pool: &Pool{Size: 27}, Promised: 0,
+			Capacity: &enipamv1alpha1.NodeCapacity{MaxIPs: 27, PoolIPs: 20, Awaiting: 7, Reason: "instance at capacity"}}, "", NoIP, 0, "instance at capacity"},
+		{"cannot grow, no reason given", Node{Pool: &Pool{Size: 4}, Capacity: &enipamv1alpha1.NodeCapacity{MaxIPs: 27, PoolIPs: 4}}, "", NoIP, 0, "the pool cannot grow"},
+		{"its own stamped IP on a full node", Node{Pool: &Pool{Size: 27, Stamped: map[string]string{"db/db-1": "10.0.1.9"}}, Capacity: atCapacity}, "db/db-1", Own, 10, ""},
+		{"another pod's stamped IP is not free", Node{Pool: &Pool{Size: 27, Stamped: map[string]string{"db/db-1": "10.0.1.9"}}, Capacity: atCapacity}, "db/db-2", NoIP, 0, "no free IP"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := Assess(&tc.node, tc.owner)
+			if v.Kind != tc.want || v.Score != tc.score || v.Kind.Fits() != (tc.reason == "") || !strings.Contains(v.Reason, tc.reason) {
+				t.Errorf("Assess = %+v (%s), want %s score %d reason with %q", v, v.Kind, tc.want, tc.score, tc.reason)
+			}
+		})
+	}
+}

@@ -1,0 +1,153 @@
+package tracker
+
+import (
+	"time"
+
+	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+
+	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
+	"github.com/enipam/enipam/scheduler/room"
+)
+
+// The informers' handlers: each updates the tracker under its lock and
+// wakes View's waiters.
+
+// podSeen files a pod without an address under the node it is bound to
+// or nominated for; once placed it needs no hold.
+func (t *Tracker) podSeen(obj any) {
+	p, ok := obj.(*pendingPod)
+	if !ok {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if old, ok := t.pods[p.UID]; ok {
+		t.unindex(old)
+	}
+	t.pods[p.UID] = p
+	if node := p.target(); node != "" {
+		if t.byNode[node] == nil {
+			t.byNode[node] = map[types.UID]*pendingPod{}
+		}
+		t.byNode[node][p.UID] = p
+		t.dropHold(p.UID)
+	}
+	t.notify()
+}
+
+// podGone handles a pod that left the watch: deleted, finished, or given
+// its address. A bound pod that was not being deleted has most likely
+// started; it keeps its promise until the node's status.ipam.used lists
+// it, or for StartedGrace.
+func (t *Tracker) podGone(obj any) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	p, ok := obj.(*pendingPod)
+	if !ok {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if old, ok := t.pods[p.UID]; ok {
+		t.unindex(old)
+		delete(t.pods, p.UID)
+		p = old
+	}
+	t.dropHold(p.UID)
+	if p.Node != "" && p.DeletionTimestamp == nil {
+		owner := p.owner()
+		if pool := t.pools[p.Node]; pool == nil || !inUse(pool, owner) {
+			if t.started[p.Node] == nil {
+				t.started[p.Node] = map[string]time.Time{}
+			}
+			t.started[p.Node][owner] = t.now()
+		}
+	}
+	t.notify()
+}
+
+// unindex removes p from the per-node index. Callers hold t.mu.
+func (t *Tracker) unindex(p *pendingPod) {
+	node := p.target()
+	if node == "" {
+		return
+	}
+	delete(t.byNode[node], p.UID)
+	if len(t.byNode[node]) == 0 {
+		delete(t.byNode, node)
+	}
+}
+
+// ciliumNodeSeen digests a node's pool; started pods that the agent now
+// lists as used stop being counted apart.
+func (t *Tracker) ciliumNodeSeen(obj any) {
+	cn, ok := obj.(*ciliumv2.CiliumNode)
+	if !ok {
+		return
+	}
+	pool := room.Digest(cn)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.pools[cn.Name] = &pool
+	for owner := range t.started[cn.Name] {
+		if inUse(&pool, owner) {
+			delete(t.started[cn.Name], owner)
+		}
+	}
+	if len(t.started[cn.Name]) == 0 {
+		delete(t.started, cn.Name)
+	}
+	t.notify()
+}
+
+func (t *Tracker) ciliumNodeGone(obj any) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	cn, ok := obj.(*ciliumv2.CiliumNode)
+	if !ok {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.pools, cn.Name)
+	t.notify()
+}
+
+func (t *Tracker) routingSeen(obj any) {
+	nr, ok := obj.(*enipamv1alpha1.NodeRouting)
+	if !ok {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if nr.Status.Capacity == nil {
+		delete(t.caps, nr.Name)
+	} else {
+		t.caps[nr.Name] = nr.Status.Capacity
+	}
+	t.notify()
+}
+
+func (t *Tracker) routingGone(obj any) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	nr, ok := obj.(*enipamv1alpha1.NodeRouting)
+	if !ok {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.caps, nr.Name)
+	t.notify()
+}
+
+// inUse reports whether the agent lists owner in status.ipam.used.
+func inUse(pool *room.Pool, owner string) bool {
+	_, ok := pool.UsedBy[owner]
+	return ok
+}

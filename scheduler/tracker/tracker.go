@@ -1,0 +1,298 @@
+// Package tracker keeps, for enipam-scheduler, what decides whether a node
+// has an address for one more pod: each node's CiliumNode pool (digested),
+// the operator's capacity report (NodeRouting status.capacity), and the
+// pods promised an address there but not started yet. It reads only
+// informer caches and answers from memory.
+//
+// A pod is promised an address on a node, and counted against its free
+// ones, while it is:
+//
+//   - bound or nominated there, with no address yet (a pod watch with a
+//     field selector: only such pods reach the tracker);
+//   - started there (it left that watch) but not yet listed by Cilium's
+//     agent in status.ipam.used, which it rewrites at most every 15 s by
+//     default; for at most StartedGrace;
+//   - held: the scheduler may just have placed it there, and its Binding
+//     has not been seen yet (Hold); until the pod is seen bound or
+//     nominated, or for at most HoldTTL.
+package tracker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
+	"github.com/enipam/enipam/scheduler/room"
+)
+
+// Config tunes how long uncertain promises are kept.
+type Config struct {
+	// HoldTTL bounds how long a pod the scheduler may have placed counts
+	// against the nodes it passed on, when its placement is never seen.
+	HoldTTL time.Duration
+	// StartedGrace bounds how long a pod that got its address counts
+	// until Cilium's agent lists it in status.ipam.used. Keep it above the
+	// agent's CiliumNode update interval (Helm ipam.ciliumNodeUpdateRate,
+	// 15 s by default).
+	StartedGrace time.Duration
+}
+
+// DefaultConfig returns the defaults: holds of 30 s (a Binding is
+// normally seen within milliseconds; slow binds set the pod's nominated
+// node, seen sooner), and 45 s, three of Cilium's default update
+// intervals, for started pods.
+func DefaultConfig() Config {
+	return Config{HoldTTL: 30 * time.Second, StartedGrace: 45 * time.Second}
+}
+
+// Validate reports invalid settings.
+func (c Config) Validate() error {
+	var errs []error
+	if c.HoldTTL <= 0 {
+		errs = append(errs, fmt.Errorf("hold TTL must be positive, got %v", c.HoldTTL))
+	}
+	if c.StartedGrace <= 0 {
+		errs = append(errs, fmt.Errorf("started-pod grace must be positive, got %v", c.StartedGrace))
+	}
+	return errors.Join(errs...)
+}
+
+// Tracker is the scheduler's view of every node's addresses. Build it
+// with New, run it with Start; View and Hold may be called from any
+// goroutine.
+type Tracker struct {
+	c   client.WithWatch
+	cfg Config
+	log *slog.Logger
+	now func() time.Time
+
+	mu      sync.Mutex
+	pools   map[string]*room.Pool
+	caps    map[string]*enipamv1alpha1.NodeCapacity
+	pods    map[types.UID]*pendingPod
+	byNode  map[string]map[types.UID]*pendingPod
+	started map[string]map[string]time.Time // node → owner → when it left the watch
+	holds   map[types.UID]*hold
+	held    map[string]map[types.UID]*hold // node → holds passing it
+	changed chan struct{}
+	synced  []cache.InformerSynced
+}
+
+// hold is a pod the scheduler may have placed on any of nodes.
+type hold struct {
+	nodes []string
+	at    time.Time
+}
+
+// New returns an inert Tracker reading through c.
+func New(c client.WithWatch, cfg Config, log *slog.Logger) *Tracker {
+	return &Tracker{
+		c: c, cfg: cfg, log: log, now: time.Now,
+		pools:   map[string]*room.Pool{},
+		caps:    map[string]*enipamv1alpha1.NodeCapacity{},
+		pods:    map[types.UID]*pendingPod{},
+		byNode:  map[string]map[types.UID]*pendingPod{},
+		started: map[string]map[string]time.Time{},
+		holds:   map[types.UID]*hold{},
+		held:    map[string]map[types.UID]*hold{},
+		changed: make(chan struct{}),
+	}
+}
+
+// Start runs the three informers, and sweeps expired promises, until ctx
+// ends.
+func (t *Tracker) Start(ctx context.Context) error {
+	pods := t.informer(&corev1.Pod{}, &corev1.PodList{}, notStartedSelector, stripPod, cache.ResourceEventHandlerFuncs{
+		AddFunc:    t.podSeen,
+		UpdateFunc: func(_, obj any) { t.podSeen(obj) },
+		DeleteFunc: t.podGone,
+	})
+	nodes := t.informer(&ciliumv2.CiliumNode{}, &ciliumv2.CiliumNodeList{}, "", stripCiliumNode, cache.ResourceEventHandlerFuncs{
+		AddFunc:    t.ciliumNodeSeen,
+		UpdateFunc: func(_, obj any) { t.ciliumNodeSeen(obj) },
+		DeleteFunc: t.ciliumNodeGone,
+	})
+	routings := t.informer(&enipamv1alpha1.NodeRouting{}, &enipamv1alpha1.NodeRoutingList{}, "", stripNodeRouting, cache.ResourceEventHandlerFuncs{
+		AddFunc:    t.routingSeen,
+		UpdateFunc: func(_, obj any) { t.routingSeen(obj) },
+		DeleteFunc: t.routingGone,
+	})
+	t.mu.Lock()
+	t.synced = []cache.InformerSynced{pods.HasSynced, nodes.HasSynced, routings.HasSynced}
+	t.mu.Unlock()
+
+	var wg sync.WaitGroup
+	for _, ctrl := range []cache.Controller{pods, nodes, routings} {
+		wg.Go(func() { ctrl.RunWithContext(ctx) })
+	}
+	sweep := time.NewTicker(min(t.cfg.HoldTTL, t.cfg.StartedGrace))
+	defer sweep.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			wg.Wait()
+			return nil
+		case <-sweep.C:
+			t.sweep()
+		}
+	}
+}
+
+// informer lists and watches one kind (with a field selector if sel is
+// set), keeping what strip leaves of each object.
+func (t *Tracker) informer(obj client.Object, list client.ObjectList, sel string, strip cache.TransformFunc, h cache.ResourceEventHandler) cache.Controller {
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			opts.FieldSelector = sel
+			l := list.DeepCopyObject().(client.ObjectList)
+			return l, t.c.List(ctx, l, &client.ListOptions{Raw: &opts})
+		},
+		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			opts.FieldSelector = sel
+			return t.c.Watch(ctx, list.DeepCopyObject().(client.ObjectList), &client.ListOptions{Raw: &opts})
+		},
+	}
+	_, ctrl := cache.NewInformerWithOptions(cache.InformerOptions{
+		ListerWatcher: lw, ObjectType: obj, Handler: h, Transform: strip,
+	})
+	return ctrl
+}
+
+// Synced reports whether every informer has its first list: before, an
+// absent CiliumNode or pod means "not known yet".
+func (t *Tracker) Synced() bool {
+	t.mu.Lock()
+	synced := t.synced
+	t.mu.Unlock()
+	if len(synced) == 0 {
+		return false
+	}
+	for _, s := range synced {
+		if !s() {
+			return false
+		}
+	}
+	return true
+}
+
+// View returns what is known of each named node for placing pod: pool,
+// capacity, and the promises of other pods (holds placed after
+// youngSince counted as Young). The channel is closed at the next change
+// that may free room: a pod placed, started or gone, a pool or capacity
+// written.
+func (t *Tracker) View(pod *corev1.Pod, names []string, youngSince time.Time) ([]room.Node, <-chan struct{}) {
+	now := t.now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]room.Node, len(names))
+	for i, name := range names {
+		n := room.Node{Name: name, Pool: t.pools[name], Capacity: t.caps[name]}
+		hasIP := func(owner string) bool { return n.Pool != nil && inUse(n.Pool, owner) }
+		for uid, p := range t.byNode[name] {
+			if uid != pod.UID && p.DeletionTimestamp == nil && !hasIP(p.owner()) {
+				n.Promised++
+			}
+		}
+		for owner, at := range t.started[name] {
+			if now.Sub(at) <= t.cfg.StartedGrace && !hasIP(owner) {
+				n.Promised++
+			}
+		}
+		for uid, h := range t.held[name] {
+			if uid == pod.UID || now.Sub(h.at) > t.cfg.HoldTTL {
+				continue
+			}
+			n.Held++
+			if h.at.After(youngSince) {
+				n.Young++
+			}
+		}
+		n.Promised += n.Held
+		out[i] = n
+	}
+	return out, t.changed
+}
+
+// Hold records that the scheduler may place pod on any of nodes, which
+// it passed on, until the pod is seen bound or nominated, is deleted, is
+// held again, or HoldTTL passes. A pod already bound is not held.
+func (t *Tracker) Hold(pod *corev1.Pod, nodes []string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.dropHold(pod.UID)
+	if p, ok := t.pods[pod.UID]; (ok && p.Node != "") || len(nodes) == 0 {
+		return
+	}
+	h := &hold{nodes: nodes, at: t.now()}
+	t.holds[pod.UID] = h
+	for _, n := range nodes {
+		if t.held[n] == nil {
+			t.held[n] = map[types.UID]*hold{}
+		}
+		t.held[n][pod.UID] = h
+	}
+}
+
+// Counts reports the pods without an address the tracker follows and the
+// holds it keeps, for metrics.
+func (t *Tracker) Counts() (pods, holds int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.pods), len(t.holds)
+}
+
+// dropHold forgets uid's hold. Callers hold t.mu.
+func (t *Tracker) dropHold(uid types.UID) {
+	h, ok := t.holds[uid]
+	if !ok {
+		return
+	}
+	delete(t.holds, uid)
+	for _, n := range h.nodes {
+		delete(t.held[n], uid)
+		if len(t.held[n]) == 0 {
+			delete(t.held, n)
+		}
+	}
+}
+
+// notify wakes the waiters of View's channel. Callers hold t.mu.
+func (t *Tracker) notify() {
+	close(t.changed)
+	t.changed = make(chan struct{})
+}
+
+// sweep forgets expired holds and started pods.
+func (t *Tracker) sweep() {
+	now := t.now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for uid, h := range t.holds {
+		if now.Sub(h.at) > t.cfg.HoldTTL {
+			t.dropHold(uid)
+		}
+	}
+	for node, owners := range t.started {
+		for owner, at := range owners {
+			if now.Sub(at) > t.cfg.StartedGrace {
+				delete(owners, owner)
+			}
+		}
+		if len(owners) == 0 {
+			delete(t.started, node)
+		}
+	}
+}

@@ -1,0 +1,227 @@
+package tracker
+
+import (
+	"log/slog"
+	"strconv"
+	"testing"
+	"time"
+
+	ipamtypes "github.com/cilium/cilium/pkg/ipam/types"
+	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+
+	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
+)
+
+// These tests drive the informers' handlers with the objects the
+// transforms produce, on a fake clock, and read what View reports: the
+// promises a user's pods make on a node's addresses.
+
+type fixture struct {
+	t   *testing.T
+	tr  *Tracker
+	now time.Time
+}
+
+func newFixture(t *testing.T) *fixture {
+	f := &fixture{t: t, now: time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)}
+	f.tr = New(nil, DefaultConfig(), slog.New(slog.DiscardHandler))
+	f.tr.now = func() time.Time { return f.now }
+	return f
+}
+
+// pod is a pod as the pod transform leaves it.
+func pod(name, node string) *pendingPod {
+	p, _ := stripPod(&corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "web", Name: name, UID: types.UID("uid-" + name)},
+		Spec:       corev1.PodSpec{NodeName: node},
+	})
+	return p.(*pendingPod)
+}
+
+// incoming is the pod being placed.
+var incoming = &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "web", Name: "new", UID: "uid-new"}}
+
+// node writes node's CiliumNode: free addresses, and the owners Cilium's
+// agent lists as used.
+func (f *fixture) node(name string, free int, usedBy ...string) {
+	cn := &ciliumv2.CiliumNode{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	cn.Spec.IPAM.Pool = ipamtypes.AllocationMap{}
+	cn.Status.IPAM.Used = ipamtypes.AllocationMap{}
+	for i := range free {
+		cn.Spec.IPAM.Pool[ipOf(i)] = ipamtypes.AllocationIP{Resource: "eni-1"}
+	}
+	for i, owner := range usedBy {
+		ip := ipOf(100 + i)
+		cn.Spec.IPAM.Pool[ip] = ipamtypes.AllocationIP{Resource: "eni-1"}
+		cn.Status.IPAM.Used[ip] = ipamtypes.AllocationIP{Owner: owner}
+	}
+	obj, _ := stripCiliumNode(cn)
+	f.tr.ciliumNodeSeen(obj)
+}
+
+func ipOf(i int) string { return "10.0.0." + strconv.Itoa(i) }
+
+// promised returns what View says of each node for the incoming pod.
+func (f *fixture) promised(names ...string) []int {
+	nodes, _ := f.tr.View(incoming, names, f.now.Add(-time.Second))
+	out := make([]int, len(nodes))
+	for i, n := range nodes {
+		out[i] = n.Promised
+	}
+	return out
+}
+
+func (f *fixture) want(what string, got []int, want ...int) {
+	f.t.Helper()
+	for i := range want {
+		if got[i] != want[i] {
+			f.t.Fatalf("%s: promised %v, want %v", what, got, want)
+		}
+	}
+}
+
+// TestABoundPodKeepsItsPromiseUntilCiliumListsIt: a pod bound to a node
+// counts there until it starts; after it got its address (it left the
+// watch without being deleted) it still counts, because Cilium's agent
+// has not listed it in status.ipam.used yet; once it does, the address is
+// counted as used instead, and the promise ends.
+func TestABoundPodKeepsItsPromiseUntilCiliumListsIt(t *testing.T) {
+	f := newFixture(t)
+	f.node("a", 3)
+	p := pod("web-1", "a")
+	f.tr.podSeen(p)
+	f.want("bound, not started", f.promised("a"), 1)
+	f.tr.podGone(p)
+	f.want("started, not yet in used", f.promised("a"), 1)
+	f.node("a", 2, "web/web-1")
+	f.want("listed by the agent", f.promised("a"), 0)
+}
+
+// TestAStartedPodIsForgottenAfterTheGrace: when the agent never lists a
+// started pod (it died before, or its update was lost), the promise ends
+// after StartedGrace.
+func TestAStartedPodIsForgottenAfterTheGrace(t *testing.T) {
+	f := newFixture(t)
+	f.node("a", 3)
+	p := pod("web-1", "a")
+	f.tr.podSeen(p)
+	f.tr.podGone(p)
+	f.now = f.now.Add(DefaultConfig().StartedGrace + time.Second)
+	f.want("after the grace", f.promised("a"), 0)
+	f.tr.sweep()
+	if len(f.tr.started) != 0 {
+		t.Errorf("started pods kept after the sweep: %v", f.tr.started)
+	}
+}
+
+// TestADeletedPodPromisesNothing: a pod being deleted before it started
+// will take no address, and one deleted leaves no promise behind.
+func TestADeletedPodPromisesNothing(t *testing.T) {
+	f := newFixture(t)
+	f.node("a", 3)
+	p := pod("web-1", "a")
+	f.tr.podSeen(p)
+	deleting := p.DeepCopyObject().(*pendingPod)
+	deleting.DeletionTimestamp = &metav1.Time{Time: f.now}
+	f.tr.podSeen(deleting)
+	f.want("being deleted", f.promised("a"), 0)
+	f.tr.podGone(cache.DeletedFinalStateUnknown{Key: "web/web-1", Obj: deleting})
+	f.want("deleted", f.promised("a"), 0)
+}
+
+// TestAPodAlreadyInUsedIsNotCountedTwice: the agent gave the pod its
+// address and wrote status.ipam.used before the kubelet reported the
+// pod's IP: the address is used, the pod promises nothing more.
+func TestAPodAlreadyInUsedIsNotCountedTwice(t *testing.T) {
+	f := newFixture(t)
+	f.node("a", 2, "web/web-1")
+	f.tr.podSeen(pod("web-1", "a"))
+	f.want("in used", f.promised("a"), 0)
+}
+
+// TestHoldsCountWhereverThePodMayGoUntilItsPlacementIsSeen: filter
+// passed a pod on nodes a and b; until its Binding is seen it counts on
+// both (the scheduler may have chosen either). Seen bound to b, it counts
+// on b only. The pod being placed never counts against itself.
+func TestHoldsCountWhereverThePodMayGoUntilItsPlacementIsSeen(t *testing.T) {
+	f := newFixture(t)
+	f.node("a", 1)
+	f.node("b", 1)
+	first := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "web", Name: "web-1", UID: "uid-web-1"}}
+	f.tr.Hold(first, []string{"a", "b"})
+	f.want("held", f.promised("a", "b"), 1, 1)
+	nodes, _ := f.tr.View(incoming, []string{"a"}, f.now.Add(-time.Second))
+	if nodes[0].Held != 1 || nodes[0].Young != 1 {
+		t.Errorf("a just-placed hold: %+v, want held and young", nodes[0])
+	}
+	self, _ := f.tr.View(first, []string{"a"}, f.now)
+	if self[0].Promised != 0 {
+		t.Errorf("a pod counts against itself: %+v", self[0])
+	}
+	f.tr.podSeen(pod("web-1", "b"))
+	f.want("seen bound to b", f.promised("a", "b"), 0, 1)
+	if _, h := f.tr.Counts(); h != 0 {
+		t.Errorf("%d holds left once the pod was seen bound", h)
+	}
+}
+
+// TestAHoldExpires: a pod the scheduler passed but never bound (a later
+// plugin refused it) stops counting after HoldTTL, and is swept.
+func TestAHoldExpires(t *testing.T) {
+	f := newFixture(t)
+	f.node("a", 1)
+	f.tr.Hold(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "web", Name: "web-1", UID: "uid-web-1"}}, []string{"a"})
+	f.now = f.now.Add(DefaultConfig().HoldTTL + time.Second)
+	f.want("expired", f.promised("a"), 0)
+	f.tr.sweep()
+	if _, h := f.tr.Counts(); h != 0 {
+		t.Errorf("%d holds after the sweep", h)
+	}
+}
+
+// TestANominatedPodCountsOnItsNode: a pod nominated for a node (by
+// preemption, or while a slow bind is under way) counts there, and is
+// not held elsewhere once nominated.
+func TestANominatedPodCountsOnItsNode(t *testing.T) {
+	f := newFixture(t)
+	f.node("a", 1)
+	p := pod("web-1", "")
+	p.Nominated = "a"
+	f.tr.podSeen(p)
+	f.want("nominated", f.promised("a"), 1)
+	bound := pod("web-1", "a")
+	f.tr.podSeen(bound)
+	f.want("then bound", f.promised("a"), 1)
+}
+
+// TestCapacityAndPoolsFollowTheirObjects: a NodeRouting's capacity and a
+// CiliumNode's pool are what View reports, and nothing once deleted; each
+// change wakes View's waiters.
+func TestCapacityAndPoolsFollowTheirObjects(t *testing.T) {
+	f := newFixture(t)
+	_, changed := f.tr.View(incoming, []string{"a"}, f.now)
+	f.node("a", 2)
+	select {
+	case <-changed:
+	default:
+		t.Fatal("a pool change did not wake the waiters")
+	}
+	nr := &enipamv1alpha1.NodeRouting{ObjectMeta: metav1.ObjectMeta{Name: "a"},
+		Status: enipamv1alpha1.NodeRoutingStatus{Capacity: &enipamv1alpha1.NodeCapacity{MaxIPs: 27, CanGrow: true}}}
+	obj, _ := stripNodeRouting(nr)
+	f.tr.routingSeen(obj)
+	nodes, _ := f.tr.View(incoming, []string{"a", "b"}, f.now)
+	if nodes[0].Pool == nil || nodes[0].Pool.Free != 2 || nodes[0].Capacity == nil || nodes[0].Capacity.MaxIPs != 27 || nodes[1].Pool != nil {
+		t.Fatalf("view: %+v", nodes)
+	}
+	f.tr.routingGone(obj)
+	f.tr.ciliumNodeGone(cache.DeletedFinalStateUnknown{Obj: &ciliumv2.CiliumNode{ObjectMeta: metav1.ObjectMeta{Name: "a"}}})
+	nodes, _ = f.tr.View(incoming, []string{"a"}, f.now)
+	if nodes[0].Pool != nil || nodes[0].Capacity != nil {
+		t.Errorf("after deletion: %+v", nodes[0])
+	}
+}
