@@ -137,6 +137,9 @@ names the values and the fix. */}}
 {{- if eq $s.schedulerName "default-scheduler" }}
 {{- fail "scheduler.schedulerName must not be default-scheduler: enipam's scheduler runs beside the cluster's own. To give the default scheduler the extender, see scheduler/README.md (self-managed control planes)" }}
 {{- end }}
+{{- if eq $s.leaderElection.leaseName "kube-scheduler" }}
+{{- fail "scheduler.leaderElection.leaseName must not be kube-scheduler: that is the default scheduler's Lease, and enipam's scheduler would take turns with it" }}
+{{- end }}
 {{- if and (gt (int $s.replicas) 1) (not $s.leaderElection.enabled) }}
 {{- fail (printf "scheduler.replicas is %d but scheduler.leaderElection.enabled is false: replicas would schedule the same pods at the same time. Enable leader election or run 1 replica" (int $s.replicas)) }}
 {{- end }}
