@@ -7,6 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 
 	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
 )
@@ -105,4 +106,16 @@ func stripNodeRouting(obj any) (any, error) {
 		ObjectMeta: metav1.ObjectMeta{Name: nr.Name, ResourceVersion: nr.ResourceVersion},
 		Status:     enipamv1alpha1.NodeRoutingStatus{Capacity: nr.Status.Capacity},
 	}, nil
+}
+
+// NewScheme returns a scheme with the types the tracker reads: core
+// Kubernetes, Cilium's v2 and enipam's.
+func NewScheme() (*runtime.Scheme, error) {
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, ciliumv2.AddToScheme, enipamv1alpha1.AddToScheme} {
+		if err := add(s); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
 }

@@ -10,7 +10,8 @@ import (
 // with a message naming the value and what is wrong. Type, range, pattern
 // and unknown-key errors come from values.schema.json; rules across values
 // (min above max, reserved tag keys, rule priorities, replicas without
-// leader election) from the chart's checks.
+// leader election, the scheduler's names and ports) from the chart's
+// checks.
 func TestBadValuesAreRefusedWithTheirPathAndReason(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -51,6 +52,10 @@ func TestBadValuesAreRefusedWithTheirPathAndReason(t *testing.T) {
 			[]string{"at '/operator/image/pullPolicy'", "value must be one of 'Always', 'IfNotPresent', 'Never'"}},
 		{"extra argument that is not a flag", []string{"--set", "operator.extraArgs[0]=debug"},
 			[]string{"at '/operator/extraArgs/0'", "does not match pattern '^--'"}},
+		{"extender weight of zero", []string{"--set", "scheduler.extender.weight=0"},
+			[]string{"at '/scheduler/extender/weight'", "minimum: got 0, want 1"}},
+		{"settle timeout in words", []string{"--set", "scheduler.extender.settleTimeout=a second"},
+			[]string{"at '/scheduler/extender/settleTimeout'", "does not match pattern"}},
 
 		{"cluster name missing", []string{"--set", "clusterName="},
 			[]string{"clusterName is required", "--set clusterName=<name>"}},
@@ -66,6 +71,16 @@ func TestBadValuesAreRefusedWithTheirPathAndReason(t *testing.T) {
 			[]string{"operator.replicas is 2 but operator.leaderElection.enabled is false"}},
 		{"operator and agent on one host port", []string{"--set", "operator.metricsPort=9882"},
 			[]string{"the operator's and the agent's ports must differ"}},
+		{"a second scheduler named like the default one", []string{"--set", "scheduler.schedulerName=default-scheduler"},
+			[]string{"scheduler.schedulerName must not be default-scheduler"}},
+		{"the default scheduler's Lease", []string{"--set", "scheduler.leaderElection.leaseName=kube-scheduler"},
+			[]string{"scheduler.leaderElection.leaseName must not be kube-scheduler"}},
+		{"two schedulers without leader election", []string{"--set", "scheduler.leaderElection.enabled=false"},
+			[]string{"scheduler.replicas is 2 but scheduler.leaderElection.enabled is false"}},
+		{"extender on kube-scheduler's port", []string{"--set", "scheduler.extender.port=10259"},
+			[]string{"scheduler.kubeScheduler.port and scheduler.extender's port, healthPort and metricsPort must differ"}},
+		{"kube-scheduler without a version", []string{"--set", "scheduler.kubeScheduler.image.tag="},
+			[]string{"scheduler.kubeScheduler.image.tag is required"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			args := append([]string{"--set", "clusterName=prod"}, tc.args...)

@@ -65,21 +65,26 @@ func envValue(c corev1.Container, name string) (corev1.EnvVar, bool) {
 }
 
 // TestDefaultsRenderTheWholeInstall: with only clusterName set, the chart
-// renders exactly the objects of an install (two ServiceAccounts, a
-// ClusterRole and binding per binary, the leader-election Role and binding,
-// two metrics Services, the PDB, the DaemonSet and the Deployment; no
-// ENIPolicy unless asked), and the arguments it passes are accepted by the
-// binaries' own flag parsing and validation with the documented defaults.
+// renders exactly the objects of an install (a ServiceAccount, a
+// ClusterRole and binding per binary, the leader-election Roles and
+// bindings, the metrics Services, the PDBs, the DaemonSet, the operator's
+// Deployment, and enipam-scheduler's Deployment, configuration and
+// bindings to the built-in scheduler roles; no ENIPolicy unless asked),
+// and the arguments it passes are accepted by the binaries' own flag
+// parsing and validation with the documented defaults.
 func TestDefaultsRenderTheWholeInstall(t *testing.T) {
 	m := render(t, "enipam", "kube-system", "--set", "clusterName=prod-1")
 	want := []string{
-		"ClusterRole/enipam-agent", "ClusterRole/enipam-operator",
-		"ClusterRoleBinding/enipam-agent", "ClusterRoleBinding/enipam-operator",
-		"DaemonSet/enipam-agent", "Deployment/enipam-operator",
-		"PodDisruptionBudget/enipam-operator",
-		"Role/enipam-operator-leader-election", "RoleBinding/enipam-operator-leader-election",
-		"Service/enipam-agent-metrics", "Service/enipam-operator-metrics",
-		"ServiceAccount/enipam-agent", "ServiceAccount/enipam-operator",
+		"ClusterRole/enipam-agent", "ClusterRole/enipam-operator", "ClusterRole/enipam-scheduler",
+		"ClusterRoleBinding/enipam-agent", "ClusterRoleBinding/enipam-operator", "ClusterRoleBinding/enipam-scheduler",
+		"ClusterRoleBinding/enipam-scheduler-kube-scheduler", "ClusterRoleBinding/enipam-scheduler-volume-scheduler",
+		"ConfigMap/enipam-scheduler",
+		"DaemonSet/enipam-agent", "Deployment/enipam-operator", "Deployment/enipam-scheduler",
+		"PodDisruptionBudget/enipam-operator", "PodDisruptionBudget/enipam-scheduler",
+		"Role/enipam-operator-leader-election", "Role/enipam-scheduler-leader-election",
+		"RoleBinding/enipam-operator-leader-election", "RoleBinding/enipam-scheduler-authentication-reader", "RoleBinding/enipam-scheduler-leader-election",
+		"Service/enipam-agent-metrics", "Service/enipam-operator-metrics", "Service/enipam-scheduler-metrics",
+		"ServiceAccount/enipam-agent", "ServiceAccount/enipam-operator", "ServiceAccount/enipam-scheduler",
 	}
 	got := m.names()
 	slices.Sort(got)
@@ -331,7 +336,8 @@ func TestEdgeValuesChangeWhatRenders(t *testing.T) {
 				t.Errorf("deployment uses %q, binding names %+v", d.Spec.Template.Spec.ServiceAccountName, crb.Subjects)
 			}
 		}},
-		{"existing service accounts are used, not created", []string{"--set", "operator.serviceAccount.create=false", "--set", "operator.serviceAccount.name=mine", "--set", "agent.serviceAccount.create=false", "--set", "agent.serviceAccount.name=theirs"}, func(t *testing.T, m manifest) {
+		{"existing service accounts are used, not created", []string{"--set", "operator.serviceAccount.create=false", "--set", "operator.serviceAccount.name=mine", "--set", "agent.serviceAccount.create=false", "--set", "agent.serviceAccount.name=theirs",
+			"--set", "scheduler.serviceAccount.create=false", "--set", "scheduler.serviceAccount.name=placement"}, func(t *testing.T, m manifest) {
 			if n := len(m.ofKind("ServiceAccount")); n != 0 {
 				t.Errorf("%d ServiceAccounts rendered", n)
 			}
@@ -342,9 +348,22 @@ func TestEdgeValuesChangeWhatRenders(t *testing.T) {
 			if ds.Spec.Template.Spec.ServiceAccountName != "theirs" || crb.Subjects[0].Name != "theirs" {
 				t.Errorf("agent uses %q, binding %+v", ds.Spec.Template.Spec.ServiceAccountName, crb.Subjects)
 			}
+			var d appsv1.Deployment
+			m.typed(t, "Deployment", "enipam-scheduler", &d)
+			for _, b := range m.ofKind("ClusterRoleBinding") {
+				if strings.HasPrefix(b.GetName(), "enipam-scheduler") {
+					var crb rbacv1.ClusterRoleBinding
+					if err := fromUnstructured(b, &crb); err != nil || crb.Subjects[0].Name != "placement" {
+						t.Errorf("%s binds %+v", b.GetName(), crb.Subjects)
+					}
+				}
+			}
+			if d.Spec.Template.Spec.ServiceAccountName != "placement" {
+				t.Errorf("scheduler uses %q", d.Spec.Template.Spec.ServiceAccountName)
+			}
 		}},
 		{"one replica without leader election has no Lease role", []string{"--set", "operator.replicas=1", "--set", "operator.leaderElection.enabled=false"}, func(t *testing.T, m manifest) {
-			if len(m.ofKind("Role")) != 0 || len(m.ofKind("RoleBinding")) != 0 {
+			if m.find("Role", "enipam-operator-leader-election") != nil || m.find("RoleBinding", "enipam-operator-leader-election") != nil {
 				t.Errorf("leader-election RBAC rendered: %v", m.names())
 			}
 			var d appsv1.Deployment
@@ -353,7 +372,7 @@ func TestEdgeValuesChangeWhatRenders(t *testing.T) {
 				t.Errorf("leader-elect %v replicas %d", o.LeaderElect, *d.Spec.Replicas)
 			}
 		}},
-		{"no PodDisruptionBudget", []string{"--set", "operator.podDisruptionBudget.enabled=false"}, func(t *testing.T, m manifest) {
+		{"no PodDisruptionBudget", []string{"--set", "operator.podDisruptionBudget.enabled=false", "--set", "scheduler.podDisruptionBudget.enabled=false"}, func(t *testing.T, m manifest) {
 			if len(m.ofKind("PodDisruptionBudget")) != 0 {
 				t.Error("PDB rendered")
 			}
@@ -381,12 +400,13 @@ func TestEdgeValuesChangeWhatRenders(t *testing.T) {
 				t.Errorf("image %s", got)
 			}
 		}},
-		{"apiserver address for both binaries", []string{"--set", "k8sServiceHost=api.internal", "--set", "k8sServicePort=6443"}, func(t *testing.T, m manifest) {
-			var d appsv1.Deployment
+		{"apiserver address for every binary", []string{"--set", "k8sServiceHost=api.internal", "--set", "k8sServicePort=6443"}, func(t *testing.T, m manifest) {
+			var d, sd appsv1.Deployment
 			m.typed(t, "Deployment", "enipam-operator", &d)
+			m.typed(t, "Deployment", "enipam-scheduler", &sd)
 			var ds appsv1.DaemonSet
 			m.typed(t, "DaemonSet", "enipam-agent", &ds)
-			for _, c := range []corev1.Container{d.Spec.Template.Spec.Containers[0], ds.Spec.Template.Spec.Containers[0]} {
+			for _, c := range append([]corev1.Container{d.Spec.Template.Spec.Containers[0], ds.Spec.Template.Spec.Containers[0]}, sd.Spec.Template.Spec.Containers...) {
 				h, _ := envValue(c, "KUBERNETES_SERVICE_HOST")
 				p, _ := envValue(c, "KUBERNETES_SERVICE_PORT")
 				if h.Value != "api.internal" || p.Value != "6443" {
@@ -394,8 +414,8 @@ func TestEdgeValuesChangeWhatRenders(t *testing.T) {
 				}
 			}
 		}},
-		{"ServiceMonitors for both binaries", []string{"--set", "serviceMonitor.enabled=true", "--set", "serviceMonitor.labels.release=prom"}, func(t *testing.T, m manifest) {
-			for _, c := range []string{"operator", "agent"} {
+		{"ServiceMonitors for every binary", []string{"--set", "serviceMonitor.enabled=true", "--set", "serviceMonitor.labels.release=prom"}, func(t *testing.T, m manifest) {
+			for _, c := range []string{"operator", "agent", "scheduler"} {
 				sm := m.find("ServiceMonitor", "enipam-"+c)
 				if sm == nil || sm.GetLabels()["release"] != "prom" {
 					t.Fatalf("ServiceMonitor enipam-%s: %v", c, sm)
@@ -414,7 +434,7 @@ func TestEdgeValuesChangeWhatRenders(t *testing.T) {
 			}
 		}},
 		{"names follow fullnameOverride", []string{"--set", "fullnameOverride=ipam"}, func(t *testing.T, m manifest) {
-			for _, n := range []string{"Deployment/ipam-operator", "DaemonSet/ipam-agent", "ClusterRole/ipam-operator", "Service/ipam-agent-metrics"} {
+			for _, n := range []string{"Deployment/ipam-operator", "DaemonSet/ipam-agent", "ClusterRole/ipam-operator", "Service/ipam-agent-metrics", "Deployment/ipam-scheduler", "ConfigMap/ipam-scheduler"} {
 				if !slices.Contains(m.names(), n) {
 					t.Errorf("%s missing: %v", n, m.names())
 				}

@@ -26,6 +26,10 @@ component suffixes ("-operator", "-agent", "-leader-election"). */}}
 {{ include "enipam.fullname" . }}-agent
 {{- end }}
 
+{{- define "enipam.scheduler.fullname" -}}
+{{ include "enipam.fullname" . }}-scheduler
+{{- end }}
+
 {{/* Labels of every object. */}}
 {{- define "enipam.labels" -}}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
@@ -66,6 +70,14 @@ app.kubernetes.io/component: {{ index . 1 }}
 {{- default (include "enipam.agent.fullname" .) .Values.agent.serviceAccount.name }}
 {{- else }}
 {{- required "agent.serviceAccount.name is required when agent.serviceAccount.create is false" .Values.agent.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{- define "enipam.scheduler.serviceAccountName" -}}
+{{- if .Values.scheduler.serviceAccount.create }}
+{{- default (include "enipam.scheduler.fullname" .) .Values.scheduler.serviceAccount.name }}
+{{- else }}
+{{- required "scheduler.serviceAccount.name is required when scheduler.serviceAccount.create is false" .Values.scheduler.serviceAccount.name }}
 {{- end }}
 {{- end }}
 
@@ -119,6 +131,27 @@ names the values and the fix. */}}
 {{- end }}
 {{- if eq (int .Values.agent.metricsPort) (int .Values.agent.healthPort) }}
 {{- fail "agent.metricsPort and agent.healthPort must differ" }}
+{{- end }}
+{{- if .Values.scheduler.enabled }}
+{{- $s := .Values.scheduler }}
+{{- if eq $s.schedulerName "default-scheduler" }}
+{{- fail "scheduler.schedulerName must not be default-scheduler: enipam's scheduler runs beside the cluster's own. To give the default scheduler the extender, see scheduler/README.md (self-managed control planes)" }}
+{{- end }}
+{{- if eq $s.leaderElection.leaseName "kube-scheduler" }}
+{{- fail "scheduler.leaderElection.leaseName must not be kube-scheduler: that is the default scheduler's Lease, and enipam's scheduler would take turns with it" }}
+{{- end }}
+{{- if and (gt (int $s.replicas) 1) (not $s.leaderElection.enabled) }}
+{{- fail (printf "scheduler.replicas is %d but scheduler.leaderElection.enabled is false: replicas would schedule the same pods at the same time. Enable leader election or run 1 replica" (int $s.replicas)) }}
+{{- end }}
+{{- $ports := list (int $s.kubeScheduler.port) (int $s.extender.port) (int $s.extender.healthPort) (int $s.extender.metricsPort) }}
+{{- if ne (len (uniq $ports)) 4 }}
+{{- fail (printf "scheduler.kubeScheduler.port and scheduler.extender's port, healthPort and metricsPort must differ (they share the pod): %v" $ports) }}
+{{- end }}
+{{- if not $s.kubeScheduler.image.tag }}
+{{- if not $s.kubeScheduler.image.digest }}
+{{- fail "scheduler.kubeScheduler.image.tag is required: the kube-scheduler version, that of the control plane or one minor below (e.g. v1.37.1)" }}
+{{- end }}
+{{- end }}
 {{- end }}
 {{- if and .Values.operator.hostNetwork .Values.agent.enabled }}
 {{- $op := list (int .Values.operator.metricsPort) (int .Values.operator.healthPort) }}
