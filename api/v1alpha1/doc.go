@@ -19,7 +19,8 @@ var GroupVersion = schema.GroupVersion{Group: "enipam.io", Version: "v1alpha1"}
 func AddToScheme(s *runtime.Scheme) error { return addKnownTypes(s) }
 
 func addKnownTypes(s *runtime.Scheme) error {
-	s.AddKnownTypes(GroupVersion, &ENIPolicy{}, &ENIPolicyList{}, &NodeRouting{}, &NodeRoutingList{})
+	s.AddKnownTypes(GroupVersion, &ENIPolicy{}, &ENIPolicyList{}, &NodeRouting{}, &NodeRoutingList{},
+		&StaticIPClaim{}, &StaticIPClaimList{})
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil
 }

@@ -1,0 +1,200 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// StaticIPAnnotation on a pod (set it on a StatefulSet's pod template) asks
+// for a static address: enipam-scheduler creates the pod's StaticIPClaim
+// at the first bind if none exists. The value is "true", or a reclaim
+// policy name (Retain, WithStatefulSet, AfterUnused) for the claim it
+// creates. A claim made up front by a user takes precedence.
+const StaticIPAnnotation = "enipam.io/static-ip"
+
+// StaticIPUnusedTTLAnnotation sets spec.unusedTTL of a claim created from
+// StaticIPAnnotation with the AfterUnused policy (a Go duration, e.g. "1h").
+const StaticIPUnusedTTLAnnotation = "enipam.io/static-ip-unused-ttl"
+
+// StaticIPClaimFinalizer is kept on every claim by enipam-operator until
+// the claim's address is back to an ordinary pool address.
+const StaticIPClaimFinalizer = "enipam.io/static-ip"
+
+// StaticIPClaim reserves one VPC address for the pod of the same name in
+// the same namespace, wherever that pod is scheduled. StatefulSet pods keep
+// their names, so a StatefulSet pod keeps its address across reschedules.
+//
+// The contract between the three writers:
+//
+//   - Users (or enipam-scheduler, from StaticIPAnnotation) create the claim
+//     and own spec.address, spec.subnetID, spec.reclaimPolicy and
+//     spec.unusedTTL.
+//   - enipam-scheduler's bind verb writes spec.nodeName: the node the pod
+//     is being bound to. It then waits until that node's CiliumNode has the
+//     address in spec.ipam.pool with owner "<namespace>/<name>" (Cilium's
+//     agent in ipam: crd mode gives that entry to that pod and to no other,
+//     pkg/ipam/crd.go allocateNext), and only then creates the Binding.
+//   - enipam-operator writes status and moves the address: it takes it out
+//     of the old node's pool (never while the old node's status.ipam.used
+//     lists it for a pod of this name that still runs there), reassigns it
+//     in EC2 to an ENI of spec.nodeName's instance in the same subnet, waits
+//     until that node's agent has routed it, and stamps the owner in the new
+//     node's pool. An owner-stamped address is never counted as free,
+//     offered for release, or collected.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:scope=Namespaced,shortName=sipc
+// +kubebuilder:subresource:status
+// +kubebuilder:printcolumn:name="Address",type=string,JSONPath=`.status.address`
+// +kubebuilder:printcolumn:name="Node",type=string,JSONPath=`.status.nodeName`
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="ENI",type=string,JSONPath=`.status.eniID`,priority=1
+// +kubebuilder:printcolumn:name="Subnet",type=string,JSONPath=`.status.subnetID`,priority=1
+// +kubebuilder:printcolumn:name="AZ",type=string,JSONPath=`.status.availabilityZone`,priority=1
+// +kubebuilder:printcolumn:name="Reclaim",type=string,JSONPath=`.spec.reclaimPolicy`,priority=1
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type StaticIPClaim struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   StaticIPClaimSpec   `json:"spec,omitempty"`
+	Status StaticIPClaimStatus `json:"status,omitempty"`
+}
+
+// ReclaimPolicy says when a claim's address goes back to being an ordinary
+// pool address.
+// +kubebuilder:validation:Enum=Retain;WithStatefulSet;AfterUnused
+type ReclaimPolicy string
+
+const (
+	// ReclaimRetain keeps the address until the claim is deleted.
+	ReclaimRetain ReclaimPolicy = "Retain"
+	// ReclaimWithStatefulSet releases the address (and deletes the claim)
+	// when the StatefulSet that owns the pod of the claim's name is deleted,
+	// or scaled below that pod's ordinal.
+	ReclaimWithStatefulSet ReclaimPolicy = "WithStatefulSet"
+	// ReclaimAfterUnused releases the address (and deletes the claim) once
+	// no pod of the claim's name has existed for spec.unusedTTL.
+	ReclaimAfterUnused ReclaimPolicy = "AfterUnused"
+)
+
+// StaticIPClaimSpec is what is asked.
+// +kubebuilder:validation:XValidation:rule="self.reclaimPolicy != 'AfterUnused' || has(self.unusedTTL)",message="unusedTTL is required with reclaimPolicy AfterUnused"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.address) || (has(self.address) && self.address == oldSelf.address)",message="address cannot be changed once set"
+type StaticIPClaimSpec struct {
+	// Address asks for this IPv4 address. It must lie in a subnet enipam
+	// uses and be free (on no ENI, or on an ENI enipam manages and in no
+	// pod's use). Empty: the operator picks a free pool address of the first
+	// node the pod is bound to, and records it in status.address.
+	// +optional
+	// +kubebuilder:validation:Format=ipv4
+	Address string `json:"address,omitempty"`
+
+	// SubnetID asks for an address of this subnet when Address is empty.
+	// +optional
+	// +kubebuilder:validation:Pattern=`^subnet-[0-9a-f]+$`
+	SubnetID string `json:"subnetID,omitempty"`
+
+	// ReclaimPolicy: when the address goes back to the pool.
+	// +kubebuilder:default=Retain
+	// +optional
+	ReclaimPolicy ReclaimPolicy `json:"reclaimPolicy,omitempty"`
+
+	// UnusedTTL is how long the claim may go without a pod of its name
+	// before the AfterUnused policy releases it.
+	// +optional
+	UnusedTTL *metav1.Duration `json:"unusedTTL,omitempty"`
+
+	// NodeName is the node the address must be placed on: written by
+	// enipam-scheduler's bind verb for the pod being bound. Users leave it
+	// empty.
+	// +optional
+	NodeName string `json:"nodeName,omitempty"`
+}
+
+// ClaimPhase is where a claim's address is.
+// +kubebuilder:validation:Enum=Pending;Placing;Bound;Releasing;Invalid
+type ClaimPhase string
+
+const (
+	// ClaimPending: no address chosen yet, or no node asked for.
+	ClaimPending ClaimPhase = "Pending"
+	// ClaimPlacing: the address is on its way to spec.nodeName (leaving the
+	// old pool, being reassigned in EC2, or waiting to be routed).
+	ClaimPlacing ClaimPhase = "Placing"
+	// ClaimBound: the address is in status.nodeName's pool, stamped with
+	// the claim's owner.
+	ClaimBound ClaimPhase = "Bound"
+	// ClaimReleasing: the reclaim policy (or the claim's deletion) returns
+	// the address to the pool.
+	ClaimReleasing ClaimPhase = "Releasing"
+	// ClaimInvalid: the spec cannot be honoured; the Ready condition says
+	// why. Nothing is moved.
+	ClaimInvalid ClaimPhase = "Invalid"
+)
+
+// Condition types and reasons of a StaticIPClaim.
+const (
+	// ClaimReady is True when the address is Bound on spec.nodeName (or,
+	// with no node asked for, reserved).
+	ClaimReady = "Ready"
+
+	ReasonBound             = "Bound"
+	ReasonPlacing           = "Placing"
+	ReasonWaitingForOldPod  = "WaitingForOldPod"
+	ReasonAwaitingRouting   = "AwaitingRouting"
+	ReasonNoSlot            = "NoSlotInSubnet"
+	ReasonAddressOutside    = "AddressOutsideSubnets"
+	ReasonAddressTaken      = "AddressTaken"
+	ReasonWrongZone         = "NodeInOtherZone"
+	ReasonNodeUnknown       = "NodeUnknown"
+	ReasonReleasing         = "Releasing"
+	ReasonUnschedulableZone = "NoEligibleNode"
+)
+
+// StaticIPClaimStatus is the operator's report.
+type StaticIPClaimStatus struct {
+	// Address is the claimed address once chosen.
+	// +optional
+	Address string `json:"address,omitempty"`
+	// SubnetID and AvailabilityZone are the address's subnet and its zone:
+	// the pod can only run in that zone.
+	// +optional
+	SubnetID string `json:"subnetID,omitempty"`
+	// +optional
+	AvailabilityZone string `json:"availabilityZone,omitempty"`
+	// NodeName is the node whose pool holds the address stamped with the
+	// claim's owner; ENIID the ENI EC2 has it on.
+	// +optional
+	NodeName string `json:"nodeName,omitempty"`
+	// +optional
+	ENIID string `json:"eniID,omitempty"`
+	// Phase summarizes the conditions.
+	// +optional
+	Phase ClaimPhase `json:"phase,omitempty"`
+	// LastUsed is the last time a pod of the claim's name was seen (for
+	// the AfterUnused policy).
+	// +optional
+	LastUsed *metav1.Time `json:"lastUsed,omitempty"`
+	// ObservedGeneration is the spec generation this status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// Owner is the pool-entry owner Cilium's CNI plugin asks for when it
+// allocates for this claim's pod: "<namespace>/<name>"
+// (plugins/cilium-cni/cmd allocateIPsWithCiliumAgent).
+func (c *StaticIPClaim) Owner() string { return c.Namespace + "/" + c.Name }
+
+// +kubebuilder:object:root=true
+
+// StaticIPClaimList is a list of StaticIPClaims.
+type StaticIPClaimList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []StaticIPClaim `json:"items"`
+}
