@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net/netip"
 	"os"
 	"testing"
 	"time"
@@ -70,6 +71,9 @@ type interruptWorld struct {
 	failSpec bool
 	// used are the addresses the node's pods hold.
 	used map[string]bool
+	// api, when set, stands between the operator and cloud (a describe
+	// that lags EC2).
+	api cloud.API
 }
 
 func newInterruptWorld(t *testing.T) *interruptWorld {
@@ -126,7 +130,11 @@ func (w *interruptWorld) start(opts poolcontroller.Options) *life {
 		logOut = os.Stderr
 	}
 	log := slog.New(slog.NewTextHandler(logOut, nil))
-	inv := inventory.New(w.cloud, inventory.Options{
+	var api cloud.API = w.cloud
+	if w.api != nil {
+		api = w.api
+	}
+	inv := inventory.New(api, inventory.Options{
 		VPCIDs: []string{"vpc-0a000000000000001"}, ResyncInterval: time.Hour, ConsistencyGrace: time.Second, NotFoundRetry: time.Second,
 	}, log)
 	go func() { _ = inv.Start(ctx) }()
@@ -139,7 +147,7 @@ func (w *interruptWorld) start(opts poolcontroller.Options) *life {
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	return &life{r: poolcontroller.New(w.c, w.cloud, inv, events.NewFakeRecorder(100), m, opts, log), cancel: cancel}
+	return &life{r: poolcontroller.New(w.c, api, inv, events.NewFakeRecorder(100), m, opts, log), cancel: cancel}
 }
 
 func interruptOptions() poolcontroller.Options {
@@ -408,5 +416,90 @@ func (w *interruptWorld) until(l *life, done func() bool) {
 	}
 	if !done() {
 		w.t.Fatal("the interruption never happened")
+	}
+}
+
+// laggingCloud answers describes as EC2 did before an Unassign: the
+// addresses in stale are still shown on their ENI until the deadline.
+type laggingCloud struct {
+	*cloudfake.Cloud
+	stale map[string][]netip.Addr // ENI ID → addresses unassigned already
+	until time.Time
+}
+
+func (c *laggingCloud) lag(enis []cloud.ENI) []cloud.ENI {
+	if time.Now().After(c.until) {
+		return enis
+	}
+	for i := range enis {
+		enis[i].IPs = append(enis[i].IPs, c.stale[enis[i].ID]...)
+	}
+	return enis
+}
+
+func (c *laggingCloud) ListENIs(ctx context.Context, vpcID string) ([]cloud.ENI, error) {
+	enis, err := c.Cloud.ListENIs(ctx, vpcID)
+	return c.lag(enis), err
+}
+
+func (c *laggingCloud) GetENIs(ctx context.Context, ids []string) ([]cloud.ENI, error) {
+	enis, err := c.Cloud.GetENIs(ctx, ids)
+	return c.lag(enis), err
+}
+
+func (c *laggingCloud) GetInstances(ctx context.Context, ids []string) ([]cloud.Instance, []cloud.ENI, error) {
+	in, enis, err := c.Cloud.GetInstances(ctx, ids)
+	return in, c.lag(enis), err
+}
+
+// TestRestartOnADescribeThatPredatesAnUnassign: an operator released an
+// address to the end (Unassign, released, the agent dropped the entry) and
+// stopped; its successor's first describes still show the address on the
+// ENI, as EC2's lagging reads do, while EC2 has given it to another ENI.
+// The address never re-enters the pool, at any reconcile, and the pool
+// refills from addresses EC2 really has.
+func TestRestartOnADescribeThatPredatesAnUnassign(t *testing.T) {
+	w := newInterruptWorld(t)
+	opts := interruptOptions()
+	first := w.start(opts)
+	cn := w.converge(first, 4)
+	first.cancel()
+
+	// The released address: gone from EC2, the pool and the handshake.
+	var gone netip.Addr
+	var eni string
+	for ip, entry := range cn.Spec.IPAM.Pool {
+		gone, eni = netip.MustParseAddr(ip), entry.Resource
+		break
+	}
+	if err := w.cloud.UnassignIPs(context.Background(), eni, []netip.Addr{gone}); err != nil {
+		t.Fatal(err)
+	}
+	// EC2 has given it to someone else since.
+	if _, err := w.state.CreateNetworkInterface(ec2sim.CreateNetworkInterfaceRequest{
+		SubnetID: "subnet-0a000000000000002", PrivateIPAddress: gone.String(),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	delete(cn.Spec.IPAM.Pool, gone.String())
+	if err := w.c.Update(context.Background(), cn); err != nil {
+		t.Fatal(err)
+	}
+
+	w.api = &laggingCloud{Cloud: w.cloud, stale: map[string][]netip.Addr{eni: {gone}}, until: time.Now().Add(500 * time.Millisecond)}
+	second := w.start(opts) // trusts describes a grace (1 s) after its start
+	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); {
+		_ = w.reconcile(second)
+		cn = w.node()
+		if _, ok := cn.Spec.IPAM.Pool[gone.String()]; ok {
+			t.Fatalf("%s, unassigned before the restart, is back in the pool on a lagging describe", gone)
+		}
+		w.checkPool(cn)
+		time.Sleep(50 * time.Millisecond)
+	}
+	cn = w.converge(second, 4)
+	w.check(cn, 2)
+	if _, ok := cn.Spec.IPAM.Pool[gone.String()]; ok {
+		t.Fatalf("%s is in the pool", gone)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"net/netip"
 	"slices"
 	"strings"
 	"sync"
@@ -61,7 +62,20 @@ type Inventory struct {
 	deleted    map[string]time.Time           // ENI ID → deleted locally
 	created    map[string]time.Time           // ENI ID → created by this operator
 	notFound   map[string]time.Time           // instance ID → EC2 did not know it
-	types      map[string]cloud.InstanceType
+	// describedAt is when the describe that last installed each ENI
+	// started; trustFrom is Start plus the grace. A describe that started
+	// before trustFrom may still show what an earlier operator process
+	// changed (an address it unassigned just before it died), so an
+	// address it shows is vouched for only by a later describe, or by this
+	// process's own Assign (assignedHere).
+	describedAt  map[string]time.Time
+	trustFrom    time.Time
+	assignedHere map[netip.Addr]struct{}
+	// confirmed are the addresses a describe by ID started after
+	// trustFrom showed on an ENI whose cached view it could not replace
+	// (local changes were newer).
+	confirmed map[string]map[netip.Addr]struct{}
+	types     map[string]cloud.InstanceType
 	// subnetChanges are the operator's own changes of subnets' free
 	// counts, re-applied over a describe that started before them.
 	subnetChanges []subnetChange
@@ -90,23 +104,26 @@ type vpcData struct {
 // Start.
 func New(api cloud.API, opts Options, log *slog.Logger) *Inventory {
 	inv := &Inventory{
-		api:        api,
-		opts:       opts,
-		log:        log,
-		now:        time.Now,
-		vpcs:       map[string]*vpcData{},
-		instances:  map[string]*cloud.Instance{},
-		enis:       map[string]*cloud.ENI{},
-		byInstance: map[string]map[string]struct{}{},
-		unattached: map[string]struct{}{},
-		inFlight:   map[string]struct{}{},
-		attaching:  map[string]struct{}{},
-		touched:    map[string]time.Time{},
-		deleted:    map[string]time.Time{},
-		created:    map[string]time.Time{},
-		notFound:   map[string]time.Time{},
-		types:      map[string]cloud.InstanceType{},
-		synced:     make(chan struct{}),
+		api:          api,
+		opts:         opts,
+		log:          log,
+		now:          time.Now,
+		vpcs:         map[string]*vpcData{},
+		instances:    map[string]*cloud.Instance{},
+		enis:         map[string]*cloud.ENI{},
+		byInstance:   map[string]map[string]struct{}{},
+		unattached:   map[string]struct{}{},
+		inFlight:     map[string]struct{}{},
+		attaching:    map[string]struct{}{},
+		touched:      map[string]time.Time{},
+		deleted:      map[string]time.Time{},
+		created:      map[string]time.Time{},
+		notFound:     map[string]time.Time{},
+		describedAt:  map[string]time.Time{},
+		assignedHere: map[netip.Addr]struct{}{},
+		confirmed:    map[string]map[netip.Addr]struct{}{},
+		types:        map[string]cloud.InstanceType{},
+		synced:       make(chan struct{}),
 	}
 	inv.lookups = newLookups(inv)
 	return inv
@@ -116,6 +133,9 @@ func New(api cloud.API, opts Options, log *slog.Logger) *Inventory {
 // inventory synced, then resyncs every known VPC on the interval until ctx
 // ends.
 func (inv *Inventory) Start(ctx context.Context) error {
+	inv.mu.Lock()
+	inv.trustFrom = inv.now().Add(inv.opts.ConsistencyGrace)
+	inv.mu.Unlock()
 	go inv.lookups.run(ctx)
 	go inv.watchAttachments(ctx)
 	backoff := time.Second
@@ -264,10 +284,12 @@ func (inv *Inventory) install(start time.Time, vpc cloud.VPC, subnets []cloud.Su
 		}
 		if fresh(e.ID) || (e.InstanceID != "" && fresh(e.InstanceID)) {
 			if _, ok := inv.enis[e.ID]; ok {
+				inv.confirm(e, start)
 				continue // the local view is newer
 			}
 		}
 		inv.putENI(e)
+		inv.described(e.ID, start)
 	}
 	for id, e := range inv.enis {
 		if e.VPCID == vpc.ID && !described[id] && !fresh(id) && !(e.InstanceID != "" && fresh(e.InstanceID)) {
@@ -318,6 +340,8 @@ func (inv *Inventory) dropENI(id string) {
 		}
 	}
 	delete(inv.enis, id)
+	delete(inv.describedAt, id)
+	delete(inv.confirmed, id)
 	delete(inv.unattached, id)
 	delete(inv.attaching, id)
 }
@@ -365,6 +389,59 @@ func (inv *Inventory) Snapshot(ctx context.Context, instanceID, cluster string) 
 		slices.SortFunc(n.Subnets, func(a, b cloud.Subnet) int { return strings.Compare(a.ID, b.ID) })
 	}
 	return n, nil
+}
+
+// Trusted reports whether the cache may be believed when it shows ip on
+// the ENI: this process assigned it, or the ENI was last installed from a
+// describe that started a grace after Start. Until then an address the
+// pool lacks may be one an earlier process unassigned (EC2's describes
+// lag its changes), and must not be handed to pods on a stale word.
+func (inv *Inventory) Trusted(eniID string, ip netip.Addr) bool {
+	inv.mu.RLock()
+	defer inv.mu.RUnlock()
+	if t, ok := inv.describedAt[eniID]; !ok || !t.Before(inv.trustFrom) {
+		return true // fresh, or known only from this process's own changes
+	}
+	if _, mine := inv.assignedHere[ip]; mine {
+		return true
+	}
+	_, ok := inv.confirmed[eniID][ip]
+	return ok
+}
+
+// described records that the ENI's cached view was installed from a
+// describe that started at start; the caller holds mu.
+func (inv *Inventory) described(eniID string, start time.Time) {
+	inv.describedAt[eniID] = start
+	if !start.Before(inv.trustFrom) {
+		delete(inv.confirmed, eniID)
+	}
+}
+
+// confirm records what a describe started after trustFrom showed of an
+// ENI whose cached view it did not replace; the caller holds mu.
+func (inv *Inventory) confirm(e *cloud.ENI, start time.Time) {
+	if start.Before(inv.trustFrom) {
+		return
+	}
+	set := map[netip.Addr]struct{}{}
+	for _, ip := range e.IPs {
+		set[ip] = struct{}{}
+	}
+	for _, p := range e.Prefixes {
+		for ip := p.Masked().Addr(); p.Contains(ip); ip = ip.Next() {
+			set[ip] = struct{}{}
+		}
+	}
+	inv.confirmed[e.ID] = set
+}
+
+// TrustFrom is when describes start to be believed without a check (see
+// Trusted).
+func (inv *Inventory) TrustFrom() time.Time {
+	inv.mu.RLock()
+	defer inv.mu.RUnlock()
+	return inv.trustFrom
 }
 
 // VPC returns what the inventory knows of a VPC.

@@ -171,3 +171,77 @@ func TestLocalChangeOutlivesOlderDescribe(t *testing.T) {
 		t.Errorf("subnet free %d, want 97 after the local changes", free)
 	}
 }
+
+func (f *fakeCloud) GetENIs(_ context.Context, ids []string) ([]cloud.ENI, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []cloud.ENI
+	for _, e := range f.enis {
+		for _, id := range ids {
+			if e.ID == id {
+				out = append(out, e.Clone())
+			}
+		}
+	}
+	return out, nil
+}
+
+// TestEarlyDescribesVouchOnlyForOwnAssigns: until a grace after Start, a
+// describe may still show what an earlier operator process unassigned, so
+// only this process's own assigns are trusted; a describe by ID after the
+// grace vouches for what it shows, even where it cannot replace a newer
+// local view.
+func TestEarlyDescribesVouchOnlyForOwnAssigns(t *testing.T) {
+	a, b, mine := netip.MustParseAddr("10.0.0.10"), netip.MustParseAddr("10.0.0.11"), netip.MustParseAddr("10.0.0.12")
+	f := &fakeCloud{instances: []cloud.Instance{instance("i-1")}, enis: []cloud.ENI{{
+		ID: "eni-1", VPCID: "vpc-1", SubnetID: "subnet-1", InstanceID: "i-1", DeviceIndex: 1,
+		Status: cloud.ENIInUse, AttachmentStatus: cloud.AttachmentAttached, IPs: []netip.Addr{a, b},
+	}}}
+	inv := newInventory(f)
+	var mu sync.Mutex
+	clock := time.Unix(1_000_000, 0)
+	inv.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
+	advance := func(d time.Duration) { mu.Lock(); clock = clock.Add(d); mu.Unlock() }
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = inv.Start(ctx) }()
+	<-inv.Synced()
+
+	if inv.Trusted("eni-1", a) || inv.Trusted("eni-1", b) {
+		t.Fatal("the first describe, within the grace, is trusted")
+	}
+	inv.RecordAssigned("eni-1", []netip.Addr{mine}, nil)
+	if !inv.Trusted("eni-1", mine) {
+		t.Error("an address this process assigned is not trusted")
+	}
+
+	// After the grace, with a local change still newer than the describe:
+	// EC2 now shows only a (b was unassigned before the start).
+	advance(time.Minute)
+	inv.RecordAssigned("eni-1", nil, nil) // touches the ENI
+	f.mu.Lock()
+	f.enis[0].IPs = []netip.Addr{a, mine}
+	f.mu.Unlock()
+	if err := inv.RefreshENIs(ctx, []string{"eni-1"}); err != nil {
+		t.Fatal(err)
+	}
+	if !inv.Trusted("eni-1", a) {
+		t.Error("a describe by ID after the grace did not vouch for what it shows")
+	}
+	if inv.Trusted("eni-1", b) {
+		t.Error("an address no later describe shows is trusted")
+	}
+
+	// Once the local change is old, the describe replaces the view.
+	advance(2 * time.Minute)
+	if err := inv.RefreshENIs(ctx, []string{"eni-1"}); err != nil {
+		t.Fatal(err)
+	}
+	snap, err := inv.Snapshot(ctx, "i-1", "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := snap.ENIs[0].IPs; len(got) != 2 || !inv.Trusted("eni-1", a) {
+		t.Errorf("after a fresh describe: IPs %v, a trusted %v", got, inv.Trusted("eni-1", a))
+	}
+}

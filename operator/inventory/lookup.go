@@ -128,6 +128,7 @@ func (l *lookups) take() map[string]*lookup {
 
 // refresh describes the named instances and their ENIs and installs them.
 func (inv *Inventory) refresh(ctx context.Context, ids []string) error {
+	start := inv.now()
 	instances, enis, err := inv.api.GetInstances(ctx, ids)
 	if err != nil {
 		return fmt.Errorf("looking up %d instances, %w", len(ids), err)
@@ -149,9 +150,11 @@ func (inv *Inventory) refresh(ctx context.Context, ids []string) error {
 	for i := range enis {
 		e := enis[i]
 		if _, ok := inv.enis[e.ID]; ok && inv.touchedRecently(e.ID) {
+			inv.confirm(&e, start)
 			continue
 		}
 		inv.putENI(&e)
+		inv.described(e.ID, start)
 	}
 	return nil
 }
@@ -192,6 +195,7 @@ func shared(m *sync.Map, key string, ctx context.Context, fn func(context.Contex
 // the way to learn that an attachment completed without waiting for a
 // resync. ENIs EC2 does not show (yet) keep their cached state.
 func (inv *Inventory) RefreshENIs(ctx context.Context, ids []string) error {
+	start := inv.now()
 	enis, err := inv.api.GetENIs(ctx, ids)
 	if err != nil {
 		return fmt.Errorf("describing %d ENIs, %w", len(ids), err)
@@ -207,12 +211,16 @@ func (inv *Inventory) RefreshENIs(ctx context.Context, ids []string) error {
 			// A describe that started before a local change of the
 			// addresses may miss them; the attachment it reports is news.
 			if inv.touchedRecently(e.ID) {
+				inv.confirm(&e, start)
 				c := old.Clone()
 				c.Status, c.AttachmentStatus, c.DeleteOnTermination = e.Status, e.AttachmentStatus, c.DeleteOnTermination || e.DeleteOnTermination
 				e = c
+				inv.putENI(&e)
+				continue
 			}
 		}
 		inv.putENI(&e)
+		inv.described(e.ID, start)
 	}
 	return nil
 }

@@ -19,6 +19,7 @@ func (inv *Inventory) RecordCreated(eni cloud.ENI) {
 	inv.putENI(&e)
 	inv.touch(e.ID)
 	inv.created[e.ID] = inv.now()
+	inv.vouch(e.IPs, e.Prefixes)
 	inv.adjustSubnet(e.SubnetID, -(1 + len(e.IPs) + len(e.Prefixes)*16))
 }
 
@@ -58,6 +59,7 @@ func (inv *Inventory) RecordAssigned(eniID string, ips []netip.Addr, prefixes []
 	})
 	inv.mu.Lock()
 	inv.adjustSubnet(subnet, -(len(ips) + 16*len(prefixes)))
+	inv.vouch(ips, prefixes)
 	inv.mu.Unlock()
 }
 
@@ -137,6 +139,22 @@ func (inv *Inventory) update(eniID string, change func(*cloud.ENI)) {
 	inv.touch(eniID)
 	if e.InstanceID != "" {
 		inv.touch(e.InstanceID)
+	}
+}
+
+// vouch records addresses this process assigned while describes are not
+// trusted yet (see Trusted); the caller holds mu.
+func (inv *Inventory) vouch(ips []netip.Addr, prefixes []netip.Prefix) {
+	if !inv.now().Before(inv.trustFrom) {
+		return
+	}
+	for _, ip := range ips {
+		inv.assignedHere[ip] = struct{}{}
+	}
+	for _, p := range prefixes {
+		for ip := p.Masked().Addr(); p.Contains(ip); ip = ip.Next() {
+			inv.assignedHere[ip] = struct{}{}
+		}
 	}
 }
 

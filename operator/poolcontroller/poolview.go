@@ -27,6 +27,13 @@ type poolView struct {
 	awaiting int
 	// awaitingENIs are the ENIs of those addresses.
 	awaitingENIs []string
+	// unverified counts addresses the cache shows on a routed ENI that the
+	// pool lacks, on the word of a describe that may predate an earlier
+	// operator process's Unassign; they enter the pool once a later
+	// describe confirms them. Planning counts them as available too.
+	unverified int
+	// unverifiedENIs are the ENIs of those addresses.
+	unverifiedENIs []string
 }
 
 // poolInputs are the facts a node's pool is derived from, besides the
@@ -37,6 +44,9 @@ type poolInputs struct {
 	// routed reports whether the node's agent has reported ip routed on
 	// the ENI; nil when the agent reports nothing.
 	routed func(eniID string, ip netip.Addr) bool
+	// trusted reports whether the cache's word that ip is on the ENI may
+	// be believed (inventory.Trusted); nil: always.
+	trusted func(eniID string, ip netip.Addr) bool
 	// holders finds the instance whose ENI holds each address (""
 	// when the ENI is unattached); asked only for addresses missing from
 	// their ENI.
@@ -68,7 +78,10 @@ func (c poolChanges) any() bool {
 //   - an address in state released leaves the pool (its Unassign went
 //     through; a write lost after it must not leave it locked there);
 //   - an address of a usable, attached ENI enters the pool once the node's
-//     agent reported it routed, unless it is in the handshake;
+//     agent reported it routed, unless it is in the handshake, and once
+//     the cache's word for it can be trusted (a describe that started
+//     before this process's grace may still show an address an earlier
+//     process unassigned);
 //   - a free address that EC2 does not show on its ENI any more is marked
 //     for release once it has been missing for the grace, at once if EC2
 //     shows it on another instance; the handshake then takes it out, so
@@ -166,6 +179,7 @@ func (v *poolView) reconcile(in *poolInputs) poolChanges {
 
 	// Addresses EC2 has that the pool lacks.
 	v.awaiting, v.awaitingENIs = 0, nil
+	v.unverified, v.unverifiedENIs = 0, nil
 	for ip, eni := range onENI {
 		key := ip.String()
 		if _, ok := ipam.Pool[key]; ok {
@@ -181,6 +195,13 @@ func (v *poolView) reconcile(in *poolInputs) poolChanges {
 			}
 			continue
 		}
+		if in.trusted != nil && !in.trusted(eni.ID, ip) {
+			v.unverified++
+			if !slices.Contains(v.unverifiedENIs, eni.ID) {
+				v.unverifiedENIs = append(v.unverifiedENIs, eni.ID)
+			}
+			continue
+		}
 		if ipam.Pool == nil {
 			ipam.Pool = ipamtypes.AllocationMap{}
 		}
@@ -188,6 +209,7 @@ func (v *poolView) reconcile(in *poolInputs) poolChanges {
 		ch.added++
 	}
 	slices.Sort(v.awaitingENIs)
+	slices.Sort(v.unverifiedENIs)
 	return ch
 }
 

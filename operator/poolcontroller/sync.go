@@ -88,6 +88,7 @@ func (s *nodeSync) run(ctx context.Context) {
 	s.refreshAttaching(ctx)
 	s.pool = &poolView{cn: s.cn}
 	s.reconcilePool()
+	s.verifyUnpooled(ctx)
 	needed := s.needed()
 	r.metrics.observeNode(s.cn.Name, s.snap.Available, s.snap.Used, needed)
 
@@ -161,7 +162,7 @@ func (s *nodeSync) run(ctx context.Context) {
 // then counts it for planning.
 func (s *nodeSync) reconcilePool() {
 	in := &poolInputs{
-		snap: &s.snap, cfg: &s.cfg.Config, routed: s.routed, holders: s.r.inv.Holders,
+		snap: &s.snap, cfg: &s.cfg.Config, routed: s.routed, holders: s.r.inv.Holders, trusted: s.r.inv.Trusted,
 		missing: s.mem.missing, now: s.r.now(), grace: s.r.opts.ConsistencyGrace,
 	}
 	if ch := s.pool.reconcile(in); ch.any() || ch.usedOffENI > 0 {
@@ -170,6 +171,29 @@ func (s *nodeSync) reconcilePool() {
 			"awaitingRoute", s.pool.awaiting)
 	}
 	s.countPool()
+}
+
+// verifyUnpooled settles the addresses the pool lacks on a describe's
+// word that may predate this process (an earlier process may have
+// unassigned them just before it stopped): once describes are trusted, one
+// describe of their ENIs by ID confirms or drops them; before that, the
+// node is looked at again when they are.
+func (s *nodeSync) verifyUnpooled(ctx context.Context) {
+	if s.pool.unverified == 0 {
+		return
+	}
+	if wait := s.r.inv.TrustFrom().Sub(s.r.now()); wait > 0 {
+		s.requeueWithin(wait)
+		return
+	}
+	if err := s.r.inv.RefreshENIs(ctx, s.pool.unverifiedENIs); err != nil {
+		s.r.log.Info("describing ENIs to confirm addresses failed; retrying", "node", s.cn.Name, "enis", s.pool.unverifiedENIs, "error", err)
+		s.requeueWithin(time.Second)
+		return
+	}
+	if s.snapshot(ctx) {
+		s.reconcilePool()
+	}
 }
 
 // releasedCount counts the node's addresses in state released.
@@ -188,7 +212,7 @@ func (s *nodeSync) releasedCount() int {
 // again), and what it uses.
 func (s *nodeSync) countPool() {
 	available, used := s.pool.counts()
-	s.snap.Available, s.snap.Used = available+s.pool.awaiting, used
+	s.snap.Available, s.snap.Used = available+s.pool.awaiting+s.pool.unverified, used
 }
 
 func (s *nodeSync) needed() int {
