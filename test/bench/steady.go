@@ -142,6 +142,11 @@ func (s Steady) Run(ctx context.Context, e *Env) (*Report, error) {
 	rep.add("EC2 mutating calls in the window", mutating, "")
 	rep.add("CiliumNode writes in the window", writes, "")
 	rep.add("violations", w.agents.Figures().Violations.Total(), "")
+	pools, err := w.poolFindings(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rep.addPoolFindings(pools)
 
 	// One resync describes the VPC, its subnets and groups, and pages of
 	// 1000 instances and ENIs: a count set by the VPC's size and the

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"testing"
 	"time"
 
@@ -223,6 +224,19 @@ func free(cn *ciliumv2.CiliumNode) int {
 // (two looks that far apart). It prints the counts with the ledger's.
 func (w *world) checkPools(sim *agentsim.Sim) {
 	w.t.Helper()
+	f := w.poolFindings()
+	figures := sim.Figures()
+	w.t.Logf("invariants: %d IPs in two pools, %d free pool IPs off their ENI, %d released IPs in a pool, %d on two ENIs; ledger %+v; %d handouts checked routed before handed (%d waiting)",
+		f.InTwoPools, f.FreeOffENI, f.ReleasedInPool, f.OnTwoENIs, figures.Violations, figures.RoutedChecks, figures.RoutedPending)
+	if f.Total() != 0 {
+		w.t.Errorf("pools against EC2: %d breaches: %v", f.Total(), f.Details)
+	}
+}
+
+// poolFindings runs agentsim.PoolChecker over the CiliumNodes named (all
+// when none are) and ec2sim's state, with two looks 3 s apart.
+func (w *world) poolFindings(names ...string) agentsim.PoolFindings {
+	w.t.Helper()
 	checker := agentsim.NewPoolChecker(3 * time.Second)
 	var f agentsim.PoolFindings
 	for look := range 2 {
@@ -233,16 +247,14 @@ func (w *world) checkPools(sim *agentsim.Sim) {
 		if err := env.Client.List(w.ctx, &list); err != nil {
 			w.t.Fatal(err)
 		}
+		if len(names) > 0 {
+			list.Items = slices.DeleteFunc(list.Items, func(cn ciliumv2.CiliumNode) bool { return !slices.Contains(names, cn.Name) })
+		}
 		dump, err := w.sim.Admin.Dump(w.ctx)
 		if err != nil {
 			w.t.Fatal(err)
 		}
 		f = checker.Check(list.Items, dump, time.Now())
 	}
-	figures := sim.Figures()
-	w.t.Logf("invariants: %d IPs in two pools, %d free pool IPs off their ENI, %d released IPs in a pool, %d on two ENIs; ledger %+v; %d handouts checked routed before handed (%d waiting)",
-		f.InTwoPools, f.FreeOffENI, f.ReleasedInPool, f.OnTwoENIs, figures.Violations, figures.RoutedChecks, figures.RoutedPending)
-	if f.Total() != 0 {
-		w.t.Errorf("pools against EC2: %d breaches: %v", f.Total(), f.Details)
-	}
+	return f
 }

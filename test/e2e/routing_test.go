@@ -202,6 +202,12 @@ func TestSecondaryENIRoutedBeforePooled(t *testing.T) {
 	if !haveDefault {
 		t.Errorf("table 11 has no default route via the pod subnet's gateway %s: %v", gw, routes)
 	}
+	f := w.poolFindings(name)
+	t.Logf("invariants: %d IPs in two pools, %d free pool IPs off their ENI, %d released IPs in a pool, %d on two ENIs",
+		f.InTwoPools, f.FreeOffENI, f.ReleasedInPool, f.OnTwoENIs)
+	if f.Total() != 0 {
+		t.Errorf("pools against EC2: %d breaches: %v", f.Total(), f.Details)
+	}
 }
 
 func waitNode(t *testing.T, ctx context.Context, name, what string, cond func(*ciliumv2.CiliumNode) bool) *ciliumv2.CiliumNode {
