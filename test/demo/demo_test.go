@@ -115,6 +115,7 @@ func TestDemoOncePrintsFilledPools(t *testing.T) {
 	for _, want := range []string{
 		"pool IPs are on secondary ENIs in the subnets tagged enipam.io/pods=true",
 		"export KUBECONFIG=" + filepath.Join(out, "kubeconfig"),
+		"Invariants: 0 IPs in two pools, 0 on two ENIs, 0 free pool IPs off their ENI in EC2, 0 released IPs in a pool; 0 ledger violations",
 		"==> stopping enipam-operator, ec2sim, the agents, kube-apiserver and etcd ...",
 	} {
 		if !strings.Contains(text, want) {

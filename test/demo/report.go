@@ -9,6 +9,11 @@ import (
 	"slices"
 	"strings"
 	"text/tabwriter"
+	"time"
+
+	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
+
+	"github.com/enipam/enipam/test/agentsim"
 )
 
 // report prints what a user would look at once the pools are filled, and
@@ -26,7 +31,44 @@ func (d *world) report(ctx context.Context) error {
 	d.p.printf("\n")
 	d.summary(states)
 	d.p.printf("\n%s\n", d.placement(states))
+	if err := d.invariants(ctx); err != nil {
+		return err
+	}
 	d.explore()
+	return nil
+}
+
+// invariants prints what every enipam run is held to, counted from
+// ec2sim's state, the CiliumNodes and the simulated agents' ledger, and
+// fails the demo on any breach.
+func (d *world) invariants(ctx context.Context) error {
+	checker := agentsim.NewPoolChecker(3 * time.Second)
+	var f agentsim.PoolFindings
+	for look := range 2 {
+		if look > 0 {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(3500 * time.Millisecond):
+			}
+		}
+		var list ciliumv2.CiliumNodeList
+		if err := d.cluster.Client.List(ctx, &list); err != nil {
+			return err
+		}
+		dump, err := d.sim.Admin.Dump(ctx)
+		if err != nil {
+			return err
+		}
+		f = checker.Check(list.Items, dump, time.Now())
+	}
+	fig := d.agents.Figures()
+	d.p.printf("\nInvariants: %d IPs in two pools, %d on two ENIs, %d free pool IPs off their ENI in EC2, %d released IPs in a pool; "+
+		"%d ledger violations (IPs handed to two pods, removed while used or without ready-for-release, handed before routed) over %d handouts checked.\n",
+		f.InTwoPools, f.OnTwoENIs, f.FreeOffENI, f.ReleasedInPool, fig.Violations.Total(), fig.RoutedChecks)
+	if n := f.Total() + fig.Violations.Total(); n > 0 {
+		return fmt.Errorf("%d invariant breaches: %v; ledger %+v", n, f.Details, fig.Violations)
+	}
 	return nil
 }
 
