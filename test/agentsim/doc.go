@@ -37,7 +37,11 @@
 // status writes and how long changes waited for them, idle IPs now and
 // sampled over time); NodeFigures and Agent.PoolReachedAt the per-node
 // ones. Pods can also be driven by hand with Agent.Allocate, AllocateAsync
-// and Release.
+// and Release, or be real Pod objects: Kubelet plays the kubelets of the
+// Sim's nodes, giving a pod bound by a real scheduler its CNI ADD a
+// configurable moment after binding, writing its status.podIP, and
+// confirming deletions after the CNI DEL, so real controllers (a
+// StatefulSet's, enipam-operator's) see pods live as in a cluster.
 //
 // Where the simulator departs from Cilium, on purpose: an owner-matched
 // pool entry is handed out only if it is free and not in the release
