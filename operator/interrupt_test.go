@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"os"
+	"slices"
 	"testing"
 	"time"
 
@@ -502,4 +503,73 @@ func TestRestartOnADescribeThatPredatesAnUnassign(t *testing.T) {
 	if _, ok := cn.Spec.IPAM.Pool[gone.String()]; ok {
 		t.Fatalf("%s is in the pool", gone)
 	}
+}
+
+// hidingCloud answers describes without the ENIs in hidden until the
+// deadline, as EC2's describes miss an ENI created seconds ago.
+type hidingCloud struct {
+	*cloudfake.Cloud
+	hidden map[string]bool
+	until  time.Time
+}
+
+func (c *hidingCloud) hide(enis []cloud.ENI) []cloud.ENI {
+	if time.Now().After(c.until) {
+		return enis
+	}
+	return slices.DeleteFunc(enis, func(e cloud.ENI) bool { return c.hidden[e.ID] })
+}
+
+func (c *hidingCloud) ListENIs(ctx context.Context, vpcID string) ([]cloud.ENI, error) {
+	enis, err := c.Cloud.ListENIs(ctx, vpcID)
+	return c.hide(enis), err
+}
+
+func (c *hidingCloud) GetENIs(ctx context.Context, ids []string) ([]cloud.ENI, error) {
+	enis, err := c.Cloud.GetENIs(ctx, ids)
+	return c.hide(enis), err
+}
+
+func (c *hidingCloud) GetInstances(ctx context.Context, ids []string) ([]cloud.Instance, []cloud.ENI, error) {
+	in, enis, err := c.Cloud.GetInstances(ctx, ids)
+	return in, c.hide(enis), err
+}
+
+// TestTakeOverWhileAnENIIsInvisible: the operator that takes over does
+// not see, for a moment, the ENI its predecessor created. The node's
+// status keeps listing that ENI meanwhile, so the node agent never stops
+// routing its addresses (a report that still lists them could otherwise
+// let an unrouted address into the pool), and the pool keeps them.
+func TestTakeOverWhileAnENIIsInvisible(t *testing.T) {
+	w := newInterruptWorld(t)
+	opts := interruptOptions()
+	first := w.start(opts)
+	cn := w.converge(first, 4)
+	first.cancel()
+	var eni string
+	for id, e := range cn.Status.ENI.ENIs {
+		if e.Number == 1 {
+			eni = id
+		}
+	}
+	if eni == "" {
+		t.Fatal("no secondary ENI")
+	}
+	pooled := len(cn.Spec.IPAM.Pool)
+
+	w.api = &hidingCloud{Cloud: w.cloud, hidden: map[string]bool{eni: true}, until: time.Now().Add(700 * time.Millisecond)}
+	second := w.start(opts)
+	for deadline := time.Now().Add(1500 * time.Millisecond); time.Now().Before(deadline); {
+		_ = w.reconcile(second)
+		cn = w.node()
+		if _, ok := cn.Status.ENI.ENIs[eni]; !ok {
+			t.Fatalf("status.eni.enis dropped %s while EC2's describes missed it", eni)
+		}
+		if len(cn.Spec.IPAM.Pool) < pooled {
+			t.Fatalf("the pool shrank from %d to %d while EC2's describes missed %s", pooled, len(cn.Spec.IPAM.Pool), eni)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	cn = w.converge(second, 4)
+	w.check(cn, 2)
 }

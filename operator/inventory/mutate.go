@@ -105,6 +105,15 @@ func (inv *Inventory) RecordDeleted(eniID string) {
 	inv.deleted[eniID] = inv.now()
 }
 
+// Deleted reports whether this process deleted the ENI within the
+// consistency grace.
+func (inv *Inventory) Deleted(eniID string) bool {
+	inv.mu.RLock()
+	defer inv.mu.RUnlock()
+	t, ok := inv.deleted[eniID]
+	return ok && inv.now().Sub(t) < inv.opts.ConsistencyGrace
+}
+
 // RecordSubnetFull notes that EC2 found a subnet without room, so no plan
 // picks it again before the next resync.
 func (inv *Inventory) RecordSubnetFull(subnetID string) {

@@ -112,6 +112,9 @@ type memory struct {
 	// missing: since when each pool address has been missing from its
 	// ENI in EC2.
 	missing map[string]time.Time
+	// missingENIs: since when each ENI of the node's status.eni.enis has
+	// been missing from EC2's describes.
+	missingENIs map[string]time.Time
 	// awaitingSince is when addresses began to wait for the agent.
 	awaitingSince time.Time
 	// noPrefixesUntil: the subnet had no free /28; plans use single
@@ -191,7 +194,7 @@ func (r *Reconciler) memory(node string) *memory {
 	defer r.mu.Unlock()
 	m, ok := r.nodes[node]
 	if !ok {
-		m = &memory{missing: map[string]time.Time{}, repairs: map[string]repair{}}
+		m = &memory{missing: map[string]time.Time{}, missingENIs: map[string]time.Time{}, repairs: map[string]repair{}}
 		r.nodes[node] = m
 	}
 	return m

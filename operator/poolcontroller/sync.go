@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -81,6 +82,7 @@ func (s *nodeSync) run(ctx context.Context) {
 	if !s.snapshot(ctx) {
 		return
 	}
+	s.findListedENIs(ctx)
 	if err := s.syncRouting(ctx); err != nil {
 		s.fail(err, ReasonEC2Error)
 		return
@@ -171,6 +173,31 @@ func (s *nodeSync) reconcilePool() {
 			"awaitingRoute", s.pool.awaiting)
 	}
 	s.countPool()
+}
+
+// findListedENIs describes by ID the ENIs the node's status lists that
+// the snapshot lacks: a process that took over may have missed, in its
+// first describes, an ENI its predecessor created seconds before, and
+// would otherwise not learn of it before the next resync.
+func (s *nodeSync) findListedENIs(ctx context.Context) {
+	if s.cn.Spec.InstanceID != s.instanceID {
+		return
+	}
+	var ids []string
+	for id := range s.cn.Status.ENI.ENIs {
+		if !slices.ContainsFunc(s.snap.ENIs, func(e cloud.ENI) bool { return e.ID == id }) && !s.r.inv.Deleted(id) {
+			ids = append(ids, id)
+		}
+	}
+	if len(ids) == 0 {
+		return
+	}
+	slices.Sort(ids)
+	if err := s.r.inv.RefreshENIs(ctx, ids); err != nil {
+		s.r.log.Info("describing listed ENIs missing from EC2's view failed", "node", s.cn.Name, "enis", ids, "error", err)
+		return
+	}
+	s.snapshot(ctx)
 }
 
 // verifyUnpooled settles the addresses the pool lacks on a describe's

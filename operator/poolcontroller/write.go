@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/netip"
+	"time"
 
 	awstypes "github.com/cilium/cilium/pkg/aws/types"
 	ciliumip "github.com/cilium/cilium/pkg/ip"
@@ -56,7 +57,45 @@ func (s *nodeSync) fill() {
 			enis[e.ID] = s.statusENI(e, vpc)
 		}
 	}
+	s.keepMissingENIs(enis)
 	cn.Status.ENI.ENIs = enis
+}
+
+// keepMissingENIs keeps, for the consistency grace, the entries of ENIs
+// the node's status listed that EC2's describes do not show: a process
+// that took over may not see an ENI its predecessor created seconds ago.
+// Dropping the entry would make the node agent unroute its addresses
+// while a report that still lists them may be what the next reconcile
+// reads, so an address could be pooled unrouted. ENIs this process deleted
+// go at once, as do all of them when the node's instance changed.
+func (s *nodeSync) keepMissingENIs(enis map[string]awstypes.ENI) {
+	if s.orig.Spec.InstanceID != s.instanceID || s.cn.Status.ENI.ENIs == nil {
+		clear(s.mem.missingENIs)
+		return
+	}
+	now := s.r.now()
+	for id, old := range s.cn.Status.ENI.ENIs {
+		if _, seen := enis[id]; seen || s.r.inv.Deleted(id) {
+			delete(s.mem.missingENIs, id)
+			continue
+		}
+		since, ok := s.mem.missingENIs[id]
+		if !ok {
+			since = now
+			s.mem.missingENIs[id] = since
+		}
+		if now.Sub(since) < s.r.opts.ConsistencyGrace {
+			enis[id] = old
+			s.requeueWithin(max(since.Add(s.r.opts.ConsistencyGrace).Sub(now), time.Second))
+		} else {
+			delete(s.mem.missingENIs, id)
+		}
+	}
+	for id := range s.mem.missingENIs {
+		if _, listed := s.cn.Status.ENI.ENIs[id]; !listed {
+			delete(s.mem.missingENIs, id)
+		}
+	}
 }
 
 func (s *nodeSync) statusENI(e *cloud.ENI, vpc awstypes.AwsVPC) awstypes.ENI {
