@@ -60,6 +60,16 @@ func (s *nodeSync) apply(ctx context.Context, p *pool.Plan) error {
 			if errors.Is(err, cloud.ErrSubnetFull) {
 				r.inv.RecordSubnetFull(c.SubnetID)
 			}
+			var cerr *cloud.Error
+			if errors.As(err, &cerr) && cerr.Code == "IdempotentParameterMismatch" {
+				// The token is this instance's, device index and window:
+				// an earlier life of the operator created that ENI with
+				// other parameters, and the cache does not show it yet.
+				// Look the instance up again, so a later plan adopts it.
+				if rerr := r.inv.RefreshInstance(ctx, s.instanceID); rerr != nil {
+					r.log.Info("looking the instance up after a reused client token failed", "node", s.cn.Name, "instance", s.instanceID, "error", rerr)
+				}
+			}
 			return fmt.Errorf("creating ENI in %s, %w", c.SubnetID, err)
 		}
 		r.inv.MarkInFlight(eni.ID)
