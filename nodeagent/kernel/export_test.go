@@ -2,7 +2,9 @@ package kernel
 
 import (
 	"encoding/binary"
+	"fmt"
 	"net/netip"
+	"slices"
 
 	"golang.org/x/sys/unix"
 )
@@ -63,4 +65,41 @@ func AddDNAT(k *Kernel, dst, to netip.AddrPort) error {
 			nlaNested(unix.NFTA_RULE_EXPRESSIONS, rule...),
 		)},
 	})
+}
+
+// NFTRuleset lists every nf_tables table, chain and rule of k's namespace,
+// one line each with its attributes in raw form (handles left out), for
+// tests that compare the whole ruleset before and after; it stands in for
+// `nft list ruleset`, which needs a binary these machines may lack.
+func NFTRuleset(k *Kernel) ([]string, error) {
+	c, err := k.openNFT()
+	if err != nil {
+		return nil, err
+	}
+	defer c.close()
+	var out []string
+	for _, q := range []struct {
+		kind string
+		typ  uint16
+		keep []uint16
+	}{
+		{"table", unix.NFT_MSG_GETTABLE, []uint16{unix.NFTA_TABLE_NAME, unix.NFTA_TABLE_FLAGS}},
+		{"chain", unix.NFT_MSG_GETCHAIN, []uint16{unix.NFTA_CHAIN_TABLE, unix.NFTA_CHAIN_NAME, unix.NFTA_CHAIN_HOOK, unix.NFTA_CHAIN_POLICY, unix.NFTA_CHAIN_TYPE}},
+		{"rule", unix.NFT_MSG_GETRULE, []uint16{unix.NFTA_RULE_TABLE, unix.NFTA_RULE_CHAIN, unix.NFTA_RULE_EXPRESSIONS, unix.NFTA_RULE_USERDATA}},
+	} {
+		msgs, err := c.dump(unix.NFPROTO_UNSPEC, nftMsg{typ: q.typ})
+		if err != nil {
+			return nil, err
+		}
+		for _, m := range msgs {
+			attrs := parseAttrs(m)
+			line := q.kind
+			for _, a := range q.keep {
+				line += fmt.Sprintf(" %d=%x", a, attrs[a])
+			}
+			out = append(out, line)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
 }

@@ -22,6 +22,9 @@ type Kernel struct {
 	h          *netlink.Handle
 	ns         netns.NsHandle
 	procSysNet string
+	// stateDir is where rp_filter values are recorded before a change;
+	// empty: nowhere.
+	stateDir string
 }
 
 var _ routing.Host = (*Kernel)(nil)

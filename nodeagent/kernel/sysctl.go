@@ -61,13 +61,22 @@ func (k *Kernel) RPFilter(names []string) (map[string]int, error) {
 	return out, err
 }
 
-// SetRPFilter implements routing.Host.
+// SetRPFilter implements routing.Host. With a state directory
+// (WithStateDir), the link's value from before enipam's first change is
+// recorded first, for RestoreRPFilter.
 func (k *Kernel) SetRPFilter(l routing.Link, value int) error {
 	if err := checkLinkName(l.Name); err != nil {
 		return err
 	}
+	if err := k.recordRPFilter(l, value); err != nil {
+		return err
+	}
+	return k.writeRPFilter(l.Name, value)
+}
+
+func (k *Kernel) writeRPFilter(name string, value int) error {
 	return k.inNamespace(func() error {
-		path := filepath.Join(k.confDir(), l.Name, "rp_filter")
+		path := filepath.Join(k.confDir(), name, "rp_filter")
 		return classify(os.WriteFile(path, []byte(strconv.Itoa(value)), 0o644))
 	})
 }

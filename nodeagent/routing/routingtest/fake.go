@@ -5,6 +5,7 @@ package routingtest
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/enipam/enipam/nodeagent/routing"
@@ -23,12 +24,24 @@ type Host struct {
 	connmark *routing.Connmark
 	// rpFilterAll is net.ipv4.conf.all.rp_filter.
 	rpFilterAll int
+	// rpFilterWas records, per link index, the rp_filter a link had
+	// before its first SetRPFilter, as kernel.Kernel does in its state
+	// directory.
+	rpFilterWas map[int]rpFilterRecord
 	// Fail, when set, is consulted before each write; a non-nil error is
 	// returned instead of applying it. op is a routing.Op* name.
 	Fail func(op string, object any) error
 }
 
-var _ routing.Host = (*Host)(nil)
+var (
+	_ routing.Host             = (*Host)(nil)
+	_ routing.RPFilterRestorer = (*Host)(nil)
+)
+
+type rpFilterRecord struct {
+	name     string
+	old, set int
+}
 
 // AddLink adds a link as the kernel would show it.
 func (h *Host) AddLink(l routing.Link) {
@@ -82,6 +95,16 @@ func (h *Host) Link(index int) (routing.Link, bool) {
 		}
 	}
 	return routing.Link{}, false
+}
+
+// ChangeRPFilter sets a link's rp_filter as an administrator would:
+// behind enipam's back, unrecorded.
+func (h *Host) ChangeRPFilter(index, v int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if p, err := h.link(routing.Link{Index: index}); err == nil {
+		p.RPFilter = v
+	}
 }
 
 // SetRPFilterAll sets net.ipv4.conf.all.rp_filter (0 until set).
@@ -173,8 +196,40 @@ func (h *Host) SetRPFilter(l routing.Link, v int) error {
 	if err != nil {
 		return err
 	}
+	if h.rpFilterWas == nil {
+		h.rpFilterWas = map[int]rpFilterRecord{}
+	}
+	rec, ok := h.rpFilterWas[p.Index]
+	if !ok || rec.name != p.Name {
+		rec = rpFilterRecord{name: p.Name, old: p.RPFilter}
+	}
+	rec.set = v
+	h.rpFilterWas[p.Index] = rec
 	p.RPFilter = v
 	return nil
+}
+
+// RestoreRPFilter implements routing.RPFilterRestorer: every link still
+// holding the value SetRPFilter last wrote gets its value from before the
+// first write back; every record is forgotten.
+func (h *Host) RestoreRPFilter() ([]routing.RPFilterRestore, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []routing.RPFilterRestore
+	for index, rec := range h.rpFilterWas {
+		p, err := h.link(routing.Link{Index: index})
+		if err != nil || p.Name != rec.name || p.RPFilter != rec.set {
+			continue
+		}
+		if err := h.fail(routing.OpSetRPFilter, *p); err != nil {
+			return out, err
+		}
+		p.RPFilter = rec.old
+		out = append(out, routing.RPFilterRestore{Link: rec.name, From: rec.set, To: rec.old})
+	}
+	h.rpFilterWas = nil
+	slices.SortFunc(out, func(a, b routing.RPFilterRestore) int { return strings.Compare(a.Link, b.Link) })
+	return out, nil
 }
 
 // AddRule implements routing.Host.
