@@ -106,6 +106,9 @@ type Status struct {
 	// TaintRemoved is true once the start-up taint is off the Node (or
 	// there was none to remove).
 	TaintRemoved bool
+	// CleanedUp is true while the NodeRouting asks for enipam's routing to
+	// be removed and the last pass removed it all.
+	CleanedUp bool
 }
 
 // New returns an inert Agent for cfg acting on host, talking to the
@@ -176,8 +179,10 @@ func (a *Agent) Status() Status {
 // reports in the NodeRouting's status what is routed, and once routing is
 // ready it removes the start-up taint. Without a NodeRouting it touches
 // nothing. When ctx ends it marks the NodeRouting not ready (AgentStopped),
-// leaving the routing in place. It returns nil when ctx ends, or an error
-// if it cannot start. Start must be called once.
+// leaving the routing in place. While the NodeRouting carries the cleanup
+// annotation (enipamv1alpha1.AnnotationCleanup) it removes the node's
+// routing instead and routes nothing. It returns nil when ctx ends, or an
+// error if it cannot start. Start must be called once.
 func (a *Agent) Start(ctx context.Context) error {
 	a.setStatus(func(s *Status) {
 		s.Running, s.Heartbeat, s.NotReady = true, a.now(), "waiting for the NodeRouting and the CiliumNode"
@@ -260,6 +265,13 @@ func (a *Agent) pass(ctx context.Context, trigger string, rec record.EventRecord
 	if a.lastMissingNR {
 		a.lastMissingNR = false
 		a.log.Info("NodeRouting found", "instance", nr.Spec.InstanceID)
+	}
+	if cleanupRequest(nr) != "" {
+		return a.cleanup(ctx, cn, nr, trigger, rec)
+	}
+	if a.Status().CleanedUp {
+		a.log.Info("cleanup annotation removed; routing the node again")
+		a.setStatus(func(s *Status) { s.CleanedUp = false })
 	}
 	if !haveCN {
 		a.setStatus(func(s *Status) { s.Ready, s.NotReady = false, "CiliumNode not found" })

@@ -29,6 +29,10 @@ const (
 	// ReasonStartupTaintRemoved (Normal): routing turned ready and the
 	// start-up taint was removed from the Node.
 	ReasonStartupTaintRemoved = "StartupTaintRemoved"
+	// ReasonRoutingRemoved (Normal): the NodeRouting carries the cleanup
+	// annotation (enipam being uninstalled) and the agent removed
+	// everything it owned from the node's kernel; the message counts it.
+	ReasonRoutingRemoved = "RoutingRemoved"
 )
 
 // reference names the CiliumNode as an event's involved object.

@@ -7,7 +7,9 @@ import (
 	"log/slog"
 	"path/filepath"
 	"strings"
+	"time"
 
+	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
 	"github.com/enipam/enipam/nodeagent/kernel"
 	"github.com/enipam/enipam/nodeagent/routing"
 )
@@ -27,6 +29,19 @@ type Options struct {
 	// /proc/sys/net, or a hostPath mount of it when the container's own
 	// /proc/sys is read-only (kernel.WithProcSysNet).
 	ProcSysNet string
+	// StateDir is where the node keeps what the agent must remember to
+	// undo its changes (the rp_filter values it loosened); empty: nothing
+	// is recorded (kernel.WithStateDir).
+	StateDir string
+	// Cleanup runs once instead of the agent: remove everything enipam
+	// owns from this node's kernel, then exit.
+	Cleanup bool
+	// Uninstall runs once instead of the agent: ask every node's agent to
+	// remove its routing, wait for their reports, then exit (the chart's
+	// pre-delete hook).
+	Uninstall bool
+	// UninstallTimeout bounds the wait of Uninstall.
+	UninstallTimeout time.Duration
 }
 
 // Default listen addresses; chosen clear of Cilium's own ports on the
@@ -45,6 +60,9 @@ func NewOptions(nodeName string) *Options {
 		MetricsAddress: DefaultMetricsAddress,
 		LogLevel:       "info",
 		ProcSysNet:     kernel.DefaultProcSysNet,
+		StateDir:       kernel.DefaultStateDir,
+
+		UninstallTimeout: 2 * time.Minute,
 	}
 }
 
@@ -67,12 +85,31 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.HealthAddress, "health-address", o.HealthAddress, "listen address of /healthz and /readyz; empty disables")
 	fs.StringVar(&o.MetricsAddress, "metrics-address", o.MetricsAddress, "listen address of /metrics; empty disables")
 	fs.StringVar(&o.LogLevel, "log-level", o.LogLevel, "debug, info, warn or error")
+	fs.StringVar(&o.StateDir, "state-dir", o.StateDir, "directory on the node where the rp_filter values the agent loosens are recorded, so --cleanup and the uninstall can put them back (a tmpfs: cleared on reboot with the sysctls); empty records nothing")
+	fs.BoolVar(&o.Cleanup, "cleanup", o.Cleanup, "instead of running: remove every rule, route and nf_tables table enipam owns from this node (and the rp_filter values recorded under --state-dir), then exit; needs no Kubernetes access. Stop the node's agent first, or it routes the node again")
+	fs.BoolVar(&o.Uninstall, "uninstall", o.Uninstall, "instead of running: annotate every NodeRouting with "+enipamv1alpha1.AnnotationCleanup+" so each node's agent removes enipam's routing, wait for their reports up to --uninstall-timeout, then exit (the chart's pre-delete hook)")
+	fs.DurationVar(&o.UninstallTimeout, "uninstall-timeout", o.UninstallTimeout, "how long --uninstall waits for the agents' reports")
 	fs.StringVar(&o.ProcSysNet, "proc-sys-net", o.ProcSysNet, "directory showing the node's /proc/sys/net (a hostPath mount of it in a container that is not privileged, whose own /proc/sys is read-only)")
 }
 
 // Validate reports every invalid option.
 func (o *Options) Validate() error {
-	errs := []error{o.Config.Validate()}
+	var errs []error
+	switch {
+	case o.Cleanup && o.Uninstall:
+		errs = append(errs, errors.New("--cleanup and --uninstall exclude each other"))
+	case o.Cleanup:
+		errs = append(errs, o.Routing.Validate()) // no node, no Kubernetes
+	case o.Uninstall:
+		if o.UninstallTimeout <= 0 {
+			errs = append(errs, fmt.Errorf("--uninstall-timeout %v must be positive", o.UninstallTimeout))
+		}
+	default:
+		errs = append(errs, o.Config.Validate())
+	}
+	if o.StateDir != "" && !filepath.IsAbs(o.StateDir) {
+		errs = append(errs, fmt.Errorf("--state-dir must be an absolute path, got %q", o.StateDir))
+	}
 	if _, err := o.SlogLevel(); err != nil {
 		errs = append(errs, err)
 	}

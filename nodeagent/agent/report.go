@@ -54,11 +54,12 @@ func (a *Agent) report(ctx context.Context, nr *enipamv1alpha1.NodeRouting, res 
 }
 
 // reportStopped marks the NodeRouting not ready as the agent stops; the
-// routing stays in the kernel, and so do the ENIs in the report.
+// routing stays in the kernel, and so do the ENIs in the report. After a
+// cleanup the CleanedUp condition is left as it is.
 func (a *Agent) reportStopped() {
 	nr, ok := a.nrWatch.Current()
-	if !ok {
-		return
+	if !ok || a.Status().CleanedUp {
+		return // nothing to report on, or CleanedUp stays the truth
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

@@ -4,9 +4,6 @@ import (
 	"context"
 	"net"
 	"net/netip"
-	"os/exec"
-	"slices"
-	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -26,25 +23,16 @@ type nodeDump struct {
 	RPFilter           map[string]string
 }
 
-// dumpNode reads the namespace's routing with iproute2's own `ip` and the
-// kernel's nf_tables dump. IPv4 only: enipam writes no IPv6 state, and the
-// IPv6 link-local routes a link gets when it comes up are the link's.
+// dumpNode reads the namespace's routing with iproute2's own `ip`
+// (kerneltest.IPDump), the kernel's nf_tables dump and the sysctls.
 func dumpNode(t *testing.T, ns *kerneltest.Namespace, links ...string) nodeDump {
 	t.Helper()
-	ip := func(args ...string) []string {
-		out, err := exec.Command("ip", append([]string{"-n", ns.Name, "-4"}, args...)...).CombinedOutput()
-		if err != nil {
-			t.Fatalf("ip %v: %v\n%s", args, err, out)
-		}
-		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-		slices.Sort(lines)
-		return lines
-	}
 	nft, err := kernel.NFTRuleset(ns.Kernel())
 	if err != nil {
 		t.Fatalf("dumping nf_tables: %v", err)
 	}
-	d := nodeDump{Rules: ip("rule", "show"), Routes: ip("route", "show", "table", "all"), NFT: nft, RPFilter: map[string]string{}}
+	rules, routes := ns.IPDump(t)
+	d := nodeDump{Rules: rules, Routes: routes, NFT: nft, RPFilter: map[string]string{}}
 	for _, l := range append([]string{"all"}, links...) {
 		d.RPFilter[l] = ns.Sysctl(t, "net/ipv4/conf/"+l+"/rp_filter")
 	}

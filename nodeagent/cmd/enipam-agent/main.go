@@ -9,6 +9,11 @@
 // It runs as a DaemonSet on the host network with NET_ADMIN, needs no
 // cloud credentials, and reads only its own NodeRouting and CiliumNode
 // (--node-name, by default the NODE_NAME of the downward API).
+//
+// Two one-shot modes remove enipam for good: --uninstall (the chart's
+// pre-delete hook) asks every node's agent to remove its routing and waits
+// for their reports; --cleanup removes everything enipam owns from the
+// kernel of the node it runs on.
 package main
 
 import (
@@ -29,13 +34,19 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
+	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
 	"github.com/enipam/enipam/nodeagent/agent"
 	"github.com/enipam/enipam/nodeagent/kernel"
+	"github.com/enipam/enipam/nodeagent/routing"
+	"github.com/enipam/enipam/nodeagent/uninstall"
 )
 
 func main() {
@@ -71,9 +82,15 @@ func run(ctx context.Context, args []string, nodeName string, stderr io.Writer) 
 	klog.SetSlogLogger(log)
 	ctrllog.SetLogger(logr.FromSlogHandler(log.Handler()))
 
+	if opts.Cleanup {
+		return cleanup(ctx, opts, log)
+	}
 	kube, err := kubeConfig(opts.Kubeconfig)
 	if err != nil {
 		return err
+	}
+	if opts.Uninstall {
+		return uninstallAll(ctx, opts, kube, log)
 	}
 	nl, err := netlink.NewHandle()
 	if err != nil {
@@ -83,7 +100,7 @@ func run(ctx context.Context, args []string, nodeName string, stderr io.Writer) 
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	a, err := agent.New(opts.Config, kube, kernel.New(nl, netns.None(), kernel.WithProcSysNet(opts.ProcSysNet)), reg, log)
+	a, err := agent.New(opts.Config, kube, kernel.New(nl, netns.None(), kernel.WithProcSysNet(opts.ProcSysNet), kernel.WithStateDir(opts.StateDir)), reg, log)
 	if err != nil {
 		return err
 	}
@@ -114,6 +131,46 @@ func run(ctx context.Context, args []string, nodeName string, stderr io.Writer) 
 	wg.Wait()
 	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
 		return err
+	}
+	return nil
+}
+
+// cleanup removes everything enipam owns from this node's kernel: the
+// --cleanup run, by hand or from a Job on the node after the agents are
+// gone.
+func cleanup(ctx context.Context, opts *agent.Options, log *slog.Logger) error {
+	nl, err := netlink.NewHandle()
+	if err != nil {
+		return fmt.Errorf("opening netlink, %w", err)
+	}
+	defer nl.Close()
+	k := kernel.New(nl, netns.None(), kernel.WithProcSysNet(opts.ProcSysNet), kernel.WithStateDir(opts.StateDir))
+	res, err := routing.NewConverger(k, opts.Routing).Cleanup(ctx)
+	log.Info("removed enipam's routing from this node", "removed", res.String(), "rules", len(res.Plan.DelRules),
+		"routes", len(res.Plan.DelRoutes), "connmarkTable", res.Plan.Connmark != nil, "rpFilter", res.RPFilter)
+	return err
+}
+
+// uninstallAll asks every node's agent to remove its routing and waits
+// for their reports: the chart's pre-delete hook.
+func uninstallAll(ctx context.Context, opts *agent.Options, kube *rest.Config, log *slog.Logger) error {
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return err
+	}
+	if err := enipamv1alpha1.AddToScheme(scheme); err != nil {
+		return err
+	}
+	c, err := client.New(kube, client.Options{Scheme: scheme})
+	if err != nil {
+		return fmt.Errorf("building Kubernetes client, %w", err)
+	}
+	uo := uninstall.DefaultOptions()
+	uo.Timeout = opts.UninstallTimeout
+	out, err := uninstall.Run(ctx, c, uo, log)
+	log.Info("uninstall: "+out.Summary(), "cleaned", out.Cleaned, "noAgent", out.NoAgent, "pending", out.Pending)
+	if err != nil {
+		return fmt.Errorf("%w; the nodes listed keep their routing: fix their agents and retry, or uninstall without hooks (helm uninstall --no-hooks) and run enipam-agent --cleanup on them", err)
 	}
 	return nil
 }

@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -156,3 +158,22 @@ func (n *Namespace) SetSysctl(tb testing.TB, key, value string) {
 
 // Do runs fn on a throwaway OS thread inside the namespace.
 func (n *Namespace) Do(fn func() error) error { return kernel.InNamespace(n.NS, fn) }
+
+// IPDump returns what iproute2's own `ip -4 rule show` and
+// `ip -4 route show table all` print for the namespace, lines sorted: the
+// node's routing as an administrator sees it, to compare before and after.
+// IPv4 only: enipam writes no IPv6 state, and the IPv6 link-local routes a
+// link gets when it comes up belong to the link.
+func (n *Namespace) IPDump(tb testing.TB) (rules, routes []string) {
+	tb.Helper()
+	ip := func(args ...string) []string {
+		out, err := exec.Command("ip", append([]string{"-n", n.Name, "-4"}, args...)...).CombinedOutput()
+		if err != nil {
+			tb.Fatalf("ip %v in %s: %v\n%s", args, n.Name, err, out)
+		}
+		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+		slices.Sort(lines)
+		return lines
+	}
+	return ip("rule", "show"), ip("route", "show", "table", "all")
+}
