@@ -1,0 +1,204 @@
+package uninstall_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	awstypes "github.com/cilium/cilium/pkg/aws/types"
+	iputil "github.com/cilium/cilium/pkg/ip"
+	ipamtypes "github.com/cilium/cilium/pkg/ipam/types"
+	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
+	"github.com/enipam/enipam/nodeagent/agent"
+	"github.com/enipam/enipam/nodeagent/routing"
+	"github.com/enipam/enipam/nodeagent/routing/routingtest"
+	"github.com/enipam/enipam/nodeagent/uninstall"
+	"github.com/enipam/enipam/test/cluster"
+)
+
+var env *cluster.Cluster
+
+func TestMain(m *testing.M) {
+	os.Exit(cluster.Main(m, func(c *cluster.Cluster) { env = c }))
+}
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// createNode creates a Node whose kubelet posts the given Ready status
+// ("" for none), and its NodeRouting.
+func createNode(t *testing.T, name string, kubelet corev1.ConditionStatus) {
+	t.Helper()
+	ctx := context.Background()
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if err := env.Client.Create(ctx, n); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), n) })
+	if kubelet != "" {
+		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: kubelet, LastHeartbeatTime: metav1.Now()}}
+		if err := env.Client.Status().Update(ctx, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	nr := &enipamv1alpha1.NodeRouting{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: enipamv1alpha1.NodeRoutingSpec{FirstInterfaceIndex: 1}}
+	if err := env.Client.Create(ctx, nr); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), nr) })
+}
+
+// setCondition writes the Ready condition an agent left behind.
+func setCondition(t *testing.T, name, reason string, status metav1.ConditionStatus) {
+	t.Helper()
+	nr := &enipamv1alpha1.NodeRouting{}
+	if err := env.Client.Get(context.Background(), client.ObjectKey{Name: name}, nr); err != nil {
+		t.Fatal(err)
+	}
+	meta.SetStatusCondition(&nr.Status.Conditions, metav1.Condition{Type: enipamv1alpha1.ConditionReady, Status: status, Reason: reason, Message: "left by a test"})
+	if err := env.Client.Status().Update(context.Background(), nr); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// startAgent runs a real agent core for the node on an in-memory kernel
+// with one secondary ENI and one pool address, and waits until it reports
+// the node routed.
+func startAgent(t *testing.T, name, mac, subnet, ip string) *routingtest.Host {
+	t.Helper()
+	ctx := context.Background()
+	cn := &ciliumv2.CiliumNode{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if err := env.Client.Create(ctx, cn); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), cn) })
+	cn.Status.ENI.ENIs = map[string]awstypes.ENI{"eni-" + name: {
+		ID: "eni-" + name, Number: 1, MAC: mac,
+		Subnet: awstypes.AwsSubnet{ID: "subnet-" + name, CIDR: iputil.PrefixFrom(netip.MustParsePrefix(subnet))},
+	}}
+	if err := env.Client.Status().Update(ctx, cn); err != nil {
+		t.Fatal(err)
+	}
+	cn.Spec.IPAM.Pool = ipamtypes.AllocationMap{ip: {Resource: "eni-" + name}}
+	if err := env.Client.Update(ctx, cn); err != nil {
+		t.Fatal(err)
+	}
+	hw, _ := net.ParseMAC(mac)
+	host := &routingtest.Host{}
+	host.AddLink(routing.Link{Index: 2, Name: "eth0", MAC: net.HardwareAddr{2, 0, 0, 0, 0, 0}, MTU: 9001, Up: true, RPFilter: 1})
+	host.AddLink(routing.Link{Index: 3, Name: "eth1", MAC: hw, MTU: 1500, RPFilter: 1})
+	cfg := agent.DefaultConfig(name)
+	cfg.ResyncInterval, cfg.LinkWaitBackoff = 2*time.Second, 20*time.Millisecond
+	a, err := agent.New(cfg, env.Config, host, prometheus.NewRegistry(), quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	actx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- a.Start(actx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	deadline := time.Now().Add(20 * time.Second)
+	for reason(t, name) != enipamv1alpha1.ReasonRouted {
+		if time.Now().After(deadline) {
+			t.Fatalf("agent of %s never reported Routed", name)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return host
+}
+
+func reason(t *testing.T, name string) string {
+	t.Helper()
+	nr := &enipamv1alpha1.NodeRouting{}
+	if err := env.Client.Get(context.Background(), client.ObjectKey{Name: name}, nr); err != nil {
+		t.Fatal(err)
+	}
+	if c := meta.FindStatusCondition(nr.Status.Conditions, enipamv1alpha1.ConditionReady); c != nil {
+		return c.Reason
+	}
+	return ""
+}
+
+// TestUninstallWaitsForEveryLiveAgent: four nodes. Two run a real agent
+// that routed its node; one's NodeRouting says its agent stopped; one's
+// kubelet no longer posts (Ready Unknown) although its NodeRouting still
+// says Routed. Run annotates all four, waits for the two live agents to
+// remove their routing (their in-memory kernels end with no rule, no
+// route, no connmark table and rp_filter back at 1), and reports them
+// cleaned and the other two without an agent, none pending. Each
+// NodeRouting carries the annotation with the requester's name.
+func TestUninstallWaitsForEveryLiveAgent(t *testing.T) {
+	for _, n := range []string{"live-1", "live-2", "stopped", "silent"} {
+		status := corev1.ConditionTrue
+		if n == "silent" {
+			status = corev1.ConditionUnknown
+		}
+		createNode(t, n, status)
+	}
+	hosts := []*routingtest.Host{
+		startAgent(t, "live-1", "02:00:00:00:0d:01", "10.0.13.0/24", "10.0.13.10"),
+		startAgent(t, "live-2", "02:00:00:00:0d:02", "10.0.14.0/24", "10.0.14.10"),
+	}
+	setCondition(t, "stopped", enipamv1alpha1.ReasonAgentStopped, metav1.ConditionFalse)
+	setCondition(t, "silent", enipamv1alpha1.ReasonRouted, metav1.ConditionTrue)
+
+	opts := uninstall.DefaultOptions()
+	opts.Requester, opts.Timeout, opts.Poll = "test", 30*time.Second, 50*time.Millisecond
+	out, err := uninstall.Run(context.Background(), env.Client, opts, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(out.Cleaned, []string{"live-1", "live-2"}) || !slices.Equal(out.NoAgent, []string{"silent", "stopped"}) || len(out.Pending) != 0 {
+		t.Errorf("outcome %+v, want live-1 and live-2 cleaned, silent and stopped without an agent", out)
+	}
+	for i, h := range hosts {
+		rules, _ := h.Rules()
+		routes, _ := h.Routes()
+		cm, _ := h.Connmark()
+		eth1, _ := h.Link(3)
+		if len(rules) != 0 || len(routes) != 0 || cm != nil || eth1.RPFilter != 1 {
+			t.Errorf("live-%d after uninstall: rules %v routes %v connmark %v rp_filter %d; want none, none, none, 1", i+1, rules, routes, cm, eth1.RPFilter)
+		}
+	}
+	var nrs enipamv1alpha1.NodeRoutingList
+	if err := env.Client.List(context.Background(), &nrs); err != nil {
+		t.Fatal(err)
+	}
+	for _, nr := range nrs.Items {
+		if got := nr.Annotations[enipamv1alpha1.AnnotationCleanup]; got != "test" {
+			t.Errorf("NodeRouting %s annotation %q, want the requester", nr.Name, got)
+		}
+	}
+}
+
+// TestUninstallTimesOutNamingTheNodesLeft: a node whose NodeRouting says
+// Routed and whose kubelet posts, but whose agent never answers, makes Run
+// fail with ErrTimeout after the timeout, naming the node and its last
+// condition.
+func TestUninstallTimesOutNamingTheNodesLeft(t *testing.T) {
+	createNode(t, "stuck", corev1.ConditionTrue)
+	setCondition(t, "stuck", enipamv1alpha1.ReasonRouted, metav1.ConditionTrue)
+	opts := uninstall.DefaultOptions()
+	opts.Timeout, opts.Poll = 300*time.Millisecond, 50*time.Millisecond
+	out, err := uninstall.Run(context.Background(), env.Client, opts, quiet)
+	if !errors.Is(err, uninstall.ErrTimeout) || !strings.Contains(err.Error(), "stuck (Routed") {
+		t.Fatalf("Run: %v, want ErrTimeout naming stuck", err)
+	}
+	if len(out.Pending) != 1 || !strings.HasPrefix(out.Pending[0], "stuck") {
+		t.Errorf("pending %v, want stuck", out.Pending)
+	}
+}
