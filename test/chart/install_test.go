@@ -18,7 +18,8 @@ import (
 // succeeds (enipam's CRDs already exist, as on an upgrade path), creates
 // the operator and the policy, and prints NOTES that tell how to inspect
 // CiliumNodes, ENIPolicies, events and metrics; `helm uninstall` removes
-// what it created.
+// what it created. The uninstall hook is off here (no kubelet runs its
+// Job); TestHelmUninstallRemovesEveryNodesRouting plays it.
 func TestHelmInstallAndUninstall(t *testing.T) {
 	_, chartDir := paths(t)
 	kubeconfig, err := env.KubeConfig()
@@ -31,7 +32,8 @@ func TestHelmInstallAndUninstall(t *testing.T) {
 	}
 	const ns = "enipam-helm"
 	out, err := helm(t, "install", "enipam", chartDir, "--kubeconfig", kc, "--namespace", ns, "--create-namespace",
-		"--set", "clusterName=helm-test", "--set", "fullnameOverride=helm", "--set", "defaultPolicy.enabled=true", "--set", "defaultPolicy.name=helm-default")
+		"--set", "clusterName=helm-test", "--set", "fullnameOverride=helm", "--set", "defaultPolicy.enabled=true", "--set", "defaultPolicy.name=helm-default",
+		"--set", "agent.uninstallCleanup.enabled=false")
 	if err != nil {
 		t.Fatal(err)
 	}

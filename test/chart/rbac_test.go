@@ -52,8 +52,14 @@ func installRBAC(t *testing.T, extra ...string) manifest {
 // authorizer has caught up with the new bindings.
 func as(t *testing.T, name string, probe authorizationv1.ResourceAttributes) *rest.Config {
 	t.Helper()
+	return asIn(t, rbacNamespace, name, probe)
+}
+
+// asIn is as for a ServiceAccount of another namespace.
+func asIn(t *testing.T, namespace, name string, probe authorizationv1.ResourceAttributes) *rest.Config {
+	t.Helper()
 	cfg := rest.CopyConfig(env.Config)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + rbacNamespace + ":" + name}
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + namespace + ":" + name}
 	cs := kubernetes.NewForConfigOrDie(cfg)
 	err := wait.PollUntilContextTimeout(bg, 20*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
 		r, err := cs.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{

@@ -52,6 +52,8 @@ func TestBadValuesAreRefusedWithTheirPathAndReason(t *testing.T) {
 			[]string{"at '/operator/image/pullPolicy'", "value must be one of 'Always', 'IfNotPresent', 'Never'"}},
 		{"extra argument that is not a flag", []string{"--set", "operator.extraArgs[0]=debug"},
 			[]string{"at '/operator/extraArgs/0'", "does not match pattern '^--'"}},
+		{"uninstall timeout in words", []string{"--set", "agent.uninstallCleanup.timeout=two minutes"},
+			[]string{"at '/agent/uninstallCleanup/timeout'", "does not match pattern"}},
 		{"extender weight of zero", []string{"--set", "scheduler.extender.weight=0"},
 			[]string{"at '/scheduler/extender/weight'", "minimum: got 0, want 1"}},
 		{"settle timeout in words", []string{"--set", "scheduler.extender.settleTimeout=a second"},

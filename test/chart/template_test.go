@@ -68,23 +68,25 @@ func envValue(c corev1.Container, name string) (corev1.EnvVar, bool) {
 // renders exactly the objects of an install (a ServiceAccount, a
 // ClusterRole and binding per binary, the leader-election Roles and
 // bindings, the metrics Services, the PDBs, the DaemonSet, the operator's
-// Deployment, and enipam-scheduler's Deployment, configuration and
-// bindings to the built-in scheduler roles; no ENIPolicy unless asked),
+// Deployment, enipam-scheduler's Deployment, configuration and bindings
+// to the built-in scheduler roles, and the uninstall hook's Job,
+// ServiceAccount and RBAC; no ENIPolicy unless asked),
 // and the arguments it passes are accepted by the binaries' own flag
 // parsing and validation with the documented defaults.
 func TestDefaultsRenderTheWholeInstall(t *testing.T) {
 	m := render(t, "enipam", "kube-system", "--set", "clusterName=prod-1")
 	want := []string{
-		"ClusterRole/enipam-agent", "ClusterRole/enipam-operator", "ClusterRole/enipam-scheduler",
-		"ClusterRoleBinding/enipam-agent", "ClusterRoleBinding/enipam-operator", "ClusterRoleBinding/enipam-scheduler",
+		"ClusterRole/enipam-agent", "ClusterRole/enipam-agent-uninstall", "ClusterRole/enipam-operator", "ClusterRole/enipam-scheduler",
+		"ClusterRoleBinding/enipam-agent", "ClusterRoleBinding/enipam-agent-uninstall", "ClusterRoleBinding/enipam-operator", "ClusterRoleBinding/enipam-scheduler",
 		"ClusterRoleBinding/enipam-scheduler-kube-scheduler", "ClusterRoleBinding/enipam-scheduler-volume-scheduler",
 		"ConfigMap/enipam-scheduler",
 		"DaemonSet/enipam-agent", "Deployment/enipam-operator", "Deployment/enipam-scheduler",
+		"Job/enipam-agent-uninstall",
 		"PodDisruptionBudget/enipam-operator", "PodDisruptionBudget/enipam-scheduler",
 		"Role/enipam-operator-leader-election", "Role/enipam-scheduler-leader-election",
 		"RoleBinding/enipam-operator-leader-election", "RoleBinding/enipam-scheduler-authentication-reader", "RoleBinding/enipam-scheduler-leader-election",
 		"Service/enipam-agent-metrics", "Service/enipam-operator-metrics", "Service/enipam-scheduler-metrics",
-		"ServiceAccount/enipam-agent", "ServiceAccount/enipam-operator", "ServiceAccount/enipam-scheduler",
+		"ServiceAccount/enipam-agent", "ServiceAccount/enipam-agent-uninstall", "ServiceAccount/enipam-operator", "ServiceAccount/enipam-scheduler",
 	}
 	got := m.names()
 	slices.Sort(got)
@@ -113,7 +115,7 @@ func TestDefaultsRenderTheWholeInstall(t *testing.T) {
 	var ds appsv1.DaemonSet
 	m.typed(t, "DaemonSet", "enipam-agent", &ds)
 	aopts := agentOptions(t, &ds)
-	if aopts.ProcSysNet != "/host/proc/sys/net" || aopts.Routing.MTU != 9001 || aopts.Routing.EgressPriority != 111 || aopts.Routing.IngressPriority != 20 ||
+	if aopts.ProcSysNet != "/host/proc/sys/net" || aopts.StateDir != "/run/enipam" || aopts.Routing.MTU != 9001 || aopts.Routing.EgressPriority != 111 || aopts.Routing.IngressPriority != 20 ||
 		aopts.Routing.Egress != routing.EgressAll || !aopts.Routing.Connmark || aopts.StartupTaintKey != "" {
 		t.Errorf("agent options: %+v", aopts)
 	}
@@ -336,10 +338,21 @@ func TestEdgeValuesChangeWhatRenders(t *testing.T) {
 				t.Errorf("deployment uses %q, binding names %+v", d.Spec.Template.Spec.ServiceAccountName, crb.Subjects)
 			}
 		}},
+		{"no uninstall hook when asked", []string{"--set", "agent.uninstallCleanup.enabled=false"}, func(t *testing.T, m manifest) {
+			for _, u := range m {
+				if u.GetAnnotations()["helm.sh/hook"] != "" {
+					t.Errorf("%s/%s is a hook", u.GetKind(), u.GetName())
+				}
+			}
+		}},
 		{"existing service accounts are used, not created", []string{"--set", "operator.serviceAccount.create=false", "--set", "operator.serviceAccount.name=mine", "--set", "agent.serviceAccount.create=false", "--set", "agent.serviceAccount.name=theirs",
 			"--set", "scheduler.serviceAccount.create=false", "--set", "scheduler.serviceAccount.name=placement"}, func(t *testing.T, m manifest) {
-			if n := len(m.ofKind("ServiceAccount")); n != 0 {
-				t.Errorf("%d ServiceAccounts rendered", n)
+			// The uninstall hook's own ServiceAccount lives only while the
+			// hook runs; every other one is the user's.
+			for _, sa := range m.ofKind("ServiceAccount") {
+				if sa.GetAnnotations()["helm.sh/hook"] == "" {
+					t.Errorf("ServiceAccount %s rendered", sa.GetName())
+				}
 			}
 			var ds appsv1.DaemonSet
 			m.typed(t, "DaemonSet", "enipam-agent", &ds)
