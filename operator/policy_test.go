@@ -2,6 +2,7 @@ package operator_test
 
 import (
 	"context"
+	"github.com/prometheus/client_golang/prometheus"
 	"strings"
 	"testing"
 	"time"
@@ -21,7 +22,8 @@ import (
 // node, "wide" (priority 10, pre-allocate 6) and "narrow" (priority 1,
 // pre-allocate 3) → narrow governs the node (its pool holds 3 + the
 // agent's 2), both are Accepted, wide reports a Conflict naming narrow,
-// and a PolicyConflict event says so.
+// a PolicyConflict event says so, and enipam_node_policy names narrow for
+// the node (the join that sums pool series per policy).
 func TestOverlappingPoliciesResolvedAndReported(t *testing.T) {
 	r := newRig(t, vpcScenario)
 	for _, p := range []*enipamv1alpha1.ENIPolicy{
@@ -33,7 +35,7 @@ func TestOverlappingPoliciesResolvedAndReported(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	r.startOperator(r.options())
+	_, reg, _ := r.startOperator(r.options())
 	r.addNode("node-p", "i-0a000000000000001", "us-east-1a", map[string]string{"team": "a"}, ipamtypes.IPAMSpec{})
 	r.waitNode("node-p", 20*time.Second, "the narrow policy's pool", func(cn *ciliumv2.CiliumNode) bool { return len(cn.Spec.IPAM.Pool) == 5 })
 
@@ -63,6 +65,35 @@ func TestOverlappingPoliciesResolvedAndReported(t *testing.T) {
 	}
 	r.waitEvent("wide", "PolicyConflict")
 	r.waitEvent("node-p", "PolicyConflict")
+	if got := nodePolicy(t, reg, "node-p", "narrow"); got != 1 {
+		t.Errorf("enipam_node_policy{node=node-p,policy=narrow} = %v, want 1", got)
+	}
+}
+
+// nodePolicy finds the enipam_node_policy series of node and policy.
+func nodePolicy(t *testing.T, reg *prometheus.Registry, node, policy string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "enipam_node_policy" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["node"] == node && labels["policy"] == policy {
+				return m.GetGauge().GetValue()
+			}
+		}
+		t.Fatalf("no enipam_node_policy series for %s/%s in %v", node, policy, mf.GetMetric())
+	}
+	t.Fatal("enipam_node_policy not exported")
+	return 0
 }
 
 // TestNothingLeftAfterTermination: a node's new ENI misses its

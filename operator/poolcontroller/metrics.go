@@ -1,6 +1,8 @@
 package poolcontroller
 
 import (
+	"sync"
+
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -12,6 +14,11 @@ type Metrics struct {
 	ipsReleased       prometheus.Counter
 	allocationLatency prometheus.Histogram
 	writes            *prometheus.CounterVec
+	nodePolicy        *prometheus.GaugeVec
+
+	mu sync.Mutex
+	// policyOf is the policy last exported for each node.
+	policyOf map[string]string
 }
 
 // NewMetrics registers the controller's metrics on reg.
@@ -38,8 +45,13 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		writes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "enipam_ciliumnode_writes_total", Help: "CiliumNode writes by part (status, spec).",
 		}, []string{"part"}),
+		nodePolicy: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "enipam_node_policy",
+			Help: "1 for each node, labelled with the ENIPolicy governing it (empty: none, the operator's defaults); join on node to sum other series per policy.",
+		}, []string{"node", "policy"}),
+		policyOf: map[string]string{},
 	}
-	for _, c := range []prometheus.Collector{m.nodeIPs, m.enisCreated, m.ipsAssigned, m.ipsReleased, m.allocationLatency, m.writes} {
+	for _, c := range []prometheus.Collector{m.nodeIPs, m.enisCreated, m.ipsAssigned, m.ipsReleased, m.allocationLatency, m.writes, m.nodePolicy} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -47,7 +59,16 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	return m, nil
 }
 
-func (m *Metrics) observeNode(node string, available, used, needed int) {
+func (m *Metrics) observeNode(node, policy string, available, used, needed int) {
+	m.mu.Lock()
+	if was, ok := m.policyOf[node]; !ok || was != policy {
+		if ok {
+			m.nodePolicy.DeleteLabelValues(node, was)
+		}
+		m.policyOf[node] = policy
+		m.nodePolicy.WithLabelValues(node, policy).Set(1)
+	}
+	m.mu.Unlock()
 	m.nodeIPs.WithLabelValues(node, "available").Set(float64(available))
 	m.nodeIPs.WithLabelValues(node, "used").Set(float64(used))
 	m.nodeIPs.WithLabelValues(node, "needed").Set(float64(needed))
@@ -60,6 +81,10 @@ func (m *Metrics) observeCapacity(node string, awaiting, maxIPs int) {
 
 func (m *Metrics) forget(node string) {
 	m.nodeIPs.DeletePartialMatch(prometheus.Labels{"node": node})
+	m.mu.Lock()
+	delete(m.policyOf, node)
+	m.mu.Unlock()
+	m.nodePolicy.DeletePartialMatch(prometheus.Labels{"node": node})
 }
 
 var nodesDesc = prometheus.NewDesc("enipam_nodes",

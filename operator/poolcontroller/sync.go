@@ -92,7 +92,7 @@ func (s *nodeSync) run(ctx context.Context) {
 	s.reconcilePool()
 	s.verifyUnpooled(ctx)
 	needed := s.needed()
-	r.metrics.observeNode(s.cn.Name, s.snap.Available, s.snap.Used, needed)
+	r.metrics.observeNode(s.cn.Name, s.cfg.Policy, s.snap.Available, s.snap.Used, needed)
 
 	if needed > 0 {
 		// Demand is back: IPs marked but not yet acknowledged are handed
