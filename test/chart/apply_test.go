@@ -2,6 +2,7 @@ package chart
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -21,13 +22,15 @@ import (
 // real kube-apiserver with strict field validation (a misspelled or
 // misplaced field is an error, not silently dropped) and read back: RBAC,
 // ServiceAccounts, Services, PDB, Deployment, DaemonSet, the ENIPolicy
-// (through its CRD's CEL rules) and the ServiceMonitors.
+// (through its CRD's CEL rules), the uninstall hook's objects, the
+// dashboard's ConfigMap, the ServiceMonitors and the PrometheusRule.
 //
 // ServiceMonitor is Prometheus Operator's kind, not installed here. The
 // test shows the apiserver refuses it without its CRD (so
 // serviceMonitor.enabled needs Prometheus Operator), then installs a
 // stand-in CRD for monitoring.coreos.com/v1 ServiceMonitor whose schema
-// covers the fields the chart writes and creates them against it.
+// covers the fields the chart writes and creates them against it; the
+// same for PrometheusRule.
 func TestRenderedManifestsAreCreatedInTheAPIServer(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -48,6 +51,12 @@ func TestRenderedManifestsAreCreatedInTheAPIServer(t *testing.T) {
 					t.Fatalf("ServiceMonitor without Prometheus Operator's CRD: %v, want no match for the kind", err)
 				}
 				installServiceMonitorCRD(t)
+			}
+			if prs := m.ofKind("PrometheusRule"); len(prs) > 0 {
+				if err := newClient(t).Create(bg, prs[0].DeepCopy()); !meta.IsNoMatchError(err) {
+					t.Fatalf("PrometheusRule without Prometheus Operator's CRD: %v, want no match for the kind", err)
+				}
+				installPrometheusRuleCRD(t)
 			}
 
 			c := newClient(t) // a fresh REST mapper that knows the new kind
@@ -116,11 +125,41 @@ func installServiceMonitorCRD(t *testing.T) {
 			})),
 		})),
 	}, "selector", "endpoints")
+	installMonitoringCRD(t, "servicemonitors", "ServiceMonitor", spec)
+}
+
+// installPrometheusRuleCRD installs a stand-in for Prometheus Operator's
+// PrometheusRule CRD, with a schema for the fields the chart writes.
+func installPrometheusRuleCRD(t *testing.T) {
+	t.Helper()
+	str := apiextensionsv1.JSONSchemaProps{Type: "string"}
+	strMap := apiextensionsv1.JSONSchemaProps{Type: "object", AdditionalProperties: &apiextensionsv1.JSONSchemaPropsOrBool{Schema: &str}}
+	obj := func(props map[string]apiextensionsv1.JSONSchemaProps, required ...string) apiextensionsv1.JSONSchemaProps {
+		return apiextensionsv1.JSONSchemaProps{Type: "object", Properties: props, Required: required}
+	}
+	list := func(item apiextensionsv1.JSONSchemaProps) apiextensionsv1.JSONSchemaProps {
+		return apiextensionsv1.JSONSchemaProps{Type: "array", Items: &apiextensionsv1.JSONSchemaPropsOrArray{Schema: &item}}
+	}
+	spec := obj(map[string]apiextensionsv1.JSONSchemaProps{
+		"groups": list(obj(map[string]apiextensionsv1.JSONSchemaProps{
+			"name": str,
+			"rules": list(obj(map[string]apiextensionsv1.JSONSchemaProps{
+				"alert": str, "record": str, "expr": str, "for": str, "labels": strMap, "annotations": strMap,
+			}, "expr")),
+		}, "name")),
+	})
+	installMonitoringCRD(t, "prometheusrules", "PrometheusRule", spec)
+}
+
+// installMonitoringCRD installs, for the rest of the package, a
+// monitoring.coreos.com/v1 kind with the given spec schema.
+func installMonitoringCRD(t *testing.T, plural, kind string, spec apiextensionsv1.JSONSchemaProps) {
+	t.Helper()
 	crd := &apiextensionsv1.CustomResourceDefinition{
-		ObjectMeta: metav1.ObjectMeta{Name: "servicemonitors.monitoring.coreos.com"},
+		ObjectMeta: metav1.ObjectMeta{Name: plural + ".monitoring.coreos.com"},
 		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
 			Group: "monitoring.coreos.com",
-			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: "servicemonitors", Singular: "servicemonitor", Kind: "ServiceMonitor", ListKind: "ServiceMonitorList"},
+			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: plural, Singular: strings.ToLower(kind), Kind: kind, ListKind: kind + "List"},
 			Scope: apiextensionsv1.NamespaceScoped,
 			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{
 				Name: "v1", Served: true, Storage: true,
@@ -145,6 +184,6 @@ func installServiceMonitorCRD(t *testing.T) {
 		return false, nil
 	})
 	if err != nil {
-		t.Fatalf("ServiceMonitor stand-in CRD never established: %v", err)
+		t.Fatalf("%s stand-in CRD never established: %v", kind, err)
 	}
 }

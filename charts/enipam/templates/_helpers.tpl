@@ -160,3 +160,18 @@ names the values and the fix. */}}
 {{- end }}
 {{- end }}
 {{- end }}
+
+{{/* A series selector of the alerts: (list . "metric" "matchers"), with
+prometheusRule.seriesSelector added. */}}
+{{- define "enipam.series" -}}
+{{- $root := index . 0 -}}
+{{- $sel := tpl $root.Values.prometheusRule.seriesSelector $root -}}
+{{- printf "%s{%s}" (index . 1) (join "," (compact (list (index . 2) $sel))) -}}
+{{- end }}
+
+{{/* The runbook of an alert: (list . "anchor"). */}}
+{{- define "enipam.runbook" -}}
+{{- $root := index . 0 -}}
+{{- $base := $root.Values.prometheusRule.runbookURL | default (printf "%s/blob/v%s/README.md" $root.Chart.Home $root.Chart.AppVersion) -}}
+{{- printf "%s#%s" $base (index . 1) -}}
+{{- end }}

@@ -1,0 +1,219 @@
+package chart
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/enipam/enipam/test/cluster"
+	"github.com/enipam/enipam/test/promcheck"
+)
+
+// TestDashboardAndAlertsAreOffByDefault: without the values, neither the
+// dashboard ConfigMap nor the PrometheusRule renders (a cluster without
+// Prometheus Operator would refuse the latter).
+func TestDashboardAndAlertsAreOffByDefault(t *testing.T) {
+	m := render(t, "enipam", "kube-system", "--set", "clusterName=prod")
+	if len(m.ofKind("PrometheusRule")) != 0 || len(m.ofKind("ConfigMap")) != 1 { // enipam-scheduler's configuration
+		t.Errorf("rendered by default: %v", m.names())
+	}
+}
+
+// TestDashboardIsAConfigMapForGrafanasSidecar: grafanaDashboard.enabled
+// renders one ConfigMap labelled grafana_dashboard "1" (kube-prometheus
+// stack's sidecar convention) in the release's namespace, or the one
+// asked, with its annotations; its one key is the chart's
+// dashboards/enipam.json, a Grafana dashboard whose data source is a
+// variable and whose every panel has a PromQL query that Prometheus's
+// parser accepts and that names one of enipam's metrics (or
+// controller-runtime's leader gauge). Which of those the binaries really
+// export is test/e2e's and test/schedtest's part, against live scrapes.
+func TestDashboardIsAConfigMapForGrafanasSidecar(t *testing.T) {
+	m := render(t, "enipam", "kube-system", "--set", "clusterName=prod", "--set", "grafanaDashboard.enabled=true",
+		"--set", "grafanaDashboard.namespace=monitoring", "--set", "grafanaDashboard.annotations.grafana_folder=enipam")
+	cm := m.find("ConfigMap", "enipam-dashboard")
+	if cm == nil {
+		t.Fatalf("no dashboard ConfigMap; rendered %v", m.names())
+	}
+	if cm.GetLabels()["grafana_dashboard"] != "1" || cm.GetNamespace() != "monitoring" || cm.GetAnnotations()["grafana_folder"] != "enipam" {
+		t.Errorf("ConfigMap labels %v namespace %q annotations %v", cm.GetLabels(), cm.GetNamespace(), cm.GetAnnotations())
+	}
+	data, _, _ := unstructured.NestedStringMap(cm.Object, "data")
+	_, chartDir := paths(t)
+	file, err := os.ReadFile(filepath.Join(chartDir, "dashboards", "enipam.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(data) != 1 || data["enipam.json"] != strings.TrimSpace(string(file)) {
+		t.Fatalf("ConfigMap data has %d keys, want one, enipam.json, holding dashboards/enipam.json", len(data))
+	}
+	var d struct {
+		UID        string `json:"uid"`
+		Templating struct {
+			List []struct{ Name, Type string } `json:"list"`
+		} `json:"templating"`
+		Panels []struct {
+			Type       string         `json:"type"`
+			Title      string         `json:"title"`
+			Datasource map[string]any `json:"datasource"`
+		} `json:"panels"`
+	}
+	if err := json.Unmarshal(file, &d); err != nil {
+		t.Fatal(err)
+	}
+	if d.UID == "" || len(d.Templating.List) == 0 || d.Templating.List[0].Type != "datasource" {
+		t.Errorf("dashboard uid %q, first variable %+v: want a uid and a data source variable", d.UID, d.Templating.List)
+	}
+	for _, p := range d.Panels {
+		if p.Type != "row" && p.Datasource["uid"] != "${datasource}" {
+			t.Errorf("panel %q reads data source %v, want the variable", p.Title, p.Datasource)
+		}
+	}
+	queries, err := promcheck.DashboardQueries(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkMetricNames(t, queries)
+	for _, want := range []string{"enipam_node_ips", "enipam_node_policy", "enipam_subnet_available_ips", "enipam_ec2_api_throttled_total",
+		"enipam_ec2_api_duration_seconds_count", "enipam_allocation_duration_seconds_bucket", "enipam_agent_ready", "enipam_leaked_enis",
+		"enipam_enis_collected_total", "enipam_scheduler_node_refusals_total"} {
+		used, _ := promcheck.AllMetrics(queries)
+		if _, ok := used[want]; !ok {
+			t.Errorf("the dashboard shows nothing of %s", want)
+		}
+	}
+}
+
+// checkMetricNames parses every query and requires each metric it names
+// to be enipam's or controller-runtime's leader gauge.
+func checkMetricNames(t *testing.T, queries []promcheck.Query) {
+	t.Helper()
+	used, err := promcheck.AllMetrics(queries)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, where := range used {
+		if !strings.HasPrefix(name, "enipam_") && name != "leader_election_master_status" {
+			t.Errorf("%s (%v) is no metric of enipam's binaries", name, where)
+		}
+	}
+}
+
+// alertRule is one rule of the rendered PrometheusRule.
+type alertRule struct {
+	Alert       string            `json:"alert"`
+	Expr        string            `json:"expr"`
+	For         string            `json:"for"`
+	Labels      map[string]string `json:"labels"`
+	Annotations map[string]string `json:"annotations"`
+}
+
+func alertRules(t *testing.T, m manifest) []alertRule {
+	t.Helper()
+	prs := m.ofKind("PrometheusRule")
+	if len(prs) != 1 {
+		t.Fatalf("%d PrometheusRules rendered, want 1", len(prs))
+	}
+	var spec struct {
+		Groups []struct {
+			Rules []alertRule `json:"rules"`
+		} `json:"groups"`
+	}
+	b, _ := json.Marshal(prs[0].Object["spec"])
+	if err := json.Unmarshal(b, &spec); err != nil {
+		t.Fatal(err)
+	}
+	var out []alertRule
+	for _, g := range spec.Groups {
+		out = append(out, g.Rules...)
+	}
+	return out
+}
+
+// TestAlertsLinkTheirRunbookAndParse: prometheusRule.enabled renders the
+// seven alerts, each with a severity, a for, a summary, and a
+// runbook_url whose anchor is a heading of the README (GitHub's anchors),
+// under the chart's home at the chart's version unless runbookURL says
+// otherwise. Every expression parses with Prometheus's parser, names
+// enipam's metrics (or controller-runtime's leader gauge) and carries the
+// series selector; the values reach the thresholds. Without leader
+// election there is no leader alert.
+func TestAlertsLinkTheirRunbookAndParse(t *testing.T) {
+	m := render(t, "enipam", "kube-system", "--set", "clusterName=prod", "--set", "prometheusRule.enabled=true",
+		"--set", "prometheusRule.subnetLow.minFreeIPs=200", "--set", "prometheusRule.alertLabels.team=net")
+	rules := alertRules(t, m)
+	var names []string
+	anchors := readmeAnchors(t)
+	for _, r := range rules {
+		names = append(names, r.Alert)
+		if r.For == "" || r.Labels["severity"] == "" || r.Labels["team"] != "net" || r.Annotations["summary"] == "" || r.Annotations["description"] == "" {
+			t.Errorf("%s: for %q labels %v annotations %v", r.Alert, r.For, r.Labels, r.Annotations)
+		}
+		url := r.Annotations["runbook_url"]
+		base, anchor, ok := strings.Cut(url, "#")
+		if !ok || base != "https://github.com/enipam/enipam/blob/v0.1.0/README.md" || !anchors[anchor] {
+			t.Errorf("%s: runbook_url %q is not a heading of the README at the chart's version", r.Alert, url)
+		}
+		if !strings.Contains(r.Expr, `namespace="kube-system"`) {
+			t.Errorf("%s: %q lacks the series selector", r.Alert, r.Expr)
+		}
+		checkMetricNames(t, []promcheck.Query{{Where: r.Alert, Expr: r.Expr}})
+	}
+	want := []string{"EnipamPoolShort", "EnipamSubnetLowOnAddresses", "EnipamEC2Throttled", "EnipamEC2Errors", "EnipamAgentNotReady", "EnipamLeakedENIsGrowing", "EnipamOperatorNoLeader"}
+	if diff := cmp.Diff(want, names); diff != "" {
+		t.Errorf("alerts (-want +got):\n%s", diff)
+	}
+	if i := slices.IndexFunc(rules, func(r alertRule) bool { return r.Alert == "EnipamSubnetLowOnAddresses" }); i < 0 || !strings.HasSuffix(rules[i].Expr, "< 200") {
+		t.Errorf("subnet threshold not applied")
+	}
+	if i := slices.IndexFunc(rules, func(r alertRule) bool { return r.Alert == "EnipamOperatorNoLeader" }); i < 0 || !strings.Contains(rules[i].Expr, `name="enipam-operator"`) {
+		t.Errorf("leader alert does not watch the operator's Lease")
+	}
+
+	m = render(t, "enipam", "kube-system", "--set", "clusterName=prod", "--set", "prometheusRule.enabled=true",
+		"--set", "operator.replicas=1", "--set", "operator.leaderElection.enabled=false", "--set", "prometheusRule.seriesSelector=",
+		"--set", "prometheusRule.runbookURL=https://wiki.example.com/enipam")
+	for _, r := range alertRules(t, m) {
+		if r.Alert == "EnipamOperatorNoLeader" {
+			t.Error("leader alert rendered without leader election")
+		}
+		if !strings.HasPrefix(r.Annotations["runbook_url"], "https://wiki.example.com/enipam#") {
+			t.Errorf("%s: runbook_url %q ignores runbookURL", r.Alert, r.Annotations["runbook_url"])
+		}
+		checkMetricNames(t, []promcheck.Query{{Where: r.Alert, Expr: r.Expr}})
+	}
+}
+
+// readmeAnchors are the anchors GitHub gives the README's headings.
+func readmeAnchors(t *testing.T) map[string]bool {
+	t.Helper()
+	root, err := cluster.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	drop := regexp.MustCompile(`[^\p{L}\p{N} _-]`)
+	out := map[string]bool{}
+	inCode := false
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(l, "```") {
+			inCode = !inCode
+		}
+		if inCode || !strings.HasPrefix(l, "#") {
+			continue
+		}
+		h := strings.TrimSpace(strings.TrimLeft(l, "#"))
+		out[strings.ReplaceAll(drop.ReplaceAllString(strings.ToLower(h), ""), " ", "-")] = true
+	}
+	return out
+}
