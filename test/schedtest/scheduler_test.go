@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"maps"
 	"net/http"
 	"os"
@@ -27,6 +28,7 @@ import (
 
 	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
 	"github.com/enipam/enipam/test/cluster"
+	"github.com/enipam/enipam/test/promcheck"
 	"github.com/enipam/enipam/test/schedtest"
 )
 
@@ -60,7 +62,9 @@ const reasonAtCapacity = "no free IP; instance at capacity: 3/3 ENIs attached, u
 // 30 pods are created at once. Exactly 26 are bound: 3 on tight (its free
 // IPs are preferred over growth), 23 on grow (its room), none elsewhere.
 // The 4 left Pending say why in their FailedScheduling event, node by
-// node. Counts, not timings: the test waits for the outcome.
+// node. Counts, not timings: the test waits for the outcome. The
+// extender's scrape then holds every enipam_scheduler_ metric the chart's
+// dashboard and alerts name.
 func TestABurstLandsOnlyWhereAddressesAreOrCanCome(t *testing.T) {
 	w := newWorld(t, "burst")
 	w.node("full", pool{used: 27, capacity: atCapacity()})
@@ -104,6 +108,9 @@ func TestABurstLandsOnlyWhereAddressesAreOrCanCome(t *testing.T) {
 				t.Log(l)
 			}
 		}
+		checkChartNamesSchedulerMetrics(t, &b)
+	} else {
+		t.Errorf("scraping the extender: %v", err)
 	}
 	// Nothing more lands on a later attempt.
 	if got := w.placements(); !maps.Equal(got, map[string]int{"tight": 3, "grow": 23}) {
@@ -532,4 +539,40 @@ func (b *lockedBuffer) String() string {
 func tail(s string, lines int) string {
 	all := strings.Split(strings.TrimRight(s, "\n"), "\n")
 	return strings.Join(all[max(0, len(all)-lines):], "\n")
+}
+
+// checkChartNamesSchedulerMetrics holds the enipam_scheduler_ metrics the
+// chart's dashboard and alert rules name (rendered by helm, parsed with
+// Prometheus's parser) to the extender's scrape.
+func checkChartNamesSchedulerMetrics(t *testing.T, scrape io.Reader) {
+	t.Helper()
+	scraped, err := promcheck.Parse(scrape)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, err := cluster.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	queries, err := promcheck.Render(promcheck.RepoPaths(root))
+	if err != nil {
+		t.Fatal(err)
+	}
+	used, err := promcheck.AllMetrics(queries)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for n := range used {
+		if !strings.HasPrefix(n, "enipam_scheduler_") {
+			delete(used, n)
+		}
+	}
+	missing := promcheck.Missing(used, scraped)
+	t.Logf("%d enipam_scheduler_ metrics named by the chart, %d missing from the extender's scrape", len(used), len(missing))
+	if len(used) == 0 {
+		t.Error("the chart names no enipam_scheduler_ metric")
+	}
+	for _, m := range missing {
+		t.Errorf("named by the chart but not in the extender's scrape: %s", m)
+	}
 }
