@@ -109,6 +109,9 @@ func TestBinaryRefusesInvalidFlags(t *testing.T) {
 // table and every rp_filter are back to what they were before enipam. It
 // needs no kubeconfig and no node name.
 func TestCleanupRunInANamespace(t *testing.T) {
+	if _, err := exec.LookPath("ip"); err != nil {
+		t.Skip("needs iproute2's ip to run the program inside a network namespace (ip netns exec); .ci/run installs it")
+	}
 	ns := kerneltest.New(t)
 	ns.AddENILink(t, "eth0", "02:00:00:00:0e:00")
 	ns.AddENILink(t, "eth1", "02:00:00:00:0e:01")

@@ -17,6 +17,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 
 	"github.com/enipam/enipam/nodeagent/kernel"
 )
@@ -163,9 +164,14 @@ func (n *Namespace) Do(fn func() error) error { return kernel.InNamespace(n.NS, 
 // `ip -4 route show table all` print for the namespace, lines sorted: the
 // node's routing as an administrator sees it, to compare before and after.
 // IPv4 only: enipam writes no IPv6 state, and the IPv6 link-local routes a
-// link gets when it comes up belong to the link.
+// link gets when it comes up belong to the link. Without an `ip` binary
+// (a minimal CI image) the same dumps are read through netlink instead,
+// each rule and route with the fields that tell them apart.
 func (n *Namespace) IPDump(tb testing.TB) (rules, routes []string) {
 	tb.Helper()
+	if _, err := exec.LookPath("ip"); err != nil {
+		return n.netlinkDump(tb)
+	}
 	ip := func(args ...string) []string {
 		out, err := exec.Command("ip", append([]string{"-n", n.Name, "-4"}, args...)...).CombinedOutput()
 		if err != nil {
@@ -176,4 +182,31 @@ func (n *Namespace) IPDump(tb testing.TB) (rules, routes []string) {
 		return lines
 	}
 	return ip("rule", "show"), ip("route", "show", "table", "all")
+}
+
+// netlinkDump is IPDump through netlink: every IPv4 rule and every IPv4
+// route of every table.
+func (n *Namespace) netlinkDump(tb testing.TB) (rules, routes []string) {
+	tb.Helper()
+	rs, err := n.Handle.RuleList(netlink.FAMILY_V4)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, r := range rs {
+		mask := uint32(0)
+		if r.Mask != nil {
+			mask = *r.Mask
+		}
+		rules = append(rules, fmt.Sprintf("%s proto %d fwmark %#x/%#x", r, r.Protocol, r.Mark, mask))
+	}
+	rts, err := n.Handle.RouteListFiltered(netlink.FAMILY_V4, &netlink.Route{Table: unix.RT_TABLE_UNSPEC}, netlink.RT_FILTER_TABLE)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, r := range rts {
+		routes = append(routes, fmt.Sprintf("%s proto %d scope %d type %d metric %d", r, r.Protocol, r.Scope, r.Type, r.Priority))
+	}
+	slices.Sort(rules)
+	slices.Sort(routes)
+	return rules, routes
 }
