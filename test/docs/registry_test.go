@@ -9,7 +9,6 @@ import (
 	"os"
 	"regexp"
 	"slices"
-	"sort"
 	"strings"
 	"testing"
 
@@ -58,16 +57,6 @@ func (r recorder) MustRegister(cs ...prometheus.Collector) {
 }
 
 func (r recorder) Unregister(prometheus.Collector) bool { return false }
-
-// names returns the metric names, sorted.
-func (r recorder) names() []string {
-	out := make([]string, 0, len(r))
-	for n := range r {
-		out = append(out, n)
-	}
-	sort.Strings(out)
-	return out
-}
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
