@@ -7,6 +7,7 @@
 #
 #   hack/images.sh            build with podman, buildah or docker (the first found)
 #   hack/images.sh --list     print the image references it builds, one a line
+#   hack/images.sh --builder  print the builder it would use (nothing: none)
 #
 # IMAGES_OUT overrides the output folder, IMAGE_REGISTRY the registry.
 set -euo pipefail
@@ -33,12 +34,23 @@ if [ "${1:-}" = --list ]; then
   exit 0
 fi
 
+# A builder that can work here: podman or buildah, or docker with buildx
+# and a daemon (docker's own builder cannot write an OCI archive).
 builder=""
 for b in podman buildah docker; do
-  if command -v "$b" >/dev/null 2>&1; then builder=$b; break; fi
+  command -v "$b" >/dev/null 2>&1 || continue
+  if [ "$b" = docker ] && ! { docker buildx version && docker info; } >/dev/null 2>&1; then
+    continue
+  fi
+  builder=$b
+  break
 done
+if [ "${1:-}" = --builder ]; then
+  [ -n "$builder" ] && echo "$builder"
+  exit 0
+fi
 if [ -z "$builder" ]; then
-  echo "images: no podman, buildah or docker found; install one (Debian: apt-get install buildah)" >&2
+  echo "images: no podman, buildah, or docker with buildx and a daemon found; install one (Debian: apt-get install buildah)" >&2
   exit 2
 fi
 ca=/etc/ssl/certs/ca-certificates.crt
