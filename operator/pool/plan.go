@@ -37,7 +37,7 @@ type Config struct {
 	SecurityGroupIDs  []string
 	SecurityGroupTags map[string]string
 	// PrefixDelegation asks for /28 prefixes instead of single addresses
-	// (nitro instances only).
+	// (nitro and bare metal instances only).
 	PrefixDelegation bool
 }
 
@@ -122,7 +122,7 @@ func Compute(n *Node, cfg *Config) Plan {
 		return p
 	}
 	p.ToAllocate = ToAllocate(n.Available, n.Used, p.Needed, cfg.Knobs)
-	prefixes := cfg.PrefixDelegation && n.Type.Hypervisor == "nitro"
+	prefixes := cfg.PrefixDelegation && n.Type.PrefixDelegation()
 	subnetFree := make(map[string]int, len(n.Subnets))
 	for _, s := range n.Subnets {
 		subnetFree[s.ID] = s.Available
@@ -311,7 +311,7 @@ type Room struct {
 // Capacity computes a node's Room. It is pure, like Compute, and agrees
 // with it: CanGrow is true exactly when Compute could add an address.
 func Capacity(n *Node, cfg *Config) Room {
-	prefixes := cfg.PrefixDelegation && n.Type.Hypervisor == "nitro"
+	prefixes := cfg.PrefixDelegation && n.Type.PrefixDelegation()
 	perSlot := 1
 	if prefixes {
 		perSlot = IPsPerPrefix
