@@ -76,7 +76,7 @@ func (t *InstanceType) Validate() error {
 func (t *InstanceType) Limits() cloud.InstanceType {
 	return cloud.InstanceType{
 		Name: t.Name, MaxENIs: t.MaxENIs, IPv4PerENI: t.IPv4PerENI, IPv6PerENI: t.IPv6PerENI,
-		Hypervisor: t.Hypervisor, BareMetal: t.BareMetal,
+		Hypervisor: t.Hypervisor, BareMetal: t.BareMetal, VCPUs: t.VCPUs,
 	}
 }
 

@@ -26,6 +26,9 @@ type InstanceType struct {
 	// Hypervisor is "nitro" or "xen"; empty for bare metal.
 	Hypervisor string
 	BareMetal  bool
+	// VCPUs is the default vCPU count; pod density recommendations scale
+	// with it (enipam max-pods).
+	VCPUs int
 }
 
 // PrefixDelegation reports whether EC2 delegates /28 prefixes to the

@@ -203,6 +203,9 @@ func (c *Client) InstanceTypes(ctx context.Context, names []string) ([]cloud.Ins
 // card's own MaximumNetworkInterfaces wins when EC2 lists the cards.
 func instanceTypeFrom(t types.InstanceTypeInfo) cloud.InstanceType {
 	it := cloud.InstanceType{Name: string(t.InstanceType), Hypervisor: string(t.Hypervisor), BareMetal: aws.ToBool(t.BareMetal)}
+	if t.VCpuInfo != nil {
+		it.VCPUs = int(aws.ToInt32(t.VCpuInfo.DefaultVCpus))
+	}
 	n := t.NetworkInfo
 	if n == nil {
 		return it

@@ -308,25 +308,39 @@ type Room struct {
 	Subnets []string
 }
 
+// MaxPoolIPs is the largest pool a node of type t reaches under cfg when
+// reserved of its card-0 slots at or above the first interface index hold
+// ENIs that carry no pods (EFA-only, trunk, excluded by tags): each
+// usable slot's ENI gives its address slots less its primary address, 16
+// addresses a slot under prefix delegation, within MaxAllocate. Capacity
+// and enipam max-pods both use it.
+func MaxPoolIPs(t cloud.InstanceType, cfg *Config, reserved int) int {
+	perSlot := 1
+	if cfg.PrefixDelegation && t.PrefixDelegation() {
+		perSlot = IPsPerPrefix
+	}
+	slots := max(t.MaxENIs-cfg.FirstInterfaceIndex-reserved, 0)
+	n := slots * max(t.IPv4PerENI-1, 0) * perSlot
+	if cfg.MaxAllocate > 0 {
+		n = min(n, cfg.MaxAllocate)
+	}
+	return n
+}
+
 // Capacity computes a node's Room. It is pure, like Compute, and agrees
 // with it: CanGrow is true exactly when Compute could add an address.
 func Capacity(n *Node, cfg *Config) Room {
-	prefixes := cfg.PrefixDelegation && n.Type.PrefixDelegation()
-	perSlot := 1
-	if prefixes {
-		perSlot = IPsPerPrefix
-	}
 	var r Room
 	subnetFree := map[string]int{}
 	for _, s := range n.Subnets {
 		subnetFree[s.ID] = s.Available
 	}
-	usableSlots := max(n.Type.MaxENIs-cfg.FirstInterfaceIndex, 0)
+	reserved := 0
 	for i := range n.ENIs {
 		e := &n.ENIs[i]
 		if !Usable(e, cfg) {
 			if e.NetworkCard == 0 && e.DeviceIndex >= cfg.FirstInterfaceIndex {
-				usableSlots-- // a slot taken by an excluded or foreign ENI
+				reserved++ // a slot taken by an excluded or foreign ENI
 			}
 			continue
 		}
@@ -337,10 +351,7 @@ func Capacity(n *Node, cfg *Config) Room {
 			r.CanGrow = true
 		}
 	}
-	r.MaxIPs = max(usableSlots, 0) * max(n.Type.IPv4PerENI-1, 0) * perSlot
-	if cfg.MaxAllocate > 0 {
-		r.MaxIPs = min(r.MaxIPs, cfg.MaxAllocate)
-	}
+	r.MaxIPs = MaxPoolIPs(n.Type, cfg, reserved)
 	if _, ok := freeDeviceIndex(n, cfg); ok {
 		subnet, err := chooseSubnet(n, cfg)
 		switch {
