@@ -47,4 +47,3 @@ func (inv *Inventory) cachedType(name string) (cloud.InstanceType, bool) {
 	t, ok := inv.types[name]
 	return t, ok
 }
-
