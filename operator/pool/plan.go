@@ -154,8 +154,7 @@ func Compute(n *Node, cfg *Config) Plan {
 
 	index, ok := freeDeviceIndex(n, cfg)
 	if !ok {
-		p.Blocked = fmt.Errorf("%w: %d/%d ENIs attached, usable ENIs full (%d addresses each)",
-			ErrAtCapacity, len(n.ENIs), n.Type.MaxENIs, n.Type.IPv4PerENI)
+		p.Blocked = atCapacity(n)
 		return p
 	}
 	if orphan := adoptable(n); orphan != nil {
@@ -215,6 +214,19 @@ func freeDeviceIndex(n *Node, cfg *Config) (int, bool) {
 		}
 	}
 	return 0, false
+}
+
+// atCapacity says the node's card 0 has no free slot and its usable ENIs
+// no free address slot; ENIs of other cards are not counted.
+func atCapacity(n *Node) error {
+	onCard0 := 0
+	for _, e := range n.ENIs {
+		if e.NetworkCard == 0 {
+			onCard0++
+		}
+	}
+	return fmt.Errorf("%w: %d/%d ENIs attached, usable ENIs full (%d addresses each)",
+		ErrAtCapacity, onCard0, n.Type.MaxENIs, n.Type.IPv4PerENI)
 }
 
 // adoptable returns an orphan in the instance's availability zone.
@@ -368,8 +380,7 @@ func Capacity(n *Node, cfg *Config) Room {
 			}
 		}
 	} else {
-		r.Blocked = fmt.Errorf("%w: %d/%d ENIs attached, usable ENIs full (%d addresses each)",
-			ErrAtCapacity, len(n.ENIs), n.Type.MaxENIs, n.Type.IPv4PerENI)
+		r.Blocked = atCapacity(n)
 	}
 	if r.CanGrow {
 		r.Blocked = nil
