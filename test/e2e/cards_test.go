@@ -179,10 +179,16 @@ func TestMultiCardNodeWithEFAJoins(t *testing.T) {
 	ruleTables := map[string]int{}
 	enipamRules := 0
 	for _, r := range rules {
-		if r.Protocol == routing.DefaultProtocol && r.Src != nil {
-			ruleTables[r.Src.IP.String()] = r.Table
-			enipamRules++
+		if r.Protocol != routing.DefaultProtocol {
+			continue
 		}
+		enipamRules++
+		if r.Src != nil {
+			ruleTables[r.Src.IP.String()] = r.Table
+		}
+	}
+	if want := 2*len(cn.Spec.IPAM.Pool) + 1; enipamRules != want {
+		t.Errorf("%d enipam rules, want %d: an egress and an ingress rule per pool address and the connmark rule", enipamRules, want)
 	}
 	for ip, entry := range cn.Spec.IPAM.Pool {
 		want := routing.Table(cn.Status.ENI.ENIs[entry.Resource].Number)

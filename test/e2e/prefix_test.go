@@ -46,7 +46,7 @@ instances:
 // its enipam-agent runs on a network namespace, its cilium-agent is
 // simulated. A burst of 60 pods grows the pool /28 by /28 on the primary
 // ENI to five (62 addresses used, 8 free kept); the agent routes each
-// prefix with one rule. Then all pods but one leave: whole free /28s go back to EC2 through the handshake (one
+// prefix with one pair of rules (egress, ingress), not one per address. Then all pods but one leave: whole free /28s go back to EC2 through the handshake (one
 // Unassign of the prefix), the /28 holding the remaining pod's address
 // never does, and the agent's rules follow. The ledger counts no address
 // handed out twice, released in use or without the agent's consent; the
@@ -122,7 +122,7 @@ func TestPrefixNodeGrowsAndShrinks(t *testing.T) {
 		peak = w.prefixesOf(instance)
 		return len(cn.Spec.IPAM.Pool) >= 62+8 && len(cn.Spec.IPAM.Pool) == 16*len(peak)
 	})
-	peakRules := waitRules(t, ns, len(peak))
+	peakRules := waitRules(t, ns, 2*len(peak)+1)
 	for ip := range cn.Spec.IPAM.Pool {
 		if !inAny(peak, netip.MustParseAddr(ip)) {
 			t.Errorf("pool address %s is in none of the ENI's prefixes %v", ip, peak)
@@ -146,7 +146,7 @@ func TestPrefixNodeGrowsAndShrinks(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the pool never shrank: EC2 prefixes %v (peak %v)", end, peak)
 	}
-	endRules := waitRules(t, ns, len(end))
+	endRules := waitRules(t, ns, 2*len(end)+1)
 	keptPrefix := slices.IndexFunc(end, func(p netip.Prefix) bool { return p.Contains(kept) })
 	if keptPrefix < 0 {
 		t.Errorf("the prefix holding web-0's %s was released: EC2 keeps %v", kept, end)
@@ -192,8 +192,9 @@ func (w *world) prefixesOf(instance string) []netip.Prefix {
 	return out
 }
 
-// waitRules waits until the namespace holds want enipam rules (one per
-// prefix) and returns the count.
+// waitRules waits until the namespace holds want enipam rules (with the
+// default configuration, an egress and an ingress rule per prefix and the
+// connmark rule) and returns the count.
 func waitRules(t *testing.T, ns *kerneltest.Namespace, want int) int {
 	t.Helper()
 	n := 0
@@ -204,14 +205,14 @@ func waitRules(t *testing.T, ns *kerneltest.Namespace, want int) int {
 		}
 		n = 0
 		for _, r := range rules {
-			if r.Protocol == routing.DefaultProtocol && r.Src != nil {
+			if r.Protocol == routing.DefaultProtocol {
 				n++
 			}
 		}
 		return n == want, nil
 	})
 	if err != nil {
-		t.Fatalf("enipam rules: %d, want %d (one per prefix): %v", n, want, err)
+		t.Fatalf("enipam rules: %d, want %d (two per prefix and the connmark rule): %v", n, want, err)
 	}
 	return n
 }
