@@ -108,14 +108,7 @@ func TestMultiCardNodeWithEFAJoins(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	a, err := agent.New(agent.DefaultConfig(name), env.Config, ns.Kernel(), prometheus.NewRegistry(), slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	actx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- a.Start(actx) }()
-	t.Cleanup(func() { stop(); <-done })
+	w.startAgent(name, ns)
 
 	// New ENIs show up as links once EC2 attached them, as on a node.
 	showLinks := w.linkShower(ns, instance)
@@ -244,4 +237,18 @@ func (w *world) linkShower(ns *kerneltest.Namespace, instance string) func() {
 			ns.AddENILink(w.t, fmt.Sprintf("ens%d-%d", a.NetworkCardIndex, a.DeviceIndex), e.MacAddress)
 		}
 	}
+}
+
+// startAgent runs the node's enipam-agent (the agent package the binary
+// runs) on ns until the test ends.
+func (w *world) startAgent(name string, ns *kerneltest.Namespace) {
+	w.t.Helper()
+	a, err := agent.New(agent.DefaultConfig(name), env.Config, ns.Kernel(), prometheus.NewRegistry(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(w.ctx)
+	done := make(chan error, 1)
+	go func() { done <- a.Start(ctx) }()
+	w.t.Cleanup(func() { stop(); <-done })
 }

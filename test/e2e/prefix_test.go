@@ -11,14 +11,12 @@ import (
 	"time"
 
 	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/vishvananda/netlink"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
-	"github.com/enipam/enipam/nodeagent/agent"
 	"github.com/enipam/enipam/nodeagent/kernel/kerneltest"
 	"github.com/enipam/enipam/nodeagent/routing"
 	"github.com/enipam/enipam/test/agentsim"
@@ -72,14 +70,7 @@ func TestPrefixNodeGrowsAndShrinks(t *testing.T) {
 	}
 	w.startOperator("--vpc-id=vpc-0b000000000000001", "--prefix-delegation", "--pre-allocate=8",
 		"--release-excess-ips=true", "--excess-ip-release-delay=2s")
-	a, err := agent.New(agent.DefaultConfig(name), env.Config, ns.Kernel(), prometheus.NewRegistry(), slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	actx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- a.Start(actx) }()
-	t.Cleanup(func() { stop(); <-done })
+	w.startAgent(name, ns)
 
 	sim, err := agentsim.New(env.Config, agentsim.Options{NoRouting: true, UpdateInterval: 500 * time.Millisecond,
 		AllocateTimeout: time.Minute, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})

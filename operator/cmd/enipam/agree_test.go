@@ -230,7 +230,7 @@ func reachCapacity(t *testing.T, nodes []capacityNode, fi int, pd bool) map[stri
 	reached := map[string]int{}
 	var mu sync.Mutex
 	todo := nodes
-	for deadline := time.Now().Add(3 * time.Minute); len(todo) > 0; {
+	for deadline := time.Now().Add(10 * time.Minute); len(todo) > 0; {
 		if time.Now().After(deadline) {
 			for _, n := range todo {
 				cn, nr := getNode(t, c, n.name)
