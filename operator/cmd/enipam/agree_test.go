@@ -20,7 +20,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
 	k8stypes "k8s.io/apimachinery/pkg/types"
+	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -201,7 +203,10 @@ func reachCapacity(t *testing.T, nodes []capacityNode, fi int, pd bool) map[stri
 			&ciliumv2.CiliumNode{ObjectMeta: metav1.ObjectMeta{Name: n.name, UID: k8stypes.UID("uid-cn-" + n.instanceID)},
 				Spec: ciliumv2.NodeSpec{IPAM: ipamtypes.IPAMSpec{MinAllocate: 100000}}})
 	}
+	// A plain tracker: the operator writes with merge patches, and the
+	// field-managed one rebuilds a REST mapper on every write.
 	c := fake.NewClientBuilder().WithScheme(scheme).
+		WithObjectTracker(clienttesting.NewObjectTracker(scheme, serializer.NewCodecFactory(scheme).UniversalDecoder())).
 		WithStatusSubresource(&ciliumv2.CiliumNode{}, &enipamv1alpha1.NodeRouting{}, &enipamv1alpha1.ENIPolicy{}).
 		WithObjects(objs...).Build()
 
