@@ -140,4 +140,5 @@ var actions = []string{
 	"DescribeNetworkInterfaces", "DescribeInstanceTypes",
 	"CreateNetworkInterface", "AttachNetworkInterface", "ModifyNetworkInterfaceAttribute",
 	"DeleteNetworkInterface", "AssignPrivateIpAddresses", "UnassignPrivateIpAddresses",
+	"DescribeAddresses", "AssociateAddress", "DisassociateAddress",
 }

@@ -151,12 +151,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.client.Get(ctx, req.NamespacedName, cn); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.forget(req.Name)
-			return ctrl.Result{}, nil
+			return ctrl.Result{}, r.releaseGone(ctx, req.Name)
 		}
 		return ctrl.Result{}, err
 	}
 	if cn.DeletionTimestamp != nil {
-		return ctrl.Result{}, nil
+		return ctrl.Result{}, r.releaseGone(ctx, req.Name)
 	}
 	if r.stale(cn) {
 		// The cache has not seen this operator's last write yet (its

@@ -114,10 +114,12 @@ var nodeChanged = predicate.Funcs{
 
 // routingReported passes NodeRouting events that can let addresses into a
 // pool: a changed report of the agent (the operator's own writes, spec
-// and status.capacity, do not).
+// and status.capacity, do not), and the start of its deletion (a static
+// IP's finalizer waits for the operator).
 var routingReported = predicate.Funcs{
 	UpdateFunc: func(e event.UpdateEvent) bool {
 		o, n := e.ObjectOld.(*enipamv1alpha1.NodeRouting), e.ObjectNew.(*enipamv1alpha1.NodeRouting)
-		return !sameJSON(o.Status.ENIs, n.Status.ENIs) || !sameJSON(o.Status.Conditions, n.Status.Conditions)
+		return !sameJSON(o.Status.ENIs, n.Status.ENIs) || !sameJSON(o.Status.Conditions, n.Status.Conditions) ||
+			(o.DeletionTimestamp == nil && n.DeletionTimestamp != nil)
 	},
 }

@@ -39,9 +39,11 @@ type nodeSync struct {
 	routing *enipamv1alpha1.NodeRouting
 	routed  routedFunc
 
-	// opErr becomes status.ipam.operator-status.error.
-	opErr   error
-	requeue time.Duration
+	// opErr becomes status.ipam.operator-status.error; staticErr, the
+	// node's static IP's trouble, does when there is no opErr.
+	opErr     error
+	staticErr error
+	requeue   time.Duration
 }
 
 func (r *Reconciler) newSync(_ context.Context, cn *ciliumv2.CiliumNode, policies []enipamv1alpha1.ENIPolicy) *nodeSync {
@@ -88,6 +90,7 @@ func (s *nodeSync) run(ctx context.Context) {
 		return
 	}
 	s.refreshAttaching(ctx)
+	s.syncStaticIP(ctx)
 	s.pool = &poolView{cn: s.cn}
 	s.reconcilePool()
 	s.verifyUnpooled(ctx)

@@ -50,6 +50,9 @@ const (
 	DeleteNetworkInterface          Action = "DeleteNetworkInterface"
 	AssignPrivateIpAddresses        Action = "AssignPrivateIpAddresses"
 	UnassignPrivateIpAddresses      Action = "UnassignPrivateIpAddresses"
+	DescribeAddresses               Action = "DescribeAddresses"
+	AssociateAddress                Action = "AssociateAddress"
+	DisassociateAddress             Action = "DisassociateAddress"
 )
 
 // Cloud implements cloud.API on an ec2sim.State. It is safe for concurrent
