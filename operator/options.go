@@ -90,7 +90,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.RoutingPatience, "routing-patience", o.RoutingPatience, "How long addresses may wait for the node's enipam-agent to report them routed before the node gets an AwaitingRouting event.")
 	fs.IntVar(&o.Knobs.AgentEndpoints, "agent-endpoint-ips", o.Knobs.AgentEndpoints, "IPs cilium-agent takes for itself on start (router, health), included in a fresh node's first allocation (0 = Cilium's behaviour: a second call).")
 	fs.IntVar(&o.FirstInterfaceIndex, "first-interface-index", o.FirstInterfaceIndex, "Default lowest device index whose ENI carries pod IPs.")
-	fs.BoolVar(&o.PrefixDelegation, "prefix-delegation", o.PrefixDelegation, "Default: allocate /28 prefixes on nitro instances.")
+	fs.BoolVar(&o.PrefixDelegation, "prefix-delegation", o.PrefixDelegation, "Default: allocate /28 prefixes on nitro and bare metal instances.")
 	fs.BoolVar(&o.ReleaseExcessIPs, "release-excess-ips", o.ReleaseExcessIPs, "Default: return excess IPs through Cilium's release handshake.")
 	fs.DurationVar(&o.ReleaseDelay, "excess-ip-release-delay", o.ReleaseDelay, "Default time IPs stay in excess before release.")
 	fs.StringVar(&o.MetricsAddress, "metrics-bind-address", o.MetricsAddress, "Prometheus metrics address (0 = off).")

@@ -23,9 +23,18 @@ type InstanceType struct {
 	IPv4PerENI int
 	// IPv6PerENI is the number of IPv6 addresses one ENI may hold.
 	IPv6PerENI int
-	// Hypervisor is "nitro" or "xen"; prefix delegation needs nitro.
+	// Hypervisor is "nitro" or "xen"; empty for bare metal.
 	Hypervisor string
+	BareMetal  bool
+	// VCPUs is the default vCPU count; pod density recommendations scale
+	// with it (enipam max-pods).
+	VCPUs int
 }
+
+// PrefixDelegation reports whether EC2 delegates /28 prefixes to the
+// type's ENIs: nitro and bare metal instances, the rule of Cilium's
+// (*Node).IsPrefixDelegated in pkg/aws/ipam/node.go.
+func (t *InstanceType) PrefixDelegation() bool { return t.Hypervisor == "nitro" || t.BareMetal }
 
 // Instance is an EC2 instance as the operator needs it.
 type Instance struct {

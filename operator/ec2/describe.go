@@ -191,20 +191,32 @@ func (c *Client) InstanceTypes(ctx context.Context, names []string) ([]cloud.Ins
 			return nil, err
 		}
 		for _, t := range page.InstanceTypes {
-			it := cloud.InstanceType{Name: string(t.InstanceType), Hypervisor: string(t.Hypervisor)}
-			if n := t.NetworkInfo; n != nil {
-				it.MaxENIs = int(aws.ToInt32(n.MaximumNetworkInterfaces))
-				it.IPv4PerENI = int(aws.ToInt32(n.Ipv4AddressesPerInterface))
-				it.IPv6PerENI = int(aws.ToInt32(n.Ipv6AddressesPerInterface))
-				// Only network card 0 carries the ENIs enipam manages.
-				for _, card := range n.NetworkCards {
-					if aws.ToInt32(card.NetworkCardIndex) == 0 && card.MaximumNetworkInterfaces != nil {
-						it.MaxENIs = int(aws.ToInt32(card.MaximumNetworkInterfaces))
-					}
-				}
-			}
-			out = append(out, it)
+			out = append(out, instanceTypeFrom(t))
 		}
 	}
 	return out, nil
+}
+
+// instanceTypeFrom reads the limits of network card 0, the only card
+// enipam's ENIs go to: NetworkInfo.MaximumNetworkInterfaces counts every
+// card's interfaces (64 on a p5.48xlarge, whose card 0 takes 2), so the
+// card's own MaximumNetworkInterfaces wins when EC2 lists the cards.
+func instanceTypeFrom(t types.InstanceTypeInfo) cloud.InstanceType {
+	it := cloud.InstanceType{Name: string(t.InstanceType), Hypervisor: string(t.Hypervisor), BareMetal: aws.ToBool(t.BareMetal)}
+	if t.VCpuInfo != nil {
+		it.VCPUs = int(aws.ToInt32(t.VCpuInfo.DefaultVCpus))
+	}
+	n := t.NetworkInfo
+	if n == nil {
+		return it
+	}
+	it.MaxENIs = int(aws.ToInt32(n.MaximumNetworkInterfaces))
+	it.IPv4PerENI = int(aws.ToInt32(n.Ipv4AddressesPerInterface))
+	it.IPv6PerENI = int(aws.ToInt32(n.Ipv6AddressesPerInterface))
+	for _, card := range n.NetworkCards {
+		if aws.ToInt32(card.NetworkCardIndex) == 0 && card.MaximumNetworkInterfaces != nil {
+			it.MaxENIs = int(aws.ToInt32(card.MaximumNetworkInterfaces))
+		}
+	}
+	return it
 }

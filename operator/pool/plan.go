@@ -37,7 +37,7 @@ type Config struct {
 	SecurityGroupIDs  []string
 	SecurityGroupTags map[string]string
 	// PrefixDelegation asks for /28 prefixes instead of single addresses
-	// (nitro instances only).
+	// (nitro and bare metal instances only).
 	PrefixDelegation bool
 }
 
@@ -122,7 +122,7 @@ func Compute(n *Node, cfg *Config) Plan {
 		return p
 	}
 	p.ToAllocate = ToAllocate(n.Available, n.Used, p.Needed, cfg.Knobs)
-	prefixes := cfg.PrefixDelegation && n.Type.Hypervisor == "nitro"
+	prefixes := cfg.PrefixDelegation && n.Type.PrefixDelegation()
 	subnetFree := make(map[string]int, len(n.Subnets))
 	for _, s := range n.Subnets {
 		subnetFree[s.ID] = s.Available
@@ -154,8 +154,7 @@ func Compute(n *Node, cfg *Config) Plan {
 
 	index, ok := freeDeviceIndex(n, cfg)
 	if !ok {
-		p.Blocked = fmt.Errorf("%w: %d/%d ENIs attached, usable ENIs full (%d addresses each)",
-			ErrAtCapacity, len(n.ENIs), n.Type.MaxENIs, n.Type.IPv4PerENI)
+		p.Blocked = atCapacity(n)
 		return p
 	}
 	if orphan := adoptable(n); orphan != nil {
@@ -215,6 +214,19 @@ func freeDeviceIndex(n *Node, cfg *Config) (int, bool) {
 		}
 	}
 	return 0, false
+}
+
+// atCapacity says the node's card 0 has no free slot and its usable ENIs
+// no free address slot; ENIs of other cards are not counted.
+func atCapacity(n *Node) error {
+	onCard0 := 0
+	for _, e := range n.ENIs {
+		if e.NetworkCard == 0 {
+			onCard0++
+		}
+	}
+	return fmt.Errorf("%w: %d/%d ENIs attached, usable ENIs full (%d addresses each)",
+		ErrAtCapacity, onCard0, n.Type.MaxENIs, n.Type.IPv4PerENI)
 }
 
 // adoptable returns an orphan in the instance's availability zone.
@@ -308,25 +320,39 @@ type Room struct {
 	Subnets []string
 }
 
+// MaxPoolIPs is the largest pool a node of type t reaches under cfg when
+// reserved of its card-0 slots at or above the first interface index hold
+// ENIs that carry no pods (EFA-only, trunk, excluded by tags): each
+// usable slot's ENI gives its address slots less its primary address, 16
+// addresses a slot under prefix delegation, within MaxAllocate. Capacity
+// and enipam max-pods both use it.
+func MaxPoolIPs(t cloud.InstanceType, cfg *Config, reserved int) int {
+	perSlot := 1
+	if cfg.PrefixDelegation && t.PrefixDelegation() {
+		perSlot = IPsPerPrefix
+	}
+	slots := max(t.MaxENIs-cfg.FirstInterfaceIndex-reserved, 0)
+	n := slots * max(t.IPv4PerENI-1, 0) * perSlot
+	if cfg.MaxAllocate > 0 {
+		n = min(n, cfg.MaxAllocate)
+	}
+	return n
+}
+
 // Capacity computes a node's Room. It is pure, like Compute, and agrees
 // with it: CanGrow is true exactly when Compute could add an address.
 func Capacity(n *Node, cfg *Config) Room {
-	prefixes := cfg.PrefixDelegation && n.Type.Hypervisor == "nitro"
-	perSlot := 1
-	if prefixes {
-		perSlot = IPsPerPrefix
-	}
 	var r Room
 	subnetFree := map[string]int{}
 	for _, s := range n.Subnets {
 		subnetFree[s.ID] = s.Available
 	}
-	usableSlots := max(n.Type.MaxENIs-cfg.FirstInterfaceIndex, 0)
+	reserved := 0
 	for i := range n.ENIs {
 		e := &n.ENIs[i]
 		if !Usable(e, cfg) {
 			if e.NetworkCard == 0 && e.DeviceIndex >= cfg.FirstInterfaceIndex {
-				usableSlots-- // a slot taken by an excluded or foreign ENI
+				reserved++ // a slot taken by an excluded or foreign ENI
 			}
 			continue
 		}
@@ -337,10 +363,7 @@ func Capacity(n *Node, cfg *Config) Room {
 			r.CanGrow = true
 		}
 	}
-	r.MaxIPs = max(usableSlots, 0) * max(n.Type.IPv4PerENI-1, 0) * perSlot
-	if cfg.MaxAllocate > 0 {
-		r.MaxIPs = min(r.MaxIPs, cfg.MaxAllocate)
-	}
+	r.MaxIPs = MaxPoolIPs(n.Type, cfg, reserved)
 	if _, ok := freeDeviceIndex(n, cfg); ok {
 		subnet, err := chooseSubnet(n, cfg)
 		switch {
@@ -357,8 +380,7 @@ func Capacity(n *Node, cfg *Config) Room {
 			}
 		}
 	} else {
-		r.Blocked = fmt.Errorf("%w: %d/%d ENIs attached, usable ENIs full (%d addresses each)",
-			ErrAtCapacity, len(n.ENIs), n.Type.MaxENIs, n.Type.IPv4PerENI)
+		r.Blocked = atCapacity(n)
 	}
 	if r.CanGrow {
 		r.Blocked = nil

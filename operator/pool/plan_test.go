@@ -195,6 +195,21 @@ func TestComputePrefixDelegation(t *testing.T) {
 	}
 }
 
+// TestComputePrefixDelegationBareMetal: m5.metal has no hypervisor but
+// takes prefixes, as Cilium's IsPrefixDelegated says; a xen type does not.
+func TestComputePrefixDelegationBareMetal(t *testing.T) {
+	metal := cloud.InstanceType{Name: "m5.metal", MaxENIs: 15, IPv4PerENI: 50, BareMetal: true}
+	p := Compute(node(metal), &Config{Knobs: Knobs{PreAllocate: 20}, PrefixDelegation: true})
+	if len(p.Assign) != 1 || p.Assign[0].Prefixes != 2 {
+		t.Errorf("m5.metal plan = %+v, want 2 prefixes", p)
+	}
+	xen := cloud.InstanceType{Name: "m4.large", MaxENIs: 2, IPv4PerENI: 10, Hypervisor: "xen"}
+	p = Compute(node(xen), &Config{Knobs: Knobs{PreAllocate: 5}, PrefixDelegation: true})
+	if len(p.Assign) != 1 || p.Assign[0].Prefixes != 0 || p.Assign[0].IPs != 5 {
+		t.Errorf("xen plan = %+v, want 5 single addresses", p)
+	}
+}
+
 // TestComputeSecurityGroupTags: tags select the VPC's matching groups; tags
 // matching nothing block rather than silently using the primary's groups.
 func TestComputeSecurityGroupTags(t *testing.T) {

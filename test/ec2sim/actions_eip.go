@@ -118,7 +118,7 @@ func (s *State) AssociateAddress(req AssociateAddressRequest) (*AssociateAddress
 		if err != nil {
 			return nil, err
 		}
-		if e = in.slots[0]; e == nil {
+		if e = in.slots[primarySlot]; e == nil {
 			return nil, apiErr(codeIncorrectInstanceState, "The instance '%s' is not running.", in.id)
 		}
 	default:

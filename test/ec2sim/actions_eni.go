@@ -82,7 +82,7 @@ func (s *State) CreateNetworkInterface(req CreateNetworkInterfaceRequest) (*Crea
 		return nil, apiErr(codeInvalidParameterCombo, "Ipv4Prefixes and Ipv4PrefixCount cannot be used together")
 	}
 	switch req.InterfaceType {
-	case "", "interface", "efa", "trunk", "branch":
+	case "", typeInterface, typeEFA, typeEFAOnly, "trunk", "branch":
 	default:
 		return nil, apiErr(codeInvalidParameterValue, "Invalid value '%s' for InterfaceType", req.InterfaceType)
 	}
@@ -99,12 +99,10 @@ func (s *State) CreateNetworkInterface(req CreateNetworkInterfaceRequest) (*Crea
 		return nil, err
 	}
 	e, err := s.createENI(eniSpec{subnet: sn, groupIDs: req.SecurityGroupIDs, description: req.Description, tags: tags,
-		ips: ips, secondaries: req.SecondaryPrivateIPAddressCount, prefixes: prefixes, prefixCount: req.IPv4PrefixCount})
+		ips: ips, secondaries: req.SecondaryPrivateIPAddressCount, prefixes: prefixes, prefixCount: req.IPv4PrefixCount,
+		interfaceType: req.InterfaceType})
 	if err != nil {
 		return nil, err
-	}
-	if req.InterfaceType != "" {
-		e.interfaceType = req.InterfaceType
 	}
 	e.lags = s.drawLag()
 	resp := CreateNetworkInterfaceResponse{NetworkInterface: s.eniView(e), ClientToken: req.ClientToken}
@@ -222,14 +220,11 @@ func (s *State) AttachNetworkInterface(req AttachNetworkInterfaceRequest) (*Atta
 	if err != nil {
 		return nil, err
 	}
-	if req.NetworkCardIndex != 0 {
-		return nil, apiErr(codeInvalidParameterValue, "Network card index %d is not valid for %s, which has one network card", req.NetworkCardIndex, in.typ.Name)
-	}
-	a, err := s.attach(e, in, req.DeviceIndex, false)
+	a, err := s.attach(e, in, slot{card: req.NetworkCardIndex, device: req.DeviceIndex}, false)
 	if err != nil {
 		return nil, err
 	}
-	return &AttachNetworkInterfaceResponse{AttachmentID: a.id}, nil
+	return &AttachNetworkInterfaceResponse{AttachmentID: a.id, NetworkCardIndex: a.networkCard}, nil
 }
 
 // DetachNetworkInterface starts detaching; the ENI stays in use for the

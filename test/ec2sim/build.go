@@ -122,7 +122,7 @@ func (s *State) buildInstance(path string, is InstanceSpec) error {
 	if err != nil {
 		return &ScenarioError{Path: path, Err: err}
 	}
-	primary := in.slots[0]
+	primary := in.slots[primarySlot]
 	if is.SecondaryIPs > 0 {
 		if _, _, err := s.addAddresses(primary, addressRequest{count: is.SecondaryIPs}); err != nil {
 			return &ScenarioError{Path: path + ".secondaryIPs", Err: err}
@@ -141,11 +141,11 @@ func (s *State) buildInstance(path string, is InstanceSpec) error {
 			groupIDs = append(groupIDs, g.id)
 		}
 		e, err := s.createENI(eniSpec{subnet: esn, groupIDs: groupIDs, description: es.Description,
-			tags: tagsFromMap(es.Tags, ""), secondaries: es.SecondaryIPs, prefixCount: es.Prefixes})
+			tags: tagsFromMap(es.Tags, ""), secondaries: es.SecondaryIPs, prefixCount: es.Prefixes, interfaceType: es.InterfaceType})
 		if err != nil {
 			return &ScenarioError{Path: ep, Err: err}
 		}
-		a, err := s.attach(e, in, es.DeviceIndex, true)
+		a, err := s.attach(e, in, slot{card: es.NetworkCard, device: es.DeviceIndex}, true)
 		if err != nil {
 			s.deleteENI(e)
 			return &ScenarioError{Path: ep, Err: err}

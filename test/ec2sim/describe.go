@@ -310,13 +310,18 @@ type DescribeInstanceTypesResponse struct {
 }
 
 var typeFields = map[string]field[*InstanceType]{
-	"instance-type":                             one(func(t *InstanceType) string { return t.Name }),
-	"hypervisor":                                one(func(t *InstanceType) string { return t.Hypervisor }),
-	"bare-metal":                                one(func(t *InstanceType) string { return boolString(t.BareMetal) }),
-	"current-generation":                        one(func(t *InstanceType) string { return "true" }),
-	"vcpu-info.default-vcpus":                   one(func(t *InstanceType) string { return strconv.Itoa(t.VCPUs) }),
-	"memory-info.size-in-mib":                   one(func(t *InstanceType) string { return strconv.Itoa(t.MemoryMiB) }),
-	"network-info.maximum-network-interfaces":   one(func(t *InstanceType) string { return strconv.Itoa(t.MaxENIs) }),
+	"instance-type":                           one(func(t *InstanceType) string { return t.Name }),
+	"hypervisor":                              one(func(t *InstanceType) string { return t.Hypervisor }),
+	"bare-metal":                              one(func(t *InstanceType) string { return boolString(t.BareMetal) }),
+	"current-generation":                      one(func(t *InstanceType) string { return "true" }),
+	"vcpu-info.default-vcpus":                 one(func(t *InstanceType) string { return strconv.Itoa(t.VCPUs) }),
+	"memory-info.size-in-mib":                 one(func(t *InstanceType) string { return strconv.Itoa(t.MemoryMiB) }),
+	"network-info.maximum-network-interfaces": one(func(t *InstanceType) string { return strconv.Itoa(t.MaxInterfaces()) }),
+	"network-info.maximum-network-cards":      one(func(t *InstanceType) string { return strconv.Itoa(t.Cards()) }),
+	"network-info.efa-supported":              one(func(t *InstanceType) string { return boolString(t.MaxEFA > 0) }),
+	"network-info.efa-info.maximum-efa-interfaces": func(t *InstanceType, match func(string) bool) bool {
+		return t.MaxEFA > 0 && match(strconv.Itoa(t.MaxEFA))
+	},
 	"network-info.ipv4-addresses-per-interface": one(func(t *InstanceType) string { return strconv.Itoa(t.IPv4PerENI) }),
 	"network-info.ipv6-addresses-per-interface": one(func(t *InstanceType) string { return strconv.Itoa(t.IPv6PerENI) }),
 }

@@ -17,8 +17,16 @@
 //     aren't sufficient free Ipv4 addresses or prefixes";
 //     InsufficientCidrBlocks), by cause or forced (Scenario.SubnetFullError);
 //   - instance types carry their real ENI and per-ENI IPv4 limits
-//     (AttachmentLimitExceeded, PrivateIpAddressLimitExceeded) and device
-//     indexes 0 to MaxENIs-1;
+//     (AttachmentLimitExceeded, PrivateIpAddressLimitExceeded), network
+//     cards each with its own interface limit and device indexes 0 to
+//     MaxENIs-1 (a card other than 0 has a device 0 of its own; Attach
+//     honours NetworkCardIndex and answers it), and EFA: at most
+//     EfaInfo.MaximumEfaInterfaces, attached only at launch, never
+//     detached from a running instance, an EFA-only interface holding no
+//     address and never the primary. DescribeInstanceTypes lists the
+//     cards (NetworkCards, maximumNetworkCards, interface types per card)
+//     and EFA (efaSupported, efaInfo); maximumNetworkInterfaces counts
+//     every card's interfaces, as on EC2;
 //   - prefixes are aligned /28s taking one IPv4 slot each, and a fragmented
 //     subnet answers InsufficientCidrBlocks;
 //   - attachments go attaching -> attached and detaching -> detached after
@@ -129,8 +137,9 @@
 //	  subnet: nodes-a            # name or ID
 //	  securityGroups: [nodes]
 //	  secondaryIPs: 3            # already on the primary ENI
-//	  enis:                      # already attached, for adoption tests
+//	  enis:                      # already attached: adoption tests, EFAs, other cards' interfaces
 //	  - {deviceIndex: 1, secondaryIPs: 4, prefixes: 1, tags: {owner: someone}}
+//	  - {networkCard: 1, deviceIndex: 0, interfaceType: efa-only}
 //	instanceTypes: []            # add to or replace catalog entries
 //	elasticIPLimit: 5
 //	profile: realistic           # EC2's throttling, realistic latency and attach delays
@@ -146,7 +155,16 @@
 //	faults: {rules: [{action: AttachNetworkInterface, code: InternalError, count: 2}]}
 //
 // [DemoScenario] is the scenario of `make demo`; [Catalog] lists the built-in
-// instance types (t3, m5, m6i, c5, c6i and r5 sizes with their real limits).
+// instance types (t3, m5, m6i, c5, c6i and r5 sizes, and the EFA types
+// c5n.18xlarge, c6in.32xlarge, m6idn.32xlarge, p4d.24xlarge, p5.48xlarge
+// and trn1.32xlarge with their cards, with their real limits), the table of
+// package catalog that enipam-operator falls back to.
+//
+// [LaunchRequest] (POST /admin/instances) boots an instance with extra
+// interfaces, as RunInstances' NetworkInterface.N: AWS's recommended
+// layout for an EFA instance with several cards is an EFA-only interface
+// at card 0 device 1, and one at device 0 of every other card, with ENA
+// interfaces at device 1 of those cards where IP traffic needs them.
 //
 // # Where EC2's behaviour is not documented
 //
@@ -175,4 +193,20 @@
 //   - An instance's networkInterfaceSet hides ENIs inside the describe
 //     window, but the DescribeInstances filters on network-interface.*
 //     still match them.
+//   - Network cards: EC2 documents that device indexes are per card, that
+//     the primary interface is card 0's device 0, and each card's
+//     interface limit; its answer for a NetworkCardIndex the type lacks is
+//     not documented: ec2sim answers InvalidParameterValue. A full card is
+//     AttachmentLimitExceeded, as a full single-card instance is.
+//   - EFA: EC2 documents that an EFA is attached only at launch or to a
+//     stopped instance and detached only from a stopped one, that an
+//     EFA-only interface holds no IP address and cannot be the primary,
+//     and the type's maximum EFA count. The codes are not documented:
+//     ec2sim answers IncorrectInstanceState for attaching or detaching an
+//     EFA on a running instance, InvalidParameterCombination for an
+//     address on an EFA-only interface, an EFA-only primary or EFA on a
+//     type without it, and AttachmentLimitExceeded past the EFA count.
+//     Whether a card holds more than one EFA is not documented; ec2sim
+//     limits only the instance's total. Whether IMDS lists local-ipv4s
+//     for an EFA-only interface is not documented; ec2sim answers 404.
 package ec2sim

@@ -1,6 +1,7 @@
 package ec2sim
 
 import (
+	"cmp"
 	"net/netip"
 	"slices"
 )
@@ -22,6 +23,9 @@ type eniSpec struct {
 	secondaries int
 	prefixes    []netip.Prefix
 	prefixCount int
+	// interfaceType is EC2's interfaceType; empty means "interface". An
+	// efa-only ENI has no address at all.
+	interfaceType string
 }
 
 // createENI makes an ENI with its addresses, all or nothing. The ENI gets
@@ -33,10 +37,14 @@ func (s *State) createENI(sp eniSpec) (*eni, error) {
 		return nil, err
 	}
 	e := &eni{
-		subnet: sp.subnet, description: sp.description, interfaceType: "interface",
+		subnet: sp.subnet, description: sp.description, interfaceType: cmp.Or(sp.interfaceType, typeInterface),
 		groups: groups, created: s.now(), sourceDestCheck: true,
 	}
-	if err := s.fillENI(e, sp.ips, sp.secondaries, sp.prefixes, sp.prefixCount); err != nil {
+	if e.interfaceType == typeEFAOnly {
+		if len(sp.ips)+sp.secondaries+len(sp.prefixes)+sp.prefixCount > 0 {
+			return nil, errEFAOnlyAddresses("the new network interface")
+		}
+	} else if err := s.fillENI(e, sp.ips, sp.secondaries, sp.prefixes, sp.prefixCount); err != nil {
 		return nil, err
 	}
 	e.meta = s.newMeta("eni", "")
@@ -63,6 +71,9 @@ type addressRequest struct {
 // addresses and prefixes added. An ENI without addresses gets its primary
 // address first: the first explicit one, else the first fresh one.
 func (s *State) addAddresses(e *eni, r addressRequest) ([]netip.Addr, []netip.Prefix, error) {
+	if e.interfaceType == typeEFAOnly {
+		return nil, nil, errEFAOnlyAddresses(cmp.Or(e.id, "the new network interface"))
+	}
 	sp := e.subnet.space
 	want := len(r.ips) + r.count + len(r.prefixes) + r.prefixCount
 	if e.slotsUsed()+want > s.ipLimit(e) {
@@ -172,6 +183,12 @@ func (s *State) addAddresses(e *eni, r addressRequest) ([]netip.Addr, []netip.Pr
 	return fresh, newPrefixes, nil
 }
 
+// errEFAOnlyAddresses refuses addresses on an EFA-only interface, which
+// EC2 documents as holding none; the code is not documented (see doc.go).
+func errEFAOnlyAddresses(what string) *APIError {
+	return apiErr(codeInvalidParameterCombo, "An EFA-only network interface (%s) cannot have IP addresses.", what)
+}
+
 // removeAddresses takes secondary addresses and prefixes off e, all or
 // nothing. Elastic IPs associated with them are disassociated.
 func (s *State) removeAddresses(e *eni, ips []netip.Addr, prefixes []netip.Prefix) error {
@@ -235,8 +252,8 @@ func (s *State) deleteENI(e *eni) {
 		s.disassociate(e.eips[0])
 	}
 	if a := e.attachment; a != nil {
-		if a.instance.slots[a.deviceIndex] == e {
-			delete(a.instance.slots, a.deviceIndex)
+		if a.instance.slots[a.slot()] == e {
+			delete(a.instance.slots, a.slot())
 		}
 		delete(s.attachments, a.id)
 		e.attachment = nil
@@ -245,9 +262,12 @@ func (s *State) deleteENI(e *eni) {
 	s.enis.remove(e)
 }
 
-// attach starts attaching e to in at deviceIndex; immediate skips the
-// attach delay.
-func (s *State) attach(e *eni, in *instance, deviceIndex int, immediate bool) (*attachment, error) {
+// attach starts attaching e to in at slot at. launch is an interface the
+// instance boots with (or a scenario's ENI "already attached"): attached
+// at once, and the only way an EFA joins an instance, since EC2 attaches
+// EFAs only to stopped instances or at launch and ec2sim's instances run.
+func (s *State) attach(e *eni, in *instance, at slot, launch bool) (*attachment, error) {
+	typ := in.typ
 	switch {
 	case in.state != instanceRunning:
 		return nil, apiErr(codeIncorrectInstanceState, "The instance '%s' is not in a state from which it can be attached to a network interface (%s).", in.id, in.state)
@@ -257,25 +277,31 @@ func (s *State) attach(e *eni, in *instance, deviceIndex int, immediate bool) (*
 		return nil, apiErr(codeInvalidParameterCombo, "The network interface %s and instance %s are in different VPCs.", e.id, in.id)
 	case e.subnet.zone != in.subnet.zone:
 		return nil, apiErr(codeInvalidParameterCombo, "You may not attach a network interface to an instance if they are not in the same availability zone")
-	case deviceIndex < 0 || deviceIndex > 127:
-		return nil, apiErr(codeInvalidParameterValue, "Invalid value '%d' for deviceIndex.", deviceIndex)
-	case in.slots[deviceIndex] != nil:
-		return nil, apiErr(codeInvalidParameterValue, "Instance '%s' already has an interface attached at device index '%d'.", in.id, deviceIndex)
-	case len(in.slots) >= in.typ.MaxENIs:
-		return nil, apiErr(codeAttachmentLimitExceeded, "Interface count %d exceeds the limit for %s", len(in.slots)+1, in.typ.Name)
-	case deviceIndex >= in.typ.MaxENIs:
-		// The instance has a free slot, but not at this index. EC2's answer
+	case at.card < 0 || at.card >= typ.Cards():
+		// EC2's answer for a card the type lacks is not documented; see doc.go.
+		return nil, apiErr(codeInvalidParameterValue, "Invalid value '%d' for NetworkCardIndex: %s has %d network card(s) (0-%d).", at.card, typ.Name, typ.Cards(), typ.Cards()-1)
+	case at.device < 0 || at.device > 127:
+		return nil, apiErr(codeInvalidParameterValue, "Invalid value '%d' for deviceIndex.", at.device)
+	case in.slots[at] != nil:
+		return nil, apiErr(codeInvalidParameterValue, "Instance '%s' already has an interface attached at device index '%d'.", in.id, at.device)
+	case in.onCard(at.card) >= typ.MaxENIs:
+		return nil, apiErr(codeAttachmentLimitExceeded, "Interface count %d exceeds the limit for %s", in.onCard(at.card)+1, typ.Name)
+	case at.device >= typ.MaxENIs:
+		// The card has a free slot, but not at this index. EC2's answer
 		// is not documented; see doc.go.
-		return nil, apiErr(codeInvalidParameterValue, "Invalid value '%d' for deviceIndex: %s has %d network interface slots (0-%d).",
-			deviceIndex, in.typ.Name, in.typ.MaxENIs, in.typ.MaxENIs-1)
-	case e.slotsUsed() > in.typ.IPv4PerENI:
-		return nil, apiErr(codePrivateIPLimitExceeded, "Network interface %s has %d private addresses, more than %s allows (%d).", e.id, e.slotsUsed(), in.typ.Name, in.typ.IPv4PerENI)
+		return nil, apiErr(codeInvalidParameterValue, "Invalid value '%d' for deviceIndex: %s has %d network interface slots per card (0-%d).",
+			at.device, typ.Name, typ.MaxENIs, typ.MaxENIs-1)
+	case e.slotsUsed() > typ.IPv4PerENI:
+		return nil, apiErr(codePrivateIPLimitExceeded, "Network interface %s has %d private addresses, more than %s allows (%d).", e.id, e.slotsUsed(), typ.Name, typ.IPv4PerENI)
 	}
-	a := &attachment{id: s.ids.newID("eni-attach"), eni: e, instance: in, deviceIndex: deviceIndex, status: attaching, since: s.now()}
+	if err := checkEFA(e, in, at, launch); err != nil {
+		return nil, err
+	}
+	a := &attachment{id: s.ids.newID("eni-attach"), eni: e, instance: in, networkCard: at.card, deviceIndex: at.device, status: attaching, since: s.now()}
 	e.attachment = a
-	in.slots[deviceIndex] = e
+	in.slots[at] = e
 	s.attachments[a.id] = a
-	if immediate {
+	if launch {
 		a.status = attached
 	} else {
 		s.schedule(a, s.timing.AttachDelay)
@@ -283,11 +309,35 @@ func (s *State) attach(e *eni, in *instance, deviceIndex int, immediate bool) (*
 	return a, nil
 }
 
+// checkEFA holds EC2's documented EFA rules: an EFA attaches only at
+// launch (or to a stopped instance), to a type that has EFA, within its
+// EfaInfo.MaximumEfaInterfaces; an EFA-only interface is never the
+// primary. The codes are not documented; see doc.go.
+func checkEFA(e *eni, in *instance, at slot, launch bool) error {
+	switch {
+	case !e.efa():
+		return nil
+	case at == primarySlot && e.interfaceType == typeEFAOnly:
+		return apiErr(codeInvalidParameterCombo, "An EFA-only network interface cannot be the primary network interface (network card 0, device index 0).")
+	case in.typ.MaxEFA == 0:
+		return apiErr(codeInvalidParameterCombo, "Instance type %s does not support EFA interfaces.", in.typ.Name)
+	case !launch:
+		return apiErr(codeIncorrectInstanceState, "EFA interface %s can be attached to instance '%s' only while it is stopped or at launch.", e.id, in.id)
+	case in.efas() >= in.typ.MaxEFA:
+		return apiErr(codeAttachmentLimitExceeded, "EFA interface count %d exceeds the limit for %s (%d).", in.efas()+1, in.typ.Name, in.typ.MaxEFA)
+	}
+	return nil
+}
+
 // detach starts detaching a.
 func (s *State) detach(a *attachment) error {
 	switch {
-	case a.deviceIndex == 0:
+	case a.slot() == primarySlot:
 		return apiErr(codeOperationNotPermitted, "The network interface at device index 0 and networkCard index 0 cannot be detached.")
+	case a.eni.efa():
+		// EC2 detaches EFAs only from stopped instances; its code for a
+		// running one is not documented (see doc.go).
+		return apiErr(codeIncorrectInstanceState, "EFA interface %s can be detached from instance '%s' only while it is stopped.", a.eni.id, a.instance.id)
 	case a.status == attaching:
 		// EC2 refuses to detach what is still attaching; its wording is
 		// not documented (see doc.go).

@@ -163,7 +163,7 @@ type eniMeta struct {
 	mac, id, subnetID, subnetCIDR, vpcID string
 	vpcCIDRs, ips, prefixes, groupIDs    []string
 	groupNames                           []string
-	deviceIndex                          int
+	deviceIndex, networkCard             int
 }
 
 // instanceMetadata snapshots what IMDS shows: only attachments that have
@@ -180,12 +180,13 @@ func (s *State) instanceMetadata(id string) (instanceMeta, error) {
 		account: s.account, imageID: in.imageID, privateIP: in.primaryIP.String(),
 		hostname: s.privateDNSName(in.primaryIP), launched: in.launched, terminated: in.state == instanceTerminated,
 	}
-	for _, idx := range sortedSlots(in) {
-		e := in.slots[idx]
+	for _, at := range sortedSlots(in) {
+		e := in.slots[at]
 		if e.attachment.status != attached {
 			continue
 		}
-		em := eniMeta{mac: e.mac, id: e.id, subnetID: e.subnet.id, subnetCIDR: e.subnet.cidr.String(), vpcID: e.subnet.vpc.id, deviceIndex: idx}
+		em := eniMeta{mac: e.mac, id: e.id, subnetID: e.subnet.id, subnetCIDR: e.subnet.cidr.String(), vpcID: e.subnet.vpc.id,
+			deviceIndex: at.device, networkCard: at.card}
 		for _, c := range e.subnet.vpc.cidrs {
 			em.vpcCIDRs = append(em.vpcCIDRs, c.String())
 		}
@@ -199,7 +200,7 @@ func (s *State) instanceMetadata(id string) (instanceMeta, error) {
 			em.groupIDs = append(em.groupIDs, g.id)
 			em.groupNames = append(em.groupNames, g.name)
 		}
-		if idx == 0 {
+		if at == primarySlot {
 			md.mac = e.mac
 		}
 		md.enis = append(md.enis, em)
@@ -226,12 +227,16 @@ func (md instanceMeta) tree() map[string]string {
 	for _, e := range md.enis {
 		p := "network/interfaces/macs/" + e.mac + "/"
 		t[p+"device-number"] = strconv.Itoa(e.deviceIndex)
-		t[p+"network-card"] = "0"
+		t[p+"network-card"] = strconv.Itoa(e.networkCard)
 		t[p+"interface-id"] = e.id
 		t[p+"mac"] = e.mac
 		t[p+"owner-id"] = md.account
 		t[p+"local-hostname"] = md.hostname
-		t[p+"local-ipv4s"] = strings.Join(e.ips, "\n")
+		if len(e.ips) > 0 {
+			// An EFA-only interface has none; whether EC2 then answers
+			// 404 or an empty list is not documented (see doc.go).
+			t[p+"local-ipv4s"] = strings.Join(e.ips, "\n")
+		}
 		t[p+"security-group-ids"] = strings.Join(e.groupIDs, "\n")
 		t[p+"security-groups"] = strings.Join(e.groupNames, "\n")
 		t[p+"subnet-id"] = e.subnetID

@@ -1,6 +1,7 @@
 package ec2sim
 
 import (
+	"errors"
 	"net/netip"
 	"sort"
 )
@@ -17,11 +18,27 @@ type LaunchRequest struct {
 	// PrivateIP defaults to the subnet's lowest free address.
 	PrivateIP string `json:"privateIp,omitempty"`
 	Tags      []Tag  `json:"tags,omitempty"`
+	// NetworkInterfaces are the interfaces the instance boots with besides
+	// its primary ENI, as RunInstances' NetworkInterface.N: EFAs and the
+	// interfaces of other network cards.
+	NetworkInterfaces []LaunchInterface `json:"networkInterfaces,omitempty"`
+}
+
+// LaunchInterface is one interface an instance boots with, made in the
+// instance's subnet with its security groups and deleted with it.
+type LaunchInterface struct {
+	NetworkCardIndex int `json:"networkCardIndex"`
+	DeviceIndex      int `json:"deviceIndex"`
+	// InterfaceType is interface (the default), efa or efa-only.
+	InterfaceType string `json:"interfaceType,omitempty"`
+	// SecondaryIPs are addresses besides the interface's primary one.
+	SecondaryIPs int `json:"secondaryIPs,omitempty"`
 }
 
 // AddInstance launches an instance, running at once, with its primary ENI
-// (device index 0, DeleteOnTermination) attached. The primary ENI never
-// lags (TimingConfig.EventualConsistency): a node joins a cluster long
+// (network card 0, device index 0, DeleteOnTermination) and the
+// interfaces of req.NetworkInterfaces attached, all or nothing. Its ENIs
+// never lag (TimingConfig.EventualConsistency): a node joins a cluster long
 // after EC2 made its instance.
 func (s *State) AddInstance(req LaunchRequest) (Instance, error) {
 	s.lock()
@@ -87,18 +104,54 @@ func (s *State) launch(req LaunchRequest) (*instance, error) {
 	in := &instance{
 		meta: s.newMeta("i", req.InstanceID), typ: typ, subnet: sn, groups: e.groups,
 		state: instanceRunning, launched: s.now(), imageID: "ami-0" + s.ids.hex(16),
-		reservationID: s.ids.newID("r"), primaryIP: e.ips[0], slots: map[int]*eni{},
+		reservationID: s.ids.newID("r"), primaryIP: e.ips[0], slots: map[slot]*eni{},
 	}
 	in.tags = append([]Tag(nil), req.Tags...)
 	sort.Slice(in.tags, func(i, j int) bool { return in.tags[i].Key < in.tags[j].Key })
 	s.instances.add(in)
-	a, err := s.attach(e, in, 0, true)
+	a, err := s.attach(e, in, primarySlot, true)
 	if err != nil {
 		// Cannot happen for a fresh instance and ENI.
 		panic(err)
 	}
 	a.deleteOnTermination = true
+	for i, li := range req.NetworkInterfaces {
+		if err := s.launchInterface(in, li); err != nil {
+			// All or nothing: the instance never existed.
+			s.terminate(in)
+			s.instances.remove(in)
+			var ae *APIError
+			if errors.As(err, &ae) {
+				return nil, apiErr(ae.Code, "NetworkInterface.%d: %s", i+1, ae.Message)
+			}
+			return nil, err
+		}
+	}
 	return in, nil
+}
+
+// launchInterface makes and attaches one boot interface of in.
+func (s *State) launchInterface(in *instance, li LaunchInterface) error {
+	switch li.InterfaceType {
+	case "", typeInterface, typeEFA, typeEFAOnly:
+	default:
+		return apiErr(codeInvalidParameterValue, "Invalid value '%s' for InterfaceType", li.InterfaceType)
+	}
+	var groupIDs []string
+	for _, g := range in.groups {
+		groupIDs = append(groupIDs, g.id)
+	}
+	e, err := s.createENI(eniSpec{subnet: in.subnet, groupIDs: groupIDs, secondaries: li.SecondaryIPs, interfaceType: li.InterfaceType})
+	if err != nil {
+		return err
+	}
+	a, err := s.attach(e, in, slot{card: li.NetworkCardIndex, device: li.DeviceIndex}, true)
+	if err != nil {
+		s.deleteENI(e)
+		return err
+	}
+	a.deleteOnTermination = true
+	return nil
 }
 
 func (s *State) terminate(in *instance) {

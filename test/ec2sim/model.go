@@ -145,8 +145,38 @@ type instance struct {
 	imageID       string
 	reservationID string
 	primaryIP     netip.Addr
-	// slots holds the ENIs attaching, attached or detaching, by device index.
-	slots map[int]*eni
+	// slots holds the ENIs attaching, attached or detaching, by network
+	// card and device index.
+	slots map[slot]*eni
+}
+
+// slot is where an ENI is attached: device indexes are per network card,
+// so card 1 has a device 0 of its own.
+type slot struct{ card, device int }
+
+// primarySlot is the instance's primary ENI: card 0, device 0.
+var primarySlot = slot{}
+
+// onCard counts the ENIs attached (or attaching, or detaching) to a card.
+func (in *instance) onCard(card int) int {
+	n := 0
+	for sl := range in.slots {
+		if sl.card == card {
+			n++
+		}
+	}
+	return n
+}
+
+// efas counts the instance's EFA interfaces, with ENA or EFA-only.
+func (in *instance) efas() int {
+	n := 0
+	for _, e := range in.slots {
+		if e.efa() {
+			n++
+		}
+	}
+	return n
 }
 
 // ENI and attachment states as EC2 spells them.
@@ -182,6 +212,7 @@ type attachment struct {
 	id                  string
 	eni                 *eni
 	instance            *instance
+	networkCard         int
 	deviceIndex         int
 	status              string
 	since               time.Time
@@ -209,6 +240,20 @@ func (s *State) ipLimit(e *eni) int {
 	}
 	return s.maxIPv4PerENI
 }
+
+// Interface types EC2 spells; an ENI made without one is "interface".
+const (
+	typeInterface = "interface"
+	typeEFA       = "efa"
+	typeEFAOnly   = "efa-only"
+)
+
+// efa reports whether the ENI is an Elastic Fabric Adapter, with ENA
+// (efa) or without (efa-only).
+func (e *eni) efa() bool { return e.interfaceType == typeEFA || e.interfaceType == typeEFAOnly }
+
+// slot is where the attachment puts its ENI.
+func (a *attachment) slot() slot { return slot{card: a.networkCard, device: a.deviceIndex} }
 
 func (e *eni) status() string {
 	if e.attachment != nil {

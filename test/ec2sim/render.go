@@ -1,6 +1,7 @@
 package ec2sim
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"slices"
@@ -76,7 +77,7 @@ func (s *State) eniView(e *eni) NetworkInterface {
 	if a := e.attachment; a != nil {
 		v.Attachment = &Attachment{
 			AttachmentID: a.id, InstanceID: a.instance.id, InstanceOwnerID: s.account,
-			DeviceIndex: a.deviceIndex, Status: a.status, AttachTime: timestamp(a.since),
+			DeviceIndex: a.deviceIndex, NetworkCardIndex: a.networkCard, Status: a.status, AttachTime: timestamp(a.since),
 			DeleteOnTermination: a.deleteOnTermination,
 		}
 	}
@@ -118,7 +119,12 @@ func (s *State) instanceView(in *instance) Instance {
 	return v
 }
 
-func sortedSlots(in *instance) []int { return slices.Sorted(maps.Keys(in.slots)) }
+// sortedSlots lists an instance's slots by card, then device index.
+func sortedSlots(in *instance) []slot {
+	return slices.SortedFunc(maps.Keys(in.slots), func(a, b slot) int {
+		return cmp.Or(cmp.Compare(a.card, b.card), cmp.Compare(a.device, b.device))
+	})
+}
 
 func (s *State) subnetView(sn *subnet) Subnet {
 	return Subnet{
@@ -173,15 +179,27 @@ func (s *State) addressView(a *address) Address {
 	return out
 }
 
+// typeView shows a type as EC2 does: maximumNetworkInterfaces counts every
+// card's interfaces, each card lists its own limit.
 func typeView(t *InstanceType) InstanceTypeInfo {
-	return InstanceTypeInfo{
+	v := InstanceTypeInfo{
 		InstanceType: t.Name, CurrentGeneration: true, BareMetal: t.BareMetal, Hypervisor: t.Hypervisor,
 		DefaultVCPUs: t.VCPUs, MemorySizeInMiB: t.MemoryMiB,
 		NetworkInfo: NetworkInfo{
-			MaximumNetworkInterfaces: t.MaxENIs, IPv4AddressesPerInterface: t.IPv4PerENI,
+			MaximumNetworkInterfaces: t.MaxInterfaces(), IPv4AddressesPerInterface: t.IPv4PerENI,
 			IPv6AddressesPerInterface: t.IPv6PerENI, IPv6Supported: t.IPv6PerENI > 0,
-			MaximumNetworkCards: 1, NetworkCards: []NetworkCard{{NetworkCardIndex: 0, MaximumNetworkInterfaces: t.MaxENIs}},
-			EnaSupport: "required",
+			MaximumNetworkCards: t.Cards(), EnaSupport: "required", EfaSupported: t.MaxEFA > 0,
 		},
 	}
+	cardTypes := []string{typeInterface}
+	if t.MaxEFA > 0 {
+		v.NetworkInfo.EfaInfo = &EfaInfo{MaximumEfaInterfaces: t.MaxEFA}
+		cardTypes = append(cardTypes, typeEFA, typeEFAOnly)
+	}
+	for card := range t.Cards() {
+		v.NetworkInfo.NetworkCards = append(v.NetworkInfo.NetworkCards, NetworkCard{
+			NetworkCardIndex: card, MaximumNetworkInterfaces: t.MaxENIs, InterfaceTypes: cardTypes,
+		})
+	}
+	return v
 }

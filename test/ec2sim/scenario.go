@@ -111,9 +111,15 @@ type InstanceSpec struct {
 	Count int `json:"count,omitempty"`
 }
 
-// ENISpec seeds a secondary ENI attached to an instance.
+// ENISpec seeds a secondary ENI attached to an instance: for adoption
+// tests, or the EFAs and other-card interfaces a type boots with.
 type ENISpec struct {
 	DeviceIndex int `json:"deviceIndex"`
+	// NetworkCard is the attachment's network card index (0 by default).
+	NetworkCard int `json:"networkCard,omitempty"`
+	// InterfaceType is interface (the default), efa, efa-only, trunk or
+	// branch; an efa-only ENI holds no address.
+	InterfaceType string `json:"interfaceType,omitempty"`
 	// Subnet defaults to the instance's.
 	Subnet              string            `json:"subnet,omitempty"`
 	Description         string            `json:"description,omitempty"`
@@ -199,7 +205,7 @@ func (sc *Scenario) Validate() error {
 		zones[z] = true
 	}
 	for i, t := range sc.InstanceTypes {
-		if err := t.validate(); err != nil {
+		if err := t.Validate(); err != nil {
 			return &ScenarioError{Path: fmt.Sprintf("instanceTypes[%d]", i), Err: err}
 		}
 	}
@@ -333,8 +339,8 @@ func (in InstanceSpec) validate(path string) error {
 		return scenarioErr(path+".secondaryIPs", "negative")
 	}
 	for k, e := range in.ENIs {
-		if e.DeviceIndex < 1 || e.SecondaryIPs < 0 || e.Prefixes < 0 {
-			return scenarioErr(fmt.Sprintf("%s.enis[%d]", path, k), "device index must be >= 1 and counts >= 0")
+		if (e.NetworkCard == 0 && e.DeviceIndex < 1) || e.DeviceIndex < 0 || e.NetworkCard < 0 || e.SecondaryIPs < 0 || e.Prefixes < 0 {
+			return scenarioErr(fmt.Sprintf("%s.enis[%d]", path, k), "device index must be >= 1 on card 0 (>= 0 on others), card and counts >= 0")
 		}
 	}
 	return nil

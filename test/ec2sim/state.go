@@ -286,8 +286,8 @@ func (s *State) schedule(a *attachment, r Range) {
 
 // finishDetach frees the instance's device slot and leaves the ENI available.
 func (s *State) finishDetach(a *attachment) {
-	if a.instance.slots[a.deviceIndex] == a.eni {
-		delete(a.instance.slots, a.deviceIndex)
+	if a.instance.slots[a.slot()] == a.eni {
+		delete(a.instance.slots, a.slot())
 	}
 	delete(s.attachments, a.id)
 	a.eni.attachment = nil

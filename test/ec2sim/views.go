@@ -122,6 +122,14 @@ type Reservation struct {
 type NetworkCard struct {
 	NetworkCardIndex         int `xml:"networkCardIndex"`
 	MaximumNetworkInterfaces int `xml:"maximumNetworkInterfaces"`
+	// InterfaceTypes are the interface types the card takes: interface,
+	// and efa and efa-only on a type with EFA.
+	InterfaceTypes []string `xml:"interfaceTypeSet>item"`
+}
+
+// EfaInfo is an instance type's Elastic Fabric Adapter limit.
+type EfaInfo struct {
+	MaximumEfaInterfaces int `xml:"maximumEfaInterfaces"`
 }
 
 // NetworkInfo is an instance type's network limits.
@@ -134,6 +142,8 @@ type NetworkInfo struct {
 	DefaultNetworkCardIndex   int           `xml:"defaultNetworkCardIndex"`
 	NetworkCards              []NetworkCard `xml:"networkCards>item"`
 	EnaSupport                string        `xml:"enaSupport"`
+	EfaSupported              bool          `xml:"efaSupported"`
+	EfaInfo                   *EfaInfo      `xml:"efaInfo,omitempty"`
 }
 
 // InstanceTypeInfo is an instance type as DescribeInstanceTypes shows it.

@@ -28,13 +28,16 @@ type Binaries struct {
 	Operator string
 	Agent    string
 	EC2Sim   string
+	// CLI is the enipam command (enipam max-pods).
+	CLI string
 }
 
-// Build compiles enipam-operator, enipam-agent and ec2sim from the
-// repository at root into dir (the Go build cache makes a rebuild cheap).
+// Build compiles enipam-operator, enipam-agent, the enipam command and
+// ec2sim from the repository at root into dir (the Go build cache makes a
+// rebuild cheap).
 func Build(ctx context.Context, root, dir string) (Binaries, error) {
 	cmd := exec.CommandContext(ctx, "go", "build", "-o", dir+string(os.PathSeparator),
-		"./operator/cmd/enipam-operator", "./nodeagent/cmd/enipam-agent", "./test/ec2sim/cmd/ec2sim")
+		"./operator/cmd/enipam-operator", "./nodeagent/cmd/enipam-agent", "./operator/cmd/enipam", "./test/ec2sim/cmd/ec2sim")
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return Binaries{}, fmt.Errorf("building binaries: %v\n%s", err, out)
@@ -43,6 +46,7 @@ func Build(ctx context.Context, root, dir string) (Binaries, error) {
 		Operator: filepath.Join(dir, "enipam-operator"),
 		Agent:    filepath.Join(dir, "enipam-agent"),
 		EC2Sim:   filepath.Join(dir, "ec2sim"),
+		CLI:      filepath.Join(dir, "enipam"),
 	}, nil
 }
 

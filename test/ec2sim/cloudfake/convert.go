@@ -78,7 +78,7 @@ func eniFrom(e ec2sim.NetworkInterface) cloud.ENI {
 func instanceTypeFrom(t ec2sim.InstanceTypeInfo) cloud.InstanceType {
 	n := t.NetworkInfo
 	out := cloud.InstanceType{
-		Name: t.InstanceType, Hypervisor: t.Hypervisor,
+		Name: t.InstanceType, Hypervisor: t.Hypervisor, BareMetal: t.BareMetal, VCPUs: t.DefaultVCPUs,
 		MaxENIs: n.MaximumNetworkInterfaces, IPv4PerENI: n.IPv4AddressesPerInterface, IPv6PerENI: n.IPv6AddressesPerInterface,
 	}
 	// Only network card 0 carries the ENIs enipam manages.
