@@ -30,6 +30,7 @@ import (
 	"github.com/enipam/enipam/operator/policy"
 	"github.com/enipam/enipam/operator/pool"
 	"github.com/enipam/enipam/operator/poolcontroller"
+	"github.com/enipam/enipam/operator/staticip"
 	"github.com/enipam/enipam/test/agentsim"
 	"github.com/enipam/enipam/test/ec2sim"
 	"github.com/enipam/enipam/test/ec2sim/cloudfake"
@@ -99,8 +100,11 @@ func newInterruptWorld(t *testing.T) *interruptWorld {
 	policy := &enipamv1alpha1.ENIPolicy{ObjectMeta: metav1.ObjectMeta{Name: "pods"}, Spec: enipamv1alpha1.ENIPolicySpec{
 		FirstInterfaceIndex: i32(1), SubnetTags: map[string]string{"pods": "true"},
 	}}
-	w.c = fake.NewClientBuilder().WithScheme(scheme).
-		WithStatusSubresource(&ciliumv2.CiliumNode{}, &enipamv1alpha1.NodeRouting{}, &enipamv1alpha1.ENIPolicy{}).
+	b := fake.NewClientBuilder().WithScheme(scheme)
+	for _, idx := range staticip.Indexes() {
+		b = b.WithIndex(idx.Object, idx.Field, idx.Extract)
+	}
+	w.c = b.WithStatusSubresource(&ciliumv2.CiliumNode{}, &enipamv1alpha1.NodeRouting{}, &enipamv1alpha1.ENIPolicy{}, &enipamv1alpha1.StaticIPClaim{}).
 		WithObjects(node, cn, policy).
 		WithInterceptorFuncs(interceptor.Funcs{
 			Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {

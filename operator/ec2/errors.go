@@ -30,6 +30,8 @@ var kinds = map[string]error{
 	"UnauthorizedOperation":              cloud.ErrUnauthorized,
 	"AuthFailure":                        cloud.ErrUnauthorized,
 	"InvalidNetworkInterface.InUse":      cloud.ErrInUse,
+	"PrivateIpAddressInUse":              cloud.ErrInUse,
+	"InvalidIPAddress.InUse":             cloud.ErrInUse,
 	"IncorrectState":                     cloud.ErrInUse,
 	"InternalError":                      cloud.ErrUnavailable,
 	"InternalFailure":                    cloud.ErrUnavailable,

@@ -121,6 +121,19 @@ func (c *Client) AssignPrefixes(ctx context.Context, eniID string, count int) ([
 	return prefixes, nil
 }
 
+// AssignAddresses implements cloud.API.
+func (c *Client) AssignAddresses(ctx context.Context, eniID string, ips []netip.Addr, allowReassignment bool) error {
+	in := &ec2.AssignPrivateIpAddressesInput{NetworkInterfaceId: aws.String(eniID)}
+	for _, ip := range ips {
+		in.PrivateIpAddresses = append(in.PrivateIpAddresses, ip.String())
+	}
+	if allowReassignment {
+		in.AllowReassignment = aws.Bool(true)
+	}
+	_, err := c.assign(ctx, in)
+	return err
+}
+
 func (c *Client) assign(ctx context.Context, in *ec2.AssignPrivateIpAddressesInput) (*ec2.AssignPrivateIpAddressesOutput, error) {
 	var out *ec2.AssignPrivateIpAddressesOutput
 	err := c.call(ctx, "AssignPrivateIpAddresses", func(ctx context.Context) (err error) {

@@ -152,7 +152,7 @@ func Compute(n *Node, cfg *Config) Plan {
 		return p
 	}
 
-	index, ok := freeDeviceIndex(n, cfg)
+	index, ok := FreeDeviceIndex(n, cfg)
 	if !ok {
 		p.Blocked = fmt.Errorf("%w: %d/%d ENIs attached, usable ENIs full (%d addresses each)",
 			ErrAtCapacity, len(n.ENIs), n.Type.MaxENIs, n.Type.IPv4PerENI)
@@ -167,7 +167,7 @@ func Compute(n *Node, cfg *Config) Plan {
 		p.Blocked = err
 		return p
 	}
-	groups, err := chooseSecurityGroups(n, cfg)
+	groups, err := SecurityGroups(n, cfg)
 	if err != nil {
 		p.Blocked = err
 		return p
@@ -197,9 +197,9 @@ func fill(eniID string, room, want, free int, prefixes bool) (Assign, bool) {
 	return Assign{ENIID: eniID, IPs: n}, true
 }
 
-// freeDeviceIndex returns the lowest device index a new ENI can take on
+// FreeDeviceIndex returns the lowest device index a new ENI can take on
 // network card 0 (each card has its own indexes and limit).
-func freeDeviceIndex(n *Node, cfg *Config) (int, bool) {
+func FreeDeviceIndex(n *Node, cfg *Config) (int, bool) {
 	taken := make(map[int]bool, len(n.ENIs))
 	for _, e := range n.ENIs {
 		if e.NetworkCard == 0 {
@@ -267,9 +267,9 @@ func chooseSubnet(n *Node, cfg *Config) (cloud.Subnet, error) {
 		ErrSubnetExhausted, n.Instance.AZ, n.Instance.SubnetID)
 }
 
-// chooseSecurityGroups picks the groups of a new ENI: the listed IDs, else
+// SecurityGroups picks the groups of a new ENI: the listed IDs, else
 // those matching the tags, else the primary ENI's.
-func chooseSecurityGroups(n *Node, cfg *Config) ([]string, error) {
+func SecurityGroups(n *Node, cfg *Config) ([]string, error) {
 	if len(cfg.SecurityGroupIDs) > 0 {
 		return slices.Clone(cfg.SecurityGroupIDs), nil
 	}
@@ -341,7 +341,7 @@ func Capacity(n *Node, cfg *Config) Room {
 	if cfg.MaxAllocate > 0 {
 		r.MaxIPs = min(r.MaxIPs, cfg.MaxAllocate)
 	}
-	if _, ok := freeDeviceIndex(n, cfg); ok {
+	if _, ok := FreeDeviceIndex(n, cfg); ok {
 		subnet, err := chooseSubnet(n, cfg)
 		switch {
 		case err != nil:
@@ -350,7 +350,7 @@ func Capacity(n *Node, cfg *Config) Room {
 			if !slices.Contains(r.Subnets, subnet.ID) {
 				r.Subnets = append(r.Subnets, subnet.ID)
 			}
-			if _, err := chooseSecurityGroups(n, cfg); err != nil {
+			if _, err := SecurityGroups(n, cfg); err != nil {
 				r.Blocked = err
 			} else {
 				r.CanGrow = true

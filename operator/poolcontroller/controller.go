@@ -53,6 +53,7 @@ import (
 	"github.com/enipam/enipam/operator/cloud"
 	"github.com/enipam/enipam/operator/inventory"
 	"github.com/enipam/enipam/operator/policy"
+	"github.com/enipam/enipam/operator/staticip"
 )
 
 // Options tune the controller.
@@ -91,6 +92,10 @@ type Reconciler struct {
 	opts    Options
 	log     *slog.Logger
 	now     func() time.Time
+
+	// notes tell the claim controller where each claim's placement
+	// stands.
+	notes *staticip.Notes
 
 	mu    sync.Mutex
 	nodes map[string]*memory
@@ -142,8 +147,13 @@ const (
 // New returns a reconciler; it does nothing until registered with a
 // manager.
 func New(c client.Client, api cloud.API, inv *inventory.Inventory, rec events.EventRecorder, m *Metrics, opts Options, log *slog.Logger) *Reconciler {
-	return &Reconciler{client: c, api: api, inv: inv, events: rec, metrics: m, opts: opts, log: log, now: time.Now, nodes: map[string]*memory{}}
+	return &Reconciler{client: c, api: api, inv: inv, events: rec, metrics: m, opts: opts, log: log, now: time.Now,
+		notes: staticip.NewNotes(), nodes: map[string]*memory{}}
 }
+
+// Notes are the controller's word on each static IP claim's placement,
+// for the claim controller.
+func (r *Reconciler) Notes() *staticip.Notes { return r.notes }
 
 // Reconcile serves one CiliumNode.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {

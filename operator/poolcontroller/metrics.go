@@ -12,6 +12,7 @@ type Metrics struct {
 	ipsReleased       prometheus.Counter
 	allocationLatency prometheus.Histogram
 	writes            *prometheus.CounterVec
+	staticPlaced      prometheus.Counter
 }
 
 // NewMetrics registers the controller's metrics on reg.
@@ -38,8 +39,11 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		writes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "enipam_ciliumnode_writes_total", Help: "CiliumNode writes by part (status, spec).",
 		}, []string{"part"}),
+		staticPlaced: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "enipam_static_ips_placed_total", Help: "Claimed static addresses assigned onto a node's ENI (moved from another ENI, or fresh from the subnet).",
+		}),
 	}
-	for _, c := range []prometheus.Collector{m.nodeIPs, m.enisCreated, m.ipsAssigned, m.ipsReleased, m.allocationLatency, m.writes} {
+	for _, c := range []prometheus.Collector{m.nodeIPs, m.enisCreated, m.ipsAssigned, m.ipsReleased, m.allocationLatency, m.writes, m.staticPlaced} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
