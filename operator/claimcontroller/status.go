@@ -139,7 +139,7 @@ func (r *Reconciler) check(ctx context.Context, c *enipamv1alpha1.StaticIPClaim)
 	if err := r.client.List(ctx, &others, client.MatchingFields{staticip.IndexClaimAddress: addr.String()}); err == nil {
 		for i := range others.Items {
 			o := &others.Items[i]
-			if o.UID != c.UID && o.Spec.Address == c.Spec.Address && older(o, c) {
+			if o.Owner() != c.Owner() && o.Spec.Address == c.Spec.Address && older(o, c) {
 				return addr, enipamv1alpha1.ReasonAddressTaken, fmt.Sprintf("%s is claimed by %s", addr, o.Owner())
 			}
 		}

@@ -82,6 +82,8 @@ type staticOutcome struct {
 	demand int
 	// handshakes counts stamps waiting for the agent's answer.
 	handshakes int
+	// waiting: a claimed address is still in the pool it leaves.
+	waiting bool
 }
 
 // placement is one claimed address to assign onto an ENI of the node.
@@ -267,7 +269,12 @@ func (v *poolView) claimHere(in *staticInputs, c *staticip.Claim, snap *pool.Nod
 		}
 	}
 	if in.elsewhere(key) {
-		out.note(c.Owner, enipamv1alpha1.ReasonPlacing, "%s is still in another node's pool", key)
+		// The node it leaves tells the claim why: no note of this one's.
+		out.waiting = true
+		if out.notes == nil {
+			out.notes = map[string]staticip.Note{}
+		}
+		out.notes[c.Owner] = staticip.Note{}
 		return
 	}
 	loc := in.locate(c.Addr)

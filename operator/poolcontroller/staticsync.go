@@ -129,7 +129,7 @@ func (s *nodeSync) runStatic(ctx context.Context) {
 		}
 	}
 	s.countPool()
-	busy := out.handshakes > 0 || len(out.place) > 0 || out.create != nil
+	busy := out.handshakes > 0 || out.waiting || len(out.place) > 0 || out.create != nil
 	stamped := map[string]bool{}
 	for _, e := range s.cn.Spec.IPAM.Pool {
 		if e.Owner != "" {
@@ -142,6 +142,8 @@ func (s *nodeSync) runStatic(ctx context.Context) {
 		}
 		note, noted := out.notes[owner]
 		switch {
+		case noted && note.Reason == "":
+			// Another node's word stands.
 		case noted:
 			s.r.notes.Set(owner, note)
 			busy = busy || note.Reason != enipamv1alpha1.ReasonAddressTaken
