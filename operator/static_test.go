@@ -521,7 +521,9 @@ func reqClaim(name string) ctrl.Request {
 	return ctrl.Request{NamespacedName: client.ObjectKey{Namespace: "default", Name: name}}
 }
 
-func reqNode(name string) ctrl.Request { return ctrl.Request{NamespacedName: client.ObjectKey{Name: name}} }
+func reqNode(name string) ctrl.Request {
+	return ctrl.Request{NamespacedName: client.ObjectKey{Name: name}}
+}
 
 // killingCloud dies right after EC2 moved a static address: the
 // reassignment went through, the operator never learnt it.
