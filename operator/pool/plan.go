@@ -306,6 +306,12 @@ type Room struct {
 	Blocked error
 	// Subnets are those of the usable ENIs and the one a new ENI would use.
 	Subnets []string
+	// FreeENISlots counts the device indexes a new usable ENI can take.
+	FreeENISlots int
+	// SubnetSlots are the address slots free on the usable ENIs, per
+	// subnet: where a single address of that subnet (a static address
+	// moving in) fits without a new ENI.
+	SubnetSlots map[string]int
 }
 
 // Capacity computes a node's Room. It is pure, like Compute, and agrees
@@ -333,6 +339,12 @@ func Capacity(n *Node, cfg *Config) Room {
 		if !slices.Contains(r.Subnets, e.SubnetID) {
 			r.Subnets = append(r.Subnets, e.SubnetID)
 		}
+		if free := n.Type.IPv4PerENI - e.Slots(); free > 0 {
+			if r.SubnetSlots == nil {
+				r.SubnetSlots = map[string]int{}
+			}
+			r.SubnetSlots[e.SubnetID] += free
+		}
 		if n.Type.IPv4PerENI-e.Slots() > 0 && subnetFree[e.SubnetID] > 0 {
 			r.CanGrow = true
 		}
@@ -340,6 +352,17 @@ func Capacity(n *Node, cfg *Config) Room {
 	r.MaxIPs = max(usableSlots, 0) * max(n.Type.IPv4PerENI-1, 0) * perSlot
 	if cfg.MaxAllocate > 0 {
 		r.MaxIPs = min(r.MaxIPs, cfg.MaxAllocate)
+	}
+	taken := 0
+	for _, e := range n.ENIs {
+		if e.NetworkCard == 0 {
+			taken++
+		}
+	}
+	for i := max(1, cfg.FirstInterfaceIndex); i < n.Type.MaxENIs && r.FreeENISlots < n.Type.MaxENIs-taken; i++ {
+		if !slices.ContainsFunc(n.ENIs, func(e cloud.ENI) bool { return e.NetworkCard == 0 && e.DeviceIndex == i }) {
+			r.FreeENISlots++
+		}
 	}
 	if _, ok := FreeDeviceIndex(n, cfg); ok {
 		subnet, err := chooseSubnet(n, cfg)

@@ -54,6 +54,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.MetricsAddress, "metrics-address", o.MetricsAddress, "listen address of /metrics; empty disables")
 	fs.StringVar(&o.LogLevel, "log-level", o.LogLevel, "debug, info, warn or error")
 	fs.DurationVar(&o.SettleTimeout, "settle-timeout", o.SettleTimeout, "how long filter waits for the scheduler's latest placements to be seen before refusing a node on their account; 0 never waits")
+	fs.DurationVar(&o.BindTimeout, "bind-timeout", o.BindTimeout, "how long bind waits for a static-IP pod's address to be placed on its node before failing (kube-scheduler retries the pod); keep it under the extender's httpTimeout")
 	fs.DurationVar(&o.Tracker.HoldTTL, "hold-ttl", o.Tracker.HoldTTL, "how long a pod filter passed counts against the nodes it passed on when its placement is never seen")
 	fs.DurationVar(&o.Tracker.StartedGrace, "started-pod-grace", o.Tracker.StartedGrace, "how long a pod that got its address counts until Cilium's agent lists it in status.ipam.used (keep above Cilium's ipam.ciliumNodeUpdateRate)")
 }
@@ -66,6 +67,9 @@ func (o *Options) Validate() error {
 	}
 	if o.Address == "" {
 		errs = append(errs, errors.New("--address is required: kube-scheduler calls the extender there"))
+	}
+	if o.BindTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("--bind-timeout must be positive, got %v", o.BindTimeout))
 	}
 	if o.SettleTimeout < 0 {
 		errs = append(errs, fmt.Errorf("--settle-timeout must not be negative, got %v", o.SettleTimeout))

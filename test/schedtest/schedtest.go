@@ -226,7 +226,7 @@ func (s *Scheduler) startExtender(ctx context.Context, opts *extender.Options, r
 	}
 	reg := prometheus.NewRegistry()
 	track := tracker.New(c, opts.Tracker, log.With("component", "tracker"))
-	ext, err := extender.New(track, opts.Config, reg, log.With("component", "extender"))
+	ext, err := extender.New(track, c, opts.Config, reg, log.With("component", "extender"))
 	if err != nil {
 		return err
 	}

@@ -80,7 +80,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	track := tracker.New(c, opts.Tracker, log.With("component", "tracker"))
-	ext, err := extender.New(track, opts.Config, reg, log.With("component", "extender"))
+	ext, err := extender.New(track, c, opts.Config, reg, log.With("component", "extender"))
 	if err != nil {
 		return err
 	}

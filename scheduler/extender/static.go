@@ -1,0 +1,54 @@
+package extender
+
+import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	extenderv1 "k8s.io/kube-scheduler/extender/v1"
+
+	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
+	"github.com/enipam/enipam/scheduler/room"
+)
+
+// static reports whether pod is a static-IP pod (it carries
+// StaticIPAnnotation, or a StaticIPClaim of its name exists) and its
+// claim. The error says why its claim cannot be placed yet (being
+// released, not checked by enipam-operator yet): filter answers it as an
+// error, so kube-scheduler retries the pod with backoff.
+func (e *Extender) static(pod *corev1.Pod) (room.Claim, bool, error) {
+	c, ok := e.state.Claim(pod.Namespace, pod.Name)
+	if !ok {
+		return room.Claim{}, pod.Annotations[enipamv1alpha1.StaticIPAnnotation] != "", nil
+	}
+	switch {
+	case c.Deleting:
+		return c, true, fmt.Errorf("static IP claim %s/%s is being released; the pod waits until it is gone", pod.Namespace, pod.Name)
+	case !c.Checked:
+		return c, true, fmt.Errorf("static IP claim %s/%s is not checked by enipam-operator yet", pod.Namespace, pod.Name)
+	}
+	return c, true, nil
+}
+
+// filterStatic keeps the nodes that can hold the static address a pod's
+// claim already has (room.AssessStatic), refusing every node with the
+// claim's reason when the operator found it invalid. Such a pod takes no
+// free pool address, so it is never held against a node.
+func (e *Extender) filterStatic(args *extenderv1.ExtenderArgs, pod *corev1.Pod, names []string, c *room.Claim) *extenderv1.ExtenderFilterResult {
+	owner := pod.Namespace + "/" + pod.Name
+	failed := extenderv1.FailedNodesMap{}
+	var passed []string
+	nodes, _ := e.state.View(pod, names, e.now())
+	for i := range nodes {
+		v := room.AssessStatic(&nodes[i], owner, c)
+		if c.Invalid != "" {
+			v = room.Verdict{Kind: room.NoIP, Reason: "static IP claim " + owner + ": " + c.Invalid}
+		}
+		if v.Kind.Fits() {
+			passed = append(passed, nodes[i].Name)
+			continue
+		}
+		failed[nodes[i].Name] = v.Reason
+		e.metrics.refusals.WithLabelValues(v.Kind.String()).Inc()
+	}
+	return filterResult(args, passed, failed)
+}
