@@ -62,6 +62,8 @@ type staticWorld struct {
 	zone    map[string]string
 	sched   *schedtest.Scheduler
 	logs    *syncBuffer
+	// operator is the running enipam-operator.
+	operator *stack.Process
 	// seen records every address each pod of the test started with.
 	mu   sync.Mutex
 	seen map[string]map[string]bool
@@ -75,7 +77,7 @@ func newStaticWorld(t *testing.T) *staticWorld {
 		t.Fatal(err)
 	}
 	t.Cleanup(w.cleanupNamespace)
-	w.startOperator("--vpc-id=vpc-0e000000000000001", "--release-excess-ips=false")
+	w.operator = w.startOperator("--vpc-id=vpc-0e000000000000001", "--release-excess-ips=false")
 
 	dump, err := w.world.sim.Admin.Dump(w.ctx)
 	if err != nil {
@@ -446,4 +448,124 @@ func (b *syncBuffer) tail(lines int) string {
 		}
 	}
 	return string(b.buf[i:])
+}
+
+// asked waits until pod's claim asks for a node other than from: a bind
+// is under way.
+func (w *staticWorld) asked(pod, from string) string {
+	w.t.Helper()
+	var to string
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if c, ok := w.claim(pod); ok && c.Spec.NodeName != "" && c.Spec.NodeName != from {
+			return c.Spec.NodeName
+		}
+	}
+	w.t.Fatalf("no bind of %s away from %s began%s", pod, from, w.describe())
+	return to
+}
+
+// sampleBinds checks, every 50 ms until ctx ends, that every pod of the
+// test bound to a node has its address stamped in that node's pool (no
+// pod is bound without its address), and that no address is in two
+// pools; it returns the count of breaches when ctx ends.
+func (w *staticWorld) sampleBinds(ctx context.Context) <-chan int {
+	out := make(chan int, 1)
+	go func() {
+		breaches := 0
+		for ctx.Err() == nil {
+			var pods corev1.PodList
+			var nodes ciliumv2.CiliumNodeList
+			if env.Client.List(ctx, &pods, client.InNamespace(w.ns)) == nil && env.Client.List(ctx, &nodes) == nil {
+				stamped := map[string]map[string]bool{} // node → owners
+				pooled := map[string]string{}
+				for _, cn := range nodes.Items {
+					stamped[cn.Name] = map[string]bool{}
+					for ip, e := range cn.Spec.IPAM.Pool {
+						if other, dup := pooled[ip]; dup {
+							breaches++
+							w.t.Errorf("%s in the pools of %s and %s", ip, other, cn.Name)
+						}
+						pooled[ip] = cn.Name
+						if e.Owner != "" {
+							stamped[cn.Name][e.Owner] = true
+						}
+					}
+				}
+				for _, p := range pods.Items {
+					if p.Spec.NodeName != "" && p.DeletionTimestamp == nil && !stamped[p.Spec.NodeName][w.ns+"/"+p.Name] {
+						// The pod list may predate the pool list: look again.
+						if q, ok := w.pod(p.Name); ok && q.UID == p.UID && q.DeletionTimestamp == nil {
+							breaches++
+							w.t.Errorf("pod %s is bound to %s, whose pool has no address stamped for it", p.Name, p.Spec.NodeName)
+						}
+					}
+				}
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		out <- breaches
+	}()
+	return out
+}
+
+// TestAMoveSurvivesKillsMidBind: db-0's node cordoned and db-0 deleted,
+// enipam-operator is killed (SIGKILL) as soon as the bind asked for the
+// new node, and a new operator started; then db-1's node cordoned and
+// db-1 deleted, kube-scheduler is killed and its extender stopped mid-bind
+// and a new pair started. Each pod comes back on another node with its
+// address; at every look no pod is bound to a node whose pool lacks its
+// stamp, no address is in two pools; in the end EC2 shows each address on
+// one ENI, the ledger counts no violation and the pools hold to EC2.
+func TestAMoveSurvivesKillsMidBind(t *testing.T) {
+	w := newStaticWorld(t)
+	w.statefulSet("db", 2, time.Hour)
+	ips, nodes := map[string]string{}, map[string]string{}
+	for _, p := range []string{"db-0", "db-1"} {
+		nodes[p], ips[p] = w.running(p, 2*time.Minute)
+	}
+	ctx, stop := context.WithCancel(w.ctx)
+	breaches := w.sampleBinds(ctx)
+
+	// The operator killed mid-bind.
+	w.cordon(nodes["db-0"])
+	w.deletePod("db-0")
+	to := w.asked("db-0", nodes["db-0"])
+	op := w.operator
+	op.Kill()
+	w.procs = slices.DeleteFunc(w.procs, func(p *stack.Process) bool { return p == op })
+	t.Logf("operator killed while db-0 was being bound to %s", to)
+	w.operator = w.startOperator("--vpc-id=vpc-0e000000000000001", "--release-excess-ips=false")
+	if node, ip := w.running("db-0", 2*time.Minute); ip != ips["db-0"] || node == nodes["db-0"] {
+		t.Fatalf("db-0 on %s with %s; it was on %s with %s", node, ip, nodes["db-0"], ips["db-0"])
+	}
+
+	// The scheduler and extender killed mid-bind.
+	w.cordon(nodes["db-1"])
+	w.deletePod("db-1")
+	to = w.asked("db-1", nodes["db-1"])
+	w.sched.KubeScheduler.Kill()
+	_ = w.sched.Stop()
+	t.Logf("kube-scheduler killed and extender stopped while db-1 was being bound to %s", to)
+	kc, err := env.KubeConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.startScheduler(kc)
+	if node, ip := w.running("db-1", 2*time.Minute); ip != ips["db-1"] || node == nodes["db-1"] {
+		t.Fatalf("db-1 on %s with %s; it was on %s with %s", node, ip, nodes["db-1"], ips["db-1"])
+	}
+	stop()
+	if n := <-breaches; n != 0 {
+		t.Errorf("%d breaches seen during the moves", n)
+	}
+	for pod, ip := range ips {
+		if on := w.onENIs(ip); len(on) != 1 {
+			t.Errorf("%s's %s on the ENIs of %v", pod, ip, on)
+		}
+	}
+	w.onlyIPs(ips)
+	w.checkPools(w.sim)
+	if v := w.sim.Ledger().Violations(); v.Total() != 0 {
+		t.Errorf("ledger: %+v %v", v, w.sim.Ledger().ViolationDetails())
+	}
 }
