@@ -287,3 +287,7 @@ func (r *Report) addPoolFindings(f agentsim.PoolFindings) {
 	r.add("released IPs still in a pool", f.ReleasedInPool, "")
 	r.target("pools follow EC2", "0", fmt.Sprint(f.Total()), f.Total() == 0)
 }
+
+// kubeconfigPath is the admin kubeconfig startWorld wrote for the
+// world's processes.
+func (w *world) kubeconfigPath() string { return filepath.Join(w.dir, "kubeconfig") }

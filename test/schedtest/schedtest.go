@@ -323,3 +323,20 @@ func newFlagSet() *flag.FlagSet {
 	fs.SetOutput(io.Discard)
 	return fs
 }
+
+// WithoutExtender returns the Parts with kube-scheduler's configuration
+// stripped of its extenders: the same profile placing pods on its own
+// plugins alone, for comparisons.
+func WithoutExtender(p Parts) (Parts, error) {
+	var cfg map[string]any
+	if err := yaml.Unmarshal([]byte(p.Config), &cfg); err != nil {
+		return p, fmt.Errorf("decoding the chart's KubeSchedulerConfiguration, %w", err)
+	}
+	delete(cfg, "extenders")
+	out, err := yaml.Marshal(cfg)
+	if err != nil {
+		return p, err
+	}
+	p.Config = string(out)
+	return p, nil
+}
