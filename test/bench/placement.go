@@ -237,7 +237,12 @@ func (w *world) isFull(ctx context.Context, node string) bool {
 // extender.
 func (w *world) startScheduling(ctx context.Context, name string, withExtender bool) (*agentsim.Kubelet, *schedtest.Scheduler, error) {
 	kubelet := agentsim.NewKubelet(w.agents, agentsim.KubeletOptions{CNIDelay: 50 * time.Millisecond})
-	if err := kubelet.Start(ctx); err != nil {
+	// The kubelets' watch ends with the agents, before kube-apiserver
+	// stops (which waits for open watches otherwise).
+	kctx, cancel := context.WithCancel(ctx)
+	stopAgents := w.stopAgents
+	w.stopAgents = func() { cancel(); stopAgents() }
+	if err := kubelet.Start(kctx); err != nil {
 		return nil, nil, err
 	}
 	parts, err := schedtest.Render(ctx, "default")

@@ -33,14 +33,14 @@ type StaticMoves struct {
 	AgentUpdate time.Duration
 }
 
-// DefaultStaticMoves is 4 nodes, 4 pods, 20 moves (quick: 8), agents
-// writing every second.
+// DefaultStaticMoves is 4 nodes, 4 pods and 20 moves with agents writing
+// every 15 s, Cilium's default (quick: 8 moves, agents writing every
+// second).
 func DefaultStaticMoves(quick bool) StaticMoves {
-	s := StaticMoves{Nodes: 4, Pods: 4, Moves: 20, AgentUpdate: time.Second}
 	if quick {
-		s.Moves = 8
+		return StaticMoves{Nodes: 4, Pods: 4, Moves: 8, AgentUpdate: time.Second}
 	}
-	return s
+	return StaticMoves{Nodes: 4, Pods: 4, Moves: 20, AgentUpdate: 15 * time.Second}
 }
 
 // Name is the scenario's report name.

@@ -176,6 +176,7 @@ func Start(ctx context.Context, parts Parts, o Options) (*Scheduler, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, fmt.Errorf("the extender refuses the chart's settings, %w", err)
 	}
+	restCfg.QPS, restCfg.Burst = opts.QPS, opts.Burst
 	s := &Scheduler{URL: "http://" + local(opts.Address), HealthURL: "http://" + local(opts.HealthAddress), MetricsURL: "http://" + local(opts.MetricsAddress)}
 	runCtx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel

@@ -68,6 +68,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	kube.QPS, kube.Burst = opts.QPS, opts.Burst
 	scheme, err := tracker.NewScheme()
 	if err != nil {
 		return err
