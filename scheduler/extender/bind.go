@@ -32,7 +32,8 @@ import (
 // the placement further along.
 func (e *Extender) Bind(ctx context.Context, args *extenderv1.ExtenderBindingArgs) *extenderv1.ExtenderBindingResult {
 	owner := args.PodNamespace + "/" + args.PodName
-	intent, _ := e.state.Intent(args.PodUID)
+	intent := e.intent(args.PodUID)
+	defer e.intents.Delete(args.PodUID)
 	claim, hasClaim := e.state.Claim(args.PodNamespace, args.PodName)
 	if hasClaim || intent.Static != "" {
 		start := e.now()

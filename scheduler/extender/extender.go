@@ -25,6 +25,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -78,6 +79,9 @@ func DefaultConfig() Config { return Config{SettleTimeout: time.Second, BindTime
 type Extender struct {
 	state   State
 	writer  client.Client
+	// intents remembers what static-IP pods filter saw ask (by UID), for
+	// a bind that comes before the tracker's pod watch has seen the pod.
+	intents sync.Map
 	cfg     Config
 	metrics *metrics
 	log     *slog.Logger
@@ -116,6 +120,9 @@ func (e *Extender) Filter(ctx context.Context, args *extenderv1.ExtenderArgs) *e
 	}
 	owner := pod.Namespace + "/" + pod.Name
 	claim, static, err := e.static(pod)
+	if static {
+		e.remember(pod)
+	}
 	if err != nil {
 		return &extenderv1.ExtenderFilterResult{Error: err.Error()}
 	}

@@ -158,3 +158,25 @@ func slicesEqual(a, b []string) bool {
 }
 
 func metaOf(ns, name string) metav1.ObjectMeta { return metav1.ObjectMeta{Namespace: ns, Name: name} }
+
+// TestBindUsesWhatFilterSawWhenTheTrackerLags: the tracker has not seen
+// an annotated pod yet when kube-scheduler binds it; filter saw its
+// annotation, so bind still creates its claim and waits for its address.
+func TestBindUsesWhatFilterSawWhenTheTrackerLags(t *testing.T) {
+	s := staticCluster()
+	s.set(room.Node{Name: "roomy", Pool: &room.Pool{Size: 10, Free: 3, Settled: map[string]string{"web/db-5": "10.0.16.30"}},
+		Capacity: &enipamv1alpha1.NodeCapacity{MaxIPs: 27, PoolIPs: 10, AvailabilityZone: "us-east-1a"}})
+	e, _, w := newBindingExtender(t, s, DefaultConfig())
+	pod := podNamed("db-5", false)
+	pod.Annotations = map[string]string{enipamv1alpha1.StaticIPAnnotation: "true"}
+	if res := e.Filter(context.Background(), &extenderv1.ExtenderArgs{Pod: pod, NodeNames: names("roomy")}); len(*res.NodeNames) != 1 {
+		t.Fatalf("filter: %+v", res)
+	}
+	if r := e.Bind(context.Background(), &extenderv1.ExtenderBindingArgs{PodNamespace: "web", PodName: "db-5", PodUID: pod.UID, Node: "roomy"}); r.Error != "" {
+		t.Fatalf("bind: %s", r.Error)
+	}
+	c := &enipamv1alpha1.StaticIPClaim{}
+	if err := w.Get(context.Background(), client.ObjectKey{Namespace: "web", Name: "db-5"}, c); err != nil || c.Spec.NodeName != "roomy" {
+		t.Errorf("claim %+v (%v)", c.Spec, err)
+	}
+}
