@@ -1,8 +1,9 @@
 // Package tracker keeps, for enipam-scheduler, what decides whether a node
 // has an address for one more pod: each node's CiliumNode pool (digested),
-// the operator's capacity report (NodeRouting status.capacity), and the
-// pods promised an address there but not started yet. It reads only
-// informer caches and answers from memory.
+// the operator's capacity report (NodeRouting status.capacity), the pods
+// promised an address there but not started yet, and the StaticIPClaims
+// (where each static address is, and whether the operator checked it). It
+// reads only informer caches and answers from memory.
 //
 // A pod is promised an address on a node, and counted against its free
 // ones, while it is:
