@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
+	"github.com/enipam/enipam/test/ec2sim/cloudfake"
 )
 
 // gone reports whether the claim no longer exists.
@@ -155,5 +156,26 @@ func TestAFirstPlacementSkipsAnAddressAPodTookUnseen(t *testing.T) {
 	w.until(l, "db-0 bound", func() bool { return w.claim("db-0").Status.Phase == enipamv1alpha1.ClaimBound })
 	if got := w.claim("db-0").Status.Address; got == stamped {
 		t.Fatalf("db-0 bound to %s, which web-9 holds", got)
+	}
+}
+
+// TestAClaimedAddressOfAnotherSubnetGetsAnENIThere: a claim asks for
+// 10.0.0.50, a free address of the node subnet, on node-2, whose usable
+// ENIs (first interface index 1) are all in the pod subnet. The operator
+// creates an ENI of node-2 in the node subnet, assigns the address to it,
+// and stamps it in node-2's pool once routed.
+func TestAClaimedAddressOfAnotherSubnetGetsAnENIThere(t *testing.T) {
+	w := newStaticWorld(t)
+	l := w.start()
+	w.converge(l)
+	created := w.cloud.Calls()[cloudfake.CreateNetworkInterface]
+	w.createClaim("db-0", enipamv1alpha1.StaticIPClaimSpec{Address: "10.0.0.50", NodeName: "node-2"})
+	w.until(l, "db-0 bound on node-2", func() bool { return w.claim("db-0").Status.Phase == enipamv1alpha1.ClaimBound })
+	w.moved("10.0.0.50", "node-2", "i-0a000000000000002")
+	if got := w.cloud.Calls()[cloudfake.CreateNetworkInterface] - created; got != 1 {
+		t.Errorf("%d ENIs created for the claim, want 1", got)
+	}
+	if got := w.claim("db-0").Status.SubnetID; got != "subnet-0a000000000000001" {
+		t.Errorf("claim subnet %s", got)
 	}
 }
