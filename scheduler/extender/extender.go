@@ -77,8 +77,8 @@ func DefaultConfig() Config { return Config{SettleTimeout: time.Second, BindTime
 
 // Extender answers kube-scheduler's calls. Build it with New.
 type Extender struct {
-	state   State
-	writer  client.Client
+	state  State
+	writer client.Client
 	// intents remembers what static-IP pods filter saw ask (by UID), for
 	// a bind that comes before the tracker's pod watch has seen the pod.
 	intents sync.Map
