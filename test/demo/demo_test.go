@@ -171,7 +171,7 @@ func TestDemoStopsOnCtrlC(t *testing.T) {
 	if !running || err != nil {
 		t.Fatalf("demo (interrupted: %v): %v\n%s%s", running, err, printed.String(), stderr.String())
 	}
-	if !strings.Contains(printed.String(), "==> stopping enipam-operator, ec2sim, the agents, kube-apiserver and etcd ...") {
+	if !strings.Contains(printed.String(), "==> stopping kube-scheduler, kube-controller-manager, enipam-operator, ec2sim, the agents, kube-apiserver and etcd ...") {
 		t.Errorf("no stopping line in:\n%s", printed.String())
 	}
 	noLeftovers(t)
