@@ -25,12 +25,12 @@ import (
 
 	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
 	"github.com/enipam/enipam/operator"
+	"github.com/enipam/enipam/operator/claims"
 	"github.com/enipam/enipam/operator/cloud"
 	"github.com/enipam/enipam/operator/inventory"
 	"github.com/enipam/enipam/operator/policy"
 	"github.com/enipam/enipam/operator/pool"
 	"github.com/enipam/enipam/operator/poolcontroller"
-	"github.com/enipam/enipam/operator/staticip"
 	"github.com/enipam/enipam/test/agentsim"
 	"github.com/enipam/enipam/test/ec2sim"
 	"github.com/enipam/enipam/test/ec2sim/cloudfake"
@@ -101,7 +101,7 @@ func newInterruptWorld(t *testing.T) *interruptWorld {
 		FirstInterfaceIndex: i32(1), SubnetTags: map[string]string{"pods": "true"},
 	}}
 	b := fake.NewClientBuilder().WithScheme(scheme)
-	for _, idx := range staticip.Indexes() {
+	for _, idx := range claims.Indexes() {
 		b = b.WithIndex(idx.Object, idx.Field, idx.Extract)
 	}
 	w.c = b.WithStatusSubresource(&ciliumv2.CiliumNode{}, &enipamv1alpha1.NodeRouting{}, &enipamv1alpha1.ENIPolicy{}, &enipamv1alpha1.StaticIPClaim{}).

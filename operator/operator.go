@@ -26,13 +26,13 @@ import (
 
 	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
 	"github.com/enipam/enipam/operator/claimcontroller"
+	"github.com/enipam/enipam/operator/claims"
 	"github.com/enipam/enipam/operator/cloud"
 	"github.com/enipam/enipam/operator/ec2"
 	"github.com/enipam/enipam/operator/gc"
 	"github.com/enipam/enipam/operator/inventory"
 	"github.com/enipam/enipam/operator/policy"
 	"github.com/enipam/enipam/operator/poolcontroller"
-	"github.com/enipam/enipam/operator/staticip"
 )
 
 // Operator is a wired enipam-operator; Run starts it.
@@ -120,7 +120,7 @@ func New(opts Options, restCfg *rest.Config, awsCfg aws.Config, reg prometheus.R
 		return nil, err
 	}
 
-	if err := staticip.Register(context.Background(), mgr.GetFieldIndexer()); err != nil {
+	if err := claims.Register(context.Background(), mgr.GetFieldIndexer()); err != nil {
 		return nil, err
 	}
 	metrics, err := poolcontroller.NewMetrics(reg)

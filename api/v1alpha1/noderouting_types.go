@@ -66,6 +66,14 @@ type NodeRoutingStatus struct {
 	// +optional
 	Capacity *NodeCapacity `json:"capacity,omitempty"`
 
+	// StaticIP is the Elastic IP the operator associated with the node's
+	// primary address for Cilium's spec.ipam.static-ip-tags, written by
+	// the operator before it asks EC2, so that the association is found
+	// and released whatever happens to the process (see
+	// NodeStaticIPFinalizer).
+	// +optional
+	StaticIP *NodeStaticIP `json:"staticIP,omitempty"`
+
 	// ObservedGeneration is the spec generation the agent acted on.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
@@ -90,6 +98,30 @@ type NodeRoutingStatus struct {
 	// +listMapKey=type
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// NodeStaticIPFinalizer holds a NodeRouting whose status.staticIP names
+// an Elastic IP association until enipam-operator has released it: the
+// NodeRouting goes with its CiliumNode (owner reference), and the
+// finalizer turns that into the moment the association is undone.
+const NodeStaticIPFinalizer = "enipam.io/node-static-ip"
+
+// NodeStaticIP is an Elastic IP the operator associates with a node's
+// primary address.
+type NodeStaticIP struct {
+	// AllocationID names the Elastic IP; PublicIP is its address, the
+	// value of the CiliumNode's status.ipam.assigned-static-ip.
+	AllocationID string `json:"allocationID"`
+	// +optional
+	PublicIP string `json:"publicIP,omitempty"`
+	// InstanceID and ENIID are where it is (to be) associated: the
+	// instance's primary ENI, at its primary private address.
+	InstanceID string `json:"instanceID"`
+	// +optional
+	ENIID string `json:"eniID,omitempty"`
+	// AssociationID is EC2's once the association is made.
+	// +optional
+	AssociationID string `json:"associationID,omitempty"`
 }
 
 // NodeCapacity is what the operator knows of a node's room for pod

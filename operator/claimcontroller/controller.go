@@ -28,8 +28,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
+	"github.com/enipam/enipam/operator/claims"
 	"github.com/enipam/enipam/operator/inventory"
-	"github.com/enipam/enipam/operator/staticip"
 )
 
 // Options tune the controller.
@@ -47,7 +47,7 @@ type Options struct {
 type Reconciler struct {
 	client client.Client
 	inv    *inventory.Inventory
-	notes  *staticip.Notes
+	notes  *claims.Notes
 	events events.EventRecorder
 	opts   Options
 	log    *slog.Logger
@@ -56,7 +56,7 @@ type Reconciler struct {
 
 // New returns a reconciler reading the pool controller's notes; it does
 // nothing until registered with a manager.
-func New(c client.Client, inv *inventory.Inventory, notes *staticip.Notes, rec events.EventRecorder, opts Options, log *slog.Logger) *Reconciler {
+func New(c client.Client, inv *inventory.Inventory, notes *claims.Notes, rec events.EventRecorder, opts Options, log *slog.Logger) *Reconciler {
 	if opts.Recheck <= 0 {
 		opts.Recheck = 10 * time.Second
 	}
@@ -279,7 +279,7 @@ type stamp struct {
 // stampedOn lists the pool entries stamped with owner.
 func (r *Reconciler) stampedOn(ctx context.Context, owner string) ([]stamp, error) {
 	var nodes ciliumv2.CiliumNodeList
-	if err := r.client.List(ctx, &nodes, client.MatchingFields{staticip.IndexPoolOwner: owner}, client.UnsafeDisableDeepCopy); err != nil {
+	if err := r.client.List(ctx, &nodes, client.MatchingFields{claims.IndexPoolOwner: owner}, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, err
 	}
 	var out []stamp

@@ -24,8 +24,8 @@ import (
 // SetupWithManager registers the controller: claims; the pods of their
 // names (the old pod gone, the AfterUnused clock); CiliumNodes (stamps
 // appearing and leaving); StatefulSets (scaled, deleted); and the pool
-// controller's notes. The indexes of package staticip must be registered
-// first (staticip.Register).
+// controller's notes. The indexes of package claims must be registered
+// first (claims.Register).
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	noted := make(chan event.GenericEvent, 1024)
 	r.notes.OnChange(func(owner string) {

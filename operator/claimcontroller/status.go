@@ -18,8 +18,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
+	"github.com/enipam/enipam/operator/claims"
 	"github.com/enipam/enipam/operator/cloud"
-	"github.com/enipam/enipam/operator/staticip"
 )
 
 // status computes the claim's status from the spec, the pools, EC2 (the
@@ -136,7 +136,7 @@ func (r *Reconciler) check(ctx context.Context, c *enipamv1alpha1.StaticIPClaim)
 		return addr, enipamv1alpha1.ReasonAddressOutside, fmt.Sprintf("%s is in %s, not in %s", addr, sub.ID, c.Spec.SubnetID)
 	}
 	var others enipamv1alpha1.StaticIPClaimList
-	if err := r.client.List(ctx, &others, client.MatchingFields{staticip.IndexClaimAddress: addr.String()}); err == nil {
+	if err := r.client.List(ctx, &others, client.MatchingFields{claims.IndexClaimAddress: addr.String()}); err == nil {
 		for i := range others.Items {
 			o := &others.Items[i]
 			if o.Owner() != c.Owner() && o.Spec.Address == c.Spec.Address && older(o, c) {
@@ -154,7 +154,7 @@ func (r *Reconciler) check(ctx context.Context, c *enipamv1alpha1.StaticIPClaim)
 		return addr, enipamv1alpha1.ReasonAddressTaken, fmt.Sprintf("%s is held by %s, an ENI enipam does not manage", addr, loc.ENI.ID)
 	}
 	var nodes ciliumv2.CiliumNodeList
-	if err := r.client.List(ctx, &nodes, client.MatchingFields{staticip.IndexPoolIP: addr.String()}, client.UnsafeDisableDeepCopy); err == nil {
+	if err := r.client.List(ctx, &nodes, client.MatchingFields{claims.IndexPoolIP: addr.String()}, client.UnsafeDisableDeepCopy); err == nil {
 		for i := range nodes.Items {
 			cn := &nodes.Items[i]
 			key := addr.String()
@@ -175,7 +175,7 @@ func (r *Reconciler) nodeOf(ctx context.Context, instanceID string) string {
 		return ""
 	}
 	var nodes ciliumv2.CiliumNodeList
-	if err := r.client.List(ctx, &nodes, client.MatchingFields{staticip.IndexInstance: instanceID}, client.UnsafeDisableDeepCopy); err != nil || len(nodes.Items) == 0 {
+	if err := r.client.List(ctx, &nodes, client.MatchingFields{claims.IndexInstance: instanceID}, client.UnsafeDisableDeepCopy); err != nil || len(nodes.Items) == 0 {
 		return ""
 	}
 	return nodes.Items[0].Name

@@ -60,4 +60,16 @@ type API interface {
 	// UnassignPrefixes removes delegated prefixes from the ENI, whole.
 	// Prefixes the ENI no longer holds are not an error.
 	UnassignPrefixes(ctx context.Context, eniID string, prefixes []netip.Prefix) error
+
+	// ListAddresses returns every Elastic IP of the account in the region
+	// (DescribeAddresses has no pages).
+	ListAddresses(ctx context.Context) ([]Address, error)
+	// AssociateAddress maps the Elastic IP to privateIP on the ENI and
+	// returns the association's ID. Unless reassociate is set, an address
+	// already associated anywhere is refused with ErrInUse, so two writers
+	// can never take the same address from each other.
+	AssociateAddress(ctx context.Context, allocationID, eniID string, privateIP netip.Addr, reassociate bool) (string, error)
+	// DisassociateAddress breaks an association; it returns ErrNotFound
+	// if the association is already gone.
+	DisassociateAddress(ctx context.Context, associationID string) error
 }

@@ -186,3 +186,21 @@ func MatchTags(tags, want map[string]string) bool {
 	}
 	return true
 }
+
+// Address is an Elastic IP: a public IPv4 address of the account, mapped
+// (associated) to at most one private address of one ENI.
+type Address struct {
+	// AllocationID names the Elastic IP (eipalloc-...).
+	AllocationID string
+	PublicIP     netip.Addr
+	// AssociationID is set while the address is associated; ENIID,
+	// PrivateIP and InstanceID (when the ENI is attached) name where.
+	AssociationID string
+	ENIID         string
+	PrivateIP     netip.Addr
+	InstanceID    string
+	Tags          map[string]string
+}
+
+// Associated reports whether the address is mapped to an ENI.
+func (a *Address) Associated() bool { return a.AssociationID != "" }

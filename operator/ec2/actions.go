@@ -22,6 +22,10 @@ const (
 	// static address between ENIs (AllowReassignment).
 	AssignPrivateIpAddresses   Action = "AssignPrivateIpAddresses"
 	UnassignPrivateIpAddresses Action = "UnassignPrivateIpAddresses"
+	// The Elastic IPs of Cilium's node static IP.
+	DescribeAddresses   Action = "DescribeAddresses"
+	AssociateAddress    Action = "AssociateAddress"
+	DisassociateAddress Action = "DisassociateAddress"
 )
 
 // actions are the EC2 actions the adapter calls.
@@ -30,6 +34,7 @@ var actions = []Action{
 	DescribeNetworkInterfaces, DescribeInstanceTypes,
 	CreateNetworkInterface, AttachNetworkInterface, ModifyNetworkInterfaceAttribute,
 	DeleteNetworkInterface, AssignPrivateIpAddresses, UnassignPrivateIpAddresses,
+	DescribeAddresses, AssociateAddress, DisassociateAddress,
 }
 
 // Actions returns every EC2 action the adapter calls: what its IAM policy

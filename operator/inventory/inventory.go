@@ -82,9 +82,10 @@ type Inventory struct {
 	synced        chan struct{}
 	syncedOnce    sync.Once
 
-	lookups *lookups
-	vpcSync sync.Map // vpc ID → *flight
-	typeGet sync.Map // type name → *flight
+	lookups   *lookups
+	addresses *Addresses
+	vpcSync   sync.Map // vpc ID → *flight
+	typeGet   sync.Map // type name → *flight
 }
 
 type subnetChange struct {
@@ -126,6 +127,7 @@ func New(api cloud.API, opts Options, log *slog.Logger) *Inventory {
 		synced:       make(chan struct{}),
 	}
 	inv.lookups = newLookups(inv)
+	inv.addresses = newAddresses(api, opts.ResyncInterval, opts.ConsistencyGrace, func() time.Time { return inv.now() })
 	return inv
 }
 

@@ -50,10 +50,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
+	"github.com/enipam/enipam/operator/claims"
 	"github.com/enipam/enipam/operator/cloud"
 	"github.com/enipam/enipam/operator/inventory"
 	"github.com/enipam/enipam/operator/policy"
-	"github.com/enipam/enipam/operator/staticip"
 )
 
 // Options tune the controller.
@@ -95,7 +95,7 @@ type Reconciler struct {
 
 	// notes tell the claim controller where each claim's placement
 	// stands.
-	notes *staticip.Notes
+	notes *claims.Notes
 
 	mu    sync.Mutex
 	nodes map[string]*memory
@@ -148,12 +148,12 @@ const (
 // manager.
 func New(c client.Client, api cloud.API, inv *inventory.Inventory, rec events.EventRecorder, m *Metrics, opts Options, log *slog.Logger) *Reconciler {
 	return &Reconciler{client: c, api: api, inv: inv, events: rec, metrics: m, opts: opts, log: log, now: time.Now,
-		notes: staticip.NewNotes(), nodes: map[string]*memory{}}
+		notes: claims.NewNotes(), nodes: map[string]*memory{}}
 }
 
 // Notes are the controller's word on each static IP claim's placement,
 // for the claim controller.
-func (r *Reconciler) Notes() *staticip.Notes { return r.notes }
+func (r *Reconciler) Notes() *claims.Notes { return r.notes }
 
 // Reconcile serves one CiliumNode.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
@@ -161,12 +161,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.client.Get(ctx, req.NamespacedName, cn); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.forget(req.Name)
-			return ctrl.Result{}, nil
+			return ctrl.Result{}, r.releaseGone(ctx, req.Name)
 		}
 		return ctrl.Result{}, err
 	}
 	if cn.DeletionTimestamp != nil {
-		return ctrl.Result{}, nil
+		return ctrl.Result{}, r.releaseGone(ctx, req.Name)
 	}
 	if r.stale(cn) {
 		// The cache has not seen this operator's last write yet (its

@@ -20,9 +20,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
+	"github.com/enipam/enipam/operator/claims"
 	"github.com/enipam/enipam/operator/policy"
 	"github.com/enipam/enipam/operator/pool"
-	"github.com/enipam/enipam/operator/staticip"
 )
 
 // Queue priorities: nodes whose pool is empty first, then nodes short of
@@ -37,7 +37,7 @@ const (
 // deficit), their Nodes (providerID and labels), their NodeRoutings (the
 // agent's reports), ENIPolicies (every node), StaticIPClaims and the pods
 // of their names (the nodes their addresses concern). The cache indexes
-// of package staticip must be registered first (staticip.Register).
+// of package claims must be registered first (claims.Register).
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("ciliumnode").
@@ -119,11 +119,13 @@ var nodeChanged = predicate.Funcs{
 
 // routingReported passes NodeRouting events that can let addresses into a
 // pool: a changed report of the agent (the operator's own writes, spec
-// and status.capacity, do not).
+// and status.capacity, do not), and the start of its deletion (a static
+// IP's finalizer waits for the operator).
 var routingReported = predicate.Funcs{
 	UpdateFunc: func(e event.UpdateEvent) bool {
 		o, n := e.ObjectOld.(*enipamv1alpha1.NodeRouting), e.ObjectNew.(*enipamv1alpha1.NodeRouting)
-		return !sameJSON(o.Status.ENIs, n.Status.ENIs) || !sameJSON(o.Status.Conditions, n.Status.Conditions)
+		return !sameJSON(o.Status.ENIs, n.Status.ENIs) || !sameJSON(o.Status.Conditions, n.Status.Conditions) ||
+			(o.DeletionTimestamp == nil && n.DeletionTimestamp != nil)
 	},
 }
 
@@ -141,7 +143,7 @@ func (r *Reconciler) claimNodes(ctx context.Context, o client.Object) []reconcil
 		}
 	}
 	var nodes ciliumv2.CiliumNodeList
-	if err := r.client.List(ctx, &nodes, client.MatchingFields{staticip.IndexPoolOwner: c.Owner()}, client.UnsafeDisableDeepCopy); err == nil {
+	if err := r.client.List(ctx, &nodes, client.MatchingFields{claims.IndexPoolOwner: c.Owner()}, client.UnsafeDisableDeepCopy); err == nil {
 		for i := range nodes.Items {
 			names[nodes.Items[i].Name] = true
 		}

@@ -10,10 +10,10 @@ import (
 	ipamoption "github.com/cilium/cilium/pkg/ipam/option"
 
 	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
+	"github.com/enipam/enipam/operator/claims"
 	"github.com/enipam/enipam/operator/cloud"
 	"github.com/enipam/enipam/operator/inventory"
 	"github.com/enipam/enipam/operator/pool"
-	"github.com/enipam/enipam/operator/staticip"
 )
 
 // Static addresses in a node's pool. A claimed address is stamped with its
@@ -54,7 +54,7 @@ type staticInputs struct {
 	// claims are the claims that concern the node (asked onto it,
 	// recorded on it, stamped in its pool, or naming an address of its
 	// ENIs), by owner.
-	claims map[string]*staticip.Claim
+	claims map[string]*claims.Claim
 	// podOn returns the node the pod of owner is bound to, "" when there
 	// is no such pod or it is not bound.
 	podOn func(owner string) string
@@ -76,7 +76,7 @@ type staticOutcome struct {
 	// create asks for a new ENI in a subnet for a claimed address.
 	create *pool.Create
 	// notes per claim owner, for the claim controller.
-	notes map[string]staticip.Note
+	notes map[string]claims.Note
 	// demand counts claims waiting for a free address of this pool (a
 	// first placement): planning adds them to what the pool must hold.
 	demand int
@@ -97,16 +97,16 @@ type placement struct {
 
 func (o *staticOutcome) note(owner, reason, format string, args ...any) {
 	if o.notes == nil {
-		o.notes = map[string]staticip.Note{}
+		o.notes = map[string]claims.Note{}
 	}
-	n := staticip.Note{Reason: reason, Message: fmt.Sprintf(format, args...)}
+	n := claims.Note{Reason: reason, Message: fmt.Sprintf(format, args...)}
 	n.Taken = reason == enipamv1alpha1.ReasonAddressTaken
 	o.notes[owner] = n
 }
 
 // target is where a claim's address must be: spec.nodeName, else where it
 // is (a claim no pod was bound for yet keeps its address in place).
-func (in *staticInputs) target(c *staticip.Claim) string {
+func (in *staticInputs) target(c *claims.Claim) string {
 	if c.Target != "" {
 		return c.Target
 	}
@@ -235,7 +235,7 @@ func (v *poolView) reconcileStatic(in *staticInputs, snap *pool.Node, cfg *pool.
 
 // claimHere brings the address of a claim whose target is this node into
 // its pool, stamped: from this pool's own ordinary entries, or from EC2.
-func (v *poolView) claimHere(in *staticInputs, c *staticip.Claim, snap *pool.Node, cfg *pool.Config, out *staticOutcome) {
+func (v *poolView) claimHere(in *staticInputs, c *claims.Claim, snap *pool.Node, cfg *pool.Config, out *staticOutcome) {
 	key := c.Addr.String()
 	st := &v.cn.Status.IPAM
 	if entry, ok := v.cn.Spec.IPAM.Pool[key]; ok {
@@ -272,9 +272,9 @@ func (v *poolView) claimHere(in *staticInputs, c *staticip.Claim, snap *pool.Nod
 		// The node it leaves tells the claim why: no note of this one's.
 		out.waiting = true
 		if out.notes == nil {
-			out.notes = map[string]staticip.Note{}
+			out.notes = map[string]claims.Note{}
 		}
-		out.notes[c.Owner] = staticip.Note{}
+		out.notes[c.Owner] = claims.Note{}
 		return
 	}
 	loc := in.locate(c.Addr)
@@ -369,7 +369,7 @@ func (v *poolView) unstamp(key string) {
 	}
 }
 
-func notesDel(m map[string]staticip.Note, owner string) map[string]staticip.Note {
+func notesDel(m map[string]claims.Note, owner string) map[string]claims.Note {
 	delete(m, owner)
 	return m
 }

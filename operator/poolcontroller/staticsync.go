@@ -16,9 +16,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
+	"github.com/enipam/enipam/operator/claims"
 	"github.com/enipam/enipam/operator/cloud"
 	"github.com/enipam/enipam/operator/pool"
-	"github.com/enipam/enipam/operator/staticip"
 )
 
 // staticRecheck is how soon a node whose static addresses are under way
@@ -31,10 +31,10 @@ const staticRecheck = time.Second
 // address its ENIs hold outside the pool. False when they cannot be read:
 // without them, a claimed address could be pooled as an ordinary one.
 func (s *nodeSync) gatherStatic(ctx context.Context) bool {
-	in := &staticInputs{node: s.cn.Name, claims: map[string]*staticip.Claim{}}
-	add := func(c *enipamv1alpha1.StaticIPClaim) { in.claims[c.Owner()] = staticip.FromObject(c) }
+	in := &staticInputs{node: s.cn.Name, claims: map[string]*claims.Claim{}}
+	add := func(c *enipamv1alpha1.StaticIPClaim) { in.claims[c.Owner()] = claims.FromObject(c) }
 	var list enipamv1alpha1.StaticIPClaimList
-	if err := s.r.client.List(ctx, &list, client.MatchingFields{staticip.IndexClaimNode: s.cn.Name}); err != nil {
+	if err := s.r.client.List(ctx, &list, client.MatchingFields{claims.IndexClaimNode: s.cn.Name}); err != nil {
 		s.fail(fmt.Errorf("listing the node's static IP claims, %w", err), ReasonEC2Error)
 		return false
 	}
@@ -65,7 +65,7 @@ func (s *nodeSync) gatherStatic(ctx context.Context) bool {
 				continue
 			}
 			var byAddr enipamv1alpha1.StaticIPClaimList
-			if err := s.r.client.List(ctx, &byAddr, client.MatchingFields{staticip.IndexClaimAddress: ip.String()}); err != nil {
+			if err := s.r.client.List(ctx, &byAddr, client.MatchingFields{claims.IndexClaimAddress: ip.String()}); err != nil {
 				s.fail(fmt.Errorf("listing static IP claims of %s, %w", ip, err), ReasonEC2Error)
 				return false
 			}
@@ -88,7 +88,7 @@ func (s *nodeSync) gatherStatic(ctx context.Context) bool {
 	}
 	in.elsewhere = func(ip string) bool {
 		var nodes ciliumv2.CiliumNodeList
-		if err := s.r.client.List(ctx, &nodes, client.MatchingFields{staticip.IndexPoolIP: ip}, client.UnsafeDisableDeepCopy); err != nil {
+		if err := s.r.client.List(ctx, &nodes, client.MatchingFields{claims.IndexPoolIP: ip}, client.UnsafeDisableDeepCopy); err != nil {
 			return true
 		}
 		return slices.ContainsFunc(nodes.Items, func(cn ciliumv2.CiliumNode) bool { return cn.Name != s.cn.Name })
@@ -103,7 +103,7 @@ func (s *nodeSync) gatherStatic(ctx context.Context) bool {
 			return false
 		}
 		var nodes ciliumv2.CiliumNodeList
-		err := s.r.client.List(ctx, &nodes, client.MatchingFields{staticip.IndexInstance: e.InstanceID}, client.UnsafeDisableDeepCopy)
+		err := s.r.client.List(ctx, &nodes, client.MatchingFields{claims.IndexInstance: e.InstanceID}, client.UnsafeDisableDeepCopy)
 		return err == nil && len(nodes.Items) > 0
 	}
 	s.static = in

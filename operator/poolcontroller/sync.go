@@ -43,9 +43,11 @@ type nodeSync struct {
 	static       *staticInputs
 	staticDemand int
 
-	// opErr becomes status.ipam.operator-status.error.
-	opErr   error
-	requeue time.Duration
+	// opErr becomes status.ipam.operator-status.error; staticErr, the
+	// node's static IP's trouble, does when there is no opErr.
+	opErr     error
+	staticErr error
+	requeue   time.Duration
 }
 
 func (r *Reconciler) newSync(_ context.Context, cn *ciliumv2.CiliumNode, policies []enipamv1alpha1.ENIPolicy) *nodeSync {
@@ -92,6 +94,7 @@ func (s *nodeSync) run(ctx context.Context) {
 		return
 	}
 	s.refreshAttaching(ctx)
+	s.syncStaticIP(ctx)
 	if !s.gatherStatic(ctx) {
 		return
 	}

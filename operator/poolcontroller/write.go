@@ -24,8 +24,11 @@ import (
 func (s *nodeSync) fill() {
 	cn := s.cn
 	msg := ""
-	if s.opErr != nil {
+	switch {
+	case s.opErr != nil:
 		msg = s.opErr.Error()
+	case s.staticErr != nil:
+		msg = s.staticErr.Error()
 	}
 	cn.Status.IPAM.OperatorStatus.Error = msg
 	if !s.haveSnap {

@@ -207,7 +207,12 @@ func (a *Agent) observe(cn *ciliumv2.CiliumNode) {
 		}
 	}
 
-	if !a.poolReady && pool != nil && len(pool) >= initialIPs(cn.Spec.IPAM) {
+	// Cilium's agent starts serving once the pool holds its minimum and,
+	// when it asked for a static IP (spec.ipam.static-ip-tags), an
+	// operator reported one (pkg/ipam/crd.go, newNodeStore's wait on
+	// hasMinimumIPsInPool and staticIPStatus).
+	staticIPReady := len(cn.Spec.IPAM.StaticIPTags) == 0 || cn.Status.IPAM.AssignedStaticIP != ""
+	if !a.poolReady && pool != nil && len(pool) >= initialIPs(cn.Spec.IPAM) && staticIPReady {
 		a.poolReady = true
 		// Router then health, ahead of any pod, as the agent takes them
 		// before it serves CNI requests.

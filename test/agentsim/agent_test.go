@@ -1,11 +1,13 @@
 package agentsim_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
 	ipamtypes "github.com/cilium/cilium/pkg/ipam/types"
 	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/enipam/enipam/test/agentsim"
 )
@@ -234,4 +236,28 @@ func TestPodWaitEndsOnTimeoutOrDeletion(t *testing.T) {
 	if w := sim.Ledger().Waits(); w.Count != 2 || w.TimedOut != 1 || w.Abandoned != 1 {
 		t.Errorf("waits %+v, want 1 timed out and 1 abandoned", w)
 	}
+}
+
+// TestAgentWaitsForItsStaticIP: an agent started with ipam-static-ip-tags
+// (its CiliumNode's spec.ipam.static-ip-tags) does not start on a full
+// pool until an operator reports status.ipam.assigned-static-ip, as
+// Cilium's crd allocator waits (pkg/ipam/crd.go, newNodeStore).
+func TestAgentWaitsForItsStaticIP(t *testing.T) {
+	t.Parallel()
+	name := nodeName(t, "a")
+	createNode(t, name, ipamtypes.IPAMSpec{StaticIPTags: map[string]string{"cilium/static": "egress"}}, pool(ips("10.5.0.", 6)...))
+	sim := startSim(t, agentsim.Options{})
+	a := sim.AddAgent(name)
+	time.Sleep(300 * time.Millisecond) // several update intervals
+	if a.Ready() {
+		t.Fatal("the agent started without its static IP")
+	}
+	cn := getCN(t, name)
+	orig := cn.DeepCopy()
+	cn.Status.IPAM.AssignedStaticIP = "198.51.100.7"
+	if err := env.Client.Status().Patch(context.Background(), cn, client.MergeFrom(orig)); err != nil {
+		t.Fatal(err)
+	}
+	waitReady(t, a)
+	noViolations(t, sim)
 }

@@ -47,6 +47,12 @@ instances:
 // labelled pool=secondary.
 func (w *world) fleet(opts agentsim.Options) (*agentsim.Sim, []string) {
 	w.t.Helper()
+	return w.fleetWith(opts, nil)
+}
+
+// fleetWith is fleet with each node's spec changed by edit first.
+func (w *world) fleetWith(opts agentsim.Options, edit func(*agentsim.NodeSpec)) (*agentsim.Sim, []string) {
+	w.t.Helper()
 	dump, err := w.sim.Admin.Dump(w.ctx)
 	if err != nil {
 		w.t.Fatal(err)
@@ -60,6 +66,9 @@ func (w *world) fleet(opts agentsim.Options) (*agentsim.Sim, []string) {
 		}
 		if in.InstanceType == "m5.xlarge" {
 			spec.Labels = map[string]string{"pool": "secondary"}
+		}
+		if edit != nil {
+			edit(&spec)
 		}
 		specs = append(specs, spec)
 		names = append(names, spec.Name)

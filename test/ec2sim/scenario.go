@@ -1,6 +1,7 @@
 package ec2sim
 
 import (
+	"cmp"
 	_ "embed"
 	"errors"
 	"fmt"
@@ -33,6 +34,9 @@ type Scenario struct {
 	Instances     []InstanceSpec `json:"instances,omitempty"`
 	// ElasticIPLimit caps allocated Elastic IPs (EC2's default is 5).
 	ElasticIPLimit int `json:"elasticIPLimit,omitempty"`
+	// ElasticIPs are allocated at start, unassociated, as an account's
+	// pool of public addresses (e.g. for Cilium's ipam-static-ip-tags).
+	ElasticIPs []ElasticIPSpec `json:"elasticIPs,omitempty"`
 	// Profile "realistic" turns on EC2's default throttling, realistic call
 	// latencies and attach/detach delays; explicit settings below win.
 	Profile    string         `json:"profile,omitempty"`
@@ -46,6 +50,11 @@ type Scenario struct {
 	// InsufficientCidrBlocks. Empty answers by cause as EC2 usually does
 	// (see doc.go).
 	SubnetFullError string `json:"subnetFullError,omitempty"`
+}
+
+// ElasticIPSpec seeds one Elastic IP with its tags.
+type ElasticIPSpec struct {
+	Tags map[string]string `json:"tags,omitempty"`
 }
 
 // VPCSpec seeds one VPC. A default security group and a main route table are
@@ -209,6 +218,9 @@ func (sc *Scenario) Validate() error {
 	}
 	if sc.ElasticIPLimit < 0 {
 		return scenarioErr("elasticIPLimit", "negative")
+	}
+	if limit := cmp.Or(sc.ElasticIPLimit, 5); len(sc.ElasticIPs) > limit {
+		return scenarioErr("elasticIPs", "%d addresses over the limit of %d (elasticIPLimit)", len(sc.ElasticIPs), limit)
 	}
 	if sc.Profile != "" && sc.Profile != ProfileRealistic {
 		return scenarioErr("profile", "%q is not %q", sc.Profile, ProfileRealistic)

@@ -3,8 +3,10 @@ package ec2sim
 import (
 	"container/heap"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -171,6 +173,15 @@ func NewState(sc *Scenario, now func() time.Time) (*State, error) {
 	}
 	if err := s.build(sc); err != nil {
 		return nil, err
+	}
+	for i, e := range sc.ElasticIPs {
+		spec := TagSpecification{ResourceType: "elastic-ip"}
+		for _, k := range slices.Sorted(maps.Keys(e.Tags)) {
+			spec.Tags = append(spec.Tags, Tag{Key: k, Value: e.Tags[k]})
+		}
+		if _, err := s.AllocateAddress(AllocateAddressRequest{TagSpecifications: []TagSpecification{spec}}); err != nil {
+			return nil, scenarioErr(fmt.Sprintf("elasticIPs[%d]", i), "%v", err)
+		}
 	}
 	return s, nil
 }

@@ -50,6 +50,9 @@ const (
 	DeleteNetworkInterface          = ec2.DeleteNetworkInterface
 	AssignPrivateIpAddresses        = ec2.AssignPrivateIpAddresses
 	UnassignPrivateIpAddresses      = ec2.UnassignPrivateIpAddresses
+	DescribeAddresses               = ec2.DescribeAddresses
+	AssociateAddress                = ec2.AssociateAddress
+	DisassociateAddress             = ec2.DisassociateAddress
 )
 
 // Cloud implements cloud.API on an ec2sim.State. It is safe for concurrent

@@ -353,3 +353,72 @@ func TestFakeMatchesAdapterUnderEventualConsistency(t *testing.T) {
 	}
 	tw.sameCalls(t)
 }
+
+// TestFakeMatchesAdapterOnElasticIPs runs both sides through the Elastic
+// IP calls of a node's static address: list (tags, no association), an
+// association with the primary address, a second writer refused without
+// reassociation, the move with it, and disassociating twice.
+func TestFakeMatchesAdapterOnElasticIPs(t *testing.T) {
+	tw := newTwins(t)
+	for range 2 {
+		tw.both(t, func(st *ec2sim.State) error {
+			_, err := st.AllocateAddress(ec2sim.AllocateAddressRequest{TagSpecifications: []ec2sim.TagSpecification{{
+				ResourceType: "elastic-ip", Tags: []ec2sim.Tag{{Key: "pool", Value: "egress"}},
+			}}})
+			return err
+		})
+	}
+	list := func(ctx context.Context, api cloud.API) (any, error) { return api.ListAddresses(ctx) }
+	res := tw.run(t, []step{
+		{"list addresses", list, nil},
+		{"list instances", func(ctx context.Context, api cloud.API) (any, error) { return api.ListInstances(ctx, vpcID) }, nil},
+	})
+	addrs, instances := res[0].([]cloud.Address), res[1].([]cloud.Instance)
+	if len(addrs) != 2 || addrs[0].Tags["pool"] != "egress" || addrs[0].Associated() {
+		t.Fatalf("want two free tagged addresses, got %+v", addrs)
+	}
+	var m5, t3 cloud.ENI
+	enis := tw.run(t, []step{{"list ENIs", listENIs, nil}})[0].([]cloud.ENI)
+	for _, e := range enis {
+		switch e.InstanceID {
+		case instances[0].ID:
+			m5 = e
+		case instances[1].ID:
+			t3 = e
+		}
+	}
+	associate := func(alloc, eni string, ip netip.Addr, re bool) func(context.Context, cloud.API) (any, error) {
+		return func(ctx context.Context, api cloud.API) (any, error) {
+			_, err := api.AssociateAddress(ctx, alloc, eni, ip, re)
+			return nil, err
+		}
+	}
+	disassociate := func(ctx context.Context, api cloud.API) (any, error) {
+		addrs, err := api.ListAddresses(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return nil, api.DisassociateAddress(ctx, addrs[0].AssociationID)
+	}
+	res = tw.run(t, []step{
+		{"associate", associate(addrs[0].AllocationID, m5.ID, m5.PrimaryIP, false), nil},
+		{"associate taken", associate(addrs[0].AllocationID, t3.ID, t3.PrimaryIP, false), cloud.ErrInUse},
+		{"associate elsewhere on the ENI", associate(addrs[1].AllocationID, m5.ID, netip.MustParseAddr("10.1.1.254"), false), cloud.ErrInvalid},
+		{"associate unknown", associate("eipalloc-0123456789abcdef0", m5.ID, m5.PrimaryIP, false), cloud.ErrNotFound},
+		{"move", associate(addrs[0].AllocationID, t3.ID, t3.PrimaryIP, true), nil},
+		{"list after the move", list, nil},
+		{"disassociate", disassociate, nil},
+		{"disassociate gone", func(ctx context.Context, api cloud.API) (any, error) {
+			return nil, api.DisassociateAddress(ctx, "eipassoc-0123456789abcdef0")
+		}, cloud.ErrNotFound},
+		{"list at the end", list, nil},
+	})
+	moved := res[5].([]cloud.Address)
+	if moved[0].ENIID != t3.ID || moved[0].PrivateIP != t3.PrimaryIP || moved[0].InstanceID != nodeT3 {
+		t.Errorf("after the move: %+v, want on %s %s", moved[0], t3.ID, t3.PrimaryIP)
+	}
+	if res[8].([]cloud.Address)[0].Associated() {
+		t.Error("still associated after DisassociateAddress")
+	}
+	tw.sameCalls(t)
+}

@@ -1,4 +1,4 @@
-// Package staticip is what enipam-operator's two controllers share about
+// Package claims is what enipam-operator's two controllers share about
 // StaticIPClaims: the claim as a node's reconcile sees it (Claim), the
 // cache indexes both look claims and pools up with, and the notes the
 // pool controller leaves for the claim controller (Notes).
@@ -8,7 +8,7 @@
 // as part of each node's pool; the claim controller (the one writer of
 // claims) checks what users ask for, records where the address is, and
 // applies the reclaim policies.
-package staticip
+package claims
 
 import (
 	"context"
