@@ -22,7 +22,13 @@
 //   - an address the agent acknowledged (ready-for-release) is always
 //     released to the end: its Unassign may have been sent already;
 //   - the Node's providerID names the instance; a CiliumNode that names
-//     another one is reset.
+//     another one is reset;
+//   - a static address (a StatefulSet pod's StaticIPClaim) is stamped with
+//     its pod as owner only in the pool of the node its claim places it
+//     on, never in two pools, never on the new node's ENI while its old
+//     entry stands, and moves only through the old node's handshake
+//     (static.go); stamped addresses are never counted free, released or
+//     unassigned.
 //
 // One reconcile of a node: read the CiliumNode and Node from the informer
 // cache; resolve the instance and the policy; take a snapshot of the

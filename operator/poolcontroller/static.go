@@ -136,6 +136,9 @@ func (v *poolView) reconcileStatic(in *staticInputs, snap *pool.Node, cfg *pool.
 	var out staticOutcome
 	ipam, st := &v.cn.Spec.IPAM, &v.cn.Status.IPAM
 	stamped := map[string]string{} // owner → address stamped here
+	// refused: owners whose stamp the agent just refused; not stamped
+	// again in this pass (the agent's next write says who holds it).
+	refused := map[string]bool{}
 	for _, key := range slices.Sorted(maps.Keys(ipam.Pool)) {
 		entry := ipam.Pool[key]
 		if entry.Owner == "" {
@@ -165,6 +168,7 @@ func (v *poolView) reconcileStatic(in *staticInputs, snap *pool.Node, cfg *pool.
 				// Another pod holds it: the stamp cannot stand.
 				v.unstamp(key)
 				delete(stamped, c.Owner)
+				refused[c.Owner] = true
 				out.note(c.Owner, enipamv1alpha1.ReasonAddressTaken, "%s on node %s is in use by pod %s", key, in.node, usedBy)
 			case state == ipamoption.IPAMReadyForRelease, state == ipamoption.IPAMDoNotRelease && usedBy == c.Owner:
 				delete(st.ReleaseIPs, key) // the stamp holds
@@ -172,6 +176,7 @@ func (v *poolView) reconcileStatic(in *staticInputs, snap *pool.Node, cfg *pool.
 				// Held by a pod the agent has not listed yet.
 				v.unstamp(key)
 				delete(stamped, c.Owner)
+				refused[c.Owner] = true
 				out.note(c.Owner, enipamv1alpha1.ReasonAddressTaken, "%s on node %s is in use (Cilium's agent refused to give it up)", key, in.node)
 			case inHandshake:
 				out.handshakes++
@@ -214,7 +219,7 @@ func (v *poolView) reconcileStatic(in *staticInputs, snap *pool.Node, cfg *pool.
 		if c.Release || !c.Ready || in.target(c) != in.node {
 			continue
 		}
-		if _, ok := stamped[owner]; ok {
+		if _, ok := stamped[owner]; ok || refused[owner] {
 			continue
 		}
 		if !c.Addr.IsValid() {
