@@ -125,4 +125,3 @@ func TestAStaticAddressChangesItsMindBeforeItMoves(t *testing.T) {
 		t.Errorf("%s is on %s, want node-1's instance", ip, in)
 	}
 }
-
