@@ -3,7 +3,7 @@
 # from source through the Go module proxy (nothing is downloaded from
 # anywhere else):
 #
-#   bin/k8s/<version>/{kube-apiserver,kube-scheduler,kubectl,etcd}
+#   bin/k8s/<version>/{kube-apiserver,kube-scheduler,kube-controller-manager,kubectl,etcd}
 #   bin/helm, bin/controller-gen, bin/staticcheck
 #
 # A tool already present at the right version is skipped, so a rerun takes
@@ -58,6 +58,7 @@ has_version() {
   [ -x "$binary" ] && "$binary" "$@" 2>/dev/null | grep -qF -- "$pattern"
 }
 
+# build_kubernetes CMD... builds the named commands of k8s.io/kubernetes.
 build_kubernetes() {
   local mod=$work/kubernetes-$K8S_VERSION
   mkdir -p "$mod"
@@ -81,8 +82,9 @@ build_kubernetes() {
   for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
     ldflags+=" -X $pkg.gitVersion=$v -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor -X $pkg.gitTreeState=clean"
   done
-  (cd "$mod" && go build -trimpath -tags notest,grpcnotrace -ldflags "$ldflags" -o "$k8s_dir/" \
-    k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl)
+  local pkgs=()
+  for cmd in "$@"; do pkgs+=("k8s.io/kubernetes/cmd/$cmd"); done
+  (cd "$mod" && go build -trimpath -tags notest,grpcnotrace -ldflags "$ldflags" -o "$k8s_dir/" "${pkgs[@]}")
 }
 
 build_etcd() {
@@ -124,7 +126,12 @@ if has_version "$k8s_dir/kube-apiserver" "v$K8S_VERSION" --version &&
    has_version "$k8s_dir/kubectl" "v$K8S_VERSION" version --client; then
   :
 else
-  step "kube-apiserver, kube-scheduler, kubectl v$K8S_VERSION (first build takes ~8 min on 2 cores)" build_kubernetes
+  step "kube-apiserver, kube-scheduler, kubectl v$K8S_VERSION (first build takes ~8 min on 2 cores)" \
+    build_kubernetes kube-apiserver kube-scheduler kubectl
+fi
+# The StatefulSet and garbage-collector controllers of the static-IP tests.
+if ! has_version "$k8s_dir/kube-controller-manager" "v$K8S_VERSION" --version; then
+  step "kube-controller-manager v$K8S_VERSION (~3 min more on 2 cores)" build_kubernetes kube-controller-manager
 fi
 if ! has_version "$k8s_dir/etcd" "etcd Version: $ETCD_VERSION" --version; then
   step "etcd v$ETCD_VERSION (~2 min on 2 cores)" build_etcd

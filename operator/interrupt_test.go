@@ -25,6 +25,7 @@ import (
 
 	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
 	"github.com/enipam/enipam/operator"
+	"github.com/enipam/enipam/operator/claims"
 	"github.com/enipam/enipam/operator/cloud"
 	"github.com/enipam/enipam/operator/inventory"
 	"github.com/enipam/enipam/operator/policy"
@@ -99,8 +100,11 @@ func newInterruptWorld(t *testing.T) *interruptWorld {
 	policy := &enipamv1alpha1.ENIPolicy{ObjectMeta: metav1.ObjectMeta{Name: "pods"}, Spec: enipamv1alpha1.ENIPolicySpec{
 		FirstInterfaceIndex: i32(1), SubnetTags: map[string]string{"pods": "true"},
 	}}
-	w.c = fake.NewClientBuilder().WithScheme(scheme).
-		WithStatusSubresource(&ciliumv2.CiliumNode{}, &enipamv1alpha1.NodeRouting{}, &enipamv1alpha1.ENIPolicy{}).
+	b := fake.NewClientBuilder().WithScheme(scheme)
+	for _, idx := range claims.Indexes() {
+		b = b.WithIndex(idx.Object, idx.Field, idx.Extract)
+	}
+	w.c = b.WithStatusSubresource(&ciliumv2.CiliumNode{}, &enipamv1alpha1.NodeRouting{}, &enipamv1alpha1.ENIPolicy{}, &enipamv1alpha1.StaticIPClaim{}).
 		WithObjects(node, cn, policy).
 		WithInterceptorFuncs(interceptor.Funcs{
 			Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {

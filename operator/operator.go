@@ -25,6 +25,8 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
+	"github.com/enipam/enipam/operator/claimcontroller"
+	"github.com/enipam/enipam/operator/claims"
 	"github.com/enipam/enipam/operator/cloud"
 	"github.com/enipam/enipam/operator/ec2"
 	"github.com/enipam/enipam/operator/gc"
@@ -78,6 +80,8 @@ func New(opts Options, restCfg *rest.Config, awsCfg aws.Config, reg prometheus.R
 				// Nodes are large; the operator needs their labels and
 				// providerID only.
 				&corev1.Node{}: {Transform: slimNode},
+				// Pods: which exist, and where (static IP claims).
+				&corev1.Pod{}: {Transform: slimPod},
 			},
 		},
 	})
@@ -116,6 +120,9 @@ func New(opts Options, restCfg *rest.Config, awsCfg aws.Config, reg prometheus.R
 		return nil, err
 	}
 
+	if err := claims.Register(context.Background(), mgr.GetFieldIndexer()); err != nil {
+		return nil, err
+	}
 	metrics, err := poolcontroller.NewMetrics(reg)
 	if err != nil {
 		return nil, err
@@ -137,6 +144,11 @@ func New(opts Options, restCfg *rest.Config, awsCfg aws.Config, reg prometheus.R
 		return nil, err
 	}
 	if err := nodes.SetupWithManager(mgr); err != nil {
+		return nil, err
+	}
+	claims := claimcontroller.New(mgr.GetClient(), inv, nodes.Notes(), mgr.GetEventRecorder("enipam-operator"),
+		claimcontroller.Options{Cluster: opts.ClusterName}, log.With("component", "staticipclaim"))
+	if err := claims.SetupWithManager(mgr); err != nil {
 		return nil, err
 	}
 	if err := policy.NewStatusReconciler(mgr.GetClient(), mgr.GetEventRecorder("enipam-operator")).SetupWithManager(mgr); err != nil {
@@ -189,6 +201,23 @@ func slimNode(obj any) (any, error) {
 			CreationTimestamp: n.CreationTimestamp, DeletionTimestamp: n.DeletionTimestamp,
 		},
 		Spec: corev1.NodeSpec{ProviderID: n.Spec.ProviderID},
+	}, nil
+}
+
+// slimPod keeps what the operator reads of a Pod: that it exists, the
+// node it is bound to, whether it is being deleted.
+func slimPod(obj any) (any, error) {
+	p, ok := obj.(*corev1.Pod)
+	if !ok {
+		return obj, nil
+	}
+	return &corev1.Pod{
+		TypeMeta: p.TypeMeta,
+		ObjectMeta: metav1.ObjectMeta{
+			Name: p.Name, Namespace: p.Namespace, UID: p.UID, ResourceVersion: p.ResourceVersion,
+			DeletionTimestamp: p.DeletionTimestamp, OwnerReferences: p.OwnerReferences,
+		},
+		Spec: corev1.PodSpec{NodeName: p.Spec.NodeName},
 	}, nil
 }
 

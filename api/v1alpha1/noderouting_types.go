@@ -151,6 +151,26 @@ type NodeCapacity struct {
 	// +listType=set
 	// +optional
 	Subnets []string `json:"subnets,omitempty"`
+	// FreeENISlots counts the device indexes where a usable ENI can still
+	// be attached: a static address of any subnet of the zone fits there.
+	// +optional
+	FreeENISlots int32 `json:"freeENISlots,omitempty"`
+	// SubnetSlots are, for each subnet of the node's usable ENIs, the
+	// address slots still free on those ENIs: where a static address of
+	// that subnet moving in fits without a new ENI.
+	// +listType=map
+	// +listMapKey=subnetID
+	// +optional
+	SubnetSlots []SubnetSlots `json:"subnetSlots,omitempty"`
+}
+
+// SubnetSlots is the room for single addresses of one subnet on a node's
+// ENIs.
+type SubnetSlots struct {
+	// SubnetID is the subnet.
+	SubnetID string `json:"subnetID"`
+	// Free counts the address slots free on the node's usable ENIs in it.
+	Free int32 `json:"free"`
 }
 
 // RoutedENI is one ENI the agent has routed.

@@ -140,6 +140,7 @@ const (
 	ClaimReady = "Ready"
 
 	ReasonBound             = "Bound"
+	ReasonWaitingForNode    = "WaitingForNode"
 	ReasonPlacing           = "Placing"
 	ReasonWaitingForOldPod  = "WaitingForOldPod"
 	ReasonAwaitingRouting   = "AwaitingRouting"
@@ -163,8 +164,9 @@ type StaticIPClaimStatus struct {
 	SubnetID string `json:"subnetID,omitempty"`
 	// +optional
 	AvailabilityZone string `json:"availabilityZone,omitempty"`
-	// NodeName is the node whose pool holds the address stamped with the
-	// claim's owner; ENIID the ENI EC2 has it on.
+	// NodeName is the node whose instance has the address on an ENI (its
+	// pool holds the address stamped with the claim's owner once Bound);
+	// ENIID the ENI EC2 has it on.
 	// +optional
 	NodeName string `json:"nodeName,omitempty"`
 	// +optional
@@ -172,8 +174,9 @@ type StaticIPClaimStatus struct {
 	// Phase summarizes the conditions.
 	// +optional
 	Phase ClaimPhase `json:"phase,omitempty"`
-	// LastUsed is the last time a pod of the claim's name was seen (for
-	// the AfterUnused policy).
+	// LastUsed is when the pod of the claim's name was last seen: set
+	// when it goes, cleared while one exists (the AfterUnused policy
+	// counts its TTL from it).
 	// +optional
 	LastUsed *metav1.Time `json:"lastUsed,omitempty"`
 	// ObservedGeneration is the spec generation this status describes.

@@ -47,6 +47,13 @@ type API interface {
 	// AssignPrefixes delegates count new /28 prefixes to the ENI and
 	// returns them.
 	AssignPrefixes(ctx context.Context, eniID string, count int) ([]netip.Prefix, error)
+	// AssignAddresses assigns the named secondary addresses to the ENI,
+	// all or none. With allowReassignment, an address another ENI holds
+	// as a secondary address moves to this one (EC2's AllowReassignment:
+	// one call, never on two ENIs); without, such an address is refused
+	// with ErrInUse. An address the ENI already holds is refused with
+	// ErrInvalid.
+	AssignAddresses(ctx context.Context, eniID string, ips []netip.Addr, allowReassignment bool) error
 	// UnassignIPs removes secondary addresses from the ENI. Addresses the
 	// ENI no longer holds are not an error: the call is idempotent.
 	UnassignIPs(ctx context.Context, eniID string, ips []netip.Addr) error

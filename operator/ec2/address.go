@@ -14,7 +14,7 @@ import (
 // ListAddresses implements cloud.API.
 func (c *Client) ListAddresses(ctx context.Context) ([]cloud.Address, error) {
 	var out *ec2.DescribeAddressesOutput
-	err := c.call(ctx, "DescribeAddresses", func(ctx context.Context) (err error) {
+	err := c.call(ctx, DescribeAddresses, func(ctx context.Context) (err error) {
 		out, err = c.sdk.DescribeAddresses(ctx, &ec2.DescribeAddressesInput{
 			Filters: []types.Filter{filter("domain", "vpc")},
 		})
@@ -50,7 +50,7 @@ func (c *Client) AssociateAddress(ctx context.Context, allocationID, eniID strin
 		in.PrivateIpAddress = aws.String(privateIP.String())
 	}
 	var out *ec2.AssociateAddressOutput
-	err := c.call(ctx, "AssociateAddress", func(ctx context.Context) (err error) {
+	err := c.call(ctx, AssociateAddress, func(ctx context.Context) (err error) {
 		out, err = c.sdk.AssociateAddress(ctx, in)
 		return err
 	})
@@ -62,7 +62,7 @@ func (c *Client) AssociateAddress(ctx context.Context, allocationID, eniID strin
 
 // DisassociateAddress implements cloud.API.
 func (c *Client) DisassociateAddress(ctx context.Context, associationID string) error {
-	return c.call(ctx, "DisassociateAddress", func(ctx context.Context) error {
+	return c.call(ctx, DisassociateAddress, func(ctx context.Context) error {
 		_, err := c.sdk.DisassociateAddress(ctx, &ec2.DisassociateAddressInput{AssociationId: aws.String(associationID)})
 		return err
 	})

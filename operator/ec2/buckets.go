@@ -25,10 +25,10 @@ var (
 )
 
 // DefaultBucket returns EC2's default bucket for an action.
-func DefaultBucket(action string) Bucket {
+func DefaultBucket(action Action) Bucket {
 	switch action {
-	case "CreateNetworkInterface", "DeleteNetworkInterface", "AssignPrivateIpAddresses",
-		"UnassignPrivateIpAddresses", "ModifyNetworkInterfaceAttribute":
+	case CreateNetworkInterface, DeleteNetworkInterface, AssignPrivateIpAddresses,
+		UnassignPrivateIpAddresses, ModifyNetworkInterfaceAttribute:
 		return interfaceBucket
 	case "CreateTags", "DeleteTags":
 		return tagsBucket
@@ -67,7 +67,7 @@ func DefaultBucket(action string) Bucket {
 type Buckets struct {
 	now     func() time.Time
 	sleep   func(context.Context, time.Duration) error
-	buckets map[string]*bucket
+	buckets map[Action]*bucket
 	// fill is the initial fill, in millionths, for buckets not used yet.
 	fill atomic.Int64
 }
@@ -91,7 +91,7 @@ func NewBuckets(scale, initialFill float64) *Buckets {
 }
 
 func newBuckets(scale, initialFill float64, now func() time.Time, sleep func(context.Context, time.Duration) error) *Buckets {
-	b := &Buckets{now: now, sleep: sleep, buckets: map[string]*bucket{}}
+	b := &Buckets{now: now, sleep: sleep, buckets: map[Action]*bucket{}}
 	b.SetInitialFill(initialFill)
 	for _, action := range actions {
 		d := DefaultBucket(action)
@@ -104,7 +104,7 @@ func newBuckets(scale, initialFill float64, now func() time.Time, sleep func(con
 // Wait blocks until the action's bucket grants a token and returns how
 // long that took. Waiters are served in arrival order. A wait that would
 // outlast ctx's deadline fails at once and takes no token.
-func (b *Buckets) Wait(ctx context.Context, action string) (time.Duration, error) {
+func (b *Buckets) Wait(ctx context.Context, action Action) (time.Duration, error) {
 	bk, ok := b.buckets[action]
 	if !ok {
 		panic("ec2: no bucket for action " + action) // every action is listed below
@@ -132,13 +132,4 @@ func (b *Buckets) Wait(ctx context.Context, action string) (time.Duration, error
 		return b.now().Sub(now), err
 	}
 	return delay, nil
-}
-
-// actions are the EC2 actions the adapter calls.
-var actions = []string{
-	"DescribeVpcs", "DescribeSubnets", "DescribeSecurityGroups", "DescribeInstances",
-	"DescribeNetworkInterfaces", "DescribeInstanceTypes",
-	"CreateNetworkInterface", "AttachNetworkInterface", "ModifyNetworkInterfaceAttribute",
-	"DeleteNetworkInterface", "AssignPrivateIpAddresses", "UnassignPrivateIpAddresses",
-	"DescribeAddresses", "AssociateAddress", "DisassociateAddress",
 }

@@ -28,7 +28,7 @@ func newFakeBuckets(fill float64) (*Buckets, *fakeClock) {
 // granted counts the tokens the action's bucket hands out within window
 // of now to callers all asking at once, and takes them: each caller's
 // deadline is the end of the window, so the first one refused takes none.
-func granted(t *testing.T, b *Buckets, clock *fakeClock, action string, window time.Duration) int {
+func granted(t *testing.T, b *Buckets, clock *fakeClock, action Action, window time.Duration) int {
 	t.Helper()
 	ctx, cancel := context.WithDeadline(context.Background(), clock.t.Add(window))
 	defer cancel()
@@ -53,7 +53,7 @@ func granted(t *testing.T, b *Buckets, clock *fakeClock, action string, window t
 func TestFreshProcessSendsNoFasterThanEC2Refills(t *testing.T) {
 	b, clock := newFakeBuckets(0)
 	const window = 10*time.Second + 100*time.Millisecond
-	for action, want := range map[string]int{
+	for action, want := range map[Action]int{
 		"AssignPrivateIpAddresses":  50,
 		"CreateNetworkInterface":    50,
 		"AttachNetworkInterface":    50,

@@ -95,23 +95,23 @@ func New(cfg aws.Config, opts Options, reg prometheus.Registerer) (*Client, erro
 }
 
 // call runs one logical EC2 call through the chokepoint.
-func (c *Client) call(ctx context.Context, action string, fn func(context.Context) error) error {
+func (c *Client) call(ctx context.Context, action Action, fn func(context.Context) error) error {
 	for attempt := 1; ; attempt++ {
 		waited, err := c.buckets.Wait(ctx, action)
-		c.metrics.limiterWait.WithLabelValues(action).Observe(waited.Seconds())
+		c.metrics.limiterWait.WithLabelValues(string(action)).Observe(waited.Seconds())
 		if err != nil {
 			return err
 		}
 		start := time.Now()
 		actx, cancel := context.WithTimeout(ctx, c.opts.CallTimeout)
-		err = classify(action, fn(actx))
+		err = classify(string(action), fn(actx))
 		cancel()
-		c.metrics.observe(action, err, time.Since(start))
+		c.metrics.observe(string(action), err, time.Since(start))
 		if err == nil {
 			return nil
 		}
 		if errors.Is(err, cloud.ErrThrottled) {
-			c.metrics.throttled.WithLabelValues(action).Inc()
+			c.metrics.throttled.WithLabelValues(string(action)).Inc()
 		}
 		if !cloud.Retryable(err) || attempt >= c.opts.MaxAttempts || ctx.Err() != nil {
 			return err

@@ -22,7 +22,7 @@ func filter(name string, values ...string) types.Filter {
 // DescribeVPC implements cloud.API.
 func (c *Client) DescribeVPC(ctx context.Context, vpcID string) (cloud.VPC, error) {
 	var out *ec2.DescribeVpcsOutput
-	err := c.call(ctx, "DescribeVpcs", func(ctx context.Context) (err error) {
+	err := c.call(ctx, DescribeVpcs, func(ctx context.Context) (err error) {
 		out, err = c.sdk.DescribeVpcs(ctx, &ec2.DescribeVpcsInput{Filters: []types.Filter{filter("vpc-id", vpcID)}})
 		return err
 	})
@@ -53,7 +53,7 @@ func (c *Client) ListSubnets(ctx context.Context, vpcID string) ([]cloud.Subnet,
 	})
 	for p.HasMorePages() {
 		var page *ec2.DescribeSubnetsOutput
-		if err := c.call(ctx, "DescribeSubnets", func(ctx context.Context) (err error) {
+		if err := c.call(ctx, DescribeSubnets, func(ctx context.Context) (err error) {
 			page, err = p.NextPage(ctx)
 			return err
 		}); err != nil {
@@ -74,7 +74,7 @@ func (c *Client) ListSecurityGroups(ctx context.Context, vpcID string) ([]cloud.
 	})
 	for p.HasMorePages() {
 		var page *ec2.DescribeSecurityGroupsOutput
-		if err := c.call(ctx, "DescribeSecurityGroups", func(ctx context.Context) (err error) {
+		if err := c.call(ctx, DescribeSecurityGroups, func(ctx context.Context) (err error) {
 			page, err = p.NextPage(ctx)
 			return err
 		}); err != nil {
@@ -126,7 +126,7 @@ func (c *Client) describeInstances(ctx context.Context, f types.Filter) ([]cloud
 	})
 	for p.HasMorePages() {
 		var page *ec2.DescribeInstancesOutput
-		if err := c.call(ctx, "DescribeInstances", func(ctx context.Context) (err error) {
+		if err := c.call(ctx, DescribeInstances, func(ctx context.Context) (err error) {
 			page, err = p.NextPage(ctx)
 			return err
 		}); err != nil {
@@ -154,7 +154,7 @@ func (c *Client) describeENIs(ctx context.Context, filters ...types.Filter) ([]c
 	})
 	for p.HasMorePages() {
 		var page *ec2.DescribeNetworkInterfacesOutput
-		if err := c.call(ctx, "DescribeNetworkInterfaces", func(ctx context.Context) (err error) {
+		if err := c.call(ctx, DescribeNetworkInterfaces, func(ctx context.Context) (err error) {
 			page, err = p.NextPage(ctx)
 			return err
 		}); err != nil {
@@ -184,7 +184,7 @@ func (c *Client) InstanceTypes(ctx context.Context, names []string) ([]cloud.Ins
 	p := ec2.NewDescribeInstanceTypesPaginator(c.sdk, in)
 	for p.HasMorePages() {
 		var page *ec2.DescribeInstanceTypesOutput
-		if err := c.call(ctx, "DescribeInstanceTypes", func(ctx context.Context) (err error) {
+		if err := c.call(ctx, DescribeInstanceTypes, func(ctx context.Context) (err error) {
 			page, err = p.NextPage(ctx)
 			return err
 		}); err != nil {

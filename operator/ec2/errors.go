@@ -35,6 +35,7 @@ var kinds = map[string]error{
 	"UnauthorizedOperation":              cloud.ErrUnauthorized,
 	"AuthFailure":                        cloud.ErrUnauthorized,
 	"InvalidNetworkInterface.InUse":      cloud.ErrInUse,
+	"PrivateIpAddressInUse":              cloud.ErrInUse,
 	"IncorrectState":                     cloud.ErrInUse,
 	"InternalError":                      cloud.ErrUnavailable,
 	"InternalFailure":                    cloud.ErrUnavailable,

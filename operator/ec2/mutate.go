@@ -36,7 +36,7 @@ func (c *Client) CreateENI(ctx context.Context, req cloud.CreateENIRequest) (clo
 		in.TagSpecifications = []types.TagSpecification{spec}
 	}
 	var out *ec2.CreateNetworkInterfaceOutput
-	err := c.call(ctx, "CreateNetworkInterface", func(ctx context.Context) (err error) {
+	err := c.call(ctx, CreateNetworkInterface, func(ctx context.Context) (err error) {
 		out, err = c.sdk.CreateNetworkInterface(ctx, in)
 		return err
 	})
@@ -49,7 +49,7 @@ func (c *Client) CreateENI(ctx context.Context, req cloud.CreateENIRequest) (clo
 // AttachENI implements cloud.API.
 func (c *Client) AttachENI(ctx context.Context, eniID, instanceID string, deviceIndex int) (string, error) {
 	var out *ec2.AttachNetworkInterfaceOutput
-	err := c.call(ctx, "AttachNetworkInterface", func(ctx context.Context) (err error) {
+	err := c.call(ctx, AttachNetworkInterface, func(ctx context.Context) (err error) {
 		out, err = c.sdk.AttachNetworkInterface(ctx, &ec2.AttachNetworkInterfaceInput{
 			NetworkInterfaceId: aws.String(eniID), InstanceId: aws.String(instanceID),
 			DeviceIndex: aws.Int32(int32(deviceIndex)),
@@ -68,7 +68,7 @@ func (c *Client) AttachENI(ctx context.Context, eniID, instanceID string, device
 
 // SetDeleteOnTermination implements cloud.API.
 func (c *Client) SetDeleteOnTermination(ctx context.Context, eniID, attachmentID string) error {
-	return c.call(ctx, "ModifyNetworkInterfaceAttribute", func(ctx context.Context) error {
+	return c.call(ctx, ModifyNetworkInterfaceAttribute, func(ctx context.Context) error {
 		_, err := c.sdk.ModifyNetworkInterfaceAttribute(ctx, &ec2.ModifyNetworkInterfaceAttributeInput{
 			NetworkInterfaceId: aws.String(eniID),
 			Attachment: &types.NetworkInterfaceAttachmentChanges{
@@ -81,7 +81,7 @@ func (c *Client) SetDeleteOnTermination(ctx context.Context, eniID, attachmentID
 
 // DeleteENI implements cloud.API.
 func (c *Client) DeleteENI(ctx context.Context, eniID string) error {
-	return c.call(ctx, "DeleteNetworkInterface", func(ctx context.Context) error {
+	return c.call(ctx, DeleteNetworkInterface, func(ctx context.Context) error {
 		_, err := c.sdk.DeleteNetworkInterface(ctx, &ec2.DeleteNetworkInterfaceInput{NetworkInterfaceId: aws.String(eniID)})
 		return err
 	})
@@ -121,9 +121,22 @@ func (c *Client) AssignPrefixes(ctx context.Context, eniID string, count int) ([
 	return prefixes, nil
 }
 
+// AssignAddresses implements cloud.API.
+func (c *Client) AssignAddresses(ctx context.Context, eniID string, ips []netip.Addr, allowReassignment bool) error {
+	in := &ec2.AssignPrivateIpAddressesInput{NetworkInterfaceId: aws.String(eniID)}
+	for _, ip := range ips {
+		in.PrivateIpAddresses = append(in.PrivateIpAddresses, ip.String())
+	}
+	if allowReassignment {
+		in.AllowReassignment = aws.Bool(true)
+	}
+	_, err := c.assign(ctx, in)
+	return err
+}
+
 func (c *Client) assign(ctx context.Context, in *ec2.AssignPrivateIpAddressesInput) (*ec2.AssignPrivateIpAddressesOutput, error) {
 	var out *ec2.AssignPrivateIpAddressesOutput
-	err := c.call(ctx, "AssignPrivateIpAddresses", func(ctx context.Context) (err error) {
+	err := c.call(ctx, AssignPrivateIpAddresses, func(ctx context.Context) (err error) {
 		out, err = c.sdk.AssignPrivateIpAddresses(ctx, in)
 		return err
 	})
@@ -187,7 +200,7 @@ func (c *Client) unassign(ctx context.Context, eniID string, ips []netip.Addr, p
 	for _, p := range prefixes {
 		in.Ipv4Prefixes = append(in.Ipv4Prefixes, p.String())
 	}
-	return c.call(ctx, "UnassignPrivateIpAddresses", func(ctx context.Context) error {
+	return c.call(ctx, UnassignPrivateIpAddresses, func(ctx context.Context) error {
 		_, err := c.sdk.UnassignPrivateIpAddresses(ctx, in)
 		return err
 	})

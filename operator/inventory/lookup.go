@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"slices"
 	"sync"
 	"time"
 
@@ -293,4 +294,56 @@ func (inv *Inventory) Attaching(eniID string) bool {
 	defer inv.mu.RUnlock()
 	_, ok := inv.attaching[eniID]
 	return ok
+}
+
+// Location is where EC2 has an address, as the cache knows it.
+type Location struct {
+	// ENI holds the address; its zero value when no cached ENI does.
+	ENI cloud.ENI
+	// Found: some cached ENI holds the address; Primary: as its primary
+	// address; InPrefix: inside one of its delegated prefixes.
+	Found, Primary, InPrefix bool
+}
+
+// Locate finds the ENI that holds ip. It scans every cached ENI, so
+// callers ask only about the few addresses of static claims.
+func (inv *Inventory) Locate(ip netip.Addr) Location {
+	inv.mu.RLock()
+	defer inv.mu.RUnlock()
+	for _, e := range inv.enis {
+		switch {
+		case e.PrimaryIP == ip:
+			return Location{ENI: e.Clone(), Found: true, Primary: true}
+		case slices.Contains(e.IPs, ip):
+			return Location{ENI: e.Clone(), Found: true}
+		case e.HasIP(ip):
+			return Location{ENI: e.Clone(), Found: true, InPrefix: true}
+		}
+	}
+	return Location{}
+}
+
+// SubnetOf returns the known subnet whose CIDR contains ip.
+func (inv *Inventory) SubnetOf(ip netip.Addr) (cloud.Subnet, bool) {
+	inv.mu.RLock()
+	defer inv.mu.RUnlock()
+	for _, d := range inv.vpcs {
+		for _, s := range d.subnets {
+			if s.CIDR.Contains(ip) {
+				return *s, true
+			}
+		}
+	}
+	return cloud.Subnet{}, false
+}
+
+// InstanceOf returns a cached instance.
+func (inv *Inventory) InstanceOf(id string) (cloud.Instance, bool) {
+	inv.mu.RLock()
+	defer inv.mu.RUnlock()
+	in, ok := inv.instances[id]
+	if !ok {
+		return cloud.Instance{}, false
+	}
+	return *in, true
 }

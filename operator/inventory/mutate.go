@@ -207,3 +207,30 @@ func (inv *Inventory) InFlight(eniID string) bool {
 	_, ok := inv.inFlight[eniID]
 	return ok
 }
+
+// RecordMoved records that EC2 moved ip onto the ENI toENI (an Assign
+// with AllowReassignment): it leaves whichever cached ENI held it. The
+// subnet's free count is unchanged.
+func (inv *Inventory) RecordMoved(ip netip.Addr, toENI string) {
+	inv.mu.Lock()
+	var from []string
+	for id, e := range inv.enis {
+		if id != toENI && slices.Contains(e.IPs, ip) {
+			from = append(from, id)
+		}
+	}
+	inv.mu.Unlock()
+	for _, id := range from {
+		inv.update(id, func(e *cloud.ENI) {
+			e.IPs = slices.DeleteFunc(e.IPs, func(a netip.Addr) bool { return a == ip })
+		})
+	}
+	inv.update(toENI, func(e *cloud.ENI) {
+		if !slices.Contains(e.IPs, ip) {
+			e.IPs = append(e.IPs, ip)
+		}
+	})
+	inv.mu.Lock()
+	inv.vouch([]netip.Addr{ip}, nil)
+	inv.mu.Unlock()
+}

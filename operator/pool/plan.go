@@ -152,7 +152,7 @@ func Compute(n *Node, cfg *Config) Plan {
 		return p
 	}
 
-	index, ok := freeDeviceIndex(n, cfg)
+	index, ok := FreeDeviceIndex(n, cfg)
 	if !ok {
 		p.Blocked = atCapacity(n)
 		return p
@@ -166,7 +166,7 @@ func Compute(n *Node, cfg *Config) Plan {
 		p.Blocked = err
 		return p
 	}
-	groups, err := chooseSecurityGroups(n, cfg)
+	groups, err := SecurityGroups(n, cfg)
 	if err != nil {
 		p.Blocked = err
 		return p
@@ -196,9 +196,9 @@ func fill(eniID string, room, want, free int, prefixes bool) (Assign, bool) {
 	return Assign{ENIID: eniID, IPs: n}, true
 }
 
-// freeDeviceIndex returns the lowest device index a new ENI can take on
+// FreeDeviceIndex returns the lowest device index a new ENI can take on
 // network card 0 (each card has its own indexes and limit).
-func freeDeviceIndex(n *Node, cfg *Config) (int, bool) {
+func FreeDeviceIndex(n *Node, cfg *Config) (int, bool) {
 	taken := make(map[int]bool, len(n.ENIs))
 	for _, e := range n.ENIs {
 		if e.NetworkCard == 0 {
@@ -279,9 +279,9 @@ func chooseSubnet(n *Node, cfg *Config) (cloud.Subnet, error) {
 		ErrSubnetExhausted, n.Instance.AZ, n.Instance.SubnetID)
 }
 
-// chooseSecurityGroups picks the groups of a new ENI: the listed IDs, else
+// SecurityGroups picks the groups of a new ENI: the listed IDs, else
 // those matching the tags, else the primary ENI's.
-func chooseSecurityGroups(n *Node, cfg *Config) ([]string, error) {
+func SecurityGroups(n *Node, cfg *Config) ([]string, error) {
 	if len(cfg.SecurityGroupIDs) > 0 {
 		return slices.Clone(cfg.SecurityGroupIDs), nil
 	}
@@ -318,6 +318,12 @@ type Room struct {
 	Blocked error
 	// Subnets are those of the usable ENIs and the one a new ENI would use.
 	Subnets []string
+	// FreeENISlots counts the device indexes a new usable ENI can take.
+	FreeENISlots int
+	// SubnetSlots are the address slots free on the usable ENIs, per
+	// subnet: where a single address of that subnet (a static address
+	// moving in) fits without a new ENI.
+	SubnetSlots map[string]int
 }
 
 // MaxPoolIPs is the largest pool a node of type t reaches under cfg when
@@ -359,12 +365,29 @@ func Capacity(n *Node, cfg *Config) Room {
 		if !slices.Contains(r.Subnets, e.SubnetID) {
 			r.Subnets = append(r.Subnets, e.SubnetID)
 		}
+		if free := n.Type.IPv4PerENI - e.Slots(); free > 0 {
+			if r.SubnetSlots == nil {
+				r.SubnetSlots = map[string]int{}
+			}
+			r.SubnetSlots[e.SubnetID] += free
+		}
 		if n.Type.IPv4PerENI-e.Slots() > 0 && subnetFree[e.SubnetID] > 0 {
 			r.CanGrow = true
 		}
 	}
 	r.MaxIPs = MaxPoolIPs(n.Type, cfg, reserved)
-	if _, ok := freeDeviceIndex(n, cfg); ok {
+	taken := 0
+	for _, e := range n.ENIs {
+		if e.NetworkCard == 0 {
+			taken++
+		}
+	}
+	for i := max(1, cfg.FirstInterfaceIndex); i < n.Type.MaxENIs && r.FreeENISlots < n.Type.MaxENIs-taken; i++ {
+		if !slices.ContainsFunc(n.ENIs, func(e cloud.ENI) bool { return e.NetworkCard == 0 && e.DeviceIndex == i }) {
+			r.FreeENISlots++
+		}
+	}
+	if _, ok := FreeDeviceIndex(n, cfg); ok {
 		subnet, err := chooseSubnet(n, cfg)
 		switch {
 		case err != nil:
@@ -373,7 +396,7 @@ func Capacity(n *Node, cfg *Config) Room {
 			if !slices.Contains(r.Subnets, subnet.ID) {
 				r.Subnets = append(r.Subnets, subnet.ID)
 			}
-			if _, err := chooseSecurityGroups(n, cfg); err != nil {
+			if _, err := SecurityGroups(n, cfg); err != nil {
 				r.Blocked = err
 			} else {
 				r.CanGrow = true

@@ -22,7 +22,13 @@
 //   - an address the agent acknowledged (ready-for-release) is always
 //     released to the end: its Unassign may have been sent already;
 //   - the Node's providerID names the instance; a CiliumNode that names
-//     another one is reset.
+//     another one is reset;
+//   - a static address (a StatefulSet pod's StaticIPClaim) is stamped with
+//     its pod as owner only in the pool of the node its claim places it
+//     on, never in two pools, never on the new node's ENI while its old
+//     entry stands, and moves only through the old node's handshake
+//     (static.go); stamped addresses are never counted free, released or
+//     unassigned.
 //
 // One reconcile of a node: read the CiliumNode and Node from the informer
 // cache; resolve the instance and the policy; take a snapshot of the
@@ -50,6 +56,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
+	"github.com/enipam/enipam/operator/claims"
 	"github.com/enipam/enipam/operator/cloud"
 	"github.com/enipam/enipam/operator/inventory"
 	"github.com/enipam/enipam/operator/policy"
@@ -91,6 +98,10 @@ type Reconciler struct {
 	opts    Options
 	log     *slog.Logger
 	now     func() time.Time
+
+	// notes tell the claim controller where each claim's placement
+	// stands.
+	notes *claims.Notes
 
 	mu    sync.Mutex
 	nodes map[string]*memory
@@ -142,8 +153,13 @@ const (
 // New returns a reconciler; it does nothing until registered with a
 // manager.
 func New(c client.Client, api cloud.API, inv *inventory.Inventory, rec events.EventRecorder, m *Metrics, opts Options, log *slog.Logger) *Reconciler {
-	return &Reconciler{client: c, api: api, inv: inv, events: rec, metrics: m, opts: opts, log: log, now: time.Now, nodes: map[string]*memory{}}
+	return &Reconciler{client: c, api: api, inv: inv, events: rec, metrics: m, opts: opts, log: log, now: time.Now,
+		notes: claims.NewNotes(), nodes: map[string]*memory{}}
 }
+
+// Notes are the controller's word on each static IP claim's placement,
+// for the claim controller.
+func (r *Reconciler) Notes() *claims.Notes { return r.notes }
 
 // Reconcile serves one CiliumNode.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {

@@ -15,6 +15,7 @@ type Metrics struct {
 	allocationLatency prometheus.Histogram
 	writes            *prometheus.CounterVec
 	nodePolicy        *prometheus.GaugeVec
+	staticPlaced      prometheus.Counter
 
 	mu sync.Mutex
 	// policyOf is the policy last exported for each node.
@@ -49,9 +50,12 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "enipam_node_policy",
 			Help: "1 for each node, labelled with the ENIPolicy governing it (empty: none, the operator's defaults); join on node to sum other series per policy.",
 		}, []string{"node", "policy"}),
+		staticPlaced: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "enipam_static_ips_placed_total", Help: "Claimed static addresses assigned onto a node's ENI (moved from another ENI, or fresh from the subnet).",
+		}),
 		policyOf: map[string]string{},
 	}
-	for _, c := range []prometheus.Collector{m.nodeIPs, m.enisCreated, m.ipsAssigned, m.ipsReleased, m.allocationLatency, m.writes, m.nodePolicy} {
+	for _, c := range []prometheus.Collector{m.nodeIPs, m.enisCreated, m.ipsAssigned, m.ipsReleased, m.allocationLatency, m.writes, m.nodePolicy, m.staticPlaced} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

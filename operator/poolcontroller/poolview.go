@@ -58,6 +58,13 @@ type poolInputs struct {
 	// grace is how long an address may be missing before it is taken out:
 	// EC2's describes are eventually consistent.
 	grace time.Duration
+	// claimOf tells, for an address the pool lacks, the owner its claim
+	// stamps it with and whether it belongs in this pool (see
+	// staticInputs.claimOf); nil: no address is claimed.
+	claimOf func(netip.Addr) (owner string, here bool)
+	// elsewhere reports whether another node's pool lists an address; a
+	// claimed address enters this pool only once none does.
+	elsewhere func(ip string) bool
 }
 
 // poolChanges counts what one reconcile of the pool changed, for logs.
@@ -90,7 +97,8 @@ func (c poolChanges) any() bool {
 //     once that ENI routes it.
 //
 // Addresses in use are never taken out here; owner-stamped (static)
-// entries are left alone.
+// entries are reconcileStatic's, and a claimed address enters only the
+// pool of the node its claim places it on, stamped (claimOf).
 func (v *poolView) reconcile(in *poolInputs) poolChanges {
 	var ch poolChanges
 	ipam, st := &v.cn.Spec.IPAM, &v.cn.Status.IPAM
@@ -188,6 +196,13 @@ func (v *poolView) reconcile(in *poolInputs) poolChanges {
 		if _, leaving := st.ReleaseIPs[key]; leaving {
 			continue // back in the pool once the agent dropped the entry
 		}
+		owner, here := "", true
+		if in.claimOf != nil {
+			owner, here = in.claimOf(ip)
+		}
+		if !here {
+			continue // claimed for another node: it waits to move there
+		}
 		if !ready(eni, ip) {
 			v.awaiting++
 			if !slices.Contains(v.awaitingENIs, eni.ID) {
@@ -202,10 +217,14 @@ func (v *poolView) reconcile(in *poolInputs) poolChanges {
 			}
 			continue
 		}
+		if owner != "" && in.elsewhere != nil && in.elsewhere(key) {
+			v.awaiting++ // still listed in the pool it leaves
+			continue
+		}
 		if ipam.Pool == nil {
 			ipam.Pool = ipamtypes.AllocationMap{}
 		}
-		ipam.Pool[key] = ipamtypes.AllocationIP{Resource: eni.ID}
+		ipam.Pool[key] = ipamtypes.AllocationIP{Resource: eni.ID, Owner: owner}
 		ch.added++
 	}
 	slices.Sort(v.awaitingENIs)
@@ -237,15 +256,22 @@ func (v *poolView) leaving(ip string) bool {
 	return false
 }
 
-// counts returns the pool IPs the agent may hand out and the IPs it
-// reports used.
+// counts returns the pool IPs the agent may hand out to any pod and the
+// IPs it reports used. A stamped entry is neither: it is its claim's pod's
+// alone, used or not.
 func (v *poolView) counts() (available, used int) {
-	for ip := range v.cn.Spec.IPAM.Pool {
-		if !v.leaving(ip) {
+	pool := v.cn.Spec.IPAM.Pool
+	for ip, e := range pool {
+		if !v.leaving(ip) && e.Owner == "" {
 			available++
 		}
 	}
-	return available, len(v.cn.Status.IPAM.Used)
+	for ip := range v.cn.Status.IPAM.Used {
+		if pool[ip].Owner == "" {
+			used++
+		}
+	}
+	return available, used
 }
 
 // abortRelease takes back the IPs marked for release whose address EC2
@@ -260,7 +286,7 @@ func (v *poolView) abortRelease(snap *pool.Node) int {
 		}
 		addr, err := netip.ParseAddr(ip)
 		entry, inPool := v.cn.Spec.IPAM.Pool[ip]
-		if err != nil || !inPool || !onENI(snap, entry.Resource, addr) {
+		if err != nil || !inPool || entry.Owner != "" || !onENI(snap, entry.Resource, addr) {
 			continue
 		}
 		delete(v.cn.Status.IPAM.ReleaseIPs, ip)

@@ -38,6 +38,9 @@ func (s *nodeSync) finishRelease(ctx context.Context) error {
 				delete(st.ReleaseIPs, ip)
 				continue
 			}
+			if entry.Owner != "" {
+				continue // a static address: never unassigned (reconcileStatic)
+			}
 			byENI[entry.Resource] = append(byENI[entry.Resource], addr)
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"net/netip"
+	"slices"
 	"strings"
 	"time"
 
@@ -134,6 +135,10 @@ func (s *nodeSync) writeCapacity(ctx context.Context) error {
 	c := &enipamv1alpha1.NodeCapacity{
 		MaxIPs: int32(room.MaxIPs), PoolIPs: int32(available), Awaiting: int32(s.pool.awaiting),
 		CanGrow: room.CanGrow, AvailabilityZone: s.snap.Instance.AZ, Subnets: room.Subnets,
+		FreeENISlots: int32(room.FreeENISlots),
+	}
+	for _, id := range slices.Sorted(maps.Keys(room.SubnetSlots)) {
+		c.SubnetSlots = append(c.SubnetSlots, enipamv1alpha1.SubnetSlots{SubnetID: id, Free: int32(room.SubnetSlots[id])})
 	}
 	if room.Blocked != nil {
 		c.Reason = room.Blocked.Error()

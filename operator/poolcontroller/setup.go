@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
+	"github.com/enipam/enipam/operator/claims"
 	"github.com/enipam/enipam/operator/policy"
 	"github.com/enipam/enipam/operator/pool"
 )
@@ -34,7 +35,9 @@ const (
 
 // SetupWithManager registers the controller: CiliumNodes (prioritized by
 // deficit), their Nodes (providerID and labels), their NodeRoutings (the
-// agent's reports), and ENIPolicies (every node).
+// agent's reports), ENIPolicies (every node), StaticIPClaims and the pods
+// of their names (the nodes their addresses concern). The cache indexes
+// of package claims must be registered first (claims.Register).
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("ciliumnode").
@@ -46,6 +49,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: o.GetName()}}}
 		}), builder.WithPredicates(routingReported)).
 		Watches(&enipamv1alpha1.ENIPolicy{}, handler.EnqueueRequestsFromMapFunc(r.allNodes), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&enipamv1alpha1.StaticIPClaim{}, handler.EnqueueRequestsFromMapFunc(r.claimNodes)).
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.podClaimNodes), builder.WithPredicates(podPlacement)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.opts.Workers}).
 		Complete(r)
 }
@@ -121,5 +126,50 @@ var routingReported = predicate.Funcs{
 		o, n := e.ObjectOld.(*enipamv1alpha1.NodeRouting), e.ObjectNew.(*enipamv1alpha1.NodeRouting)
 		return !sameJSON(o.Status.ENIs, n.Status.ENIs) || !sameJSON(o.Status.Conditions, n.Status.Conditions) ||
 			(o.DeletionTimestamp == nil && n.DeletionTimestamp != nil)
+	},
+}
+
+// claimNodes maps a claim to the nodes its address concerns: the one it
+// is asked onto, the one it is recorded on, and any whose pool stamps it.
+func (r *Reconciler) claimNodes(ctx context.Context, o client.Object) []reconcile.Request {
+	c, ok := o.(*enipamv1alpha1.StaticIPClaim)
+	if !ok {
+		return nil
+	}
+	names := map[string]bool{}
+	for _, n := range []string{c.Spec.NodeName, c.Status.NodeName} {
+		if n != "" {
+			names[n] = true
+		}
+	}
+	var nodes ciliumv2.CiliumNodeList
+	if err := r.client.List(ctx, &nodes, client.MatchingFields{claims.IndexPoolOwner: c.Owner()}, client.UnsafeDisableDeepCopy); err == nil {
+		for i := range nodes.Items {
+			names[nodes.Items[i].Name] = true
+		}
+	}
+	out := make([]reconcile.Request, 0, len(names))
+	for n := range names {
+		out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Name: n}})
+	}
+	return out
+}
+
+// podClaimNodes maps a pod with a claim of its name to that claim's
+// nodes: a move waits for the old pod to go.
+func (r *Reconciler) podClaimNodes(ctx context.Context, o client.Object) []reconcile.Request {
+	c := &enipamv1alpha1.StaticIPClaim{}
+	if err := r.client.Get(ctx, types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()}, c); err != nil {
+		return nil
+	}
+	return r.claimNodes(ctx, c)
+}
+
+// podPlacement passes pod events that can unblock a move: creation,
+// deletion, and a change of node or of deletion state.
+var podPlacement = predicate.Funcs{
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		o, n := e.ObjectOld.(*corev1.Pod), e.ObjectNew.(*corev1.Pod)
+		return o.Spec.NodeName != n.Spec.NodeName || (o.DeletionTimestamp == nil) != (n.DeletionTimestamp == nil)
 	},
 }

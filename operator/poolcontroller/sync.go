@@ -38,6 +38,10 @@ type nodeSync struct {
 	// while the agent reports nothing.
 	routing *enipamv1alpha1.NodeRouting
 	routed  routedFunc
+	// static are the claims concerning the node (nil when none could be
+	// read); staticDemand the first placements waiting for a free address.
+	static       *staticInputs
+	staticDemand int
 
 	// opErr becomes status.ipam.operator-status.error; staticErr, the
 	// node's static IP's trouble, does when there is no opErr.
@@ -91,8 +95,12 @@ func (s *nodeSync) run(ctx context.Context) {
 	}
 	s.refreshAttaching(ctx)
 	s.syncStaticIP(ctx)
+	if !s.gatherStatic(ctx) {
+		return
+	}
 	s.pool = &poolView{cn: s.cn}
 	s.reconcilePool()
+	s.runStatic(ctx)
 	s.verifyUnpooled(ctx)
 	needed := s.needed()
 	r.metrics.observeNode(s.cn.Name, s.cfg.Policy, s.snap.Available, s.snap.Used, needed)
@@ -170,6 +178,9 @@ func (s *nodeSync) reconcilePool() {
 		snap: &s.snap, cfg: &s.cfg.Config, routed: s.routed, holders: s.r.inv.Holders, trusted: s.r.inv.Trusted,
 		missing: s.mem.missing, now: s.r.now(), grace: s.r.opts.ConsistencyGrace,
 	}
+	if s.static != nil {
+		in.claimOf, in.elsewhere = s.static.claimOf, s.static.elsewhere
+	}
 	if ch := s.pool.reconcile(in); ch.any() || ch.usedOffENI > 0 {
 		s.r.log.Info("pool follows EC2", "node", s.cn.Name, "instance", s.instanceID, "added", ch.added,
 			"dropped", ch.dropped, "marked", ch.marked, "moved", ch.resourceFixed, "usedOffENI", ch.usedOffENI,
@@ -242,7 +253,7 @@ func (s *nodeSync) releasedCount() int {
 // again), and what it uses.
 func (s *nodeSync) countPool() {
 	available, used := s.pool.counts()
-	s.snap.Available, s.snap.Used = available+s.pool.awaiting+s.pool.unverified, used
+	s.snap.Available, s.snap.Used = available+s.pool.awaiting+s.pool.unverified, used+s.staticDemand
 }
 
 func (s *nodeSync) needed() int {

@@ -25,13 +25,17 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/enipam/enipam/scheduler/room"
+	"github.com/enipam/enipam/scheduler/tracker"
 )
 
 // State is what the extender reads: tracker.Tracker.
@@ -43,6 +47,14 @@ type State interface {
 	View(pod *corev1.Pod, names []string, youngSince time.Time) ([]room.Node, <-chan struct{})
 	// Hold records that the scheduler may place pod on any of nodes.
 	Hold(pod *corev1.Pod, nodes []string)
+	// Claim returns the named StaticIPClaim.
+	Claim(namespace, name string) (room.Claim, bool)
+	// Intent returns what a pod not started yet asks of a static address.
+	Intent(uid types.UID) (tracker.Intent, bool)
+	// Settled returns the address node's pool holds stamped for owner
+	// with no handshake under way, and a channel closed at the next
+	// change.
+	Settled(node, owner string) (string, <-chan struct{})
 }
 
 // Config tunes the verbs.
@@ -51,15 +63,25 @@ type Config struct {
 	// scheduler just made to be seen, before refusing a node on their
 	// account. 0 never waits.
 	SettleTimeout time.Duration
+	// BindTimeout is how long bind waits for a static-IP pod's address to
+	// be placed on its node before it fails (the scheduler retries the
+	// pod). Keep it under kube-scheduler's httpTimeout for the extender.
+	BindTimeout time.Duration
 }
 
 // DefaultConfig returns the defaults: a Binding is normally seen within
-// milliseconds, so a second covers a loaded apiserver.
-func DefaultConfig() Config { return Config{SettleTimeout: time.Second} }
+// milliseconds, so a second covers a loaded apiserver; a static address
+// moves within Cilium's handshake (its agent answers at most every 15 s
+// by default) and an EC2 call, so 25 s.
+func DefaultConfig() Config { return Config{SettleTimeout: time.Second, BindTimeout: 25 * time.Second} }
 
 // Extender answers kube-scheduler's calls. Build it with New.
 type Extender struct {
-	state   State
+	state  State
+	writer client.Client
+	// intents remembers what static-IP pods filter saw ask (by UID), for
+	// a bind that comes before the tracker's pod watch has seen the pod.
+	intents sync.Map
 	cfg     Config
 	metrics *metrics
 	log     *slog.Logger
@@ -67,12 +89,14 @@ type Extender struct {
 }
 
 // New returns an Extender over state, registering its metrics on reg.
-func New(state State, cfg Config, reg prometheus.Registerer, log *slog.Logger) (*Extender, error) {
+// The bind verb writes through writer: StaticIPClaims (create, and
+// spec.nodeName) and pods' Bindings.
+func New(state State, writer client.Client, cfg Config, reg prometheus.Registerer, log *slog.Logger) (*Extender, error) {
 	m, err := newMetrics(reg, state)
 	if err != nil {
 		return nil, err
 	}
-	return &Extender{state: state, cfg: cfg, metrics: m, log: log, now: time.Now}, nil
+	return &Extender{state: state, writer: writer, cfg: cfg, metrics: m, log: log, now: time.Now}, nil
 }
 
 // ErrNotSynced is the filter's error before the caches hold their first
@@ -95,6 +119,16 @@ func (e *Extender) Filter(ctx context.Context, args *extenderv1.ExtenderArgs) *e
 		return &extenderv1.ExtenderFilterResult{Error: ErrNotSynced.Error()}
 	}
 	owner := pod.Namespace + "/" + pod.Name
+	claim, static, err := e.static(pod)
+	if static {
+		e.remember(pod)
+	}
+	if err != nil {
+		return &extenderv1.ExtenderFilterResult{Error: err.Error()}
+	}
+	if static && (claim.Address != "" || claim.Invalid != "") {
+		return e.filterStatic(args, pod, names, &claim)
+	}
 	start := e.now()
 	deadline := start.Add(e.cfg.SettleTimeout)
 	var (
@@ -106,6 +140,11 @@ func (e *Extender) Filter(ctx context.Context, args *extenderv1.ExtenderArgs) *e
 		var changed <-chan struct{}
 		nodes, changed = e.state.View(pod, names, e.now().Add(-e.cfg.SettleTimeout))
 		verdicts = assessAll(nodes, owner)
+		if static {
+			for i := range nodes {
+				verdicts[i] = room.AssessStatic(&nodes[i], owner, &claim)
+			}
+		}
 		left := deadline.Sub(e.now())
 		if left <= 0 || !refusedForHolds(nodes, verdicts, owner) {
 			break
@@ -163,7 +202,14 @@ func (e *Extender) Prioritize(_ context.Context, args *extenderv1.ExtenderArgs) 
 		return nil, ErrNotSynced
 	}
 	nodes, _ := e.state.View(pod, names, e.now())
-	for i, v := range assessAll(nodes, pod.Namespace+"/"+pod.Name) {
+	owner := pod.Namespace + "/" + pod.Name
+	verdicts := assessAll(nodes, owner)
+	if claim, static, err := e.static(pod); err == nil && static {
+		for i := range nodes {
+			verdicts[i] = room.AssessStatic(&nodes[i], owner, &claim)
+		}
+	}
+	for i, v := range verdicts {
 		out[i] = extenderv1.HostPriority{Host: nodes[i].Name, Score: v.Score}
 	}
 	return out, nil

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -19,9 +21,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
 	"github.com/enipam/enipam/scheduler/room"
+	"github.com/enipam/enipam/scheduler/tracker"
 )
 
 // fakeState plays the tracker: nodes as the test sets them, the holds
@@ -31,11 +37,14 @@ type fakeState struct {
 	synced  bool
 	nodes   map[string]room.Node
 	holds   map[types.UID][]string
+	claims  map[string]room.Claim
+	intents map[types.UID]tracker.Intent
 	changed chan struct{}
 }
 
 func newFakeState(nodes ...room.Node) *fakeState {
-	s := &fakeState{synced: true, nodes: map[string]room.Node{}, holds: map[types.UID][]string{}, changed: make(chan struct{})}
+	s := &fakeState{synced: true, nodes: map[string]room.Node{}, holds: map[types.UID][]string{},
+		claims: map[string]room.Claim{}, intents: map[types.UID]tracker.Intent{}, changed: make(chan struct{})}
 	for _, n := range nodes {
 		s.nodes[n.Name] = n
 	}
@@ -61,6 +70,29 @@ func (s *fakeState) Hold(pod *corev1.Pod, nodes []string) {
 	s.holds[pod.UID] = nodes
 }
 
+func (s *fakeState) Claim(namespace, name string) (room.Claim, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, ok := s.claims[namespace+"/"+name]
+	return c, ok
+}
+
+func (s *fakeState) Intent(uid types.UID) (tracker.Intent, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	i, ok := s.intents[uid]
+	return i, ok
+}
+
+func (s *fakeState) Settled(node, owner string) (string, <-chan struct{}) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if p := s.nodes[node].Pool; p != nil {
+		return p.Settled[owner], s.changed
+	}
+	return "", s.changed
+}
+
 // set replaces a node and wakes the waiters, as a watch event does.
 func (s *fakeState) set(n room.Node) {
 	s.mu.Lock()
@@ -72,12 +104,49 @@ func (s *fakeState) set(n room.Node) {
 
 func newExtender(t *testing.T, s State, cfg Config) (*Extender, *prometheus.Registry) {
 	t.Helper()
-	reg := prometheus.NewRegistry()
-	e, err := New(s, cfg, reg, slog.New(slog.DiscardHandler))
+	e, reg, _ := newBindingExtender(t, s, cfg)
+	return e, reg
+}
+
+// writer is an in-memory apiserver for the bind verb's writes: claims
+// kept, Bindings recorded.
+type writer struct {
+	client.WithWatch
+	mu    sync.Mutex
+	bound map[string]string // "namespace/name" → node
+}
+
+func (w *writer) bindings() map[string]string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return maps.Clone(w.bound)
+}
+
+func newBindingExtender(t *testing.T, s State, cfg Config) (*Extender, *prometheus.Registry, *writer) {
+	t.Helper()
+	scheme, err := tracker.NewScheme()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return e, reg
+	w := &writer{bound: map[string]string{}}
+	w.WithWatch = fake.NewClientBuilder().WithScheme(scheme).WithInterceptorFuncs(interceptor.Funcs{
+		SubResourceCreate: func(_ context.Context, _ client.Client, sub string, obj client.Object, sr client.Object, _ ...client.SubResourceCreateOption) error {
+			b, ok := sr.(*corev1.Binding)
+			if sub != "binding" || !ok {
+				return fmt.Errorf("unexpected subresource %s", sub)
+			}
+			w.mu.Lock()
+			w.bound[obj.GetNamespace()+"/"+obj.GetName()] = b.Target.Name
+			w.mu.Unlock()
+			return nil
+		},
+	}).Build()
+	reg := prometheus.NewRegistry()
+	e, err := New(s, w, cfg, reg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e, reg, w
 }
 
 func podNamed(name string, hostNetwork bool) *corev1.Pod {
@@ -236,7 +305,7 @@ func TestFilterRefusesOnceTheWaitIsOver(t *testing.T) {
 // answers a host priority list; a body that does not decode is a 400;
 // other methods and paths are not served; each call is counted.
 func TestHTTPSpeaksKubeSchedulersJSON(t *testing.T) {
-	e, reg := newExtender(t, cluster(), DefaultConfig())
+	e, reg, w := newBindingExtender(t, cluster(), DefaultConfig())
 	srv := httptest.NewServer(e.Handler())
 	defer srv.Close()
 	post := func(verb string, body []byte) *http.Response {
@@ -274,10 +343,16 @@ func TestHTTPSpeaksKubeSchedulersJSON(t *testing.T) {
 		t.Errorf("bad body: %d", resp.StatusCode)
 	}
 	resp.Body.Close()
-	if resp = post("bind", body); resp.StatusCode != http.StatusNotFound {
-		t.Errorf("bind: %d, want not served", resp.StatusCode)
+	bindBody, _ := json.Marshal(extenderv1.ExtenderBindingArgs{PodNamespace: "web", PodName: "web-1", PodUID: "uid-web-1", Node: "free"})
+	resp = post(VerbBind, bindBody)
+	var br extenderv1.ExtenderBindingResult
+	if err := json.NewDecoder(resp.Body).Decode(&br); err != nil || resp.StatusCode != 200 || br.Error != "" {
+		t.Errorf("bind: %d %+v %v", resp.StatusCode, br, err)
 	}
 	resp.Body.Close()
+	if got := w.bindings(); len(got) != 1 || got["web/web-1"] != "free" {
+		t.Errorf("bindings %v, want web/web-1 on free", got)
+	}
 	get, err := http.Get(srv.URL + "/" + VerbFilter)
 	if err != nil || get.StatusCode != http.StatusMethodNotAllowed {
 		t.Errorf("GET filter: %v %v", get.StatusCode, err)

@@ -15,6 +15,7 @@ import (
 const (
 	VerbFilter     = "filter"
 	VerbPrioritize = "prioritize"
+	VerbBind       = "bind"
 )
 
 // maxRequestBytes bounds a request body. With nodeCacheCapable the
@@ -22,7 +23,7 @@ const (
 // takes tens of megabytes.
 const maxRequestBytes = 256 << 20
 
-// Handler serves the verbs: POST /filter and POST /prioritize, JSON in
+// Handler serves the verbs: POST /filter, /prioritize and /bind, JSON in
 // and out, as kube-scheduler's HTTP extender client speaks them. A body
 // that does not decode is answered 400.
 func (e *Extender) Handler() http.Handler {
@@ -44,6 +45,28 @@ func (e *Extender) Handler() http.Handler {
 			}
 			return res, true
 		})
+	})
+	mux.HandleFunc("POST /"+VerbBind, func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		result := "ok"
+		defer func() {
+			e.metrics.requests.WithLabelValues(VerbBind, result).Inc()
+			e.metrics.duration.WithLabelValues(VerbBind).Observe(time.Since(start).Seconds())
+		}()
+		var args extenderv1.ExtenderBindingArgs
+		if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20)).Decode(&args); err != nil {
+			result = "bad_request"
+			http.Error(w, "decoding binding arguments: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		res := e.Bind(r.Context(), &args)
+		if res.Error != "" {
+			result = "error"
+		}
+		w.Header().Set("Content-Type", "application/json")
+		if err := json.NewEncoder(w).Encode(res); err != nil {
+			e.log.Log(r.Context(), slog.LevelWarn, "writing answer", "verb", VerbBind, "error", err)
+		}
 	})
 	return mux
 }

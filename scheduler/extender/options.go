@@ -16,6 +16,11 @@ type Options struct {
 	Tracker tracker.Config
 	// Kubeconfig is a kubeconfig file; empty means in-cluster.
 	Kubeconfig string
+	// QPS and Burst bound the extender's requests to the apiserver: its
+	// lists and watches, and the bind verb's writes (a claim patch and a
+	// Binding per pod), at kube-scheduler's own defaults.
+	QPS   float32
+	Burst int
 	// Address serves the extender verbs. The default listens on loopback
 	// only: kube-scheduler reaches it from the same pod.
 	Address string
@@ -25,6 +30,8 @@ type Options struct {
 	MetricsAddress string
 	// LogLevel is debug, info, warn or error.
 	LogLevel string
+	// qps holds --kube-api-qps until Validate.
+	qps float64
 }
 
 // Default listen addresses, beside kube-scheduler's own 10259 in its pod.
@@ -43,17 +50,22 @@ func NewOptions() *Options {
 		HealthAddress:  DefaultHealthAddress,
 		MetricsAddress: DefaultMetricsAddress,
 		LogLevel:       "info",
+		QPS:            50,
+		Burst:          100,
 	}
 }
 
 // AddFlags registers the options on fs, with the current values as defaults.
 func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "kubeconfig file; empty for in-cluster configuration")
+	fs.Float64Var(&o.qps, "kube-api-qps", float64(o.QPS), "requests per second to the apiserver (bind writes a Binding per pod)")
+	fs.IntVar(&o.Burst, "kube-api-burst", o.Burst, "burst of requests to the apiserver")
 	fs.StringVar(&o.Address, "address", o.Address, "listen address of the extender verbs (POST /filter, /prioritize) that kube-scheduler calls")
 	fs.StringVar(&o.HealthAddress, "health-address", o.HealthAddress, "listen address of /healthz and /readyz; empty disables")
 	fs.StringVar(&o.MetricsAddress, "metrics-address", o.MetricsAddress, "listen address of /metrics; empty disables")
 	fs.StringVar(&o.LogLevel, "log-level", o.LogLevel, "debug, info, warn or error")
 	fs.DurationVar(&o.SettleTimeout, "settle-timeout", o.SettleTimeout, "how long filter waits for the scheduler's latest placements to be seen before refusing a node on their account; 0 never waits")
+	fs.DurationVar(&o.BindTimeout, "bind-timeout", o.BindTimeout, "how long bind waits for a static-IP pod's address to be placed on its node before failing (kube-scheduler retries the pod); keep it under the extender's httpTimeout")
 	fs.DurationVar(&o.Tracker.HoldTTL, "hold-ttl", o.Tracker.HoldTTL, "how long a pod filter passed counts against the nodes it passed on when its placement is never seen")
 	fs.DurationVar(&o.Tracker.StartedGrace, "started-pod-grace", o.Tracker.StartedGrace, "how long a pod that got its address counts until Cilium's agent lists it in status.ipam.used (keep above Cilium's ipam.ciliumNodeUpdateRate)")
 }
@@ -61,11 +73,20 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 // Validate reports every invalid option.
 func (o *Options) Validate() error {
 	errs := []error{o.Tracker.Validate()}
+	if o.qps != 0 {
+		o.QPS = float32(o.qps)
+	}
+	if o.QPS <= 0 || o.Burst <= 0 {
+		errs = append(errs, fmt.Errorf("--kube-api-qps and --kube-api-burst must be positive, got %v and %d", o.QPS, o.Burst))
+	}
 	if _, err := o.SlogLevel(); err != nil {
 		errs = append(errs, err)
 	}
 	if o.Address == "" {
 		errs = append(errs, errors.New("--address is required: kube-scheduler calls the extender there"))
+	}
+	if o.BindTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("--bind-timeout must be positive, got %v", o.BindTimeout))
 	}
 	if o.SettleTimeout < 0 {
 		errs = append(errs, fmt.Errorf("--settle-timeout must not be negative, got %v", o.SettleTimeout))

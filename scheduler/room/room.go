@@ -35,6 +35,10 @@ type Pool struct {
 	// UsedBy holds the owners of status.ipam.used: pods that already have
 	// their address, whatever their status says yet.
 	UsedBy map[string]struct{}
+	// Settled maps the owner of each stamped entry in no release
+	// handshake at all to its address: enipam-operator's placement of a
+	// static address is done, and its pod may be bound.
+	Settled map[string]string
 }
 
 // Digest counts cn's pool. It reads cn and keeps none of it.
@@ -51,6 +55,12 @@ func Digest(cn *ciliumv2.CiliumNode) Pool {
 		leaving := Leaving(cn, ip)
 		if leaving {
 			p.Leaving++
+		}
+		if _, hs := cn.Status.IPAM.ReleaseIPs[ip]; e.Owner != "" && !hs && (!inUse || used[ip].Owner == e.Owner) {
+			if p.Settled == nil {
+				p.Settled = map[string]string{}
+			}
+			p.Settled[e.Owner] = ip
 		}
 		switch {
 		case e.Owner != "":
@@ -116,6 +126,11 @@ const (
 	NoCiliumNode
 	NoCapacity
 	NoIP
+	// NoZone and NoSlot refuse a static-IP pod: the node is in another
+	// zone than its address's subnet; it has no room for one more address
+	// of that subnet (no free slot on an ENI in it, no free ENI slot).
+	NoZone
+	NoSlot
 )
 
 // Fits reports whether the kind admits the pod.
@@ -123,7 +138,7 @@ func (k Kind) Fits() bool { return k < NoCiliumNode }
 
 // String names the kind in metrics and logs.
 func (k Kind) String() string {
-	return [...]string{"own", "free", "coming", "growth", "no_ciliumnode", "no_capacity", "no_ip"}[k]
+	return [...]string{"own", "free", "coming", "growth", "no_ciliumnode", "no_capacity", "no_ip", "no_zone", "no_slot"}[k]
 }
 
 // Scores of each kind that fits, on the extender scale (0 to
@@ -194,4 +209,64 @@ func Assess(n *Node, owner string) Verdict {
 		v.Kind, v.Reason = NoIP, fmt.Sprintf("%s; the pool is at its maximum of %d addresses, counting the pods already bound there", ReasonNoIP, c.MaxIPs)
 	}
 	return v
+}
+
+// Claim is what placement needs of a static-IP pod's StaticIPClaim.
+type Claim struct {
+	// Address, Subnet and Zone are the claim's address (spec, else what
+	// the operator picked), its subnet and that subnet's zone; Address is
+	// empty before the first placement.
+	Address, Subnet, Zone string
+	// Holder is the node whose ENI has the address (status.nodeName).
+	Holder string
+	// Target is spec.nodeName, the node the last bind asked for.
+	Target string
+	// Checked: enipam-operator has looked at the claim's current spec.
+	Checked bool
+	// Invalid holds why the operator refuses the claim; "" when it does
+	// not.
+	Invalid string
+	// Deleting: the claim is being released.
+	Deleting bool
+	// Status is the Ready condition's reason and message, in words.
+	Status string
+}
+
+// AssessStatic says whether n can take the pod whose static address the
+// claim c holds: the node already holding it, or one in the address's
+// zone with room for one more address of its subnet (a free slot on an
+// ENI in it, or a free ENI slot for a new one). Before the first
+// placement (no address yet) any node with an address for the pod fits,
+// in the requested subnet's zone if one was asked.
+func AssessStatic(n *Node, owner string, c *Claim) Verdict {
+	if c.Address == "" {
+		v := Assess(n, owner)
+		if v.Kind.Fits() && c.Zone != "" && n.Capacity != nil && n.Capacity.AvailabilityZone != "" && n.Capacity.AvailabilityZone != c.Zone {
+			return Verdict{Kind: NoZone, Reason: fmt.Sprintf("static IP of subnet %s must be in %s", c.Subnet, c.Zone)}
+		}
+		return v
+	}
+	if n.Pool == nil {
+		return Verdict{Kind: NoCiliumNode, Reason: ReasonNoCiliumNode}
+	}
+	if n.Pool.Stamped[owner] == c.Address || n.Pool.Settled[owner] == c.Address || c.Holder == n.Name {
+		return Verdict{Kind: Own, Score: scores[Own]}
+	}
+	cp := n.Capacity
+	if cp == nil {
+		return Verdict{Kind: NoCapacity, Reason: "static IP: enipam-operator has not reported the node's capacity yet"}
+	}
+	where := fmt.Sprintf("static IP %s lives in %s, %s", c.Address, c.Subnet, c.Zone)
+	if cp.AvailabilityZone != "" && c.Zone != "" && cp.AvailabilityZone != c.Zone {
+		return Verdict{Kind: NoZone, Reason: where}
+	}
+	for _, s := range cp.SubnetSlots {
+		if s.SubnetID == c.Subnet && s.Free > 0 {
+			return Verdict{Kind: Coming, Score: scores[Coming]}
+		}
+	}
+	if cp.FreeENISlots > 0 {
+		return Verdict{Kind: Growth, Score: scores[Growth]}
+	}
+	return Verdict{Kind: NoSlot, Reason: where + "; no free address slot on an ENI in that subnet and no free ENI slot"}
 }

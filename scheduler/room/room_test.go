@@ -27,6 +27,7 @@ func TestDigestCountsAsCiliumHandsOut(t *testing.T) {
 		"10.0.1.13": {Resource: "eni-1"},
 		"10.0.1.14": {Resource: "eni-1", Owner: "db/db-0"},
 		"10.0.1.15": {Resource: "eni-1"},
+		"10.0.1.16": {Resource: "eni-1", Owner: "db/db-1"},
 	}
 	cn.Status.IPAM.Used = ipamtypes.AllocationMap{
 		"10.0.1.10": {Owner: "web/web-abc"},
@@ -35,11 +36,14 @@ func TestDigestCountsAsCiliumHandsOut(t *testing.T) {
 	cn.Status.IPAM.ReleaseIPs = map[string]ipamtypes.IPReleaseStatus{
 		"10.0.1.12": ipamoption.IPAMMarkForRelease,
 		"10.0.1.13": ipamoption.IPAMDoNotRelease,
+		"10.0.1.16": ipamoption.IPAMReadyForRelease,
 	}
 	got := Digest(cn)
 	want := Pool{
-		Size: 6, Free: 2, Leaving: 1,
+		Size: 7, Free: 2, Leaving: 2,
 		Stamped: map[string]string{"db/db-0": "10.0.1.14"},
+		// db-1's stamp is in the handshake: its placement is under way.
+		Settled: map[string]string{"db/db-0": "10.0.1.14"},
 		UsedBy:  map[string]struct{}{"web/web-abc": {}, "router": {}},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {

@@ -151,3 +151,28 @@ func inUse(pool *room.Pool, owner string) bool {
 	_, ok := pool.UsedBy[owner]
 	return ok
 }
+
+func (t *Tracker) claimSeen(obj any) {
+	c, ok := obj.(*enipamv1alpha1.StaticIPClaim)
+	if !ok {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.claims[c.Namespace+"/"+c.Name] = claimOf(c)
+	t.notify()
+}
+
+func (t *Tracker) claimGone(obj any) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	c, ok := obj.(*enipamv1alpha1.StaticIPClaim)
+	if !ok {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.claims, c.Namespace+"/"+c.Name)
+	t.notify()
+}

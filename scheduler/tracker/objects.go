@@ -4,12 +4,15 @@ import (
 	ipamtypes "github.com/cilium/cilium/pkg/ipam/types"
 	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 
 	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
+	"github.com/enipam/enipam/scheduler/room"
 )
 
 // notStartedSelector asks the apiserver for the pods that may still take
@@ -33,6 +36,23 @@ type pendingPod struct {
 	// Node is spec.nodeName, and Nominated status.nominatedNodeName (set
 	// by preemption, and by the scheduler while a slow bind is under way).
 	Node, Nominated string
+	// Intent is what the pod asks of a static address, from its
+	// annotations and controller.
+	Intent Intent
+}
+
+// Intent is a pod's request for a static address (v1alpha1's
+// StaticIPAnnotation), as the bind verb needs it to create the claim.
+type Intent struct {
+	// Static is the annotation's value ("" when absent): "true" or a
+	// reclaim policy.
+	Static string
+	// UnusedTTL is StaticIPUnusedTTLAnnotation's value.
+	UnusedTTL string
+	// StatefulSet names the pod's controlling StatefulSet, and SetUID its
+	// UID; empty otherwise.
+	StatefulSet string
+	SetUID      types.UID
 }
 
 // DeepCopyObject makes pendingPod a runtime.Object for the informer.
@@ -60,14 +80,69 @@ func stripPod(obj any) (any, error) {
 	if !ok {
 		return obj, nil // a tombstone
 	}
-	return &pendingPod{
+	out := &pendingPod{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: p.Name, Namespace: p.Namespace, UID: p.UID,
 			ResourceVersion: p.ResourceVersion, DeletionTimestamp: p.DeletionTimestamp,
 		},
 		Node:      p.Spec.NodeName,
 		Nominated: p.Status.NominatedNodeName,
-	}, nil
+		Intent: Intent{
+			Static:    p.Annotations[enipamv1alpha1.StaticIPAnnotation],
+			UnusedTTL: p.Annotations[enipamv1alpha1.StaticIPUnusedTTLAnnotation],
+		},
+	}
+	if ref := metav1.GetControllerOf(p); ref != nil && ref.Kind == "StatefulSet" {
+		out.Intent.StatefulSet, out.Intent.SetUID = ref.Name, ref.UID
+	}
+	return out, nil
+}
+
+// stripClaim keeps what placement reads of a StaticIPClaim.
+func stripClaim(obj any) (any, error) {
+	c, ok := obj.(*enipamv1alpha1.StaticIPClaim)
+	if !ok {
+		return obj, nil
+	}
+	out := &enipamv1alpha1.StaticIPClaim{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: c.Name, Namespace: c.Namespace, UID: c.UID, ResourceVersion: c.ResourceVersion,
+			Generation: c.Generation, DeletionTimestamp: c.DeletionTimestamp,
+		},
+		Spec:   c.Spec,
+		Status: c.Status,
+	}
+	out.Status.Conditions = nil
+	if r := meta.FindStatusCondition(c.Status.Conditions, enipamv1alpha1.ClaimReady); r != nil {
+		out.Status.Conditions = []metav1.Condition{*r}
+	}
+	return out, nil
+}
+
+// claimOf is a claim as placement sees it.
+func claimOf(c *enipamv1alpha1.StaticIPClaim) room.Claim {
+	out := room.Claim{
+		Address: c.Spec.Address, Subnet: c.Status.SubnetID, Zone: c.Status.AvailabilityZone,
+		Holder: c.Status.NodeName, Target: c.Spec.NodeName,
+		Checked:  c.Status.ObservedGeneration == c.Generation && c.Status.Phase != "",
+		Deleting: c.DeletionTimestamp != nil,
+	}
+	if out.Address == "" {
+		out.Address = c.Status.Address
+	}
+	if out.Subnet == "" {
+		out.Subnet = c.Spec.SubnetID
+	}
+	if r := meta.FindStatusCondition(c.Status.Conditions, enipamv1alpha1.ClaimReady); r != nil {
+		out.Status = r.Reason + ": " + r.Message
+	}
+	if c.Status.Phase == enipamv1alpha1.ClaimInvalid {
+		out.Invalid = out.Status
+		if out.Invalid == "" {
+			out.Invalid = "the claim is invalid"
+		}
+	}
+	return out
 }
 
 type ipEntry = ipamtypes.AllocationIP

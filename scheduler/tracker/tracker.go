@@ -1,8 +1,9 @@
 // Package tracker keeps, for enipam-scheduler, what decides whether a node
 // has an address for one more pod: each node's CiliumNode pool (digested),
-// the operator's capacity report (NodeRouting status.capacity), and the
-// pods promised an address there but not started yet. It reads only
-// informer caches and answers from memory.
+// the operator's capacity report (NodeRouting status.capacity), the pods
+// promised an address there but not started yet, and the StaticIPClaims
+// (where each static address is, and whether the operator checked it). It
+// reads only informer caches and answers from memory.
 //
 // A pod is promised an address on a node, and counted against its free
 // ones, while it is:
@@ -87,6 +88,7 @@ type Tracker struct {
 	started map[string]map[string]time.Time // node → owner → when it left the watch
 	holds   map[types.UID]*hold
 	held    map[string]map[types.UID]*hold // node → holds passing it
+	claims  map[string]room.Claim          // "namespace/name" → claim
 	changed chan struct{}
 	synced  []cache.InformerSynced
 }
@@ -108,11 +110,12 @@ func New(c client.WithWatch, cfg Config, log *slog.Logger) *Tracker {
 		started: map[string]map[string]time.Time{},
 		holds:   map[types.UID]*hold{},
 		held:    map[string]map[types.UID]*hold{},
+		claims:  map[string]room.Claim{},
 		changed: make(chan struct{}),
 	}
 }
 
-// Start runs the three informers, and sweeps expired promises, until ctx
+// Start runs the four informers, and sweeps expired promises, until ctx
 // ends.
 func (t *Tracker) Start(ctx context.Context) error {
 	pods := t.informer(&corev1.Pod{}, &corev1.PodList{}, notStartedSelector, stripPod, cache.ResourceEventHandlerFuncs{
@@ -130,12 +133,17 @@ func (t *Tracker) Start(ctx context.Context) error {
 		UpdateFunc: func(_, obj any) { t.routingSeen(obj) },
 		DeleteFunc: t.routingGone,
 	})
+	claims := t.informer(&enipamv1alpha1.StaticIPClaim{}, &enipamv1alpha1.StaticIPClaimList{}, "", stripClaim, cache.ResourceEventHandlerFuncs{
+		AddFunc:    t.claimSeen,
+		UpdateFunc: func(_, obj any) { t.claimSeen(obj) },
+		DeleteFunc: t.claimGone,
+	})
 	t.mu.Lock()
-	t.synced = []cache.InformerSynced{pods.HasSynced, nodes.HasSynced, routings.HasSynced}
+	t.synced = []cache.InformerSynced{pods.HasSynced, nodes.HasSynced, routings.HasSynced, claims.HasSynced}
 	t.mu.Unlock()
 
 	var wg sync.WaitGroup
-	for _, ctrl := range []cache.Controller{pods, nodes, routings} {
+	for _, ctrl := range []cache.Controller{pods, nodes, routings, claims} {
 		wg.Go(func() { ctrl.RunWithContext(ctx) })
 	}
 	sweep := time.NewTicker(min(t.cfg.HoldTTL, t.cfg.StartedGrace))
@@ -244,6 +252,38 @@ func (t *Tracker) Hold(pod *corev1.Pod, nodes []string) {
 		}
 		t.held[n][pod.UID] = h
 	}
+}
+
+// Claim returns the named StaticIPClaim as placement sees it.
+func (t *Tracker) Claim(namespace, name string) (room.Claim, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	c, ok := t.claims[namespace+"/"+name]
+	return c, ok
+}
+
+// Intent returns what a pod the tracker follows (not started yet) asks of
+// a static address.
+func (t *Tracker) Intent(uid types.UID) (Intent, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	p, ok := t.pods[uid]
+	if !ok {
+		return Intent{}, false
+	}
+	return p.Intent, true
+}
+
+// Settled returns the address node's pool holds stamped for owner with
+// no release handshake ("" if none), and a channel closed at the next
+// change.
+func (t *Tracker) Settled(node, owner string) (string, <-chan struct{}) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if p := t.pools[node]; p != nil {
+		return p.Settled[owner], t.changed
+	}
+	return "", t.changed
 }
 
 // Counts reports the pods without an address the tracker follows and the

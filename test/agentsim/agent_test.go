@@ -6,6 +6,7 @@ import (
 	"time"
 
 	ipamtypes "github.com/cilium/cilium/pkg/ipam/types"
+	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/enipam/enipam/test/agentsim"
@@ -130,6 +131,51 @@ func TestPodGetsItsOwnerMatchedStaticIP(t *testing.T) {
 		t.Errorf("web-4 ended with %v, want ErrPodDeleted", r.Err)
 	}
 	noViolations(t, sim)
+}
+
+// TestAStampedEntryGoesToItsOwnerWhateverItsState: Cilium's
+// nodeStore.allocateNext (pkg/ipam/crd.go) hands the entry whose owner
+// matches to that owner before looking at the handshake or at who holds
+// it. A stamped entry marked for release still goes to its owner; an entry
+// stamped while another pod holds it goes to its owner too, and the ledger
+// counts the double allocation that an operator doing so would cause.
+func TestAStampedEntryGoesToItsOwnerWhateverItsState(t *testing.T) {
+	t.Parallel()
+	name := nodeName(t, "stamped")
+	p := pool(ips("10.3.1.", 4)...)
+	const leaving = "10.3.1.99"
+	p[leaving] = ipamtypes.AllocationIP{Owner: "default/db-0", Resource: "eni-0test"}
+	createNode(t, name, ipamtypes.IPAMSpec{}, p)
+	setRelease(t, name, map[string]ipamtypes.IPReleaseStatus{leaving: agentsim.MarkedForRelease})
+	sim := startSim(t, agentsim.Options{})
+	a := sim.AddAgent(name)
+	waitReady(t, a)
+	eventually(t, "the agent answers the mark", func() bool {
+		return getCN(t, name).Status.IPAM.ReleaseIPs[leaving] == agentsim.ReadyForRelease
+	})
+	if ip := allocateNow(t, a, "default/db-0"); ip != leaving {
+		t.Errorf("default/db-0 got %s, want its stamped %s even in the handshake", ip, leaving)
+	}
+	noViolations(t, sim)
+
+	taken := allocateNow(t, a, "default/web-0")
+	updateSpec(t, name, func(cn *ciliumv2.CiliumNode) {
+		cn.Spec.IPAM.Pool[taken] = ipamtypes.AllocationIP{Owner: "default/db-1", Resource: "eni-0test"}
+	})
+	eventually(t, "the agent sees the stamp", func() bool {
+		select {
+		case got := <-allocateLater(a, "default/db-1"):
+			if got.Err == nil && got.IP.String() == taken {
+				return true
+			}
+		default:
+		}
+		a.Release("default/db-1") // a free IP, or a wait: not the stamp yet
+		return false
+	})
+	if v := sim.Ledger().Violations(); v.DoubleAllocation != 1 || v.Total() != 1 {
+		t.Errorf("violations %+v, want exactly the double allocation of %s", v, taken)
+	}
 }
 
 // TestPodWaitsOnAnEmptyPoolUntilItGrows: the pool holds only the router

@@ -64,8 +64,8 @@ func finish(done []finished) {
 
 // AllocateAsync asks for an IP for owner ("namespace/pod") and calls done
 // once with the outcome. As Cilium's agent in crd mode, it takes the pool
-// entry reserved for owner if there is one and it is free, else any free
-// pool IP (no owner, not in use, not in the release handshake). If there is
+// entry stamped with owner if there is one, whatever its state, else any
+// free pool IP (no owner, not in use, not in the release handshake). If there is
 // none, or the agent is not yet started, the pod waits, first come first
 // served, until an IP frees up or arrives in the pool; the wait is counted.
 // done may run before AllocateAsync returns.
@@ -227,10 +227,16 @@ func (a *Agent) serveLocked(now time.Time) []finished {
 	return done
 }
 
-// reservedFreeLocked returns the pool entry reserved for owner, if free.
+// reservedFreeLocked returns the pool entry stamped with owner, as
+// Cilium's nodeStore.allocateNext (pkg/ipam/crd.go) does in crd mode: the
+// first entry whose owner matches is handed out before any free one,
+// without looking at the release handshake or at whether another pod
+// holds it (crdAllocator.markAllocated then overwrites that holder). So an
+// operator that stamps an address in use, or leaves a stamp on an address
+// it is releasing, shows up in the ledger as a double allocation.
 func (a *Agent) reservedFreeLocked(owner string) (string, bool) {
 	ip, ok := a.reserved[owner]
-	if !ok || a.inUseLocked(ip) || inHandshake(a.release, ip) || !isIPv4(ip) {
+	if !ok || !isIPv4(ip) {
 		return "", false
 	}
 	return ip, true

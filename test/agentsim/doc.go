@@ -43,9 +43,12 @@
 // confirming deletions after the CNI DEL, so real controllers (a
 // StatefulSet's, enipam-operator's) see pods live as in a cluster.
 //
-// Where the simulator departs from Cilium, on purpose: an owner-matched
-// pool entry is handed out only if it is free and not in the release
-// handshake (Cilium would hand it out regardless); a pod asking an agent
-// that has not started yet waits (Cilium's CNI would fail and the kubelet
-// retry); IPv4 only, spec.ipam.ipv6-pool is ignored.
+// An owner-stamped pool entry goes to the pod of that owner and to no
+// other, whatever its state, as Cilium's nodeStore.allocateNext hands it
+// out (pkg/ipam/crd.go): in the release handshake or held by another pod
+// too, the latter then counted as a double allocation.
+//
+// Where the simulator departs from Cilium, on purpose: a pod asking an
+// agent that has not started yet waits (Cilium's CNI would fail and the
+// kubelet retry); IPv4 only, spec.ipam.ipv6-pool is ignored.
 package agentsim

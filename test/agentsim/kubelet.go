@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -283,4 +284,28 @@ func setPodCondition(conds []corev1.PodCondition, t corev1.PodConditionType, now
 		}
 	}
 	return append(conds, corev1.PodCondition{Type: t, Status: corev1.ConditionTrue, LastTransitionTime: now})
+}
+
+// Register makes a simulated node schedulable as its kubelet does once it
+// runs: the not-ready taint the apiserver puts on a new Node lifted (no
+// node lifecycle controller runs in tests), capacity and allocatable for
+// 110 pods, and the Ready condition.
+func (k *Kubelet) Register(ctx context.Context, node string) error {
+	n := &corev1.Node{}
+	if err := k.sim.client.Get(ctx, client.ObjectKey{Name: node}, n); err != nil {
+		return fmt.Errorf("reading node %s, %w", node, err)
+	}
+	n.Spec.Taints = slices.DeleteFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == corev1.TaintNodeNotReady })
+	if err := k.sim.client.Update(ctx, n); err != nil {
+		return fmt.Errorf("lifting the not-ready taint of %s, %w", node, err)
+	}
+	room := corev1.ResourceList{
+		corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceMemory: resource.MustParse("16Gi"), corev1.ResourcePods: resource.MustParse("110"),
+	}
+	n.Status.Capacity, n.Status.Allocatable = room, room
+	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, LastHeartbeatTime: metav1.Now()}}
+	if err := k.sim.client.Status().Update(ctx, n); err != nil {
+		return fmt.Errorf("writing the status of node %s, %w", node, err)
+	}
+	return nil
 }

@@ -23,6 +23,11 @@ type PoolFindings struct {
 	// ReleasedInPool: addresses still in a pool although the handshake
 	// says released, for longer than the grace.
 	ReleasedInPool int
+	// StampedOffENI: owner-stamped (static) pool addresses in no
+	// handshake that EC2 has not had on the entry's ENI, attached to the
+	// node's instance, for longer than the grace: Cilium's agent would
+	// hand the pod an address its node does not hold.
+	StampedOffENI int
 	// OnTwoENIs: addresses EC2 shows on two ENIs (a broken emulator).
 	OnTwoENIs int
 	// Details name the first breaches.
@@ -31,7 +36,7 @@ type PoolFindings struct {
 
 // Total is the number of breaches of every kind.
 func (f PoolFindings) Total() int {
-	return f.InTwoPools + f.FreeOffENI + f.ReleasedInPool + f.OnTwoENIs
+	return f.InTwoPools + f.FreeOffENI + f.ReleasedInPool + f.StampedOffENI + f.OnTwoENIs
 }
 
 // PoolChecker looks at pools against EC2 again and again (during a
@@ -111,10 +116,19 @@ func (c *PoolChecker) Check(nodes []ciliumv2.CiliumNode, dump ec2sim.Dump, now t
 				}
 				continue
 			}
+			p := at[ip]
+			off := p.eni != entry.Resource || p.instance == "" || p.instance != cn.Spec.InstanceID
+			if entry.Owner != "" && !inHandshake {
+				if off && late(cn.Name+" "+ip+" stamped off") {
+					f.StampedOffENI++
+					detail("%s: stamped pool address %s (%s) on %s is on %q of instance %q in EC2", cn.Name, ip, entry.Owner, entry.Resource, p.eni, p.instance)
+				}
+				continue
+			}
 			if _, used := cn.Status.IPAM.Used[ip]; used || inHandshake || entry.Owner != "" {
 				continue
 			}
-			if p := at[ip]; p.eni != entry.Resource || p.instance == "" || p.instance != cn.Spec.InstanceID {
+			if off {
 				if late(cn.Name + " " + ip + " off") {
 					f.FreeOffENI++
 					detail("%s: free pool address %s on %s is on %q of instance %q in EC2", cn.Name, ip, entry.Resource, p.eni, p.instance)

@@ -17,7 +17,9 @@ import (
 // node b pools .10 too (two pools) and .11, which EC2 has on i-1's ENI,
 // not b's instance. The first look counts only the two pools; a look past
 // the grace counts the rest: 3 free addresses off their ENI (.12; .10 and
-// .11 on b, whose instance does not hold them), 1 released.
+// .11 on b, whose instance does not hold them), 1 released. Node c's
+// stamped .20 is on no ENI (counted), its stamped .21 leaves through the
+// handshake (not counted).
 func TestPoolCheckerCountsPastTheGrace(t *testing.T) {
 	dump := ec2sim.Dump{NetworkInterfaces: []ec2sim.NetworkInterface{{
 		NetworkInterfaceID: "eni-a", Attachment: &ec2sim.Attachment{InstanceID: "i-1"},
@@ -37,6 +39,15 @@ func TestPoolCheckerCountsPastTheGrace(t *testing.T) {
 		node("a", "i-1", map[string]string{"10.0.0.10": "eni-a", "10.0.0.12": "eni-a", "10.0.0.13": "eni-a"},
 			map[string]ipamtypes.IPReleaseStatus{"10.0.0.13": ipamoption.IPAMReleased}),
 		node("b", "i-2", map[string]string{"10.0.0.10": "eni-a", "10.0.0.11": "eni-a"}, nil),
+		node("c", "i-3", map[string]string{"10.0.0.20": "eni-c", "10.0.0.21": "eni-c"},
+			map[string]ipamtypes.IPReleaseStatus{"10.0.0.21": ipamoption.IPAMReadyForRelease}),
+	}
+	// Node c's addresses are stamped for pods: .20 is on no ENI (a
+	// static address its node does not hold), .21 leaves (handshake).
+	for _, ip := range []string{"10.0.0.20", "10.0.0.21"} {
+		e := nodes[2].Spec.IPAM.Pool[ip]
+		e.Owner = "db/db-0"
+		nodes[2].Spec.IPAM.Pool[ip] = e
 	}
 	c := NewPoolChecker(time.Second)
 	now := time.Unix(1000, 0)
@@ -44,7 +55,7 @@ func TestPoolCheckerCountsPastTheGrace(t *testing.T) {
 		t.Fatalf("first look %+v, want only the address in two pools", f)
 	}
 	f := c.Check(nodes, dump, now.Add(2*time.Second))
-	if f.InTwoPools != 1 || f.FreeOffENI != 3 || f.ReleasedInPool != 1 || f.OnTwoENIs != 0 {
-		t.Fatalf("past the grace %+v, want 1 in two pools, 3 free off their ENI, 1 released", f)
+	if f.InTwoPools != 1 || f.FreeOffENI != 3 || f.ReleasedInPool != 1 || f.StampedOffENI != 1 || f.OnTwoENIs != 0 {
+		t.Fatalf("past the grace %+v, want 1 in two pools, 3 free off their ENI, 1 released, 1 stamped off its ENI", f)
 	}
 }

@@ -16,7 +16,7 @@ func LowerBound(calls map[string]int) (time.Duration, string) {
 	var worst time.Duration
 	var by string
 	for _, action := range slices.Sorted(maps.Keys(calls)) {
-		b := ec2.DefaultBucket(action)
+		b := ec2.DefaultBucket(ec2.Action(action))
 		beyond := calls[action] - b.Burst
 		if beyond <= 0 {
 			continue

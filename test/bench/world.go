@@ -285,5 +285,10 @@ func (r *Report) addPoolFindings(f agentsim.PoolFindings) {
 	r.add("IPs in two pools", f.InTwoPools, "")
 	r.add("free pool IPs off their ENI in EC2", f.FreeOffENI, "")
 	r.add("released IPs still in a pool", f.ReleasedInPool, "")
+	r.add("stamped pool IPs off their ENI in EC2", f.StampedOffENI, "")
 	r.target("pools follow EC2", "0", fmt.Sprint(f.Total()), f.Total() == 0)
 }
+
+// kubeconfigPath is the admin kubeconfig startWorld wrote for the
+// world's processes.
+func (w *world) kubeconfigPath() string { return filepath.Join(w.dir, "kubeconfig") }

@@ -2,23 +2,20 @@ package chart
 
 import (
 	"encoding/json"
-	"go/ast"
-	"go/parser"
-	"go/token"
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/enipam/enipam/operator/ec2"
 	"github.com/enipam/enipam/test/cluster"
 )
 
 // TestREADMEPolicyGrantsExactlyTheEC2ActionsTheOperatorCalls: the IAM
 // policy in the README allows exactly the actions of the operator's EC2
-// adapter (the `actions` list every call is limited through, in
-// operator/ec2/buckets.go), plus ec2:CreateTags only as tag-on-create of
+// adapter (ec2.Actions: the typed constants every call passes its
+// chokepoint with), plus ec2:CreateTags only as tag-on-create of
 // CreateNetworkInterface. An action added to the adapter without the
 // docs, or a stale one left in the docs, fails here.
 func TestREADMEPolicyGrantsExactlyTheEC2ActionsTheOperatorCalls(t *testing.T) {
@@ -26,7 +23,11 @@ func TestREADMEPolicyGrantsExactlyTheEC2ActionsTheOperatorCalls(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	calls := adapterActions(t, filepath.Join(root, "operator", "ec2", "buckets.go"))
+	var calls []string
+	for _, a := range ec2.Actions() {
+		calls = append(calls, string(a))
+	}
+	slices.Sort(calls)
 
 	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
 	if err != nil {
@@ -78,33 +79,4 @@ func TestREADMEPolicyGrantsExactlyTheEC2ActionsTheOperatorCalls(t *testing.T) {
 	if !slices.Equal(granted, calls) {
 		t.Errorf("README grants %v\nthe operator calls  %v", granted, calls)
 	}
-}
-
-// adapterActions reads the string literals of `var actions` in path.
-func adapterActions(t *testing.T, path string) []string {
-	t.Helper()
-	f, err := parser.ParseFile(token.NewFileSet(), path, nil, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	ast.Inspect(f, func(n ast.Node) bool {
-		vs, ok := n.(*ast.ValueSpec)
-		if !ok || len(vs.Names) != 1 || vs.Names[0].Name != "actions" || len(vs.Values) != 1 {
-			return true
-		}
-		for _, e := range vs.Values[0].(*ast.CompositeLit).Elts {
-			s, err := strconv.Unquote(e.(*ast.BasicLit).Value)
-			if err != nil {
-				t.Fatal(err)
-			}
-			out = append(out, s)
-		}
-		return false
-	})
-	if len(out) == 0 {
-		t.Fatalf("no `var actions` list in %s", path)
-	}
-	slices.Sort(out)
-	return out
 }

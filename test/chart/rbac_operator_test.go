@@ -45,8 +45,10 @@ import (
 // outside its job is refused: reading Secrets, a plain get of a CiliumNode
 // (reads go through the cache), creating, updating or deleting
 // CiliumNodes, deleting or patching Nodes, changing a policy's spec,
-// updating Deployments, listing Pods, other Leases, core events outside
-// its namespace.
+// updating Deployments, getting, deleting or binding Pods, creating
+// StaticIPClaims, other Leases, core events outside its namespace. Its
+// static-IP verbs are allowed: list and watch Pods and StatefulSets; list,
+// patch (finalizer) and delete StaticIPClaims, patch their status.
 func TestOperatorServiceAccountDoesItsJobAndNothingElse(t *testing.T) {
 	m := installRBAC(t)
 	cfg := as(t, "rbac-operator", authorizationv1.ResourceAttributes{Group: "cilium.io", Resource: "ciliumnodes", Verb: "list"})
@@ -172,6 +174,33 @@ func TestOperatorServiceAccountDoesItsJobAndNothingElse(t *testing.T) {
 	}
 	var policies enipamv1alpha1.ENIPolicyList
 	allowed(t, "list ENIPolicies", c.List(bg, &policies))
+	var pods corev1.PodList
+	allowed(t, "list Pods", c.List(bg, &pods))
+	w, err = c.Watch(bg, &corev1.PodList{})
+	allowed(t, "watch Pods", err)
+	if err == nil {
+		w.Stop()
+	}
+	var sets appsv1.StatefulSetList
+	allowed(t, "list StatefulSets", c.List(bg, &sets))
+	claim := &enipamv1alpha1.StaticIPClaim{ObjectMeta: metav1.ObjectMeta{Name: "db-0", Namespace: rbacNamespace},
+		Spec: enipamv1alpha1.StaticIPClaimSpec{ReclaimPolicy: enipamv1alpha1.ReclaimRetain}}
+	if err := env.Client.Create(bg, claim); err != nil {
+		t.Fatal(err)
+	}
+	var claims enipamv1alpha1.StaticIPClaimList
+	allowed(t, "list StaticIPClaims", c.List(bg, &claims))
+	withFinalizer := claim.DeepCopy()
+	withFinalizer.Finalizers = []string{enipamv1alpha1.StaticIPClaimFinalizer}
+	allowed(t, "merge-patch a StaticIPClaim (finalizer)", c.Patch(bg, withFinalizer, client.MergeFrom(claim)))
+	withClaimStatus := withFinalizer.DeepCopy()
+	withClaimStatus.Status.Phase = enipamv1alpha1.ClaimPending
+	allowed(t, "merge-patch a StaticIPClaim's status", c.Status().Patch(bg, withClaimStatus, client.MergeFrom(withFinalizer)))
+	unfinalized := withClaimStatus.DeepCopy()
+	unfinalized.Finalizers = nil
+	allowed(t, "merge-patch a StaticIPClaim (finalizer removed)", c.Patch(bg, unfinalized, client.MergeFrom(withClaimStatus)))
+	denied(t, "create a StaticIPClaim", c.Create(bg, &enipamv1alpha1.StaticIPClaim{ObjectMeta: metav1.ObjectMeta{Name: "db-9", Namespace: rbacNamespace}}))
+	allowed(t, "delete a StaticIPClaim (its policy released it)", c.Delete(bg, unfinalized.DeepCopy()))
 
 	ev := &eventsv1.Event{
 		ObjectMeta:          metav1.ObjectMeta{Name: "rbac-operator-event", Namespace: metav1.NamespaceDefault},
@@ -223,7 +252,10 @@ func TestOperatorServiceAccountDoesItsJobAndNothingElse(t *testing.T) {
 	scaled := deployment.DeepCopy()
 	scaled.Spec.Replicas = ptr(int32(5))
 	denied(t, "update a Deployment", c.Update(bg, scaled))
-	denied(t, "list Pods", c.List(bg, &corev1.PodList{}))
+	denied(t, "get a Pod without the cache", c.Get(bg, client.ObjectKey{Namespace: rbacNamespace, Name: "db-0"}, &corev1.Pod{}))
+	denied(t, "delete a Pod", c.Delete(bg, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: rbacNamespace, Name: "db-0"}}))
+	denied(t, "bind a Pod", c.SubResource("binding").Create(bg, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: rbacNamespace, Name: "db-0"}},
+		&corev1.Binding{ObjectMeta: metav1.ObjectMeta{Namespace: rbacNamespace, Name: "db-0"}, Target: corev1.ObjectReference{Kind: "Node", Name: node.Name}}))
 	denied(t, "get another Lease in its namespace", c.Get(bg, client.ObjectKey{Namespace: rbacNamespace, Name: "someone-else"}, &coordinationv1.Lease{}))
 	denied(t, "get a Lease in kube-system", c.Get(bg, client.ObjectKey{Namespace: "kube-system", Name: opts.LeaderElectionID}, &coordinationv1.Lease{}))
 	denied(t, "create a core Event in default", c.Create(bg, &corev1.Event{

@@ -33,9 +33,15 @@ import (
 // address, and a pod that can only go to a node without a CiliumNode gets
 // a FailedScheduling event naming the reason. Neither logs a refusal.
 //
-// Then, call by call: reading pools, capacities and pods is allowed;
-// writing CiliumNodes, NodeRoutings or ENIPolicies, reading Secrets,
-// creating pods, patching Nodes and writing other Leases are refused.
+// A static-IP pod (annotation enipam.io/static-ip) makes bind create its
+// StaticIPClaim asking for the node; it is bound once the node's pool holds
+// its address stamped (the test plays enipam-operator).
+//
+// Then, call by call: reading pools, capacities, claims and pods, creating
+// claims and asking them for a node are allowed; writing CiliumNodes,
+// NodeRoutings, ENIPolicies or a claim's status, deleting claims, reading
+// Secrets, creating pods, patching Nodes and writing other Leases are
+// refused.
 func TestSchedulerServiceAccountDoesItsJobAndNothingElse(t *testing.T) {
 	installRBAC(t)
 	user := "system:serviceaccount:" + rbacNamespace + ":rbac-scheduler"
@@ -111,11 +117,14 @@ func TestSchedulerServiceAccountDoesItsJobAndNothingElse(t *testing.T) {
 		stop()
 	})
 
-	pod := func(name string, selector map[string]string) *corev1.Pod {
+	pod := func(name string, selector map[string]string, annotations ...string) *corev1.Pod {
 		p := &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Namespace: rbacNamespace, Name: name},
+			ObjectMeta: metav1.ObjectMeta{Namespace: rbacNamespace, Name: name, Annotations: map[string]string{}},
 			Spec: corev1.PodSpec{SchedulerName: "enipam-scheduler", NodeSelector: selector,
 				Containers: []corev1.Container{{Name: "app", Image: "registry.k8s.io/pause:3.10"}}},
+		}
+		for i := 0; i+1 < len(annotations); i += 2 {
+			p.Annotations[annotations[i]] = annotations[i+1]
 		}
 		if err := env.Client.Create(bg, p); err != nil {
 			t.Fatal(err)
@@ -139,6 +148,32 @@ func TestSchedulerServiceAccountDoesItsJobAndNothingElse(t *testing.T) {
 			return e.Regarding.Name == refused.Name && e.Reason == "FailedScheduling" && strings.Contains(e.Note, "no CiliumNode")
 		})
 	})
+
+	// A static-IP pod: bind creates its claim asking for the node, and
+	// binds it once the node's pool holds its address stamped (played here
+	// as enipam-operator would).
+	static := pod("rbac-sched-static", map[string]string{"kubernetes.io/hostname": nodes[0]}, enipamv1alpha1.StaticIPAnnotation, "true")
+	claim := &enipamv1alpha1.StaticIPClaim{}
+	eventually(t, "the static-IP pod's claim created by bind", time.Minute, func() bool {
+		return env.Client.Get(bg, client.ObjectKey{Namespace: rbacNamespace, Name: "rbac-sched-static"}, claim) == nil && claim.Spec.NodeName == nodes[0]
+	})
+	if err := env.Client.Get(bg, client.ObjectKeyFromObject(cn), cn); err != nil {
+		t.Fatal(err)
+	}
+	cn.Spec.IPAM.Pool["10.0.42.12"] = ipamtypes.AllocationIP{Resource: "eni-rbac", Owner: rbacNamespace + "/rbac-sched-static"}
+	if err := env.Client.Update(bg, cn); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the static-IP pod bound once its address is stamped", time.Minute, func() bool {
+		err := env.Client.Get(bg, client.ObjectKeyFromObject(static), static)
+		return err == nil && static.Spec.NodeName == nodes[0]
+	})
+	t.Cleanup(func() {
+		claim.Finalizers = nil
+		_ = env.Client.Update(bg, claim)
+		_ = env.Client.Delete(bg, claim)
+	})
+
 	var lease coordinationv1.Lease
 	if err := env.Client.Get(bg, client.ObjectKey{Namespace: rbacNamespace, Name: "enipam-scheduler"}, &lease); err != nil || lease.Spec.HolderIdentity == nil {
 		t.Errorf("kube-scheduler's Lease: %v %+v", err, lease.Spec)
@@ -157,7 +192,19 @@ func TestSchedulerServiceAccountDoesItsJobAndNothingElse(t *testing.T) {
 	allowed(t, "list CiliumNodes", c.List(bg, &ciliumv2.CiliumNodeList{}))
 	allowed(t, "list NodeRoutings", c.List(bg, &enipamv1alpha1.NodeRoutingList{}))
 	allowed(t, "list pods without an address", c.List(bg, &corev1.PodList{}, &client.ListOptions{FieldSelector: fields.OneTermEqualSelector("status.podIP", "")}))
-	for what, kind := range map[string]client.ObjectList{"CiliumNodes": &ciliumv2.CiliumNodeList{}, "NodeRoutings": &enipamv1alpha1.NodeRoutingList{}, "pods": &corev1.PodList{}} {
+	allowed(t, "list StaticIPClaims", c.List(bg, &enipamv1alpha1.StaticIPClaimList{}))
+	ownClaim := &enipamv1alpha1.StaticIPClaim{ObjectMeta: metav1.ObjectMeta{Namespace: rbacNamespace, Name: "rbac-sched-claim"},
+		Spec: enipamv1alpha1.StaticIPClaimSpec{ReclaimPolicy: enipamv1alpha1.ReclaimRetain}}
+	allowed(t, "create a StaticIPClaim", c.Create(bg, ownClaim))
+	t.Cleanup(func() { _ = env.Client.Delete(bg, ownClaim) })
+	asked := ownClaim.DeepCopy()
+	asked.Spec.NodeName = nodes[0]
+	allowed(t, "merge-patch a StaticIPClaim's spec.nodeName", c.Patch(bg, asked, client.MergeFrom(ownClaim)))
+	statused := asked.DeepCopy()
+	statused.Status.Phase = enipamv1alpha1.ClaimBound
+	denied(t, "patch a StaticIPClaim's status", c.Status().Patch(bg, statused, client.MergeFrom(asked)))
+	denied(t, "delete a StaticIPClaim", c.Delete(bg, asked.DeepCopy()))
+	for what, kind := range map[string]client.ObjectList{"CiliumNodes": &ciliumv2.CiliumNodeList{}, "NodeRoutings": &enipamv1alpha1.NodeRoutingList{}, "pods": &corev1.PodList{}, "StaticIPClaims": &enipamv1alpha1.StaticIPClaimList{}} {
 		w, err := c.Watch(bg, kind)
 		allowed(t, "watch "+what, err)
 		if err == nil {

@@ -153,12 +153,12 @@ func TestSchedulerRunsKubeSchedulerBesideItsExtender(t *testing.T) {
 	if e.URLPrefix != "http://"+s.opts.Address || !strings.HasPrefix(s.opts.Address, "127.0.0.1:") {
 		t.Errorf("kube-scheduler calls %s, the extender listens on %s", e.URLPrefix, s.opts.Address)
 	}
-	if e.FilterVerb != extender.VerbFilter || e.PrioritizeVerb != extender.VerbPrioritize || e.BindVerb != "" ||
-		!e.NodeCacheCapable || e.Ignorable || e.Weight != 5 || e.HTTPTimeout != "5s" {
+	if e.FilterVerb != extender.VerbFilter || e.PrioritizeVerb != extender.VerbPrioritize || e.BindVerb != extender.VerbBind ||
+		!e.NodeCacheCapable || e.Ignorable || e.Weight != 5 || e.HTTPTimeout != "30s" {
 		t.Errorf("extender %+v", e)
 	}
-	if d, err := time.ParseDuration(e.HTTPTimeout); err != nil || d <= s.opts.SettleTimeout {
-		t.Errorf("httpTimeout %s does not leave room for the settle timeout %v", e.HTTPTimeout, s.opts.SettleTimeout)
+	if d, err := time.ParseDuration(e.HTTPTimeout); err != nil || d <= s.opts.SettleTimeout || d <= s.opts.BindTimeout {
+		t.Errorf("httpTimeout %s does not leave room for the settle timeout %v or the bind timeout %v", e.HTTPTimeout, s.opts.SettleTimeout, s.opts.BindTimeout)
 	}
 	defaults := extender.NewOptions()
 	if s.opts.Config != defaults.Config || s.opts.Tracker != defaults.Tracker || s.opts.LogLevel != "info" {

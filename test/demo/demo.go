@@ -17,9 +17,11 @@ import (
 	"k8s.io/klog/v2"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
+	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
 	"github.com/enipam/enipam/test/agentsim"
 	"github.com/enipam/enipam/test/cluster"
 	"github.com/enipam/enipam/test/ec2sim"
+	"github.com/enipam/enipam/test/schedtest"
 	"github.com/enipam/enipam/test/stack"
 )
 
@@ -55,6 +57,16 @@ type world struct {
 	// agents.Done() is closed.
 	stopAgents context.CancelFunc
 	nodes      []node
+	// sched is kube-scheduler with enipam's extender, kcm
+	// kube-controller-manager: they run the StatefulSet of the static-IP
+	// part; schedLog holds the extender's log.
+	sched    *schedtest.Scheduler
+	schedLog *os.File
+	kcm      *stack.Process
+	// stopKubelets ends the simulated kubelets' watch.
+	stopKubelets context.CancelFunc
+	// before and after are where the StatefulSet's pod ran.
+	before, after placed
 	// cancelProcs ends the context the processes were started with, the
 	// backstop behind their ordered Stop.
 	cancelProcs context.CancelFunc
@@ -124,6 +136,27 @@ func Run(ctx context.Context, o Options, out io.Writer) (err error) {
 		if ctx.Err() != nil {
 			return errInterrupted
 		}
+		return err
+	}
+	d.p.printf("\nA StatefulSet pod keeps its IP wherever it is rescheduled:\n")
+	for _, s := range []struct {
+		name string
+		f    func(context.Context) error
+	}{
+		{"starting kube-scheduler " + cluster.KubernetesVersion + " with enipam's extender, and kube-controller-manager", func(context.Context) error { return d.startScheduling(procCtx) }},
+		{"running StatefulSet db (one pod, annotation " + enipamv1alpha1.StaticIPAnnotation + "), then cordoning its node and deleting its pod", d.reschedule},
+	} {
+		if err := d.p.step(s.name, func() error { return s.f(ctx) }); err != nil {
+			if ctx.Err() != nil {
+				return errInterrupted
+			}
+			return err
+		}
+	}
+	if err := d.describeReschedule(ctx); err != nil {
+		return err
+	}
+	if err := d.invariants(ctx); err != nil {
 		return err
 	}
 	if o.Once {
@@ -244,12 +277,19 @@ func (d *world) watch(ctx context.Context) error {
 
 // checkProcesses reports a process that ended on its own.
 func (d *world) checkProcesses() error {
-	for _, p := range []*stack.Process{d.operator, d.simProcess()} {
+	for _, p := range []*stack.Process{d.operator, d.simProcess(), d.kcm, d.schedProcess()} {
 		if p != nil && p.Exited() {
 			return fmt.Errorf("%s exited; the last lines of %s:\n%s", p.Name, d.rel(p.LogPath), p.Tail(20))
 		}
 	}
 	return nil
+}
+
+func (d *world) schedProcess() *stack.Process {
+	if d.sched == nil {
+		return nil
+	}
+	return d.sched.KubeScheduler
 }
 
 func (d *world) simProcess() *stack.Process {
@@ -263,6 +303,12 @@ func (d *world) simProcess() *stack.Process {
 // and the apiserver), ec2sim, the agents, then kube-apiserver before etcd.
 func (d *world) shutdown() error {
 	var names []string
+	if d.sched != nil {
+		names = append(names, "kube-scheduler")
+	}
+	if d.kcm != nil {
+		names = append(names, "kube-controller-manager")
+	}
 	if d.operator != nil {
 		names = append(names, "enipam-operator")
 	}
@@ -281,13 +327,22 @@ func (d *world) shutdown() error {
 	}
 	return d.p.step("stopping "+joinList(names), func() error {
 		var errs []error
-		for _, p := range []*stack.Process{d.operator, d.simProcess()} {
+		if d.sched != nil {
+			if err := d.sched.Stop(); err != nil && !d.failed {
+				errs = append(errs, fmt.Errorf("kube-scheduler and its extender: %v", err))
+			}
+			d.schedLog.Close()
+		}
+		for _, p := range []*stack.Process{d.kcm, d.operator, d.simProcess()} {
 			if p == nil {
 				continue
 			}
 			if err := p.Stop(processGrace); err != nil && !d.failed {
 				errs = append(errs, fmt.Errorf("%s exited with %v; see %s", p.Name, err, d.rel(p.LogPath)))
 			}
+		}
+		if d.stopKubelets != nil {
+			d.stopKubelets()
 		}
 		if d.stopAgents != nil {
 			d.stopAgents()

@@ -66,8 +66,10 @@ func demoCommand(t *testing.T, ctx context.Context, out string, env ...string) *
 // TestDemoOncePrintsFilledPools: `DEMO_ONCE=1 make demo`. The demo exits 0
 // after printing kubectl's view of the three nodes and of the ENIPolicy
 // (Accepted, governing 3 nodes), a summary where every pool holds the
-// pre-allocation free beside its pods' IPs, all from the pod subnets, and
-// the KUBECONFIG line; no process it started is left behind.
+// pre-allocation free beside its pods' IPs, all from the pod subnets, the
+// StatefulSet pod's address before and after its reschedule (the same,
+// on another node, on that node's ENI only, out of the old pool), and the
+// KUBECONFIG line; no process it started is left behind.
 func TestDemoOncePrintsFilledPools(t *testing.T) {
 	out := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
@@ -116,11 +118,20 @@ func TestDemoOncePrintsFilledPools(t *testing.T) {
 		"pool IPs are on secondary ENIs in the subnets tagged enipam.io/pods=true",
 		"export KUBECONFIG=" + filepath.Join(out, "kubeconfig"),
 		"Invariants: 0 IPs in two pools, 0 on two ENIs, 0 free pool IPs off their ENI in EC2, 0 released IPs in a pool; 0 ledger violations",
-		"==> stopping enipam-operator, ec2sim, the agents, kube-apiserver and etcd ...",
+		"==> stopping kube-scheduler, kube-controller-manager, enipam-operator, ec2sim, the agents, kube-apiserver and etcd ...",
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("the demo did not print %q", want)
 		}
+	}
+	// The StatefulSet's pod: the same address before and after, on
+	// another node, on one ENI, out of the old pool.
+	moved := regexp.MustCompile(`before: pod default/db-0 on (\S+) with (\S+) \(on (\S+)\)\n.*after:  pod default/db-0 on (\S+) with (\S+) \(on (\S+)\)`).FindStringSubmatch(text)
+	if moved == nil || moved[2] != moved[5] || moved[1] == moved[4] || moved[3] == moved[6] {
+		t.Errorf("the demo did not print the StatefulSet pod's address kept across nodes: %q", moved)
+	}
+	if !regexp.MustCompile(`EC2 has \S+ on eni-\w+; \S+'s pool lists it: false`).MatchString(text) {
+		t.Errorf("the demo did not print the address on one ENI and out of the old pool")
 	}
 	if t.Failed() {
 		t.Logf("the demo printed:\n%s", text)
@@ -160,7 +171,7 @@ func TestDemoStopsOnCtrlC(t *testing.T) {
 	if !running || err != nil {
 		t.Fatalf("demo (interrupted: %v): %v\n%s%s", running, err, printed.String(), stderr.String())
 	}
-	if !strings.Contains(printed.String(), "==> stopping enipam-operator, ec2sim, the agents, kube-apiserver and etcd ...") {
+	if !strings.Contains(printed.String(), "==> stopping kube-scheduler, kube-controller-manager, enipam-operator, ec2sim, the agents, kube-apiserver and etcd ...") {
 		t.Errorf("no stopping line in:\n%s", printed.String())
 	}
 	noLeftovers(t)

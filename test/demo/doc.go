@@ -15,10 +15,19 @@
 // `kubectl get ciliumnodes`, `kubectl get enipolicies`, a summary per node
 // and the KUBECONFIG line to explore the cluster.
 //
+// Then the static-IP part: simulated kubelets for the nodes, the real
+// kube-scheduler with the chart's configuration and enipam's extender,
+// and the real kube-controller-manager run StatefulSet db (one pod
+// annotated enipam.io/static-ip) in the zone with two nodes; its node is
+// cordoned and its pod deleted, and the demo prints the pod's node and
+// address before and after (the same address, on the other node's ENI, out
+// of the old pool), `kubectl get staticipclaims`, and the invariants
+// again.
+//
 // It then keeps running until its context ends (Ctrl-C) and stops
-// everything in order: the operator, ec2sim, the agents, kube-apiserver,
-// then etcd. With Options.Once (DEMO_ONCE=1) it stops as soon as it has
-// printed.
+// everything in order: kube-scheduler, kube-controller-manager, the
+// operator, ec2sim, the agents, kube-apiserver, then etcd. With
+// Options.Once (DEMO_ONCE=1) it stops as soon as it has printed.
 //
 // Its files live under Options.Out (_out/demo of the repository by
 // default): the kubeconfig, logs/ with each process's log, and bin/ with

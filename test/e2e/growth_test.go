@@ -235,8 +235,8 @@ func (w *world) checkPools(sim *agentsim.Sim) {
 	w.t.Helper()
 	f := w.poolFindings()
 	figures := sim.Figures()
-	w.t.Logf("invariants: %d IPs in two pools, %d free pool IPs off their ENI, %d released IPs in a pool, %d on two ENIs; ledger %+v; %d handouts checked routed before handed (%d waiting)",
-		f.InTwoPools, f.FreeOffENI, f.ReleasedInPool, f.OnTwoENIs, figures.Violations, figures.RoutedChecks, figures.RoutedPending)
+	w.t.Logf("invariants: %d IPs in two pools, %d free pool IPs off their ENI, %d stamped off their ENI, %d released IPs in a pool, %d on two ENIs; ledger %+v; %d handouts checked routed before handed (%d waiting)",
+		f.InTwoPools, f.FreeOffENI, f.StampedOffENI, f.ReleasedInPool, f.OnTwoENIs, figures.Violations, figures.RoutedChecks, figures.RoutedPending)
 	if f.Total() != 0 {
 		w.t.Errorf("pools against EC2: %d breaches: %v", f.Total(), f.Details)
 	}

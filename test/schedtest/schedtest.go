@@ -176,6 +176,7 @@ func Start(ctx context.Context, parts Parts, o Options) (*Scheduler, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, fmt.Errorf("the extender refuses the chart's settings, %w", err)
 	}
+	restCfg.QPS, restCfg.Burst = opts.QPS, opts.Burst
 	s := &Scheduler{URL: "http://" + local(opts.Address), HealthURL: "http://" + local(opts.HealthAddress), MetricsURL: "http://" + local(opts.MetricsAddress)}
 	runCtx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
@@ -226,7 +227,7 @@ func (s *Scheduler) startExtender(ctx context.Context, opts *extender.Options, r
 	}
 	reg := prometheus.NewRegistry()
 	track := tracker.New(c, opts.Tracker, log.With("component", "tracker"))
-	ext, err := extender.New(track, opts.Config, reg, log.With("component", "extender"))
+	ext, err := extender.New(track, c, opts.Config, reg, log.With("component", "extender"))
 	if err != nil {
 		return err
 	}
@@ -322,4 +323,21 @@ func newFlagSet() *flag.FlagSet {
 	fs := flag.NewFlagSet("enipam-scheduler", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	return fs
+}
+
+// WithoutExtender returns the Parts with kube-scheduler's configuration
+// stripped of its extenders: the same profile placing pods on its own
+// plugins alone, for comparisons.
+func WithoutExtender(p Parts) (Parts, error) {
+	var cfg map[string]any
+	if err := yaml.Unmarshal([]byte(p.Config), &cfg); err != nil {
+		return p, fmt.Errorf("decoding the chart's KubeSchedulerConfiguration, %w", err)
+	}
+	delete(cfg, "extenders")
+	out, err := yaml.Marshal(cfg)
+	if err != nil {
+		return p, err
+	}
+	p.Config = string(out)
+	return p, nil
 }

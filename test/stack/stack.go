@@ -252,3 +252,15 @@ func StartOperator(ctx context.Context, bin, logDir, name, kubeconfig, ec2Endpoi
 	}
 	return Start(ctx, name, logDir, bin, OperatorEnv(cluster), append(base, args...)...)
 }
+
+// StartControllerManager runs kube-controller-manager (built by `make
+// tools` into binDir) against kubeconfig with only the StatefulSet and
+// garbage-collector controllers, no leader election and no serving port:
+// StatefulSets create and recreate their pods, and objects owned by a
+// deleted one go.
+func StartControllerManager(ctx context.Context, binDir, logDir, kubeconfig string) (*Process, error) {
+	return Start(ctx, "kube-controller-manager", logDir, filepath.Join(binDir, "kube-controller-manager"), nil,
+		"--kubeconfig="+kubeconfig, "--leader-elect=false", "--secure-port=0",
+		"--controllers=statefulset-controller,garbage-collector-controller",
+		"--concurrent-statefulset-syncs=5", "--v=2")
+}

@@ -1,9 +1,13 @@
 // Command enipam-scheduler is a kube-scheduler extender: it keeps pods
-// off nodes that have no VPC address for them and cannot get one, and
-// prefers nodes whose address is already there. kube-scheduler calls it
-// over HTTP (filter and prioritize verbs); it answers from informer caches
-// of CiliumNodes, NodeRoutings and pods not yet started, with no cloud
-// credentials and no write to the cluster. See scheduler/README.md.
+// off nodes that have no VPC address for them and cannot get one, prefers
+// nodes whose address is already there, and binds pods (a static-IP pod
+// only once its address is stamped in its node's pool). kube-scheduler
+// calls it over HTTP (filter, prioritize and bind verbs); it answers from
+// informer caches of CiliumNodes, NodeRoutings, StaticIPClaims and pods
+// not yet started, with no cloud credentials; its only writes are a
+// static-IP pod's claim (created from the pod's annotation, or asked for
+// the pod's node) and Bindings. See the README's "Static IPs for
+// StatefulSets".
 package main
 
 import (
@@ -68,6 +72,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	kube.QPS, kube.Burst = opts.QPS, opts.Burst
 	scheme, err := tracker.NewScheme()
 	if err != nil {
 		return err
@@ -80,7 +85,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	track := tracker.New(c, opts.Tracker, log.With("component", "tracker"))
-	ext, err := extender.New(track, opts.Config, reg, log.With("component", "extender"))
+	ext, err := extender.New(track, c, opts.Config, reg, log.With("component", "extender"))
 	if err != nil {
 		return err
 	}

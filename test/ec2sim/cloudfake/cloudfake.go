@@ -33,26 +33,26 @@ import (
 	"github.com/enipam/enipam/test/ec2sim"
 )
 
-// Action is an EC2 action the fake calls, spelled as EC2 spells it.
-type Action string
+// Action is an EC2 action the fake calls: the adapter's own constants.
+type Action = ec2.Action
 
-// The EC2 actions behind cloud.API.
+// The EC2 actions behind cloud.API, as the adapter names them.
 const (
-	DescribeVpcs                    Action = "DescribeVpcs"
-	DescribeSubnets                 Action = "DescribeSubnets"
-	DescribeSecurityGroups          Action = "DescribeSecurityGroups"
-	DescribeInstances               Action = "DescribeInstances"
-	DescribeNetworkInterfaces       Action = "DescribeNetworkInterfaces"
-	DescribeInstanceTypes           Action = "DescribeInstanceTypes"
-	CreateNetworkInterface          Action = "CreateNetworkInterface"
-	AttachNetworkInterface          Action = "AttachNetworkInterface"
-	ModifyNetworkInterfaceAttribute Action = "ModifyNetworkInterfaceAttribute"
-	DeleteNetworkInterface          Action = "DeleteNetworkInterface"
-	AssignPrivateIpAddresses        Action = "AssignPrivateIpAddresses"
-	UnassignPrivateIpAddresses      Action = "UnassignPrivateIpAddresses"
-	DescribeAddresses               Action = "DescribeAddresses"
-	AssociateAddress                Action = "AssociateAddress"
-	DisassociateAddress             Action = "DisassociateAddress"
+	DescribeVpcs                    = ec2.DescribeVpcs
+	DescribeSubnets                 = ec2.DescribeSubnets
+	DescribeSecurityGroups          = ec2.DescribeSecurityGroups
+	DescribeInstances               = ec2.DescribeInstances
+	DescribeNetworkInterfaces       = ec2.DescribeNetworkInterfaces
+	DescribeInstanceTypes           = ec2.DescribeInstanceTypes
+	CreateNetworkInterface          = ec2.CreateNetworkInterface
+	AttachNetworkInterface          = ec2.AttachNetworkInterface
+	ModifyNetworkInterfaceAttribute = ec2.ModifyNetworkInterfaceAttribute
+	DeleteNetworkInterface          = ec2.DeleteNetworkInterface
+	AssignPrivateIpAddresses        = ec2.AssignPrivateIpAddresses
+	UnassignPrivateIpAddresses      = ec2.UnassignPrivateIpAddresses
+	DescribeAddresses               = ec2.DescribeAddresses
+	AssociateAddress                = ec2.AssociateAddress
+	DisassociateAddress             = ec2.DisassociateAddress
 )
 
 // Cloud implements cloud.API on an ec2sim.State. It is safe for concurrent

@@ -94,6 +94,16 @@ func (c *Cloud) AssignPrefixes(ctx context.Context, eniID string, count int) ([]
 	return prefixes, nil
 }
 
+// AssignAddresses implements cloud.API.
+func (c *Cloud) AssignAddresses(ctx context.Context, eniID string, ips []netip.Addr, allowReassignment bool) error {
+	req := ec2sim.AssignPrivateIpAddressesRequest{NetworkInterfaceID: eniID, AllowReassignment: allowReassignment}
+	for _, ip := range ips {
+		req.PrivateIPAddresses = append(req.PrivateIPAddresses, ip.String())
+	}
+	_, err := c.assign(ctx, req)
+	return err
+}
+
 func (c *Cloud) assign(ctx context.Context, req ec2sim.AssignPrivateIpAddressesRequest) (*ec2sim.AssignPrivateIpAddressesResponse, error) {
 	return call(ctx, c, AssignPrivateIpAddresses, func() (*ec2sim.AssignPrivateIpAddressesResponse, error) {
 		return c.state.AssignPrivateIpAddresses(req)

@@ -2,7 +2,7 @@
 // binaries and prints their figures; `make bench` runs it. Each scenario
 // also writes <out>/<scenario>.json.
 //
-//	enipam-bench [-quick] [-scenarios scale-up,churn,steady] [-out _out/bench]
+//	enipam-bench [-quick] [-scenarios scale-up,churn,steady,placement,static-moves] [-out _out/bench]
 package main
 
 import (
@@ -31,7 +31,7 @@ type scenario interface {
 
 func main() {
 	quick := flag.Bool("quick", os.Getenv("BENCH_QUICK") == "1", "small runs (BENCH_QUICK=1): 200 nodes for scale-up")
-	only := flag.String("scenarios", "scale-up,churn,steady", "comma-separated scenarios to run")
+	only := flag.String("scenarios", "scale-up,churn,steady,placement,static-moves", "comma-separated scenarios to run")
 	out := flag.String("out", "_out/bench", "directory for the JSON reports and logs")
 	nodes := flag.Int("nodes", 0, "scale-up nodes (default 1000, quick 200)")
 	watermark := flag.Int("churn-watermark", -1, "churn: max-above-watermark (default the scenario's)")
@@ -86,8 +86,12 @@ func run(ctx context.Context, quick bool, only, out string, nodes int, churn ben
 			scenarios = append(scenarios, churn)
 		case "steady":
 			scenarios = append(scenarios, bench.DefaultSteady(quick))
+		case "placement":
+			scenarios = append(scenarios, bench.DefaultPlacement(quick))
+		case "static-moves":
+			scenarios = append(scenarios, bench.DefaultStaticMoves(quick))
 		default:
-			return fmt.Errorf("unknown scenario %q (scale-up, churn, steady)", name)
+			return fmt.Errorf("unknown scenario %q (scale-up, churn, steady, placement, static-moves)", name)
 		}
 	}
 	start := time.Now()

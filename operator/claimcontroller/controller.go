@@ -1,0 +1,296 @@
+// Package claimcontroller keeps StaticIPClaims: it checks what users ask
+// (an address in a subnet enipam serves, held by nobody else), records
+// where the address is (status: address, subnet, zone, node, ENI, phase,
+// the Ready condition with the pool controller's word on a placement
+// under way), applies the reclaim policies, and holds its finalizer until
+// no pool stamps the address any more. It never writes a CiliumNode and
+// never calls EC2: moving and stamping addresses is the pool
+// controller's, the one writer of every pool (package poolcontroller).
+package claimcontroller
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
+	"github.com/enipam/enipam/operator/claims"
+	"github.com/enipam/enipam/operator/inventory"
+)
+
+// Options tune the controller.
+type Options struct {
+	// Cluster names the cluster in the tags of the ENIs the operator
+	// creates: an address on such an ENI is not someone else's.
+	Cluster string
+	// Recheck is how often a claim that waits (an address held by
+	// someone else, a placement under way) is looked at again without
+	// any event.
+	Recheck time.Duration
+}
+
+// Reconciler serves StaticIPClaims. Build it with New.
+type Reconciler struct {
+	client client.Client
+	inv    *inventory.Inventory
+	notes  *claims.Notes
+	events events.EventRecorder
+	opts   Options
+	log    *slog.Logger
+	now    func() time.Time
+}
+
+// New returns a reconciler reading the pool controller's notes; it does
+// nothing until registered with a manager.
+func New(c client.Client, inv *inventory.Inventory, notes *claims.Notes, rec events.EventRecorder, opts Options, log *slog.Logger) *Reconciler {
+	if opts.Recheck <= 0 {
+		opts.Recheck = 10 * time.Second
+	}
+	return &Reconciler{client: c, inv: inv, notes: notes, events: rec, opts: opts, log: log, now: time.Now}
+}
+
+// Event reasons on claims; stable, for alerting.
+const (
+	EventInvalid  = "Invalid"
+	EventPlaced   = "Placed"
+	EventReleased = "Released"
+)
+
+// Reconcile serves one claim.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	c := &enipamv1alpha1.StaticIPClaim{}
+	if err := r.client.Get(ctx, req.NamespacedName, c); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.notes.Clear(req.Namespace + "/" + req.Name)
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, err
+	}
+	select {
+	case <-r.inv.Synced():
+	default:
+		return ctrl.Result{RequeueAfter: time.Second}, nil
+	}
+	if c.DeletionTimestamp != nil {
+		return r.release(ctx, c)
+	}
+	if !controllerutil.ContainsFinalizer(c, enipamv1alpha1.StaticIPClaimFinalizer) {
+		orig := c.DeepCopy()
+		controllerutil.AddFinalizer(c, enipamv1alpha1.StaticIPClaimFinalizer)
+		if err := r.client.Patch(ctx, c, client.MergeFrom(orig)); err != nil {
+			return ctrl.Result{}, fmt.Errorf("adding the finalizer of claim %s, %w", c.Owner(), err)
+		}
+	}
+	done, after, err := r.reclaim(ctx, c)
+	if done || err != nil {
+		return ctrl.Result{}, err
+	}
+	res, err := r.writeStatus(ctx, c)
+	if err == nil && after > 0 && (res.RequeueAfter == 0 || after < res.RequeueAfter) {
+		res.RequeueAfter = after
+	}
+	return res, err
+}
+
+// writeStatus computes the claim's status and writes it when it changed.
+func (r *Reconciler) writeStatus(ctx context.Context, c *enipamv1alpha1.StaticIPClaim) (ctrl.Result, error) {
+	st, requeue := r.status(ctx, c)
+	r.tell(c, st)
+	if sameStatus(&c.Status, st) {
+		return ctrl.Result{RequeueAfter: requeue}, nil
+	}
+	orig := c.DeepCopy()
+	c.Status = *st
+	if err := r.client.Status().Patch(ctx, c, client.MergeFrom(orig)); err != nil {
+		if apierrors.IsNotFound(err) {
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, fmt.Errorf("writing the status of claim %s, %w", c.Owner(), err)
+	}
+	return ctrl.Result{RequeueAfter: requeue}, nil
+}
+
+// tell emits an event when the claim turns Invalid (for a new reason) or
+// its address lands on a new node.
+func (r *Reconciler) tell(c *enipamv1alpha1.StaticIPClaim, st *enipamv1alpha1.StaticIPClaimStatus) {
+	old := meta.FindStatusCondition(c.Status.Conditions, enipamv1alpha1.ClaimReady)
+	cur := meta.FindStatusCondition(st.Conditions, enipamv1alpha1.ClaimReady)
+	if cur == nil {
+		return
+	}
+	changed := old == nil || old.Reason != cur.Reason || old.Message != cur.Message
+	switch {
+	case st.Phase == enipamv1alpha1.ClaimInvalid && changed:
+		r.events.Eventf(c, nil, corev1.EventTypeWarning, EventInvalid, "Check", "%s: %s", cur.Reason, cur.Message)
+	case st.Phase == enipamv1alpha1.ClaimBound && (c.Status.Phase != enipamv1alpha1.ClaimBound || c.Status.NodeName != st.NodeName):
+		r.events.Eventf(c, nil, corev1.EventTypeNormal, EventPlaced, "Place", "%s", cur.Message)
+	}
+}
+
+// release returns a deleted claim's address to the pool: the pool
+// controller removes its stamp (the claim reads as released), and the
+// finalizer goes once no pool stamps it.
+func (r *Reconciler) release(ctx context.Context, c *enipamv1alpha1.StaticIPClaim) (ctrl.Result, error) {
+	if !controllerutil.ContainsFinalizer(c, enipamv1alpha1.StaticIPClaimFinalizer) {
+		return ctrl.Result{}, nil
+	}
+	nodes, err := r.stampedOn(ctx, c.Owner())
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if len(nodes) > 0 {
+		st := c.Status.DeepCopy()
+		st.Phase = enipamv1alpha1.ClaimReleasing
+		setReady(st, metav1.ConditionFalse, enipamv1alpha1.ReasonReleasing, fmt.Sprintf("%s goes back to node %s's pool", st.Address, nodes[0].node))
+		if !sameStatus(&c.Status, st) {
+			orig := c.DeepCopy()
+			c.Status = *st
+			if err := r.client.Status().Patch(ctx, c, client.MergeFrom(orig)); err != nil && !apierrors.IsNotFound(err) {
+				return ctrl.Result{}, err
+			}
+		}
+		return ctrl.Result{RequeueAfter: time.Second}, nil
+	}
+	orig := c.DeepCopy()
+	controllerutil.RemoveFinalizer(c, enipamv1alpha1.StaticIPClaimFinalizer)
+	if err := r.client.Patch(ctx, c, client.MergeFrom(orig)); err != nil && !apierrors.IsNotFound(err) {
+		return ctrl.Result{}, fmt.Errorf("removing the finalizer of claim %s, %w", c.Owner(), err)
+	}
+	r.notes.Clear(c.Owner())
+	r.log.Info("static address released", "claim", c.Owner(), "ip", c.Status.Address)
+	return ctrl.Result{}, nil
+}
+
+// reclaim applies the claim's reclaim policy: it deletes the claim when
+// the policy releases the address (done), or says how long until it may.
+func (r *Reconciler) reclaim(ctx context.Context, c *enipamv1alpha1.StaticIPClaim) (done bool, after time.Duration, err error) {
+	switch c.Spec.ReclaimPolicy {
+	case enipamv1alpha1.ReclaimWithStatefulSet:
+		why, err := r.statefulSetReleases(ctx, c)
+		if err != nil || why == "" {
+			return false, 0, err
+		}
+		return true, 0, r.drop(ctx, c, why)
+	case enipamv1alpha1.ReclaimAfterUnused:
+		if c.Spec.UnusedTTL == nil || c.Status.LastUsed == nil {
+			return false, 0, nil
+		}
+		if exists, err := r.podExists(ctx, c); err != nil || exists {
+			return false, 0, err
+		}
+		left := c.Status.LastUsed.Add(c.Spec.UnusedTTL.Duration).Sub(r.now())
+		if left > 0 {
+			return false, left, nil
+		}
+		return true, 0, r.drop(ctx, c, fmt.Sprintf("no pod %s for %s", c.Owner(), c.Spec.UnusedTTL.Duration))
+	}
+	return false, 0, nil
+}
+
+// drop deletes a claim its policy released.
+func (r *Reconciler) drop(ctx context.Context, c *enipamv1alpha1.StaticIPClaim, why string) error {
+	r.events.Eventf(c, nil, corev1.EventTypeNormal, EventReleased, "Reclaim", "%s (%s): %s", c.Status.Address, c.Spec.ReclaimPolicy, why)
+	r.log.Info("reclaim policy releases a static address", "claim", c.Owner(), "ip", c.Status.Address, "policy", c.Spec.ReclaimPolicy, "why", why)
+	if err := r.client.Delete(ctx, c, client.Preconditions{UID: &c.UID}); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("deleting claim %s, %w", c.Owner(), err)
+	}
+	return nil
+}
+
+// statefulSetReleases says why a WithStatefulSet claim's address goes:
+// its StatefulSet is gone, or scaled below the pod's ordinal; "" when
+// it stays. A claim of a StatefulSet it has no owner reference to yet
+// gets one, so deleting the StatefulSet deletes the claim.
+func (r *Reconciler) statefulSetReleases(ctx context.Context, c *enipamv1alpha1.StaticIPClaim) (string, error) {
+	set, ordinal, ok := statefulSetOf(c.Name)
+	if !ok {
+		return "", nil
+	}
+	sts := &appsv1.StatefulSet{}
+	err := r.client.Get(ctx, types.NamespacedName{Namespace: c.Namespace, Name: set}, sts)
+	ref := metav1.GetControllerOf(c)
+	for i := range c.OwnerReferences {
+		if c.OwnerReferences[i].Kind == "StatefulSet" {
+			ref = &c.OwnerReferences[i]
+		}
+	}
+	switch {
+	case apierrors.IsNotFound(err):
+		if ref != nil && ref.Name == set {
+			return fmt.Sprintf("StatefulSet %s is gone", set), nil
+		}
+		return "", nil
+	case err != nil:
+		return "", err
+	case ref != nil && ref.UID != sts.UID:
+		return fmt.Sprintf("StatefulSet %s was replaced", set), nil
+	}
+	if ref == nil {
+		orig := c.DeepCopy()
+		c.OwnerReferences = append(c.OwnerReferences, metav1.OwnerReference{
+			APIVersion: "apps/v1", Kind: "StatefulSet", Name: sts.Name, UID: sts.UID,
+		})
+		if err := r.client.Patch(ctx, c, client.MergeFrom(orig)); err != nil {
+			return "", fmt.Errorf("adding the owner reference of claim %s, %w", c.Owner(), err)
+		}
+	}
+	start := int32(0)
+	if sts.Spec.Ordinals != nil {
+		start = sts.Spec.Ordinals.Start
+	}
+	replicas := ptr.Deref(sts.Spec.Replicas, 1)
+	if ordinal < int(start) || ordinal >= int(start+replicas) {
+		return fmt.Sprintf("StatefulSet %s has %d replicas from ordinal %d", set, replicas, start), nil
+	}
+	return "", nil
+}
+
+// podExists reports whether a pod of the claim's name exists.
+func (r *Reconciler) podExists(ctx context.Context, c *enipamv1alpha1.StaticIPClaim) (bool, error) {
+	pod := &corev1.Pod{}
+	err := r.client.Get(ctx, types.NamespacedName{Namespace: c.Namespace, Name: c.Name}, pod)
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// stamp is a pool entry stamped with a claim's owner.
+type stamp struct {
+	node, ip  string
+	eni       string
+	handshake bool
+}
+
+// stampedOn lists the pool entries stamped with owner.
+func (r *Reconciler) stampedOn(ctx context.Context, owner string) ([]stamp, error) {
+	var nodes ciliumv2.CiliumNodeList
+	if err := r.client.List(ctx, &nodes, client.MatchingFields{claims.IndexPoolOwner: owner}, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, err
+	}
+	var out []stamp
+	for i := range nodes.Items {
+		cn := &nodes.Items[i]
+		for ip, e := range cn.Spec.IPAM.Pool {
+			if e.Owner == owner {
+				_, hs := cn.Status.IPAM.ReleaseIPs[ip]
+				out = append(out, stamp{node: cn.Name, ip: ip, eni: e.Resource, handshake: hs})
+			}
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,87 @@
+package claimcontroller
+
+import (
+	"context"
+	"strings"
+
+	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
+)
+
+// SetupWithManager registers the controller: claims; the pods of their
+// names (the old pod gone, the AfterUnused clock); CiliumNodes (stamps
+// appearing and leaving); StatefulSets (scaled, deleted); and the pool
+// controller's notes. The indexes of package claims must be registered
+// first (claims.Register).
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	noted := make(chan event.GenericEvent, 1024)
+	r.notes.OnChange(func(owner string) {
+		ns, name, _ := strings.Cut(owner, "/")
+		select {
+		case noted <- event.GenericEvent{Object: &enipamv1alpha1.StaticIPClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}}:
+		default: // full: the claim's recheck catches up
+		}
+	})
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("staticipclaim").
+		For(&enipamv1alpha1.StaticIPClaim{}).
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()}}}
+		}), builder.WithPredicates(podComesOrGoes)).
+		Watches(&ciliumv2.CiliumNode{}, handler.EnqueueRequestsFromMapFunc(stampedClaims)).
+		Watches(&appsv1.StatefulSet{}, handler.EnqueueRequestsFromMapFunc(r.setClaims), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		WatchesRawSource(source.Channel(noted, &handler.EnqueueRequestForObject{})).
+		Complete(r)
+}
+
+// podComesOrGoes passes pod creations, deletions and changes of node.
+var podComesOrGoes = predicate.Funcs{
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		o, n := e.ObjectOld.(*corev1.Pod), e.ObjectNew.(*corev1.Pod)
+		return o.Spec.NodeName != n.Spec.NodeName || (o.DeletionTimestamp == nil) != (n.DeletionTimestamp == nil)
+	},
+}
+
+// stampedClaims maps a CiliumNode to the claims whose owners its pool
+// stamps (the old and the new object are both mapped on an update).
+func stampedClaims(_ context.Context, o client.Object) []reconcile.Request {
+	cn, ok := o.(*ciliumv2.CiliumNode)
+	if !ok {
+		return nil
+	}
+	var out []reconcile.Request
+	for _, e := range cn.Spec.IPAM.Pool {
+		if ns, name, ok := strings.Cut(e.Owner, "/"); ok {
+			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}})
+		}
+	}
+	return out
+}
+
+// setClaims maps a StatefulSet to the claims of its pods' names.
+func (r *Reconciler) setClaims(ctx context.Context, o client.Object) []reconcile.Request {
+	var list enipamv1alpha1.StaticIPClaimList
+	if err := r.client.List(ctx, &list, client.InNamespace(o.GetNamespace())); err != nil {
+		return nil
+	}
+	var out []reconcile.Request
+	for i := range list.Items {
+		if set, _, ok := statefulSetOf(list.Items[i].Name); ok && set == o.GetName() {
+			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: list.Items[i].Name}})
+		}
+	}
+	return out
+}

@@ -1,0 +1,193 @@
+// Package claims is what enipam-operator's two controllers share about
+// StaticIPClaims: the claim as a node's reconcile sees it (Claim), the
+// cache indexes both look claims and pools up with, and the notes the
+// pool controller leaves for the claim controller (Notes).
+//
+// The split: the pool controller (the one writer of every CiliumNode's
+// spec.ipam.pool) places, stamps, moves and releases claimed addresses
+// as part of each node's pool; the claim controller (the one writer of
+// claims) checks what users ask for, records where the address is, and
+// applies the reclaim policies.
+package claims
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"sync"
+
+	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
+)
+
+// Claim is a StaticIPClaim as a node's reconcile needs it.
+type Claim struct {
+	// Owner is "namespace/name", the owner Cilium's CNI asks for.
+	Owner string
+	// Addr is spec.address, else the address the operator picked
+	// (status.address); invalid while none is chosen.
+	Addr netip.Addr
+	// Subnet is the address's subnet, or the one asked for a first
+	// placement.
+	Subnet string
+	// Target is spec.nodeName: the node the address must be placed on
+	// ("" while no pod was bound).
+	Target string
+	// Release: the claim is being deleted; its address goes back to being
+	// an ordinary pool address.
+	Release bool
+	// Ready: the claim controller checked the current spec and found it
+	// good. Nothing moves for a claim that is not.
+	Ready bool
+}
+
+// FromObject converts a claim object.
+func FromObject(c *enipamv1alpha1.StaticIPClaim) *Claim {
+	out := &Claim{Owner: c.Owner(), Target: c.Spec.NodeName, Subnet: c.Spec.SubnetID, Release: c.DeletionTimestamp != nil}
+	addr := c.Spec.Address
+	if addr == "" {
+		addr = c.Status.Address
+	}
+	out.Addr, _ = netip.ParseAddr(addr)
+	if c.Status.SubnetID != "" {
+		out.Subnet = c.Status.SubnetID
+	}
+	out.Ready = c.Status.ObservedGeneration == c.Generation && c.Status.Phase != "" && c.Status.Phase != enipamv1alpha1.ClaimInvalid
+	return out
+}
+
+// Index names of the cache indexes (register them with Indexes).
+const (
+	// IndexClaimNode indexes claims by spec.nodeName and status.nodeName.
+	IndexClaimNode = "enipam.io/claim-node"
+	// IndexClaimAddress indexes claims by spec.address and status.address.
+	IndexClaimAddress = "enipam.io/claim-address"
+	// IndexPoolIP indexes CiliumNodes by the addresses of spec.ipam.pool.
+	IndexPoolIP = "enipam.io/pool-ip"
+	// IndexPoolOwner indexes CiliumNodes by the owners stamped in
+	// spec.ipam.pool.
+	IndexPoolOwner = "enipam.io/pool-owner"
+	// IndexInstance indexes CiliumNodes by spec.instance-id.
+	IndexInstance = "enipam.io/instance"
+)
+
+// Index is one field index of the cache.
+type Index struct {
+	Object  client.Object
+	Field   string
+	Extract client.IndexerFunc
+}
+
+// Indexes returns every index the controllers look up.
+func Indexes() []Index {
+	return []Index{
+		{&enipamv1alpha1.StaticIPClaim{}, IndexClaimNode, func(o client.Object) []string {
+			c := o.(*enipamv1alpha1.StaticIPClaim)
+			return nonEmpty(c.Spec.NodeName, c.Status.NodeName)
+		}},
+		{&enipamv1alpha1.StaticIPClaim{}, IndexClaimAddress, func(o client.Object) []string {
+			c := o.(*enipamv1alpha1.StaticIPClaim)
+			return nonEmpty(c.Spec.Address, c.Status.Address)
+		}},
+		{&ciliumv2.CiliumNode{}, IndexPoolIP, func(o client.Object) []string {
+			cn := o.(*ciliumv2.CiliumNode)
+			out := make([]string, 0, len(cn.Spec.IPAM.Pool))
+			for ip := range cn.Spec.IPAM.Pool {
+				out = append(out, ip)
+			}
+			return out
+		}},
+		{&ciliumv2.CiliumNode{}, IndexPoolOwner, func(o client.Object) []string {
+			var out []string
+			for _, e := range o.(*ciliumv2.CiliumNode).Spec.IPAM.Pool {
+				if e.Owner != "" {
+					out = append(out, e.Owner)
+				}
+			}
+			return out
+		}},
+		{&ciliumv2.CiliumNode{}, IndexInstance, func(o client.Object) []string {
+			return nonEmpty(o.(*ciliumv2.CiliumNode).Spec.InstanceID)
+		}},
+	}
+}
+
+// Register adds every index of Indexes to a manager's cache, once per
+// manager, before the controllers are set up.
+func Register(ctx context.Context, fi client.FieldIndexer) error {
+	for _, idx := range Indexes() {
+		if err := fi.IndexField(ctx, idx.Object, idx.Field, idx.Extract); err != nil {
+			return fmt.Errorf("indexing %s, %w", idx.Field, err)
+		}
+	}
+	return nil
+}
+
+func nonEmpty(vals ...string) []string {
+	var out []string
+	for _, v := range vals {
+		if v != "" && (len(out) == 0 || out[0] != v) {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// Note is the pool controller's word on where a claim's placement stands,
+// for the claim's Ready condition.
+type Note struct {
+	// Reason is one of the claim reasons of package v1alpha1.
+	Reason  string
+	Message string
+	// Taken: the address is held by someone else; the claim controller
+	// drops an address it picked itself, so another is picked.
+	Taken bool
+}
+
+// Notes holds the latest Note per claim owner. Safe for concurrent use;
+// the zero value is not usable, use NewNotes.
+type Notes struct {
+	mu    sync.Mutex
+	notes map[string]Note
+	// onChange is told the owner whose note changed.
+	onChange func(owner string)
+}
+
+// NewNotes returns empty notes.
+func NewNotes() *Notes { return &Notes{notes: map[string]Note{}} }
+
+// OnChange sets the function told of each changed note (the claim
+// controller's enqueue). Call it before the controllers start.
+func (n *Notes) OnChange(f func(owner string)) { n.onChange = f }
+
+// Set records owner's note; the listener hears of it when it changed.
+func (n *Notes) Set(owner string, note Note) {
+	n.mu.Lock()
+	old, had := n.notes[owner]
+	n.notes[owner] = note
+	n.mu.Unlock()
+	if (!had || old != note) && n.onChange != nil {
+		n.onChange(owner)
+	}
+}
+
+// Clear forgets owner's note.
+func (n *Notes) Clear(owner string) {
+	n.mu.Lock()
+	_, had := n.notes[owner]
+	delete(n.notes, owner)
+	n.mu.Unlock()
+	if had && n.onChange != nil {
+		n.onChange(owner)
+	}
+}
+
+// Get returns owner's note.
+func (n *Notes) Get(owner string) (Note, bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	note, ok := n.notes[owner]
+	return note, ok
+}

@@ -1,0 +1,42 @@
+package ec2
+
+// Action is an EC2 API action the adapter calls. Every call passes the
+// chokepoint with one of these constants, its bucket and its metrics are
+// keyed by it, and the IAM policy in the README grants exactly Actions()
+// (test/chart holds the two together).
+type Action string
+
+// The EC2 actions the adapter calls.
+const (
+	DescribeVpcs                    Action = "DescribeVpcs"
+	DescribeSubnets                 Action = "DescribeSubnets"
+	DescribeSecurityGroups          Action = "DescribeSecurityGroups"
+	DescribeInstances               Action = "DescribeInstances"
+	DescribeNetworkInterfaces       Action = "DescribeNetworkInterfaces"
+	DescribeInstanceTypes           Action = "DescribeInstanceTypes"
+	CreateNetworkInterface          Action = "CreateNetworkInterface"
+	AttachNetworkInterface          Action = "AttachNetworkInterface"
+	ModifyNetworkInterfaceAttribute Action = "ModifyNetworkInterfaceAttribute"
+	DeleteNetworkInterface          Action = "DeleteNetworkInterface"
+	// AssignPrivateIpAddresses adds addresses and prefixes, and moves a
+	// static address between ENIs (AllowReassignment).
+	AssignPrivateIpAddresses   Action = "AssignPrivateIpAddresses"
+	UnassignPrivateIpAddresses Action = "UnassignPrivateIpAddresses"
+	// The Elastic IPs of Cilium's node static IP.
+	DescribeAddresses   Action = "DescribeAddresses"
+	AssociateAddress    Action = "AssociateAddress"
+	DisassociateAddress Action = "DisassociateAddress"
+)
+
+// actions are the EC2 actions the adapter calls.
+var actions = []Action{
+	DescribeVpcs, DescribeSubnets, DescribeSecurityGroups, DescribeInstances,
+	DescribeNetworkInterfaces, DescribeInstanceTypes,
+	CreateNetworkInterface, AttachNetworkInterface, ModifyNetworkInterfaceAttribute,
+	DeleteNetworkInterface, AssignPrivateIpAddresses, UnassignPrivateIpAddresses,
+	DescribeAddresses, AssociateAddress, DisassociateAddress,
+}
+
+// Actions returns every EC2 action the adapter calls: what its IAM policy
+// must allow.
+func Actions() []Action { return append([]Action(nil), actions...) }

@@ -1,0 +1,380 @@
+package poolcontroller
+
+import (
+	"cmp"
+	"fmt"
+	"maps"
+	"net/netip"
+	"slices"
+
+	ipamoption "github.com/cilium/cilium/pkg/ipam/option"
+
+	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
+	"github.com/enipam/enipam/operator/claims"
+	"github.com/enipam/enipam/operator/cloud"
+	"github.com/enipam/enipam/operator/inventory"
+	"github.com/enipam/enipam/operator/pool"
+)
+
+// Static addresses in a node's pool. A claimed address is stamped with its
+// claim's owner ("namespace/name") in the pool of the node it must be on;
+// Cilium's agent then gives that entry to that pod only, and before any
+// other (pkg/ipam/crd.go, nodeStore.allocateNext) — but to that pod
+// whatever the entry's state: in the release handshake, or held by
+// another pod (crdAllocator.markAllocated overwrites the holder). So:
+//
+//   - a stamp goes on a free address only together with a mark for release
+//     (status first): the agent answers ready-for-release if no pod holds
+//     it (then the mark is withdrawn and the stamp stands) or
+//     do-not-release if one does (then the stamp goes, and another address
+//     is picked). Until the mark is withdrawn the pod is not bound;
+//   - an address moves between nodes only through the old node's
+//     handshake: marked there, with the stamp kept (only the claim's own
+//     pod could still get it, and it is bound nowhere), never while a pod
+//     that exists and is bound there holds it (the agent's do-not-release
+//     says the same); once ready-for-release it leaves the old pool
+//     (released, never unassigned); only when no pool lists it any more is
+//     it reassigned in EC2 onto an ENI of the new node (AllowReassignment:
+//     one call, never on two ENIs); the new node's agent routes it, and
+//     only then is it stamped in the new pool. An address is thus never in
+//     two pools, and never on the new ENI while its old entry could still
+//     be handed out;
+//   - a stamped address is never counted free, never marked as excess,
+//     never unassigned; a released claim's stamp is removed and the
+//     address is an ordinary pool address again.
+//
+// Every step is derived from the claims, the pools and EC2 on each
+// reconcile, so an operator killed between two steps resumes where the
+// cluster is.
+
+// staticInputs are the facts a node's static addresses are derived from,
+// beside the pool and the snapshot.
+type staticInputs struct {
+	node string
+	// claims are the claims that concern the node (asked onto it,
+	// recorded on it, stamped in its pool, or naming an address of its
+	// ENIs), by owner.
+	claims map[string]*claims.Claim
+	// podOn returns the node the pod of owner is bound to, "" when there
+	// is no such pod or it is not bound.
+	podOn func(owner string) string
+	// elsewhere reports whether another node's pool lists ip.
+	elsewhere func(ip string) bool
+	// locate finds where EC2 has an address (the inventory).
+	locate func(netip.Addr) inventory.Location
+	// ours reports whether an ENI holding a claimed address may give it
+	// up to a reassignment: an ENI of this cluster's nodes.
+	ours func(*cloud.ENI) bool
+	// subnetOf returns the subnet of an address.
+	subnetOf func(netip.Addr) (cloud.Subnet, bool)
+}
+
+// staticOutcome is what the pass decided beyond the pool edits.
+type staticOutcome struct {
+	// place are the addresses to assign onto this node's ENIs.
+	place []placement
+	// create asks for a new ENI in a subnet for a claimed address.
+	create *pool.Create
+	// notes per claim owner, for the claim controller.
+	notes map[string]claims.Note
+	// demand counts claims waiting for a free address of this pool (a
+	// first placement): planning adds them to what the pool must hold.
+	demand int
+	// handshakes counts stamps waiting for the agent's answer.
+	handshakes int
+	// waiting: a claimed address is still in the pool it leaves.
+	waiting bool
+}
+
+// placement is one claimed address to assign onto an ENI of the node.
+type placement struct {
+	ip    netip.Addr
+	owner string
+	eniID string
+	// reassign: another ENI holds it (AllowReassignment).
+	reassign bool
+}
+
+func (o *staticOutcome) note(owner, reason, format string, args ...any) {
+	if o.notes == nil {
+		o.notes = map[string]claims.Note{}
+	}
+	n := claims.Note{Reason: reason, Message: fmt.Sprintf(format, args...)}
+	n.Taken = reason == enipamv1alpha1.ReasonAddressTaken
+	o.notes[owner] = n
+}
+
+// target is where a claim's address must be: spec.nodeName, else where it
+// is (a claim no pod was bound for yet keeps its address in place).
+func (in *staticInputs) target(c *claims.Claim) string {
+	if c.Target != "" {
+		return c.Target
+	}
+	return in.node
+}
+
+// claimOf tells, for an address EC2 has on this node's ENIs that the pool
+// lacks, the owner it must be stamped with and whether it belongs in this
+// pool at all: a claimed address enters only the pool of the node it must
+// be on, and only stamped.
+func (in *staticInputs) claimOf(ip netip.Addr) (owner string, here bool) {
+	for _, c := range in.claims {
+		if c.Addr != ip || c.Release {
+			continue
+		}
+		if !c.Ready {
+			return c.Owner, false // nothing moves for a claim not checked
+		}
+		return c.Owner, in.target(c) == in.node
+	}
+	return "", true
+}
+
+// reconcileStatic runs the static addresses' steps on the node's desired
+// pool (see the top of this file).
+func (v *poolView) reconcileStatic(in *staticInputs, snap *pool.Node, cfg *pool.Config) staticOutcome {
+	var out staticOutcome
+	ipam, st := &v.cn.Spec.IPAM, &v.cn.Status.IPAM
+	stamped := map[string]string{} // owner → address stamped here
+	// refused: owners whose stamp the agent just refused; not stamped
+	// again in this pass (the agent's next write says who holds it).
+	refused := map[string]bool{}
+	for _, key := range slices.Sorted(maps.Keys(ipam.Pool)) {
+		entry := ipam.Pool[key]
+		if entry.Owner == "" {
+			continue
+		}
+		c := in.claims[entry.Owner]
+		ip, _ := netip.ParseAddr(key)
+		switch {
+		case c == nil:
+			continue // a stamp of someone else's: left alone
+		case c.Release || (c.Addr.IsValid() && c.Addr != ip):
+			v.unstamp(key)
+			continue
+		case !c.Ready:
+			stamped[c.Owner] = key
+			continue
+		}
+		stamped[c.Owner] = key
+		state, inHandshake := st.ReleaseIPs[key]
+		if state == ipamoption.IPAMReleased {
+			continue // leaving; the pool's reconcile drops it
+		}
+		usedBy := st.Used[key].Owner
+		if in.target(c) == in.node {
+			switch {
+			case usedBy != "" && usedBy != c.Owner:
+				// Another pod holds it: the stamp cannot stand.
+				v.unstamp(key)
+				delete(stamped, c.Owner)
+				refused[c.Owner] = true
+				out.note(c.Owner, enipamv1alpha1.ReasonAddressTaken, "%s on node %s is in use by pod %s", key, in.node, usedBy)
+			case state == ipamoption.IPAMReadyForRelease, state == ipamoption.IPAMDoNotRelease && usedBy == c.Owner:
+				delete(st.ReleaseIPs, key) // the stamp holds
+			case state == ipamoption.IPAMDoNotRelease:
+				// Held by a pod the agent has not listed yet.
+				v.unstamp(key)
+				delete(stamped, c.Owner)
+				refused[c.Owner] = true
+				out.note(c.Owner, enipamv1alpha1.ReasonAddressTaken, "%s on node %s is in use (Cilium's agent refused to give it up)", key, in.node)
+			case inHandshake:
+				out.handshakes++
+				out.note(c.Owner, enipamv1alpha1.ReasonPlacing, "%s stamped on node %s; waiting for Cilium's agent to confirm no other pod holds it", key, in.node)
+			default:
+				out.notes = notesDel(out.notes, c.Owner)
+			}
+			continue
+		}
+		// Moving away: the entry leaves through the handshake, never while
+		// a pod that exists here holds it.
+		holder := c.Owner
+		if usedBy != "" {
+			holder = usedBy
+		}
+		if in.podOn(holder) == in.node {
+			out.note(c.Owner, enipamv1alpha1.ReasonWaitingForOldPod, "%s stays on node %s while pod %s is bound there", key, in.node, holder)
+			continue
+		}
+		switch state {
+		case ipamoption.IPAMReadyForRelease:
+			st.ReleaseIPs[key] = ipamoption.IPAMReleased
+			delete(ipam.Pool, key)
+			out.note(c.Owner, enipamv1alpha1.ReasonPlacing, "%s left node %s's pool; moving to node %s", key, in.node, in.target(c))
+		case ipamoption.IPAMMarkForRelease:
+			out.note(c.Owner, enipamv1alpha1.ReasonWaitingForOldPod, "%s is being released by Cilium's agent on node %s", key, in.node)
+		default: // none, or do-not-release: ask (again)
+			if state == ipamoption.IPAMDoNotRelease {
+				delete(st.ReleaseIPs, key)
+				out.note(c.Owner, enipamv1alpha1.ReasonWaitingForOldPod, "Cilium's agent on node %s still holds %s; asking again", in.node, key)
+				continue
+			}
+			v.mark(key)
+			out.note(c.Owner, enipamv1alpha1.ReasonWaitingForOldPod, "%s is being released by Cilium's agent on node %s", key, in.node)
+		}
+	}
+
+	for _, owner := range slices.Sorted(maps.Keys(in.claims)) {
+		c := in.claims[owner]
+		if c.Release || !c.Ready || in.target(c) != in.node {
+			continue
+		}
+		if _, ok := stamped[owner]; ok || refused[owner] {
+			continue
+		}
+		if !c.Addr.IsValid() {
+			if key, ok := v.pickFree(snap, cfg, c.Subnet); ok {
+				v.stampAndMark(key, owner)
+				out.handshakes++
+				out.note(owner, enipamv1alpha1.ReasonPlacing, "%s stamped on node %s; waiting for Cilium's agent to confirm no other pod holds it", key, in.node)
+			} else {
+				out.demand++
+				out.note(owner, enipamv1alpha1.ReasonPlacing, "waiting for a free address on node %s", in.node)
+			}
+			continue
+		}
+		v.claimHere(in, c, snap, cfg, &out)
+	}
+	return out
+}
+
+// claimHere brings the address of a claim whose target is this node into
+// its pool, stamped: from this pool's own ordinary entries, or from EC2.
+func (v *poolView) claimHere(in *staticInputs, c *claims.Claim, snap *pool.Node, cfg *pool.Config, out *staticOutcome) {
+	key := c.Addr.String()
+	st := &v.cn.Status.IPAM
+	if entry, ok := v.cn.Spec.IPAM.Pool[key]; ok {
+		// An ordinary entry of this pool.
+		state, inHandshake := st.ReleaseIPs[key]
+		usedBy := st.Used[key].Owner
+		switch {
+		case usedBy == c.Owner:
+			entry.Owner = c.Owner // its pod has it already
+			v.cn.Spec.IPAM.Pool[key] = entry
+		case usedBy != "":
+			out.note(c.Owner, enipamv1alpha1.ReasonAddressTaken, "%s on node %s is in use by pod %s", key, in.node, usedBy)
+		case state == ipamoption.IPAMMarkForRelease:
+			delete(st.ReleaseIPs, key) // marked as excess: taken back
+		case inHandshake && state != ipamoption.IPAMDoNotRelease:
+			// Acknowledged as excess: its Unassign may have been sent; it
+			// is placed again from EC2 once released.
+			out.note(c.Owner, enipamv1alpha1.ReasonPlacing, "%s is being released from node %s's pool; placing it again afterwards", key, in.node)
+		default:
+			delete(st.ReleaseIPs, key)
+			v.stampAndMark(key, c.Owner)
+			out.handshakes++
+			out.note(c.Owner, enipamv1alpha1.ReasonPlacing, "%s stamped on node %s; waiting for Cilium's agent to confirm no other pod holds it", key, in.node)
+		}
+		return
+	}
+	for i := range snap.ENIs {
+		if e := &snap.ENIs[i]; pool.Usable(e, cfg) && e.HasIP(c.Addr) {
+			out.note(c.Owner, enipamv1alpha1.ReasonAwaitingRouting, "%s is on %s of node %s; waiting for enipam-agent to route it", key, e.ID, in.node)
+			return
+		}
+	}
+	if in.elsewhere(key) {
+		// The node it leaves tells the claim why: no note of this one's.
+		out.waiting = true
+		if out.notes == nil {
+			out.notes = map[string]claims.Note{}
+		}
+		out.notes[c.Owner] = claims.Note{}
+		return
+	}
+	loc := in.locate(c.Addr)
+	switch {
+	case loc.Primary:
+		out.note(c.Owner, enipamv1alpha1.ReasonAddressTaken, "%s is the primary address of %s", key, loc.ENI.ID)
+		return
+	case loc.InPrefix:
+		out.note(c.Owner, enipamv1alpha1.ReasonAddressTaken, "%s lies in a prefix delegated to %s", key, loc.ENI.ID)
+		return
+	case loc.Found && !in.ours(&loc.ENI):
+		out.note(c.Owner, enipamv1alpha1.ReasonAddressTaken, "%s is held by %s, an ENI enipam does not manage", key, loc.ENI.ID)
+		return
+	}
+	subnet, ok := in.subnetOf(c.Addr)
+	if !ok {
+		out.note(c.Owner, enipamv1alpha1.ReasonAddressOutside, "%s is in no known subnet", key)
+		return
+	}
+	if subnet.AZ != snap.Instance.AZ {
+		out.note(c.Owner, enipamv1alpha1.ReasonWrongZone, "%s lives in %s, %s; node %s is in %s", key, subnet.ID, subnet.AZ, in.node, snap.Instance.AZ)
+		return
+	}
+	var best *cloud.ENI
+	for i := range snap.ENIs {
+		e := &snap.ENIs[i]
+		if !pool.Usable(e, cfg) || e.SubnetID != subnet.ID || e.AttachmentStatus != cloud.AttachmentAttached || snap.Type.IPv4PerENI-e.Slots() <= 0 {
+			continue
+		}
+		if best == nil || cmp.Compare(e.Slots(), best.Slots()) < 0 {
+			best = e
+		}
+	}
+	if best == nil {
+		if out.create == nil {
+			index, ok := pool.FreeDeviceIndex(snap, cfg)
+			groups, err := pool.SecurityGroups(snap, cfg)
+			if ok && err == nil {
+				out.create = &pool.Create{SubnetID: subnet.ID, SecurityGroups: groups, DeviceIndex: index}
+				out.note(c.Owner, enipamv1alpha1.ReasonPlacing, "creating an ENI in %s on node %s for %s", subnet.ID, in.node, key)
+				return
+			}
+		}
+		out.note(c.Owner, enipamv1alpha1.ReasonNoSlot, "node %s has no free address slot on an ENI in %s and no free ENI slot", in.node, subnet.ID)
+		return
+	}
+	out.place = append(out.place, placement{ip: c.Addr, owner: c.Owner, eniID: best.ID, reassign: loc.Found})
+	// One slot per placement in this pass.
+	best.IPs = append(best.IPs, c.Addr)
+	out.note(c.Owner, enipamv1alpha1.ReasonPlacing, "placing %s on %s of node %s", key, best.ID, in.node)
+}
+
+// pickFree picks a free ordinary entry of the pool (in subnet, if set):
+// not used, not in the handshake, on a usable attached ENI.
+func (v *poolView) pickFree(snap *pool.Node, cfg *pool.Config, subnet string) (string, bool) {
+	usable := map[string]bool{}
+	for i := range snap.ENIs {
+		e := &snap.ENIs[i]
+		if pool.Usable(e, cfg) && e.AttachmentStatus == cloud.AttachmentAttached && (subnet == "" || e.SubnetID == subnet) {
+			usable[e.ID] = true
+		}
+	}
+	for _, key := range slices.Sorted(maps.Keys(v.cn.Spec.IPAM.Pool)) {
+		entry := v.cn.Spec.IPAM.Pool[key]
+		_, used := v.cn.Status.IPAM.Used[key]
+		if entry.Owner == "" && !used && !v.inHandshake(key) && usable[entry.Resource] {
+			return key, true
+		}
+	}
+	return "", false
+}
+
+// stampAndMark stamps owner on a pool entry and marks it for release, so
+// the agent says whether a pod holds it before the stamp is trusted.
+func (v *poolView) stampAndMark(key, owner string) {
+	entry := v.cn.Spec.IPAM.Pool[key]
+	entry.Owner = owner
+	v.cn.Spec.IPAM.Pool[key] = entry
+	v.mark(key)
+}
+
+// unstamp makes a stamped entry ordinary again, withdrawing a handshake
+// the stamp started (a stamped address is never unassigned, so none of
+// its handshakes may end in an Unassign).
+func (v *poolView) unstamp(key string) {
+	entry := v.cn.Spec.IPAM.Pool[key]
+	entry.Owner = ""
+	v.cn.Spec.IPAM.Pool[key] = entry
+	switch v.cn.Status.IPAM.ReleaseIPs[key] {
+	case ipamoption.IPAMMarkForRelease, ipamoption.IPAMReadyForRelease, ipamoption.IPAMDoNotRelease:
+		delete(v.cn.Status.IPAM.ReleaseIPs, key)
+	}
+}
+
+func notesDel(m map[string]claims.Note, owner string) map[string]claims.Note {
+	delete(m, owner)
+	return m
+}

@@ -1,0 +1,198 @@
+package poolcontroller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"time"
+
+	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
+	"github.com/enipam/enipam/operator/claims"
+	"github.com/enipam/enipam/operator/cloud"
+	"github.com/enipam/enipam/operator/pool"
+)
+
+// staticRecheck is how soon a node whose static addresses are under way
+// (a move waiting for the other node, an assignment waiting to be routed)
+// is looked at again without any event.
+const staticRecheck = time.Second
+
+// gatherStatic reads from the cache the claims that concern the node:
+// asked onto it or recorded on it, stamped in its pool, or naming an
+// address its ENIs hold outside the pool. False when they cannot be read:
+// without them, a claimed address could be pooled as an ordinary one.
+func (s *nodeSync) gatherStatic(ctx context.Context) bool {
+	in := &staticInputs{node: s.cn.Name, claims: map[string]*claims.Claim{}}
+	add := func(c *enipamv1alpha1.StaticIPClaim) { in.claims[c.Owner()] = claims.FromObject(c) }
+	var list enipamv1alpha1.StaticIPClaimList
+	if err := s.r.client.List(ctx, &list, client.MatchingFields{claims.IndexClaimNode: s.cn.Name}); err != nil {
+		s.fail(fmt.Errorf("listing the node's static IP claims, %w", err), ReasonEC2Error)
+		return false
+	}
+	for i := range list.Items {
+		add(&list.Items[i])
+	}
+	for _, e := range s.cn.Spec.IPAM.Pool {
+		if e.Owner == "" || in.claims[e.Owner] != nil {
+			continue
+		}
+		ns, name, ok := strings.Cut(e.Owner, "/")
+		if !ok {
+			continue
+		}
+		c := &enipamv1alpha1.StaticIPClaim{}
+		switch err := s.r.client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, c); {
+		case err == nil:
+			add(c)
+		case !apierrors.IsNotFound(err):
+			s.fail(fmt.Errorf("reading static IP claim %s, %w", e.Owner, err), ReasonEC2Error)
+			return false
+		}
+	}
+	for i := range s.snap.ENIs {
+		e := &s.snap.ENIs[i]
+		for _, ip := range e.IPs {
+			if _, pooled := s.cn.Spec.IPAM.Pool[ip.String()]; pooled {
+				continue
+			}
+			var byAddr enipamv1alpha1.StaticIPClaimList
+			if err := s.r.client.List(ctx, &byAddr, client.MatchingFields{claims.IndexClaimAddress: ip.String()}); err != nil {
+				s.fail(fmt.Errorf("listing static IP claims of %s, %w", ip, err), ReasonEC2Error)
+				return false
+			}
+			for j := range byAddr.Items {
+				add(&byAddr.Items[j])
+			}
+		}
+	}
+	in.podOn = func(owner string) string {
+		ns, name, _ := strings.Cut(owner, "/")
+		pod := &corev1.Pod{}
+		if err := s.r.client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, pod); err != nil {
+			if !apierrors.IsNotFound(err) {
+				// Unknown counts as there: nothing moves on a guess.
+				return s.cn.Name
+			}
+			return ""
+		}
+		return pod.Spec.NodeName
+	}
+	in.elsewhere = func(ip string) bool {
+		var nodes ciliumv2.CiliumNodeList
+		if err := s.r.client.List(ctx, &nodes, client.MatchingFields{claims.IndexPoolIP: ip}, client.UnsafeDisableDeepCopy); err != nil {
+			return true
+		}
+		return slices.ContainsFunc(nodes.Items, func(cn ciliumv2.CiliumNode) bool { return cn.Name != s.cn.Name })
+	}
+	in.locate = s.r.inv.Locate
+	in.subnetOf = s.r.inv.SubnetOf
+	in.ours = func(e *cloud.ENI) bool {
+		if e.Tags[cloud.TagCluster] == s.r.opts.Cluster {
+			return true
+		}
+		if e.InstanceID == "" {
+			return false
+		}
+		var nodes ciliumv2.CiliumNodeList
+		err := s.r.client.List(ctx, &nodes, client.MatchingFields{claims.IndexInstance: e.InstanceID}, client.UnsafeDisableDeepCopy)
+		return err == nil && len(nodes.Items) > 0
+	}
+	s.static = in
+	return true
+}
+
+// runStatic runs the static addresses' pass on the derived pool, assigns
+// the claimed addresses that must come onto the node's ENIs, and tells
+// the claim controller where each claim stands.
+func (s *nodeSync) runStatic(ctx context.Context) {
+	if s.static == nil {
+		return
+	}
+	out := s.pool.reconcileStatic(s.static, &s.snap, &s.cfg.Config)
+	s.staticDemand = out.demand
+	if len(out.place) > 0 || out.create != nil {
+		err := s.placeStatic(ctx, &out)
+		if s.snapshot(ctx) {
+			s.reconcilePool()
+		}
+		if err != nil {
+			s.fail(err, reasonFor(err))
+		}
+	}
+	s.countPool()
+	busy := out.handshakes > 0 || out.waiting || len(out.place) > 0 || out.create != nil
+	stamped := map[string]bool{}
+	for _, e := range s.cn.Spec.IPAM.Pool {
+		if e.Owner != "" {
+			stamped[e.Owner] = true
+		}
+	}
+	for owner, c := range s.static.claims {
+		if c.Release || !c.Ready {
+			continue
+		}
+		note, noted := out.notes[owner]
+		switch {
+		case noted && note.Reason == "":
+			// Another node's word stands.
+		case noted:
+			s.r.notes.Set(owner, note)
+			busy = busy || note.Reason != enipamv1alpha1.ReasonAddressTaken
+		case stamped[owner] || s.static.target(c) == s.cn.Name:
+			s.r.notes.Clear(owner)
+		}
+	}
+	if busy {
+		s.requeueWithin(staticRecheck)
+	}
+}
+
+// placeStatic assigns claimed addresses onto the node's ENIs, or creates
+// the ENI one needs; each success is recorded in the inventory at once.
+func (s *nodeSync) placeStatic(ctx context.Context, out *staticOutcome) error {
+	var errs []error
+	for _, p := range out.place {
+		err := s.whileYoung(ctx, p.eniID, func() error {
+			return s.r.api.AssignAddresses(ctx, p.eniID, []netip.Addr{p.ip}, p.reassign)
+		})
+		switch {
+		case err == nil:
+			if p.reassign {
+				s.r.inv.RecordMoved(p.ip, p.eniID)
+			} else {
+				s.r.inv.RecordAssigned(p.eniID, []netip.Addr{p.ip}, nil)
+			}
+			s.r.metrics.staticPlaced.Inc()
+			s.r.log.Info("placed static address", "node", s.cn.Name, "instance", s.instanceID, "eni", p.eniID, "ip", p.ip, "claim", p.owner, "reassigned", p.reassign)
+		case errors.Is(err, cloud.ErrInvalid), errors.Is(err, cloud.ErrInUse):
+			// Already there (an answer lost before), or taken meanwhile:
+			// the ENI's and the address's true place decide next time.
+			if rerr := s.r.inv.RefreshENIs(ctx, []string{p.eniID}); rerr != nil {
+				errs = append(errs, rerr)
+			}
+			if loc := s.r.inv.Locate(p.ip); loc.Found && loc.ENI.ID != p.eniID {
+				if rerr := s.r.inv.RefreshENIs(ctx, []string{loc.ENI.ID}); rerr != nil {
+					errs = append(errs, rerr)
+				}
+			}
+			s.r.log.Info("placing a static address was refused; looking again", "node", s.cn.Name, "eni", p.eniID, "ip", p.ip, "claim", p.owner, "error", err)
+		default:
+			errs = append(errs, fmt.Errorf("placing %s on %s, %w", p.ip, p.eniID, err))
+		}
+	}
+	if out.create != nil {
+		if err := s.apply(ctx, &pool.Plan{Create: out.create}); err != nil {
+			errs = append(errs, fmt.Errorf("creating an ENI for a static address, %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}

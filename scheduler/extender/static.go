@@ -1,0 +1,100 @@
+package extender
+
+import (
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	extenderv1 "k8s.io/kube-scheduler/extender/v1"
+
+	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
+	"github.com/enipam/enipam/scheduler/room"
+	"github.com/enipam/enipam/scheduler/tracker"
+)
+
+// static reports whether pod is a static-IP pod (it carries
+// StaticIPAnnotation, or a StaticIPClaim of its name exists) and its
+// claim. The error says why its claim cannot be placed yet (being
+// released, not checked by enipam-operator yet): filter answers it as an
+// error, so kube-scheduler retries the pod with backoff.
+func (e *Extender) static(pod *corev1.Pod) (room.Claim, bool, error) {
+	c, ok := e.state.Claim(pod.Namespace, pod.Name)
+	if !ok {
+		return room.Claim{}, pod.Annotations[enipamv1alpha1.StaticIPAnnotation] != "", nil
+	}
+	switch {
+	case c.Deleting:
+		return c, true, fmt.Errorf("static IP claim %s/%s is being released; the pod waits until it is gone", pod.Namespace, pod.Name)
+	case !c.Checked:
+		return c, true, fmt.Errorf("static IP claim %s/%s is not checked by enipam-operator yet", pod.Namespace, pod.Name)
+	}
+	return c, true, nil
+}
+
+// filterStatic keeps the nodes that can hold the static address a pod's
+// claim already has (room.AssessStatic), refusing every node with the
+// claim's reason when the operator found it invalid. Such a pod takes no
+// free pool address, so it is never held against a node.
+func (e *Extender) filterStatic(args *extenderv1.ExtenderArgs, pod *corev1.Pod, names []string, c *room.Claim) *extenderv1.ExtenderFilterResult {
+	owner := pod.Namespace + "/" + pod.Name
+	failed := extenderv1.FailedNodesMap{}
+	var passed []string
+	nodes, _ := e.state.View(pod, names, e.now())
+	for i := range nodes {
+		v := room.AssessStatic(&nodes[i], owner, c)
+		if c.Invalid != "" {
+			v = room.Verdict{Kind: room.NoIP, Reason: "static IP claim " + owner + ": " + c.Invalid}
+		}
+		if v.Kind.Fits() {
+			passed = append(passed, nodes[i].Name)
+			continue
+		}
+		failed[nodes[i].Name] = v.Reason
+		e.metrics.refusals.WithLabelValues(v.Kind.String()).Inc()
+	}
+	return filterResult(args, passed, failed)
+}
+
+// rememberedIntent is a static-IP pod's intent as filter saw it.
+type rememberedIntent struct {
+	intent tracker.Intent
+	at     time.Time
+}
+
+// intentTTL bounds how long filter's memory of a pod's intent is kept.
+const intentTTL = 10 * time.Minute
+
+// remember keeps what a static-IP pod asks, from the pod filter was given:
+// bind reads it when the tracker has not seen the pod yet (its watch
+// lags kube-scheduler's own).
+func (e *Extender) remember(pod *corev1.Pod) {
+	now := e.now()
+	in := tracker.Intent{
+		Static:    pod.Annotations[enipamv1alpha1.StaticIPAnnotation],
+		UnusedTTL: pod.Annotations[enipamv1alpha1.StaticIPUnusedTTLAnnotation],
+	}
+	if ref := metav1.GetControllerOf(pod); ref != nil && ref.Kind == "StatefulSet" {
+		in.StatefulSet, in.SetUID = ref.Name, ref.UID
+	}
+	e.intents.Store(pod.UID, rememberedIntent{intent: in, at: now})
+	e.intents.Range(func(k, v any) bool {
+		if now.Sub(v.(rememberedIntent).at) > intentTTL {
+			e.intents.Delete(k)
+		}
+		return true
+	})
+}
+
+// intent returns what a pod asks of a static address: the tracker's word,
+// else filter's memory.
+func (e *Extender) intent(uid types.UID) tracker.Intent {
+	if in, ok := e.state.Intent(uid); ok {
+		return in
+	}
+	if v, ok := e.intents.Load(uid); ok {
+		return v.(rememberedIntent).intent
+	}
+	return tracker.Intent{}
+}

@@ -1,0 +1,182 @@
+package extender
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	extenderv1 "k8s.io/kube-scheduler/extender/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
+	"github.com/enipam/enipam/scheduler/room"
+	"github.com/enipam/enipam/scheduler/tracker"
+)
+
+// zoneA is a node of us-east-1a whose ENIs have two free slots in
+// subnet-a; full has none and no ENI slot; other is in us-east-1b.
+func staticCluster() *fakeState {
+	capA := func(slots, eniSlots int32) *enipamv1alpha1.NodeCapacity {
+		return &enipamv1alpha1.NodeCapacity{MaxIPs: 27, PoolIPs: 27, AvailabilityZone: "us-east-1a", FreeENISlots: eniSlots,
+			SubnetSlots: []enipamv1alpha1.SubnetSlots{{SubnetID: "subnet-a", Free: slots}}}
+	}
+	s := newFakeState(
+		room.Node{Name: "holder", Pool: &room.Pool{Size: 10, Stamped: map[string]string{"web/db-0": "10.0.16.9"}}, Capacity: capA(0, 0)},
+		room.Node{Name: "roomy", Pool: &room.Pool{Size: 10}, Capacity: capA(2, 0)},
+		room.Node{Name: "eni-slot", Pool: &room.Pool{Size: 10}, Capacity: capA(0, 1)},
+		room.Node{Name: "full", Pool: &room.Pool{Size: 27}, Capacity: capA(0, 0)},
+		room.Node{Name: "other", Pool: &room.Pool{Size: 10, Free: 5}, Capacity: &enipamv1alpha1.NodeCapacity{AvailabilityZone: "us-east-1b", FreeENISlots: 2}},
+	)
+	s.claims["web/db-0"] = room.Claim{Address: "10.0.16.9", Subnet: "subnet-a", Zone: "us-east-1a", Holder: "holder", Checked: true}
+	return s
+}
+
+// TestAStaticPodGoesWhereItsAddressCanLive: the pod of claim db-0
+// (10.0.16.9 in subnet-a, us-east-1a) passes on the node holding it, on
+// a node with a free slot on an ENI in subnet-a, and on one with a free
+// ENI slot; a full node and a node of another zone are refused with the
+// address's subnet and zone in words. Prioritize prefers the holder.
+func TestAStaticPodGoesWhereItsAddressCanLive(t *testing.T) {
+	e, _ := newExtender(t, staticCluster(), DefaultConfig())
+	pod := podNamed("db-0", false)
+	all := names("holder", "roomy", "eni-slot", "full", "other")
+	res := e.Filter(context.Background(), &extenderv1.ExtenderArgs{Pod: pod, NodeNames: all})
+	if res.Error != "" || !slicesEqual(*res.NodeNames, []string{"holder", "roomy", "eni-slot"}) {
+		t.Fatalf("filter passed %v (error %q), want holder, roomy, eni-slot", res.NodeNames, res.Error)
+	}
+	if got := res.FailedAndUnresolvableNodes["other"]; got != "static IP 10.0.16.9 lives in subnet-a, us-east-1a" {
+		t.Errorf("other: %q", got)
+	}
+	if got := res.FailedAndUnresolvableNodes["full"]; !strings.Contains(got, "no free address slot on an ENI in that subnet and no free ENI slot") {
+		t.Errorf("full: %q", got)
+	}
+	scores, err := e.Prioritize(context.Background(), &extenderv1.ExtenderArgs{Pod: pod, NodeNames: names("holder", "roomy", "eni-slot")})
+	if err != nil || scores[0].Score <= scores[1].Score || scores[1].Score <= scores[2].Score {
+		t.Errorf("scores %v (%v): want holder > roomy > eni-slot", scores, err)
+	}
+}
+
+// TestAClaimNotReadyForPlacementIsSaidSo: an invalid claim refuses every
+// node with its reason; a claim not checked yet, or being released, is
+// an error, so kube-scheduler retries the pod.
+func TestAClaimNotReadyForPlacementIsSaidSo(t *testing.T) {
+	s := staticCluster()
+	e, _ := newExtender(t, s, DefaultConfig())
+	pod := podNamed("db-0", false)
+	s.claims["web/db-0"] = room.Claim{Address: "192.168.1.1", Checked: true, Invalid: "AddressOutsideSubnets: 192.168.1.1 is in no subnet of the VPCs enipam serves"}
+	res := e.Filter(context.Background(), &extenderv1.ExtenderArgs{Pod: pod, NodeNames: names("holder", "roomy")})
+	if len(*res.NodeNames) != 0 || !strings.Contains(res.FailedAndUnresolvableNodes["roomy"], "192.168.1.1 is in no subnet") {
+		t.Errorf("invalid claim: %+v", res)
+	}
+	for _, c := range []room.Claim{{Address: "10.0.16.9"}, {Address: "10.0.16.9", Checked: true, Deleting: true}} {
+		s.claims["web/db-0"] = c
+		if res := e.Filter(context.Background(), &extenderv1.ExtenderArgs{Pod: pod, NodeNames: names("holder")}); res.Error == "" {
+			t.Errorf("claim %+v: no error, %+v", c, res)
+		}
+	}
+}
+
+// TestBindCreatesTheClaimAndBindsOnceTheAddressIsSettled: a pod of
+// StatefulSet db annotated WithStatefulSet has no claim: bind creates it
+// asking for the node (owner reference to the StatefulSet), creates no
+// Binding while the node's pool lacks the settled stamp, and binds once
+// it is there. An ordinary pod is bound at once.
+func TestBindCreatesTheClaimAndBindsOnceTheAddressIsSettled(t *testing.T) {
+	s := staticCluster()
+	delete(s.claims, "web/db-0")
+	s.intents["uid-db-1"] = tracker.Intent{Static: "WithStatefulSet", StatefulSet: "db", SetUID: "uid-db"}
+	e, _, w := newBindingExtender(t, s, DefaultConfig())
+	done := make(chan *extenderv1.ExtenderBindingResult, 1)
+	go func() {
+		done <- e.Bind(context.Background(), &extenderv1.ExtenderBindingArgs{PodNamespace: "web", PodName: "db-1", PodUID: "uid-db-1", Node: "roomy"})
+	}()
+	c := &enipamv1alpha1.StaticIPClaim{}
+	deadline := time.Now().Add(5 * time.Second)
+	for w.Get(context.Background(), client.ObjectKey{Namespace: "web", Name: "db-1"}, c) != nil {
+		if time.Now().After(deadline) {
+			t.Fatal("no claim created")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if c.Spec.NodeName != "roomy" || c.Spec.ReclaimPolicy != enipamv1alpha1.ReclaimWithStatefulSet || len(c.OwnerReferences) != 1 || c.OwnerReferences[0].UID != "uid-db" {
+		t.Errorf("claim %+v %+v", c.Spec, c.OwnerReferences)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if len(w.bindings()) != 0 {
+		t.Fatalf("bound before the address was settled: %v", w.bindings())
+	}
+	s.set(room.Node{Name: "roomy", Pool: &room.Pool{Size: 10, Settled: map[string]string{"web/db-1": "10.0.16.20"}}})
+	if r := <-done; r.Error != "" {
+		t.Fatalf("bind: %s", r.Error)
+	}
+	if got := w.bindings()["web/db-1"]; got != "roomy" {
+		t.Errorf("db-1 bound to %q", got)
+	}
+	if r := e.Bind(context.Background(), &extenderv1.ExtenderBindingArgs{PodNamespace: "web", PodName: "web-7", PodUID: "uid-web-7", Node: "full"}); r.Error != "" || w.bindings()["web/web-7"] != "full" {
+		t.Errorf("ordinary pod: %+v, bindings %v", r, w.bindings())
+	}
+}
+
+// TestBindGivesUpWithTheClaimsWords: the address never settles on the
+// node: bind fails after its timeout with the claim's condition, and
+// creates no Binding; the claim asks for the node meanwhile.
+func TestBindGivesUpWithTheClaimsWords(t *testing.T) {
+	s := staticCluster()
+	c := s.claims["web/db-0"]
+	c.Status = "WaitingForOldPod: 10.0.16.9 stays on node holder while pod web/db-0 is bound there"
+	s.claims["web/db-0"] = c
+	e, _, w := newBindingExtender(t, s, Config{SettleTimeout: time.Second, BindTimeout: 100 * time.Millisecond})
+	if err := w.Create(context.Background(), &enipamv1alpha1.StaticIPClaim{ObjectMeta: metaOf("web", "db-0"), Spec: enipamv1alpha1.StaticIPClaimSpec{Address: "10.0.16.9"}}); err != nil {
+		t.Fatal(err)
+	}
+	r := e.Bind(context.Background(), &extenderv1.ExtenderBindingArgs{PodNamespace: "web", PodName: "db-0", PodUID: "uid-db-0", Node: "roomy"})
+	if !strings.Contains(r.Error, "WaitingForOldPod") || len(w.bindings()) != 0 {
+		t.Errorf("bind: %q, bindings %v", r.Error, w.bindings())
+	}
+	got := &enipamv1alpha1.StaticIPClaim{}
+	if err := w.Get(context.Background(), client.ObjectKey{Namespace: "web", Name: "db-0"}, got); err != nil || got.Spec.NodeName != "roomy" {
+		t.Errorf("claim asks for %q (%v)", got.Spec.NodeName, err)
+	}
+}
+
+func slicesEqual(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	seen := map[string]bool{}
+	for _, x := range a {
+		seen[x] = true
+	}
+	for _, x := range b {
+		if !seen[x] {
+			return false
+		}
+	}
+	return true
+}
+
+func metaOf(ns, name string) metav1.ObjectMeta { return metav1.ObjectMeta{Namespace: ns, Name: name} }
+
+// TestBindUsesWhatFilterSawWhenTheTrackerLags: the tracker has not seen
+// an annotated pod yet when kube-scheduler binds it; filter saw its
+// annotation, so bind still creates its claim and waits for its address.
+func TestBindUsesWhatFilterSawWhenTheTrackerLags(t *testing.T) {
+	s := staticCluster()
+	s.set(room.Node{Name: "roomy", Pool: &room.Pool{Size: 10, Free: 3, Settled: map[string]string{"web/db-5": "10.0.16.30"}},
+		Capacity: &enipamv1alpha1.NodeCapacity{MaxIPs: 27, PoolIPs: 10, AvailabilityZone: "us-east-1a"}})
+	e, _, w := newBindingExtender(t, s, DefaultConfig())
+	pod := podNamed("db-5", false)
+	pod.Annotations = map[string]string{enipamv1alpha1.StaticIPAnnotation: "true"}
+	if res := e.Filter(context.Background(), &extenderv1.ExtenderArgs{Pod: pod, NodeNames: names("roomy")}); len(*res.NodeNames) != 1 {
+		t.Fatalf("filter: %+v", res)
+	}
+	if r := e.Bind(context.Background(), &extenderv1.ExtenderBindingArgs{PodNamespace: "web", PodName: "db-5", PodUID: pod.UID, Node: "roomy"}); r.Error != "" {
+		t.Fatalf("bind: %s", r.Error)
+	}
+	c := &enipamv1alpha1.StaticIPClaim{}
+	if err := w.Get(context.Background(), client.ObjectKey{Namespace: "web", Name: "db-5"}, c); err != nil || c.Spec.NodeName != "roomy" {
+		t.Errorf("claim %+v (%v)", c.Spec, err)
+	}
+}

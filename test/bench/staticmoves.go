@@ -1,0 +1,233 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
+	"github.com/enipam/enipam/test/agentsim"
+	"github.com/enipam/enipam/test/stack"
+)
+
+// StaticMoves is the static-moves scenario: a StatefulSet of static-IP
+// pods on nodes of one zone, with the real kube-scheduler and extender,
+// kube-controller-manager, the operator and ec2sim (realistic); one pod
+// at a time has its node cordoned and is deleted, and comes back on
+// another node with its address. It reports the rescheduling time: from
+// the deletion to the address stamped in the new node's pool (and to the
+// new pod running with it), p50 and p99.
+type StaticMoves struct {
+	Nodes, Pods, Moves int
+	// AgentUpdate is Cilium's agent's CiliumNode update interval
+	// (ipam.ciliumNodeUpdateRate): the old node's answer to the release
+	// handshake waits for it.
+	AgentUpdate time.Duration
+}
+
+// DefaultStaticMoves is 4 nodes, 4 pods and 20 moves with agents writing
+// every 15 s, Cilium's default (quick: 8 moves, agents writing every
+// second).
+func DefaultStaticMoves(quick bool) StaticMoves {
+	if quick {
+		return StaticMoves{Nodes: 4, Pods: 4, Moves: 8, AgentUpdate: time.Second}
+	}
+	return StaticMoves{Nodes: 4, Pods: 4, Moves: 20, AgentUpdate: 15 * time.Second}
+}
+
+// Name is the scenario's report name.
+func (StaticMoves) Name() string { return "static-moves" }
+
+// Run runs the scenario.
+func (s StaticMoves) Run(ctx context.Context, e *Env) (*Report, error) {
+	rep := &Report{Scenario: s.Name(), Started: time.Now(), Params: map[string]any{
+		"nodes": s.Nodes, "pods": s.Pods, "moves": s.Moves, "instanceType": "m5.large", "agentUpdateInterval": s.AgentUpdate.String(),
+		"ec2": "ec2sim realistic", "preAllocate": 8,
+	}}
+	scenario := fmt.Sprintf(`account: "123456789012"
+region: us-east-1
+seed: 9
+zones: [us-east-1a]
+vpcs:
+- id: vpc-0d0000000000000d1
+  cidrs: [10.5.0.0/16]
+  subnets:
+  - {id: subnet-0d0000000000000a1, name: nodes, cidr: 10.5.0.0/20, zone: us-east-1a}
+  securityGroups:
+  - {id: sg-0d0000000000000d1, name: nodes}
+instances:
+- {name: node, count: %d, type: m5.large, subnet: nodes, securityGroups: [nodes]}
+profile: realistic
+`, s.Nodes)
+	w, err := e.startWorld(ctx, s.Name(), scenario, []string{"--vpc-id=vpc-0d0000000000000d1", "--release-excess-ips=false"},
+		agentsim.Options{UpdateInterval: s.AgentUpdate, SampleInterval: -1})
+	if err != nil {
+		return nil, err
+	}
+	defer w.stop()
+	if err := w.waitSynced(ctx); err != nil {
+		return nil, err
+	}
+	specs, err := w.existing(ctx)
+	if err != nil {
+		return nil, err
+	}
+	names, err := w.join(ctx, specs)
+	if err != nil {
+		return nil, err
+	}
+	kubelet, sched, err := w.startScheduling(ctx, s.Name(), true)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = sched.Stop() }()
+	for _, n := range names {
+		if err := kubelet.Register(ctx, n); err != nil {
+			return nil, err
+		}
+	}
+	ready, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	if err := w.agents.WaitReady(ready, len(names)); err != nil {
+		return nil, fmt.Errorf("agents ready: %w", err)
+	}
+	kcm, err := stack.StartControllerManager(ctx, w.cluster.BinDir, w.dir, w.kubeconfigPath())
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = kcm.Stop(10 * time.Second) }()
+
+	c := w.cluster.Client
+	labels := map[string]string{"app": "db"}
+	sts := &appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "db"},
+		Spec: appsv1.StatefulSetSpec{
+			Replicas: ptr.To(int32(s.Pods)), ServiceName: "db", PodManagementPolicy: appsv1.ParallelPodManagement,
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: map[string]string{enipamv1alpha1.StaticIPAnnotation: "Retain"}},
+				Spec: corev1.PodSpec{SchedulerName: "enipam-scheduler", TerminationGracePeriodSeconds: ptr.To[int64](0),
+					Containers: []corev1.Container{{Name: "db", Image: "registry.k8s.io/pause:3.10"}}},
+			},
+		},
+	}
+	if err := c.Create(ctx, sts); err != nil {
+		return nil, err
+	}
+	ips := map[string]string{}
+	for i := range s.Pods {
+		pod := fmt.Sprintf("db-%d", i)
+		_, ip, err := w.runningStatic(ctx, pod, "", 3*time.Minute)
+		if err != nil {
+			return nil, err
+		}
+		ips[pod] = ip
+	}
+	e.say("%s: %d pods placed; %d moves", s.Name(), s.Pods, s.Moves)
+	var toPool, toRunning []time.Duration
+	sameIP := 0
+	for m := range s.Moves {
+		pod := fmt.Sprintf("db-%d", m%s.Pods)
+		p := &corev1.Pod{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: "default", Name: pod}, p); err != nil {
+			return nil, err
+		}
+		old := p.Spec.NodeName
+		if err := w.setUnschedulable(ctx, old, true); err != nil {
+			return nil, err
+		}
+		t0 := time.Now()
+		if err := c.Delete(ctx, p); err != nil {
+			return nil, err
+		}
+		node, err := w.stampedElsewhere(ctx, "default/"+pod, ips[pod], old, 2*time.Minute)
+		if err != nil {
+			return nil, fmt.Errorf("move %d of %s: %w", m, pod, err)
+		}
+		toPool = append(toPool, time.Since(t0))
+		_, ip, err := w.runningStatic(ctx, pod, node, 2*time.Minute)
+		if err != nil {
+			return nil, fmt.Errorf("move %d of %s: %w", m, pod, err)
+		}
+		toRunning = append(toRunning, time.Since(t0))
+		if ip == ips[pod] {
+			sameIP++
+		}
+		if err := w.setUnschedulable(ctx, old, false); err != nil {
+			return nil, err
+		}
+	}
+	slices.Sort(toPool)
+	slices.Sort(toRunning)
+	fig := w.agents.Figures()
+	f, err := w.poolFindings(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rep.add("moves", len(toPool), "")
+	rep.add("moves that kept the address", sameIP, "")
+	rep.add("deleted to address in the new node's pool p50", agentsim.Percentile(toPool, 50), "")
+	rep.add("deleted to address in the new node's pool p99", agentsim.Percentile(toPool, 99), "")
+	rep.add("deleted to new pod running with it p50", agentsim.Percentile(toRunning, 50), "")
+	rep.add("deleted to new pod running with it p99", agentsim.Percentile(toRunning, 99), "")
+	rep.add("ledger violations", fig.Violations.Total(), "")
+	rep.target("every move keeps the address", fmt.Sprint(s.Moves), fmt.Sprint(sameIP), sameIP == s.Moves)
+	rep.target("ledger violations", "0", fmt.Sprint(fig.Violations.Total()), fig.Violations.Total() == 0)
+	rep.addPoolFindings(f)
+	rep.Ran = Seconds(time.Since(rep.Started))
+	return rep, nil
+}
+
+// runningStatic waits until pod runs (on node, if set) with the address of
+// its Bound claim.
+func (w *world) runningStatic(ctx context.Context, pod, node string, timeout time.Duration) (string, string, error) {
+	c := w.cluster.Client
+	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		p := &corev1.Pod{}
+		cl := &enipamv1alpha1.StaticIPClaim{}
+		if c.Get(ctx, client.ObjectKey{Namespace: "default", Name: pod}, p) != nil || c.Get(ctx, client.ObjectKey{Namespace: "default", Name: pod}, cl) != nil {
+			continue
+		}
+		if p.Status.PodIP != "" && p.DeletionTimestamp == nil && (node == "" || p.Spec.NodeName == node) && cl.Status.Address == p.Status.PodIP {
+			return p.Spec.NodeName, p.Status.PodIP, nil
+		}
+	}
+	return "", "", fmt.Errorf("%s never ran with its claim's address within %s", pod, timeout)
+}
+
+// stampedElsewhere waits until a node other than old has ip stamped for
+// owner in its pool, out of any handshake, and returns it.
+func (w *world) stampedElsewhere(ctx context.Context, owner, ip, old string, timeout time.Duration) (string, error) {
+	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		var list ciliumv2.CiliumNodeList
+		if err := w.cluster.Client.List(ctx, &list); err != nil {
+			continue
+		}
+		for _, cn := range list.Items {
+			_, hs := cn.Status.IPAM.ReleaseIPs[ip]
+			if e, ok := cn.Spec.IPAM.Pool[ip]; ok && cn.Name != old && e.Owner == owner && !hs {
+				return cn.Name, nil
+			}
+		}
+	}
+	return "", fmt.Errorf("%s never stamped for %s off %s within %s", ip, owner, old, timeout)
+}
+
+// setUnschedulable cordons or uncordons a node.
+func (w *world) setUnschedulable(ctx context.Context, node string, on bool) error {
+	n := &corev1.Node{}
+	if err := w.cluster.Client.Get(ctx, client.ObjectKey{Name: node}, n); err != nil {
+		return err
+	}
+	orig := n.DeepCopy()
+	n.Spec.Unschedulable = on
+	return w.cluster.Client.Patch(ctx, n, client.MergeFrom(orig))
+}
