@@ -106,7 +106,7 @@ func schedulerMetrics(t *testing.T) recorder {
 	}
 	opts := extender.NewOptions()
 	rec := recorder{}
-	if _, err := extender.New(tracker.New(c, opts.Tracker, quiet), opts.Config, rec, quiet); err != nil {
+	if _, err := extender.New(tracker.New(c, opts.Tracker, quiet), c, opts.Config, rec, quiet); err != nil {
 		t.Fatalf("building the extender: %v", err)
 	}
 	return rec
