@@ -80,8 +80,6 @@ func New(opts Options, restCfg *rest.Config, awsCfg aws.Config, reg prometheus.R
 				// Nodes are large; the operator needs their labels and
 				// providerID only.
 				&corev1.Node{}: {Transform: slimNode},
-				// Pods: which exist, and where (static IP claims).
-				&corev1.Pod{}: {Transform: slimPod},
 			},
 		},
 	})
@@ -129,6 +127,7 @@ func New(opts Options, restCfg *rest.Config, awsCfg aws.Config, reg prometheus.R
 	}
 	nodes := poolcontroller.New(mgr.GetClient(), api, inv, mgr.GetEventRecorder("enipam-operator"), metrics, poolcontroller.Options{
 		Cluster: opts.ClusterName,
+		Pods:    mgr.GetAPIReader(),
 		Workers: opts.Workers,
 		Defaults: policy.Defaults{
 			Knobs: opts.Knobs, FirstInterfaceIndex: opts.FirstInterfaceIndex, PrefixDelegation: opts.PrefixDelegation,
@@ -147,7 +146,7 @@ func New(opts Options, restCfg *rest.Config, awsCfg aws.Config, reg prometheus.R
 		return nil, err
 	}
 	claims := claimcontroller.New(mgr.GetClient(), inv, nodes.Notes(), mgr.GetEventRecorder("enipam-operator"),
-		claimcontroller.Options{Cluster: opts.ClusterName}, log.With("component", "staticipclaim"))
+		claimcontroller.Options{Cluster: opts.ClusterName, Pods: mgr.GetAPIReader()}, log.With("component", "staticipclaim"))
 	if err := claims.SetupWithManager(mgr); err != nil {
 		return nil, err
 	}
@@ -201,23 +200,6 @@ func slimNode(obj any) (any, error) {
 			CreationTimestamp: n.CreationTimestamp, DeletionTimestamp: n.DeletionTimestamp,
 		},
 		Spec: corev1.NodeSpec{ProviderID: n.Spec.ProviderID},
-	}, nil
-}
-
-// slimPod keeps what the operator reads of a Pod: that it exists, the
-// node it is bound to, whether it is being deleted.
-func slimPod(obj any) (any, error) {
-	p, ok := obj.(*corev1.Pod)
-	if !ok {
-		return obj, nil
-	}
-	return &corev1.Pod{
-		TypeMeta: p.TypeMeta,
-		ObjectMeta: metav1.ObjectMeta{
-			Name: p.Name, Namespace: p.Namespace, UID: p.UID, ResourceVersion: p.ResourceVersion,
-			DeletionTimestamp: p.DeletionTimestamp, OwnerReferences: p.OwnerReferences,
-		},
-		Spec: corev1.PodSpec{NodeName: p.Spec.NodeName},
 	}, nil
 }
 

@@ -67,6 +67,11 @@ type Options struct {
 	// Cluster names the cluster in the tags of the ENIs the operator
 	// creates.
 	Cluster string
+	// Pods reads single pods, uncached (the manager's API reader): the
+	// operator keeps no cache of a cluster's pods, whose size grows with
+	// the cluster, and asks only about the pod of a static address that
+	// is moving away. Nil reads through the controller's client.
+	Pods client.Reader
 	// Workers is how many nodes are served at once; most of a worker's
 	// time is spent waiting for EC2's token buckets, so this is sized to
 	// keep every bucket busy, not to the CPU count.

@@ -50,7 +50,6 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		}), builder.WithPredicates(routingReported)).
 		Watches(&enipamv1alpha1.ENIPolicy{}, handler.EnqueueRequestsFromMapFunc(r.allNodes), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&enipamv1alpha1.StaticIPClaim{}, handler.EnqueueRequestsFromMapFunc(r.claimNodes)).
-		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.podClaimNodes), builder.WithPredicates(podPlacement)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.opts.Workers}).
 		Complete(r)
 }
@@ -155,21 +154,3 @@ func (r *Reconciler) claimNodes(ctx context.Context, o client.Object) []reconcil
 	return out
 }
 
-// podClaimNodes maps a pod with a claim of its name to that claim's
-// nodes: a move waits for the old pod to go.
-func (r *Reconciler) podClaimNodes(ctx context.Context, o client.Object) []reconcile.Request {
-	c := &enipamv1alpha1.StaticIPClaim{}
-	if err := r.client.Get(ctx, types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()}, c); err != nil {
-		return nil
-	}
-	return r.claimNodes(ctx, c)
-}
-
-// podPlacement passes pod events that can unblock a move: creation,
-// deletion, and a change of node or of deletion state.
-var podPlacement = predicate.Funcs{
-	UpdateFunc: func(e event.UpdateEvent) bool {
-		o, n := e.ObjectOld.(*corev1.Pod), e.ObjectNew.(*corev1.Pod)
-		return o.Spec.NodeName != n.Spec.NodeName || (o.DeletionTimestamp == nil) != (n.DeletionTimestamp == nil)
-	},
-}
