@@ -153,4 +153,3 @@ func (r *Reconciler) claimNodes(ctx context.Context, o client.Object) []reconcil
 	}
 	return out
 }
-
