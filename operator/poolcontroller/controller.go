@@ -79,6 +79,12 @@ type Options struct {
 	// subnets exhausted, instance unknown) is looked at again without any
 	// other change.
 	BlockedRetry time.Duration
+	// Demand is the pod watch: pods bound to a node and still waiting for
+	// an address count toward its pool's demand, their arrivals size the
+	// adaptive headroom, and a change of them requeues the node. Nil: the
+	// demand is what Cilium's agent lists in status.ipam.used, and the
+	// headroom is always pre-allocate.
+	Demand Demand
 }
 
 // Reconciler serves CiliumNodes.
@@ -122,6 +128,9 @@ type memory struct {
 	noPrefixesUntil time.Time
 	// repairs backs off DeleteOnTermination repairs per ENI.
 	repairs map[string]repair
+	// lead is how long the node's allocations take to reach the pool, a
+	// moving average (pool.NextLead); zero until one was measured.
+	lead time.Duration
 }
 
 // repair is the backoff of a repair that did not stick.

@@ -19,7 +19,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m := &Metrics{
 		nodeIPs: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "enipam_node_ips",
-			Help: "IPs of a node's pool: available (may be handed out), used (by pods), needed (missing for the pool's target).",
+			Help: "IPs of a node's pool: available (may be handed out), used (by pods, as Cilium's agent reports), waiting (pods bound to the node without an address yet), headroom (free IPs kept beyond used and waiting), needed (missing for the pool's target).",
 		}, []string{"node", "state"}),
 		enisCreated: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "enipam_enis_created_total", Help: "ENIs created.",
@@ -47,9 +47,11 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	return m, nil
 }
 
-func (m *Metrics) observeNode(node string, available, used, needed int) {
+func (m *Metrics) observeNode(node string, available, used, waiting, headroom, needed int) {
 	m.nodeIPs.WithLabelValues(node, "available").Set(float64(available))
 	m.nodeIPs.WithLabelValues(node, "used").Set(float64(used))
+	m.nodeIPs.WithLabelValues(node, "waiting").Set(float64(waiting))
+	m.nodeIPs.WithLabelValues(node, "headroom").Set(float64(headroom))
 	m.nodeIPs.WithLabelValues(node, "needed").Set(float64(needed))
 }
 

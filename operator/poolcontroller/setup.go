@@ -36,7 +36,11 @@ const (
 // deficit), their Nodes (providerID and labels), their NodeRoutings (the
 // agent's reports), and ENIPolicies (every node).
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr)
+	if r.opts.Demand != nil {
+		b = b.WatchesRawSource(r.demandSource())
+	}
+	return b.
 		Named("ciliumnode").
 		WatchesRawSource(source.Kind(mgr.GetCache(), &ciliumv2.CiliumNode{}, r.nodeHandler())).
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {

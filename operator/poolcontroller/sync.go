@@ -39,6 +39,11 @@ type nodeSync struct {
 	routing *enipamv1alpha1.NodeRouting
 	routed  routedFunc
 
+	// waiting: pods bound to the node still waiting for an address
+	// (the pod watch); headroom: the free addresses kept ahead of them
+	// and the used ones.
+	waiting, headroom int
+
 	// opErr becomes status.ipam.operator-status.error.
 	opErr   error
 	requeue time.Duration
@@ -78,6 +83,7 @@ func (s *nodeSync) run(ctx context.Context) {
 	if r.now().Before(s.mem.noPrefixesUntil) {
 		s.cfg.PrefixDelegation = false
 	}
+	s.adaptKnobs()
 
 	if !s.snapshot(ctx) {
 		return
@@ -89,10 +95,11 @@ func (s *nodeSync) run(ctx context.Context) {
 	}
 	s.refreshAttaching(ctx)
 	s.pool = &poolView{cn: s.cn}
+	s.countDemand()
 	s.reconcilePool()
 	s.verifyUnpooled(ctx)
 	needed := s.needed()
-	r.metrics.observeNode(s.cn.Name, s.snap.Available, s.snap.Used, needed)
+	r.metrics.observeNode(s.cn.Name, s.snap.Available, s.snap.Used-s.waiting, s.waiting, s.headroom, needed)
 
 	if needed > 0 {
 		// Demand is back: IPs marked but not yet acknowledged are handed
@@ -138,7 +145,9 @@ func (s *nodeSync) run(ctx context.Context) {
 		s.mem.awaitingSince = time.Time{}
 	}
 	if s.needed() == 0 && !s.mem.deficitAt.IsZero() {
-		r.metrics.allocationLatency.Observe(r.now().Sub(s.mem.deficitAt).Seconds())
+		took := r.now().Sub(s.mem.deficitAt)
+		r.metrics.allocationLatency.Observe(took.Seconds())
+		s.mem.lead = pool.NextLead(s.mem.lead, took)
 		s.mem.deficitAt = time.Time{}
 	}
 	s.mem.failures = 0
@@ -236,10 +245,11 @@ func (s *nodeSync) releasedCount() int {
 
 // countPool sets the snapshot's counts: what the agent may hand out, plus
 // the addresses on their way into the pool (so they are not asked for
-// again), and what it uses.
+// again), and what it uses, plus the pods bound to the node waiting for
+// an address.
 func (s *nodeSync) countPool() {
 	available, used := s.pool.counts()
-	s.snap.Available, s.snap.Used = available+s.pool.awaiting+s.pool.unverified, used
+	s.snap.Available, s.snap.Used = available+s.pool.awaiting+s.pool.unverified, used+s.waiting
 }
 
 func (s *nodeSync) needed() int {
