@@ -2,8 +2,9 @@
 // will take an address from its pool but have none yet, and when pods
 // arrived on it. Cilium's agent lists the addresses pods use in
 // status.ipam.used at most once per ipam.ciliumNodeUpdateRate (15 s by
-// default: Cilium's pkg/ipam/crd.go refreshes the CiliumNode through a
-// trigger with that MinInterval), but a pod is known from the moment it
+// default, daemon/cmd/daemon_main.go; pkg/ipam/crd.go newNodeStore
+// refreshes the CiliumNode through a trigger with that MinInterval,
+// refreshNodeTrigger), but a pod is known from the moment it
 // is bound to a node, before kubelet creates its sandbox and makes the
 // CNI call: sizing the pool for it then leaves only one EC2 round trip to
 // cover, not the agent's reporting lag.
@@ -74,8 +75,10 @@ func (o Options) Validate() error {
 
 // Selector asks the apiserver for the pods that may still take a pool
 // address: bound to a node, not on the host network, no address yet, not
-// finished (pkg/registry/core/pod/strategy.go ToSelectableFields lists
-// the fields a Pod can be selected by).
+// finished (Kubernetes 1.37.1, pkg/registry/core/pod/strategy.go
+// ToSelectableFields lists the fields a Pod can be selected by:
+// spec.nodeName, spec.hostNetwork, status.podIP and status.phase among
+// them).
 var Selector = fields.AndSelectors(
 	fields.OneTermNotEqualSelector("spec.nodeName", ""),
 	fields.OneTermEqualSelector("spec.hostNetwork", "false"),

@@ -21,7 +21,7 @@ const (
 	MinLead = 250 * time.Millisecond
 	MaxLead = time.Minute
 	// MinMemory is the shortest past the headroom learns from.
-	MinMemory = 30 * time.Second
+	MinMemory = time.Minute
 )
 
 // Headroom returns the adaptive headroom of a node: the larger of its
@@ -94,13 +94,17 @@ func AgentStart(nodeMinAllocate, nodePreAllocate int) int {
 
 // AdaptiveKnobs returns the knobs the pool math runs with under the
 // adaptive headroom: headroom free addresses ahead of the demand, capped
-// by PreAllocate; a pool of at least MinAllocate and of what the agent
-// waits for to start (agentStart), which also covers the addresses the
-// agent takes for itself, so no extra is added for them; MaxAllocate and
-// MaxAboveWatermark as set.
+// by PreAllocate; each allocation taking one headroom more than the need
+// (on top of MaxAboveWatermark), so the pods bound while it is under way
+// find addresses and EC2 sees one call per headroom of pods, and what
+// lies in that band is never excess; a pool of at least MinAllocate and
+// of what the agent waits for to start (agentStart), which also covers
+// the addresses the agent takes for itself, so no extra is added for
+// them; MaxAllocate as set.
 func AdaptiveKnobs(k Knobs, headroom, agentStart int) Knobs {
 	out := k
 	out.PreAllocate = min(max(headroom, 0), k.PreAllocate)
+	out.MaxAboveWatermark = k.MaxAboveWatermark + out.PreAllocate
 	out.MinAllocate = max(k.MinAllocate, agentStart)
 	if k.MaxAllocate > 0 {
 		out.MinAllocate = min(out.MinAllocate, k.MaxAllocate)

@@ -45,7 +45,7 @@ func TestHeadroom(t *testing.T) {
 		{"capped by the limit", every(40, 100*time.Millisecond), s, time.Minute, 8, 8},
 		{"a zero limit keeps nothing", ago(s), s, time.Minute, 0, 0},
 		{"zero lead means the default lead", ago(1500*time.Millisecond, 600*time.Millisecond, 0), 0, time.Minute, 8, 2},
-		{"a memory below the minimum is the minimum", ago(25 * s), s, 10 * s, 8, 1},
+		{"a memory below the minimum is the minimum", ago(55 * s), s, 10 * s, 8, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := Headroom(tc.arrivals, now, tc.lead, tc.memory, tc.limit); got != tc.want {
@@ -79,8 +79,9 @@ func TestNextLead(t *testing.T) {
 }
 
 // TestAdaptiveKnobs: the learnt headroom replaces pre-allocate (which caps
-// it); the pool never goes below what the agent waits for at start, nor
-// above max-allocate; the agent's endpoints are within that floor.
+// it), and one more headroom is taken by each allocation; the pool never
+// goes below what the agent waits for at start, nor above max-allocate;
+// the agent's endpoints are within that floor.
 func TestAdaptiveKnobs(t *testing.T) {
 	for _, tc := range []struct {
 		name               string
@@ -88,12 +89,12 @@ func TestAdaptiveKnobs(t *testing.T) {
 		headroom, agentMin int
 		want               Knobs
 	}{
-		{"headroom below the cap", Knobs{PreAllocate: 8, AgentEndpoints: 2}, 2, 2, Knobs{PreAllocate: 2, MinAllocate: 2}},
-		{"headroom capped by pre-allocate", Knobs{PreAllocate: 4}, 9, 2, Knobs{PreAllocate: 4, MinAllocate: 2}},
+		{"headroom below the cap", Knobs{PreAllocate: 8, AgentEndpoints: 2}, 2, 2, Knobs{PreAllocate: 2, MinAllocate: 2, MaxAboveWatermark: 2}},
+		{"headroom capped by pre-allocate", Knobs{PreAllocate: 4}, 9, 2, Knobs{PreAllocate: 4, MinAllocate: 2, MaxAboveWatermark: 4}},
 		{"min-allocate above the agent's start", Knobs{PreAllocate: 8, MinAllocate: 10}, 0, 2, Knobs{PreAllocate: 0, MinAllocate: 10}},
-		{"the node's own pre-allocate is what the agent waits for", Knobs{PreAllocate: 6}, 1, AgentStart(0, 6), Knobs{PreAllocate: 1, MinAllocate: 6}},
+		{"the node's own pre-allocate is what the agent waits for", Knobs{PreAllocate: 6}, 1, AgentStart(0, 6), Knobs{PreAllocate: 1, MinAllocate: 6, MaxAboveWatermark: 1}},
 		{"floor within max-allocate", Knobs{PreAllocate: 8, MaxAllocate: 1}, 0, 2, Knobs{PreAllocate: 0, MinAllocate: 1, MaxAllocate: 1}},
-		{"watermark kept", Knobs{PreAllocate: 8, MaxAboveWatermark: 3}, 1, 2, Knobs{PreAllocate: 1, MinAllocate: 2, MaxAboveWatermark: 3}},
+		{"a watermark set comes on top", Knobs{PreAllocate: 8, MaxAboveWatermark: 3}, 1, 2, Knobs{PreAllocate: 1, MinAllocate: 2, MaxAboveWatermark: 4}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := AdaptiveKnobs(tc.k, tc.headroom, tc.agentMin); got != tc.want {
@@ -134,6 +135,12 @@ func TestDemandSizesTheAdaptivePool(t *testing.T) {
 	busy := AdaptiveKnobs(k, Headroom([]time.Time{now.Add(-time.Second / 2), now}, now, time.Second, time.Minute, k.PreAllocate), 2)
 	if got := Needed(2, 2+1, busy); got != 3 {
 		t.Errorf("a node with a bound pod and a burst of 2 needs %d, want 3", got)
+	}
+	if got := ToAllocate(2, 2+1, 3, busy); got != 5 {
+		t.Errorf("it allocates %d, want 5: the need and one more headroom", got)
+	}
+	if got := Excess(2+5, 2+1, busy); got != 0 {
+		t.Errorf("right after, %d are excess, want 0: the second headroom is no excess", got)
 	}
 	// Its pods gone and its arrivals forgotten: 5 addresses, 2 used.
 	later := AdaptiveKnobs(k, Headroom([]time.Time{now}, now.Add(2*time.Minute), time.Second, time.Minute, k.PreAllocate), 2)

@@ -32,7 +32,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}),
 		allocationLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "enipam_allocation_duration_seconds",
-			Help:    "Time from a node's deficit being seen to its pool covering it.",
+			Help:    "Time from a node's deficit being seen to its pool covering it (the addresses routed by the node's agent and in the pool).",
 			Buckets: []float64{.1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300},
 		}),
 		writes: prometheus.NewCounterVec(prometheus.CounterOpts{

@@ -99,6 +99,8 @@ func (s *nodeSync) run(ctx context.Context) {
 	s.reconcilePool()
 	s.verifyUnpooled(ctx)
 	needed := s.needed()
+	r.log.Debug("pool sized", "node", s.cn.Name, "available", s.snap.Available, "used", s.snap.Used-s.waiting, "waiting", s.waiting,
+		"headroom", s.headroom, "needed", needed, "lead", s.mem.lead)
 	r.metrics.observeNode(s.cn.Name, s.snap.Available, s.snap.Used-s.waiting, s.waiting, s.headroom, needed)
 
 	if needed > 0 {
@@ -144,7 +146,9 @@ func (s *nodeSync) run(ctx context.Context) {
 	} else {
 		s.mem.awaitingSince = time.Time{}
 	}
-	if s.needed() == 0 && !s.mem.deficitAt.IsZero() {
+	if s.needed() == 0 && s.pool.awaiting == 0 && !s.mem.deficitAt.IsZero() {
+		// Covered: the addresses are routed and in the pool, not only
+		// held in EC2.
 		took := r.now().Sub(s.mem.deficitAt)
 		r.metrics.allocationLatency.Observe(took.Seconds())
 		s.mem.lead = pool.NextLead(s.mem.lead, took)
