@@ -30,7 +30,7 @@ type Env struct {
 	// OperatorArgs are added to every operator's arguments (last, so they
 	// win), e.g. --log-level=debug.
 	OperatorArgs []string
-	start    time.Time
+	start        time.Time
 }
 
 // NewEnv builds the binaries of the repository at root into dir/bin and
