@@ -16,6 +16,8 @@ type poolSampler struct {
 	taken, running []float64
 	calls          []callSnapshot
 	throttled      int64
+	// headroom: the operator's mean headroom per node, per sample.
+	headroom []float64
 }
 
 // callSnapshot is EC2's call counters at one moment.
@@ -66,6 +68,34 @@ func (s *poolSampler) sample(ctx context.Context, w *world) {
 	if c, err := w.sim.Admin.Counters(ctx); err == nil {
 		s.addCalls(c)
 	}
+	if m, err := w.metrics(ctx); err == nil {
+		if f, ok := m["enipam_node_ips"]; ok {
+			var total float64
+			var n int
+			for _, metric := range f.Metric {
+				if labelsMatch(metric, map[string]string{"state": "headroom"}) {
+					total += metric.GetGauge().GetValue()
+					n++
+				}
+			}
+			if n > 0 {
+				s.headroom = append(s.headroom, total/float64(n))
+			}
+		}
+	}
+}
+
+// meanHeadroom is the operator's headroom per node, averaged over the
+// samples.
+func (s *poolSampler) meanHeadroom() float64 {
+	if len(s.headroom) == 0 {
+		return 0
+	}
+	total := 0.0
+	for _, h := range s.headroom {
+		total += h
+	}
+	return total / float64(len(s.headroom))
 }
 
 func (s *poolSampler) addCalls(c ec2sim.Counters) {

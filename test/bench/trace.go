@@ -32,17 +32,22 @@ type TracePod struct {
 }
 
 // TraceSpec describes a trace: Poisson arrivals over the whole fleet at
-// Rate pods per second for Duration, exponential lifetimes of mean
-// MeanLifetime, and one burst of BurstPods created together at BurstAt
-// and deleted BurstHold later (a deployment scaled up and down).
+// Rate pods per second for Warmup then Duration, exponential lifetimes of
+// mean MeanLifetime, and one burst of BurstPods created together BurstAt
+// after the warm-up and deleted BurstHold later (a deployment scaled up
+// and down). The warm-up brings the fleet near its steady pod count
+// (Rate × MeanLifetime) before anything is measured.
 type TraceSpec struct {
 	Seed               uint64
 	Rate               float64
 	MeanLifetime       time.Duration
-	Duration           time.Duration
+	Warmup, Duration   time.Duration
 	BurstPods          int
 	BurstAt, BurstHold time.Duration
 }
+
+// Total is the trace's length, warm-up included.
+func (s TraceSpec) Total() time.Duration { return s.Warmup + s.Duration }
 
 // NewTrace draws the trace of spec.
 func NewTrace(spec TraceSpec) Trace {
@@ -51,14 +56,14 @@ func NewTrace(spec TraceSpec) Trace {
 	at := time.Duration(0)
 	for i := 0; spec.Rate > 0; i++ {
 		at += time.Duration(rng.ExpFloat64() / spec.Rate * float64(time.Second))
-		if at >= spec.Duration {
+		if at >= spec.Total() {
 			break
 		}
 		life := time.Duration(rng.ExpFloat64() * float64(spec.MeanLifetime))
 		t.Pods = append(t.Pods, TracePod{Name: fmt.Sprintf("pod-%d", i), At: at, Lifetime: life})
 	}
 	for i := range spec.BurstPods {
-		t.Pods = append(t.Pods, TracePod{Name: fmt.Sprintf("web-%d", i), At: spec.BurstAt, Lifetime: spec.BurstHold, Burst: true})
+		t.Pods = append(t.Pods, TracePod{Name: fmt.Sprintf("web-%d", i), At: spec.Warmup + spec.BurstAt, Lifetime: spec.BurstHold, Burst: true})
 	}
 	slices.SortStableFunc(t.Pods, func(a, b TracePod) int { return cmp.Compare(a.At, b.At) })
 	return t
