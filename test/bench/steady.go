@@ -184,7 +184,8 @@ func (s Steady) Run(ctx context.Context, e *Env) (*Report, error) {
 			return nil, err
 		}
 		time.Sleep(30 * time.Second)
-		if rss[i], heap[i], err = w.memory(ctx); err != nil {
+		heapPath := filepath.Join(w.dir, fmt.Sprintf("operator-pod-demand-%v.heap.pprof", demand))
+		if rss[i], heap[i], err = w.memory(ctx, pprofAddr, heapPath); err != nil {
 			return nil, err
 		}
 		e.say("steady: operator with pod watch %v: RSS %.1f MiB, heap in use %.1f MiB", demand, rss[i], heap[i])
@@ -194,6 +195,7 @@ func (s Steady) Run(ctx context.Context, e *Env) (*Report, error) {
 	rep.add("operator Go heap in use without / with the pod watch", fmt.Sprintf("%.1f / %.1f", heap[0], heap[1]), "MiB")
 	added := rss[1] - rss[0]
 	rep.add("RSS the pod watch adds", added, "MiB")
+	rep.Params["heapProfilesWithoutWithPodWatch"] = filepath.Join(w.dir, "operator-pod-demand-{false,true}.heap.pprof")
 	rep.target("the pod watch adds ≤ 20 MiB of RSS", "≤ 20 MiB", fmt.Sprintf("%.1f MiB", added), added <= 20)
 	rep.Ran = Seconds(time.Since(rep.Started))
 	return rep, nil
@@ -264,15 +266,30 @@ func (w *world) waitServed(ctx context.Context, n int, timeout time.Duration) er
 	}
 }
 
-// memory returns the operator's RSS and Go heap in use, in MiB.
-func (w *world) memory(ctx context.Context) (rss, heap float64, err error) {
-	u, err := w.op.Usage()
-	if err != nil {
+// memory returns the operator's RSS, the mean of five looks 5 s apart
+// after a garbage collection (its heap profile, taken with gc=1, goes to
+// heapPath), and its Go heap in use, in MiB.
+func (w *world) memory(ctx context.Context, pprofAddr, heapPath string) (rss, heap float64, err error) {
+	if err := fetch(ctx, "http://"+pprofAddr+"/debug/pprof/heap?gc=1", heapPath); err != nil {
 		return 0, 0, err
+	}
+	for i := range 5 {
+		if i > 0 {
+			select {
+			case <-ctx.Done():
+				return 0, 0, ctx.Err()
+			case <-time.After(5 * time.Second):
+			}
+		}
+		u, err := w.op.Usage()
+		if err != nil {
+			return 0, 0, err
+		}
+		rss += float64(u.RSSBytes) / (1 << 20) / 5
 	}
 	m, err := w.metrics(ctx)
 	if err != nil {
 		return 0, 0, err
 	}
-	return float64(u.RSSBytes) / (1 << 20), sum(m, "go_memstats_heap_inuse_bytes", nil) / (1 << 20), nil
+	return rss, sum(m, "go_memstats_heap_inuse_bytes", nil) / (1 << 20), nil
 }
