@@ -34,7 +34,8 @@ const (
 
 // SetupWithManager registers the controller: CiliumNodes (prioritized by
 // deficit), their Nodes (providerID and labels), their NodeRoutings (the
-// agent's reports), and ENIPolicies (every node).
+// agent's reports), ENIPolicies (every node), and, with a pod watch, the
+// pods bound to a node without an address (that node, ahead of idle ones).
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	b := ctrl.NewControllerManagedBy(mgr)
 	if r.opts.Demand != nil {
