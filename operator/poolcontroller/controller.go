@@ -128,9 +128,11 @@ type memory struct {
 	noPrefixesUntil time.Time
 	// repairs backs off DeleteOnTermination repairs per ENI.
 	repairs map[string]repair
-	// lead is how long the node's allocations take to reach the pool, a
-	// moving average (pool.NextLead); zero until one was measured.
-	lead time.Duration
+	// lead is how long the node's allocations on ENIs with room take to
+	// reach the pool, a moving average (pool.NextLead); zero until one
+	// was measured. deficitENI: the deficit being served needed an ENI.
+	lead       time.Duration
+	deficitENI bool
 }
 
 // repair is the backoff of a repair that did not stick.

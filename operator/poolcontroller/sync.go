@@ -126,6 +126,10 @@ func (s *nodeSync) run(ctx context.Context) {
 		s.mem.deficitAt = r.now()
 	}
 	if !plan.Empty() {
+		// A new ENI's attachment takes seconds; a node's lead time is
+		// what its ordinary allocations (addresses on ENIs with room)
+		// take, so one ENI in a node's life does not inflate it.
+		s.mem.deficitENI = s.mem.deficitENI || plan.Create != nil || plan.Adopt != nil
 		err := s.apply(ctx, &plan)
 		// Whatever succeeded is in the inventory now; the pool follows it.
 		if s.snapshot(ctx) {
@@ -151,8 +155,10 @@ func (s *nodeSync) run(ctx context.Context) {
 		// held in EC2.
 		took := r.now().Sub(s.mem.deficitAt)
 		r.metrics.allocationLatency.Observe(took.Seconds())
-		s.mem.lead = pool.NextLead(s.mem.lead, took)
-		s.mem.deficitAt = time.Time{}
+		if !s.mem.deficitENI {
+			s.mem.lead = pool.NextLead(s.mem.lead, took)
+		}
+		s.mem.deficitAt, s.mem.deficitENI = time.Time{}, false
 	}
 	s.mem.failures = 0
 	if s.pool.awaiting == 0 {

@@ -69,7 +69,7 @@ func PoolConfigs(releaseDelay time.Duration) []PoolConfig {
 // pods 100 s into the measure held for 100 s, CNI calls 1 s after binding
 // (quick: 20 nodes, 2 pods/s, 1 + 2 minutes, a burst of 60).
 func DefaultPools(quick bool) Pools {
-	p := Pools{Nodes: 100, CNIDelay: time.Second, Configs: PoolConfigs(time.Minute), Trace: TraceSpec{
+	p := Pools{Nodes: 100, CNIDelay: time.Second, Configs: PoolConfigs(30 * time.Second), Trace: TraceSpec{
 		Seed: 11, Rate: 10, MeanLifetime: time.Minute, Warmup: 2 * time.Minute, Duration: 5 * time.Minute,
 		BurstPods: 300, BurstAt: 100 * time.Second, BurstHold: 100 * time.Second,
 	}}
@@ -106,7 +106,7 @@ type poolFigures struct {
 	// mean, and the bucket bounds below which half and 99% fell).
 	allocMean, allocP50, allocP99 float64
 	allocations                   float64
-	headroom                      float64
+	headroom, operatorFree        float64
 }
 
 // Run runs every configuration on the trace and compares them.
@@ -224,7 +224,7 @@ func (s Pools) runOne(ctx context.Context, e *Env, cfg PoolConfig, trace Trace) 
 	f.idleMean, f.idleP99, f.takenPerPod = smp.summary()
 	f.perMinute, f.busiestMinute = smp.callRates(s.Trace.Duration)
 	f.throttled = smp.throttled
-	f.headroom = smp.meanHeadroom()
+	f.headroom, f.operatorFree = mean(smp.headroom), mean(smp.free)
 	if m, err := w.metrics(ctx); err == nil {
 		h := readHistogram(m, allocationHistogram).since(allocBefore)
 		f.allocations, f.allocMean, f.allocP50, f.allocP99 = h.count, h.mean(), h.bound(0.5), h.bound(0.99)
@@ -271,6 +271,7 @@ func (s Pools) addFigures(rep *Report, f poolFigures) {
 	rep.add(p+"idle addresses per node, mean", f.idleMean, "")
 	rep.add(p+"idle addresses per node, p99", f.idleP99, "")
 	rep.add(p+"headroom per node the operator kept, mean", f.headroom, "")
+	rep.add(p+"free addresses per node as the operator saw them (Cilium's agent reports used ones late), mean", f.operatorFree, "")
 	rep.add(p+"addresses taken from the subnets per running pod", f.takenPerPod, "")
 	rep.add(p+"pods that waited for an IP (still waiting at the end)", fmt.Sprintf("%d (%d)", f.waits, f.waitingAtEnd), "")
 	rep.add(p+"wait p50", f.waitP50, "")

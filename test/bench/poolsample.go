@@ -16,8 +16,9 @@ type poolSampler struct {
 	taken, running []float64
 	calls          []callSnapshot
 	throttled      int64
-	// headroom: the operator's mean headroom per node, per sample.
-	headroom []float64
+	// headroom: the operator's mean headroom per node, per sample; free:
+	// the free addresses it saw, per node (available - used - waiting).
+	headroom, free []float64
 }
 
 // callSnapshot is EC2's call counters at one moment.
@@ -70,32 +71,38 @@ func (s *poolSampler) sample(ctx context.Context, w *world) {
 	}
 	if m, err := w.metrics(ctx); err == nil {
 		if f, ok := m["enipam_node_ips"]; ok {
-			var total float64
+			var headroom, free float64
 			var n int
 			for _, metric := range f.Metric {
-				if labelsMatch(metric, map[string]string{"state": "headroom"}) {
-					total += metric.GetGauge().GetValue()
+				v := metric.GetGauge().GetValue()
+				switch {
+				case labelsMatch(metric, map[string]string{"state": "headroom"}):
+					headroom += v
 					n++
+				case labelsMatch(metric, map[string]string{"state": "available"}):
+					free += v
+				case labelsMatch(metric, map[string]string{"state": "used"}), labelsMatch(metric, map[string]string{"state": "waiting"}):
+					free -= v
 				}
 			}
 			if n > 0 {
-				s.headroom = append(s.headroom, total/float64(n))
+				s.headroom = append(s.headroom, headroom/float64(n))
+				s.free = append(s.free, free/float64(n))
 			}
 		}
 	}
 }
 
-// meanHeadroom is the operator's headroom per node, averaged over the
-// samples.
-func (s *poolSampler) meanHeadroom() float64 {
-	if len(s.headroom) == 0 {
+// mean is the mean of samples, 0 without any.
+func mean(samples []float64) float64 {
+	if len(samples) == 0 {
 		return 0
 	}
 	total := 0.0
-	for _, h := range s.headroom {
-		total += h
+	for _, v := range samples {
+		total += v
 	}
-	return total / float64(len(s.headroom))
+	return total / float64(len(samples))
 }
 
 func (s *poolSampler) addCalls(c ec2sim.Counters) {
