@@ -108,10 +108,12 @@ type ENIPolicySpec struct {
 	// waiting for one (the operator sees a pod when it is bound, before
 	// its CNI call). Fixed keeps preAllocate, Cilium's rule. Adaptive
 	// keeps what the node's own arrivals call for: the most pods bound to
-	// it within one lead time (how long its recent allocations took to
-	// reach the pool) over the last excessIPReleaseDelay, at least its
-	// arrival rate times the lead time, at most preAllocate; a node that
-	// receives no pods keeps none beyond minAllocate, and what it no
+	// it within one lead time (how long its last allocations took to
+	// reach the pool) over the last excessIPReleaseDelay (at least a
+	// minute), at least its arrival rate times the lead time, at most
+	// preAllocate, each allocation taking one such headroom more than the
+	// need; a node that receives no pods keeps none beyond minAllocate
+	// (and the addresses Cilium's agent takes for itself), and what it no
 	// longer needs leaves through the release handshake.
 	// +optional
 	Headroom *Headroom `json:"headroom,omitempty"`

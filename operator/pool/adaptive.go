@@ -1,6 +1,7 @@
 package pool
 
 import (
+	"slices"
 	"time"
 )
 
@@ -58,16 +59,30 @@ func Headroom(arrivals []time.Time, now time.Time, lead, memory time.Duration, l
 	return min(max(burst, byRate), limit)
 }
 
-// NextLead folds one measured allocation time into a node's lead time:
-// an exponentially weighted average (weight 0.3 for the new measure), so
-// one slow allocation (a new ENI's attachment) raises it without ruling
-// it. prev zero means none was measured yet: the measure starts it.
-func NextLead(prev, measured time.Duration) time.Duration {
-	measured = clampLead(measured)
-	if prev <= 0 {
-		return measured
+// LeadSamples is how many recent allocation times a node's lead time is
+// the median of.
+const LeadSamples = 5
+
+// Lead is a node's lead time: the median of its recent allocation times
+// (one slow allocation, stuck behind something else, does not rule it),
+// DefaultLead before any was measured, within [MinLead, MaxLead].
+func Lead(recent []time.Duration) time.Duration {
+	if len(recent) == 0 {
+		return DefaultLead
 	}
-	return clampLead(prev + (measured-prev)*3/10)
+	sorted := slices.Clone(recent)
+	slices.Sort(sorted)
+	return clampLead(sorted[len(sorted)/2])
+}
+
+// RecordLead adds a measured allocation time to recent, keeping the last
+// LeadSamples.
+func RecordLead(recent []time.Duration, took time.Duration) []time.Duration {
+	recent = append(recent, took)
+	if len(recent) > LeadSamples {
+		recent = slices.Delete(recent, 0, len(recent)-LeadSamples)
+	}
+	return recent
 }
 
 func clampLead(d time.Duration) time.Duration {

@@ -55,26 +55,38 @@ func TestHeadroom(t *testing.T) {
 	}
 }
 
-// TestNextLead: the lead time follows measured allocations smoothly,
-// within its bounds.
-func TestNextLead(t *testing.T) {
+// TestLead: the lead time is the median of the last allocations, so one
+// allocation stuck behind something else does not rule it; within its
+// bounds.
+func TestLead(t *testing.T) {
 	ms := time.Millisecond
+	record := func(ds ...time.Duration) []time.Duration {
+		var recent []time.Duration
+		for _, d := range ds {
+			recent = RecordLead(recent, d)
+		}
+		return recent
+	}
 	for _, tc := range []struct {
-		name           string
-		prev, measured time.Duration
-		want           time.Duration
+		name   string
+		recent []time.Duration
+		want   time.Duration
 	}{
-		{"first measure starts it", 0, 800 * ms, 800 * ms},
-		{"a slower allocation raises it by 30%", time.Second, 2 * time.Second, 1300 * ms},
-		{"a faster one lowers it", time.Second, 500 * ms, 850 * ms},
-		{"never below the minimum", 0, 10 * ms, MinLead},
-		{"never above the maximum", 0, time.Hour, MaxLead},
+		{"none measured", nil, DefaultLead},
+		{"one measure", record(800 * ms), 800 * ms},
+		{"one slow allocation among fast ones", record(900*ms, time.Minute, 700*ms), 900 * ms},
+		{"only the last five count", record(9*time.Second, 9*time.Second, 9*time.Second, ms*600, ms*600, ms*700, ms*700, ms*800), 700 * ms},
+		{"never below the minimum", record(10 * ms), MinLead},
+		{"never above the maximum", record(time.Hour), MaxLead},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := NextLead(tc.prev, tc.measured); got != tc.want {
-				t.Errorf("NextLead(%v, %v) = %v, want %v", tc.prev, tc.measured, got, tc.want)
+			if got := Lead(tc.recent); got != tc.want {
+				t.Errorf("Lead(%v) = %v, want %v", tc.recent, got, tc.want)
 			}
 		})
+	}
+	if got := len(record(1, 2, 3, 4, 5, 6, 7)); got != LeadSamples {
+		t.Errorf("%d samples kept, want %d", got, LeadSamples)
 	}
 }
 

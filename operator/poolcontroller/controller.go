@@ -128,10 +128,10 @@ type memory struct {
 	noPrefixesUntil time.Time
 	// repairs backs off DeleteOnTermination repairs per ENI.
 	repairs map[string]repair
-	// lead is how long the node's allocations on ENIs with room take to
-	// reach the pool, a moving average (pool.NextLead); zero until one
-	// was measured. deficitENI: the deficit being served needed an ENI.
-	lead       time.Duration
+	// leads are how long the node's last allocations on ENIs with room
+	// took to reach the pool (pool.Lead). deficitENI: the deficit being
+	// served needed an ENI.
+	leads      []time.Duration
 	deficitENI bool
 }
 

@@ -77,7 +77,7 @@ func (s *nodeSync) adaptKnobs() {
 	}
 	memory := max(s.cfg.ReleaseDelay, pool.MinMemory)
 	arrivals := s.r.opts.Demand.Arrivals(s.cn.Name, memory)
-	s.headroom = pool.Headroom(arrivals, s.r.now(), s.mem.lead, memory, cfg.PreAllocate)
+	s.headroom = pool.Headroom(arrivals, s.r.now(), pool.Lead(s.mem.leads), memory, cfg.PreAllocate)
 	ipam := s.cn.Spec.IPAM
 	cfg.Knobs = pool.AdaptiveKnobs(cfg.Knobs, s.headroom, pool.AgentStart(ipam.MinAllocate, ipam.PreAllocate))
 }

@@ -100,7 +100,7 @@ func (s *nodeSync) run(ctx context.Context) {
 	s.verifyUnpooled(ctx)
 	needed := s.needed()
 	r.log.Debug("pool sized", "node", s.cn.Name, "available", s.snap.Available, "used", s.snap.Used-s.waiting, "waiting", s.waiting,
-		"headroom", s.headroom, "needed", needed, "lead", s.mem.lead)
+		"headroom", s.headroom, "needed", needed, "lead", pool.Lead(s.mem.leads))
 	r.metrics.observeNode(s.cn.Name, s.snap.Available, s.snap.Used-s.waiting, s.waiting, s.headroom, needed)
 
 	if needed > 0 {
@@ -156,7 +156,7 @@ func (s *nodeSync) run(ctx context.Context) {
 		took := r.now().Sub(s.mem.deficitAt)
 		r.metrics.allocationLatency.Observe(took.Seconds())
 		if !s.mem.deficitENI {
-			s.mem.lead = pool.NextLead(s.mem.lead, took)
+			s.mem.leads = pool.RecordLead(s.mem.leads, took)
 		}
 		s.mem.deficitAt, s.mem.deficitENI = time.Time{}, false
 	}

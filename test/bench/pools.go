@@ -49,7 +49,8 @@ const (
 // PoolConfigs are the four policies the README compares: the defaults of
 // Cilium's operator and of the AWS VPC CNI, played by enipam-operator with
 // their knobs and no pod watch (neither watches pods), and enipam's own,
-// fixed and adaptive, releasing after releaseDelay.
+// its defaults (fixed pre-allocate 8) and the adaptive headroom (capped
+// at 8), both releasing after releaseDelay.
 func PoolConfigs(releaseDelay time.Duration) []PoolConfig {
 	release := "--excess-ip-release-delay=" + releaseDelay.String()
 	return []PoolConfig{
@@ -57,8 +58,8 @@ func PoolConfigs(releaseDelay time.Duration) []PoolConfig {
 			Args: []string{"--pre-allocate=8", "--max-above-watermark=0", "--release-excess-ips=false", "--pod-demand=false"}},
 		{Name: "vpc-cni", About: "the VPC CNI's WARM_ENI_TARGET=1: a spare ENI's 14 addresses, taken a whole ENI at a time, the excess beyond two ENIs' worth released after 30 s",
 			Args: []string{"--pre-allocate=14", "--max-above-watermark=13", "--release-excess-ips=true", "--excess-ip-release-delay=30s", "--pod-demand=false"}},
-		{Name: "enipam-fixed", About: "enipam, pod watch, pre-allocate 8, max-above-watermark 4, release after " + releaseDelay.String(),
-			Args: []string{"--pre-allocate=8", "--max-above-watermark=4", "--release-excess-ips=true", release}},
+		{Name: "enipam-fixed", About: "enipam's defaults (pod watch, pre-allocate 8), release after " + releaseDelay.String(),
+			Args: []string{"--pre-allocate=8", "--max-above-watermark=0", "--release-excess-ips=true", release}},
 		{Name: "enipam-adaptive", About: "enipam, pod watch, adaptive headroom capped at pre-allocate 8, release after " + releaseDelay.String(),
 			Args: []string{"--headroom=Adaptive", "--pre-allocate=8", "--max-above-watermark=0", "--release-excess-ips=true", release}},
 	}
