@@ -28,6 +28,7 @@ import (
 	"github.com/enipam/enipam/operator/claimcontroller"
 	"github.com/enipam/enipam/operator/claims"
 	"github.com/enipam/enipam/operator/cloud"
+	"github.com/enipam/enipam/operator/demand"
 	"github.com/enipam/enipam/operator/ec2"
 	"github.com/enipam/enipam/operator/gc"
 	"github.com/enipam/enipam/operator/inventory"
@@ -125,6 +126,19 @@ func New(opts Options, restCfg *rest.Config, awsCfg aws.Config, reg prometheus.R
 	if err != nil {
 		return nil, err
 	}
+	var podDemand poolcontroller.Demand
+	if opts.PodDemand {
+		w, err := newDemandWatch(restCfg, scheme, log.With("component", "demand"))
+		if err != nil {
+			return nil, err
+		}
+		// Every replica watches, so a new leader knows the pods waiting
+		// and the arrivals of the last minutes at once.
+		if err := mgr.Add(everyReplica(w.Start)); err != nil {
+			return nil, err
+		}
+		podDemand = w
+	}
 	nodes := poolcontroller.New(mgr.GetClient(), api, inv, mgr.GetEventRecorder("enipam-operator"), metrics, poolcontroller.Options{
 		Cluster: opts.ClusterName,
 		Pods:    mgr.GetAPIReader(),
@@ -132,7 +146,9 @@ func New(opts Options, restCfg *rest.Config, awsCfg aws.Config, reg prometheus.R
 		Defaults: policy.Defaults{
 			Knobs: opts.Knobs, FirstInterfaceIndex: opts.FirstInterfaceIndex, PrefixDelegation: opts.PrefixDelegation,
 			ReleaseExcessIPs: opts.ReleaseExcessIPs, ReleaseDelay: opts.ReleaseDelay,
+			Adaptive: opts.Headroom == string(enipamv1alpha1.HeadroomAdaptive),
 		},
+		Demand:           podDemand,
 		ConsistencyGrace: min(opts.ResyncInterval, 2*time.Minute),
 		RoutingPatience:  opts.RoutingPatience,
 		RetryBase:        time.Second,
@@ -186,6 +202,22 @@ func (o *Operator) Run(ctx context.Context) error { return o.mgr.Start(ctx) }
 // Elected is closed when this replica leads (at once without leader
 // election).
 func (o *Operator) Elected() <-chan struct{} { return o.mgr.Elected() }
+
+// newDemandWatch builds the pod watch on its own client: its field
+// selector and slim cache are its own, apart from the manager's cache.
+func newDemandWatch(restCfg *rest.Config, scheme *runtime.Scheme, log *slog.Logger) (*demand.Watch, error) {
+	c, err := client.NewWithWatch(restCfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, fmt.Errorf("building the pod watch's client, %w", err)
+	}
+	return demand.New(c, demand.DefaultOptions(), log), nil
+}
+
+// everyReplica is a runnable that runs whether or not this replica leads.
+type everyReplica func(context.Context) error
+
+func (f everyReplica) Start(ctx context.Context) error { return f(ctx) }
+func (everyReplica) NeedLeaderElection() bool          { return false }
 
 // slimNode keeps what the operator reads of a Node.
 func slimNode(obj any) (any, error) {

@@ -91,6 +91,12 @@ type Options struct {
 	// subnets exhausted, instance unknown) is looked at again without any
 	// other change.
 	BlockedRetry time.Duration
+	// Demand is the pod watch: pods bound to a node and still waiting for
+	// an address count toward its pool's demand, their arrivals size the
+	// adaptive headroom, and a change of them requeues the node. Nil: the
+	// demand is what Cilium's agent lists in status.ipam.used, and the
+	// headroom is always pre-allocate.
+	Demand Demand
 }
 
 // Reconciler serves CiliumNodes.
@@ -138,6 +144,11 @@ type memory struct {
 	noPrefixesUntil time.Time
 	// repairs backs off DeleteOnTermination repairs per ENI.
 	repairs map[string]repair
+	// leads are how long the node's last allocations on ENIs with room
+	// took to reach the pool (pool.Lead). deficitENI: the deficit being
+	// served needed an ENI.
+	leads      []time.Duration
+	deficitENI bool
 }
 
 // repair is the backoff of a repair that did not stick.

@@ -36,10 +36,16 @@ const (
 // SetupWithManager registers the controller: CiliumNodes (prioritized by
 // deficit), their Nodes (providerID and labels), their NodeRoutings (the
 // agent's reports), ENIPolicies (every node), StaticIPClaims and the pods
-// of their names (the nodes their addresses concern). The cache indexes
-// of package claims must be registered first (claims.Register).
+// of their names (the nodes their addresses concern), and, with a pod
+// watch, the pods bound to a node without an address (that node, ahead of
+// idle ones). The cache indexes of package claims must be registered
+// first (claims.Register).
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr)
+	if r.opts.Demand != nil {
+		b = b.WatchesRawSource(r.demandSource())
+	}
+	return b.
 		Named("ciliumnode").
 		WatchesRawSource(source.Kind(mgr.GetCache(), &ciliumv2.CiliumNode{}, r.nodeHandler())).
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
