@@ -165,7 +165,7 @@ func (w *staticWorld) start() *staticLife {
 		w.t.Fatal(err)
 	}
 	pools := poolcontroller.New(w.c, api, inv, events.NewFakeRecorder(1000), m, interruptOptions(), log)
-	claims := claimcontroller.New(w.c, inv, pools.Notes(), events.NewFakeRecorder(1000), claimcontroller.Options{Cluster: "test"}, log)
+	claims := claimcontroller.New(w.c, api, inv, pools.Notes(), events.NewFakeRecorder(1000), claimcontroller.Options{Cluster: "test"}, log)
 	return &staticLife{pools: pools, claims: claims, cancel: cancel}
 }
 
