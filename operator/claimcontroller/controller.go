@@ -14,6 +14,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
@@ -60,6 +61,10 @@ type Reconciler struct {
 	opts   Options
 	log    *slog.Logger
 	now    func() time.Time
+	// publicWait: claim owner → when its Elastic IP, refused for want of
+	// a change (an empty pool, the quota), is tried again, and for which
+	// generation of the claim's spec.
+	publicWait sync.Map
 }
 
 // New returns a reconciler reading the pool controller's notes and

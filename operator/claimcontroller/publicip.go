@@ -62,6 +62,12 @@ func (r *Reconciler) publicIP(ctx context.Context, c *enipamv1alpha1.StaticIPCla
 	if c.Status.Phase == enipamv1alpha1.ClaimInvalid {
 		return 0, nil // nothing moves for a claim that cannot be honoured
 	}
+	if w, ok := r.publicWait.Load(c.Owner()); ok {
+		if w := w.(publicWait); w.generation == c.Generation && r.now().Before(w.until) {
+			return w.until.Sub(r.now()), nil
+		}
+		r.publicWait.Delete(c.Owner())
+	}
 	book := r.inv.Addresses()
 	addrs, err := book.List(ctx)
 	if err != nil {
@@ -85,7 +91,7 @@ func (r *Reconciler) publicIP(ctx context.Context, c *enipamv1alpha1.StaticIPCla
 	}
 	if rec == nil || rec.AllocationID == "" {
 		if rec, err = r.choosePublicIP(ctx, c, req, addrs, ip, eni); rec == nil || err != nil {
-			return r.publicRetry(err)
+			return r.publicRetry(c, err)
 		}
 		if addrs, err = book.List(ctx); err != nil {
 			return 0, fmt.Errorf("listing Elastic IPs, %w", err)
@@ -121,10 +127,22 @@ func (r *Reconciler) publicIP(ctx context.Context, c *enipamv1alpha1.StaticIPCla
 	return r.associate(ctx, c, rec, a, eni, ip)
 }
 
-// publicRetry turns a failed choice into a requeue: slow when only a
-// change helps, with the controller's backoff otherwise.
-func (r *Reconciler) publicRetry(err error) (time.Duration, error) {
-	if err == nil || errors.Is(err, errPublicIPNotNow) {
+// publicWait holds a claim's Elastic IP back until a retry.
+type publicWait struct {
+	generation int64
+	until      time.Time
+}
+
+// publicRetry turns a failed choice into a requeue: when only a change
+// helps, no EC2 call for the claim until PublicIPRetry has passed (or its
+// spec changed), whatever wakes it meanwhile; with the controller's
+// backoff otherwise.
+func (r *Reconciler) publicRetry(c *enipamv1alpha1.StaticIPClaim, err error) (time.Duration, error) {
+	if errors.Is(err, errPublicIPNotNow) {
+		r.publicWait.Store(c.Owner(), publicWait{generation: c.Generation, until: r.now().Add(r.opts.PublicIPRetry)})
+		return r.opts.PublicIPRetry, nil
+	}
+	if err == nil {
 		return r.opts.PublicIPRetry, nil
 	}
 	return 0, err
