@@ -2,6 +2,7 @@ package operator_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -343,6 +344,43 @@ func (w *staticWorld) hasEvent(reason string) bool {
 			}
 		default:
 			return false
+		}
+	}
+}
+
+// TestAPublicIPRequestIsCheckedByTheAPIServer: kube-apiserver refuses,
+// with the CRD's own words, a public IP request that sets none or
+// several of allocate, poolTags and allocationID, pool tags under
+// enipam.io/, and an allocation ID that is not one; it takes each kind
+// alone.
+func TestAPublicIPRequestIsCheckedByTheAPIServer(t *testing.T) {
+	ctx := context.Background()
+	rows := []struct {
+		req  enipamv1alpha1.PublicIPRequest
+		want string // "" accepted
+	}{
+		{enipamv1alpha1.PublicIPRequest{Allocate: true}, ""},
+		{enipamv1alpha1.PublicIPRequest{PoolTags: map[string]string{"pool": "web"}}, ""},
+		{enipamv1alpha1.PublicIPRequest{AllocationID: "eipalloc-0123456789abcdef0"}, ""},
+		{enipamv1alpha1.PublicIPRequest{}, "set exactly one of allocate: true, poolTags, allocationID"},
+		{enipamv1alpha1.PublicIPRequest{Allocate: true, AllocationID: "eipalloc-0123456789abcdef0"}, "set exactly one of"},
+		{enipamv1alpha1.PublicIPRequest{PoolTags: map[string]string{"enipam.io/cluster": "test"}}, "poolTags keys under enipam.io/ are reserved"},
+		{enipamv1alpha1.PublicIPRequest{AllocationID: "198.51.100.7"}, "spec.publicIP.allocationID"},
+	}
+	for i, row := range rows {
+		c := &enipamv1alpha1.StaticIPClaim{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: fmt.Sprintf("public-%d", i)},
+			Spec:       enipamv1alpha1.StaticIPClaimSpec{PublicIP: &row.req},
+		}
+		err := env.Client.Create(ctx, c)
+		switch {
+		case row.want == "" && err != nil:
+			t.Errorf("%+v refused: %v", row.req, err)
+		case row.want != "" && (err == nil || !strings.Contains(err.Error(), row.want)):
+			t.Errorf("%+v: got %v, want a refusal naming %q", row.req, err, row.want)
+		}
+		if err == nil {
+			_ = env.Client.Delete(ctx, c)
 		}
 	}
 }

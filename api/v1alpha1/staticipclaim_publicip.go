@@ -1,5 +1,10 @@
 package v1alpha1
 
+import (
+	"fmt"
+	"strings"
+)
+
 // PublicIPAnnotation on a pod (set it on a StatefulSet's pod template,
 // beside StaticIPAnnotation) asks for an Elastic IP in the StaticIPClaim
 // enipam-scheduler creates: "allocate" (spec.publicIP.allocate), or
@@ -85,3 +90,25 @@ const (
 	ReasonPublicIPTaken       = "PublicIPTaken"
 	ReasonPublicIPReleasing   = "Releasing"
 )
+
+// ParsePublicIPAnnotation reads PublicIPAnnotation's value: nil for "",
+// an error naming the annotation for anything it cannot read.
+func ParsePublicIPAnnotation(value string) (*PublicIPRequest, error) {
+	switch {
+	case value == "":
+		return nil, nil
+	case value == "allocate":
+		return &PublicIPRequest{Allocate: true}, nil
+	case strings.HasPrefix(value, "tags:"):
+		tags := map[string]string{}
+		for _, kv := range strings.Split(strings.TrimPrefix(value, "tags:"), ",") {
+			k, v, ok := strings.Cut(strings.TrimSpace(kv), "=")
+			if !ok || k == "" || strings.HasPrefix(k, "enipam.io/") {
+				return nil, fmt.Errorf("annotation %s=%q: want tags:<key>=<value>[,...], keys outside enipam.io/", PublicIPAnnotation, value)
+			}
+			tags[k] = v
+		}
+		return &PublicIPRequest{PoolTags: tags}, nil
+	}
+	return nil, fmt.Errorf("annotation %s=%q: want allocate or tags:<key>=<value>[,...]", PublicIPAnnotation, value)
+}
