@@ -115,7 +115,11 @@ func (r *Reconciler) publicIP(ctx context.Context, c *enipamv1alpha1.StaticIPCla
 	case a.Associated() && a.PrivateIP == ip && a.ENIID == eni:
 		return r.opts.PublicIPRetry, r.associated(ctx, c, rec, a)
 	case a.Associated() && a.PrivateIP == ip:
-		// The cache has not seen the move EC2 made with the address.
+		// A cache has not seen the move EC2 made with the address: the
+		// Elastic IPs', or the ENIs' behind status.eniID.
+		if err := r.inv.RefreshENIs(ctx, []string{eni, a.ENIID}); err != nil {
+			return 0, err
+		}
 		return time.Second, book.Refresh(ctx)
 	case a.Associated():
 		return r.takenElsewhere(ctx, c, req, rec, a)
@@ -261,13 +265,19 @@ func (r *Reconciler) associate(ctx context.Context, c *enipamv1alpha1.StaticIPCl
 	book := r.inv.Addresses()
 	assoc, err := r.api.AssociateAddress(ctx, a.AllocationID, eni, ip, false)
 	switch {
-	case errors.Is(err, cloud.ErrInUse), errors.Is(err, cloud.ErrInvalid), errors.Is(err, cloud.ErrNotFound):
-		// Taken meanwhile, or the address or ENI is not where the cache
-		// says: look again before the next try.
+	case errors.Is(err, cloud.ErrInUse), errors.Is(err, cloud.ErrNotFound):
+		// Taken meanwhile, or the ENI not seen yet by EC2's describes:
+		// look again before the next try.
 		_ = book.Refresh(ctx)
 		_ = r.inv.RefreshENIs(ctx, []string{eni})
 		r.log.Info("associating an Elastic IP was refused; looking again", "claim", c.Owner(), "eip", a.PublicIP, "eni", eni, "ip", ip, "error", err)
 		return time.Second, nil
+	case errors.Is(err, cloud.ErrInvalid), errors.Is(err, cloud.ErrUnauthorized):
+		// The address is not where the cache says, or EC2 will not map
+		// it: said once, tried again after PublicIPRetry.
+		_ = r.inv.RefreshENIs(ctx, []string{eni})
+		return r.publicRetry(c, errors.Join(errPublicIPNotNow, r.publicFailed(ctx, c, enipamv1alpha1.ReasonPublicIPUnavailable, EventPublicIPUnavailable,
+			fmt.Sprintf("associating Elastic IP %s with %s on %s: %v", a.PublicIP, ip, eni, err))))
 	case err != nil:
 		return 0, fmt.Errorf("associating Elastic IP %s with %s on %s, %w", a.PublicIP, ip, eni, err)
 	}

@@ -24,11 +24,17 @@ import (
 // allocated. Only then is the record cleared, which lets the pool
 // controller return the address to the pool. EC2 is described afresh
 // first: the association may be younger than the cache.
-func (r *Reconciler) releasePublicIP(ctx context.Context, c *enipamv1alpha1.StaticIPClaim) (time.Duration, error) {
+func (r *Reconciler) releasePublicIP(ctx context.Context, c *enipamv1alpha1.StaticIPClaim) (after time.Duration, err error) {
 	rec := c.Status.PublicIP
 	if rec == nil {
 		return 0, r.writePublicIP(ctx, c, nil, nil)
 	}
+	defer func() {
+		if err != nil && c.Status.PublicIP != nil {
+			// Said in the condition; retried with the controller's backoff.
+			_ = r.setPublicCondition(ctx, c, metav1.ConditionFalse, enipamv1alpha1.ReasonPublicIPReleasing, err.Error())
+		}
+	}()
 	book := r.inv.Addresses()
 	if err := book.Refresh(ctx); err != nil {
 		return 0, fmt.Errorf("listing Elastic IPs, %w", err)
