@@ -31,6 +31,7 @@ import (
 	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
 	"github.com/enipam/enipam/operator"
 	"github.com/enipam/enipam/operator/catalog"
+	"github.com/enipam/enipam/operator/claims"
 	"github.com/enipam/enipam/operator/inventory"
 	"github.com/enipam/enipam/operator/policy"
 	"github.com/enipam/enipam/operator/pool"
@@ -205,9 +206,13 @@ func reachCapacity(t *testing.T, nodes []capacityNode, fi int, pd bool) map[stri
 	}
 	// A plain tracker: the operator writes with merge patches, and the
 	// field-managed one rebuilds a REST mapper on every write.
-	c := fake.NewClientBuilder().WithScheme(scheme).
-		WithObjectTracker(clienttesting.NewObjectTracker(scheme, serializer.NewCodecFactory(scheme).UniversalDecoder())).
-		WithStatusSubresource(&ciliumv2.CiliumNode{}, &enipamv1alpha1.NodeRouting{}, &enipamv1alpha1.ENIPolicy{}).
+	b := fake.NewClientBuilder().WithScheme(scheme).
+		WithObjectTracker(clienttesting.NewObjectTracker(scheme, serializer.NewCodecFactory(scheme).UniversalDecoder()))
+	// The pool controller looks claims and pools up by these indexes.
+	for _, idx := range claims.Indexes() {
+		b = b.WithIndex(idx.Object, idx.Field, idx.Extract)
+	}
+	c := b.WithStatusSubresource(&ciliumv2.CiliumNode{}, &enipamv1alpha1.NodeRouting{}, &enipamv1alpha1.ENIPolicy{}).
 		WithObjects(objs...).Build()
 
 	ctx, cancel := context.WithCancel(context.Background())
