@@ -547,8 +547,12 @@ func TestClaimBadInputMovesNothing(t *testing.T) {
 	cn := w.node("node-2")
 	var inUse, primary string
 	for ip := range cn.Spec.IPAM.Pool {
-		inUse = ip
-		break
+		// One that stays in the pool: not on its way out through the
+		// release handshake (an excess address may be).
+		if _, leaving := cn.Status.IPAM.ReleaseIPs[ip]; !leaving {
+			inUse = ip
+			break
+		}
 	}
 	w.used["node-2"][inUse] = "default/web-0"
 	for _, e := range w.state.Dump().NetworkInterfaces {

@@ -28,6 +28,7 @@ import (
 	"github.com/enipam/enipam/operator/claimcontroller"
 	"github.com/enipam/enipam/operator/claims"
 	"github.com/enipam/enipam/operator/cloud"
+	"github.com/enipam/enipam/operator/demand"
 	"github.com/enipam/enipam/operator/ec2"
 	"github.com/enipam/enipam/operator/gc"
 	"github.com/enipam/enipam/operator/inventory"
@@ -80,8 +81,6 @@ func New(opts Options, restCfg *rest.Config, awsCfg aws.Config, reg prometheus.R
 				// Nodes are large; the operator needs their labels and
 				// providerID only.
 				&corev1.Node{}: {Transform: slimNode},
-				// Pods: which exist, and where (static IP claims).
-				&corev1.Pod{}: {Transform: slimPod},
 			},
 		},
 	})
@@ -127,13 +126,29 @@ func New(opts Options, restCfg *rest.Config, awsCfg aws.Config, reg prometheus.R
 	if err != nil {
 		return nil, err
 	}
+	var podDemand poolcontroller.Demand
+	if opts.PodDemand {
+		w, err := newDemandWatch(restCfg, scheme, log.With("component", "demand"))
+		if err != nil {
+			return nil, err
+		}
+		// Every replica watches, so a new leader knows the pods waiting
+		// and the arrivals of the last minutes at once.
+		if err := mgr.Add(everyReplica(w.Start)); err != nil {
+			return nil, err
+		}
+		podDemand = w
+	}
 	nodes := poolcontroller.New(mgr.GetClient(), api, inv, mgr.GetEventRecorder("enipam-operator"), metrics, poolcontroller.Options{
 		Cluster: opts.ClusterName,
+		Pods:    mgr.GetAPIReader(),
 		Workers: opts.Workers,
 		Defaults: policy.Defaults{
 			Knobs: opts.Knobs, FirstInterfaceIndex: opts.FirstInterfaceIndex, PrefixDelegation: opts.PrefixDelegation,
 			ReleaseExcessIPs: opts.ReleaseExcessIPs, ReleaseDelay: opts.ReleaseDelay,
+			Adaptive: opts.Headroom == string(enipamv1alpha1.HeadroomAdaptive),
 		},
+		Demand:           podDemand,
 		ConsistencyGrace: min(opts.ResyncInterval, 2*time.Minute),
 		RoutingPatience:  opts.RoutingPatience,
 		RetryBase:        time.Second,
@@ -147,7 +162,7 @@ func New(opts Options, restCfg *rest.Config, awsCfg aws.Config, reg prometheus.R
 		return nil, err
 	}
 	claims := claimcontroller.New(mgr.GetClient(), api, inv, nodes.Notes(), mgr.GetEventRecorder("enipam-operator"),
-		claimcontroller.Options{Cluster: opts.ClusterName, PublicIPRetry: opts.ResyncInterval}, log.With("component", "staticipclaim"))
+		claimcontroller.Options{Cluster: opts.ClusterName, Pods: mgr.GetAPIReader(), PublicIPRetry: opts.ResyncInterval}, log.With("component", "staticipclaim"))
 	if err := claims.SetupWithManager(mgr); err != nil {
 		return nil, err
 	}
@@ -188,6 +203,22 @@ func (o *Operator) Run(ctx context.Context) error { return o.mgr.Start(ctx) }
 // election).
 func (o *Operator) Elected() <-chan struct{} { return o.mgr.Elected() }
 
+// newDemandWatch builds the pod watch on its own client: its field
+// selector and slim cache are its own, apart from the manager's cache.
+func newDemandWatch(restCfg *rest.Config, scheme *runtime.Scheme, log *slog.Logger) (*demand.Watch, error) {
+	c, err := client.NewWithWatch(restCfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, fmt.Errorf("building the pod watch's client, %w", err)
+	}
+	return demand.New(c, demand.DefaultOptions(), log), nil
+}
+
+// everyReplica is a runnable that runs whether or not this replica leads.
+type everyReplica func(context.Context) error
+
+func (f everyReplica) Start(ctx context.Context) error { return f(ctx) }
+func (everyReplica) NeedLeaderElection() bool          { return false }
+
 // slimNode keeps what the operator reads of a Node.
 func slimNode(obj any) (any, error) {
 	n, ok := obj.(*corev1.Node)
@@ -201,23 +232,6 @@ func slimNode(obj any) (any, error) {
 			CreationTimestamp: n.CreationTimestamp, DeletionTimestamp: n.DeletionTimestamp,
 		},
 		Spec: corev1.NodeSpec{ProviderID: n.Spec.ProviderID},
-	}, nil
-}
-
-// slimPod keeps what the operator reads of a Pod: that it exists, the
-// node it is bound to, whether it is being deleted.
-func slimPod(obj any) (any, error) {
-	p, ok := obj.(*corev1.Pod)
-	if !ok {
-		return obj, nil
-	}
-	return &corev1.Pod{
-		TypeMeta: p.TypeMeta,
-		ObjectMeta: metav1.ObjectMeta{
-			Name: p.Name, Namespace: p.Namespace, UID: p.UID, ResourceVersion: p.ResourceVersion,
-			DeletionTimestamp: p.DeletionTimestamp, OwnerReferences: p.OwnerReferences,
-		},
-		Spec: corev1.PodSpec{NodeName: p.Spec.NodeName},
 	}, nil
 }
 

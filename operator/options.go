@@ -37,6 +37,13 @@ type Options struct {
 	PrefixDelegation    bool
 	ReleaseExcessIPs    bool
 	ReleaseDelay        time.Duration
+	// Headroom is the default headroom policy: "Fixed" (pre-allocate) or
+	// "Adaptive" (learnt from each node's arrivals).
+	Headroom string
+	// PodDemand watches the pods bound to nodes without an address, so
+	// pools grow for them before their CNI call (and the adaptive
+	// headroom learns their arrivals).
+	PodDemand bool
 
 	MetricsAddress   string
 	HealthAddress    string
@@ -63,6 +70,8 @@ func DefaultOptions() Options {
 		Knobs:            pool.Knobs{PreAllocate: 8, AgentEndpoints: 2},
 		ReleaseExcessIPs: true,
 		ReleaseDelay:     3 * time.Minute,
+		Headroom:         "Fixed",
+		PodDemand:        true,
 		MetricsAddress:   ":9090",
 		HealthAddress:    ":9091",
 		LeaderElect:      true,
@@ -97,6 +106,8 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&o.PrefixDelegation, "prefix-delegation", o.PrefixDelegation, "Default: allocate /28 prefixes on nitro and bare metal instances.")
 	fs.BoolVar(&o.ReleaseExcessIPs, "release-excess-ips", o.ReleaseExcessIPs, "Default: return excess IPs through Cilium's release handshake.")
 	fs.DurationVar(&o.ReleaseDelay, "excess-ip-release-delay", o.ReleaseDelay, "Default time IPs stay in excess before release.")
+	fs.StringVar(&o.Headroom, "headroom", o.Headroom, "Default headroom policy: Fixed (pre-allocate free IPs ahead of the pods) or Adaptive (what each node's arrivals call for, at most pre-allocate; needs --pod-demand).")
+	fs.BoolVar(&o.PodDemand, "pod-demand", o.PodDemand, "Watch the pods bound to nodes without an address (a field-selected list and watch of pods), so pools grow for them before their CNI call.")
 	fs.StringVar(&o.MetricsAddress, "metrics-bind-address", o.MetricsAddress, "Prometheus metrics address (0 = off).")
 	fs.StringVar(&o.HealthAddress, "health-probe-bind-address", o.HealthAddress, "Health and readiness probe address (0 = off).")
 	fs.StringVar(&o.PprofAddress, "pprof-bind-address", o.PprofAddress, "Go profiling (net/http/pprof) address; empty or 0 = off.")
@@ -129,6 +140,8 @@ func (o *Options) Validate() error {
 	check(k.MaxAllocate == 0 || k.MinAllocate <= k.MaxAllocate, "--min-allocate %d exceeds --max-allocate %d", k.MinAllocate, k.MaxAllocate)
 	check(o.FirstInterfaceIndex >= 0 && o.FirstInterfaceIndex <= 15, "--first-interface-index must be in [0, 15]")
 	check(o.ReleaseDelay >= 0, "--excess-ip-release-delay must not be negative")
+	check(o.Headroom == "Fixed" || o.Headroom == "Adaptive", "--headroom must be Fixed or Adaptive, got %q", o.Headroom)
+	check(o.Headroom != "Adaptive" || o.PodDemand, "--headroom=Adaptive learns from the pod watch: it needs --pod-demand")
 	check(!o.LeaderElect || o.LeaderNamespace != "", "--leader-election-namespace is required with --leader-elect")
 	check(o.RoutingPatience >= 0, "--routing-patience must not be negative")
 	switch o.LogLevel {

@@ -19,6 +19,7 @@ import (
 // +kubebuilder:printcolumn:name="Accepted",type=string,JSONPath=`.status.conditions[?(@.type=="Accepted")].status`
 // +kubebuilder:printcolumn:name="Nodes",type=integer,JSONPath=`.status.matchedNodes`
 // +kubebuilder:printcolumn:name="Pre-Allocate",type=integer,JSONPath=`.spec.preAllocate`,priority=1
+// +kubebuilder:printcolumn:name="Headroom",type=string,JSONPath=`.spec.headroom`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type ENIPolicy struct {
 	metav1.TypeMeta   `json:",inline"`
@@ -102,6 +103,21 @@ type ENIPolicySpec struct {
 	// +optional
 	MaxAboveWatermark *int32 `json:"maxAboveWatermark,omitempty"`
 
+	// Headroom says how many free addresses each node keeps beyond its
+	// demand: the pods using an address and the pods bound to it still
+	// waiting for one (the operator sees a pod when it is bound, before
+	// its CNI call). Fixed keeps preAllocate, Cilium's rule. Adaptive
+	// keeps what the node's own arrivals call for: the most pods bound to
+	// it within one lead time (how long its last allocations took to
+	// reach the pool) over the last excessIPReleaseDelay (at least a
+	// minute), at least its arrival rate times the lead time, at most
+	// preAllocate, each allocation taking one such headroom more than the
+	// need; a node that receives no pods keeps none beyond minAllocate
+	// (and the addresses Cilium's agent takes for itself), and what it no
+	// longer needs leaves through the release handshake.
+	// +optional
+	Headroom *Headroom `json:"headroom,omitempty"`
+
 	// FirstInterfaceIndex is the lowest device index whose ENI may carry
 	// pod IPs. 0 lets pods use the primary ENI; 1 keeps it for the host.
 	// +kubebuilder:validation:Minimum=0
@@ -139,6 +155,19 @@ type ENIPolicySpec struct {
 	// +optional
 	Tags map[string]string `json:"tags,omitempty"`
 }
+
+// Headroom is how a pool's free addresses beyond its demand are sized.
+// +kubebuilder:validation:Enum=Fixed;Adaptive
+type Headroom string
+
+// Headroom policies.
+const (
+	// HeadroomFixed keeps preAllocate free addresses ahead of the demand.
+	HeadroomFixed Headroom = "Fixed"
+	// HeadroomAdaptive keeps what the node's recent arrivals call for, at
+	// most preAllocate.
+	HeadroomAdaptive Headroom = "Adaptive"
+)
 
 // SubnetID is an EC2 subnet ID such as subnet-0a1b2c3d.
 // +kubebuilder:validation:Pattern=`^subnet-[0-9a-f]{8,17}$`

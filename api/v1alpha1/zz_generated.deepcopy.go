@@ -135,6 +135,11 @@ func (in *ENIPolicySpec) DeepCopyInto(out *ENIPolicySpec) {
 		*out = new(int32)
 		**out = **in
 	}
+	if in.Headroom != nil {
+		in, out := &in.Headroom, &out.Headroom
+		*out = new(Headroom)
+		**out = **in
+	}
 	if in.FirstInterfaceIndex != nil {
 		in, out := &in.FirstInterfaceIndex, &out.FirstInterfaceIndex
 		*out = new(int32)

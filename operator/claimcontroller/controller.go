@@ -49,6 +49,12 @@ type Options struct {
 	// when it is associated, or when only a change can help (an empty
 	// pool, the account's quota, an address taken by someone else).
 	PublicIPRetry time.Duration
+	// Pods reads single pods, uncached (the manager's API reader): the
+	// operator keeps no cache of a cluster's pods, whose size grows with
+	// the cluster. A claim whose pod holds its address in a pool needs no
+	// read; the others are read when their claim is looked at. Nil reads
+	// through the controller's client.
+	Pods client.Reader
 }
 
 // Reconciler serves StaticIPClaims. Build it with New.
@@ -288,10 +294,15 @@ func (r *Reconciler) statefulSetReleases(ctx context.Context, c *enipamv1alpha1.
 	return "", nil
 }
 
-// podExists reports whether a pod of the claim's name exists.
+// podExists reports whether a pod of the claim's name exists, read
+// uncached (Options.Pods).
 func (r *Reconciler) podExists(ctx context.Context, c *enipamv1alpha1.StaticIPClaim) (bool, error) {
-	pod := &corev1.Pod{}
-	err := r.client.Get(ctx, types.NamespacedName{Namespace: c.Namespace, Name: c.Name}, pod)
+	reader := r.opts.Pods
+	if reader == nil {
+		reader = r.client
+	}
+	pod := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"}}
+	err := reader.Get(ctx, types.NamespacedName{Namespace: c.Namespace, Name: c.Name}, pod)
 	if apierrors.IsNotFound(err) {
 		return false, nil
 	}
@@ -303,6 +314,8 @@ type stamp struct {
 	node, ip  string
 	eni       string
 	handshake bool
+	// used: Cilium's agent lists it held by the claim's pod.
+	used bool
 }
 
 // stampedOn lists the pool entries stamped with owner.
@@ -317,7 +330,7 @@ func (r *Reconciler) stampedOn(ctx context.Context, owner string) ([]stamp, erro
 		for ip, e := range cn.Spec.IPAM.Pool {
 			if e.Owner == owner {
 				_, hs := cn.Status.IPAM.ReleaseIPs[ip]
-				out = append(out, stamp{node: cn.Name, ip: ip, eni: e.Resource, handshake: hs})
+				out = append(out, stamp{node: cn.Name, ip: ip, eni: e.Resource, handshake: hs, used: cn.Status.IPAM.Used[ip].Owner == owner})
 			}
 		}
 	}

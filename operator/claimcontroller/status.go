@@ -24,24 +24,37 @@ import (
 
 // status computes the claim's status from the spec, the pools, EC2 (the
 // inventory) and the pool controller's notes, and how soon to look again.
-func (r *Reconciler) status(ctx context.Context, c *enipamv1alpha1.StaticIPClaim) (*enipamv1alpha1.StaticIPClaimStatus, time.Duration) {
-	st := c.Status.DeepCopy()
+func (r *Reconciler) status(ctx context.Context, c *enipamv1alpha1.StaticIPClaim) (st *enipamv1alpha1.StaticIPClaimStatus, requeue time.Duration) {
+	st = c.Status.DeepCopy()
 	st.ObservedGeneration = c.Generation
 	owner := c.Owner()
 	note, noted := r.notes.Get(owner)
 
-	exists, err := r.podExists(ctx, c)
+	stamps, err := r.stampedOn(ctx, owner)
+	if err != nil {
+		return st, time.Second
+	}
+	// A pod that holds its address in a pool exists; only the others are
+	// asked about. Nothing in the cache changes when such a pod goes (no
+	// pod is cached), so while one exists without its address, or cannot
+	// be read, the claim is looked at again on the recheck interval.
+	exists := slices.ContainsFunc(stamps, func(s stamp) bool { return s.used })
+	if !exists {
+		exists, err = r.podExists(ctx, c)
+		if err != nil || exists {
+			defer func() {
+				if requeue == 0 || requeue > r.opts.Recheck {
+					requeue = r.opts.Recheck
+				}
+			}()
+		}
+	}
 	switch {
 	case err != nil:
 	case exists:
 		st.LastUsed = nil
 	case st.LastUsed == nil:
 		st.LastUsed = &metav1.Time{Time: r.now()}
-	}
-
-	stamps, err := r.stampedOn(ctx, owner)
-	if err != nil {
-		return st, time.Second
 	}
 	var addr netip.Addr
 	if c.Spec.Address != "" {

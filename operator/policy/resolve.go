@@ -38,6 +38,9 @@ type Defaults struct {
 	PrefixDelegation    bool
 	ReleaseExcessIPs    bool
 	ReleaseDelay        time.Duration
+	// Adaptive is the default headroom policy: adaptive if true, fixed
+	// (pre-allocate) otherwise.
+	Adaptive bool
 }
 
 // Config is a node's resolved configuration.
@@ -125,6 +128,11 @@ func Resolve(cn *ciliumv2.CiliumNode, p *enipamv1alpha1.ENIPolicy, d Defaults) C
 	}
 	if eni.DisablePrefixDelegation != nil && *eni.DisablePrefixDelegation {
 		c.PrefixDelegation = false
+	}
+
+	c.Adaptive = d.Adaptive
+	if ps.Headroom != nil {
+		c.Adaptive = *ps.Headroom == enipamv1alpha1.HeadroomAdaptive
 	}
 
 	c.ReleaseExcessIPs, c.ReleaseDelay = d.ReleaseExcessIPs, d.ReleaseDelay

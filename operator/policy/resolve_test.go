@@ -94,3 +94,30 @@ func TestSelectDeterministic(t *testing.T) {
 		t.Fatalf("winner %s, want beta by priority", win.Name)
 	}
 }
+
+// TestResolveHeadroom: the adaptive headroom is opt-in per policy; a
+// policy's choice beats the operator's default either way.
+func TestResolveHeadroom(t *testing.T) {
+	adaptive, fixed := enipamv1alpha1.HeadroomAdaptive, enipamv1alpha1.HeadroomFixed
+	cn := &ciliumv2.CiliumNode{}
+	for _, tc := range []struct {
+		name     string
+		policy   *enipamv1alpha1.Headroom
+		def      bool
+		adaptive bool
+	}{
+		{"default fixed", nil, false, false},
+		{"policy opts in", &adaptive, false, true},
+		{"operator default adaptive", nil, true, true},
+		{"policy keeps fixed against an adaptive default", &fixed, true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := policyNamed("p", 0, nil, func(s *enipamv1alpha1.ENIPolicySpec) { s.Headroom = tc.policy })
+			d := defaults
+			d.Adaptive = tc.def
+			if got := Resolve(cn, &p, d).Adaptive; got != tc.adaptive {
+				t.Errorf("adaptive = %v, want %v", got, tc.adaptive)
+			}
+		})
+	}
+}

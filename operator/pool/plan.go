@@ -39,6 +39,9 @@ type Config struct {
 	// PrefixDelegation asks for /28 prefixes instead of single addresses
 	// (nitro and bare metal instances only).
 	PrefixDelegation bool
+	// Adaptive sizes the headroom from the node's arrivals (Headroom,
+	// AdaptiveKnobs) instead of keeping PreAllocate.
+	Adaptive bool
 }
 
 // Node is a snapshot of one node: its instance, the ENIs attached to it,

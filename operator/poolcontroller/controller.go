@@ -67,6 +67,11 @@ type Options struct {
 	// Cluster names the cluster in the tags of the ENIs the operator
 	// creates.
 	Cluster string
+	// Pods reads single pods, uncached (the manager's API reader): the
+	// operator keeps no cache of a cluster's pods, whose size grows with
+	// the cluster, and asks only about the pod of a static address that
+	// is moving away. Nil reads through the controller's client.
+	Pods client.Reader
 	// Workers is how many nodes are served at once; most of a worker's
 	// time is spent waiting for EC2's token buckets, so this is sized to
 	// keep every bucket busy, not to the CPU count.
@@ -86,6 +91,12 @@ type Options struct {
 	// subnets exhausted, instance unknown) is looked at again without any
 	// other change.
 	BlockedRetry time.Duration
+	// Demand is the pod watch: pods bound to a node and still waiting for
+	// an address count toward its pool's demand, their arrivals size the
+	// adaptive headroom, and a change of them requeues the node. Nil: the
+	// demand is what Cilium's agent lists in status.ipam.used, and the
+	// headroom is always pre-allocate.
+	Demand Demand
 }
 
 // Reconciler serves CiliumNodes.
@@ -133,6 +144,11 @@ type memory struct {
 	noPrefixesUntil time.Time
 	// repairs backs off DeleteOnTermination repairs per ENI.
 	repairs map[string]repair
+	// leads are how long the node's last allocations on ENIs with room
+	// took to reach the pool (pool.Lead). deficitENI: the deficit being
+	// served needed an ENI.
+	leads      []time.Duration
+	deficitENI bool
 }
 
 // repair is the backoff of a repair that did not stick.

@@ -27,7 +27,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m := &Metrics{
 		nodeIPs: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "enipam_node_ips",
-			Help: "IPs of a node's pool: available (may be handed out), used (by pods), needed (missing for the pool's target).",
+			Help: "IPs of a node's pool: available (may be handed out), used (by pods, as Cilium's agent reports), waiting (pods bound to the node without an address yet), headroom (free IPs kept beyond used and waiting), needed (missing for the pool's target).",
 		}, []string{"node", "state"}),
 		enisCreated: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "enipam_enis_created_total", Help: "ENIs created.",
@@ -40,7 +40,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}),
 		allocationLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "enipam_allocation_duration_seconds",
-			Help:    "Time from a node's deficit being seen to its pool covering it.",
+			Help:    "Time from a node's deficit being seen to its pool covering it (the addresses routed by the node's agent and in the pool).",
 			Buckets: []float64{.1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300},
 		}),
 		writes: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -63,7 +63,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	return m, nil
 }
 
-func (m *Metrics) observeNode(node, policy string, available, used, needed int) {
+func (m *Metrics) observeNode(node, policy string, available, used, waiting, headroom, needed int) {
 	m.mu.Lock()
 	if was, ok := m.policyOf[node]; !ok || was != policy {
 		if ok {
@@ -75,6 +75,8 @@ func (m *Metrics) observeNode(node, policy string, available, used, needed int) 
 	m.mu.Unlock()
 	m.nodeIPs.WithLabelValues(node, "available").Set(float64(available))
 	m.nodeIPs.WithLabelValues(node, "used").Set(float64(used))
+	m.nodeIPs.WithLabelValues(node, "waiting").Set(float64(waiting))
+	m.nodeIPs.WithLabelValues(node, "headroom").Set(float64(headroom))
 	m.nodeIPs.WithLabelValues(node, "needed").Set(float64(needed))
 }
 

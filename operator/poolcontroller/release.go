@@ -164,6 +164,7 @@ func (s *nodeSync) markExcess() {
 		return
 	}
 	available, used := s.pool.counts()
+	used += s.waiting
 	excess := pool.Excess(available, used, s.cfg.Knobs)
 	now := s.r.now()
 	mem := s.mem

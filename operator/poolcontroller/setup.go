@@ -36,10 +36,16 @@ const (
 // SetupWithManager registers the controller: CiliumNodes (prioritized by
 // deficit), their Nodes (providerID and labels), their NodeRoutings (the
 // agent's reports), ENIPolicies (every node), StaticIPClaims and the pods
-// of their names (the nodes their addresses concern). The cache indexes
-// of package claims must be registered first (claims.Register).
+// of their names (the nodes their addresses concern), and, with a pod
+// watch, the pods bound to a node without an address (that node, ahead of
+// idle ones). The cache indexes of package claims must be registered
+// first (claims.Register).
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr)
+	if r.opts.Demand != nil {
+		b = b.WatchesRawSource(r.demandSource())
+	}
+	return b.
 		Named("ciliumnode").
 		WatchesRawSource(source.Kind(mgr.GetCache(), &ciliumv2.CiliumNode{}, r.nodeHandler())).
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
@@ -50,7 +56,6 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		}), builder.WithPredicates(routingReported)).
 		Watches(&enipamv1alpha1.ENIPolicy{}, handler.EnqueueRequestsFromMapFunc(r.allNodes), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&enipamv1alpha1.StaticIPClaim{}, handler.EnqueueRequestsFromMapFunc(r.claimNodes)).
-		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.podClaimNodes), builder.WithPredicates(podPlacement)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.opts.Workers}).
 		Complete(r)
 }
@@ -153,23 +158,4 @@ func (r *Reconciler) claimNodes(ctx context.Context, o client.Object) []reconcil
 		out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Name: n}})
 	}
 	return out
-}
-
-// podClaimNodes maps a pod with a claim of its name to that claim's
-// nodes: a move waits for the old pod to go.
-func (r *Reconciler) podClaimNodes(ctx context.Context, o client.Object) []reconcile.Request {
-	c := &enipamv1alpha1.StaticIPClaim{}
-	if err := r.client.Get(ctx, types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()}, c); err != nil {
-		return nil
-	}
-	return r.claimNodes(ctx, c)
-}
-
-// podPlacement passes pod events that can unblock a move: creation,
-// deletion, and a change of node or of deletion state.
-var podPlacement = predicate.Funcs{
-	UpdateFunc: func(e event.UpdateEvent) bool {
-		o, n := e.ObjectOld.(*corev1.Pod), e.ObjectNew.(*corev1.Pod)
-		return o.Spec.NodeName != n.Spec.NodeName || (o.DeletionTimestamp == nil) != (n.DeletionTimestamp == nil)
-	},
 }

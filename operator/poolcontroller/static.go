@@ -84,6 +84,10 @@ type staticOutcome struct {
 	handshakes int
 	// waiting: a claimed address is still in the pool it leaves.
 	waiting bool
+	// oldPods are the owners whose pod is still bound to this node while
+	// their address moves away: nothing in this node's objects changes
+	// when such a pod goes, so the node is looked at again, slowly.
+	oldPods map[string]bool
 }
 
 // placement is one claimed address to assign onto an ENI of the node.
@@ -194,6 +198,10 @@ func (v *poolView) reconcileStatic(in *staticInputs, snap *pool.Node, cfg *pool.
 		}
 		if in.podOn(holder) == in.node {
 			out.note(c.Owner, enipamv1alpha1.ReasonWaitingForOldPod, "%s stays on node %s while pod %s is bound there", key, in.node, holder)
+			if out.oldPods == nil {
+				out.oldPods = map[string]bool{}
+			}
+			out.oldPods[c.Owner] = true
 			continue
 		}
 		switch state {

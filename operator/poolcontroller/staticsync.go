@@ -26,6 +26,11 @@ import (
 // is looked at again without any event.
 const staticRecheck = time.Second
 
+// staticOldPodRecheck is how soon a node is looked at again while the
+// pods of addresses moving away are still bound to it (one pod read
+// each).
+const staticOldPodRecheck = 5 * time.Second
+
 // gatherStatic reads from the cache the claims that concern the node:
 // asked onto it or recorded on it, stamped in its pool, or naming an
 // address its ENIs hold outside the pool. False when they cannot be read:
@@ -77,7 +82,7 @@ func (s *nodeSync) gatherStatic(ctx context.Context) bool {
 	in.podOn = func(owner string) string {
 		ns, name, _ := strings.Cut(owner, "/")
 		pod := &corev1.Pod{}
-		if err := s.r.client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, pod); err != nil {
+		if err := s.r.pods().Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, pod); err != nil {
 			if !apierrors.IsNotFound(err) {
 				// Unknown counts as there: nothing moves on a guess.
 				return s.cn.Name
@@ -130,6 +135,9 @@ func (s *nodeSync) runStatic(ctx context.Context) {
 	}
 	s.countPool()
 	busy := out.handshakes > 0 || out.waiting || len(out.place) > 0 || out.create != nil
+	// Waiting only for old pods to go asks the apiserver about each of
+	// them on every look: slowly.
+	slow := !busy && len(out.oldPods) > 0
 	stamped := map[string]bool{}
 	for _, e := range s.cn.Spec.IPAM.Pool {
 		if e.Owner != "" {
@@ -146,13 +154,16 @@ func (s *nodeSync) runStatic(ctx context.Context) {
 			// Another node's word stands.
 		case noted:
 			s.r.notes.Set(owner, note)
-			busy = busy || note.Reason != enipamv1alpha1.ReasonAddressTaken
+			busy = busy || (note.Reason != enipamv1alpha1.ReasonAddressTaken && !out.oldPods[owner])
 		case stamped[owner] || s.static.target(c) == s.cn.Name:
 			s.r.notes.Clear(owner)
 		}
 	}
-	if busy {
+	switch {
+	case busy:
 		s.requeueWithin(staticRecheck)
+	case slow:
+		s.requeueWithin(staticOldPodRecheck)
 	}
 }
 
@@ -195,4 +206,12 @@ func (s *nodeSync) placeStatic(ctx context.Context, out *staticOutcome) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// pods is where single pods are read: uncached (Options.Pods).
+func (r *Reconciler) pods() client.Reader {
+	if r.opts.Pods != nil {
+		return r.opts.Pods
+	}
+	return r.client
 }

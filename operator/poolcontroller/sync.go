@@ -43,6 +43,11 @@ type nodeSync struct {
 	static       *staticInputs
 	staticDemand int
 
+	// waiting: pods bound to the node still waiting for an address
+	// (the pod watch); headroom: the free addresses kept ahead of them
+	// and the used ones.
+	waiting, headroom int
+
 	// opErr becomes status.ipam.operator-status.error; staticErr, the
 	// node's static IP's trouble, does when there is no opErr.
 	opErr     error
@@ -84,6 +89,7 @@ func (s *nodeSync) run(ctx context.Context) {
 	if r.now().Before(s.mem.noPrefixesUntil) {
 		s.cfg.PrefixDelegation = false
 	}
+	s.adaptKnobs()
 
 	if !s.snapshot(ctx) {
 		return
@@ -99,11 +105,14 @@ func (s *nodeSync) run(ctx context.Context) {
 		return
 	}
 	s.pool = &poolView{cn: s.cn}
+	s.countDemand()
 	s.reconcilePool()
 	s.runStatic(ctx)
 	s.verifyUnpooled(ctx)
 	needed := s.needed()
-	r.metrics.observeNode(s.cn.Name, s.cfg.Policy, s.snap.Available, s.snap.Used, needed)
+	r.log.Debug("pool sized", "node", s.cn.Name, "available", s.snap.Available, "used", s.snap.Used-s.waiting, "waiting", s.waiting,
+		"headroom", s.headroom, "needed", needed, "lead", pool.Lead(s.mem.leads))
+	r.metrics.observeNode(s.cn.Name, s.cfg.Policy, s.snap.Available, s.snap.Used-s.waiting, s.waiting, s.headroom, needed)
 
 	if needed > 0 {
 		// Demand is back: IPs marked but not yet acknowledged are handed
@@ -128,6 +137,10 @@ func (s *nodeSync) run(ctx context.Context) {
 		s.mem.deficitAt = r.now()
 	}
 	if !plan.Empty() {
+		// A new ENI's attachment takes seconds; a node's lead time is
+		// what its ordinary allocations (addresses on ENIs with room)
+		// take, so one ENI in a node's life does not inflate it.
+		s.mem.deficitENI = s.mem.deficitENI || plan.Create != nil || plan.Adopt != nil
 		err := s.apply(ctx, &plan)
 		// Whatever succeeded is in the inventory now; the pool follows it.
 		if s.snapshot(ctx) {
@@ -148,9 +161,15 @@ func (s *nodeSync) run(ctx context.Context) {
 	} else {
 		s.mem.awaitingSince = time.Time{}
 	}
-	if s.needed() == 0 && !s.mem.deficitAt.IsZero() {
-		r.metrics.allocationLatency.Observe(r.now().Sub(s.mem.deficitAt).Seconds())
-		s.mem.deficitAt = time.Time{}
+	if s.needed() == 0 && s.pool.awaiting == 0 && !s.mem.deficitAt.IsZero() {
+		// Covered: the addresses are routed and in the pool, not only
+		// held in EC2.
+		took := r.now().Sub(s.mem.deficitAt)
+		r.metrics.allocationLatency.Observe(took.Seconds())
+		if !s.mem.deficitENI {
+			s.mem.leads = pool.RecordLead(s.mem.leads, took)
+		}
+		s.mem.deficitAt, s.mem.deficitENI = time.Time{}, false
 	}
 	s.mem.failures = 0
 	if s.pool.awaiting == 0 {
@@ -250,10 +269,11 @@ func (s *nodeSync) releasedCount() int {
 
 // countPool sets the snapshot's counts: what the agent may hand out, plus
 // the addresses on their way into the pool (so they are not asked for
-// again), and what it uses.
+// again), and what it uses, plus the pods bound to the node waiting for
+// an address.
 func (s *nodeSync) countPool() {
 	available, used := s.pool.counts()
-	s.snap.Available, s.snap.Used = available+s.pool.awaiting+s.pool.unverified, used+s.staticDemand
+	s.snap.Available, s.snap.Used = available+s.pool.awaiting+s.pool.unverified, used+s.staticDemand+s.waiting
 }
 
 func (s *nodeSync) needed() int {

@@ -292,7 +292,11 @@ func (a *Agent) inUseLocked(ip string) bool {
 
 // triggerLocked asks for a status write, folded with any already asked
 // for and no sooner than the update interval after the last one began,
-// like Cilium's trigger with MinInterval.
+// like Cilium's trigger with MinInterval (pkg/ipam/crd.go newNodeStore
+// builds it with MinInterval ipam-cilium-node-update-rate, 15 s by default
+// in daemon/cmd/daemon_main.go; pkg/trigger/trigger.go Trigger.waiter runs
+// a trigger at once after a quiet interval, else sleeps the rest of it,
+// folding the triggers meanwhile into one run).
 func (a *Agent) triggerLocked(now time.Time) {
 	if a.dirtySince.IsZero() {
 		a.dirtySince = now

@@ -279,6 +279,7 @@ func (a *Agent) grantLocked(w *waiter, ip string, now time.Time) finished {
 		if w.waited {
 			a.countWaitLocked(waited)
 			a.deps.ledger.wait(waited, WaitSatisfied)
+			a.deps.log.Info("pod waited for an IP", "node", a.name, "owner", w.owner, "since", w.since, "waited", waited, "pool", len(a.node.Spec.IPAM.Pool))
 		}
 	}
 	a.triggerLocked(now)

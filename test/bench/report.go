@@ -25,7 +25,15 @@ type Report struct {
 	Ran      Seconds        `json:"ranSeconds"`
 	Params   map[string]any `json:"params"`
 	Figures  []Figure       `json:"figures"`
-	Targets  []Target       `json:"targets"`
+	// Table, when set, compares configurations side by side.
+	Table   *Table   `json:"table,omitempty"`
+	Targets []Target `json:"targets"`
+}
+
+// Table is a comparison: a header and one row per configuration.
+type Table struct {
+	Header []string   `json:"header"`
+	Rows   [][]string `json:"rows"`
 }
 
 // Figure is one measured value.
@@ -90,6 +98,15 @@ func (r *Report) Print(w io.Writer) {
 		fmt.Fprintf(tw, "  %s\t%v %s\n", f.Name, f.Value, f.Unit)
 	}
 	tw.Flush()
+	if t := r.Table; t != nil {
+		fmt.Fprintln(w, "comparison:")
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintf(tw, "  %s\n", strings.Join(t.Header, "\t"))
+		for _, row := range t.Rows {
+			fmt.Fprintf(tw, "  %s\n", strings.Join(row, "\t"))
+		}
+		tw.Flush()
+	}
 	if len(r.Targets) > 0 {
 		fmt.Fprintln(w, "targets:")
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)

@@ -1,11 +1,16 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/enipam/enipam/test/agentsim"
 	"github.com/enipam/enipam/test/cluster"
@@ -13,19 +18,25 @@ import (
 
 // Steady is the steady scenario: Nodes idle nodes, each instance already
 // holding a full pool (9 addresses on its primary ENI and a second ENI
-// with 9), watched for Window: what the operator costs when nothing
-// happens.
+// with 9), with RunningPods pods per node that have their address and
+// WaitingPods bound but waiting for one (no kubelet plays them), watched
+// for Window: what the operator costs when nothing happens. Then the
+// operator is restarted twice on the same cluster, without its pod watch
+// and with it, each measured after the same settling: what the watch
+// adds to its memory.
 type Steady struct {
-	Nodes  int
-	Window time.Duration
+	Nodes                    int
+	Window                   time.Duration
+	RunningPods, WaitingPods int
 }
 
-// DefaultSteady is 5000 nodes for 3 minutes (quick: 1000 for 1 minute).
+// DefaultSteady is 5000 nodes for 3 minutes (quick: 1000 for 1 minute),
+// with 5 running pods and 1 waiting pod per node.
 func DefaultSteady(quick bool) Steady {
 	if quick {
-		return Steady{Nodes: 1000, Window: time.Minute}
+		return Steady{Nodes: 1000, Window: time.Minute, RunningPods: 5, WaitingPods: 1}
 	}
-	return Steady{Nodes: 5000, Window: 3 * time.Minute}
+	return Steady{Nodes: 5000, Window: 3 * time.Minute, RunningPods: 5, WaitingPods: 1}
 }
 
 // Name is the scenario's report name.
@@ -37,6 +48,7 @@ func (s Steady) Run(ctx context.Context, e *Env) (*Report, error) {
 	rep := &Report{Scenario: s.Name(), Started: time.Now(), Params: map[string]any{
 		"nodes": s.Nodes, "window": s.Window.String(), "resyncInterval": resync.String(),
 		"poolPerNode": 18, "enisPerNode": 2, "preAllocate": 8, "maxAboveWatermark": 8, "ec2": "ec2sim realistic",
+		"runningPods": s.Nodes * s.RunningPods, "waitingPods": s.Nodes * s.WaitingPods,
 	}}
 	pprofAddr, err := cluster.FreeAddr()
 	if err != nil {
@@ -83,7 +95,11 @@ func (s Steady) Run(ctx context.Context, e *Env) (*Report, error) {
 		return nil, err
 	}
 	settle := time.Since(t0)
-	e.say("steady: every node served in %s; letting it settle", settle.Round(time.Second))
+	e.say("steady: every node served in %s; %d running and %d waiting pods", settle.Round(time.Second), s.Nodes*s.RunningPods, s.Nodes*s.WaitingPods)
+	if err := w.createPods(ctx, names, s.RunningPods, s.WaitingPods); err != nil {
+		return nil, err
+	}
+	e.say("steady: pods created; letting it settle")
 	time.Sleep(30 * time.Second)
 
 	if err := w.sim.Admin.ResetCounters(ctx); err != nil {
@@ -156,6 +172,124 @@ func (s Steady) Run(ctx context.Context, e *Env) (*Report, error) {
 	rep.target("operator RSS ≤ 200 MiB", "≤ 200 MiB", fmt.Sprintf("%.0f MiB", rssMiB), rssMiB <= 200)
 	rep.target("describe calls bounded by the resync interval", fmt.Sprintf("≤ %.0f in %s", bound, s.Window), fmt.Sprint(describes), float64(describes) <= bound)
 	rep.target("no EC2 mutation while idle", "0", fmt.Sprint(mutating), mutating == 0)
+
+	// The pod watch's cost: the same cluster, a new operator without it,
+	// then one with it, each measured the same way.
+	var rss, heap [2]float64
+	for i, demand := range []bool{false, true} {
+		if err := w.restartOperator(ctx, fmt.Sprintf("--pod-demand=%v", demand)); err != nil {
+			return nil, err
+		}
+		if err := w.waitServed(ctx, len(names), 10*time.Minute); err != nil {
+			return nil, err
+		}
+		time.Sleep(30 * time.Second)
+		heapPath := filepath.Join(w.dir, fmt.Sprintf("operator-pod-demand-%v.heap.pprof", demand))
+		if rss[i], heap[i], err = w.memory(ctx, pprofAddr, heapPath); err != nil {
+			return nil, err
+		}
+		e.say("steady: operator with pod watch %v: RSS %.1f MiB, heap in use %.1f MiB", demand, rss[i], heap[i])
+	}
+	rep.add("operator RSS restarted without the pod watch", rss[0], "MiB")
+	rep.add("operator RSS restarted with the pod watch", rss[1], "MiB")
+	rep.add("operator Go heap in use without / with the pod watch", fmt.Sprintf("%.1f / %.1f", heap[0], heap[1]), "MiB")
+	added := rss[1] - rss[0]
+	rep.add("RSS the pod watch adds", added, "MiB")
+	rep.Params["heapProfilesWithoutWithPodWatch"] = filepath.Join(w.dir, "operator-pod-demand-{false,true}.heap.pprof")
+	rep.target("the pod watch adds ≤ 20 MiB of RSS", "≤ 20 MiB", fmt.Sprintf("%.1f MiB", added), added <= 20)
 	rep.Ran = Seconds(time.Since(rep.Started))
 	return rep, nil
+}
+
+// createPods creates, on every node, running pods (bound, with an
+// address in their status, as their kubelet would have written it) and
+// waiting pods (bound, no address yet), 64 at a time.
+func (w *world) createPods(ctx context.Context, nodes []string, running, waiting int) error {
+	const ns = "steady"
+	c := w.cluster.Client
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		return err
+	}
+	sem := make(chan struct{}, 64)
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		firstErr error
+	)
+	for i, node := range nodes {
+		for j := range running + waiting {
+			sem <- struct{}{}
+			wg.Go(func() {
+				defer func() { <-sem }()
+				pod := &corev1.Pod{
+					ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("pod-%d-%d", i, j)},
+					Spec:       corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "app", Image: "registry.k8s.io/pause:3.10"}}},
+				}
+				err := c.Create(ctx, pod)
+				if err == nil && j < running {
+					ip := fmt.Sprintf("100.%d.%d.%d", 64+i/65536, i/256%256, i%256)
+					pod.Status.Phase = corev1.PodRunning
+					pod.Status.PodIP, pod.Status.PodIPs = ip, []corev1.PodIP{{IP: ip}}
+					err = c.Status().Update(ctx, pod)
+				}
+				if err != nil {
+					mu.Lock()
+					firstErr = cmp.Or(firstErr, fmt.Errorf("creating pod %s on %s, %w", pod.Name, node, err))
+					mu.Unlock()
+				}
+			})
+		}
+	}
+	wg.Wait()
+	return firstErr
+}
+
+// waitServed waits until the operator's last reconcile served n nodes.
+func (w *world) waitServed(ctx context.Context, n int, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		m, err := w.metrics(ctx)
+		if err == nil && sum(m, "enipam_nodes", map[string]string{"state": "served"}) >= float64(n) {
+			return nil
+		}
+		if w.op.Exited() {
+			return fmt.Errorf("operator exited:\n%s", w.op.Tail(20))
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the operator served fewer than %d nodes within %s", n, timeout)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// memory returns the operator's RSS, the mean of five looks 5 s apart
+// after a garbage collection (its heap profile, taken with gc=1, goes to
+// heapPath), and its Go heap in use, in MiB.
+func (w *world) memory(ctx context.Context, pprofAddr, heapPath string) (rss, heap float64, err error) {
+	if err := fetch(ctx, "http://"+pprofAddr+"/debug/pprof/heap?gc=1", heapPath); err != nil {
+		return 0, 0, err
+	}
+	for i := range 5 {
+		if i > 0 {
+			select {
+			case <-ctx.Done():
+				return 0, 0, ctx.Err()
+			case <-time.After(5 * time.Second):
+			}
+		}
+		u, err := w.op.Usage()
+		if err != nil {
+			return 0, 0, err
+		}
+		rss += float64(u.RSSBytes) / (1 << 20) / 5
+	}
+	m, err := w.metrics(ctx)
+	if err != nil {
+		return 0, 0, err
+	}
+	return rss, sum(m, "go_memstats_heap_inuse_bytes", nil) / (1 << 20), nil
 }

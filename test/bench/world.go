@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
@@ -26,7 +27,10 @@ type Env struct {
 	Bins     stack.Binaries
 	LogDir   string
 	Progress io.Writer
-	start    time.Time
+	// OperatorArgs are added to every operator's arguments (last, so they
+	// win), e.g. --log-level=debug.
+	OperatorArgs []string
+	start        time.Time
 }
 
 // NewEnv builds the binaries of the repository at root into dir/bin and
@@ -57,6 +61,14 @@ type world struct {
 	metricsURL string
 	agents     *agentsim.Sim
 	stopAgents context.CancelFunc
+	// agentsCtx ends with the agents; what plays the nodes beside them
+	// (kubelets) runs under it.
+	agentsCtx context.Context
+	// sched is the real kube-scheduler, when the scenario binds pods.
+	sched *stack.Process
+	// opArgs are the operator's arguments, for restarts.
+	opArgs []string
+	ops    int
 }
 
 // startWorld starts everything but the agents' nodes.
@@ -99,18 +111,21 @@ func (e *Env) startWorld(ctx context.Context, name, scenarioYAML string, opArgs 
 	}
 	w.metricsURL = "http://" + metricsAddr + "/metrics"
 	e.say("%s: starting enipam-operator %v", name, opArgs)
-	args := append([]string{"--metrics-bind-address=" + metricsAddr}, opArgs...)
+	args := append(append([]string{"--metrics-bind-address=" + metricsAddr}, opArgs...), e.OperatorArgs...)
+	w.opArgs, w.ops = args, 1
 	if w.op, err = stack.StartOperator(ctx, e.Bins.Operator, dir, "enipam-operator", kubeconfig, w.sim.Endpoints.EC2, "bench", args...); err != nil {
 		w.stop()
 		return nil, err
 	}
-	simOpts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	if simOpts.Logger == nil {
+		simOpts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
 	if w.agents, err = agentsim.New(c.Config, simOpts); err != nil {
 		w.stop()
 		return nil, err
 	}
 	actx, cancel := context.WithCancel(ctx)
-	w.stopAgents = cancel
+	w.stopAgents, w.agentsCtx = cancel, actx
 	if err := w.agents.Start(actx); err != nil {
 		w.stop()
 		return nil, err
@@ -137,6 +152,24 @@ func (w *world) waitSynced(ctx context.Context) error {
 	}
 }
 
+// restartOperator stops the operator and starts a new one with its
+// arguments and extra (later flags win), logging to enipam-operator-<n>.
+func (w *world) restartOperator(ctx context.Context, extra ...string) error {
+	if err := w.op.Stop(10 * time.Second); err != nil {
+		return err
+	}
+	w.ops++
+	name := fmt.Sprintf("enipam-operator-%d", w.ops)
+	w.env.say("%s: restarting enipam-operator %v", filepath.Base(w.dir), extra)
+	op, err := stack.StartOperator(ctx, w.env.Bins.Operator, w.dir, name, filepath.Join(w.dir, "kubeconfig"), w.sim.Endpoints.EC2, "bench",
+		append(slices.Clone(w.opArgs), extra...)...)
+	if err != nil {
+		return err
+	}
+	w.op = op
+	return nil
+}
+
 // stop ends everything, the agents and the operator before the control
 // plane.
 func (w *world) stop() {
@@ -144,7 +177,7 @@ func (w *world) stop() {
 		w.stopAgents()
 		<-w.agents.Done()
 	}
-	for _, p := range []*stack.Process{w.op, processOf(w.sim)} {
+	for _, p := range []*stack.Process{w.sched, w.op, processOf(w.sim)} {
 		if p != nil {
 			_ = p.Stop(10 * time.Second)
 		}
@@ -292,3 +325,65 @@ func (r *Report) addPoolFindings(f agentsim.PoolFindings) {
 // kubeconfigPath is the admin kubeconfig startWorld wrote for the
 // world's processes.
 func (w *world) kubeconfigPath() string { return filepath.Join(w.dir, "kubeconfig") }
+
+// histogram is a Prometheus histogram read from a scrape: its count,
+// sum and cumulative buckets.
+type histogram struct {
+	count, sum float64
+	le, cum    []float64
+}
+
+// readHistogram adds up the histograms of a family.
+func readHistogram(families map[string]*dto.MetricFamily, name string) histogram {
+	var h histogram
+	f, ok := families[name]
+	if !ok {
+		return h
+	}
+	for _, m := range f.Metric {
+		mh := m.Histogram
+		if mh == nil {
+			continue
+		}
+		h.count += float64(mh.GetSampleCount())
+		h.sum += mh.GetSampleSum()
+		for i, b := range mh.Bucket {
+			if i >= len(h.le) {
+				h.le, h.cum = append(h.le, b.GetUpperBound()), append(h.cum, 0)
+			}
+			h.cum[i] += float64(b.GetCumulativeCount())
+		}
+	}
+	return h
+}
+
+// since is what h gained after earlier, a scrape of the same histogram.
+func (h histogram) since(earlier histogram) histogram {
+	d := histogram{count: h.count - earlier.count, sum: h.sum - earlier.sum, le: h.le, cum: make([]float64, len(h.cum))}
+	for i := range h.cum {
+		d.cum[i] = h.cum[i]
+		if i < len(earlier.cum) {
+			d.cum[i] -= earlier.cum[i]
+		}
+	}
+	return d
+}
+
+// mean is the mean sample, 0 without samples.
+func (h histogram) mean() float64 {
+	if h.count == 0 {
+		return 0
+	}
+	return h.sum / h.count
+}
+
+// bound is the upper bound of the first bucket holding at least the q-th
+// share of the samples (0 when none, or beyond the last bucket).
+func (h histogram) bound(q float64) float64 {
+	for i, c := range h.cum {
+		if h.count > 0 && c >= q*h.count {
+			return h.le[i]
+		}
+	}
+	return 0
+}

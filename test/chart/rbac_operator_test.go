@@ -20,12 +20,14 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
 	"github.com/enipam/enipam/operator"
+	"github.com/enipam/enipam/operator/demand"
 )
 
 // TestOperatorServiceAccountDoesItsJobAndNothingElse: the chart's RBAC
@@ -35,7 +37,8 @@ import (
 // First the real operator runs under that identity, with the flags the
 // chart renders (leader election in the release namespace) and an EC2
 // endpoint that does not answer: it becomes ready (its caches list and
-// watch CiliumNodes, Nodes and ENIPolicies), wins the Lease, writes the
+// watch CiliumNodes, Nodes and ENIPolicies; its pod watch lists and
+// watches the pods bound without an address), wins the Lease, writes the
 // status of two overlapping ENIPolicies, records a PolicyConflict event
 // (events.k8s.io) and its leader-election event (core, on the Lease), and
 // releases the Lease when stopped; its logs hold no refusal.
@@ -45,10 +48,13 @@ import (
 // outside its job is refused: reading Secrets, a plain get of a CiliumNode
 // (reads go through the cache), creating, updating or deleting
 // CiliumNodes, deleting or patching Nodes, changing a policy's spec,
-// updating Deployments, getting, deleting or binding Pods, creating
+// updating Deployments, creating, deleting or binding Pods, creating
 // StaticIPClaims, other Leases, core events outside its namespace. Its
-// static-IP verbs are allowed: list and watch Pods and StatefulSets; list,
-// patch (finalizer) and delete StaticIPClaims, patch their status.
+// pod reads are allowed: list and watch (the pods bound without an
+// address, by field selector; RBAC cannot narrow a list by field), get
+// (one pod, uncached). Its static-IP verbs are allowed: list and watch
+// StatefulSets; list, patch (finalizer) and delete StaticIPClaims, patch
+// their status.
 func TestOperatorServiceAccountDoesItsJobAndNothingElse(t *testing.T) {
 	m := installRBAC(t)
 	cfg := as(t, "rbac-operator", authorizationv1.ResourceAttributes{Group: "cilium.io", Resource: "ciliumnodes", Verb: "list"})
@@ -174,10 +180,10 @@ func TestOperatorServiceAccountDoesItsJobAndNothingElse(t *testing.T) {
 	}
 	var policies enipamv1alpha1.ENIPolicyList
 	allowed(t, "list ENIPolicies", c.List(bg, &policies))
-	var pods corev1.PodList
-	allowed(t, "list Pods", c.List(bg, &pods))
-	w, err = c.Watch(bg, &corev1.PodList{})
-	allowed(t, "watch Pods", err)
+	waiting := &client.ListOptions{FieldSelector: fields.ParseSelectorOrDie(demand.Selector)}
+	allowed(t, "list pods bound without an address", c.List(bg, &corev1.PodList{}, waiting))
+	w, err = c.Watch(bg, &corev1.PodList{}, waiting)
+	allowed(t, "watch pods bound without an address", err)
 	if err == nil {
 		w.Stop()
 	}
@@ -252,10 +258,13 @@ func TestOperatorServiceAccountDoesItsJobAndNothingElse(t *testing.T) {
 	scaled := deployment.DeepCopy()
 	scaled.Spec.Replicas = ptr(int32(5))
 	denied(t, "update a Deployment", c.Update(bg, scaled))
-	denied(t, "get a Pod without the cache", c.Get(bg, client.ObjectKey{Namespace: rbacNamespace, Name: "db-0"}, &corev1.Pod{}))
+	err = c.Get(bg, client.ObjectKey{Namespace: rbacNamespace, Name: "db-0"}, &corev1.Pod{})
+	allowed(t, "get a Pod (uncached)", client.IgnoreNotFound(err))
 	denied(t, "delete a Pod", c.Delete(bg, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: rbacNamespace, Name: "db-0"}}))
 	denied(t, "bind a Pod", c.SubResource("binding").Create(bg, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: rbacNamespace, Name: "db-0"}},
 		&corev1.Binding{ObjectMeta: metav1.ObjectMeta{Namespace: rbacNamespace, Name: "db-0"}, Target: corev1.ObjectReference{Kind: "Node", Name: node.Name}}))
+	denied(t, "create a Pod", c.Create(bg, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: rbacNamespace, Name: "rbac-created"},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "registry.k8s.io/pause:3.10"}}}}))
 	denied(t, "get another Lease in its namespace", c.Get(bg, client.ObjectKey{Namespace: rbacNamespace, Name: "someone-else"}, &coordinationv1.Lease{}))
 	denied(t, "get a Lease in kube-system", c.Get(bg, client.ObjectKey{Namespace: "kube-system", Name: opts.LeaderElectionID}, &coordinationv1.Lease{}))
 	denied(t, "create a core Event in default", c.Create(bg, &corev1.Event{

@@ -105,7 +105,8 @@ func TestDefaultsRenderTheWholeInstall(t *testing.T) {
 	defaults := operator.DefaultOptions()
 	if opts.ClusterName != "prod-1" || opts.Knobs != defaults.Knobs || opts.ReleaseExcessIPs != defaults.ReleaseExcessIPs ||
 		opts.ReleaseDelay != defaults.ReleaseDelay || opts.ResyncInterval != defaults.ResyncInterval ||
-		opts.GCInterval != defaults.GCInterval || opts.GCMaxPerPass != defaults.GCMaxPerPass || opts.Workers != defaults.Workers {
+		opts.GCInterval != defaults.GCInterval || opts.GCMaxPerPass != defaults.GCMaxPerPass || opts.Workers != defaults.Workers ||
+		opts.Headroom != defaults.Headroom || opts.PodDemand != defaults.PodDemand {
 		t.Errorf("operator options %+v differ from the binary's defaults %+v", opts, defaults)
 	}
 	if !opts.LeaderElect || opts.LeaderNamespace != "kube-system" || opts.LeaderElectionID != "enipam-operator" {
@@ -270,6 +271,20 @@ func TestEdgeValuesChangeWhatRenders(t *testing.T) {
 				t.Errorf("operator objects missing: %v", m.names())
 			}
 		}},
+		{"the pod watch off takes pods out of the operator's role", []string{"--set", "operator.podDemand=false"}, func(t *testing.T, m manifest) {
+			var d appsv1.Deployment
+			m.typed(t, "Deployment", "enipam-operator", &d)
+			if o := operatorOptions(t, &d); o.PodDemand {
+				t.Error("the operator still watches pods")
+			}
+			var role rbacv1.ClusterRole
+			m.typed(t, "ClusterRole", "enipam-operator", &role)
+			for _, r := range role.Rules {
+				if slices.Contains(r.Resources, "pods") {
+					t.Errorf("the operator may %v pods without the pod watch", r.Verbs)
+				}
+			}
+		}},
 		{"default policy enabled with nothing else", []string{"--set", "defaultPolicy.enabled=true"}, func(t *testing.T, m manifest) {
 			var p enipamv1alpha1.ENIPolicy
 			m.typed(t, "ENIPolicy", "default", &p)
@@ -293,7 +308,8 @@ func TestEdgeValuesChangeWhatRenders(t *testing.T) {
 			m.typed(t, "Deployment", "enipam-operator", &d)
 			o := operatorOptions(t, &d)
 			if o.Knobs.PreAllocate != 16 || o.Knobs.MinAllocate != 4 || o.Knobs.MaxAllocate != 120 || o.Knobs.MaxAboveWatermark != 8 ||
-				o.FirstInterfaceIndex != 1 || !o.PrefixDelegation || o.ReleaseExcessIPs || o.ReleaseDelay != 10*time.Minute {
+				o.FirstInterfaceIndex != 1 || !o.PrefixDelegation || o.ReleaseExcessIPs || o.ReleaseDelay != 10*time.Minute ||
+				o.Headroom != "Adaptive" || !o.PodDemand {
 				t.Errorf("pool options: %+v", o)
 			}
 			if o.Region != "eu-west-1" || o.EC2Endpoint != "https://ec2.eu-west-1.amazonaws.com" || !slices.Equal([]string(o.VPCIDs), []string{"vpc-0123456789abcdef0"}) ||

@@ -115,6 +115,9 @@ names the values and the fix. */}}
 {{- if and (gt (int $p.maxAllocate) 0) (gt (int $p.preAllocate) (int $p.maxAllocate)) }}
 {{- fail (printf "pool.preAllocate (%d) exceeds pool.maxAllocate (%d)" (int $p.preAllocate) (int $p.maxAllocate)) }}
 {{- end }}
+{{- if and (eq $p.headroom "Adaptive") (not .Values.operator.podDemand) }}
+{{- fail "pool.headroom Adaptive learns from the pod watch: it needs operator.podDemand true" }}
+{{- end }}
 {{- range $k, $v := .Values.defaultPolicy.tags }}
 {{- if or (hasPrefix "enipam.io/" $k) (hasPrefix "aws:" $k) }}
 {{- fail (printf "defaultPolicy.tags: the key %q is reserved (keys starting with enipam.io/ or aws: are enipam's and AWS's own)" $k) }}

@@ -208,11 +208,12 @@ func reachCapacity(t *testing.T, nodes []capacityNode, fi int, pd bool) map[stri
 	// field-managed one rebuilds a REST mapper on every write.
 	b := fake.NewClientBuilder().WithScheme(scheme).
 		WithObjectTracker(clienttesting.NewObjectTracker(scheme, serializer.NewCodecFactory(scheme).UniversalDecoder()))
-	// The pool controller looks claims and pools up by these indexes.
+	// The operator's cache indexes (claims by node, pools by address),
+	// which the pool controller lists through.
 	for _, idx := range claims.Indexes() {
 		b = b.WithIndex(idx.Object, idx.Field, idx.Extract)
 	}
-	c := b.WithStatusSubresource(&ciliumv2.CiliumNode{}, &enipamv1alpha1.NodeRouting{}, &enipamv1alpha1.ENIPolicy{}).
+	c := b.WithStatusSubresource(&ciliumv2.CiliumNode{}, &enipamv1alpha1.NodeRouting{}, &enipamv1alpha1.ENIPolicy{}, &enipamv1alpha1.StaticIPClaim{}).
 		WithObjects(objs...).Build()
 
 	ctx, cancel := context.WithCancel(context.Background())

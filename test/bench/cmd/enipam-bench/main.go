@@ -2,7 +2,7 @@
 // binaries and prints their figures; `make bench` runs it. Each scenario
 // also writes <out>/<scenario>.json.
 //
-//	enipam-bench [-quick] [-scenarios scale-up,churn,steady,placement,static-moves] [-out _out/bench]
+//	enipam-bench [-quick] [-scenarios scale-up,churn,steady,placement,static-moves,pools] [-out _out/bench]
 package main
 
 import (
@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -31,11 +32,15 @@ type scenario interface {
 
 func main() {
 	quick := flag.Bool("quick", os.Getenv("BENCH_QUICK") == "1", "small runs (BENCH_QUICK=1): 200 nodes for scale-up")
-	only := flag.String("scenarios", "scale-up,churn,steady,placement,static-moves", "comma-separated scenarios to run")
+	only := flag.String("scenarios", "scale-up,churn,steady,placement,static-moves,pools", "comma-separated scenarios to run")
 	out := flag.String("out", "_out/bench", "directory for the JSON reports and logs")
 	nodes := flag.Int("nodes", 0, "scale-up nodes (default 1000, quick 200)")
 	watermark := flag.Int("churn-watermark", -1, "churn: max-above-watermark (default the scenario's)")
 	delay := flag.Duration("churn-release-delay", 0, "churn: excess IP release delay (default the scenario's)")
+	poolsNodes := flag.Int("pools-nodes", 0, "pools: nodes (default 100, quick 20)")
+	poolsConfigs := flag.String("pools-configs", "", "pools: comma-separated configurations to compare (default all: cilium,vpc-cni,enipam-fixed,enipam-adaptive)")
+	cniDelay := flag.Duration("cni-delay", 0, "pools: time from a pod's binding to its CNI call (default 1s)")
+	operatorArgs := flag.String("operator-args", "", "space-separated arguments added to every operator's (e.g. --log-level=debug)")
 	flag.Parse()
 	// envtest logs through controller-runtime's global logger; only its
 	// warnings matter here.
@@ -50,13 +55,32 @@ func main() {
 	if *delay > 0 {
 		churn.ReleaseDelay = *delay
 	}
-	if err := run(ctx, *quick, *only, *out, *nodes, churn); err != nil {
+	pools := bench.DefaultPools(*quick)
+	if *poolsNodes > 0 {
+		pools.Nodes = *poolsNodes
+	}
+	if *cniDelay > 0 {
+		pools.CNIDelay = *cniDelay
+	}
+	if *poolsConfigs != "" {
+		var keep []bench.PoolConfig
+		for _, name := range strings.Split(*poolsConfigs, ",") {
+			i := slices.IndexFunc(pools.Configs, func(c bench.PoolConfig) bool { return c.Name == strings.TrimSpace(name) })
+			if i < 0 {
+				fmt.Fprintf(os.Stderr, "enipam-bench: unknown pools configuration %q\n", name)
+				os.Exit(2)
+			}
+			keep = append(keep, pools.Configs[i])
+		}
+		pools.Configs = keep
+	}
+	if err := run(ctx, *quick, *only, *out, *nodes, churn, pools, strings.Fields(*operatorArgs)); err != nil {
 		fmt.Fprintln(os.Stderr, "enipam-bench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, quick bool, only, out string, nodes int, churn bench.Churn) error {
+func run(ctx context.Context, quick bool, only, out string, nodes int, churn bench.Churn, pools bench.Pools, operatorArgs []string) error {
 	root, err := cluster.RepoRoot()
 	if err != nil {
 		return err
@@ -69,6 +93,7 @@ func run(ctx context.Context, quick bool, only, out string, nodes int, churn ben
 	if err != nil {
 		return err
 	}
+	env.OperatorArgs = operatorArgs
 	if nodes == 0 {
 		nodes = 1000
 		if quick {
@@ -90,8 +115,10 @@ func run(ctx context.Context, quick bool, only, out string, nodes int, churn ben
 			scenarios = append(scenarios, bench.DefaultPlacement(quick))
 		case "static-moves":
 			scenarios = append(scenarios, bench.DefaultStaticMoves(quick))
+		case "pools":
+			scenarios = append(scenarios, pools)
 		default:
-			return fmt.Errorf("unknown scenario %q (scale-up, churn, steady, placement, static-moves)", name)
+			return fmt.Errorf("unknown scenario %q (scale-up, churn, steady, placement, static-moves, pools)", name)
 		}
 	}
 	start := time.Now()

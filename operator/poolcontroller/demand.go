@@ -1,0 +1,83 @@
+package poolcontroller
+
+import (
+	"context"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/enipam/enipam/operator/pool"
+)
+
+// Demand is what the controller asks of the pod watch (package demand).
+type Demand interface {
+	// Waiting returns how many pods bound to node will take an address
+	// from its pool and are not listed, by owner ("namespace/name"), as
+	// using one in status.ipam.used.
+	Waiting(node string, listed func(owner string) bool) int
+	// Arrivals returns when pods that take a pool address were bound to
+	// node within the last since, oldest first.
+	Arrivals(node string, since time.Duration) []time.Time
+	// OnChange registers f, called with a node's name whenever the pods
+	// it waits for change.
+	OnChange(f func(node string))
+}
+
+// demandSource requeues a node whenever the pods it waits for change,
+// ahead of idle nodes: a bound pod's CNI call comes within seconds.
+func (r *Reconciler) demandSource() source.Source {
+	return source.Func(func(_ context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+		r.opts.Demand.OnChange(func(node string) {
+			req := reconcile.Request{NamespacedName: types.NamespacedName{Name: node}}
+			if pq, ok := q.(priorityqueue.PriorityQueue[reconcile.Request]); ok {
+				p := priorityDeficit
+				pq.AddWithOpts(priorityqueue.AddOpts{Priority: &p}, req)
+				return
+			}
+			q.Add(req)
+		})
+		return nil
+	})
+}
+
+// countDemand reads, from the pod watch, the pods bound to the node that
+// still wait for an address the agent does not list as used.
+func (s *nodeSync) countDemand() {
+	d := s.r.opts.Demand
+	if d == nil {
+		return
+	}
+	used := s.cn.Status.IPAM.Used
+	var owners map[string]bool
+	s.waiting = d.Waiting(s.cn.Name, func(owner string) bool {
+		if owners == nil {
+			owners = make(map[string]bool, len(used))
+			for _, e := range used {
+				owners[e.Owner] = true
+			}
+		}
+		return owners[owner]
+	})
+}
+
+// adaptKnobs turns the resolved knobs into those the pool math runs
+// with: under the adaptive headroom, the headroom the node's arrivals
+// call for replaces pre-allocate (pool.AdaptiveKnobs). Without a pod
+// watch there are no arrivals to learn from, and the headroom stays
+// fixed.
+func (s *nodeSync) adaptKnobs() {
+	cfg := &s.cfg.Config
+	if !cfg.Adaptive || s.r.opts.Demand == nil {
+		s.headroom = cfg.PreAllocate
+		return
+	}
+	memory := max(s.cfg.ReleaseDelay, pool.MinMemory)
+	arrivals := s.r.opts.Demand.Arrivals(s.cn.Name, memory)
+	s.headroom = pool.Headroom(arrivals, s.r.now(), pool.Lead(s.mem.leads), memory, cfg.PreAllocate)
+	ipam := s.cn.Spec.IPAM
+	cfg.Knobs = pool.AdaptiveKnobs(cfg.Knobs, s.headroom, pool.AgentStart(ipam.MinAllocate, ipam.PreAllocate))
+}
