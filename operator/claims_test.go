@@ -30,6 +30,7 @@ import (
 	"github.com/enipam/enipam/operator/claimcontroller"
 	"github.com/enipam/enipam/operator/claims"
 	"github.com/enipam/enipam/operator/cloud"
+	"github.com/enipam/enipam/operator/gc"
 	"github.com/enipam/enipam/operator/inventory"
 	"github.com/enipam/enipam/operator/poolcontroller"
 	"github.com/enipam/enipam/test/agentsim"
@@ -84,6 +85,8 @@ type staticWorld struct {
 	failSpecOf string
 	// api, when set, stands between the operator and cloud.
 	api cloud.API
+	// recorder keeps the claim controller's events.
+	recorder *events.FakeRecorder
 }
 
 func newStaticWorld(t *testing.T) *staticWorld {
@@ -100,7 +103,7 @@ func newStaticWorld(t *testing.T) *staticWorld {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := &staticWorld{t: t, state: st, cloud: cloudfake.New(st), used: map[string]map[string]string{}}
+	w := &staticWorld{t: t, state: st, cloud: cloudfake.New(st), used: map[string]map[string]string{}, recorder: events.NewFakeRecorder(1000)}
 	objs := []client.Object{&enipamv1alpha1.ENIPolicy{ObjectMeta: metav1.ObjectMeta{Name: "pods"}, Spec: enipamv1alpha1.ENIPolicySpec{
 		FirstInterfaceIndex: i32(1), SubnetTags: map[string]string{"pods": "true"},
 	}}}
@@ -135,6 +138,9 @@ func newStaticWorld(t *testing.T) *staticWorld {
 type staticLife struct {
 	pools  *poolcontroller.Reconciler
 	claims *claimcontroller.Reconciler
+	// gc collects leaked Elastic IPs on first sight.
+	gc     *gc.Collector
+	inv    *inventory.Inventory
 	cancel context.CancelFunc
 }
 
@@ -165,8 +171,12 @@ func (w *staticWorld) start() *staticLife {
 		w.t.Fatal(err)
 	}
 	pools := poolcontroller.New(w.c, api, inv, events.NewFakeRecorder(1000), m, interruptOptions(), log)
-	claims := claimcontroller.New(w.c, inv, pools.Notes(), events.NewFakeRecorder(1000), claimcontroller.Options{Cluster: "test"}, log)
-	return &staticLife{pools: pools, claims: claims, cancel: cancel}
+	claims := claimcontroller.New(w.c, api, inv, pools.Notes(), w.recorder, claimcontroller.Options{Cluster: "test", PublicIPRetry: 50 * time.Millisecond}, log)
+	collector, err := gc.New(api, inv, w.c, gc.Options{Cluster: "test", MaxPerPass: 25, MinAge: time.Nanosecond}, prometheus.NewRegistry(), log)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return &staticLife{pools: pools, claims: claims, gc: collector, inv: inv, cancel: cancel}
 }
 
 // step runs one reconcile of every claim and every node, then one step
@@ -407,6 +417,9 @@ func (w *staticWorld) invariants() {
 			}
 			holders[ip] = owner
 		}
+	}
+	if f := w.publicIPs(false); f.Total() != 0 {
+		w.t.Errorf("Elastic IPs: %s: %v", f, f.Details)
 	}
 }
 

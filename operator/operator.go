@@ -161,17 +161,17 @@ func New(opts Options, restCfg *rest.Config, awsCfg aws.Config, reg prometheus.R
 	if err := nodes.SetupWithManager(mgr); err != nil {
 		return nil, err
 	}
-	claims := claimcontroller.New(mgr.GetClient(), inv, nodes.Notes(), mgr.GetEventRecorder("enipam-operator"),
-		claimcontroller.Options{Cluster: opts.ClusterName, Pods: mgr.GetAPIReader()}, log.With("component", "staticipclaim"))
+	claims := claimcontroller.New(mgr.GetClient(), api, inv, nodes.Notes(), mgr.GetEventRecorder("enipam-operator"),
+		claimcontroller.Options{Cluster: opts.ClusterName, Pods: mgr.GetAPIReader(), PublicIPRetry: opts.ResyncInterval}, log.With("component", "staticipclaim"))
 	if err := claims.SetupWithManager(mgr); err != nil {
 		return nil, err
 	}
 	if err := policy.NewStatusReconciler(mgr.GetClient(), mgr.GetEventRecorder("enipam-operator")).SetupWithManager(mgr); err != nil {
 		return nil, err
 	}
-	collector, err := gc.New(api, inv, gc.Options{
+	collector, err := gc.New(api, inv, mgr.GetClient(), gc.Options{
 		Cluster: opts.ClusterName, Interval: opts.GCInterval, MaxPerPass: opts.GCMaxPerPass,
-		MinAge: max(2*min(opts.ResyncInterval, 2*time.Minute), time.Minute),
+		MinAge: gcMinAge(opts),
 	}, reg, log.With("component", "gc"))
 	if err != nil {
 		return nil, err
@@ -236,3 +236,12 @@ func slimNode(obj any) (any, error) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// gcMinAge is --gc-min-age, or twice the consistency grace (at least a
+// minute).
+func gcMinAge(opts Options) time.Duration {
+	if opts.GCMinAge > 0 {
+		return opts.GCMinAge
+	}
+	return max(2*min(opts.ResyncInterval, 2*time.Minute), time.Minute)
+}

@@ -27,6 +27,9 @@ type Options struct {
 
 	GCInterval   time.Duration
 	GCMaxPerPass int
+	// GCMinAge is how old a leak must be to be collected on first sight
+	// (0: twice the consistency grace, at least a minute).
+	GCMinAge time.Duration
 
 	// Pool defaults, the last step of the precedence (see package policy).
 	Knobs               pool.Knobs
@@ -91,7 +94,8 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.EC2MaxAttempts, "ec2-max-attempts", o.EC2MaxAttempts, "Attempts per EC2 call under throttling or server errors.")
 	fs.IntVar(&o.Workers, "workers", o.Workers, "Nodes served in parallel.")
 	fs.DurationVar(&o.GCInterval, "gc-interval", o.GCInterval, "Time between leaked-ENI collection passes.")
-	fs.IntVar(&o.GCMaxPerPass, "gc-max-per-pass", o.GCMaxPerPass, "Most leaked ENIs deleted per pass.")
+	fs.IntVar(&o.GCMaxPerPass, "gc-max-per-pass", o.GCMaxPerPass, "Most leaked ENIs deleted (and, apart, leaked Elastic IPs released) per pass.")
+	fs.DurationVar(&o.GCMinAge, "gc-min-age", o.GCMinAge, "How old (by its creation tag) an unattached ENI, or an Elastic IP allocated for a claim that no claim records, must be to be collected on first sight (0 = twice the consistency grace, at least 1m); younger ones on their second sighting.")
 	fs.IntVar(&o.Knobs.PreAllocate, "pre-allocate", o.Knobs.PreAllocate, "Default free IPs kept in each pool.")
 	fs.IntVar(&o.Knobs.MinAllocate, "min-allocate", o.Knobs.MinAllocate, "Default smallest pool.")
 	fs.IntVar(&o.Knobs.MaxAllocate, "max-allocate", o.Knobs.MaxAllocate, "Default largest pool (0 = the instance's limit).")
@@ -129,6 +133,7 @@ func (o *Options) Validate() error {
 	check(o.Workers >= 1 && o.Workers <= 10000, "--workers must be in [1, 10000], got %d", o.Workers)
 	check(o.GCInterval >= 100*time.Millisecond, "--gc-interval must be at least 100ms")
 	check(o.GCMaxPerPass >= 0, "--gc-max-per-pass must not be negative")
+	check(o.GCMinAge >= 0, "--gc-min-age must not be negative")
 	k := o.Knobs
 	check(k.PreAllocate >= 0 && k.MinAllocate >= 0 && k.MaxAllocate >= 0 && k.MaxAboveWatermark >= 0, "pool knobs must not be negative")
 	check(k.AgentEndpoints >= 0 && k.AgentEndpoints <= 8, "--agent-endpoint-ips must be in [0, 8]")

@@ -47,6 +47,8 @@ const StaticIPClaimFinalizer = "enipam.io/static-ip"
 // +kubebuilder:printcolumn:name="Address",type=string,JSONPath=`.status.address`
 // +kubebuilder:printcolumn:name="Node",type=string,JSONPath=`.status.nodeName`
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Public IP",type=string,JSONPath=`.status.publicIP.publicIP`
+// +kubebuilder:printcolumn:name="Allocation",type=string,JSONPath=`.status.publicIP.allocationID`,priority=1
 // +kubebuilder:printcolumn:name="ENI",type=string,JSONPath=`.status.eniID`,priority=1
 // +kubebuilder:printcolumn:name="Subnet",type=string,JSONPath=`.status.subnetID`,priority=1
 // +kubebuilder:printcolumn:name="AZ",type=string,JSONPath=`.status.availabilityZone`,priority=1
@@ -110,6 +112,12 @@ type StaticIPClaimSpec struct {
 	// empty.
 	// +optional
 	NodeName string `json:"nodeName,omitempty"`
+
+	// PublicIP asks for an Elastic IP mapped to the address, wherever its
+	// pod runs (see PublicIPRequest). Removing it releases the Elastic IP
+	// as the claim's deletion would.
+	// +optional
+	PublicIP *PublicIPRequest `json:"publicIP,omitempty"`
 }
 
 // ClaimPhase is where a claim's address is.
@@ -179,6 +187,10 @@ type StaticIPClaimStatus struct {
 	// counts its TTL from it).
 	// +optional
 	LastUsed *metav1.Time `json:"lastUsed,omitempty"`
+	// PublicIP is the claim's Elastic IP and where it is associated,
+	// recorded by enipam-operator before it asks EC2 for anything.
+	// +optional
+	PublicIP *ClaimPublicIP `json:"publicIP,omitempty"`
 	// ObservedGeneration is the spec generation this status describes.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`

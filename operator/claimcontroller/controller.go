@@ -2,16 +2,19 @@
 // (an address in a subnet enipam serves, held by nobody else), records
 // where the address is (status: address, subnet, zone, node, ENI, phase,
 // the Ready condition with the pool controller's word on a placement
-// under way), applies the reclaim policies, and holds its finalizer until
-// no pool stamps the address any more. It never writes a CiliumNode and
-// never calls EC2: moving and stamping addresses is the pool
-// controller's, the one writer of every pool (package poolcontroller).
+// under way), serves the claim's Elastic IP (spec.publicIP: allocated,
+// associated with the address, released), applies the reclaim policies,
+// and holds its finalizer until no pool stamps the address any more. It
+// never writes a CiliumNode, and its only EC2 calls are the claims'
+// Elastic IPs: moving and stamping addresses is the pool controller's,
+// the one writer of every pool (package poolcontroller).
 package claimcontroller
 
 import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
@@ -29,6 +32,7 @@ import (
 
 	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
 	"github.com/enipam/enipam/operator/claims"
+	"github.com/enipam/enipam/operator/cloud"
 	"github.com/enipam/enipam/operator/inventory"
 )
 
@@ -41,6 +45,10 @@ type Options struct {
 	// someone else, a placement under way) is looked at again without
 	// any event.
 	Recheck time.Duration
+	// PublicIPRetry is how often a claim's Elastic IP is checked again
+	// when it is associated, or when only a change can help (an empty
+	// pool, the account's quota, an address taken by someone else).
+	PublicIPRetry time.Duration
 	// Pods reads single pods, uncached (the manager's API reader): the
 	// operator keeps no cache of a cluster's pods, whose size grows with
 	// the cluster. A claim whose pod holds its address in a pool needs no
@@ -52,21 +60,30 @@ type Options struct {
 // Reconciler serves StaticIPClaims. Build it with New.
 type Reconciler struct {
 	client client.Client
+	api    cloud.API
 	inv    *inventory.Inventory
 	notes  *claims.Notes
 	events events.EventRecorder
 	opts   Options
 	log    *slog.Logger
 	now    func() time.Time
+	// publicWait: claim owner → when its Elastic IP, refused for want of
+	// a change (an empty pool, the quota), is tried again, and for which
+	// generation of the claim's spec.
+	publicWait sync.Map
 }
 
-// New returns a reconciler reading the pool controller's notes; it does
-// nothing until registered with a manager.
-func New(c client.Client, inv *inventory.Inventory, notes *claims.Notes, rec events.EventRecorder, opts Options, log *slog.Logger) *Reconciler {
+// New returns a reconciler reading the pool controller's notes and
+// calling api for the claims' Elastic IPs; it does nothing until
+// registered with a manager.
+func New(c client.Client, api cloud.API, inv *inventory.Inventory, notes *claims.Notes, rec events.EventRecorder, opts Options, log *slog.Logger) *Reconciler {
 	if opts.Recheck <= 0 {
 		opts.Recheck = 10 * time.Second
 	}
-	return &Reconciler{client: c, inv: inv, notes: notes, events: rec, opts: opts, log: log, now: time.Now}
+	if opts.PublicIPRetry <= 0 {
+		opts.PublicIPRetry = time.Minute
+	}
+	return &Reconciler{client: c, api: api, inv: inv, notes: notes, events: rec, opts: opts, log: log, now: time.Now}
 }
 
 // Event reasons on claims; stable, for alerting.
@@ -106,8 +123,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 	res, err := r.writeStatus(ctx, c)
-	if err == nil && after > 0 && (res.RequeueAfter == 0 || after < res.RequeueAfter) {
-		res.RequeueAfter = after
+	if err != nil {
+		return res, err
+	}
+	public, err := r.publicIP(ctx, c)
+	for _, d := range []time.Duration{after, public} {
+		if d > 0 && (res.RequeueAfter == 0 || d < res.RequeueAfter) {
+			res.RequeueAfter = d
+		}
 	}
 	return res, err
 }
@@ -147,12 +170,18 @@ func (r *Reconciler) tell(c *enipamv1alpha1.StaticIPClaim, st *enipamv1alpha1.St
 	}
 }
 
-// release returns a deleted claim's address to the pool: the pool
-// controller removes its stamp (the claim reads as released), and the
-// finalizer goes once no pool stamps it.
+// release returns a deleted claim's address to the pool: its Elastic IP
+// is released first, then the pool controller removes its stamp (the
+// claim reads as released), and the finalizer goes once no pool stamps
+// it.
 func (r *Reconciler) release(ctx context.Context, c *enipamv1alpha1.StaticIPClaim) (ctrl.Result, error) {
 	if !controllerutil.ContainsFinalizer(c, enipamv1alpha1.StaticIPClaimFinalizer) {
 		return ctrl.Result{}, nil
+	}
+	// The Elastic IP leaves the address before the address leaves the
+	// claim: the pool keeps the stamp while status.publicIP records one.
+	if after, err := r.releasePublicIP(ctx, c); err != nil || c.Status.PublicIP != nil {
+		return ctrl.Result{RequeueAfter: max(after, time.Second)}, err
 	}
 	nodes, err := r.stampedOn(ctx, c.Owner())
 	if err != nil {

@@ -35,8 +35,11 @@ type Claim struct {
 	// Target is spec.nodeName: the node the address must be placed on
 	// ("" while no pod was bound).
 	Target string
-	// Release: the claim is being deleted; its address goes back to being
-	// an ordinary pool address.
+	// Release: the claim is being deleted and holds no Elastic IP any
+	// more (status.publicIP is empty); its address goes back to being an
+	// ordinary pool address. While the claim controller still releases
+	// the Elastic IP, the stamp stays, so no other pod gets an address
+	// mapped to a public one.
 	Release bool
 	// Ready: the claim controller checked the current spec and found it
 	// good. Nothing moves for a claim that is not.
@@ -45,7 +48,7 @@ type Claim struct {
 
 // FromObject converts a claim object.
 func FromObject(c *enipamv1alpha1.StaticIPClaim) *Claim {
-	out := &Claim{Owner: c.Owner(), Target: c.Spec.NodeName, Subnet: c.Spec.SubnetID, Release: c.DeletionTimestamp != nil}
+	out := &Claim{Owner: c.Owner(), Target: c.Spec.NodeName, Subnet: c.Spec.SubnetID, Release: c.DeletionTimestamp != nil && c.Status.PublicIP == nil}
 	addr := c.Spec.Address
 	if addr == "" {
 		addr = c.Status.Address

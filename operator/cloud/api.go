@@ -72,4 +72,13 @@ type API interface {
 	// DisassociateAddress breaks an association; it returns ErrNotFound
 	// if the association is already gone.
 	DisassociateAddress(ctx context.Context, associationID string) error
+	// AllocateAddress allocates a new Elastic IP carrying tags (tagged at
+	// creation, in the same call); ErrAddressLimit when the account's
+	// quota is reached. EC2 takes no idempotency token for it: a caller
+	// that may lose the answer records its intent first and finds the
+	// address again by its tags.
+	AllocateAddress(ctx context.Context, tags map[string]string) (Address, error)
+	// ReleaseAddress returns an Elastic IP to AWS; ErrNotFound if it is
+	// already gone, ErrInUse while it is associated.
+	ReleaseAddress(ctx context.Context, allocationID string) error
 }

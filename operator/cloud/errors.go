@@ -22,6 +22,9 @@ var (
 	ErrENILimit = errors.New("instance ENI limit reached")
 	// ErrIPLimit: the ENI holds as many addresses as its type allows.
 	ErrIPLimit = errors.New("ENI address limit reached")
+	// ErrAddressLimit: the account holds as many Elastic IPs as its
+	// quota allows (AddressLimitExceeded).
+	ErrAddressLimit = errors.New("account's Elastic IP quota reached")
 	// ErrThrottled: EC2 throttled the call (RequestLimitExceeded).
 	ErrThrottled = errors.New("throttled")
 	// ErrUnauthorized: the credentials may not make the call.

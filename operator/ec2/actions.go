@@ -22,10 +22,14 @@ const (
 	// static address between ENIs (AllowReassignment).
 	AssignPrivateIpAddresses   Action = "AssignPrivateIpAddresses"
 	UnassignPrivateIpAddresses Action = "UnassignPrivateIpAddresses"
-	// The Elastic IPs of Cilium's node static IP.
+	// The Elastic IPs of Cilium's node static IP and of static-IP claims.
 	DescribeAddresses   Action = "DescribeAddresses"
 	AssociateAddress    Action = "AssociateAddress"
 	DisassociateAddress Action = "DisassociateAddress"
+	// Elastic IPs allocated for static-IP claims (spec.publicIP.allocate),
+	// and released with them.
+	AllocateAddress Action = "AllocateAddress"
+	ReleaseAddress  Action = "ReleaseAddress"
 )
 
 // actions are the EC2 actions the adapter calls.
@@ -35,6 +39,7 @@ var actions = []Action{
 	CreateNetworkInterface, AttachNetworkInterface, ModifyNetworkInterfaceAttribute,
 	DeleteNetworkInterface, AssignPrivateIpAddresses, UnassignPrivateIpAddresses,
 	DescribeAddresses, AssociateAddress, DisassociateAddress,
+	AllocateAddress, ReleaseAddress,
 }
 
 // Actions returns every EC2 action the adapter calls: what its IAM policy

@@ -25,6 +25,7 @@ var kinds = map[string]error{
 	"InvalidAddress.NotFound":            cloud.ErrNotFound,
 	"Resource.AlreadyAssociated":         cloud.ErrInUse,
 	"InvalidIPAddress.InUse":             cloud.ErrInUse,
+	"AddressLimitExceeded":               cloud.ErrAddressLimit,
 	"InsufficientFreeAddressesInSubnet":  cloud.ErrSubnetFull,
 	"InsufficientCidrBlocks":             cloud.ErrNoPrefixRoom,
 	"AttachmentLimitExceeded":            cloud.ErrENILimit,

@@ -1,11 +1,13 @@
-// Package gc collects leaked ENIs: unattached ENIs carrying the operator's
-// cluster tag, left behind by a crash between Create and Attach or by an
-// instance that terminated before delete-on-termination was set. EC2 gives
-// no ENI age, so the operator tags each ENI it creates with the time
-// (cloud.TagCreatedAt): one unattached for longer than MinAge is deleted on
-// the first pass that sees it; one without a readable tag only when it is
-// seen unattached on two consecutive passes. Never while the operator is
-// attaching it.
+// Package gc collects leaked ENIs and Elastic IPs. ENIs: unattached ENIs
+// carrying the operator's cluster tag, left behind by a crash between
+// Create and Attach or by an instance that terminated before
+// delete-on-termination was set. EC2 gives no ENI age, so the operator
+// tags each ENI it creates with the time (cloud.TagCreatedAt): one
+// unattached for longer than MinAge is deleted on the first pass that
+// sees it; one without a readable tag only when it is seen unattached on
+// two consecutive passes. Never while the operator is attaching it.
+// Elastic IPs: those allocated for StaticIPClaims that no claim records
+// (addresses.go), by the same rule of age.
 package gc
 
 import (
@@ -15,6 +17,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/enipam/enipam/operator/cloud"
 	"github.com/enipam/enipam/operator/inventory"
@@ -26,39 +29,55 @@ type Options struct {
 	Cluster string
 	// Interval is the time between passes.
 	Interval time.Duration
-	// MaxPerPass bounds the deletions of one pass, so a flood of leaks
-	// never starves the allocations of EC2's buckets.
+	// MaxPerPass bounds the deletions of one pass (and, apart, the
+	// releases of Elastic IPs), so a flood of leaks never starves the
+	// allocations of EC2's buckets.
 	MaxPerPass int
-	// MinAge is how old (by its creation tag) an unattached ENI must be to
-	// be taken for a leak on first sight: long enough for the reconcile
-	// that created it, or a later one, to attach or adopt it.
+	// MinAge is how old (by its creation tag) an unattached ENI, or an
+	// Elastic IP no claim records, must be to be taken for a leak on
+	// first sight: long enough for the reconcile that created it, or a
+	// later one, to attach or adopt it, and for the cache of claims to
+	// show a record just written.
 	MinAge time.Duration
 }
 
-// Collector deletes leaked ENIs.
+// Collector deletes leaked ENIs and releases leaked Elastic IPs.
 type Collector struct {
-	api  cloud.API
-	inv  *inventory.Inventory
-	opts Options
-	log  *slog.Logger
-	seen map[string]bool
+	api    cloud.API
+	inv    *inventory.Inventory
+	claims client.Reader
+	opts   Options
+	log    *slog.Logger
+	now    func() time.Time
+	seen   map[string]bool
+	// seenAddrs: Elastic IPs no claim recorded on the last pass.
+	seenAddrs map[string]bool
 
-	collected prometheus.Counter
-	leaked    prometheus.Gauge
+	collected      prometheus.Counter
+	leaked         prometheus.Gauge
+	addrsCollected prometheus.Counter
+	addrsLeaked    prometheus.Gauge
 }
 
-// New returns a collector; it does nothing until Start.
-func New(api cloud.API, inv *inventory.Inventory, opts Options, reg prometheus.Registerer, log *slog.Logger) (*Collector, error) {
+// New returns a collector reading StaticIPClaims through claims (nil:
+// Elastic IPs are not collected); it does nothing until Start.
+func New(api cloud.API, inv *inventory.Inventory, claims client.Reader, opts Options, reg prometheus.Registerer, log *slog.Logger) (*Collector, error) {
 	c := &Collector{
-		api: api, inv: inv, opts: opts, log: log, seen: map[string]bool{},
+		api: api, inv: inv, claims: claims, opts: opts, log: log, now: time.Now, seen: map[string]bool{}, seenAddrs: map[string]bool{},
 		collected: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "enipam_enis_collected_total", Help: "Leaked ENIs deleted by the collector.",
 		}),
 		leaked: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "enipam_leaked_enis", Help: "Unattached ENIs with this cluster's tag seen by the last collector pass.",
 		}),
+		addrsCollected: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "enipam_eips_collected_total", Help: "Leaked Elastic IPs (allocated for claims, recorded by none) released by the collector.",
+		}),
+		addrsLeaked: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "enipam_leaked_eips", Help: "Elastic IPs allocated for claims and recorded by none, seen by the last collector pass.",
+		}),
 	}
-	for _, m := range []prometheus.Collector{c.collected, c.leaked} {
+	for _, m := range []prometheus.Collector{c.collected, c.leaked, c.addrsCollected, c.addrsLeaked} {
 		if err := reg.Register(m); err != nil {
 			return nil, err
 		}
@@ -81,15 +100,22 @@ func (c *Collector) Start(ctx context.Context) error {
 			return nil
 		case <-ticker.C:
 			if _, err := c.Pass(ctx); err != nil {
-				c.log.Error("ENI collection pass", "error", err)
+				c.log.Error("collection pass", "error", err)
 			}
 		}
 	}
 }
 
-// Pass deletes the leaked ENIs seen on the previous pass too (at most
-// MaxPerPass) and returns how many it deleted.
+// Pass deletes the leaked ENIs seen on the previous pass too, or old
+// enough (at most MaxPerPass), releases the leaked Elastic IPs by the same
+// rule, and returns how many of both it deleted and released.
 func (c *Collector) Pass(ctx context.Context) (int, error) {
+	enis, err := c.collectENIs(ctx)
+	addrs, aerr := c.collectAddresses(ctx, c.opts.MaxPerPass)
+	return enis + addrs, errors.Join(err, aerr)
+}
+
+func (c *Collector) collectENIs(ctx context.Context) (int, error) {
 	candidates := c.inv.UnattachedENIs(cloud.TagCluster, c.opts.Cluster)
 	c.leaked.Set(float64(len(candidates)))
 	next := map[string]bool{}
@@ -124,7 +150,4 @@ func (c *Collector) Pass(ctx context.Context) (int, error) {
 }
 
 // oldEnough reports whether the ENI's creation tag is older than MinAge.
-func (c *Collector) oldEnough(e *cloud.ENI) bool {
-	at, err := time.Parse(time.RFC3339, e.Tags[cloud.TagCreatedAt])
-	return err == nil && c.opts.MinAge > 0 && time.Since(at) > c.opts.MinAge
-}
+func (c *Collector) oldEnough(e *cloud.ENI) bool { return c.oldEnoughTag(e.Tags[cloud.TagCreatedAt]) }

@@ -28,8 +28,9 @@ type Addresses struct {
 	listedAt time.Time
 	// touched: allocation ID → last local change.
 	touched map[string]time.Time
-	// reserved: allocation ID → the node a worker is associating it for,
-	// so concurrent workers never pick the same free address.
+	// reserved: allocation ID → the node or claim a worker is
+	// associating it for, so concurrent workers never pick the same free
+	// address.
 	reserved map[string]string
 	flight   sync.Map
 }
@@ -83,9 +84,12 @@ func (a *Addresses) refresh(ctx context.Context) error {
 			delete(a.touched, id)
 			continue
 		}
-		// The describe may predate this process's own change.
+		// The describe may predate this process's own change (a release
+		// included: the address must not come back).
 		if old, ok := a.byID[id]; ok {
 			byID[id] = old
+		} else {
+			delete(byID, id)
 		}
 	}
 	a.byID, a.listedAt = byID, start
@@ -114,38 +118,85 @@ func (a *Addresses) RecordDisassociated(allocationID string) {
 	a.touched[allocationID] = a.now()
 }
 
-// Reserve picks, for node, the free Elastic IP (not associated) carrying
-// every tag of tags with the lowest allocation ID that no other node has
-// reserved, and reserves it; false when there is none. A node's earlier
-// reservation is given up.
-func (a *Addresses) Reserve(node string, tags map[string]string) (cloud.Address, bool) {
+// RecordAllocated records an Elastic IP this process allocated.
+func (a *Addresses) RecordAllocated(addr cloud.Address) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.unreserveLocked(node)
+	a.byID[addr.AllocationID] = addr
+	a.touched[addr.AllocationID] = a.now()
+}
+
+// RecordReleased records that this process released an Elastic IP.
+func (a *Addresses) RecordReleased(allocationID string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	delete(a.byID, allocationID)
+	delete(a.reserved, allocationID)
+	a.touched[allocationID] = a.now()
+}
+
+// recordMoved moves the association of the Elastic IP mapped to ip, if
+// any, onto eniID: EC2 does so when it reassigns the address.
+func (a *Addresses) recordMoved(ip netip.Addr, eniID, instanceID string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for id, addr := range a.byID {
+		if addr.Associated() && addr.PrivateIP == ip && addr.ENIID != eniID {
+			addr.ENIID, addr.InstanceID = eniID, instanceID
+			a.byID[id] = addr
+			a.touched[id] = a.now()
+		}
+	}
+}
+
+// Tagged returns the Elastic IPs of the last describe (and this
+// process's changes since) carrying every tag of tags, sorted by
+// allocation ID.
+func (a *Addresses) Tagged(tags map[string]string) []cloud.Address {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var out []cloud.Address
+	for _, id := range slices.Sorted(maps.Keys(a.byID)) {
+		if cloud.MatchTags(a.byID[id].Tags, tags) {
+			out = append(out, a.byID[id])
+		}
+	}
+	return out
+}
+
+// Reserve picks, for holder (a node's name, or a claim's "claim
+// <namespace>/<name>"), the free Elastic IP (not associated) carrying
+// every tag of tags with the lowest allocation ID that no other holder has
+// reserved, and reserves it; false when there is none. A holder's earlier
+// reservation is given up.
+func (a *Addresses) Reserve(holder string, tags map[string]string) (cloud.Address, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.unreserveLocked(holder)
 	for _, id := range slices.Sorted(maps.Keys(a.byID)) {
 		addr := a.byID[id]
 		if addr.Associated() || !cloud.MatchTags(addr.Tags, tags) {
 			continue
 		}
-		if holder, ok := a.reserved[id]; ok && holder != node {
+		if other, ok := a.reserved[id]; ok && other != holder {
 			continue
 		}
-		a.reserved[id] = node
+		a.reserved[id] = holder
 		return addr, true
 	}
 	return cloud.Address{}, false
 }
 
-// Unreserve gives up node's reservation, if any.
-func (a *Addresses) Unreserve(node string) {
+// Unreserve gives up holder's reservation, if any.
+func (a *Addresses) Unreserve(holder string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.unreserveLocked(node)
+	a.unreserveLocked(holder)
 }
 
-func (a *Addresses) unreserveLocked(node string) {
-	for id, holder := range a.reserved {
-		if holder == node {
+func (a *Addresses) unreserveLocked(holder string) {
+	for id, h := range a.reserved {
+		if h == holder {
 			delete(a.reserved, id)
 		}
 	}

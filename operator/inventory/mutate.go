@@ -209,8 +209,9 @@ func (inv *Inventory) InFlight(eniID string) bool {
 }
 
 // RecordMoved records that EC2 moved ip onto the ENI toENI (an Assign
-// with AllowReassignment): it leaves whichever cached ENI held it. The
-// subnet's free count is unchanged.
+// with AllowReassignment): it leaves whichever cached ENI held it, and an
+// Elastic IP associated with it follows it, as in EC2. The subnet's free
+// count is unchanged.
 func (inv *Inventory) RecordMoved(ip netip.Addr, toENI string) {
 	inv.mu.Lock()
 	var from []string
@@ -232,5 +233,11 @@ func (inv *Inventory) RecordMoved(ip netip.Addr, toENI string) {
 	})
 	inv.mu.Lock()
 	inv.vouch([]netip.Addr{ip}, nil)
+	instance := ""
+	if e := inv.enis[toENI]; e != nil {
+		instance = e.InstanceID
+	}
 	inv.mu.Unlock()
+	// EC2 moves an Elastic IP associated with the address along with it.
+	inv.addresses.recordMoved(ip, toENI, instance)
 }

@@ -114,7 +114,8 @@ func (e *Extender) placeStatic(ctx context.Context, args *extenderv1.ExtenderBin
 	}
 }
 
-// claimFor is the claim a pod's StaticIPAnnotation asks for.
+// claimFor is the claim a pod's StaticIPAnnotation asks for, with the
+// Elastic IP its PublicIPAnnotation asks for.
 func claimFor(args *extenderv1.ExtenderBindingArgs, intent tracker.Intent) (*enipamv1alpha1.StaticIPClaim, error) {
 	c := &enipamv1alpha1.StaticIPClaim{
 		ObjectMeta: metav1.ObjectMeta{Namespace: args.PodNamespace, Name: args.PodName},
@@ -135,6 +136,11 @@ func claimFor(args *extenderv1.ExtenderBindingArgs, intent tracker.Intent) (*eni
 		}
 		c.Spec.UnusedTTL = &metav1.Duration{Duration: ttl}
 	}
+	public, err := enipamv1alpha1.ParsePublicIPAnnotation(intent.PublicIP)
+	if err != nil {
+		return nil, err
+	}
+	c.Spec.PublicIP = public
 	if c.Spec.ReclaimPolicy == enipamv1alpha1.ReclaimWithStatefulSet && intent.StatefulSet != "" {
 		c.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: intent.StatefulSet, UID: intent.SetUID}}
 	}

@@ -74,6 +74,7 @@ func (e *Extender) remember(pod *corev1.Pod) {
 	in := tracker.Intent{
 		Static:    pod.Annotations[enipamv1alpha1.StaticIPAnnotation],
 		UnusedTTL: pod.Annotations[enipamv1alpha1.StaticIPUnusedTTLAnnotation],
+		PublicIP:  pod.Annotations[enipamv1alpha1.PublicIPAnnotation],
 	}
 	if ref := metav1.GetControllerOf(pod); ref != nil && ref.Kind == "StatefulSet" {
 		in.StatefulSet, in.SetUID = ref.Name, ref.UID

@@ -79,14 +79,15 @@ func TestAClaimNotReadyForPlacementIsSaidSo(t *testing.T) {
 }
 
 // TestBindCreatesTheClaimAndBindsOnceTheAddressIsSettled: a pod of
-// StatefulSet db annotated WithStatefulSet has no claim: bind creates it
-// asking for the node (owner reference to the StatefulSet), creates no
+// StatefulSet db annotated WithStatefulSet, and for a public IP from the
+// pool tagged pool=web, has no claim: bind creates it asking for the node
+// (owner reference to the StatefulSet, spec.publicIP.poolTags), creates no
 // Binding while the node's pool lacks the settled stamp, and binds once
 // it is there. An ordinary pod is bound at once.
 func TestBindCreatesTheClaimAndBindsOnceTheAddressIsSettled(t *testing.T) {
 	s := staticCluster()
 	delete(s.claims, "web/db-0")
-	s.intents["uid-db-1"] = tracker.Intent{Static: "WithStatefulSet", StatefulSet: "db", SetUID: "uid-db"}
+	s.intents["uid-db-1"] = tracker.Intent{Static: "WithStatefulSet", StatefulSet: "db", SetUID: "uid-db", PublicIP: "tags:pool=web"}
 	e, _, w := newBindingExtender(t, s, DefaultConfig())
 	done := make(chan *extenderv1.ExtenderBindingResult, 1)
 	go func() {
@@ -103,6 +104,9 @@ func TestBindCreatesTheClaimAndBindsOnceTheAddressIsSettled(t *testing.T) {
 	if c.Spec.NodeName != "roomy" || c.Spec.ReclaimPolicy != enipamv1alpha1.ReclaimWithStatefulSet || len(c.OwnerReferences) != 1 || c.OwnerReferences[0].UID != "uid-db" {
 		t.Errorf("claim %+v %+v", c.Spec, c.OwnerReferences)
 	}
+	if p := c.Spec.PublicIP; p == nil || p.PoolTags["pool"] != "web" || len(p.PoolTags) != 1 || p.Allocate {
+		t.Errorf("claim's public IP %+v", p)
+	}
 	time.Sleep(50 * time.Millisecond)
 	if len(w.bindings()) != 0 {
 		t.Fatalf("bound before the address was settled: %v", w.bindings())
@@ -116,6 +120,25 @@ func TestBindCreatesTheClaimAndBindsOnceTheAddressIsSettled(t *testing.T) {
 	}
 	if r := e.Bind(context.Background(), &extenderv1.ExtenderBindingArgs{PodNamespace: "web", PodName: "web-7", PodUID: "uid-web-7", Node: "full"}); r.Error != "" || w.bindings()["web/web-7"] != "full" {
 		t.Errorf("ordinary pod: %+v, bindings %v", r, w.bindings())
+	}
+}
+
+// TestBindRefusesABadPublicIPAnnotation: a pod annotated for a public IP
+// in words bind cannot read gets an error naming the annotation; no claim
+// is created and the pod is not bound.
+func TestBindRefusesABadPublicIPAnnotation(t *testing.T) {
+	for _, value := range []string{"yes", "tags:", "tags:enipam.io/cluster=x", "tags:a=1,b"} {
+		s := staticCluster()
+		delete(s.claims, "web/db-0")
+		s.intents["uid-db-0"] = tracker.Intent{Static: "true", PublicIP: value}
+		e, _, w := newBindingExtender(t, s, DefaultConfig())
+		r := e.Bind(context.Background(), &extenderv1.ExtenderBindingArgs{PodNamespace: "web", PodName: "db-0", PodUID: "uid-db-0", Node: "roomy"})
+		if !strings.Contains(r.Error, enipamv1alpha1.PublicIPAnnotation) || len(w.bindings()) != 0 {
+			t.Errorf("%q: bind %q, bindings %v", value, r.Error, w.bindings())
+		}
+		if err := w.Get(context.Background(), client.ObjectKey{Namespace: "web", Name: "db-0"}, &enipamv1alpha1.StaticIPClaim{}); err == nil {
+			t.Errorf("%q: a claim was created", value)
+		}
 	}
 }
 

@@ -49,6 +49,8 @@ type Intent struct {
 	Static string
 	// UnusedTTL is StaticIPUnusedTTLAnnotation's value.
 	UnusedTTL string
+	// PublicIP is PublicIPAnnotation's value.
+	PublicIP string
 	// StatefulSet names the pod's controlling StatefulSet, and SetUID its
 	// UID; empty otherwise.
 	StatefulSet string
@@ -90,6 +92,7 @@ func stripPod(obj any) (any, error) {
 		Intent: Intent{
 			Static:    p.Annotations[enipamv1alpha1.StaticIPAnnotation],
 			UnusedTTL: p.Annotations[enipamv1alpha1.StaticIPUnusedTTLAnnotation],
+			PublicIP:  p.Annotations[enipamv1alpha1.PublicIPAnnotation],
 		},
 	}
 	if ref := metav1.GetControllerOf(p); ref != nil && ref.Kind == "StatefulSet" {

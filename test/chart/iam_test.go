@@ -16,8 +16,11 @@ import (
 // policy in the README allows exactly the actions of the operator's EC2
 // adapter (ec2.Actions: the typed constants every call passes its
 // chokepoint with), plus ec2:CreateTags only as tag-on-create of
-// CreateNetworkInterface. An action added to the adapter without the
-// docs, or a stale one left in the docs, fails here.
+// CreateNetworkInterface and AllocateAddress, the two calls that tag what
+// they create. AllocateAddress is granted only for addresses tagged with
+// the cluster at creation, ReleaseAddress only on addresses carrying the
+// cluster tag. An action added to the adapter without the docs, or a
+// stale one left in the docs, fails here.
 func TestREADMEPolicyGrantsExactlyTheEC2ActionsTheOperatorCalls(t *testing.T) {
 	root, err := cluster.RepoRoot()
 	if err != nil {
@@ -44,7 +47,7 @@ func TestREADMEPolicyGrantsExactlyTheEC2ActionsTheOperatorCalls(t *testing.T) {
 			Effect    string
 			Action    json.RawMessage
 			Resource  any
-			Condition map[string]map[string]string
+			Condition map[string]map[string]any
 		}
 	}
 	if err := json.Unmarshal([]byte(block), &policy); err != nil {
@@ -67,10 +70,16 @@ func TestREADMEPolicyGrantsExactlyTheEC2ActionsTheOperatorCalls(t *testing.T) {
 				continue
 			}
 			if name == "CreateTags" {
-				if st.Condition["StringEquals"]["ec2:CreateAction"] != "CreateNetworkInterface" {
-					t.Errorf("ec2:CreateTags is granted beyond tag-on-create: %+v", st.Condition)
+				creating := values(st.Condition["StringEquals"]["ec2:CreateAction"])
+				slices.Sort(creating)
+				if !slices.Equal(creating, []string{"AllocateAddress", "CreateNetworkInterface"}) || len(st.Condition) != 1 {
+					t.Errorf("ec2:CreateTags is granted beyond tag-on-create of CreateNetworkInterface and AllocateAddress: %+v", st.Condition)
 				}
 				continue
+			}
+			cond := map[string]string{"AllocateAddress": "aws:RequestTag/enipam.io/cluster", "ReleaseAddress": "aws:ResourceTag/enipam.io/cluster"}
+			if key, ok := cond[name]; ok && len(values(st.Condition["StringEquals"][key])) != 1 {
+				t.Errorf("ec2:%s is granted without the condition %s: %+v", name, key, st.Condition)
 			}
 			granted = append(granted, name)
 		}
@@ -79,4 +88,21 @@ func TestREADMEPolicyGrantsExactlyTheEC2ActionsTheOperatorCalls(t *testing.T) {
 	if !slices.Equal(granted, calls) {
 		t.Errorf("README grants %v\nthe operator calls  %v", granted, calls)
 	}
+}
+
+// values reads a condition's value: one string or a list of them.
+func values(v any) []string {
+	switch v := v.(type) {
+	case string:
+		return []string{v}
+	case []any:
+		var out []string
+		for _, x := range v {
+			if s, ok := x.(string); ok {
+				out = append(out, s)
+			}
+		}
+		return out
+	}
+	return nil
 }

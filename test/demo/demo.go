@@ -138,13 +138,13 @@ func Run(ctx context.Context, o Options, out io.Writer) (err error) {
 		}
 		return err
 	}
-	d.p.printf("\nA StatefulSet pod keeps its IP wherever it is rescheduled:\n")
+	d.p.printf("\nA StatefulSet pod keeps its IP and its public IP wherever it is rescheduled:\n")
 	for _, s := range []struct {
 		name string
 		f    func(context.Context) error
 	}{
 		{"starting kube-scheduler " + cluster.KubernetesVersion + " with enipam's extender, and kube-controller-manager", func(context.Context) error { return d.startScheduling(procCtx) }},
-		{"running StatefulSet db (one pod, annotation " + enipamv1alpha1.StaticIPAnnotation + "), then cordoning its node and deleting its pod", d.reschedule},
+		{"running StatefulSet db (one pod, annotations " + enipamv1alpha1.StaticIPAnnotation + " and " + enipamv1alpha1.PublicIPAnnotation + "), then cordoning its node and deleting its pod", d.reschedule},
 	} {
 		if err := d.p.step(s.name, func() error { return s.f(ctx) }); err != nil {
 			if ctx.Err() != nil {

@@ -68,8 +68,10 @@ func demoCommand(t *testing.T, ctx context.Context, out string, env ...string) *
 // (Accepted, governing 3 nodes), a summary where every pool holds the
 // pre-allocation free beside its pods' IPs, all from the pod subnets, the
 // StatefulSet pod's address before and after its reschedule (the same,
-// on another node, on that node's ENI only, out of the old pool), and the
-// KUBECONFIG line; no process it started is left behind.
+// on another node, on that node's ENI only, out of the old pool), its
+// public IP (the same Elastic IP, mapped to the address on the new ENI),
+// the invariants, and the KUBECONFIG line; no process it started is left
+// behind.
 func TestDemoOncePrintsFilledPools(t *testing.T) {
 	out := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
@@ -132,6 +134,15 @@ func TestDemoOncePrintsFilledPools(t *testing.T) {
 	}
 	if !regexp.MustCompile(`EC2 has \S+ on eni-\w+; \S+'s pool lists it: false`).MatchString(text) {
 		t.Errorf("the demo did not print the address on one ENI and out of the old pool")
+	}
+	// Its public IP: the same Elastic IP, mapped by EC2 to the address on
+	// the new ENI.
+	public := regexp.MustCompile(`public IP (\d+\.\d+\.\d+\.\d+) \((eipalloc-\w+)\): mapped to (\S+) on (eni-\w+) before, on (eni-\w+) after; EC2 maps it to (\S+) on (eni-\w+)`).FindStringSubmatch(text)
+	if public == nil || moved == nil || public[3] != moved[2] || public[4] == public[5] || public[6] != moved[5] || public[7] != public[5] || public[5] != moved[6] {
+		t.Errorf("the demo did not print the pod's public IP kept across nodes: %q", public)
+	}
+	if !strings.Contains(text, "Public IPs: 0 Elastic IPs on an unstamped pool address, 0 on another pod's address, 0 claims with two, 0 Bound claims without theirs, 0 leaked; 1 associated where they belong.") {
+		t.Errorf("the demo did not print the public IPs' invariants")
 	}
 	if t.Failed() {
 		t.Logf("the demo printed:\n%s", text)

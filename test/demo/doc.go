@@ -18,11 +18,13 @@
 // Then the static-IP part: simulated kubelets for the nodes, the real
 // kube-scheduler with the chart's configuration and enipam's extender,
 // and the real kube-controller-manager run StatefulSet db (one pod
-// annotated enipam.io/static-ip) in the zone with two nodes; its node is
-// cordoned and its pod deleted, and the demo prints the pod's node and
-// address before and after (the same address, on the other node's ENI, out
-// of the old pool), `kubectl get staticipclaims`, and the invariants
-// again.
+// annotated enipam.io/static-ip and enipam.io/public-ip: allocate) in the
+// zone with two nodes; its node is cordoned and its pod deleted, and the
+// demo prints the pod's node and address before and after (the same
+// address, on the other node's ENI, out of the old pool), its public IP
+// (the same Elastic IP, which EC2 maps to the address on the new ENI),
+// `kubectl get staticipclaims`, and the invariants again, the public IPs'
+// included.
 //
 // It then keeps running until its context ends (Ctrl-C) and stops
 // everything in order: kube-scheduler, kube-controller-manager, the

@@ -13,6 +13,7 @@ import (
 
 	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
 
+	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
 	"github.com/enipam/enipam/test/agentsim"
 )
 
@@ -68,6 +69,26 @@ func (d *world) invariants(ctx context.Context) error {
 		f.InTwoPools, f.OnTwoENIs, f.FreeOffENI, f.ReleasedInPool, fig.Violations.Total(), fig.RoutedChecks)
 	if n := f.Total() + fig.Violations.Total(); n > 0 {
 		return fmt.Errorf("%d invariant breaches: %v; ledger %+v", n, f.Details, fig.Violations)
+	}
+	var claims enipamv1alpha1.StaticIPClaimList
+	var nodes ciliumv2.CiliumNodeList
+	if err := d.cluster.Client.List(ctx, &claims); err != nil {
+		return err
+	}
+	if err := d.cluster.Client.List(ctx, &nodes); err != nil {
+		return err
+	}
+	dump, err := d.sim.Admin.Dump(ctx)
+	if err != nil {
+		return err
+	}
+	if len(claims.Items) == 0 {
+		return nil
+	}
+	pub := agentsim.CheckPublicIPs(claims.Items, nodes.Items, dump, clusterName, true)
+	d.p.printf("Public IPs: %s.\n", pub)
+	if pub.Total() > 0 {
+		return fmt.Errorf("%d public IP breaches: %v", pub.Total(), pub.Details)
 	}
 	return nil
 }

@@ -16,6 +16,7 @@ import (
 
 	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
 	"github.com/enipam/enipam/test/agentsim"
+	"github.com/enipam/enipam/test/ec2sim"
 	"github.com/enipam/enipam/test/schedtest"
 	"github.com/enipam/enipam/test/stack"
 )
@@ -66,10 +67,10 @@ func (d *world) startScheduling(procCtx context.Context) error {
 	return err
 }
 
-// reschedule runs a StatefulSet of one static-IP pod in staticZone,
-// prints where it runs and with which address, cordons its node, deletes
-// the pod, and prints where the StatefulSet's new pod runs: elsewhere,
-// with the same address, on that node's ENI.
+// reschedule runs a StatefulSet of one static-IP pod with a public IP in
+// staticZone, prints where it runs and with which addresses, cordons its
+// node, deletes the pod, and prints where the StatefulSet's new pod runs:
+// elsewhere, with the same addresses, on that node's ENI.
 func (d *world) reschedule(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, d.o.Wait)
 	defer cancel()
@@ -80,7 +81,10 @@ func (d *world) reschedule(ctx context.Context) error {
 		Spec: appsv1.StatefulSetSpec{
 			Replicas: ptr.To[int32](1), ServiceName: "db", Selector: &metav1.LabelSelector{MatchLabels: labels},
 			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: map[string]string{enipamv1alpha1.StaticIPAnnotation: string(enipamv1alpha1.ReclaimRetain)}},
+				ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: map[string]string{
+					enipamv1alpha1.StaticIPAnnotation: string(enipamv1alpha1.ReclaimRetain),
+					enipamv1alpha1.PublicIPAnnotation: "allocate",
+				}},
 				Spec: corev1.PodSpec{
 					SchedulerName: "enipam-scheduler", TerminationGracePeriodSeconds: ptr.To[int64](0),
 					NodeSelector: map[string]string{corev1.LabelTopologyZone: staticZone},
@@ -121,14 +125,16 @@ func (d *world) reschedule(ctx context.Context) error {
 	return c.Patch(ctx, uncordoned, client.MergeFrom(node))
 }
 
-// placed is where a static-IP pod runs.
+// placed is where a static-IP pod runs, and its public IP.
 type placed struct {
-	node, ip, eni string
-	took          time.Duration
+	node, ip, eni   string
+	publicIP, alloc string
+	took            time.Duration
 }
 
 // runningStatic waits until pod runs with its claim's address on a node
-// other than not, and says where, with the ENI EC2 has the address on.
+// other than not, its Elastic IP associated with the address on the ENI
+// EC2 has it on, and says where.
 func (d *world) runningStatic(ctx context.Context, pod, not string) (placed, error) {
 	c := d.cluster.Client
 	for {
@@ -137,8 +143,9 @@ func (d *world) runningStatic(ctx context.Context, pod, not string) (placed, err
 		if c.Get(ctx, client.ObjectKey{Namespace: "default", Name: pod}, p) == nil &&
 			c.Get(ctx, client.ObjectKey{Namespace: "default", Name: pod}, cl) == nil &&
 			p.Status.PodIP != "" && p.DeletionTimestamp == nil && p.Spec.NodeName != not &&
-			cl.Status.Phase == enipamv1alpha1.ClaimBound && cl.Status.Address == p.Status.PodIP {
-			return placed{node: p.Spec.NodeName, ip: p.Status.PodIP, eni: cl.Status.ENIID}, nil
+			cl.Status.Phase == enipamv1alpha1.ClaimBound && cl.Status.Address == p.Status.PodIP &&
+			cl.Status.PublicIP != nil && cl.Status.PublicIP.AssociationID != "" && cl.Status.PublicIP.ENIID == cl.Status.ENIID {
+			return placed{node: p.Spec.NodeName, ip: p.Status.PodIP, eni: cl.Status.ENIID, publicIP: cl.Status.PublicIP.PublicIP, alloc: cl.Status.PublicIP.AllocationID}, nil
 		}
 		select {
 		case <-ctx.Done():
@@ -174,6 +181,18 @@ func (d *world) describeReschedule(ctx context.Context) error {
 	d.p.printf("    EC2 has %s on %s; %s's pool lists it: %v\n", b.ip, joinList(enis), b.node, inOld)
 	if a.ip != b.ip || len(enis) != 1 || enis[0] != a.eni || inOld {
 		return fmt.Errorf("the StatefulSet pod did not keep its address: %s before, %s after, on ENIs %v, still in %s's pool: %v", b.ip, a.ip, enis, b.node, inOld)
+	}
+	var eip ec2sim.Address
+	for _, addr := range dump.Addresses {
+		if addr.AllocationID == a.alloc {
+			eip = addr
+		}
+	}
+	d.p.printf("    public IP %s (%s): mapped to %s on %s before, on %s after; EC2 maps it to %s on %s\n",
+		a.publicIP, a.alloc, b.ip, b.eni, a.eni, eip.PrivateIPAddress, eip.NetworkInterfaceID)
+	if a.publicIP != b.publicIP || a.alloc != b.alloc || eip.PrivateIPAddress != a.ip || eip.NetworkInterfaceID != a.eni {
+		return fmt.Errorf("the StatefulSet pod did not keep its public IP: %s (%s) before, %s (%s) after, EC2 maps it to %s on %s",
+			b.publicIP, b.alloc, a.publicIP, a.alloc, eip.PrivateIPAddress, eip.NetworkInterfaceID)
 	}
 	return d.runKubectl(ctx, "get", "staticipclaims", "-o", "wide")
 }

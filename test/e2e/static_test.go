@@ -184,6 +184,16 @@ func (w *staticWorld) watchPodIPs(ctx context.Context) {
 // ttl) scheduled by enipam-scheduler.
 func (w *staticWorld) statefulSet(name string, replicas int32, ttl time.Duration) *appsv1.StatefulSet {
 	w.t.Helper()
+	return w.statefulSetWith(name, replicas, map[string]string{
+		enipamv1alpha1.StaticIPAnnotation:          string(enipamv1alpha1.ReclaimAfterUnused),
+		enipamv1alpha1.StaticIPUnusedTTLAnnotation: ttl.String(),
+	})
+}
+
+// statefulSetWith creates a StatefulSet in us-east-1a scheduled by
+// enipam-scheduler, its pods annotated with annotations.
+func (w *staticWorld) statefulSetWith(name string, replicas int32, annotations map[string]string) *appsv1.StatefulSet {
+	w.t.Helper()
 	labels := map[string]string{"app": name}
 	sts := &appsv1.StatefulSet{
 		ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: name},
@@ -191,10 +201,7 @@ func (w *staticWorld) statefulSet(name string, replicas int32, ttl time.Duration
 			Replicas: ptr.To(replicas), ServiceName: name, PodManagementPolicy: appsv1.ParallelPodManagement,
 			Selector: &metav1.LabelSelector{MatchLabels: labels},
 			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: map[string]string{
-					enipamv1alpha1.StaticIPAnnotation:          string(enipamv1alpha1.ReclaimAfterUnused),
-					enipamv1alpha1.StaticIPUnusedTTLAnnotation: ttl.String(),
-				}},
+				ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: annotations},
 				Spec: corev1.PodSpec{
 					SchedulerName: "enipam-scheduler", TerminationGracePeriodSeconds: ptr.To[int64](0),
 					NodeSelector: map[string]string{corev1.LabelTopologyZone: "us-east-1a"},

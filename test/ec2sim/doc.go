@@ -27,6 +27,12 @@
 //     cards (NetworkCards, maximumNetworkCards, interface types per card)
 //     and EFA (efaSupported, efaInfo); maximumNetworkInterfaces counts
 //     every card's interfaces, as on EC2;
+//   - an Elastic IP is associated with one private address of one ENI
+//     (AssociateAddress refuses an associated one without
+//     AllowReassociation: Resource.AlreadyAssociated); it moves with its
+//     address when AssignPrivateIpAddresses reassigns the address to
+//     another ENI, and is disassociated when the address is unassigned or
+//     its ENI deleted; an associated one cannot be released;
 //   - prefixes are aligned /28s taking one IPv4 slot each, and a fragmented
 //     subnet answers InsufficientCidrBlocks;
 //   - attachments go attaching -> attached and detaching -> detached after

@@ -168,9 +168,15 @@ func (s *State) addAddresses(e *eni, r addressRequest) ([]netip.Addr, []netip.Pr
 		ip := sp.addr(off)
 		old := sp.owner(off)
 		old.ips = slices.DeleteFunc(old.ips, func(a netip.Addr) bool { return a == ip })
-		for _, eip := range old.eips {
+		// "When you move a secondary private IP address to another
+		// network interface, any Elastic IP address that is associated
+		// with the IP address is also moved" (AssignPrivateIpAddresses,
+		// EC2 API reference); the association keeps its ID.
+		for _, eip := range slices.Clone(old.eips) {
 			if eip.privateIP == ip {
-				s.disassociate(eip)
+				old.eips = slices.DeleteFunc(old.eips, func(x *address) bool { return x == eip })
+				eip.eni = e
+				e.eips = append(e.eips, eip)
 			}
 		}
 		sp.reassign(off, e)

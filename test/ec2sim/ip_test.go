@@ -128,6 +128,43 @@ func TestAssignWithAllowReassignmentMovesAnAddress(t *testing.T) {
 	wantCode(t, err, "PrivateIpAddressInUse")
 }
 
+// TestReassignmentCarriesTheElasticIP: an Elastic IP associated with a
+// secondary address moves with it when another ENI takes the address with
+// AllowReassignment, keeping its association ID, as EC2's API reference
+// says of AssignPrivateIpAddresses; unassigning the address then breaks
+// the association.
+func TestReassignmentCarriesTheElasticIP(t *testing.T) {
+	e := newEnv(t, scenario(t, smallScenario))
+	a := e.createENI("big", 1)
+	b := e.createENI("big", 0)
+	moving := addresses(a)[1]
+	alloc, err := e.ec2.AllocateAddress(e.ctx, &ec2.AllocateAddressInput{Domain: types.DomainTypeVpc})
+	noErr(t, err)
+	assoc, err := e.ec2.AssociateAddress(e.ctx, &ec2.AssociateAddressInput{
+		AllocationId: alloc.AllocationId, NetworkInterfaceId: a.NetworkInterfaceId, PrivateIpAddress: aws.String(moving),
+	})
+	noErr(t, err)
+	_, err = e.ec2.AssignPrivateIpAddresses(e.ctx, &ec2.AssignPrivateIpAddressesInput{
+		NetworkInterfaceId: b.NetworkInterfaceId, PrivateIpAddresses: []string{moving}, AllowReassignment: aws.Bool(true),
+	})
+	noErr(t, err)
+	out, err := e.ec2.DescribeAddresses(e.ctx, &ec2.DescribeAddressesInput{AllocationIds: []string{*alloc.AllocationId}})
+	noErr(t, err)
+	got := out.Addresses[0]
+	if aws.ToString(got.NetworkInterfaceId) != *b.NetworkInterfaceId || aws.ToString(got.PrivateIpAddress) != moving ||
+		aws.ToString(got.AssociationId) != aws.ToString(assoc.AssociationId) {
+		t.Fatalf("after the move: %s on %s (%s), want %s on %s (%s)", aws.ToString(got.PrivateIpAddress), aws.ToString(got.NetworkInterfaceId),
+			aws.ToString(got.AssociationId), moving, *b.NetworkInterfaceId, aws.ToString(assoc.AssociationId))
+	}
+	_, err = e.ec2.UnassignPrivateIpAddresses(e.ctx, &ec2.UnassignPrivateIpAddressesInput{NetworkInterfaceId: b.NetworkInterfaceId, PrivateIpAddresses: []string{moving}})
+	noErr(t, err)
+	out, err = e.ec2.DescribeAddresses(e.ctx, &ec2.DescribeAddressesInput{AllocationIds: []string{*alloc.AllocationId}})
+	noErr(t, err)
+	if id := aws.ToString(out.Addresses[0].AssociationId); id != "" {
+		t.Errorf("still associated (%s) once the address left", id)
+	}
+}
+
 // TestUnassignPrivateIpAddresses returns addresses to the subnet; one the
 // ENI does not hold, or its primary, fails and changes nothing.
 func TestUnassignPrivateIpAddresses(t *testing.T) {

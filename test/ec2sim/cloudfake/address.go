@@ -2,7 +2,9 @@ package cloudfake
 
 import (
 	"context"
+	"maps"
 	"net/netip"
+	"slices"
 
 	"github.com/enipam/enipam/operator/cloud"
 	"github.com/enipam/enipam/test/ec2sim"
@@ -52,6 +54,36 @@ func (c *Cloud) AssociateAddress(ctx context.Context, allocationID, eniID string
 func (c *Cloud) DisassociateAddress(ctx context.Context, associationID string) error {
 	_, err := call(ctx, c, DisassociateAddress, func() (*ec2sim.ReturnResponse, error) {
 		return c.state.DisassociateAddress(associationID, "")
+	})
+	return err
+}
+
+// AllocateAddress implements cloud.API, tagged at creation as the adapter
+// asks.
+func (c *Cloud) AllocateAddress(ctx context.Context, tags map[string]string) (cloud.Address, error) {
+	req := ec2sim.AllocateAddressRequest{Domain: "vpc"}
+	if len(tags) > 0 {
+		spec := ec2sim.TagSpecification{ResourceType: "elastic-ip"}
+		for _, k := range slices.Sorted(maps.Keys(tags)) {
+			spec.Tags = append(spec.Tags, ec2sim.Tag{Key: k, Value: tags[k]})
+		}
+		req.TagSpecifications = []ec2sim.TagSpecification{spec}
+	}
+	out, err := call(ctx, c, AllocateAddress, func() (*ec2sim.AllocateAddressResponse, error) {
+		return c.state.AllocateAddress(req)
+	})
+	if err != nil {
+		return cloud.Address{}, err
+	}
+	addr := cloud.Address{AllocationID: out.AllocationID, Tags: maps.Clone(tags)}
+	addr.PublicIP, _ = netip.ParseAddr(out.PublicIP)
+	return addr, nil
+}
+
+// ReleaseAddress implements cloud.API.
+func (c *Cloud) ReleaseAddress(ctx context.Context, allocationID string) error {
+	_, err := call(ctx, c, ReleaseAddress, func() (*ec2sim.ReturnResponse, error) {
+		return c.state.ReleaseAddress(allocationID, "")
 	})
 	return err
 }

@@ -53,6 +53,8 @@ const (
 	DescribeAddresses               = ec2.DescribeAddresses
 	AssociateAddress                = ec2.AssociateAddress
 	DisassociateAddress             = ec2.DisassociateAddress
+	AllocateAddress                 = ec2.AllocateAddress
+	ReleaseAddress                  = ec2.ReleaseAddress
 )
 
 // Cloud implements cloud.API on an ec2sim.State. It is safe for concurrent

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http/httptest"
 	"net/netip"
+	"slices"
 	"testing"
 	"time"
 
@@ -419,6 +420,84 @@ func TestFakeMatchesAdapterOnElasticIPs(t *testing.T) {
 	}
 	if res[8].([]cloud.Address)[0].Associated() {
 		t.Error("still associated after DisassociateAddress")
+	}
+	tw.sameCalls(t)
+}
+
+// TestFakeMatchesAdapterOnClaimElasticIPs runs both sides through the
+// Elastic IP calls of a static-IP claim's public IP: allocating tagged
+// addresses up to the account's limit (and one beyond it), an association
+// with a secondary address, a release refused while associated, the
+// address moved to another ENI (its association with it), unassigned (the
+// association gone), released, and released again.
+func TestFakeMatchesAdapterOnClaimElasticIPs(t *testing.T) {
+	tw := newTwins(t)
+	tags := map[string]string{cloud.TagCluster: cluster, cloud.TagClaim: "default/db-0", cloud.TagClaimUID: "uid-1"}
+	allocate := func(ctx context.Context, api cloud.API) (any, error) { return api.AllocateAddress(ctx, tags) }
+	list := func(ctx context.Context, api cloud.API) (any, error) { return api.ListAddresses(ctx) }
+	release := func(id string) func(context.Context, cloud.API) (any, error) {
+		return func(ctx context.Context, api cloud.API) (any, error) { return nil, api.ReleaseAddress(ctx, id) }
+	}
+	instances := tw.run(t, []step{{"list instances", func(ctx context.Context, api cloud.API) (any, error) { return api.ListInstances(ctx, vpcID) }, nil}})[0].([]cloud.Instance)
+	var m5, t3 cloud.ENI
+	for _, e := range tw.run(t, []step{{"list ENIs", listENIs, nil}})[0].([]cloud.ENI) {
+		switch e.InstanceID {
+		case instances[0].ID:
+			m5 = e
+		case instances[1].ID:
+			t3 = e
+		}
+	}
+	res := tw.run(t, []step{
+		{"allocate", allocate, nil},
+		{"allocate", allocate, nil},
+		{"allocate", allocate, nil},
+		{"allocate", allocate, nil},
+		{"allocate", allocate, nil},
+		{"allocate beyond the limit", allocate, cloud.ErrAddressLimit},
+		{"assign", assign(m5.ID, 1), nil},
+	})
+	first := res[0].(cloud.Address)
+	if !first.PublicIP.IsValid() || first.Tags[cloud.TagClaim] != "default/db-0" {
+		t.Fatalf("allocated %+v", first)
+	}
+	ip := res[6].([]netip.Addr)[0]
+	res = tw.run(t, []step{
+		{"list", list, nil},
+		{"associate", func(ctx context.Context, api cloud.API) (any, error) {
+			_, err := api.AssociateAddress(ctx, first.AllocationID, m5.ID, ip, false)
+			return nil, err
+		}, nil},
+		{"release associated", release(first.AllocationID), cloud.ErrInUse},
+		{"move the address", func(ctx context.Context, api cloud.API) (any, error) {
+			return nil, api.AssignAddresses(ctx, t3.ID, []netip.Addr{ip}, true)
+		}, nil},
+		{"list after the move", list, nil},
+		{"unassign", unassign(t3.ID, ip.String()), nil},
+		{"list after the unassign", list, nil},
+		{"release", release(first.AllocationID), nil},
+		{"release again", release(first.AllocationID), cloud.ErrNotFound},
+		{"list at the end", list, nil},
+	})
+	listed := res[0].([]cloud.Address)
+	if i := slices.IndexFunc(listed, func(a cloud.Address) bool { return a.AllocationID == first.AllocationID }); i < 0 || listed[i].Tags[cloud.TagClaimUID] != "uid-1" {
+		t.Errorf("the list lacks %s with its tags: %+v", first.AllocationID, listed)
+	}
+	find := func(list []cloud.Address) (cloud.Address, bool) {
+		i := slices.IndexFunc(list, func(a cloud.Address) bool { return a.AllocationID == first.AllocationID })
+		if i < 0 {
+			return cloud.Address{}, false
+		}
+		return list[i], true
+	}
+	if a, _ := find(res[4].([]cloud.Address)); a.ENIID != t3.ID || a.PrivateIP != ip || a.InstanceID != nodeT3 {
+		t.Errorf("after the move: %+v, want on %s %s", a, t3.ID, ip)
+	}
+	if a, _ := find(res[6].([]cloud.Address)); a.Associated() {
+		t.Errorf("still associated once its address left: %+v", a)
+	}
+	if _, ok := find(res[9].([]cloud.Address)); ok {
+		t.Error("still listed after ReleaseAddress")
 	}
 	tw.sameCalls(t)
 }
