@@ -111,8 +111,8 @@ type ENIPolicySpec struct {
 	// it within one lead time (how long its last allocations took to
 	// reach the pool) over the last excessIPReleaseDelay (at least a
 	// minute), at least its arrival rate times the lead time, at most
-	// preAllocate, each allocation taking one such headroom more than the
-	// need; a node that receives no pods keeps none beyond minAllocate
+	// preAllocate, each allocation taking half such a headroom (rounded
+	// up) more than the need; a node that receives no pods keeps none beyond minAllocate
 	// (and the addresses Cilium's agent takes for itself), and what it no
 	// longer needs leaves through the release handshake.
 	// +optional

@@ -109,17 +109,18 @@ func AgentStart(nodeMinAllocate, nodePreAllocate int) int {
 
 // AdaptiveKnobs returns the knobs the pool math runs with under the
 // adaptive headroom: headroom free addresses ahead of the demand, capped
-// by PreAllocate; each allocation taking one headroom more than the need
-// (on top of MaxAboveWatermark), so the pods bound while it is under way
-// find addresses and EC2 sees one call per headroom of pods, and what
-// lies in that band is never excess; a pool of at least MinAllocate and
+// by PreAllocate; each allocation taking half a headroom (rounded up)
+// more than the need (on top of MaxAboveWatermark), so EC2 sees one call
+// per half headroom of pods rather than one per pod, and what lies in
+// that band is never excess (a whole headroom more would keep free, on
+// average, a quarter of a headroom more for every node); a pool of at least MinAllocate and
 // of what the agent waits for to start (agentStart), which also covers
 // the addresses the agent takes for itself, so no extra is added for
 // them; MaxAllocate as set.
 func AdaptiveKnobs(k Knobs, headroom, agentStart int) Knobs {
 	out := k
 	out.PreAllocate = min(max(headroom, 0), k.PreAllocate)
-	out.MaxAboveWatermark = k.MaxAboveWatermark + out.PreAllocate
+	out.MaxAboveWatermark = k.MaxAboveWatermark + (out.PreAllocate+1)/2
 	out.MinAllocate = max(k.MinAllocate, agentStart)
 	if k.MaxAllocate > 0 {
 		out.MinAllocate = min(out.MinAllocate, k.MaxAllocate)

@@ -91,7 +91,8 @@ func TestLead(t *testing.T) {
 }
 
 // TestAdaptiveKnobs: the learnt headroom replaces pre-allocate (which caps
-// it), and one more headroom is taken by each allocation; the pool never
+// it), and half a headroom more (rounded up) is taken by each
+// allocation; the pool never
 // goes below what the agent waits for at start, nor above max-allocate;
 // the agent's endpoints are within that floor.
 func TestAdaptiveKnobs(t *testing.T) {
@@ -101,8 +102,9 @@ func TestAdaptiveKnobs(t *testing.T) {
 		headroom, agentMin int
 		want               Knobs
 	}{
-		{"headroom below the cap", Knobs{PreAllocate: 8, AgentEndpoints: 2}, 2, 2, Knobs{PreAllocate: 2, MinAllocate: 2, MaxAboveWatermark: 2}},
-		{"headroom capped by pre-allocate", Knobs{PreAllocate: 4}, 9, 2, Knobs{PreAllocate: 4, MinAllocate: 2, MaxAboveWatermark: 4}},
+		{"headroom below the cap", Knobs{PreAllocate: 8, AgentEndpoints: 2}, 2, 2, Knobs{PreAllocate: 2, MinAllocate: 2, MaxAboveWatermark: 1}},
+		{"headroom capped by pre-allocate", Knobs{PreAllocate: 4}, 9, 2, Knobs{PreAllocate: 4, MinAllocate: 2, MaxAboveWatermark: 2}},
+		{"an odd headroom rounds its half up", Knobs{PreAllocate: 8}, 3, 2, Knobs{PreAllocate: 3, MinAllocate: 2, MaxAboveWatermark: 2}},
 		{"min-allocate above the agent's start", Knobs{PreAllocate: 8, MinAllocate: 10}, 0, 2, Knobs{PreAllocate: 0, MinAllocate: 10}},
 		{"the node's own pre-allocate is what the agent waits for", Knobs{PreAllocate: 6}, 1, AgentStart(0, 6), Knobs{PreAllocate: 1, MinAllocate: 6, MaxAboveWatermark: 1}},
 		{"floor within max-allocate", Knobs{PreAllocate: 8, MaxAllocate: 1}, 0, 2, Knobs{PreAllocate: 0, MinAllocate: 1, MaxAllocate: 1}},
@@ -148,15 +150,15 @@ func TestDemandSizesTheAdaptivePool(t *testing.T) {
 	if got := Needed(2, 2+1, busy); got != 3 {
 		t.Errorf("a node with a bound pod and a burst of 2 needs %d, want 3", got)
 	}
-	if got := ToAllocate(2, 2+1, 3, busy); got != 5 {
-		t.Errorf("it allocates %d, want 5: the need and one more headroom", got)
+	if got := ToAllocate(2, 2+1, 3, busy); got != 4 {
+		t.Errorf("it allocates %d, want 4: the need and half a headroom more", got)
 	}
-	if got := Excess(2+5, 2+1, busy); got != 0 {
-		t.Errorf("right after, %d are excess, want 0: the second headroom is no excess", got)
+	if got := Excess(2+4, 2+1, busy); got != 0 {
+		t.Errorf("right after, %d are excess, want 0: the band above the headroom is no excess", got)
 	}
-	// Its pods gone and its arrivals forgotten: 5 addresses, 2 used.
+	// Its pods gone and its arrivals forgotten: 6 addresses, 2 used.
 	later := AdaptiveKnobs(k, Headroom([]time.Time{now}, now.Add(2*time.Minute), time.Second, time.Minute, k.PreAllocate), 2)
-	if got := Excess(5, 2, later); got != 3 {
-		t.Errorf("excess after demand fell = %d, want 3", got)
+	if got := Excess(6, 2, later); got != 4 {
+		t.Errorf("excess after demand fell = %d, want 4", got)
 	}
 }
