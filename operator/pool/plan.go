@@ -59,6 +59,10 @@ type Node struct {
 	// Available counts the pool IPs the agent may hand out; Used the IPs
 	// it handed out.
 	Available, Used int
+	// Releasing counts addresses on the node's usable ENIs that are on
+	// their way out (acknowledged for release, their Unassign not done
+	// yet): their slots come back without a new ENI.
+	Releasing int
 }
 
 // Assign adds addresses (or prefixes) to an attached ENI.
@@ -99,6 +103,9 @@ type Plan struct {
 	// Blocked says why the plan covers less than Needed (wrapping one of
 	// the Err* reasons), nil otherwise.
 	Blocked error
+	// Deferred: the plan covers less than Needed, and the rest waits for
+	// the slots of addresses being released rather than a new ENI.
+	Deferred bool
 }
 
 // Empty reports whether the plan asks the cloud for nothing.
@@ -117,7 +124,8 @@ func Usable(eni *cloud.ENI, cfg *Config) bool {
 
 // Compute plans the allocation for one node: fill the usable ENIs with
 // room (lowest device index first), then adopt an orphan or create one
-// new ENI for what is still needed. The MaxAboveWatermark extra is taken
+// new ENI for what is still needed, unless the slots of addresses being
+// released cover it (Deferred). The MaxAboveWatermark extra is taken
 // where there is room but never causes a new ENI on its own.
 func Compute(n *Node, cfg *Config) Plan {
 	p := Plan{Needed: Needed(n.Available, n.Used, cfg.Knobs)}
@@ -152,6 +160,12 @@ func Compute(n *Node, cfg *Config) Plan {
 	}
 	covered := p.ToAllocate - remaining
 	if covered >= p.Needed {
+		return p
+	}
+	if covered+n.Releasing >= p.Needed {
+		// The slots of the addresses being released cover the rest once
+		// their Unassign is done: a new ENI now would outlive the need.
+		p.Deferred = true
 		return p
 	}
 

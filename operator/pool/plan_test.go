@@ -116,6 +116,24 @@ func TestComputeFillsThenCreates(t *testing.T) {
 	}
 }
 
+// TestComputeWaitsForSlotsBeingReleased: t3.medium, the primary full
+// (5 secondaries), 4 of them acknowledged for release and not unassigned
+// yet (an Unassign that failed, or a leader that died before it), 1 used,
+// pre-allocate 4: the 4 slots coming back cover the need, so no ENI is
+// created that would outlive it; one more needed than they cover, and
+// the ENI is created.
+func TestComputeWaitsForSlotsBeingReleased(t *testing.T) {
+	releasing := func(n *Node) { n.Releasing = 4 }
+	p := Compute(node(t3med, withIPs(0, 5), withPool(0, 1), releasing), &Config{Knobs: Knobs{PreAllocate: 3}})
+	if p.Needed != 4 || !p.Empty() || !p.Deferred || p.Blocked != nil {
+		t.Fatalf("plan = %+v, want needed 4, nothing asked, deferred", p)
+	}
+	p = Compute(node(t3med, withIPs(0, 5), withPool(0, 1), releasing), &Config{Knobs: Knobs{PreAllocate: 4}})
+	if p.Needed != 5 || p.Create == nil || p.Deferred {
+		t.Fatalf("plan = %+v, want needed 5 and a new ENI", p)
+	}
+}
+
 // TestComputeSubnetPrecedence: IDs beat tags beat the node's subnet; among
 // candidates in the node's zone the most free wins; other zones never.
 func TestComputeSubnetPrecedence(t *testing.T) {

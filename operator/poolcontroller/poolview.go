@@ -247,6 +247,34 @@ func (v *poolView) inHandshake(ip string) bool {
 	return ok
 }
 
+// releasing counts the addresses acknowledged for release (or released)
+// that the snapshot still shows on one of the node's usable ENIs: their
+// Unassign is yet to be made (or failed, or is not seen yet), and their
+// slots come back when it is. A static address is never unassigned and
+// is not counted.
+func (v *poolView) releasing(snap *pool.Node, cfg *pool.Config) int {
+	n := 0
+	for ip, state := range v.cn.Status.IPAM.ReleaseIPs {
+		if state != ipamoption.IPAMReadyForRelease && state != ipamoption.IPAMReleased {
+			continue
+		}
+		if v.cn.Spec.IPAM.Pool[ip].Owner != "" {
+			continue
+		}
+		addr, err := netip.ParseAddr(ip)
+		if err != nil {
+			continue
+		}
+		for i := range snap.ENIs {
+			if e := &snap.ENIs[i]; pool.Usable(e, cfg) && e.HasIP(addr) {
+				n++
+				break
+			}
+		}
+	}
+	return n
+}
+
 // leaving reports whether the agent must not hand the IP out.
 func (v *poolView) leaving(ip string) bool {
 	switch v.cn.Status.IPAM.ReleaseIPs[ip] {

@@ -152,6 +152,11 @@ func (s *nodeSync) run(ctx context.Context) {
 		}
 	}
 	s.repairDeleteOnTermination(ctx)
+	if plan.Deferred {
+		// The rest waits for the slots of addresses being released; their
+		// Unassign is retried with the node.
+		s.requeueWithin(max(s.r.opts.RetryBase, time.Second))
+	}
 	if plan.Blocked != nil {
 		s.fail(plan.Blocked, reasonFor(plan.Blocked))
 		return
@@ -270,10 +275,12 @@ func (s *nodeSync) releasedCount() int {
 // countPool sets the snapshot's counts: what the agent may hand out, plus
 // the addresses on their way into the pool (so they are not asked for
 // again), and what it uses, plus the pods bound to the node waiting for
-// an address.
+// an address; and the addresses on their way out whose slots EC2 still
+// holds.
 func (s *nodeSync) countPool() {
 	available, used := s.pool.counts()
 	s.snap.Available, s.snap.Used = available+s.pool.awaiting+s.pool.unverified, used+s.staticDemand+s.waiting
+	s.snap.Releasing = s.pool.releasing(&s.snap, &s.cfg.Config)
 }
 
 func (s *nodeSync) needed() int {
