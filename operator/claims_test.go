@@ -4,9 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
-	"os"
 	"slices"
 	"testing"
 	"time"
@@ -148,28 +145,7 @@ func (w *staticWorld) start() *staticLife {
 	w.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	w.t.Cleanup(cancel)
-	var logOut io.Writer = io.Discard
-	if testing.Verbose() {
-		logOut = os.Stderr
-	}
-	log := slog.New(slog.NewTextHandler(logOut, nil))
-	var api cloud.API = w.cloud
-	if w.api != nil {
-		api = w.api
-	}
-	inv := inventory.New(api, inventory.Options{
-		VPCIDs: []string{"vpc-0a000000000000001"}, ResyncInterval: time.Hour, ConsistencyGrace: time.Second, NotFoundRetry: time.Second,
-	}, log)
-	go func() { _ = inv.Start(ctx) }()
-	select {
-	case <-inv.Synced():
-	case <-time.After(10 * time.Second):
-		w.t.Fatal("inventory never synced")
-	}
-	m, err := poolcontroller.NewMetrics(prometheus.NewRegistry())
-	if err != nil {
-		w.t.Fatal(err)
-	}
+	api, inv, m, log := startProcess(ctx, w.t, w.cloud, w.api)
 	pools := poolcontroller.New(w.c, api, inv, events.NewFakeRecorder(1000), m, interruptOptions(), log)
 	claims := claimcontroller.New(w.c, api, inv, pools.Notes(), w.recorder, claimcontroller.Options{Cluster: "test", PublicIPRetry: 50 * time.Millisecond}, log)
 	collector, err := gc.New(api, inv, w.c, gc.Options{Cluster: "test", MaxPerPass: 25, MinAge: time.Nanosecond}, prometheus.NewRegistry(), log)

@@ -130,14 +130,22 @@ func (w *interruptWorld) start(opts poolcontroller.Options) *life {
 	w.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	w.t.Cleanup(cancel)
+	api, inv, m, log := startProcess(ctx, w.t, w.cloud, w.api)
+	return &life{r: poolcontroller.New(w.c, api, inv, events.NewFakeRecorder(100), m, opts, log), cancel: cancel}
+}
+
+// startProcess starts what a fresh operator process has before its
+// controllers: its logger, its cloud (api when set, else the fake), an
+// inventory synced from it, and metrics; it all ends with ctx.
+func startProcess(ctx context.Context, t *testing.T, fake cloud.API, api cloud.API) (cloud.API, *inventory.Inventory, *poolcontroller.Metrics, *slog.Logger) {
+	t.Helper()
 	var logOut io.Writer = io.Discard
 	if testing.Verbose() {
 		logOut = os.Stderr
 	}
 	log := slog.New(slog.NewTextHandler(logOut, nil))
-	var api cloud.API = w.cloud
-	if w.api != nil {
-		api = w.api
+	if api == nil {
+		api = fake
 	}
 	inv := inventory.New(api, inventory.Options{
 		VPCIDs: []string{"vpc-0a000000000000001"}, ResyncInterval: time.Hour, ConsistencyGrace: time.Second, NotFoundRetry: time.Second,
@@ -146,13 +154,13 @@ func (w *interruptWorld) start(opts poolcontroller.Options) *life {
 	select {
 	case <-inv.Synced():
 	case <-time.After(10 * time.Second):
-		w.t.Fatal("inventory never synced")
+		t.Fatal("inventory never synced")
 	}
 	m, err := poolcontroller.NewMetrics(prometheus.NewRegistry())
 	if err != nil {
-		w.t.Fatal(err)
+		t.Fatal(err)
 	}
-	return &life{r: poolcontroller.New(w.c, api, inv, events.NewFakeRecorder(100), m, opts, log), cancel: cancel}
+	return api, inv, m, log
 }
 
 func interruptOptions() poolcontroller.Options {
