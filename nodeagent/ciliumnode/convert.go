@@ -113,7 +113,8 @@ func ToNode(cn *ciliumv2.CiliumNode, spec *enipamv1alpha1.NodeRoutingSpec) (rout
 		if err != nil || use.Resource == "" {
 			continue // Cilium's own record; nothing to route by
 		}
-		if ip = ip.Unmap(); !released[ip] && held[ip] == "" {
+		ip = ip.Unmap()
+		if _, pooled := held[ip]; !pooled && !released[ip] {
 			held[ip] = use.Resource
 		}
 	}
@@ -191,8 +192,8 @@ func toENI(id string, eni *awstypes.ENI) (routing.ENI, error) {
 
 // addresses are a managed ENI's addresses and prefixes to route: its
 // status addresses that no other ENI holds, its prefixes, and the
-// addresses held on it; released addresses never. A prefix holding a released address
-// is routed address by address, that one left out.
+// addresses held on it; released addresses never. A prefix holding a
+// released address is routed address by address, that one left out.
 func addresses(id string, eni *awstypes.ENI, held map[netip.Addr]string, released map[netip.Addr]bool) ([]netip.Addr, []netip.Prefix) {
 	var ips []netip.Addr
 	for _, a := range eni.Addresses {
