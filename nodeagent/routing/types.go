@@ -8,7 +8,8 @@ import (
 
 // Node is what the agent must route on one node.
 type Node struct {
-	// ENIs are the managed ENIs, in any order; ComputeDesired sorts them.
+	// ENIs are the managed ENIs, draining ones included, in any order;
+	// ComputeDesired sorts them.
 	// The primary ENI (device 0) is one of them when the node's policy
 	// puts pod addresses on it.
 	ENIs []ENI
