@@ -73,10 +73,11 @@ type Agent struct {
 	// macs are the MACs of the managed ENIs and the primary ENI, whose
 	// link changes matter.
 	macs map[string]bool
-	// lastRetained and lastMissingNR are what was last logged about
-	// retained addresses and a missing NodeRouting, so a lasting
-	// condition is logged once.
+	// lastRetained, lastDraining and lastMissingNR are what was last
+	// logged about retained addresses, draining ENIs and a missing
+	// NodeRouting, so a lasting condition is logged once.
 	lastRetained  string
+	lastDraining  string
 	lastMissingNR bool
 	// written is the last report written, and the resourceVersion of the
 	// NodeRouting it was written over, so a resync before the watch

@@ -239,15 +239,18 @@ func hasEvent(t *testing.T, cn *ciliumv2.CiliumNode, reason string) bool {
 // ENI (device 0) and one secondary ENI (device 1, 10.0.2.0/24, one pool
 // IP); the agent routes the pool IP and turns ready. The pool then grows by
 // one IP, as the operator does when pods arrive, and its rule appears
-// through the watch, well before any resync. The primary's pool IP never
-// gets a rule.
+// through the watch, well before any resync. The primary's secondary
+// address 10.0.1.20, which the node does not hold (first interface index
+// 1: the operator pools nothing there), never gets a rule.
 func TestAgentRoutesNewPoolIPAfterPoolGrows(t *testing.T) {
 	ns := kerneltest.New(t)
 	ns.AddENILink(t, "eth0", "02:00:00:00:01:00")
 	ns.AddENILink(t, "eth1", "02:00:00:00:01:01")
+	primary := awsENI("eni-primary", 0, "02:00:00:00:01:00", "10.0.1.0/24")
+	primary.Addresses = []iputil.Addr{iputil.AddrFrom(netip.MustParseAddr("10.0.1.20"))}
 	cn := createCiliumNode(t,
-		[]awstypes.ENI{awsENI("eni-primary", 0, "02:00:00:00:01:00", "10.0.1.0/24"), awsENI("eni-a", 1, "02:00:00:00:01:01", "10.0.2.0/24")},
-		map[string]string{"10.0.1.20": "eni-primary", "10.0.2.10": "eni-a"})
+		[]awstypes.ENI{primary, awsENI("eni-a", 1, "02:00:00:00:01:01", "10.0.2.0/24")},
+		map[string]string{"10.0.2.10": "eni-a"})
 
 	cfg := testConfig(cn.Name)
 	cfg.ResyncInterval = time.Hour // the new IP must come through the watch
@@ -256,11 +259,11 @@ func TestAgentRoutesNewPoolIPAfterPoolGrows(t *testing.T) {
 	eventually(t, "rule for 10.0.2.10 and readiness", func() bool {
 		return hasRule(t, ns, "10.0.2.10", 11) && a.Ready() == nil
 	})
-	setPool(t, cn, map[string]string{"10.0.1.20": "eni-primary", "10.0.2.10": "eni-a", "10.0.2.11": "eni-a"})
+	setPool(t, cn, map[string]string{"10.0.2.10": "eni-a", "10.0.2.11": "eni-a"})
 	eventually(t, "rule for the new IP 10.0.2.11", func() bool { return hasRule(t, ns, "10.0.2.11", 11) })
 
 	if hasRule(t, ns, "10.0.1.20", 10) || hasRule(t, ns, "10.0.1.20", 11) {
-		t.Error("the primary ENI's pool IP got a rule")
+		t.Error("the primary ENI's address got a rule")
 	}
 	if got := gauge(t, reg, "enipam_agent_rules_managed"); got != 5 {
 		t.Errorf("enipam_agent_rules_managed = %v, want 5 (2 IPs × egress, ingress; fwmark)", got)
@@ -268,7 +271,7 @@ func TestAgentRoutesNewPoolIPAfterPoolGrows(t *testing.T) {
 	eventually(t, "RoutingReady event", func() bool { return hasEvent(t, cn, agent.ReasonRoutingReady) })
 
 	// The pool shrinks back: the released IP's rule goes.
-	setPool(t, cn, map[string]string{"10.0.1.20": "eni-primary", "10.0.2.10": "eni-a"})
+	setPool(t, cn, map[string]string{"10.0.2.10": "eni-a"})
 	eventually(t, "rule of the released IP removed", func() bool { return !hasRule(t, ns, "10.0.2.11", 11) })
 }
 

@@ -23,6 +23,7 @@ import (
 func (a *Agent) converge(ctx context.Context, cn *ciliumv2.CiliumNode, nr *enipamv1alpha1.NodeRouting, trigger string, rec record.EventRecorder) (routing.Result, bool, error) {
 	node, in, problems := ciliumnode.ToNode(cn, &nr.Spec)
 	a.logRetained(in)
+	a.logDraining(in)
 	macs := make(map[string]bool, len(node.ENIs))
 	for _, e := range node.ENIs {
 		macs[string(e.MAC)] = true
@@ -117,6 +118,24 @@ func (a *Agent) logRetained(in ciliumnode.Input) {
 		a.log.Warn("addresses in use whose ENI is not in status.eni.enis; keeping their routing as it is", "addresses", byENI)
 	} else {
 		a.log.Info("no address retained any more")
+	}
+}
+
+// logDraining tells, once per change, of the ENIs the policy no longer
+// selects whose addresses keep their routing until they leave the pool.
+func (a *Agent) logDraining(in ciliumnode.Input) {
+	msg := ""
+	if len(in.Draining) > 0 {
+		msg = fmt.Sprint(in.Draining)
+	}
+	if msg == a.lastDraining {
+		return
+	}
+	a.lastDraining = msg
+	if msg != "" {
+		a.log.Info("ENIs the policy no longer selects still hold addresses; they keep their routing until released", "addresses", in.Draining)
+	} else {
+		a.log.Info("no ENI draining any more")
 	}
 }
 

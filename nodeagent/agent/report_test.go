@@ -293,3 +293,57 @@ func TestAgentReadFailureKeepsTheReport(t *testing.T) {
 		t.Error("a failed read took eni-a's address out of the report")
 	}
 }
+
+// TestAgentPolicyChangeReportsTheHeldAddressesOnly: eni-a (device 1) has
+// 10.0.2.10 pooled and 10.0.2.11 listed by the operator but not pooled
+// yet; both are reported. The operator then raises the NodeRouting's
+// first interface index to 2. eni-a stays reported with 10.0.2.10 alone,
+// whose rule stays: the unpooled address is neither routed nor offered to
+// the operator any more, and the node stays Ready with the new
+// generation observed. Once release-ips says 10.0.2.10 released, eni-a
+// leaves the report and its rule goes.
+func TestAgentPolicyChangeReportsTheHeldAddressesOnly(t *testing.T) {
+	eniA := awsENI("eni-a", 1, "02:00:00:00:0f:01", "10.0.2.0/24")
+	eniA.Addresses = []iputil.Addr{iputil.AddrFrom(netip.MustParseAddr("10.0.2.11"))}
+	cn := createCiliumNode(t, []awstypes.ENI{awsENI("eni-primary", 0, "02:00:00:00:0f:00", "10.0.1.0/24"), eniA}, map[string]string{"10.0.2.10": "eni-a"})
+	host := fakeHostWith("02:00:00:00:0f:00", "02:00:00:00:0f:01")
+	cfg := testConfig(cn.Name)
+	cfg.ResyncInterval = 200 * time.Millisecond
+	a, _ := startAgent(t, cfg, env.Config, host)
+	eventually(t, "10.0.2.10 and 10.0.2.11 reported", func() bool {
+		return reported(t, cn.Name, "eni-a", "10.0.2.10") && reported(t, cn.Name, "eni-a", "10.0.2.11")
+	})
+
+	ctx := context.Background()
+	nr := nodeRouting(t, cn.Name)
+	orig := nr.DeepCopy()
+	nr.Spec.FirstInterfaceIndex = 2
+	if err := env.Client.Patch(ctx, nr, client.MergeFrom(orig)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the new generation observed", func() bool {
+		got := nodeRouting(t, cn.Name)
+		return got.Status.ObservedGeneration == got.Generation && got.Generation == nr.Generation
+	})
+	got := nodeRouting(t, cn.Name)
+	if len(got.Status.ENIs) != 1 || got.Status.ENIs[0].ID != "eni-a" || !slices.Equal(got.Status.ENIs[0].IPs, []string{"10.0.2.10"}) {
+		t.Errorf("reported %+v, want eni-a with 10.0.2.10 alone", got.Status.ENIs)
+	}
+	if c := readyCondition(t, cn.Name); c == nil || c.Status != metav1.ConditionTrue || a.Ready() != nil {
+		t.Errorf("Ready condition %+v, agent %v; want True", c, a.Ready())
+	}
+	if rules, _ := host.Rules(); !slices.ContainsFunc(rules, func(r routing.Rule) bool {
+		return r.Src == netip.MustParsePrefix("10.0.2.10/32") && r.Table == 11
+	}) || slices.ContainsFunc(rules, func(r routing.Rule) bool { return r.Src == netip.MustParsePrefix("10.0.2.11/32") }) {
+		t.Errorf("rules %v, want 10.0.2.10's into table 11 and none of 10.0.2.11", rules)
+	}
+
+	update(t, cn, func(cn *ciliumv2.CiliumNode) {
+		cn.Status.IPAM.ReleaseIPs = map[string]ipamtypes.IPReleaseStatus{"10.0.2.10": "released"}
+	})
+	eventually(t, "eni-a out of the report and its rule gone", func() bool {
+		rules, _ := host.Rules()
+		return len(nodeRouting(t, cn.Name).Status.ENIs) == 0 &&
+			!slices.ContainsFunc(rules, func(r routing.Rule) bool { return r.Table == 11 })
+	})
+}

@@ -55,23 +55,36 @@ type Input struct {
 	// Retained maps each retained address to the ENI the pool names for
 	// it: in use, but its ENI is not in status.eni.enis.
 	Retained map[netip.Prefix]string
+	// Draining maps each ENI the policy no longer wants but that still
+	// holds addresses of the node to those addresses: they keep their
+	// routing until they leave the pool.
+	Draining map[string][]netip.Addr
 	// Released counts the addresses left out because the release
 	// handshake marked them released.
 	Released int
 }
 
 // ToNode extracts what the agent must route from cn under spec, the
-// NodeRouting's spec. Per managed ENI in status.eni.enis, the addresses to
-// route are its status addresses, its prefixes and the pool IPs whose
-// resource it is, minus every address status.ipam.release-ips marks
-// released (a prefix holding a released address is routed address by
-// address). A pool IP names one ENI: the pool wins over another ENI's
-// status addresses. Pool IPs whose ENI is missing from status.eni.enis
-// are retained: their existing rules stay. Anything malformed is skipped
-// and reported as a *Problem; the rest of the node is still returned.
+// NodeRouting's spec. The node holds an address while it is in the pool
+// (spec.ipam.pool) or in use (status.ipam.used, with the ENI Cilium took
+// it from) and not marked released by status.ipam.release-ips: Cilium
+// hands out any pool address that is not in the handshake, and records
+// its use late, so a held address may carry a pod at any moment.
+//
+// Per managed ENI in status.eni.enis, the addresses to route are its
+// status addresses, its prefixes and the held addresses it is named for,
+// minus the released ones (a prefix holding a released address is routed
+// address by address). A held address names one ENI: it wins over another
+// ENI's status addresses. An ENI the spec does not select (device number
+// below the first interface index, or excluded by tags) that still holds
+// addresses is draining: those addresses alone keep their routing, the
+// policy change applies to new addresses only. Held addresses whose ENI
+// is missing from status.eni.enis are retained: their existing rules
+// stay. Anything malformed is skipped and reported as a *Problem; the
+// rest of the node is still returned.
 func ToNode(cn *ciliumv2.CiliumNode, spec *enipamv1alpha1.NodeRoutingSpec) (routing.Node, Input, []error) {
 	var node routing.Node
-	in := Input{Retained: map[netip.Prefix]string{}}
+	in := Input{Retained: map[netip.Prefix]string{}, Draining: map[string][]netip.Addr{}}
 	var problems []error
 
 	released := map[netip.Addr]bool{}
@@ -80,8 +93,9 @@ func ToNode(cn *ciliumv2.CiliumNode, spec *enipamv1alpha1.NodeRoutingSpec) (rout
 			released[ip.Unmap()] = true
 		}
 	}
-	// The pool's addresses, by the ENI it names.
-	pool := map[netip.Addr]string{}
+	// The addresses the node holds, by the ENI named for each: the pool's
+	// entries, then addresses in use that the pool lacks.
+	held := map[netip.Addr]string{}
 	for _, s := range slices.Sorted(maps.Keys(cn.Spec.IPAM.Pool)) {
 		ip, err := netip.ParseAddr(s)
 		if err != nil {
@@ -92,7 +106,17 @@ func ToNode(cn *ciliumv2.CiliumNode, spec *enipamv1alpha1.NodeRoutingSpec) (rout
 			in.Released++
 			continue
 		}
-		pool[ip] = cn.Spec.IPAM.Pool[s].Resource
+		held[ip] = cn.Spec.IPAM.Pool[s].Resource
+	}
+	for s, use := range cn.Status.IPAM.Used {
+		ip, err := netip.ParseAddr(s)
+		if err != nil || use.Resource == "" {
+			continue // Cilium's own record; nothing to route by
+		}
+		ip = ip.Unmap()
+		if _, pooled := held[ip]; !pooled && !released[ip] {
+			held[ip] = use.Resource
+		}
 	}
 
 	known := map[string]bool{}
@@ -104,7 +128,8 @@ func ToNode(cn *ciliumv2.CiliumNode, spec *enipamv1alpha1.NodeRoutingSpec) (rout
 				node.PrimaryMAC = mac
 			}
 		}
-		if !Managed(spec, &eni) {
+		managed := Managed(spec, &eni)
+		if !managed && !holdsAny(id, held) {
 			continue
 		}
 		e, err := toENI(id, &eni)
@@ -112,21 +137,29 @@ func ToNode(cn *ciliumv2.CiliumNode, spec *enipamv1alpha1.NodeRoutingSpec) (rout
 			problems = append(problems, &Problem{Item: id, Err: err})
 			// Nothing of the ENI can be trusted but its addresses: keep
 			// whatever routing they have.
-			for ip, resource := range pool {
+			for ip, resource := range held {
 				if resource == id {
 					in.Retained[netip.PrefixFrom(ip, 32)] = id
 				}
 			}
 			continue
 		}
-		e.IPs, e.Prefixes = addresses(id, &eni, pool, released)
+		if managed {
+			e.IPs, e.Prefixes = addresses(id, &eni, held, released)
+		} else {
+			e.Draining = true
+			e.IPs, e.Prefixes = heldAddresses(id, &eni, held)
+		}
 		if e.Primary() && eni.IP.IsValid() {
 			// The primary ENI's own address is the node's: never a pod's.
 			e.IPs = slices.DeleteFunc(e.IPs, func(ip netip.Addr) bool { return ip == eni.IP.Addr.Unmap() })
 		}
+		if e.Draining {
+			in.Draining[id] = e.IPs
+		}
 		node.ENIs = append(node.ENIs, e)
 	}
-	for ip, resource := range pool {
+	for ip, resource := range held {
 		if !known[resource] {
 			in.Retained[netip.PrefixFrom(ip, 32)] = resource
 		}
@@ -157,23 +190,23 @@ func toENI(id string, eni *awstypes.ENI) (routing.ENI, error) {
 	return e, nil
 }
 
-// addresses are the ENI's addresses and prefixes to route: its status
-// addresses that no other ENI holds in the pool, its prefixes, and its
-// pool IPs; released addresses never. A prefix holding a released address
-// is routed address by address, that one left out.
-func addresses(id string, eni *awstypes.ENI, pool map[netip.Addr]string, released map[netip.Addr]bool) ([]netip.Addr, []netip.Prefix) {
+// addresses are a managed ENI's addresses and prefixes to route: its
+// status addresses that no other ENI holds, its prefixes, and the
+// addresses held on it; released addresses never. A prefix holding a
+// released address is routed address by address, that one left out.
+func addresses(id string, eni *awstypes.ENI, held map[netip.Addr]string, released map[netip.Addr]bool) ([]netip.Addr, []netip.Prefix) {
 	var ips []netip.Addr
 	for _, a := range eni.Addresses {
 		ip := a.Addr.Unmap()
 		if !a.IsValid() || released[ip] {
 			continue
 		}
-		if owner, ok := pool[ip]; ok && owner != id {
+		if owner, ok := held[ip]; ok && owner != id {
 			continue
 		}
 		ips = append(ips, ip)
 	}
-	for ip, resource := range pool {
+	for ip, resource := range held {
 		if resource == id {
 			ips = append(ips, ip)
 		}
@@ -184,7 +217,7 @@ func addresses(id string, eni *awstypes.ENI, pool map[netip.Addr]string, release
 			continue
 		}
 		pfx := p.Masked()
-		if !holdsAny(pfx, released) {
+		if !containsAny(pfx, released) {
 			prefixes = append(prefixes, pfx)
 			continue
 		}
@@ -201,11 +234,49 @@ func addresses(id string, eni *awstypes.ENI, pool map[netip.Addr]string, release
 	return slices.Compact(ips), prefixes
 }
 
+// heldAddresses are what a draining ENI routes: the addresses held on it
+// (listed alone, they are never offered to the operator for the pool),
+// and those of its prefixes whose every address is held, which keep the
+// prefix's one set of rules. The ENI's other addresses get none.
+func heldAddresses(id string, eni *awstypes.ENI, held map[netip.Addr]string) ([]netip.Addr, []netip.Prefix) {
+	var ips []netip.Addr
+	for ip, resource := range held {
+		if resource == id {
+			ips = append(ips, ip)
+		}
+	}
+	var prefixes []netip.Prefix
+	for _, p := range eni.Prefixes {
+		if !p.IsValid() || !p.Addr().Is4() || p.Bits() < maxSplitBits {
+			continue
+		}
+		pfx, whole := p.Masked(), true
+		for ip := pfx.Addr(); pfx.Contains(ip) && whole; ip = ip.Next() {
+			whole = held[ip] == id
+		}
+		if whole {
+			prefixes = append(prefixes, pfx)
+		}
+	}
+	slices.SortFunc(ips, netip.Addr.Compare)
+	return ips, prefixes
+}
+
 // maxSplitBits bounds the prefixes split into addresses around a released
 // one; EC2 delegates /28s.
 const maxSplitBits = 24
 
-func holdsAny(p netip.Prefix, ips map[netip.Addr]bool) bool {
+// holdsAny reports whether any held address names the ENI id.
+func holdsAny(id string, held map[netip.Addr]string) bool {
+	for _, resource := range held {
+		if resource == id {
+			return true
+		}
+	}
+	return false
+}
+
+func containsAny(p netip.Prefix, ips map[netip.Addr]bool) bool {
 	for ip := range ips {
 		if p.Contains(ip) {
 			return true

@@ -109,8 +109,9 @@ func findENI(node routing.Node, id string) *routing.ENI {
 // (device 1) and one excluded by tag (device 2), under a NodeRouting spec
 // with first interface index 0 and exclude tag no-pods=true. The primary
 // and the secondary are managed, with their gateways, VPC CIDRs and pool
-// IPs; the primary's own address is never a pod's; the excluded ENI's IP
-// is skipped without complaint. The CiliumNode's own spec.eni (first
+// IPs; the primary's own address is never a pod's; the excluded ENI's
+// address, which the node does not hold (neither pooled nor used), is
+// skipped without complaint. The CiliumNode's own spec.eni (first
 // interface index 1, as a user might have set it) is not consulted: the
 // operator resolved it into the NodeRouting spec.
 func TestToNodeManagesWhatTheNodeRoutingSpecSelects(t *testing.T) {
@@ -122,7 +123,7 @@ func TestToNodeManagesWhatTheNodeRoutingSpecSelects(t *testing.T) {
 		withENI("eni-x", 2, "02:00:00:00:00:02", "10.0.3.0/24", map[string]string{"no-pods": "true", "team": "a"}),
 		withPool("eni-primary", "10.0.1.20"),
 		withPool("eni-a", "10.0.2.11", "10.0.2.10"),
-		withPool("eni-x", "10.0.3.10"),
+		withAddresses("eni-x", "10.0.3.10"),
 		func(cn *ciliumv2.CiliumNode) {
 			p := cn.Status.ENI.ENIs["eni-primary"]
 			p.IP = iputil.AddrFrom(netip.MustParseAddr("10.0.1.10"))

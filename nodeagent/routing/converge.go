@@ -54,7 +54,8 @@ type Result struct {
 	// Read is true when every read succeeded; otherwise nothing was
 	// changed and the rest of the Result says nothing about the node.
 	Read bool
-	// ENIs is the number of managed ENIs whose link was found.
+	// ENIs is the number of managed ENIs (draining ones included) whose
+	// link was found.
 	ENIs int
 	// Rules and Routes are how many enipam-owned rules and routes the node
 	// should now hold, retained rules aside.

@@ -37,7 +37,7 @@ type Desired struct {
 	// that are missing or cannot be routed.
 	Retain []netip.Prefix
 	// Missing are the managed ENIs whose link the kernel does not show
-	// (yet); their addresses are retained.
+	// (yet), draining ones aside; their addresses are retained.
 	Missing []ENI
 	// Problems are ENIs that cannot be routed at all (*ENIError), and
 	// ErrNoPrimaryLink.
@@ -94,7 +94,9 @@ func ComputeDesired(node Node, links []Link, cfg Config) Desired {
 
 		link, ok := byMAC[string(eni.MAC)]
 		if !ok {
-			d.Missing = append(d.Missing, eni)
+			if !eni.Draining {
+				d.Missing = append(d.Missing, eni)
+			}
 			d.Retain = append(d.Retain, addresses(eni)...)
 			continue
 		}

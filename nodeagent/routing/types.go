@@ -8,7 +8,8 @@ import (
 
 // Node is what the agent must route on one node.
 type Node struct {
-	// ENIs are the managed ENIs, in any order; ComputeDesired sorts them.
+	// ENIs are the managed ENIs, draining ones included, in any order;
+	// ComputeDesired sorts them.
 	// The primary ENI (device 0) is one of them when the node's policy
 	// puts pod addresses on it.
 	ENIs []ENI
@@ -45,6 +46,12 @@ type ENI struct {
 	// VPCCIDRs are the CIDRs of the ENI's VPC: the destinations of its
 	// egress rules in EgressVPC mode.
 	VPCCIDRs []netip.Prefix
+	// Draining: the node's policy no longer selects the ENI, but addresses
+	// pods may hold still live on it (IPs and Prefixes are those alone).
+	// It is routed as any other ENI (link, table, rules) until they leave;
+	// while its link is missing its addresses are retained, and the node
+	// is not held unready for it.
+	Draining bool
 }
 
 // Primary reports whether the ENI is the instance's primary ENI.

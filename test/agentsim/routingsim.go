@@ -191,25 +191,49 @@ func (r *RoutingSim) report(ctx context.Context, name string) {
 
 // Routed is what enipam-agent routes on a node and reports in its
 // NodeRouting status (nodeagent/ciliumnode.ToNode and the agent's report
-// follow the same rules): for each ENI of status.eni.enis at or above
-// spec.firstInterfaceIndex, not excluded by spec.excludeInterfaceTags, and
-// attached (nil attached: every one), the addresses status.eni.enis lists
-// on it and the pool addresses naming it, less those in state released,
-// plus its prefixes.
+// follow the same rules), for each ENI of status.eni.enis that is
+// attached (nil attached: every one). An ENI at or above
+// spec.firstInterfaceIndex and not excluded by spec.excludeInterfaceTags
+// lists the addresses status.eni.enis lists on it and the held addresses
+// naming it, plus its prefixes. An ENI the spec no longer selects lists
+// the held addresses naming it alone (a prefix whose every address is
+// held stands for them), and is left out when there are none. Held
+// addresses are the pool's, then those in status.ipam.used that the pool
+// lacks; released ones never are.
 func Routed(cn *ciliumv2.CiliumNode, spec *enipamv1alpha1.NodeRoutingSpec, attached func(string) bool) []enipamv1alpha1.RoutedENI {
+	held := map[string]string{}
+	for ip, e := range cn.Spec.IPAM.Pool {
+		held[ip] = e.Resource
+	}
+	for ip, e := range cn.Status.IPAM.Used {
+		if _, pooled := held[ip]; !pooled {
+			held[ip] = e.Resource
+		}
+	}
+	for ip, state := range cn.Status.IPAM.ReleaseIPs {
+		if state == ipamoption.IPAMReleased {
+			delete(held, ip)
+		}
+	}
 	var out []enipamv1alpha1.RoutedENI
 	for id, eni := range cn.Status.ENI.ENIs {
-		if eni.Number < int(spec.FirstInterfaceIndex) || (attached != nil && !attached(id)) || excludedBy(eni.Tags, spec.ExcludeInterfaceTags) {
+		if attached != nil && !attached(id) {
 			continue
 		}
+		managed := eni.Number >= int(spec.FirstInterfaceIndex) && !excludedBy(eni.Tags, spec.ExcludeInterfaceTags)
 		ips := map[string]bool{}
-		for _, a := range eni.Addresses {
-			ips[a.String()] = true
+		if managed {
+			for _, a := range eni.Addresses {
+				ips[a.String()] = true
+			}
 		}
-		for ip, e := range cn.Spec.IPAM.Pool {
-			if e.Resource == id {
+		for ip, resource := range held {
+			if resource == id {
 				ips[ip] = true
 			}
+		}
+		if !managed && len(ips) == 0 {
+			continue
 		}
 		r := enipamv1alpha1.RoutedENI{ID: id, MAC: eni.MAC, Number: int32(eni.Number), Table: int32(10 + eni.Number)}
 		for ip := range ips {
@@ -221,7 +245,9 @@ func Routed(cn *ciliumv2.CiliumNode, spec *enipamv1alpha1.NodeRoutingSpec, attac
 			}
 		}
 		for _, p := range eni.Prefixes {
-			r.Prefixes = append(r.Prefixes, p.String())
+			if managed || wholeHeld(p.Prefix, id, held) {
+				r.Prefixes = append(r.Prefixes, p.String())
+			}
 		}
 		slices.Sort(r.IPs)
 		slices.Sort(r.Prefixes)
@@ -229,6 +255,17 @@ func Routed(cn *ciliumv2.CiliumNode, spec *enipamv1alpha1.NodeRoutingSpec, attac
 	}
 	slices.SortFunc(out, func(a, b enipamv1alpha1.RoutedENI) int { return int(a.Number - b.Number) })
 	return out
+}
+
+// wholeHeld reports whether every address of p is held on the ENI id.
+func wholeHeld(p netip.Prefix, id string, held map[string]string) bool {
+	p = p.Masked()
+	for ip := p.Addr(); p.Contains(ip); ip = ip.Next() {
+		if held[ip.String()] != id {
+			return false
+		}
+	}
+	return p.IsValid()
 }
 
 func excludedBy(tags, exclude map[string]string) bool {
