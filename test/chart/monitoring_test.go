@@ -139,7 +139,7 @@ func alertRules(t *testing.T, m manifest) []alertRule {
 }
 
 // TestAlertsLinkTheirRunbookAndParse: prometheusRule.enabled renders the
-// twelve alerts, each with a severity, a for, a summary, and a
+// thirteen alerts, each with a severity, a for, a summary, and a
 // runbook_url whose anchor is a heading of the README (GitHub's anchors),
 // under the chart's home at the chart's version unless runbookURL says
 // otherwise. Every expression parses with Prometheus's parser, names
@@ -169,7 +169,7 @@ func TestAlertsLinkTheirRunbookAndParse(t *testing.T) {
 		}
 		checkMetricNames(t, []promcheck.Query{{Where: r.Alert, Expr: r.Expr}})
 	}
-	want := []string{"EnipamPoolShort", "EnipamSubnetLowOnAddresses", "EnipamEC2Throttled", "EnipamEC2Errors", "EnipamAgentNotReady", "EnipamLeakedENIsGrowing",
+	want := []string{"EnipamPoolShort", "EnipamPodsWaitOnFullNode", "EnipamSubnetLowOnAddresses", "EnipamEC2Throttled", "EnipamEC2Errors", "EnipamAgentNotReady", "EnipamLeakedENIsGrowing",
 		"EnipamOperatorDown", "EnipamAgentDown", "EnipamSchedulerExtenderDown", "EnipamSchedulerExtenderErrors", "EnipamStaticIPClaimStuck", "EnipamOperatorNoLeader"}
 	if diff := cmp.Diff(want, names); diff != "" {
 		t.Errorf("alerts (-want +got):\n%s", diff)
