@@ -1,6 +1,7 @@
 package claimcontroller
 
 import (
+	"maps"
 	"sync"
 	"time"
 
@@ -71,8 +72,9 @@ func (r *Reconciler) Collect(ch chan<- prometheus.Metric) {
 	}
 	now := r.now()
 	r.phases.mu.Lock()
-	defer r.phases.mu.Unlock()
-	for owner, p := range r.phases.of {
+	of := maps.Clone(r.phases.of)
+	r.phases.mu.Unlock()
+	for owner, p := range of {
 		counts[p.phase]++
 		if stuckPhases[p.phase] {
 			ch <- prometheus.MustNewConstMetric(phaseDesc, prometheus.GaugeValue, now.Sub(p.since).Seconds(), owner, string(p.phase))
