@@ -13,7 +13,7 @@ export CGO_ENABLED := 0
 
 all: build
 
-## tools: build the control plane (kube-apiserver, etcd, kube-scheduler, kubectl), helm, controller-gen, staticcheck into bin/ (cached)
+## tools: build the control plane (kube-apiserver, etcd, kube-scheduler, kubectl), helm, controller-gen, staticcheck, promtool into bin/ (cached)
 tools:
 	@hack/tools.sh
 

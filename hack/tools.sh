@@ -4,7 +4,7 @@
 # anywhere else):
 #
 #   bin/k8s/<version>/{kube-apiserver,kube-scheduler,kube-controller-manager,kubectl,etcd}
-#   bin/helm, bin/controller-gen, bin/staticcheck
+#   bin/helm, bin/controller-gen, bin/staticcheck, bin/promtool
 #
 # A tool already present at the right version is skipped, so a rerun takes
 # well under two seconds. Long steps print a progress line every 30 s.
@@ -23,6 +23,9 @@ ETCD_VERSION=${ETCD_VERSION:-3.7.0}
 HELM_VERSION=${HELM_VERSION:-v3.22.0}
 CONTROLLER_TOOLS_VERSION=${CONTROLLER_TOOLS_VERSION:-v0.23.0}
 STATICCHECK_VERSION=${STATICCHECK_VERSION:-v0.8.2}
+# Prometheus's module versions are v0.<3-digit minor>.<patch> for its
+# v3.<minor>.<patch> releases: v0.316.0 is Prometheus 3.16.0.
+PROMTOOL_VERSION=${PROMTOOL_VERSION:-v0.316.0}
 
 k8s_dir=$bin/k8s/$K8S_VERSION
 work=$bin/.work
@@ -139,3 +142,5 @@ fi
 go_tool helm helm.sh/helm/v3/cmd/helm "$HELM_VERSION"
 go_tool controller-gen sigs.k8s.io/controller-tools/cmd/controller-gen "$CONTROLLER_TOOLS_VERSION"
 go_tool staticcheck honnef.co/go/tools/cmd/staticcheck "$STATICCHECK_VERSION"
+# The alert rules' unit tests (test/chart runs `promtool test rules`).
+go_tool promtool github.com/prometheus/prometheus/cmd/promtool "$PROMTOOL_VERSION"

@@ -122,13 +122,15 @@ func TestLeakedENIsCollected(t *testing.T) {
 // and a /28. The /20 is drained by others after the operator's sync, so
 // the first Create there fails with InsufficientFreeAddressesInSubnet and
 // the ENI lands in the /28. Once that is drained too, the next node gets a
-// SubnetExhausted event and operator-status naming the subnets.
+// SubnetExhausted event and operator-status naming the subnets, and its
+// whole need counts as short (enipam_node_ips{state="short"}): its
+// instance has room, only the subnets lack addresses.
 func TestSubnetRunsOut(t *testing.T) {
 	r := newRig(t, strings.Replace(vpcScenario, "cidr: 10.0.16.0/20", "cidr: 10.0.16.0/26", 1))
 	if err := r.c.Create(r.ctx, secondaryPolicy()); err != nil {
 		t.Fatal(err)
 	}
-	op, _, _ := r.startOperator(r.options())
+	op, reg, _ := r.startOperator(r.options())
 	waitSynced(t, op.Inventory.Synced())
 	drain(t, r, "subnet-0a000000000000002")
 
@@ -151,6 +153,9 @@ func TestSubnetRunsOut(t *testing.T) {
 	ev := r.waitEvent("node-2", "SubnetExhausted")
 	if !strings.Contains(ev.Note, "subnet-") {
 		t.Errorf("event note %q does not name the subnet", ev.Note)
+	}
+	if needed, short := nodeIPs(t, reg, "node-2", "needed"), nodeIPs(t, reg, "node-2", "short"); needed < 4 || short != needed {
+		t.Errorf("node blocked by its subnets: needed %v, short %v; want at least 4, all of it short", needed, short)
 	}
 }
 

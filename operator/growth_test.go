@@ -164,10 +164,12 @@ func TestExistingENIsAdopted(t *testing.T) {
 // TestPoolGrowsAheadOfUseUntilCapacity: m5.large (3 ENIs × 9 addresses),
 // pre-allocate 4 → as pods take IPs the pool grows before it runs dry; at
 // 27 IPs the node is at capacity: an InstanceAtCapacity event and
-// operator-status, and further use brings no further EC2 call.
+// operator-status, a need of 4 of which none is short (the alert on
+// short pools stays quiet on a full node), and further use brings no
+// further EC2 call.
 func TestPoolGrowsAheadOfUseUntilCapacity(t *testing.T) {
 	r := newRig(t, vpcScenario)
-	r.startOperator(r.options())
+	_, reg, _ := r.startOperator(r.options())
 	r.addNode("node-grow", "i-0a000000000000001", "us-east-1a", nil, ipamtypes.IPAMSpec{PreAllocate: 4})
 	r.waitNode("node-grow", 20*time.Second, "4 free IPs", func(cn *ciliumv2.CiliumNode) bool { return freeIPs(cn) >= 4 })
 
@@ -193,6 +195,9 @@ func TestPoolGrowsAheadOfUseUntilCapacity(t *testing.T) {
 		t.Errorf("%d ENIs at capacity, want 3", len(cn.Status.ENI.ENIs))
 	}
 	r.waitEvent("node-grow", "InstanceAtCapacity")
+	if needed, short := nodeIPs(t, reg, "node-grow", "needed"), nodeIPs(t, reg, "node-grow", "short"); needed != 4 || short != 0 {
+		t.Errorf("node at capacity: needed %v, short %v; want 4 and 0", needed, short)
+	}
 
 	before := r.mutatingCalls()
 	for range 3 {

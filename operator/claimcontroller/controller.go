@@ -71,6 +71,8 @@ type Reconciler struct {
 	// a change (an empty pool, the quota), is tried again, and for which
 	// generation of the claim's spec.
 	publicWait sync.Map
+	// phases times each claim's phase for the metrics (Collect).
+	phases phaseClock
 }
 
 // New returns a reconciler reading the pool controller's notes and
@@ -99,6 +101,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.client.Get(ctx, req.NamespacedName, c); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.notes.Clear(req.Namespace + "/" + req.Name)
+			r.phases.forget(req.Namespace + "/" + req.Name)
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, err
@@ -139,6 +142,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 func (r *Reconciler) writeStatus(ctx context.Context, c *enipamv1alpha1.StaticIPClaim) (ctrl.Result, error) {
 	st, requeue := r.status(ctx, c)
 	r.tell(c, st)
+	r.phases.observe(c.Owner(), st.Phase, r.now())
 	if sameStatus(&c.Status, st) {
 		return ctrl.Result{RequeueAfter: requeue}, nil
 	}
@@ -176,8 +180,10 @@ func (r *Reconciler) tell(c *enipamv1alpha1.StaticIPClaim, st *enipamv1alpha1.St
 // it.
 func (r *Reconciler) release(ctx context.Context, c *enipamv1alpha1.StaticIPClaim) (ctrl.Result, error) {
 	if !controllerutil.ContainsFinalizer(c, enipamv1alpha1.StaticIPClaimFinalizer) {
+		r.phases.forget(c.Owner())
 		return ctrl.Result{}, nil
 	}
+	r.phases.observe(c.Owner(), enipamv1alpha1.ClaimReleasing, r.now())
 	// The Elastic IP leaves the address before the address leaves the
 	// claim: the pool keeps the stamp while status.publicIP records one.
 	if after, err := r.releasePublicIP(ctx, c); err != nil || c.Status.PublicIP != nil {
@@ -206,6 +212,7 @@ func (r *Reconciler) release(ctx context.Context, c *enipamv1alpha1.StaticIPClai
 		return ctrl.Result{}, fmt.Errorf("removing the finalizer of claim %s, %w", c.Owner(), err)
 	}
 	r.notes.Clear(c.Owner())
+	r.phases.forget(c.Owner())
 	r.log.Info("static address released", "claim", c.Owner(), "ip", c.Status.Address)
 	return ctrl.Result{}, nil
 }

@@ -393,17 +393,7 @@ func Capacity(n *Node, cfg *Config) Room {
 		}
 	}
 	r.MaxIPs = MaxPoolIPs(n.Type, cfg, reserved)
-	taken := 0
-	for _, e := range n.ENIs {
-		if e.NetworkCard == 0 {
-			taken++
-		}
-	}
-	for i := max(1, cfg.FirstInterfaceIndex); i < n.Type.MaxENIs && r.FreeENISlots < n.Type.MaxENIs-taken; i++ {
-		if !slices.ContainsFunc(n.ENIs, func(e cloud.ENI) bool { return e.NetworkCard == 0 && e.DeviceIndex == i }) {
-			r.FreeENISlots++
-		}
-	}
+	r.FreeENISlots = freeENISlots(n, cfg)
 	if _, ok := FreeDeviceIndex(n, cfg); ok {
 		subnet, err := chooseSubnet(n, cfg)
 		switch {

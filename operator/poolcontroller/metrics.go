@@ -27,7 +27,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m := &Metrics{
 		nodeIPs: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "enipam_node_ips",
-			Help: "IPs of a node's pool: available (may be handed out), used (by pods, as Cilium's agent reports), waiting (pods bound to the node without an address yet), headroom (free IPs kept beyond used and waiting), needed (missing for the pool's target).",
+			Help: "IPs of a node's pool: available (may be handed out), used (by pods, as Cilium's agent reports), waiting (pods bound to the node without an address yet), headroom (free IPs kept beyond used and waiting), needed (missing for the pool's target), short (the part of needed the instance has room for: its usable ENIs' free slots and its free ENI slots; 0 on a node at capacity), awaiting (assigned, waiting for the agent's routes), max (the largest pool the node can reach).",
 		}, []string{"node", "state"}),
 		enisCreated: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "enipam_enis_created_total", Help: "ENIs created.",
@@ -63,7 +63,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	return m, nil
 }
 
-func (m *Metrics) observeNode(node, policy string, available, used, waiting, headroom, needed int) {
+func (m *Metrics) observeNode(node, policy string, available, used, waiting, headroom, needed, short int) {
 	m.mu.Lock()
 	if was, ok := m.policyOf[node]; !ok || was != policy {
 		if ok {
@@ -78,6 +78,7 @@ func (m *Metrics) observeNode(node, policy string, available, used, waiting, hea
 	m.nodeIPs.WithLabelValues(node, "waiting").Set(float64(waiting))
 	m.nodeIPs.WithLabelValues(node, "headroom").Set(float64(headroom))
 	m.nodeIPs.WithLabelValues(node, "needed").Set(float64(needed))
+	m.nodeIPs.WithLabelValues(node, "short").Set(float64(short))
 }
 
 func (m *Metrics) observeCapacity(node string, awaiting, maxIPs int) {

@@ -112,7 +112,8 @@ func (s *nodeSync) run(ctx context.Context) {
 	needed := s.needed()
 	r.log.Debug("pool sized", "node", s.cn.Name, "available", s.snap.Available, "used", s.snap.Used-s.waiting, "waiting", s.waiting,
 		"headroom", s.headroom, "needed", needed, "lead", pool.Lead(s.mem.leads))
-	r.metrics.observeNode(s.cn.Name, s.cfg.Policy, s.snap.Available, s.snap.Used-s.waiting, s.waiting, s.headroom, needed)
+	r.metrics.observeNode(s.cn.Name, s.cfg.Policy, s.snap.Available, s.snap.Used-s.waiting, s.waiting, s.headroom, needed,
+		pool.Short(&s.snap, &s.cfg.Config, needed))
 
 	if needed > 0 {
 		// Demand is back: IPs marked but not yet acknowledged are handed

@@ -92,7 +92,8 @@ func TestDashboardIsAConfigMapForGrafanasSidecar(t *testing.T) {
 }
 
 // checkMetricNames parses every query and requires each metric it names
-// to be enipam's or controller-runtime's leader gauge.
+// to be enipam's, controller-runtime's leader gauge, or Prometheus's own
+// up.
 func checkMetricNames(t *testing.T, queries []promcheck.Query) {
 	t.Helper()
 	used, err := promcheck.AllMetrics(queries)
@@ -100,7 +101,7 @@ func checkMetricNames(t *testing.T, queries []promcheck.Query) {
 		t.Fatal(err)
 	}
 	for name, where := range used {
-		if !strings.HasPrefix(name, "enipam_") && name != "leader_election_master_status" {
+		if !strings.HasPrefix(name, "enipam_") && name != "leader_election_master_status" && name != "up" {
 			t.Errorf("%s (%v) is no metric of enipam's binaries", name, where)
 		}
 	}
@@ -138,13 +139,15 @@ func alertRules(t *testing.T, m manifest) []alertRule {
 }
 
 // TestAlertsLinkTheirRunbookAndParse: prometheusRule.enabled renders the
-// seven alerts, each with a severity, a for, a summary, and a
+// thirteen alerts, each with a severity, a for, a summary, and a
 // runbook_url whose anchor is a heading of the README (GitHub's anchors),
 // under the chart's home at the chart's version unless runbookURL says
 // otherwise. Every expression parses with Prometheus's parser, names
-// enipam's metrics (or controller-runtime's leader gauge) and carries the
-// series selector; the values reach the thresholds. Without leader
-// election there is no leader alert.
+// enipam's metrics (or controller-runtime's leader gauge, or up) and
+// carries the series selector; the values reach the thresholds, the
+// down alerts read the jobs of the chart's metrics Services (or those
+// named). Without leader election there is no leader alert; without the
+// agent or the scheduler, none of theirs.
 func TestAlertsLinkTheirRunbookAndParse(t *testing.T) {
 	m := render(t, "enipam", "kube-system", "--set", "clusterName=prod", "--set", "prometheusRule.enabled=true",
 		"--set", "prometheusRule.subnetLow.minFreeIPs=200", "--set", "prometheusRule.alertLabels.team=net")
@@ -166,7 +169,8 @@ func TestAlertsLinkTheirRunbookAndParse(t *testing.T) {
 		}
 		checkMetricNames(t, []promcheck.Query{{Where: r.Alert, Expr: r.Expr}})
 	}
-	want := []string{"EnipamPoolShort", "EnipamSubnetLowOnAddresses", "EnipamEC2Throttled", "EnipamEC2Errors", "EnipamAgentNotReady", "EnipamLeakedENIsGrowing", "EnipamOperatorNoLeader"}
+	want := []string{"EnipamPoolShort", "EnipamPodsWaitOnFullNode", "EnipamSubnetLowOnAddresses", "EnipamEC2Throttled", "EnipamEC2Errors", "EnipamAgentNotReady", "EnipamLeakedENIsGrowing",
+		"EnipamOperatorDown", "EnipamAgentDown", "EnipamSchedulerExtenderDown", "EnipamSchedulerExtenderErrors", "EnipamStaticIPClaimStuck", "EnipamOperatorNoLeader"}
 	if diff := cmp.Diff(want, names); diff != "" {
 		t.Errorf("alerts (-want +got):\n%s", diff)
 	}
@@ -176,13 +180,27 @@ func TestAlertsLinkTheirRunbookAndParse(t *testing.T) {
 	if i := slices.IndexFunc(rules, func(r alertRule) bool { return r.Alert == "EnipamOperatorNoLeader" }); i < 0 || !strings.Contains(rules[i].Expr, `name="enipam-operator"`) {
 		t.Errorf("leader alert does not watch the operator's Lease")
 	}
+	for alert, job := range map[string]string{"EnipamOperatorDown": "enipam-operator-metrics", "EnipamAgentDown": "enipam-agent-metrics", "EnipamSchedulerExtenderDown": "enipam-scheduler-metrics"} {
+		if i := slices.IndexFunc(rules, func(r alertRule) bool { return r.Alert == alert }); i < 0 || !strings.Contains(rules[i].Expr, `up{job="`+job+`"`) {
+			t.Errorf("%s does not read the job of Service %s", alert, job)
+		}
+		if m.find("Service", job) == nil {
+			t.Errorf("%s reads job %s, but no Service of that name renders", alert, job)
+		}
+	}
 
 	m = render(t, "enipam", "kube-system", "--set", "clusterName=prod", "--set", "prometheusRule.enabled=true",
 		"--set", "operator.replicas=1", "--set", "operator.leaderElection.enabled=false", "--set", "prometheusRule.seriesSelector=",
-		"--set", "prometheusRule.runbookURL=https://wiki.example.com/enipam")
+		"--set", "prometheusRule.runbookURL=https://wiki.example.com/enipam", "--set", "scheduler.enabled=false",
+		"--set", "agent.enabled=false", "--set", "prometheusRule.jobs.operator=ops")
 	for _, r := range alertRules(t, m) {
-		if r.Alert == "EnipamOperatorNoLeader" {
-			t.Error("leader alert rendered without leader election")
+		switch r.Alert {
+		case "EnipamOperatorNoLeader", "EnipamAgentDown", "EnipamSchedulerExtenderDown", "EnipamSchedulerExtenderErrors":
+			t.Errorf("%s rendered without its component", r.Alert)
+		case "EnipamOperatorDown":
+			if r.Expr != `absent(up{job="ops"} == 1)` {
+				t.Errorf("EnipamOperatorDown reads %q, want the job named and no selector", r.Expr)
+			}
 		}
 		if !strings.HasPrefix(r.Annotations["runbook_url"], "https://wiki.example.com/enipam#") {
 			t.Errorf("%s: runbook_url %q ignores runbookURL", r.Alert, r.Annotations["runbook_url"])

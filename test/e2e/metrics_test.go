@@ -9,12 +9,14 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
@@ -31,8 +33,10 @@ import (
 // endpoint against ec2sim, which throttles its first two EC2 calls and
 // fails one with InternalError, as EC2 sometimes does; an ENIPolicy
 // governs the node; the node agent routes a second ENI in a network
-// namespace, its registry served over HTTP as the binary serves it. Once
-// the node's pool holds routed addresses of the new ENI, both /metrics
+// namespace, its registry served over HTTP as the binary serves it; a
+// StaticIPClaim asks for an address outside the VPC and turns Invalid
+// (the claim alert's series has one). Once the node's pool holds routed
+// addresses of the new ENI and the claim is Invalid, both /metrics
 // are scraped, the chart is rendered with the dashboard and the rules on,
 // every query is parsed with Prometheus's parser, and each metric name
 // outside enipam-scheduler's (held to the extender's scrape in
@@ -94,6 +98,21 @@ func TestDashboardAndAlertsNameExportedMetrics(t *testing.T) {
 	go func() { done <- a.Start(actx) }()
 	t.Cleanup(func() { stop(); <-done })
 
+	bad := &enipamv1alpha1.StaticIPClaim{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "metrics-outside"},
+		Spec:       enipamv1alpha1.StaticIPClaimSpec{Address: "192.168.7.7"},
+	}
+	if err := c.Create(ctx, bad); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Delete(context.Background(), bad) })
+	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+		err := c.Get(ctx, client.ObjectKeyFromObject(bad), bad)
+		return err == nil && bad.Status.Phase == enipamv1alpha1.ClaimInvalid, nil
+	}); err != nil {
+		t.Fatalf("claim %s never turned Invalid: phase %q", bad.Name, bad.Status.Phase)
+	}
+
 	cn = waitNode(t, ctx, name, "addresses of the second ENI pooled", func(cn *ciliumv2.CiliumNode) bool {
 		for _, e := range cn.Spec.IPAM.Pool {
 			if eni, ok := cn.Status.ENI.ENIs[e.Resource]; ok && eni.Number == 1 {
@@ -147,7 +166,7 @@ func TestDashboardAndAlertsNameExportedMetrics(t *testing.T) {
 	for _, m := range missing {
 		t.Errorf("named by the chart but in no scrape: %s", m)
 	}
-	for _, want := range []string{"leader_election_master_status", "enipam_ec2_api_throttled_total", "enipam_node_policy", "enipam_agent_ready"} {
+	for _, want := range []string{"leader_election_master_status", "enipam_ec2_api_throttled_total", "enipam_node_policy", "enipam_agent_ready", "enipam_static_ip_claim_phase_seconds"} {
 		if !operator[want] && !agentScrape[want] {
 			t.Errorf("%s not scraped: the test does not show what it should", want)
 		}

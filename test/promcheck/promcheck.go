@@ -299,11 +299,20 @@ func Parse(r io.Reader) (map[string]bool, error) {
 	return out, nil
 }
 
-// Missing returns, sorted, the metric names of used that no scrape has,
-// each with where it is used.
+// Synthetic are the series Prometheus records itself for every target it
+// scrapes (Prometheus's documentation, Jobs and instances: automatically
+// generated labels and time series); a query may name them though no
+// scrape exposes them.
+var Synthetic = []string{"up", "scrape_duration_seconds", "scrape_samples_scraped", "scrape_samples_post_metric_relabeling", "scrape_series_added"}
+
+// Missing returns, sorted, the metric names of used that no scrape has
+// (Synthetic ones aside), each with where it is used.
 func Missing(used map[string][]string, scrapes ...map[string]bool) []string {
 	var out []string
 	for name, where := range used {
+		if slices.Contains(Synthetic, name) {
+			continue
+		}
 		if !slices.ContainsFunc(scrapes, func(s map[string]bool) bool { return s[name] }) {
 			out = append(out, fmt.Sprintf("%s (%s)", name, strings.Join(where, "; ")))
 		}
