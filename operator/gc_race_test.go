@@ -39,7 +39,9 @@ func TestENIBeingAttachedIsNotCollected(t *testing.T) {
 
 	// Until the pool is filled, or the stall shows: a create refused for
 	// its reused token.
-	mismatch := func() int64 { return r.sim.Counters().ErrorCount("CreateNetworkInterface", "IdempotentParameterMismatch") }
+	mismatch := func() int64 {
+		return r.sim.Counters().ErrorCount("CreateNetworkInterface", "IdempotentParameterMismatch")
+	}
 	filled := false
 	_ = wait.PollUntilContextTimeout(r.ctx, 100*time.Millisecond, 60*time.Second, true, func(context.Context) (bool, error) {
 		cn := r.node("node-race")

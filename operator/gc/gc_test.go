@@ -23,6 +23,8 @@ func TestLeakDecision(t *testing.T) {
 		{"young by tag, seen on the last passes", sighting{created: tag(13 * time.Second), seenBefore: true, firstSeen: now.Add(-10 * time.Second)}, false},
 		{"young by tag, seen for longer than MinAge", sighting{created: tag(59 * time.Second), seenBefore: true, firstSeen: now.Add(-5 * time.Minute)}, false},
 		{"old by tag, first sight", sighting{created: tag(61 * time.Second), firstSeen: now}, true},
+		{"young by a tag to the millisecond", sighting{created: "2026-11-26T00:59:47.123Z", seenBefore: true, firstSeen: now.Add(-5 * time.Minute)}, false},
+		{"old by a tag to the millisecond", sighting{created: "2026-11-26T00:58:59.999Z", firstSeen: now}, true},
 		{"old by tag, attach being retried", sighting{created: tag(time.Hour), seenBefore: true, firstSeen: now.Add(-time.Hour), inFlight: true}, false},
 		{"young by tag, attach being retried", sighting{created: tag(5 * time.Second), inFlight: true, firstSeen: now}, false},
 		{"no tag, first sight", sighting{firstSeen: now}, false},

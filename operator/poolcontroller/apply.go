@@ -308,21 +308,28 @@ func (s *nodeSync) eniTags() map[string]string {
 	tags[cloud.TagInstance] = s.instanceID
 	tags[cloud.TagManagedBy] = cloud.ManagedBy
 	tags[TagNode] = s.cn.Name
-	tags[cloud.TagCreatedAt] = s.r.now().UTC().Format(time.RFC3339)
+	tags[cloud.TagCreatedAt] = s.r.now().UTC().Format(createdAtLayout)
 	return tags
 }
+
+// createdAtLayout is RFC 3339 to the millisecond: the creation tag is a
+// parameter of the create, and so of its client token, and two creates
+// for one node (a replacement right after an ENI was given up) are never
+// the same millisecond.
+const createdAtLayout = "2006-01-02T15:04:05.000Z07:00"
 
 // TagNode holds the name of the node an ENI was created for, for humans.
 const TagNode = "enipam.io/node"
 
 // clientToken is the idempotency token of a create of the ENI a node gets
 // at a device index, derived from the instance, the index and every
-// parameter of the request (its creation tag included). EC2 answers a
-// token it has seen with the same parameters by the ENI it created then,
-// and with other parameters by IdempotentParameterMismatch: derived so,
-// a request sent again unchanged (a retry after a lost answer) gets the
-// first ENI, and any other create, such as the replacement of an ENI
-// given up or collected, gets a token of its own.
+// parameter of the request (its creation tag, to the millisecond,
+// included). EC2 answers a token it has seen with the same parameters by
+// the ENI it created then, and with other parameters by
+// IdempotentParameterMismatch: derived so, a request sent again unchanged
+// (a retry after a lost answer) gets the first ENI, and any other create,
+// such as the replacement of an ENI given up or collected, gets a token
+// of its own.
 func clientToken(instanceID string, deviceIndex int, req cloud.CreateENIRequest) string {
 	h := sha256.New()
 	field := func(v string) { fmt.Fprintf(h, "%d:%s;", len(v), v) }

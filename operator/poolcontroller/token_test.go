@@ -2,7 +2,6 @@ package poolcontroller
 
 import (
 	"maps"
-	"slices"
 	"testing"
 
 	"github.com/enipam/enipam/operator/cloud"
@@ -38,29 +37,37 @@ func TestClientTokenFollowsParameters(t *testing.T) {
 		t.Errorf("the same request got token %s, then %s", first, got)
 	}
 
-	variations := map[string]func(*cloud.CreateENIRequest) (string, int){
-		"another instance":             func(*cloud.CreateENIRequest) (string, int) { return "i-2", 1 },
-		"another device index":         func(*cloud.CreateENIRequest) (string, int) { return "i-1", 2 },
-		"created a second later":       func(r *cloud.CreateENIRequest) (string, int) { r.Tags[cloud.TagCreatedAt] = "2026-11-26T01:00:01Z"; return "i-1", 1 },
-		"another address count":        func(r *cloud.CreateENIRequest) (string, int) { r.SecondaryIPs = 9; return "i-1", 1 },
-		"prefixes instead":             func(r *cloud.CreateENIRequest) (string, int) { r.SecondaryIPs, r.Prefixes = 0, 1; return "i-1", 1 },
-		"addresses instead (fallback)": func(r *cloud.CreateENIRequest) (string, int) { r.Prefixes = 1; return "i-1", 1 },
-		"another subnet":               func(r *cloud.CreateENIRequest) (string, int) { r.SubnetID = "subnet-0a000000000000003"; return "i-1", 1 },
-		"another security group":       func(r *cloud.CreateENIRequest) (string, int) { r.SecurityGroups = []string{"sg-1"}; return "i-1", 1 },
-		"security groups reordered":    func(r *cloud.CreateENIRequest) (string, int) { r.SecurityGroups = []string{"sg-2", "sg-1"}; return "i-1", 1 },
-		"another description":          func(r *cloud.CreateENIRequest) (string, int) { r.Description += "."; return "i-1", 1 },
-		"a policy tag changed":         func(r *cloud.CreateENIRequest) (string, int) { r.Tags["team"] = "storage"; return "i-1", 1 },
-		"a policy tag added":           func(r *cloud.CreateENIRequest) (string, int) { r.Tags["cost"] = "a"; return "i-1", 1 },
-		"a tag's key and value merged": func(r *cloud.CreateENIRequest) (string, int) { delete(r.Tags, "team"); r.Tags["teamnet"] = ""; return "i-1", 1 },
+	type variation struct {
+		name     string
+		instance string
+		index    int
+		change   func(*cloud.CreateENIRequest)
+	}
+	same := func(*cloud.CreateENIRequest) {}
+	variations := []variation{
+		{"another instance", "i-2", 1, same},
+		{"another device index", "i-1", 2, same},
+		{"created a millisecond later", "i-1", 1, func(r *cloud.CreateENIRequest) { r.Tags[cloud.TagCreatedAt] = "2026-11-26T01:00:00.001Z" }},
+		{"created a second later", "i-1", 1, func(r *cloud.CreateENIRequest) { r.Tags[cloud.TagCreatedAt] = "2026-11-26T01:00:01Z" }},
+		{"another address count", "i-1", 1, func(r *cloud.CreateENIRequest) { r.SecondaryIPs = 9 }},
+		{"prefixes instead", "i-1", 1, func(r *cloud.CreateENIRequest) { r.SecondaryIPs, r.Prefixes = 0, 1 }},
+		{"prefixes as well", "i-1", 1, func(r *cloud.CreateENIRequest) { r.Prefixes = 1 }},
+		{"another subnet", "i-1", 1, func(r *cloud.CreateENIRequest) { r.SubnetID = "subnet-0a000000000000003" }},
+		{"another security group", "i-1", 1, func(r *cloud.CreateENIRequest) { r.SecurityGroups = []string{"sg-1"} }},
+		{"security groups reordered", "i-1", 1, func(r *cloud.CreateENIRequest) { r.SecurityGroups = []string{"sg-2", "sg-1"} }},
+		{"another description", "i-1", 1, func(r *cloud.CreateENIRequest) { r.Description += "." }},
+		{"a policy tag changed", "i-1", 1, func(r *cloud.CreateENIRequest) { r.Tags["team"] = "storage" }},
+		{"a policy tag added", "i-1", 1, func(r *cloud.CreateENIRequest) { r.Tags["cost"] = "a" }},
+		{"a tag's key and value run together", "i-1", 1, func(r *cloud.CreateENIRequest) { delete(r.Tags, "team"); r.Tags["teamnet"] = "" }},
 	}
 	seen := map[string]string{first: "the first request"}
-	for _, name := range slices.Sorted(maps.Keys(variations)) {
+	for _, v := range variations {
 		req := base()
-		instance, index := variations[name](&req)
-		token := clientToken(instance, index, req)
+		v.change(&req)
+		token := clientToken(v.instance, v.index, req)
 		if other, dup := seen[token]; dup {
-			t.Errorf("%s: token %s already given to %s", name, token, other)
+			t.Errorf("%s: token %s already given to %s", v.name, token, other)
 		}
-		seen[token] = name
+		seen[token] = v.name
 	}
 }
