@@ -21,14 +21,15 @@ import (
 
 // TestENIBeingAttachedIsNotCollected: an m5.large under first interface
 // index 1, so its pool needs a new ENI. EC2 hides a new ENI from describes
-// for 3 s and answers NotFound to the calls that change it for 6 s, longer
-// than the operator retries an attach in place: the first attach fails
-// and is retried by a later reconcile. The collector runs every 300 ms
-// with its default minimum age (1 m), so it sees the unattached ENI on
-// many passes meanwhile (the campaign that found the race: every 10 s,
-// and the ENI deleted 13 s after its creation). It must never try to delete it (the ENI is young
-// by its tag, and its attach is being retried); the node gets that one
-// ENI: one Create, no IdempotentParameterMismatch, nothing left
+// for 3 s and answers NotFound to the calls that change it for 6 s, and
+// answers the first four attaches with InternalError (the client does not
+// retry in place here): the attach is retried by later reconciles, seconds
+// apart as the node backs off. The collector runs every 100 ms with its
+// default minimum age (1 m), so it sees the unattached ENI on many passes
+// meanwhile (the campaign that found the race: every 10 s, and the ENI
+// deleted 13 s after its creation). It must never try to delete it (the
+// ENI is young by its tag, and its attach is being retried); the node gets
+// that one ENI: one Create, no IdempotentParameterMismatch, nothing left
 // unattached, the pool filled.
 func TestENIBeingAttachedIsNotCollected(t *testing.T) {
 	r := newRig(t, vpcScenario)
@@ -38,14 +39,20 @@ func TestENIBeingAttachedIsNotCollected(t *testing.T) {
 	if err := r.sim.State().SetTiming(timing); err != nil {
 		t.Fatal(err)
 	}
+	if err := r.sim.SetFaults(ec2sim.FaultConfig{Rules: []ec2sim.FaultRule{
+		{Action: "AttachNetworkInterface", Code: "InternalError", Count: 4},
+	}}); err != nil {
+		t.Fatal(err)
+	}
 	if err := r.c.Create(r.ctx, secondaryPolicy()); err != nil {
 		t.Fatal(err)
 	}
 	opts := r.options()
-	opts.GCInterval = 300 * time.Millisecond
+	opts.GCInterval = 100 * time.Millisecond
 	// The operator's consistency grace (the resync interval, at most 2 m)
 	// must outlast EC2's NotFound window, as it does by default (1 m).
 	opts.ResyncInterval = 30 * time.Second
+	opts.EC2MaxAttempts = 1
 	r.startOperator(opts)
 	r.addNode("node-race", "i-0a000000000000001", "us-east-1a", map[string]string{"pool": "secondary"}, ipamtypes.IPAMSpec{})
 
@@ -71,8 +78,8 @@ func TestENIBeingAttachedIsNotCollected(t *testing.T) {
 	if n := c.Succeeded("CreateNetworkInterface"); n != 1 {
 		t.Errorf("%d ENIs created, want 1", n)
 	}
-	if c.ErrorCount("AttachNetworkInterface", "InvalidNetworkInterfaceID.NotFound") == 0 {
-		t.Error("no attach was refused as NotFound: the test exercised no retried attach")
+	if n := c.ErrorCount("AttachNetworkInterface", "InternalError"); n != 4 {
+		t.Errorf("%d attaches answered InternalError, want 4: the test exercised no retried attach", n)
 	}
 	attached, orphans := r.enisOf("i-0a000000000000001")
 	if len(attached) != 2 || len(orphans) != 0 {
