@@ -70,7 +70,8 @@ func TestRestartBetweenCreateAndAttach(t *testing.T) {
 }
 
 // TestLeakedENIsCollected: unattached ENIs carrying this cluster's tags
-// (their instance gone) are deleted after being seen on two passes; an
+// (their instance gone) but no creation tag are deleted once seen on two
+// passes, the first at least the minimum age (1 s here) before; an
 // untagged one and another cluster's are left alone.
 func TestLeakedENIsCollected(t *testing.T) {
 	r := newRig(t, vpcScenario)
@@ -100,6 +101,7 @@ func TestLeakedENIsCollected(t *testing.T) {
 
 	opts := r.options()
 	opts.GCInterval = 200 * time.Millisecond
+	opts.GCMinAge = time.Second
 	r.startOperator(opts)
 	deadline := time.Now().Add(20 * time.Second)
 	for r.calls("DeleteNetworkInterface") == 0 && time.Now().Before(deadline) {

@@ -95,7 +95,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.Workers, "workers", o.Workers, "Nodes served in parallel.")
 	fs.DurationVar(&o.GCInterval, "gc-interval", o.GCInterval, "Time between leaked-ENI collection passes.")
 	fs.IntVar(&o.GCMaxPerPass, "gc-max-per-pass", o.GCMaxPerPass, "Most leaked ENIs deleted (and, apart, leaked Elastic IPs released) per pass.")
-	fs.DurationVar(&o.GCMinAge, "gc-min-age", o.GCMinAge, "How old (by its creation tag) an unattached ENI, or an Elastic IP allocated for a claim that no claim records, must be to be collected on first sight (0 = twice the consistency grace, at least 1m); younger ones on their second sighting.")
+	fs.DurationVar(&o.GCMinAge, "gc-min-age", o.GCMinAge, "How old (by its creation tag) an unattached ENI, or an Elastic IP allocated for a claim that no claim records, must be to be collected on first sight (0 = twice the consistency grace, at least 1m). An ENI younger than that by its tag is never collected; one without a readable tag once seen on two passes, the first that long ago. Elastic IPs younger than that on their second sighting.")
 	fs.IntVar(&o.Knobs.PreAllocate, "pre-allocate", o.Knobs.PreAllocate, "Default free IPs kept in each pool.")
 	fs.IntVar(&o.Knobs.MinAllocate, "min-allocate", o.Knobs.MinAllocate, "Default smallest pool.")
 	fs.IntVar(&o.Knobs.MaxAllocate, "max-allocate", o.Knobs.MaxAllocate, "Default largest pool (0 = the instance's limit).")

@@ -12,7 +12,7 @@ const (
 	// TagManagedBy holds ManagedBy.
 	TagManagedBy = "enipam.io/managed-by"
 	// TagCreatedAt holds when the operator asked for the ENI (RFC 3339,
-	// UTC): EC2 tells no ENI's age, and the collector needs it to tell a
+	// UTC, on ENIs to the millisecond): EC2 tells no ENI's age, and the collector needs it to tell a
 	// leak from an ENI about to be attached.
 	TagCreatedAt = "enipam.io/created-at"
 	// TagClaim holds, on an Elastic IP allocated for a StaticIPClaim, the

@@ -2,12 +2,16 @@
 // carrying the operator's cluster tag, left behind by a crash between
 // Create and Attach or by an instance that terminated before
 // delete-on-termination was set. EC2 gives no ENI age, so the operator
-// tags each ENI it creates with the time (cloud.TagCreatedAt): one
-// unattached for longer than MinAge is deleted on the first pass that
-// sees it; one without a readable tag only when it is seen unattached on
-// two consecutive passes. Never while the operator is attaching it.
+// tags each ENI it creates with the time (cloud.TagCreatedAt). An ENI
+// whose tag says it is younger than MinAge is never collected, however
+// many passes saw it: its creator may still be attaching it. One with an
+// older tag is deleted on the first pass that sees it; one without a
+// readable tag (missing, garbled, or implausibly far in the future) only
+// once it was seen unattached on two consecutive passes and MinAge has
+// passed since the first of them. Never while the pool controller is
+// attaching it or retrying its attach (inventory.InFlight).
 // Elastic IPs: those allocated for StaticIPClaims that no claim records
-// (addresses.go), by the same rule of age.
+// (addresses.go), by the rule of age or of two passes.
 package gc
 
 import (
@@ -34,10 +38,12 @@ type Options struct {
 	// allocations of EC2's buckets.
 	MaxPerPass int
 	// MinAge is how old (by its creation tag) an unattached ENI, or an
-	// Elastic IP no claim records, must be to be taken for a leak on
-	// first sight: long enough for the reconcile that created it, or a
-	// later one, to attach or adopt it, and for the cache of claims to
-	// show a record just written.
+	// Elastic IP no claim records, must be to be taken for a leak: long
+	// enough for the reconcile that created it, or a later one, to attach
+	// or adopt it, and for the cache of claims to show a record just
+	// written. An ENI younger than that by its tag is never collected; an
+	// ENI without a readable tag must have been seen on two consecutive
+	// passes, the first at least MinAge ago.
 	MinAge time.Duration
 }
 
@@ -49,7 +55,9 @@ type Collector struct {
 	opts   Options
 	log    *slog.Logger
 	now    func() time.Time
-	seen   map[string]bool
+	// seen: unattached ENIs of the last pass that were not collected,
+	// with when they were first seen in the unbroken run of passes.
+	seen map[string]time.Time
 	// seenAddrs: Elastic IPs no claim recorded on the last pass.
 	seenAddrs map[string]bool
 
@@ -63,7 +71,7 @@ type Collector struct {
 // Elastic IPs are not collected); it does nothing until Start.
 func New(api cloud.API, inv *inventory.Inventory, claims client.Reader, opts Options, reg prometheus.Registerer, log *slog.Logger) (*Collector, error) {
 	c := &Collector{
-		api: api, inv: inv, claims: claims, opts: opts, log: log, now: time.Now, seen: map[string]bool{}, seenAddrs: map[string]bool{},
+		api: api, inv: inv, claims: claims, opts: opts, log: log, now: time.Now, seen: map[string]time.Time{}, seenAddrs: map[string]bool{},
 		collected: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "enipam_enis_collected_total", Help: "Leaked ENIs deleted by the collector.",
 		}),
@@ -106,9 +114,9 @@ func (c *Collector) Start(ctx context.Context) error {
 	}
 }
 
-// Pass deletes the leaked ENIs seen on the previous pass too, or old
-// enough (at most MaxPerPass), releases the leaked Elastic IPs by the same
-// rule, and returns how many of both it deleted and released.
+// Pass deletes the leaked ENIs (at most MaxPerPass) that the rule of the
+// package says are leaks, releases the leaked Elastic IPs, and returns how
+// many of both it deleted and released.
 func (c *Collector) Pass(ctx context.Context) (int, error) {
 	enis, err := c.collectENIs(ctx)
 	addrs, aerr := c.collectAddresses(ctx, c.opts.MaxPerPass)
@@ -118,15 +126,23 @@ func (c *Collector) Pass(ctx context.Context) (int, error) {
 func (c *Collector) collectENIs(ctx context.Context) (int, error) {
 	candidates := c.inv.UnattachedENIs(cloud.TagCluster, c.opts.Cluster)
 	c.leaked.Set(float64(len(candidates)))
-	next := map[string]bool{}
+	now := c.now()
+	next := map[string]time.Time{}
 	deleted := 0
 	var errs []error
 	for _, e := range candidates {
-		if e.Tags[cloud.TagManagedBy] != cloud.ManagedBy || e.RequesterManaged || c.inv.InFlight(e.ID) {
+		if e.Tags[cloud.TagManagedBy] != cloud.ManagedBy || e.RequesterManaged {
 			continue
 		}
-		if !(c.seen[e.ID] || c.oldEnough(&e)) || deleted >= c.opts.MaxPerPass {
-			next[e.ID] = true
+		first, seen := c.seen[e.ID]
+		if !seen {
+			first = now
+		}
+		s := sighting{created: e.Tags[cloud.TagCreatedAt], seenBefore: seen, firstSeen: first, inFlight: c.inv.InFlight(e.ID)}
+		if !leak(s, now, c.opts.MinAge) || deleted >= c.opts.MaxPerPass {
+			if !s.inFlight {
+				next[e.ID] = first
+			}
 			continue
 		}
 		err := c.api.DeleteENI(ctx, e.ID)
@@ -136,12 +152,13 @@ func (c *Collector) collectENIs(ctx context.Context) (int, error) {
 			if err == nil {
 				deleted++
 				c.collected.Inc()
-				c.log.Info("deleted leaked ENI", "eni", e.ID, "instance", e.Tags[cloud.TagInstance], "subnet", e.SubnetID)
+				c.log.Info("deleted leaked ENI", "eni", e.ID, "instance", e.Tags[cloud.TagInstance], "subnet", e.SubnetID,
+					"createdAt", s.created)
 			}
 		case errors.Is(err, cloud.ErrInUse), errors.Is(err, cloud.ErrInvalid):
 			// Attached or detaching since the describe; not a leak now.
 		default:
-			next[e.ID] = true
+			next[e.ID] = first
 			errs = append(errs, err)
 		}
 	}
@@ -149,5 +166,42 @@ func (c *Collector) collectENIs(ctx context.Context) (int, error) {
 	return deleted, errors.Join(errs...)
 }
 
-// oldEnough reports whether the ENI's creation tag is older than MinAge.
-func (c *Collector) oldEnough(e *cloud.ENI) bool { return c.oldEnoughTag(e.Tags[cloud.TagCreatedAt]) }
+// sighting is what a pass knows of one unattached ENI of the cluster.
+type sighting struct {
+	// created is the ENI's creation tag, as found.
+	created string
+	// seenBefore: the previous pass saw it unattached too; firstSeen is
+	// when the unbroken run of such passes began (now on a first sight).
+	seenBefore bool
+	firstSeen  time.Time
+	// inFlight: the pool controller is attaching it or retrying its
+	// attach.
+	inFlight bool
+}
+
+// leak decides whether an unattached ENI of the cluster is a leak at now.
+// An attach in flight or being retried keeps it, whatever its age. A
+// readable creation tag decides alone: younger than minAge, never; older,
+// at once. Without one, the ENI must have been seen on two consecutive
+// passes, the first of them at least minAge ago. With minAge 0, a tagged
+// ENI goes on first sight and an untagged one on its second.
+func leak(s sighting, now time.Time, minAge time.Duration) bool {
+	if s.inFlight {
+		return false
+	}
+	if at, ok := createdAt(s.created, now, minAge); ok {
+		return now.Sub(at) >= minAge
+	}
+	return s.seenBefore && now.Sub(s.firstSeen) >= minAge
+}
+
+// createdAt reads a creation tag; a time further in the future than minAge
+// (a clock gone wrong, a hand-written tag) is not believed, or the ENI it
+// marks would never be collected.
+func createdAt(tag string, now time.Time, minAge time.Duration) (time.Time, bool) {
+	at, err := time.Parse(time.RFC3339, tag)
+	if err != nil || at.Sub(now) > minAge {
+		return time.Time{}, false
+	}
+	return at, true
+}

@@ -56,7 +56,7 @@ type Inventory struct {
 	enis       map[string]*cloud.ENI
 	byInstance map[string]map[string]struct{} // instance ID → attached ENI IDs
 	unattached map[string]struct{}            // IDs of ENIs with status available
-	inFlight   map[string]struct{}            // IDs of ENIs being attached
+	inFlight   map[string]inFlight            // ENI ID → its attach by the pool controller
 	attaching  map[string]struct{}            // IDs of ENIs whose attachment EC2 last showed attaching
 	touched    map[string]time.Time           // instance or ENI ID → last local change
 	deleted    map[string]time.Time           // ENI ID → deleted locally
@@ -114,7 +114,7 @@ func New(api cloud.API, opts Options, log *slog.Logger) *Inventory {
 		enis:         map[string]*cloud.ENI{},
 		byInstance:   map[string]map[string]struct{}{},
 		unattached:   map[string]struct{}{},
-		inFlight:     map[string]struct{}{},
+		inFlight:     map[string]inFlight{},
 		attaching:    map[string]struct{}{},
 		touched:      map[string]time.Time{},
 		deleted:      map[string]time.Time{},

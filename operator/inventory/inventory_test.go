@@ -245,3 +245,40 @@ func TestEarlyDescribesVouchOnlyForOwnAssigns(t *testing.T) {
 		t.Errorf("after a fresh describe: IPs %v, a trusted %v", got, inv.Trusted("eni-1", a))
 	}
 }
+
+// TestInFlightHoldsAcrossFailedAttaches: an ENI being attached stays in
+// flight through refused attaches (each renewing the mark and counted),
+// until ClearInFlight; a mark no attempt renewed for InFlightLease lapses.
+func TestInFlightHoldsAcrossFailedAttaches(t *testing.T) {
+	inv := newInventory(&fakeCloud{})
+	clock := time.Unix(1_000_000, 0)
+	inv.now = func() time.Time { return clock }
+
+	inv.MarkInFlight("eni-1")
+	for want := 1; want <= 3; want++ {
+		clock = clock.Add(InFlightLease - time.Second)
+		if got := inv.AttachFailed("eni-1"); got != want {
+			t.Fatalf("attach failure %d counted as %d", want, got)
+		}
+		if !inv.InFlight("eni-1") {
+			t.Fatalf("not in flight after failure %d", want)
+		}
+	}
+	inv.MarkInFlight("eni-1") // another attempt keeps the count
+	if got := inv.AttachFailed("eni-1"); got != 4 {
+		t.Errorf("failures after a new attempt: %d, want 4", got)
+	}
+	inv.ClearInFlight("eni-1")
+	if inv.InFlight("eni-1") {
+		t.Error("in flight after ClearInFlight")
+	}
+	if got := inv.AttachFailed("eni-1"); got != 1 {
+		t.Errorf("failures after ClearInFlight start again at %d, want 1", got)
+	}
+
+	inv.MarkInFlight("eni-2")
+	clock = clock.Add(InFlightLease)
+	if inv.InFlight("eni-2") {
+		t.Error("a mark no attempt renewed for InFlightLease still holds")
+	}
+}

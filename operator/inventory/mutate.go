@@ -3,6 +3,7 @@ package inventory
 import (
 	"net/netip"
 	"slices"
+	"time"
 
 	"github.com/enipam/enipam/operator/cloud"
 )
@@ -185,12 +186,45 @@ func (inv *Inventory) adjustSubnet(subnetID string, delta int) {
 	}
 }
 
+// InFlightLease is how long an in-flight mark holds without a new attach
+// attempt: far longer than the pool controller ever waits between two
+// attempts (its backoff stops at minutes), so a mark that outlives it
+// belongs to an attach nobody retries any more (its node went away, or no
+// longer needs the ENI), and the collector's own rules apply again.
+const InFlightLease = 10 * time.Minute
+
+// inFlight is the pool controller's attach of one ENI, from the ENI's
+// creation (or the first attempt to adopt it) until it is attached or
+// given up.
+type inFlight struct {
+	// failures counts the attempts EC2 refused.
+	failures int
+	// last is when the last attempt began or failed.
+	last time.Time
+}
+
 // MarkInFlight tells the collector an unattached ENI is being attached
-// right now and must not be taken for a leak; ClearInFlight ends that.
+// and must not be taken for a leak: the mark holds across failed attempts,
+// until ClearInFlight (attached, gone, or given up and deleted by the pool
+// controller), or until InFlightLease passes without another attempt.
 func (inv *Inventory) MarkInFlight(eniID string) {
 	inv.mu.Lock()
 	defer inv.mu.Unlock()
-	inv.inFlight[eniID] = struct{}{}
+	f := inv.inFlight[eniID]
+	f.last = inv.now()
+	inv.inFlight[eniID] = f
+}
+
+// AttachFailed records that EC2 refused an attach of an in-flight ENI,
+// renewing its mark, and returns how many of its attempts failed so far.
+func (inv *Inventory) AttachFailed(eniID string) int {
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	f := inv.inFlight[eniID]
+	f.failures++
+	f.last = inv.now()
+	inv.inFlight[eniID] = f
+	return f.failures
 }
 
 // ClearInFlight ends MarkInFlight.
@@ -200,12 +234,13 @@ func (inv *Inventory) ClearInFlight(eniID string) {
 	delete(inv.inFlight, eniID)
 }
 
-// InFlight reports whether an ENI is being attached.
+// InFlight reports whether an ENI is being attached, or its attach
+// retried, within InFlightLease.
 func (inv *Inventory) InFlight(eniID string) bool {
 	inv.mu.RLock()
 	defer inv.mu.RUnlock()
-	_, ok := inv.inFlight[eniID]
-	return ok
+	f, ok := inv.inFlight[eniID]
+	return ok && inv.now().Sub(f.last) < InFlightLease
 }
 
 // RecordMoved records that EC2 moved ip onto the ENI toENI (an Assign

@@ -9,6 +9,7 @@ import (
 	"maps"
 	"net/netip"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/enipam/enipam/operator/cloud"
@@ -47,41 +48,29 @@ func (s *nodeSync) apply(ctx context.Context, p *pool.Plan) error {
 			Tags:           s.eniTags(),
 			SecondaryIPs:   c.IPs,
 			Prefixes:       c.Prefixes,
-			ClientToken:    s.clientToken(c.DeviceIndex),
 		}
+		req.ClientToken = clientToken(s.instanceID, c.DeviceIndex, req)
 		eni, err := r.api.CreateENI(ctx, req)
 		if c.Prefixes > 0 && c.FallbackIPs > 0 && errors.Is(err, cloud.ErrSubnetFull) {
 			s.prefixFallback(err)
 			req.Prefixes, req.SecondaryIPs = 0, c.FallbackIPs
-			req.ClientToken += "-ips" // another request than the refused one
+			req.ClientToken = clientToken(s.instanceID, c.DeviceIndex, req)
 			eni, err = r.api.CreateENI(ctx, req)
 		}
 		if err != nil {
 			if errors.Is(err, cloud.ErrSubnetFull) {
 				r.inv.RecordSubnetFull(c.SubnetID)
 			}
-			var cerr *cloud.Error
-			if errors.As(err, &cerr) && cerr.Code == "IdempotentParameterMismatch" {
-				// The token is this instance's, device index and window:
-				// an earlier life of the operator created that ENI with
-				// other parameters, and the cache does not show it yet.
-				// Look the instance up again, so a later plan adopts it.
-				if rerr := r.inv.RefreshInstance(ctx, s.instanceID); rerr != nil {
-					r.log.Info("looking the instance up after a reused client token failed", "node", s.cn.Name, "instance", s.instanceID, "error", rerr)
-				}
-			}
 			return fmt.Errorf("creating ENI in %s, %w", c.SubnetID, err)
 		}
+		// In flight from now until attached or given up: a failed
+		// attach leaves an unattached ENI tagged for this instance,
+		// which the next plans adopt and the collector leaves alone.
 		r.inv.MarkInFlight(eni.ID)
 		r.inv.RecordCreated(eni)
 		r.metrics.enisCreated.Inc()
 		r.metrics.ipsAssigned.Add(float64(len(eni.IPs) + pool.IPsPerPrefix*len(eni.Prefixes)))
-		// A failure from here on leaves an unattached ENI tagged for this
-		// instance: the next reconcile adopts it, or the collector
-		// deletes it.
-		err = s.attach(ctx, eni.ID, c.DeviceIndex)
-		r.inv.ClearInFlight(eni.ID)
-		if err != nil {
+		if err := s.attach(ctx, eni.ID, c.DeviceIndex); err != nil {
 			return fmt.Errorf("attaching new ENI %s, %w", eni.ID, err)
 		}
 		r.log.Info("created ENI", "node", s.cn.Name, "instance", s.instanceID, "eni", eni.ID, "subnet", c.SubnetID,
@@ -206,11 +195,18 @@ func (s *nodeSync) newPrefixes(eni *cloud.ENI, got []netip.Prefix) []netip.Prefi
 	return kept
 }
 
-// attach attaches an ENI and makes EC2 delete it with the instance.
+// attachGiveUp is how many attaches of one ENI EC2 may refuse (not
+// counting NotFound while the ENI is young) before the pool controller
+// deletes it itself and plans anew: an ENI that cannot be attached must
+// not hold its node's growth forever.
+const attachGiveUp = 5
+
+// attach attaches an ENI and makes EC2 delete it with the instance. The
+// ENI stays in flight (never collected) until it is attached, known gone,
+// or given up.
 func (s *nodeSync) attach(ctx context.Context, eniID string, index int) error {
 	r := s.r
 	r.inv.MarkInFlight(eniID)
-	defer r.inv.ClearInFlight(eniID)
 	var attachment string
 	err := s.whileYoung(ctx, eniID, func() (err error) {
 		attachment, err = r.api.AttachENI(ctx, eniID, s.instanceID, index)
@@ -222,6 +218,7 @@ func (s *nodeSync) attach(ctx context.Context, eniID string, index int) error {
 		return fmt.Errorf("attaching %s, created moments ago: %w", eniID, errNotYet)
 	case errors.Is(err, cloud.ErrNotFound):
 		r.inv.RecordGone(eniID)
+		r.inv.ClearInFlight(eniID)
 		return err
 	case errors.Is(err, cloud.ErrInvalid), errors.Is(err, cloud.ErrInUse), errors.Is(err, cloud.ErrENILimit):
 		// Most likely the device index is taken by an ENI the cache does
@@ -231,17 +228,42 @@ func (s *nodeSync) attach(ctx context.Context, eniID string, index int) error {
 		if rerr := r.inv.RefreshInstance(ctx, s.instanceID); rerr != nil {
 			r.log.Info("looking the instance up after a refused attach failed", "node", s.cn.Name, "instance", s.instanceID, "error", rerr)
 		}
-		return err
+		return s.attachFailed(ctx, eniID, err)
 	default:
-		return err
+		return s.attachFailed(ctx, eniID, err)
 	}
 	r.inv.RecordAttached(eniID, s.instanceID, index, attachment)
+	r.inv.ClearInFlight(eniID)
 	if err := s.whileYoung(ctx, eniID, func() error { return r.api.SetDeleteOnTermination(ctx, eniID, attachment) }); err != nil {
 		// The ENI works; the flag is repaired on a later reconcile.
 		return fmt.Errorf("setting delete-on-termination on %s, %w", eniID, err)
 	}
 	r.inv.RecordDeleteOnTermination(eniID)
 	return nil
+}
+
+// attachFailed counts a refused attach of an in-flight ENI; at
+// attachGiveUp refusals the ENI is given up: deleted by the pool
+// controller itself, and only then no longer in flight. A delete that
+// fails keeps the mark; the next refused attach tries again.
+func (s *nodeSync) attachFailed(ctx context.Context, eniID string, err error) error {
+	r := s.r
+	failures := r.inv.AttachFailed(eniID)
+	if failures < attachGiveUp {
+		return err
+	}
+	switch derr := r.api.DeleteENI(ctx, eniID); {
+	case derr == nil, errors.Is(derr, cloud.ErrNotFound) && !r.inv.Young(eniID):
+		r.inv.RecordDeleted(eniID)
+		r.inv.ClearInFlight(eniID)
+		r.log.Info("gave up attaching an ENI; deleted it", "node", s.cn.Name, "instance", s.instanceID, "eni", eniID,
+			"failures", failures, "error", err)
+		return fmt.Errorf("gave up attaching %s after %d failures (deleted; a new ENI is planned), %w", eniID, failures, err)
+	default:
+		r.log.Info("gave up attaching an ENI; deleting it failed", "node", s.cn.Name, "instance", s.instanceID, "eni", eniID,
+			"failures", failures, "error", derr)
+		return err
+	}
 }
 
 // repairDeleteOnTermination sets the flag on this cluster's attached ENIs
@@ -286,26 +308,45 @@ func (s *nodeSync) eniTags() map[string]string {
 	tags[cloud.TagInstance] = s.instanceID
 	tags[cloud.TagManagedBy] = cloud.ManagedBy
 	tags[TagNode] = s.cn.Name
-	tags[cloud.TagCreatedAt] = s.r.now().UTC().Format(time.RFC3339)
+	tags[cloud.TagCreatedAt] = s.r.now().UTC().Format(createdAtLayout)
 	return tags
 }
+
+// createdAtLayout is RFC 3339 to the millisecond: the creation tag is a
+// parameter of the create, and so of its client token, and two creates
+// for one node (a replacement right after an ENI was given up) are never
+// the same millisecond.
+const createdAtLayout = "2006-01-02T15:04:05.000Z07:00"
 
 // TagNode holds the name of the node an ENI was created for, for humans.
 const TagNode = "enipam.io/node"
 
-// clientTokenWindow is how long one creation of a node's ENI at one
-// device index keeps its idempotency token.
-const clientTokenWindow = 10 * time.Minute
-
-// clientToken is the idempotency token of the ENI a node gets at a device
-// index. It is derived, not random: an operator that died after EC2
-// created the ENI, and restarted before any describe shows it (EC2 is
-// eventually consistent), asks again with the same token and gets the same
-// ENI instead of a second one. The time window lets a later, deliberate
-// creation at the same index (after the first ENI was deleted) get a new
-// ENI.
-func (s *nodeSync) clientToken(deviceIndex int) string {
-	window := s.r.now().Unix() / int64(clientTokenWindow/time.Second)
-	sum := sha256.Sum256(fmt.Appendf(nil, "%s/%s/%d/%d", s.r.opts.Cluster, s.instanceID, deviceIndex, window))
-	return hex.EncodeToString(sum[:16])
+// clientToken is the idempotency token of a create of the ENI a node gets
+// at a device index, derived from the instance, the index and every
+// parameter of the request (its creation tag, to the millisecond,
+// included). EC2 answers a token it has seen with the same parameters by
+// the ENI it created then, and with other parameters by
+// IdempotentParameterMismatch: derived so, a request sent again unchanged
+// (a retry after a lost answer) gets the first ENI, and any other create,
+// such as the replacement of an ENI given up or collected, gets a token
+// of its own.
+func clientToken(instanceID string, deviceIndex int, req cloud.CreateENIRequest) string {
+	h := sha256.New()
+	field := func(v string) { fmt.Fprintf(h, "%d:%s;", len(v), v) }
+	field(instanceID)
+	field(strconv.Itoa(deviceIndex))
+	field(req.SubnetID)
+	field(strconv.Itoa(len(req.SecurityGroups)))
+	for _, g := range req.SecurityGroups {
+		field(g)
+	}
+	field(req.Description)
+	field(strconv.Itoa(len(req.Tags)))
+	for _, k := range slices.Sorted(maps.Keys(req.Tags)) {
+		field(k)
+		field(req.Tags[k])
+	}
+	field(strconv.Itoa(req.SecondaryIPs))
+	field(strconv.Itoa(req.Prefixes))
+	return hex.EncodeToString(h.Sum(nil)[:16])
 }

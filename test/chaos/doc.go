@@ -14,8 +14,8 @@
 // for a minute in the middle of a scale-up.
 //
 // Every run ends the same way: once nothing has changed for a while and
-// the ENI collector has had two passes, EC2's state (ec2sim's dump) and
-// the CiliumNodes are checked: no address in two pools, no pool address
+// the ENI collector has had two passes and its minimum age, EC2's state
+// (ec2sim's dump) and the CiliumNodes are checked: no address in two pools, no pool address
 // EC2 does not hold on the ENI the pool names, none of a pod ENI's
 // addresses missing from its pool, no released address left in a pool,
 // no ENI beyond what each node's demand needed, none left unattached, and

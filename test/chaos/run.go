@@ -24,7 +24,8 @@ import (
 // operator SIGKILLed at a random moment after each of its starts while
 // waves remain; then most pods leave, node group by node group (shrink),
 // with the remaining kills; then the run waits until nothing changes,
-// gives the collector two passes, and checks the invariants.
+// gives the collector two passes and its minimum age, and checks the
+// invariants.
 func Run(ctx context.Context, o Options) (*Report, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
@@ -66,8 +67,10 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if rep.Converged, rep.ConvergedAfter, err = w.converge(ctx); err != nil {
 		return nil, err
 	}
-	grace := 2*o.GCInterval + o.EventualConsistency + 2*time.Second
-	w.say("converged=%v after %s; %s more for two collector passes", rep.Converged, rep.ConvergedAfter.Round(time.Second), grace)
+	// Two passes, and a leak left by the last kill old enough by its tag
+	// to be collected.
+	grace := max(2*o.GCInterval, gcMinAge(o)+o.GCInterval) + o.EventualConsistency + 2*time.Second
+	w.say("converged=%v after %s; %s more for the collector", rep.Converged, rep.ConvergedAfter.Round(time.Second), grace)
 	if err := sleep(ctx, grace); err != nil {
 		return nil, err
 	}

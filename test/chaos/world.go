@@ -160,6 +160,7 @@ func operatorArgs(o Options) []string {
 		"--vpc-id=" + vpcID,
 		"--resync-interval=" + o.ResyncInterval.String(),
 		"--gc-interval=" + o.GCInterval.String(),
+		"--gc-min-age=" + gcMinAge(o).String(),
 		fmt.Sprintf("--pre-allocate=%d", o.PreAllocate),
 		"--release-excess-ips=true",
 		"--excess-ip-release-delay=" + o.ReleaseDelay.String(),
@@ -169,6 +170,13 @@ func operatorArgs(o Options) []string {
 	}
 	return args
 }
+
+// gcMinAge is the collector's minimum age in a run: an ENI younger than
+// that by its creation tag is never collected (a process killed between
+// create and attach leaves one for its successor to adopt), so the end of
+// a run waits for it; a few passes long, not the operator's default of a
+// minute.
+func gcMinAge(o Options) time.Duration { return 4 * o.GCInterval }
 
 // secondaryPolicy keeps the pod IPs of the labelled nodes off the primary
 // ENI, in the pod subnets: every one of those nodes needs new ENIs.
