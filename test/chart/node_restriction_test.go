@@ -59,17 +59,7 @@ func TestAgentWritesOnlyItsOwnNode(t *testing.T) {
 	// RBAC alone: node-a's token writes node-b's report.
 	allowed(t, "without the policy, node-a's token on node-b's NodeRouting status", reportRouted(a, "node-b", 1))
 
-	for _, kind := range []string{"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"} {
-		objs := m.ofKind(kind)
-		if len(objs) != 1 {
-			t.Fatalf("the chart renders %d %s, want 1", len(objs), kind)
-		}
-		create(t, objs[0].DeepCopy())
-	}
-	// The apiserver takes up a new policy within a second or so.
-	eventually(t, "the policy in force", 30*time.Second, func() bool {
-		return apierrors.IsForbidden(reportRouted(a, "node-b", 2))
-	})
+	installNodeRestriction(t, m, "node-b")
 
 	// NodeRouting status: its own, not another node's.
 	refused(t, "node-a's token on node-b's NodeRouting status", reportRouted(a, "node-b", 3),
@@ -115,6 +105,28 @@ func TestAgentWritesOnlyItsOwnNode(t *testing.T) {
 	if nr.Status.RoutedIPs != 1 {
 		t.Errorf("node-b's report counts %d routed addresses, want the 1 written before the policy", nr.Status.RoutedIPs)
 	}
+}
+
+// installNodeRestriction creates the chart's node-restriction policy and
+// its binding, and waits until the apiserver enforces them: a status patch
+// of the NodeRouting probe by the agent's ServiceAccount, impersonated
+// without a node name, is refused.
+func installNodeRestriction(t *testing.T, m manifest, probe string) {
+	t.Helper()
+	for _, kind := range []string{"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"} {
+		objs := m.ofKind(kind)
+		if len(objs) != 1 {
+			t.Fatalf("the chart renders %d %s, want 1", len(objs), kind)
+		}
+		create(t, objs[0].DeepCopy())
+	}
+	cfg := rest.CopyConfig(env.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + rbacNamespace + ":rbac-agent"}
+	c := asClient(t, cfg)
+	eventually(t, "the node restriction in force", 30*time.Second, func() bool {
+		err := c.Status().Patch(bg, &enipamv1alpha1.NodeRouting{ObjectMeta: metav1.ObjectMeta{Name: probe}}, client.RawPatch(types.MergePatchType, []byte("{}")))
+		return apierrors.IsForbidden(err) && strings.Contains(err.Error(), "names no node")
+	})
 }
 
 // create makes obj as an admin and deletes it when the test ends.
