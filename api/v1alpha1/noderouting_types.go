@@ -88,8 +88,10 @@ type NodeRoutingSpec struct {
 // ENIs EC2 shows on the node's instance) and acts on nothing else here.
 // Objects written by an older operator carried its capacity and Elastic
 // IP record here: those fields are no longer in the schema, so the
-// apiserver prunes them, and the operator reads neither (it writes the
-// spec's afresh, see spec.staticIP for the record).
+// apiserver prunes them when it reads the object from etcd (they are gone
+// at its next write), and nothing reads them: the operator writes the
+// spec's afresh, re-recording a tagged Elastic IP it finds on the node's
+// primary address.
 type NodeRoutingStatus struct {
 	// ObservedGeneration is the spec generation the agent acted on.
 	// +optional
