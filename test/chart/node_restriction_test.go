@@ -140,6 +140,14 @@ func installNodeRestriction(t *testing.T, m manifest, probe string) {
 	})
 }
 
+// onNode makes cfg, which impersonates the agent's ServiceAccount, carry
+// the node name that the agent's pod-bound token would: the identity the
+// node-restriction policy admits on that node's objects.
+func onNode(cfg *rest.Config, node string) *rest.Config {
+	cfg.Impersonate.Extra = map[string][]string{"authentication.kubernetes.io/node-name": {node}}
+	return cfg
+}
+
 // create makes obj as an admin and deletes it when the test ends.
 func create(t *testing.T, obj client.Object) {
 	t.Helper()

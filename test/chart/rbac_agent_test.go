@@ -84,7 +84,7 @@ func TestAgentServiceAccountDoesItsJobAndNothingElse(t *testing.T) {
 	// The node restriction in force, and the agent's identity as its
 	// pod-bound token gives it: the ServiceAccount on its node.
 	installNodeRestriction(t, m, cn.Name)
-	cfg.Impersonate.Extra = map[string][]string{"authentication.kubernetes.io/node-name": {cn.Name}}
+	onNode(cfg, cn.Name)
 	hw, _ := net.ParseMAC(mac)
 	host := &routingtest.Host{}
 	host.AddLink(routing.Link{Index: 3, Name: "eth1", MAC: hw, MTU: 1500, RPFilter: 1})
