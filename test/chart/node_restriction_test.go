@@ -30,8 +30,9 @@ import (
 // lets node-a's token write node-b's report. With it: node-a's token is
 // refused on node-b's NodeRouting status and Node with a message naming
 // both nodes, and admitted on its own NodeRouting status and start-up
-// taint; on its own Node, a label, another taint or cordoning it is
-// refused; a token of the ServiceAccount bound to no pod (no node name)
+// taint (a capacity it writes through the status subresource does not
+// reach the operator's spec); on its own Node, a label, another taint or
+// cordoning it is refused; a token of the ServiceAccount bound to no pod (no node name)
 // is refused even on node-a's objects.
 func TestAgentWritesOnlyItsOwnNode(t *testing.T) {
 	const taint = "enipam.io/agent-not-ready"
@@ -48,7 +49,9 @@ func TestAgentWritesOnlyItsOwnNode(t *testing.T) {
 				{Key: taint, Effect: corev1.TaintEffectNoSchedule},
 			}}}
 		create(t, node)
-		create(t, &enipamv1alpha1.NodeRouting{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: enipamv1alpha1.NodeRoutingSpec{FirstInterfaceIndex: 1}})
+		create(t, &enipamv1alpha1.NodeRouting{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: enipamv1alpha1.NodeRoutingSpec{
+			FirstInterfaceIndex: 1, Capacity: &enipamv1alpha1.NodeCapacity{MaxIPs: 27, PoolIPs: 4, CanGrow: true},
+		}})
 		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: rbacNamespace, Name: "agent-" + name},
 			Spec: corev1.PodSpec{ServiceAccountName: "rbac-agent", NodeName: name, Containers: []corev1.Container{{Name: "agent", Image: "agent"}}}}
 		create(t, pod)
@@ -68,6 +71,19 @@ func TestAgentWritesOnlyItsOwnNode(t *testing.T) {
 	allowed(t, "node-a's token on its own NodeRouting status", reportRouted(a, "node-a", 1))
 	refused(t, "a token bound to no pod on node-a's NodeRouting status", reportRouted(unbound, "node-a", 2),
 		"names no node", "NodeRouting node-a")
+
+	// What the operator decides is out of the agent's reach: through the
+	// status subresource, a capacity in spec is ignored and one in status
+	// has no field to land in.
+	allowed(t, "node-a's token writing a capacity through its status", a.Status().Patch(bg, &enipamv1alpha1.NodeRouting{ObjectMeta: metav1.ObjectMeta{Name: "node-a"}},
+		client.RawPatch(types.MergePatchType, []byte(`{"spec":{"capacity":{"maxIPs":999,"poolIPs":0,"canGrow":true}},"status":{"capacity":{"maxIPs":999}}}`))))
+	own := &enipamv1alpha1.NodeRouting{}
+	if err := env.Client.Get(bg, client.ObjectKey{Name: "node-a"}, own); err != nil {
+		t.Fatal(err)
+	}
+	if own.Spec.Capacity == nil || own.Spec.Capacity.MaxIPs != 27 {
+		t.Errorf("node-a's capacity %+v, want the operator's 27 addresses", own.Spec.Capacity)
+	}
 
 	// Nodes: only the start-up taint, only its own.
 	refused(t, "node-a's token removing node-b's start-up taint", removeTaint(a, "node-b", 1, taint),
