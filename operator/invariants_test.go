@@ -175,9 +175,9 @@ func TestPolicyReachesNodeAfterMetadataWipe(t *testing.T) {
 	r.waitNode("node-wipe", 30*time.Second, "4 free", func(cn *ciliumv2.CiliumNode) bool { return freeIPs(cn) >= 4 })
 	// m5.xlarge: 4 ENIs × 15 addresses; under first index 1, three ENIs
 	// of 14 pod addresses each.
-	if nr := r.routing("node-wipe"); nr.Spec.FirstInterfaceIndex != 1 || nr.Status.Capacity == nil ||
-		nr.Status.Capacity.MaxIPs != 42 || !nr.Status.Capacity.CanGrow || nr.Status.Capacity.AvailabilityZone != "us-east-1a" {
-		t.Fatalf("NodeRouting spec %+v, capacity %+v; want first index 1 and 42 addresses at most", nr.Spec, nr.Status.Capacity)
+	if nr := r.routing("node-wipe"); nr.Spec.FirstInterfaceIndex != 1 || nr.Spec.Capacity == nil ||
+		nr.Spec.Capacity.MaxIPs != 42 || !nr.Spec.Capacity.CanGrow || nr.Spec.Capacity.AvailabilityZone != "us-east-1a" {
+		t.Fatalf("NodeRouting spec %+v, capacity %+v; want first index 1 and 42 addresses at most", nr.Spec, nr.Spec.Capacity)
 	}
 	// The agent's full Update: labels from the Node, annotations only
 	// cilium.io ones (none here).
@@ -203,11 +203,11 @@ func TestPolicyReachesNodeAfterMetadataWipe(t *testing.T) {
 	}
 	err = wait.PollUntilContextTimeout(r.ctx, 50*time.Millisecond, 20*time.Second, true, func(context.Context) (bool, error) {
 		nr := r.routing("node-wipe")
-		return nr.Spec.FirstInterfaceIndex == 2 && nr.Status.Capacity != nil && nr.Status.Capacity.MaxIPs == 28, nil
+		return nr.Spec.FirstInterfaceIndex == 2 && nr.Spec.Capacity != nil && nr.Spec.Capacity.MaxIPs == 28, nil
 	})
 	if err != nil {
 		nr := r.routing("node-wipe")
-		t.Fatalf("NodeRouting first index %d, capacity %+v; want the changed policy's 2 and 28 addresses at most", nr.Spec.FirstInterfaceIndex, nr.Status.Capacity)
+		t.Fatalf("NodeRouting first index %d, capacity %+v; want the changed policy's 2 and 28 addresses at most", nr.Spec.FirstInterfaceIndex, nr.Spec.Capacity)
 	}
 	if cn := r.node("node-wipe"); cn.Spec.ENI.FirstInterfaceIndex != nil || len(cn.Annotations) != 0 {
 		t.Errorf("operator state in the CiliumNode: spec.eni first index %v, annotations %v", cn.Spec.ENI.FirstInterfaceIndex, cn.Annotations)

@@ -107,8 +107,8 @@ func TestStaticIPInterrupted(t *testing.T) {
 				t.Fatal(err)
 			}
 			if gone {
-				if nr.Status.StaticIP != nil || controllerutil.ContainsFinalizer(nr, enipamv1alpha1.NodeStaticIPFinalizer) {
-					t.Errorf("NodeRouting of a node gone still records %+v, finalizers %v", nr.Status.StaticIP, nr.Finalizers)
+				if nr.Spec.StaticIP != nil || controllerutil.ContainsFinalizer(nr, enipamv1alpha1.NodeStaticIPFinalizer) {
+					t.Errorf("NodeRouting of a node gone still records %+v, finalizers %v", nr.Spec.StaticIP, nr.Finalizers)
 				}
 				return
 			}
@@ -116,8 +116,8 @@ func TestStaticIPInterrupted(t *testing.T) {
 			if got := w.node().Status.IPAM.AssignedStaticIP; got != a.PublicIP {
 				t.Errorf("assigned-static-ip %q, EC2 has %s", got, a.PublicIP)
 			}
-			if nr.Status.StaticIP == nil || nr.Status.StaticIP.AssociationID != a.AssociationID {
-				t.Errorf("NodeRouting records %+v, EC2 has association %s", nr.Status.StaticIP, a.AssociationID)
+			if nr.Spec.StaticIP == nil || nr.Spec.StaticIP.AssociationID != a.AssociationID {
+				t.Errorf("NodeRouting records %+v, EC2 has association %s", nr.Spec.StaticIP, a.AssociationID)
 			}
 			if n := w.cloud.Calls()[cloudfake.AssociateAddress]; n != row.associates {
 				t.Errorf("%d AssociateAddress calls in the second life, want %d", n, row.associates)

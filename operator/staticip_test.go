@@ -101,9 +101,9 @@ func TestNodeStaticIPFollowsCiliumsContract(t *testing.T) {
 			t.Errorf("%s: EC2 has %s at %+v, want on %s's primary address %s", name, got[name], a, instance, r.primaryIP(instance))
 		}
 		nr := r.routing(name)
-		if nr.Status.StaticIP == nil || nr.Status.StaticIP.PublicIP != got[name] || nr.Status.StaticIP.AssociationID != a.AssociationID ||
+		if nr.Spec.StaticIP == nil || nr.Spec.StaticIP.PublicIP != got[name] || nr.Spec.StaticIP.AssociationID != a.AssociationID ||
 			!controllerutil.ContainsFinalizer(nr, enipamv1alpha1.NodeStaticIPFinalizer) {
-			t.Errorf("%s: NodeRouting records %+v with finalizers %v", name, nr.Status.StaticIP, nr.Finalizers)
+			t.Errorf("%s: NodeRouting records %+v with finalizers %v", name, nr.Spec.StaticIP, nr.Finalizers)
 		}
 	}
 	if n := r.calls("AssociateAddress"); n != 2 {
@@ -122,7 +122,7 @@ func TestNodeStaticIPFollowsCiliumsContract(t *testing.T) {
 	r.waitFor("node-eip-1's NodeRouting without the finalizer", 10*time.Second, func() bool {
 		nr := &enipamv1alpha1.NodeRouting{}
 		err := r.c.Get(r.ctx, client.ObjectKey{Name: "node-eip-1"}, nr)
-		return err == nil && !controllerutil.ContainsFinalizer(nr, enipamv1alpha1.NodeStaticIPFinalizer) && nr.Status.StaticIP == nil
+		return err == nil && !controllerutil.ContainsFinalizer(nr, enipamv1alpha1.NodeStaticIPFinalizer) && nr.Spec.StaticIP == nil
 	})
 	if n := len(r.dump().Addresses); n != len(pool) {
 		t.Errorf("%d Elastic IPs allocated, want the user's %d", n, len(pool))
@@ -142,8 +142,8 @@ func TestNodeStaticIPFollowsCiliumsContract(t *testing.T) {
 	if _, held := r.associations()[got["node-eip-2"]]; held {
 		t.Errorf("%s still associated after the node stopped asking", got["node-eip-2"])
 	}
-	if nr := r.routing("node-eip-2"); nr.Status.StaticIP != nil || len(nr.Finalizers) > 0 {
-		t.Errorf("NodeRouting still records %+v, finalizers %v", nr.Status.StaticIP, nr.Finalizers)
+	if nr := r.routing("node-eip-2"); nr.Spec.StaticIP != nil || len(nr.Finalizers) > 0 {
+		t.Errorf("NodeRouting still records %+v, finalizers %v", nr.Spec.StaticIP, nr.Finalizers)
 	}
 	if n := r.calls("DisassociateAddress"); n != 2 {
 		t.Errorf("%d DisassociateAddress calls, want 2", n)

@@ -7,11 +7,21 @@ import (
 )
 
 // NodeRouting is the contract between enipam-operator and the enipam-agent
-// of one node, named after the node. The operator writes the spec: what the
-// agent must route there under the node's policy. The agent writes the
-// status: the ENIs and addresses it has routed. An address enters the
-// node's CiliumNode pool only once this status lists it, so no pod is ever
-// given an address its node cannot route yet.
+// of one node, named after the node. One writer per field:
+//
+//   - the operator writes the spec: what the agent must route there under
+//     the node's policy, and everything the operator decides and acts on
+//     (the node's capacity, its Elastic IP record). The agent has no RBAC
+//     on the main resource, so it cannot change any of it;
+//   - the agent of that node, and no other, writes the status through the
+//     status subresource: what it observed, the ENIs and addresses it has
+//     routed. The chart's ValidatingAdmissionPolicy refuses the write of an
+//     agent whose service-account token names another node. The operator
+//     writes nothing there.
+//
+// An address enters the node's CiliumNode pool only once this status lists
+// it on an ENI EC2 shows on the node's instance, so no pod is ever given an
+// address its node cannot route yet.
 //
 // It lives apart from the CiliumNode because Cilium's agent rewrites that
 // object's metadata on every start (nodediscovery's mutateNodeResource), so
@@ -24,8 +34,8 @@ import (
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="ENIs",type=integer,JSONPath=`.status.routedENIs`
 // +kubebuilder:printcolumn:name="IPs",type=integer,JSONPath=`.status.routedIPs`
-// +kubebuilder:printcolumn:name="Max-IPs",type=integer,JSONPath=`.status.capacity.maxIPs`,priority=1
-// +kubebuilder:printcolumn:name="Can-Grow",type=boolean,JSONPath=`.status.capacity.canGrow`,priority=1
+// +kubebuilder:printcolumn:name="Max-IPs",type=integer,JSONPath=`.spec.capacity.maxIPs`,priority=1
+// +kubebuilder:printcolumn:name="Can-Grow",type=boolean,JSONPath=`.spec.capacity.canGrow`,priority=1
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type NodeRouting struct {
@@ -36,10 +46,12 @@ type NodeRouting struct {
 	Status NodeRoutingStatus `json:"status,omitempty"`
 }
 
-// NodeRoutingSpec is what the operator asks of the node's agent: the
-// effective values of the node's policy that decide which ENIs carry pod
-// addresses. The ENIs themselves and their addresses are in the
-// CiliumNode's status.eni.enis and spec.ipam.pool.
+// NodeRoutingSpec is written by enipam-operator only: what it asks of the
+// node's agent (the effective values of the node's policy that decide
+// which ENIs carry pod addresses), and its own word on the node (capacity,
+// Elastic IP record), which it alone acts on. The ENIs themselves and
+// their addresses are in the CiliumNode's status.eni.enis and
+// spec.ipam.pool.
 type NodeRoutingSpec struct {
 	// InstanceID is the EC2 instance the operator serves for this node.
 	// +optional
@@ -55,14 +67,9 @@ type NodeRoutingSpec struct {
 	// addresses and their links are never touched.
 	// +optional
 	ExcludeInterfaceTags map[string]string `json:"excludeInterfaceTags,omitempty"`
-}
 
-// NodeRoutingStatus is the agent's report, and the operator's word on the
-// node's capacity (status.capacity, the one field the operator writes
-// here), for schedulers and people.
-type NodeRoutingStatus struct {
-	// Capacity is how far the node's pool can grow, written by the
-	// operator on every change.
+	// Capacity is how far the node's pool can grow, for schedulers and
+	// people; written by the operator on every change.
 	// +optional
 	Capacity *NodeCapacity `json:"capacity,omitempty"`
 
@@ -70,10 +77,22 @@ type NodeRoutingStatus struct {
 	// primary address for Cilium's spec.ipam.static-ip-tags, written by
 	// the operator before it asks EC2, so that the association is found
 	// and released whatever happens to the process (see
-	// NodeStaticIPFinalizer).
+	// NodeStaticIPFinalizer). The operator disassociates what this names,
+	// so it lives where no node can write.
 	// +optional
 	StaticIP *NodeStaticIP `json:"staticIP,omitempty"`
+}
 
+// NodeRoutingStatus is written by the node's enipam-agent only: what it
+// observed on the node. The operator reads it to pool addresses (only on
+// ENIs EC2 shows on the node's instance) and acts on nothing else here.
+// Objects written by an older operator carried its capacity and Elastic
+// IP record here: those fields are no longer in the schema, so the
+// apiserver prunes them when it reads the object from etcd (they are gone
+// at its next write), and nothing reads them: the operator writes the
+// spec's afresh, re-recording a tagged Elastic IP it finds on the node's
+// primary address.
+type NodeRoutingStatus struct {
 	// ObservedGeneration is the spec generation the agent acted on.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
@@ -100,7 +119,7 @@ type NodeRoutingStatus struct {
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
 
-// NodeStaticIPFinalizer holds a NodeRouting whose status.staticIP names
+// NodeStaticIPFinalizer holds a NodeRouting whose spec.staticIP names
 // an Elastic IP association until enipam-operator has released it: the
 // NodeRouting goes with its CiliumNode (owner reference), and the
 // finalizer turns that into the moment the association is undone.

@@ -347,3 +347,15 @@ func (inv *Inventory) InstanceOf(id string) (cloud.Instance, bool) {
 	}
 	return *in, true
 }
+
+// AttachedTo returns the instance the cached ENI eniID is attached to, and
+// whether the cache knows the ENI at all ("" for an ENI attached nowhere).
+func (inv *Inventory) AttachedTo(eniID string) (instanceID string, known bool) {
+	inv.mu.RLock()
+	defer inv.mu.RUnlock()
+	e, ok := inv.enis[eniID]
+	if !ok {
+		return "", false
+	}
+	return e.InstanceID, true
+}

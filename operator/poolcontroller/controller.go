@@ -149,6 +149,9 @@ type memory struct {
 	// served needed an ENI.
 	leads      []time.Duration
 	deficitENI bool
+	// foreignENIs are the ENIs of other instances the node's report
+	// named last, as told in the last ForeignENIReported event.
+	foreignENIs string
 }
 
 // repair is the backoff of a repair that did not stick.
@@ -300,6 +303,9 @@ const (
 	ReasonAwaitingRouting    = "AwaitingRouting"
 	ReasonRepairFailing      = "RepairFailing"
 	ReasonPrefixFallback     = "PrefixFallback"
+	// ReasonForeignENIReported: the node's NodeRouting reports as routed
+	// an ENI EC2 shows on another instance; ignored.
+	ReasonForeignENIReported = "ForeignENIReported"
 )
 
 // isBlocked reports reasons that no retry fixes without a change.

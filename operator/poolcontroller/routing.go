@@ -48,18 +48,58 @@ func (s *nodeSync) syncRouting(ctx context.Context) error {
 		}
 	case err != nil:
 		return fmt.Errorf("reading NodeRouting %s, %w", s.cn.Name, err)
-	case !sameJSON(nr.Spec, want):
+	case !sameJSON(nr.Spec, withOperatorWord(want, nr.Spec)):
 		orig := nr.DeepCopy()
-		nr.Spec = want
+		nr.Spec = withOperatorWord(want, nr.Spec)
 		if err := s.r.client.Patch(ctx, nr, client.MergeFrom(orig)); err != nil {
 			return fmt.Errorf("writing NodeRouting %s, %w", s.cn.Name, err)
 		}
 	}
 	s.routing = nr
-	if len(nr.Status.ENIs) > 0 {
-		s.routed = nr.Status.Routed()
-	}
+	s.routed = s.ownReport(nr)
 	return nil
+}
+
+// ownReport is the agent's report as a lookup (nil when it reports
+// nothing), kept to the ENIs EC2 shows on the node's instance. An ENI the
+// inventory shows on another instance is named in a warning event and a
+// log, and its addresses are never pooled on this report's word: an agent
+// reports only its own node's ENIs, so such a report is forged or
+// corrupt. ENIs EC2 shows nowhere (detached or deleted while the agent
+// catches up) are dropped silently.
+func (s *nodeSync) ownReport(nr *enipamv1alpha1.NodeRouting) routedFunc {
+	if len(nr.Status.ENIs) == 0 {
+		s.mem.foreignENIs = ""
+		return nil
+	}
+	own := enipamv1alpha1.NodeRoutingStatus{}
+	var foreign []string
+	for _, e := range nr.Status.ENIs {
+		if slices.ContainsFunc(s.snap.ENIs, func(x cloud.ENI) bool { return x.ID == e.ID && x.InstanceID == s.instanceID }) {
+			own.ENIs = append(own.ENIs, e)
+			continue
+		}
+		if at, known := s.r.inv.AttachedTo(e.ID); known && at != "" && at != s.instanceID {
+			foreign = append(foreign, fmt.Sprintf("%s (attached to %s)", e.ID, at))
+		}
+	}
+	if msg := strings.Join(foreign, ", "); msg != s.mem.foreignENIs {
+		s.mem.foreignENIs = msg
+		if msg != "" {
+			s.r.events.Eventf(s.cn, nil, "Warning", ReasonForeignENIReported, "Allocate",
+				"NodeRouting %s reports ENIs of other instances as routed on %s, ignored: %s", nr.Name, s.instanceID, msg)
+			s.r.log.Info("routing report names ENIs of other instances; ignored", "node", s.cn.Name, "instance", s.instanceID, "enis", foreign)
+		}
+	}
+	return own.Routed()
+}
+
+// withOperatorWord is want with the fields of spec that syncRouting does
+// not decide (capacity and the Elastic IP record, written on their own)
+// taken from have.
+func withOperatorWord(want, have enipamv1alpha1.NodeRoutingSpec) enipamv1alpha1.NodeRoutingSpec {
+	want.Capacity, want.StaticIP = have.Capacity, have.StaticIP
+	return want
 }
 
 // refreshAttaching looks at the node again shortly while one of its
@@ -123,9 +163,9 @@ func (s *nodeSync) requeueWithin(d time.Duration) {
 // routedFunc is the agent's report as a lookup.
 type routedFunc = func(eniID string, ip netip.Addr) bool
 
-// writeCapacity patches the NodeRouting's status.capacity, the one field
-// of that status the operator writes (the agent's report is the rest),
-// when it changed.
+// writeCapacity patches the NodeRouting's spec.capacity when it changed.
+// It is the operator's word, so it lives in the spec, where the node's
+// agent (which writes only the status) cannot change what schedulers read.
 func (s *nodeSync) writeCapacity(ctx context.Context) error {
 	if s.routing == nil || !s.haveSnap || s.pool == nil {
 		return nil
@@ -144,12 +184,12 @@ func (s *nodeSync) writeCapacity(ctx context.Context) error {
 		c.Reason = room.Blocked.Error()
 	}
 	s.r.metrics.observeCapacity(s.cn.Name, s.pool.awaiting, room.MaxIPs)
-	if sameJSON(s.routing.Status.Capacity, c) {
+	if sameJSON(s.routing.Spec.Capacity, c) {
 		return nil
 	}
 	orig := s.routing.DeepCopy()
-	s.routing.Status.Capacity = c
-	if err := s.r.client.Status().Patch(ctx, s.routing, client.MergeFrom(orig)); err != nil {
+	s.routing.Spec.Capacity = c
+	if err := s.r.client.Patch(ctx, s.routing, client.MergeFrom(orig)); err != nil {
 		return fmt.Errorf("writing capacity of NodeRouting %s, %w", s.cn.Name, err)
 	}
 	return nil

@@ -6,6 +6,7 @@ import (
 
 	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -122,14 +123,26 @@ var nodeChanged = predicate.Funcs{
 	},
 }
 
+// reported is what conditions say, less the generation they were written
+// at: each write of the operator's spec bumps it, and the agent's next
+// report says so, which tells the operator nothing new.
+func reported(conds []metav1.Condition) []metav1.Condition {
+	out := make([]metav1.Condition, len(conds))
+	for i, c := range conds {
+		c.ObservedGeneration = 0
+		out[i] = c
+	}
+	return out
+}
+
 // routingReported passes NodeRouting events that can let addresses into a
-// pool: a changed report of the agent (the operator's own writes, spec
-// and status.capacity, do not), and the start of its deletion (a static
+// pool: a changed report of the agent (the operator's own writes, all in
+// the spec, do not), and the start of its deletion (a static
 // IP's finalizer waits for the operator).
 var routingReported = predicate.Funcs{
 	UpdateFunc: func(e event.UpdateEvent) bool {
 		o, n := e.ObjectOld.(*enipamv1alpha1.NodeRouting), e.ObjectNew.(*enipamv1alpha1.NodeRouting)
-		return !sameJSON(o.Status.ENIs, n.Status.ENIs) || !sameJSON(o.Status.Conditions, n.Status.Conditions) ||
+		return !sameJSON(o.Status.ENIs, n.Status.ENIs) || !sameJSON(reported(o.Status.Conditions), reported(n.Status.Conditions)) ||
 			(o.DeletionTimestamp == nil && n.DeletionTimestamp != nil)
 	},
 }

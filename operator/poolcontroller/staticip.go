@@ -30,7 +30,8 @@ import (
 //
 // enipam does the same, and also releases the association when the node
 // goes away or its tags stop matching. It keeps a record, the NodeRouting's
-// status.staticIP, written before it asks EC2, behind a finalizer, so an
+// spec.staticIP (the operator's alone: the node's agent writes only the
+// status), written before it asks EC2, behind a finalizer, so an
 // association is found and undone whatever happens to the operator. Unlike
 // Cilium, an address the primary ENI already has counts only if it is an
 // Elastic IP carrying the tags: an address EC2 gave the instance at
@@ -51,7 +52,7 @@ const (
 // asks for. Failures land in s.staticErr, never blocking the pool.
 func (s *nodeSync) syncStaticIP(ctx context.Context) {
 	tags := s.cn.Spec.IPAM.StaticIPTags
-	if s.routing == nil || (len(tags) == 0 && s.routing.Status.StaticIP == nil) {
+	if s.routing == nil || (len(tags) == 0 && s.routing.Spec.StaticIP == nil) {
 		return
 	}
 	book := s.r.inv.Addresses()
@@ -61,7 +62,7 @@ func (s *nodeSync) syncStaticIP(ctx context.Context) {
 		return
 	}
 	primary := s.primaryENI()
-	if rec := s.routing.Status.StaticIP; rec != nil && !s.keepStaticIP(rec, addrs, primary) {
+	if rec := s.routing.Spec.StaticIP; rec != nil && !s.keepStaticIP(rec, addrs, primary) {
 		if err := s.r.releaseStaticIP(ctx, s.routing); err != nil {
 			s.staticFailed(err, ReasonEC2Error)
 			return
@@ -113,7 +114,7 @@ func (s *nodeSync) associateStaticIP(ctx context.Context, addrs []cloud.Address,
 	book := s.r.inv.Addresses()
 	defer book.Unreserve(s.cn.Name)
 	var pick cloud.Address
-	if rec := s.routing.Status.StaticIP; rec != nil {
+	if rec := s.routing.Spec.StaticIP; rec != nil {
 		if i := slices.IndexFunc(addrs, func(a cloud.Address) bool { return a.AllocationID == rec.AllocationID }); i >= 0 && !addrs[i].Associated() {
 			pick = addrs[i]
 		}
@@ -208,22 +209,17 @@ func onPrimary(addrs []cloud.Address, primary *cloud.ENI) (cloud.Address, bool) 
 	return cloud.Address{}, false
 }
 
-// recordStaticIP puts the finalizer on the NodeRouting, then rec into its
-// status, each write only when needed; nr is updated in place.
+// recordStaticIP puts the finalizer and rec into the NodeRouting's spec,
+// one write and only when needed; nr is updated in place. The spec is the
+// operator's alone: the record names what the operator may disassociate,
+// so no node may write it.
 func (r *Reconciler) recordStaticIP(ctx context.Context, nr *enipamv1alpha1.NodeRouting, rec *enipamv1alpha1.NodeStaticIP) error {
-	if !controllerutil.ContainsFinalizer(nr, enipamv1alpha1.NodeStaticIPFinalizer) {
-		orig := nr.DeepCopy()
-		controllerutil.AddFinalizer(nr, enipamv1alpha1.NodeStaticIPFinalizer)
-		if err := r.client.Patch(ctx, nr, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
-			return fmt.Errorf("adding the static IP finalizer to NodeRouting %s, %w", nr.Name, err)
-		}
-	}
-	if sameJSON(nr.Status.StaticIP, rec) {
+	if controllerutil.ContainsFinalizer(nr, enipamv1alpha1.NodeStaticIPFinalizer) && sameJSON(nr.Spec.StaticIP, rec) {
 		return nil
 	}
 	orig := nr.DeepCopy()
-	nr.Status.StaticIP = rec
-	if err := r.client.Status().Patch(ctx, nr, client.MergeFrom(orig)); err != nil {
+	nr.Spec.StaticIP = rec
+	if err := r.client.Patch(ctx, nr, finalizerPatch(orig, controllerutil.AddFinalizer(nr, enipamv1alpha1.NodeStaticIPFinalizer))); err != nil {
 		return fmt.Errorf("recording static IP %s in NodeRouting %s, %w", rec.PublicIP, nr.Name, err)
 	}
 	return nil
@@ -232,10 +228,10 @@ func (r *Reconciler) recordStaticIP(ctx context.Context, nr *enipamv1alpha1.Node
 // releaseStaticIP undoes the association the NodeRouting's record names,
 // when EC2 still has the address on the recorded ENI (anything else was
 // changed by someone else, and is left alone), then clears the record and
-// the finalizer. EC2's view is described afresh first: the association
+// the finalizer, in one write. EC2's view is described afresh first: the association
 // may be younger than the cache.
 func (r *Reconciler) releaseStaticIP(ctx context.Context, nr *enipamv1alpha1.NodeRouting) error {
-	if rec := nr.Status.StaticIP; rec != nil {
+	if rec := nr.Spec.StaticIP; rec != nil {
 		book := r.inv.Addresses()
 		if err := book.Refresh(ctx); err != nil {
 			return fmt.Errorf("listing Elastic IPs, %w", err)
@@ -253,17 +249,12 @@ func (r *Reconciler) releaseStaticIP(ctx context.Context, nr *enipamv1alpha1.Nod
 				r.log.Info("static IP released", "node", nr.Name, "instance", rec.InstanceID, "eni", rec.ENIID, "eip", rec.PublicIP)
 			}
 		}
-		orig := nr.DeepCopy()
-		nr.Status.StaticIP = nil
-		if err := r.client.Status().Patch(ctx, nr, client.MergeFrom(orig)); err != nil {
-			return fmt.Errorf("clearing the static IP of NodeRouting %s, %w", nr.Name, err)
-		}
 	}
-	if controllerutil.ContainsFinalizer(nr, enipamv1alpha1.NodeStaticIPFinalizer) {
+	if controllerutil.ContainsFinalizer(nr, enipamv1alpha1.NodeStaticIPFinalizer) || nr.Spec.StaticIP != nil {
 		orig := nr.DeepCopy()
-		controllerutil.RemoveFinalizer(nr, enipamv1alpha1.NodeStaticIPFinalizer)
-		if err := r.client.Patch(ctx, nr, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
-			return fmt.Errorf("removing the static IP finalizer of NodeRouting %s, %w", nr.Name, err)
+		nr.Spec.StaticIP = nil
+		if err := r.client.Patch(ctx, nr, finalizerPatch(orig, controllerutil.RemoveFinalizer(nr, enipamv1alpha1.NodeStaticIPFinalizer))); err != nil {
+			return fmt.Errorf("clearing the static IP of NodeRouting %s, %w", nr.Name, err)
 		}
 	}
 	return nil
@@ -277,8 +268,17 @@ func (r *Reconciler) releaseGone(ctx context.Context, name string) error {
 	if err := r.client.Get(ctx, types.NamespacedName{Name: name}, nr); err != nil {
 		return client.IgnoreNotFound(err)
 	}
-	if !controllerutil.ContainsFinalizer(nr, enipamv1alpha1.NodeStaticIPFinalizer) && nr.Status.StaticIP == nil {
+	if !controllerutil.ContainsFinalizer(nr, enipamv1alpha1.NodeStaticIPFinalizer) && nr.Spec.StaticIP == nil {
 		return nil
 	}
 	return r.releaseStaticIP(ctx, nr)
+}
+
+// finalizerPatch is a merge patch from orig, under an optimistic lock when
+// the finalizers changed: a merge patch replaces the whole list.
+func finalizerPatch(orig client.Object, finalizersChanged bool) client.Patch {
+	if finalizersChanged {
+		return client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})
+	}
+	return client.MergeFrom(orig)
 }

@@ -1,7 +1,7 @@
 // Package room decides whether a node has room for one more pod's address:
 // pure functions over what enipam-scheduler knows of the node, its
 // CiliumNode pool digested (Digest), the operator's word on how far that
-// pool can grow (NodeRouting status.capacity), and the pods already
+// pool can grow (NodeRouting spec.capacity), and the pods already
 // promised an address there. No I/O: the tracker gathers the facts, the
 // extender asks Assess.
 package room
@@ -93,7 +93,7 @@ type Node struct {
 	// Pool is nil when the node has no CiliumNode.
 	Pool *Pool
 	// Capacity is nil until the operator has written the node's
-	// NodeRouting status.capacity.
+	// NodeRouting spec.capacity.
 	Capacity *enipamv1alpha1.NodeCapacity
 	// Promised counts the pods that will take a free address of this node
 	// before the pod being placed: bound or nominated here and not

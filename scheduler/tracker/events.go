@@ -124,10 +124,10 @@ func (t *Tracker) routingSeen(obj any) {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if nr.Status.Capacity == nil {
+	if nr.Spec.Capacity == nil {
 		delete(t.caps, nr.Name)
 	} else {
-		t.caps[nr.Name] = nr.Status.Capacity
+		t.caps[nr.Name] = nr.Spec.Capacity
 	}
 	t.notify()
 }

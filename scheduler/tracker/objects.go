@@ -174,7 +174,7 @@ func stripCiliumNode(obj any) (any, error) {
 	return out, nil
 }
 
-// stripNodeRouting keeps the operator's capacity report.
+// stripNodeRouting keeps the operator's capacity report (spec.capacity).
 func stripNodeRouting(obj any) (any, error) {
 	nr, ok := obj.(*enipamv1alpha1.NodeRouting)
 	if !ok {
@@ -182,7 +182,7 @@ func stripNodeRouting(obj any) (any, error) {
 	}
 	return &enipamv1alpha1.NodeRouting{
 		ObjectMeta: metav1.ObjectMeta{Name: nr.Name, ResourceVersion: nr.ResourceVersion},
-		Status:     enipamv1alpha1.NodeRoutingStatus{Capacity: nr.Status.Capacity},
+		Spec:       enipamv1alpha1.NodeRoutingSpec{Capacity: nr.Spec.Capacity},
 	}, nil
 }
 

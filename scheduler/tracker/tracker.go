@@ -1,6 +1,6 @@
 // Package tracker keeps, for enipam-scheduler, what decides whether a node
 // has an address for one more pod: each node's CiliumNode pool (digested),
-// the operator's capacity report (NodeRouting status.capacity), the pods
+// the operator's capacity report (NodeRouting spec.capacity), the pods
 // promised an address there but not started yet, and the StaticIPClaims
 // (where each static address is, and whether the operator checked it). It
 // reads only informer caches and answers from memory.

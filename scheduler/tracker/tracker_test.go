@@ -211,7 +211,7 @@ func TestCapacityAndPoolsFollowTheirObjects(t *testing.T) {
 		t.Fatal("a pool change did not wake the waiters")
 	}
 	nr := &enipamv1alpha1.NodeRouting{ObjectMeta: metav1.ObjectMeta{Name: "a"},
-		Status: enipamv1alpha1.NodeRoutingStatus{Capacity: &enipamv1alpha1.NodeCapacity{MaxIPs: 27, CanGrow: true}}}
+		Spec: enipamv1alpha1.NodeRoutingSpec{Capacity: &enipamv1alpha1.NodeCapacity{MaxIPs: 27, CanGrow: true}}}
 	obj, _ := stripNodeRouting(nr)
 	f.tr.routingSeen(obj)
 	nodes, _ := f.tr.View(incoming, []string{"a", "b"}, f.now)

@@ -33,7 +33,9 @@ import (
 
 // TestAgentServiceAccountDoesItsJobAndNothingElse: the chart's RBAC for
 // enipam-agent with a start-up taint configured, impersonating its
-// ServiceAccount. The real agent core runs under that identity with the
+// ServiceAccount with its node's name (as its pod-bound token carries it),
+// under the chart's node restriction. The real agent core runs under that
+// identity with the
 // settings the chart renders, on an in-memory kernel holding the link of
 // the node's one secondary ENI: it reads its NodeRouting and CiliumNode,
 // routes the pool IP, turns ready, reports the IP in the NodeRouting's
@@ -79,6 +81,10 @@ func TestAgentServiceAccountDoesItsJobAndNothingElse(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = env.Client.Delete(bg, node) })
+	// The node restriction in force, and the agent's identity as its
+	// pod-bound token gives it: the ServiceAccount on its node.
+	installNodeRestriction(t, m, cn.Name)
+	onNode(cfg, cn.Name)
 	hw, _ := net.ParseMAC(mac)
 	host := &routingtest.Host{}
 	host.AddLink(routing.Link{Index: 3, Name: "eth1", MAC: hw, MTU: 1500, RPFilter: 1})

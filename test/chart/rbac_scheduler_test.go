@@ -77,15 +77,12 @@ func TestSchedulerServiceAccountDoesItsJobAndNothingElse(t *testing.T) {
 	if err := env.Client.Update(bg, cn); err != nil {
 		t.Fatal(err)
 	}
-	nr := &enipamv1alpha1.NodeRouting{ObjectMeta: metav1.ObjectMeta{Name: nodes[0]}}
+	nr := &enipamv1alpha1.NodeRouting{ObjectMeta: metav1.ObjectMeta{Name: nodes[0]},
+		Spec: enipamv1alpha1.NodeRoutingSpec{Capacity: &enipamv1alpha1.NodeCapacity{MaxIPs: 27, PoolIPs: 1, CanGrow: true}}}
 	if err := env.Client.Create(bg, nr); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = env.Client.Delete(bg, nr) })
-	nr.Status.Capacity = &enipamv1alpha1.NodeCapacity{MaxIPs: 27, PoolIPs: 1, CanGrow: true}
-	if err := env.Client.Status().Update(bg, nr); err != nil {
-		t.Fatal(err)
-	}
 
 	// The real kube-scheduler and the extender under the ServiceAccount.
 	parts, err := schedtest.Render(bg, rbacNamespace, "--set", "fullnameOverride=rbac")
@@ -226,9 +223,9 @@ func TestSchedulerServiceAccountDoesItsJobAndNothingElse(t *testing.T) {
 		t.Fatal(err)
 	}
 	claimed := currentNR.DeepCopy()
-	claimed.Status.Capacity.CanGrow = false
-	denied(t, "patch a NodeRouting's capacity", c.Status().Patch(bg, claimed, client.MergeFrom(currentNR)))
-	denied(t, "patch a NodeRouting", c.Patch(bg, claimed, client.MergeFrom(currentNR)))
+	claimed.Spec.Capacity.CanGrow = false
+	denied(t, "patch a NodeRouting's capacity", c.Patch(bg, claimed, client.MergeFrom(currentNR)))
+	denied(t, "patch a NodeRouting's status", c.Status().Patch(bg, claimed, client.MergeFrom(currentNR)))
 	denied(t, "list ENIPolicies", c.List(bg, &enipamv1alpha1.ENIPolicyList{}))
 	denied(t, "get a Secret", c.Get(bg, client.ObjectKey{Namespace: rbacNamespace, Name: "anything"}, &corev1.Secret{}))
 	denied(t, "list Secrets", c.List(bg, &corev1.SecretList{}))

@@ -87,6 +87,7 @@ func TestDefaultsRenderTheWholeInstall(t *testing.T) {
 		"RoleBinding/enipam-operator-leader-election", "RoleBinding/enipam-scheduler-authentication-reader", "RoleBinding/enipam-scheduler-leader-election",
 		"Service/enipam-agent-metrics", "Service/enipam-operator-metrics", "Service/enipam-scheduler-metrics",
 		"ServiceAccount/enipam-agent", "ServiceAccount/enipam-agent-uninstall", "ServiceAccount/enipam-operator", "ServiceAccount/enipam-scheduler",
+		"ValidatingAdmissionPolicy/enipam-agent-node-restriction", "ValidatingAdmissionPolicyBinding/enipam-agent-node-restriction",
 	}
 	got := m.names()
 	slices.Sort(got)
@@ -94,7 +95,7 @@ func TestDefaultsRenderTheWholeInstall(t *testing.T) {
 		t.Errorf("rendered objects (-want +got):\n%s", diff)
 	}
 	for _, u := range m {
-		if u.GetKind() != "ClusterRole" && u.GetKind() != "ClusterRoleBinding" && u.GetKind() != "ENIPolicy" && u.GetNamespace() != "kube-system" {
+		if cluster := []string{"ClusterRole", "ClusterRoleBinding", "ENIPolicy", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}; !slices.Contains(cluster, u.GetKind()) && u.GetNamespace() != "kube-system" {
 			t.Errorf("%s/%s is in namespace %q, want the release's", u.GetKind(), u.GetName(), u.GetNamespace())
 		}
 	}

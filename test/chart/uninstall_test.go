@@ -95,7 +95,9 @@ func TestHelmUninstallRemovesEveryNodesRouting(t *testing.T) {
 	aopts := agentOptions(t, &ds)
 	conf := aopts.Config
 	conf.NodeName = name
-	agentCfg := asIn(t, ns, full+"-agent", authorizationv1.ResourceAttributes{Group: "enipam.io", Resource: "noderoutings", Verb: "watch"})
+	// Its identity names its node, as its pod-bound token does: the
+	// chart's node restriction admits its reports.
+	agentCfg := onNode(asIn(t, ns, full+"-agent", authorizationv1.ResourceAttributes{Group: "enipam.io", Resource: "noderoutings", Verb: "watch"}), name)
 	host := kernel.New(node.Handle, node.NS, kernel.WithStateDir(t.TempDir())) // the hostPath of aopts.StateDir
 	a, err := agent.New(conf, agentCfg, host, prometheus.NewRegistry(), slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {

@@ -114,11 +114,11 @@ func TestMultiCardNodeWithEFAJoins(t *testing.T) {
 	showLinks := w.linkShower(ns, instance)
 	nr := waitNodeRouting(t, ctx, name, "the node at capacity", func(nr *enipamv1alpha1.NodeRouting) bool {
 		showLinks()
-		capa := nr.Status.Capacity
+		capa := nr.Spec.Capacity
 		return capa != nil && !capa.CanGrow && capa.Awaiting == 0 && capa.PoolIPs == capa.MaxIPs
 	})
-	cn := waitNode(t, ctx, name, "the pool", func(cn *ciliumv2.CiliumNode) bool { return len(cn.Spec.IPAM.Pool) == int(nr.Status.Capacity.PoolIPs) })
-	t.Logf("capacity %+v", *nr.Status.Capacity)
+	cn := waitNode(t, ctx, name, "the pool", func(cn *ciliumv2.CiliumNode) bool { return len(cn.Spec.IPAM.Pool) == int(nr.Spec.Capacity.PoolIPs) })
+	t.Logf("capacity %+v", *nr.Spec.Capacity)
 
 	out, err := exec.CommandContext(ctx, bins.CLI, "max-pods", "--instance-type", "trn1.32xlarge", "--reserved-enis", "1", "--output", "json").Output()
 	if err != nil {
@@ -130,8 +130,8 @@ func TestMultiCardNodeWithEFAJoins(t *testing.T) {
 	if err := json.Unmarshal(out, &stated); err != nil {
 		t.Fatal(err)
 	}
-	if len(cn.Spec.IPAM.Pool) != 196 || stated.PoolIPs != len(cn.Spec.IPAM.Pool) || int(nr.Status.Capacity.MaxIPs) != stated.PoolIPs {
-		t.Errorf("pool %d, NodeRouting max %d, enipam max-pods %d; want 196 each", len(cn.Spec.IPAM.Pool), nr.Status.Capacity.MaxIPs, stated.PoolIPs)
+	if len(cn.Spec.IPAM.Pool) != 196 || stated.PoolIPs != len(cn.Spec.IPAM.Pool) || int(nr.Spec.Capacity.MaxIPs) != stated.PoolIPs {
+		t.Errorf("pool %d, NodeRouting max %d, enipam max-pods %d; want 196 each", len(cn.Spec.IPAM.Pool), nr.Spec.Capacity.MaxIPs, stated.PoolIPs)
 	}
 
 	dump, err = w.sim.Admin.Dump(ctx)

@@ -275,12 +275,7 @@ func (w *world) node(short string, p pool) {
 		w.cilium(short, func(cn *ciliumv2.CiliumNode) { cn.Status.IPAM.Used = used }, func(cn *ciliumv2.CiliumNode) { cn.Spec.IPAM.Pool = pool })
 	}
 	if p.capacity != nil {
-		nr := &enipamv1alpha1.NodeRouting{ObjectMeta: metav1.ObjectMeta{Name: name}}
-		w.create(nr)
-		nr.Status.Capacity = p.capacity
-		if err := env.Client.Status().Update(bg, nr); err != nil {
-			w.t.Fatal(err)
-		}
+		w.create(&enipamv1alpha1.NodeRouting{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: enipamv1alpha1.NodeRoutingSpec{Capacity: p.capacity}})
 	}
 }
 

@@ -245,7 +245,7 @@ func reachCapacity(t *testing.T, nodes []capacityNode, fi int, pd bool) map[stri
 		if time.Now().After(deadline) {
 			for _, n := range todo {
 				cn, nr := getNode(t, c, n.name)
-				t.Errorf("%s never reached capacity: pool %d, capacity %+v, operator-status %q", n.name, len(cn.Spec.IPAM.Pool), nr.Status.Capacity, cn.Status.IPAM.OperatorStatus.Error)
+				t.Errorf("%s never reached capacity: pool %d, capacity %+v, operator-status %q", n.name, len(cn.Spec.IPAM.Pool), nr.Spec.Capacity, cn.Status.IPAM.OperatorStatus.Error)
 			}
 			t.FailNow()
 		}
@@ -298,7 +298,7 @@ func step(t *testing.T, c client.Client, r *poolcontroller.Reconciler, name stri
 			t.Logf("%s: routed report: %v", name, err)
 		}
 	}
-	capa := nr.Status.Capacity
+	capa := nr.Spec.Capacity
 	done := capa != nil && !capa.CanGrow && capa.Awaiting == 0 && int(capa.PoolIPs) == len(cn.Spec.IPAM.Pool)
 	if done && !strings.HasPrefix(capa.Reason, "instance at capacity") {
 		// Stopped by something else than the instance's limits (a full
