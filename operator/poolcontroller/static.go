@@ -123,7 +123,7 @@ func (in *staticInputs) target(c *claims.Claim) string {
 // be on, and only stamped.
 func (in *staticInputs) claimOf(ip netip.Addr) (owner string, here bool) {
 	for _, c := range in.claims {
-		if c.Addr != ip || c.Release {
+		if c.Addr != ip || c.Release || c.Lost {
 			continue
 		}
 		if !c.Ready {
@@ -153,7 +153,9 @@ func (v *poolView) reconcileStatic(in *staticInputs, snap *pool.Node, cfg *pool.
 		switch {
 		case c == nil:
 			continue // a stamp of someone else's: left alone
-		case c.Release || (c.Addr.IsValid() && c.Addr != ip):
+		case c.Release || (c.Addr.IsValid() && c.Addr != ip) || (c.Lost && st.Used[key].Owner != c.Owner):
+			// Released, moved on, or another claim keeps the address (its
+			// own pod, if it holds it, keeps it until it goes).
 			v.unstamp(key)
 			continue
 		case !c.Ready:
@@ -167,6 +169,12 @@ func (v *poolView) reconcileStatic(in *staticInputs, snap *pool.Node, cfg *pool.
 		}
 		usedBy := st.Used[key].Owner
 		if in.target(c) == in.node {
+			if !backed(snap, cfg, ip) {
+				// EC2 has it elsewhere, or nowhere: the stamp stands (only
+				// its pod could get it) and the address is placed again.
+				v.backStamp(in, c, snap, cfg, &out)
+				continue
+			}
 			switch {
 			case usedBy != "" && usedBy != c.Owner:
 				// Another pod holds it: the stamp cannot stand.
@@ -263,9 +271,18 @@ func (v *poolView) claimHere(in *staticInputs, c *claims.Claim, snap *pool.Node,
 			out.note(c.Owner, enipamv1alpha1.ReasonAddressTaken, "%s on node %s is in use by pod %s", key, in.node, usedBy)
 		case state == ipamoption.IPAMMarkForRelease:
 			delete(st.ReleaseIPs, key) // marked as excess: taken back
+		case state == ipamoption.IPAMReadyForRelease:
+			// Acknowledged: no pod holds it. A claimed address is never
+			// unassigned: it is stamped again and the mark withdrawn (an
+			// operator killed between a stamp-and-mark's status and spec
+			// writes leaves exactly this). Should an earlier process have
+			// sent its Unassign, the stamp's check against EC2 places it
+			// again.
+			delete(st.ReleaseIPs, key)
+			entry.Owner = c.Owner
+			v.cn.Spec.IPAM.Pool[key] = entry
 		case inHandshake && state != ipamoption.IPAMDoNotRelease:
-			// Acknowledged as excess: its Unassign may have been sent; it
-			// is placed again from EC2 once released.
+			// Released: it leaves the pool, and is placed again from EC2.
 			out.note(c.Owner, enipamv1alpha1.ReasonPlacing, "%s is being released from node %s's pool; placing it again afterwards", key, in.node)
 		default:
 			delete(st.ReleaseIPs, key)
@@ -290,6 +307,38 @@ func (v *poolView) claimHere(in *staticInputs, c *claims.Claim, snap *pool.Node,
 		out.notes[c.Owner] = claims.Note{}
 		return
 	}
+	v.fromEC2(in, c, snap, cfg, out)
+}
+
+// backed reports whether one of the node's usable ENIs holds ip in EC2
+// (the snapshot, from the inventory).
+func backed(snap *pool.Node, cfg *pool.Config, ip netip.Addr) bool {
+	for i := range snap.ENIs {
+		if e := &snap.ENIs[i]; pool.Usable(e, cfg) && e.HasIP(ip) {
+			return true
+		}
+	}
+	return false
+}
+
+// backStamp places again the address of a stamp in this pool that EC2
+// does not have on the node's ENIs (an Unassign or a reassignment made
+// behind the operator's back, or sent by an earlier process): from EC2
+// as for a claim coming here, unless another pool lists it.
+func (v *poolView) backStamp(in *staticInputs, c *claims.Claim, snap *pool.Node, cfg *pool.Config, out *staticOutcome) {
+	key := c.Addr.String()
+	if in.elsewhere(key) {
+		out.note(c.Owner, enipamv1alpha1.ReasonAddressTaken, "%s is stamped on node %s but another node's pool lists it", key, in.node)
+		return
+	}
+	v.fromEC2(in, c, snap, cfg, out)
+}
+
+// fromEC2 assigns a claim's address, which no pool lists, onto an ENI of
+// this node: reassigned from another ENI of the cluster, or taken free in
+// its subnet; or tells the claim why it cannot be.
+func (v *poolView) fromEC2(in *staticInputs, c *claims.Claim, snap *pool.Node, cfg *pool.Config, out *staticOutcome) {
+	key := c.Addr.String()
 	loc := in.locate(c.Addr)
 	switch {
 	case loc.Primary:

@@ -37,7 +37,11 @@ const staticOldPodRecheck = 5 * time.Second
 // without them, a claimed address could be pooled as an ordinary one.
 func (s *nodeSync) gatherStatic(ctx context.Context) bool {
 	in := &staticInputs{node: s.cn.Name, claims: map[string]*claims.Claim{}}
-	add := func(c *enipamv1alpha1.StaticIPClaim) { in.claims[c.Owner()] = claims.FromObject(c) }
+	objs := map[string]*enipamv1alpha1.StaticIPClaim{}
+	add := func(c *enipamv1alpha1.StaticIPClaim) {
+		in.claims[c.Owner()] = claims.FromObject(c)
+		objs[c.Owner()] = c
+	}
 	var list enipamv1alpha1.StaticIPClaimList
 	if err := s.r.client.List(ctx, &list, client.MatchingFields{claims.IndexClaimNode: s.cn.Name}); err != nil {
 		s.fail(fmt.Errorf("listing the node's static IP claims, %w", err), ReasonEC2Error)
@@ -63,19 +67,50 @@ func (s *nodeSync) gatherStatic(ctx context.Context) bool {
 			return false
 		}
 	}
+	byAddr := func(ip string) bool {
+		var list enipamv1alpha1.StaticIPClaimList
+		if err := s.r.client.List(ctx, &list, client.MatchingFields{claims.IndexClaimAddress: ip}); err != nil {
+			s.fail(fmt.Errorf("listing static IP claims of %s, %w", ip, err), ReasonEC2Error)
+			return false
+		}
+		for j := range list.Items {
+			add(&list.Items[j])
+		}
+		return true
+	}
 	for i := range s.snap.ENIs {
 		e := &s.snap.ENIs[i]
 		for _, ip := range e.IPs {
 			if _, pooled := s.cn.Spec.IPAM.Pool[ip.String()]; pooled {
 				continue
 			}
-			var byAddr enipamv1alpha1.StaticIPClaimList
-			if err := s.r.client.List(ctx, &byAddr, client.MatchingFields{claims.IndexClaimAddress: ip.String()}); err != nil {
-				s.fail(fmt.Errorf("listing static IP claims of %s, %w", ip, err), ReasonEC2Error)
+			if !byAddr(ip.String()) {
 				return false
 			}
-			for j := range byAddr.Items {
-				add(&byAddr.Items[j])
+		}
+	}
+	// Ordinary entries in the handshake: a claimed one is never
+	// unassigned (finishRelease), whichever node its claim names.
+	for ip := range s.cn.Status.IPAM.ReleaseIPs {
+		if e, pooled := s.cn.Spec.IPAM.Pool[ip]; pooled && e.Owner == "" && !byAddr(ip) {
+			return false
+		}
+	}
+	// Of claims recording one address, only the first (claims.Precedes)
+	// moves it; the others lose it, whichever this node sees.
+	for owner, c := range in.claims {
+		if !c.Addr.IsValid() || c.Release {
+			continue
+		}
+		var rivals enipamv1alpha1.StaticIPClaimList
+		if err := s.r.client.List(ctx, &rivals, client.MatchingFields{claims.IndexClaimAddress: c.Addr.String()}); err != nil {
+			s.fail(fmt.Errorf("listing static IP claims of %s, %w", c.Addr, err), ReasonEC2Error)
+			return false
+		}
+		for i := range rivals.Items {
+			o := &rivals.Items[i]
+			if o.Owner() != owner && claims.Records(o, c.Addr.String()) && claims.Precedes(o, objs[owner], c.Addr.String()) {
+				c.Lost, c.Ready = true, false
 			}
 		}
 	}

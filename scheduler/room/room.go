@@ -8,6 +8,7 @@ package room
 
 import (
 	"fmt"
+	"net/netip"
 
 	ipamoption "github.com/cilium/cilium/pkg/ipam/option"
 	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
@@ -36,7 +37,8 @@ type Pool struct {
 	// their address, whatever their status says yet.
 	UsedBy map[string]struct{}
 	// Settled maps the owner of each stamped entry in no release
-	// handshake at all to its address: enipam-operator's placement of a
+	// handshake at all, whose address the node's ENIs hold
+	// (status.eni.enis), to its address: enipam-operator's placement of a
 	// static address is done, and its pod may be bound.
 	Settled map[string]string
 }
@@ -56,7 +58,7 @@ func Digest(cn *ciliumv2.CiliumNode) Pool {
 		if leaving {
 			p.Leaving++
 		}
-		if _, hs := cn.Status.IPAM.ReleaseIPs[ip]; e.Owner != "" && !hs && (!inUse || used[ip].Owner == e.Owner) {
+		if _, hs := cn.Status.IPAM.ReleaseIPs[ip]; e.Owner != "" && !hs && (!inUse || used[ip].Owner == e.Owner) && onENIs(cn, ip) {
 			if p.Settled == nil {
 				p.Settled = map[string]string{}
 			}
@@ -75,6 +77,29 @@ func Digest(cn *ciliumv2.CiliumNode) Pool {
 		}
 	}
 	return p
+}
+
+// onENIs reports whether the node's ENIs hold ip, as the operator last
+// wrote them in status.eni.enis (secondary addresses and /28 prefixes):
+// a stamp the operator has not placed back in EC2 is not settled.
+func onENIs(cn *ciliumv2.CiliumNode, ip string) bool {
+	addr, err := netip.ParseAddr(ip)
+	if err != nil {
+		return false
+	}
+	for _, e := range cn.Status.ENI.ENIs {
+		for _, a := range e.Addresses {
+			if a.Addr == addr {
+				return true
+			}
+		}
+		for _, p := range e.Prefixes {
+			if p.Contains(addr) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // Leaving reports whether Cilium's agent refuses to hand ip out because

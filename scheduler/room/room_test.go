@@ -1,9 +1,13 @@
 package room
 
 import (
+	"maps"
+	"net/netip"
 	"strings"
 	"testing"
 
+	awstypes "github.com/cilium/cilium/pkg/aws/types"
+	ciliumip "github.com/cilium/cilium/pkg/ip"
 	ipamoption "github.com/cilium/cilium/pkg/ipam/option"
 	ipamtypes "github.com/cilium/cilium/pkg/ipam/types"
 	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
@@ -38,6 +42,7 @@ func TestDigestCountsAsCiliumHandsOut(t *testing.T) {
 		"10.0.1.13": ipamoption.IPAMDoNotRelease,
 		"10.0.1.16": ipamoption.IPAMReadyForRelease,
 	}
+	cn.Status.ENI.ENIs = map[string]awstypes.ENI{"eni-1": {ID: "eni-1", Addresses: addrs("10.0.1.10", "10.0.1.11", "10.0.1.12", "10.0.1.13", "10.0.1.14", "10.0.1.15", "10.0.1.16")}}
 	got := Digest(cn)
 	want := Pool{
 		Size: 7, Free: 2, Leaving: 2,
@@ -49,6 +54,33 @@ func TestDigestCountsAsCiliumHandsOut(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Digest (-want +got):\n%s", diff)
 	}
+}
+
+// TestDigestSettlesOnlyAStampTheENIsHold: db-0's entry is stamped and out
+// of the handshake, but the node's ENIs (status.eni.enis) do not hold its
+// address (EC2 has it elsewhere, or nowhere): it is not settled, so no
+// bind goes onto the node until the operator placed it back; db-1's, in a
+// delegated prefix, is.
+func TestDigestSettlesOnlyAStampTheENIsHold(t *testing.T) {
+	cn := &ciliumv2.CiliumNode{}
+	cn.Spec.IPAM.Pool = ipamtypes.AllocationMap{
+		"10.0.1.14": {Resource: "eni-1", Owner: "db/db-0"},
+		"10.0.2.18": {Resource: "eni-1", Owner: "db/db-1"},
+	}
+	cn.Status.ENI.ENIs = map[string]awstypes.ENI{"eni-1": {ID: "eni-1", Addresses: addrs("10.0.1.10"),
+		Prefixes: []ciliumip.Prefix{ciliumip.PrefixFrom(netip.MustParsePrefix("10.0.2.16/28"))}}}
+	got := Digest(cn).Settled
+	if want := map[string]string{"db/db-1": "10.0.2.18"}; !maps.Equal(got, want) {
+		t.Errorf("settled %v, want %v", got, want)
+	}
+}
+
+func addrs(ips ...string) []ciliumip.Addr {
+	out := make([]ciliumip.Addr, len(ips))
+	for i, ip := range ips {
+		out[i] = ciliumip.AddrFrom(netip.MustParseAddr(ip))
+	}
+	return out
 }
 
 // TestAssess: one node at a time, the verdict a pod gets. Capacities are
