@@ -187,3 +187,22 @@ func TestAStampedAddressEC2LostIsPlacedBack(t *testing.T) {
 	}
 	w.moved(ip, "node-1", "i-0a000000000000001")
 }
+
+// TestARequestedOrdinaryAddressMovesToTheNodeAsked: db-0 asks, on
+// node-2, for a free ordinary address of node-1's pool that node-1 never
+// stamped. node-1 stamps it (its agent confirming no pod holds it), lets
+// it go through the handshake, and node-2 gets it: db-0 ends bound on
+// node-2 with it, on node-2's instance only.
+func TestARequestedOrdinaryAddressMovesToTheNodeAsked(t *testing.T) {
+	w := newStaticWorld(t)
+	l := w.start()
+	w.converge(l)
+	ip := w.freeEntry("node-1")
+	w.createClaim("db-0", enipamv1alpha1.StaticIPClaimSpec{Address: ip, NodeName: "node-2"})
+	w.until(l, "db-0 bound on node-2", func() bool {
+		n, _ := w.stampedOn("default/db-0")
+		return n == "node-2" && w.claim("db-0").Status.Phase == enipamv1alpha1.ClaimBound
+	})
+	w.step(l)
+	w.moved(ip, "node-2", "i-0a000000000000002")
+}

@@ -232,10 +232,19 @@ func (v *poolView) reconcileStatic(in *staticInputs, snap *pool.Node, cfg *pool.
 
 	for _, owner := range slices.Sorted(maps.Keys(in.claims)) {
 		c := in.claims[owner]
-		if c.Release || !c.Ready || in.target(c) != in.node {
+		if c.Release || !c.Ready {
 			continue
 		}
 		if _, ok := stamped[owner]; ok || refused[owner] {
+			continue
+		}
+		if in.target(c) != in.node {
+			// Asked onto another node while it is an ordinary entry here:
+			// stamped first (the agent confirming no pod holds it), it
+			// then leaves through the handshake like any stamp moving away.
+			if e, ok := ipam.Pool[c.Addr.String()]; c.Addr.IsValid() && ok && e.Owner == "" {
+				v.claimEntry(in, c, &out)
+			}
 			continue
 		}
 		if !c.Addr.IsValid() {
@@ -258,38 +267,8 @@ func (v *poolView) reconcileStatic(in *staticInputs, snap *pool.Node, cfg *pool.
 // its pool, stamped: from this pool's own ordinary entries, or from EC2.
 func (v *poolView) claimHere(in *staticInputs, c *claims.Claim, snap *pool.Node, cfg *pool.Config, out *staticOutcome) {
 	key := c.Addr.String()
-	st := &v.cn.Status.IPAM
-	if entry, ok := v.cn.Spec.IPAM.Pool[key]; ok {
-		// An ordinary entry of this pool.
-		state, inHandshake := st.ReleaseIPs[key]
-		usedBy := st.Used[key].Owner
-		switch {
-		case usedBy == c.Owner:
-			entry.Owner = c.Owner // its pod has it already
-			v.cn.Spec.IPAM.Pool[key] = entry
-		case usedBy != "":
-			out.note(c.Owner, enipamv1alpha1.ReasonAddressTaken, "%s on node %s is in use by pod %s", key, in.node, usedBy)
-		case state == ipamoption.IPAMMarkForRelease:
-			delete(st.ReleaseIPs, key) // marked as excess: taken back
-		case state == ipamoption.IPAMReadyForRelease:
-			// Acknowledged: no pod holds it. A claimed address is never
-			// unassigned: it is stamped again and the mark withdrawn (an
-			// operator killed between a stamp-and-mark's status and spec
-			// writes leaves exactly this). Should an earlier process have
-			// sent its Unassign, the stamp's check against EC2 places it
-			// again.
-			delete(st.ReleaseIPs, key)
-			entry.Owner = c.Owner
-			v.cn.Spec.IPAM.Pool[key] = entry
-		case inHandshake && state != ipamoption.IPAMDoNotRelease:
-			// Released: it leaves the pool, and is placed again from EC2.
-			out.note(c.Owner, enipamv1alpha1.ReasonPlacing, "%s is being released from node %s's pool; placing it again afterwards", key, in.node)
-		default:
-			delete(st.ReleaseIPs, key)
-			v.stampAndMark(key, c.Owner)
-			out.handshakes++
-			out.note(c.Owner, enipamv1alpha1.ReasonPlacing, "%s stamped on node %s; waiting for Cilium's agent to confirm no other pod holds it", key, in.node)
-		}
+	if _, ok := v.cn.Spec.IPAM.Pool[key]; ok {
+		v.claimEntry(in, c, out)
 		return
 	}
 	for i := range snap.ENIs {
@@ -308,6 +287,47 @@ func (v *poolView) claimHere(in *staticInputs, c *claims.Claim, snap *pool.Node,
 		return
 	}
 	v.fromEC2(in, c, snap, cfg, out)
+}
+
+// claimEntry stamps a claim's address that is an ordinary entry of this
+// pool, whichever node the claim names: at once if its pod holds it, else
+// together with a mark, so the agent says whether another pod does.
+func (v *poolView) claimEntry(in *staticInputs, c *claims.Claim, out *staticOutcome) {
+	key := c.Addr.String()
+	st := &v.cn.Status.IPAM
+	entry := v.cn.Spec.IPAM.Pool[key]
+	state, inHandshake := st.ReleaseIPs[key]
+	usedBy := st.Used[key].Owner
+	switch {
+	case usedBy == c.Owner:
+		entry.Owner = c.Owner // its pod has it already
+		v.cn.Spec.IPAM.Pool[key] = entry
+	case usedBy != "":
+		out.note(c.Owner, enipamv1alpha1.ReasonAddressTaken, "%s on node %s is in use by pod %s", key, in.node, usedBy)
+	case state == ipamoption.IPAMMarkForRelease:
+		delete(st.ReleaseIPs, key) // marked as excess: taken back
+	case state == ipamoption.IPAMReadyForRelease:
+		// Acknowledged: no pod holds it. A claimed address is never
+		// unassigned: it is stamped again (an operator killed between a
+		// stamp-and-mark's status and spec writes leaves exactly this).
+		// Here, the mark is withdrawn; for another node, the
+		// acknowledgement lets it leave. Should an earlier process have
+		// sent its Unassign, the stamp's check against EC2 places it
+		// again.
+		if in.target(c) == in.node {
+			delete(st.ReleaseIPs, key)
+		}
+		entry.Owner = c.Owner
+		v.cn.Spec.IPAM.Pool[key] = entry
+	case inHandshake && state != ipamoption.IPAMDoNotRelease:
+		// Released: it leaves the pool, and is placed again from EC2.
+		out.note(c.Owner, enipamv1alpha1.ReasonPlacing, "%s is being released from node %s's pool; placing it again afterwards", key, in.node)
+	default:
+		delete(st.ReleaseIPs, key)
+		v.stampAndMark(key, c.Owner)
+		out.handshakes++
+		out.note(c.Owner, enipamv1alpha1.ReasonPlacing, "%s stamped on node %s; waiting for Cilium's agent to confirm no other pod holds it", key, in.node)
+	}
 }
 
 // backed reports whether one of the node's usable ENIs holds ip in EC2
