@@ -80,6 +80,10 @@ type staticOutcome struct {
 	// demand counts claims waiting for a free address of this pool (a
 	// first placement): planning adds them to what the pool must hold.
 	demand int
+	// secondary names an ENI to assign one secondary address onto for a
+	// first placement on a node whose free entries are all /28 members
+	// (a member cannot move alone: a static address is never one).
+	secondary string
 	// handshakes counts stamps waiting for the agent's answer.
 	handshakes int
 	// waiting: a claimed address is still in the pool it leaves.
@@ -248,11 +252,23 @@ func (v *poolView) reconcileStatic(in *staticInputs, snap *pool.Node, cfg *pool.
 			continue
 		}
 		if !c.Addr.IsValid() {
-			if key, ok := v.pickFree(snap, cfg, c.Subnet); ok {
+			key, ok := v.pickFree(snap, cfg, c.Subnet)
+			switch {
+			case ok:
 				v.stampAndMark(key, owner)
 				out.handshakes++
 				out.note(owner, enipamv1alpha1.ReasonPlacing, "%s stamped on node %s; waiting for Cilium's agent to confirm no other pod holds it", key, in.node)
-			} else {
+			case out.secondary == "" && prefixed(snap, cfg):
+				// The pool grows by /28 prefixes here: a secondary address
+				// is asked for, and stamped once routed and pooled.
+				if eni := secondarySlot(snap, cfg, c.Subnet); eni != "" {
+					out.secondary = eni
+					out.note(owner, enipamv1alpha1.ReasonPlacing, "assigning a secondary address on %s of node %s (a /28 member cannot move)", eni, in.node)
+					continue
+				}
+				out.demand++
+				out.note(owner, enipamv1alpha1.ReasonPlacing, "waiting for a free address slot for a secondary address on node %s", in.node)
+			default:
 				out.demand++
 				out.note(owner, enipamv1alpha1.ReasonPlacing, "waiting for a free address on node %s", in.node)
 			}
@@ -410,23 +426,57 @@ func (v *poolView) fromEC2(in *staticInputs, c *claims.Claim, snap *pool.Node, c
 }
 
 // pickFree picks a free ordinary entry of the pool (in subnet, if set):
-// not used, not in the handshake, on a usable attached ENI.
+// not used, not in the handshake, on a usable attached ENI, and a
+// secondary address of it, never a member of a delegated /28 (a member
+// can only be released with its whole prefix, so it could never move).
 func (v *poolView) pickFree(snap *pool.Node, cfg *pool.Config, subnet string) (string, bool) {
-	usable := map[string]bool{}
+	usable := map[string]*cloud.ENI{}
 	for i := range snap.ENIs {
 		e := &snap.ENIs[i]
 		if pool.Usable(e, cfg) && e.AttachmentStatus == cloud.AttachmentAttached && (subnet == "" || e.SubnetID == subnet) {
-			usable[e.ID] = true
+			usable[e.ID] = e
 		}
 	}
 	for _, key := range slices.Sorted(maps.Keys(v.cn.Spec.IPAM.Pool)) {
 		entry := v.cn.Spec.IPAM.Pool[key]
 		_, used := v.cn.Status.IPAM.Used[key]
-		if entry.Owner == "" && !used && !v.inHandshake(key) && usable[entry.Resource] {
+		e := usable[entry.Resource]
+		if entry.Owner != "" || used || v.inHandshake(key) || e == nil {
+			continue
+		}
+		if ip, err := netip.ParseAddr(key); err == nil && slices.Contains(e.IPs, ip) {
 			return key, true
 		}
 	}
 	return "", false
+}
+
+// prefixed reports whether the node's pool holds or grows by delegated
+// /28 prefixes.
+func prefixed(snap *pool.Node, cfg *pool.Config) bool {
+	if cfg.PrefixDelegation && snap.Type.PrefixDelegation() {
+		return true
+	}
+	return slices.ContainsFunc(snap.ENIs, func(e cloud.ENI) bool { return pool.Usable(&e, cfg) && len(e.Prefixes) > 0 })
+}
+
+// secondarySlot names a usable attached ENI (in subnet, if set) with a
+// free address slot, the emptiest first; "" if none.
+func secondarySlot(snap *pool.Node, cfg *pool.Config, subnet string) string {
+	var best *cloud.ENI
+	for i := range snap.ENIs {
+		e := &snap.ENIs[i]
+		if !pool.Usable(e, cfg) || e.AttachmentStatus != cloud.AttachmentAttached || (subnet != "" && e.SubnetID != subnet) || snap.Type.IPv4PerENI-e.Slots() <= 0 {
+			continue
+		}
+		if best == nil || e.Slots() < best.Slots() {
+			best = e
+		}
+	}
+	if best == nil {
+		return ""
+	}
+	return best.ID
 }
 
 // stampAndMark stamps owner on a pool entry and marks it for release, so

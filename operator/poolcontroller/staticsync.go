@@ -159,7 +159,7 @@ func (s *nodeSync) runStatic(ctx context.Context) {
 	}
 	out := s.pool.reconcileStatic(s.static, &s.snap, &s.cfg.Config)
 	s.staticDemand = out.demand
-	if len(out.place) > 0 || out.create != nil {
+	if len(out.place) > 0 || out.create != nil || out.secondary != "" {
 		err := s.placeStatic(ctx, &out)
 		if s.snapshot(ctx) {
 			s.reconcilePool()
@@ -169,7 +169,7 @@ func (s *nodeSync) runStatic(ctx context.Context) {
 		}
 	}
 	s.countPool()
-	busy := out.handshakes > 0 || out.waiting || len(out.place) > 0 || out.create != nil
+	busy := out.handshakes > 0 || out.waiting || len(out.place) > 0 || out.create != nil || out.secondary != ""
 	// Waiting only for old pods to go asks the apiserver about each of
 	// them on every look: slowly.
 	slow := !busy && len(out.oldPods) > 0
@@ -233,6 +233,11 @@ func (s *nodeSync) placeStatic(ctx context.Context, out *staticOutcome) error {
 			s.r.log.Info("placing a static address was refused; looking again", "node", s.cn.Name, "eni", p.eniID, "ip", p.ip, "claim", p.owner, "error", err)
 		default:
 			errs = append(errs, fmt.Errorf("placing %s on %s, %w", p.ip, p.eniID, err))
+		}
+	}
+	if out.secondary != "" {
+		if err := s.assign(ctx, out.secondary, 1, 0); err != nil {
+			errs = append(errs, fmt.Errorf("assigning a secondary address for a static claim, %w", err))
 		}
 	}
 	if out.create != nil {
