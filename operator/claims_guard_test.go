@@ -206,3 +206,28 @@ func TestARequestedOrdinaryAddressMovesToTheNodeAsked(t *testing.T) {
 	w.step(l)
 	w.moved(ip, "node-2", "i-0a000000000000002")
 }
+
+// TestAStampWhoseClaimVanishedIsRemoved: db-0's claim is deleted without
+// its finalizer (a forced removal) while its address is stamped on
+// node-1 and its pod gone. The stamp goes: the address is an ordinary
+// entry of node-1's pool again, for any pod.
+func TestAStampWhoseClaimVanishedIsRemoved(t *testing.T) {
+	w := newStaticWorld(t)
+	l := w.start()
+	ip := w.placed(l)
+	w.release("node-1", "default/db-0")
+	w.pod("db-0", "node-1", false)
+	ctx := context.Background()
+	c := w.claim("db-0")
+	c.Finalizers = nil
+	if err := w.c.Update(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.c.Delete(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	if !w.gone("db-0") {
+		t.Fatal("the claim is still there")
+	}
+	w.until(l, ip+" an ordinary entry of node-1", func() bool { return w.ordinary("node-1", ip) })
+}

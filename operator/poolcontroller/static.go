@@ -55,6 +55,9 @@ type staticInputs struct {
 	// recorded on it, stamped in its pool, or naming an address of its
 	// ENIs), by owner.
 	claims map[string]*claims.Claim
+	// gone are the owners stamped in the pool whose claim no longer
+	// exists (deleted without its finalizer): their stamps are removed.
+	gone map[string]bool
 	// podOn returns the node the pod of owner is bound to, "" when there
 	// is no such pod or it is not bound.
 	podOn func(owner string) string
@@ -155,8 +158,11 @@ func (v *poolView) reconcileStatic(in *staticInputs, snap *pool.Node, cfg *pool.
 		c := in.claims[entry.Owner]
 		ip, _ := netip.ParseAddr(key)
 		switch {
+		case c == nil && in.gone[entry.Owner]:
+			v.unstamp(key) // its claim is gone: an ordinary address again
+			continue
 		case c == nil:
-			continue // a stamp of someone else's: left alone
+			continue
 		case c.Release || (c.Addr.IsValid() && c.Addr != ip) || (c.Lost && st.Used[key].Owner != c.Owner):
 			// Released, moved on, or another claim keeps the address (its
 			// own pod, if it holds it, keeps it until it goes).

@@ -32,6 +32,7 @@ type staticCase struct {
 	located   map[string]inventory.Location // where EC2 has other addresses
 	fullENI   bool                          // eni-1 has no free slot
 	prefix    string                        // a /28 delegated to eni-1
+	gone      map[string]bool               // owners whose claim is gone
 
 	wantPool    map[string]string
 	wantRelease map[string]ipamtypes.IPReleaseStatus
@@ -140,6 +141,10 @@ func TestStaticSteps(t *testing.T) {
 			pool: map[string]string{"10.0.1.32": "", b: ""}, prefix: "10.0.1.32/28",
 			claim:    claims.Claim{Owner: owner, Target: "n1", Ready: true},
 			wantPool: map[string]string{"10.0.1.32": "", b: owner}, wantRelease: rs(b, ipamoption.IPAMMarkForRelease), wantReason: enipamv1alpha1.ReasonPlacing},
+		{name: "a stamp whose claim is gone (deleted without its finalizer): an ordinary address again",
+			pool: map[string]string{a: owner, b: "ns/gone-0"}, release: rs(b, ipamoption.IPAMReadyForRelease), claim: here,
+			gone:     map[string]bool{"ns/gone-0": true},
+			wantPool: map[string]string{a: owner, b: ""}, wantRelease: rs()},
 		{name: "no slot on an ENI of the subnet: a new ENI there", pool: map[string]string{b: ""}, fullENI: true,
 			claim:    claims.Claim{Owner: owner, Addr: addr(x), Subnet: "subnet-a", Target: "n1", Ready: true},
 			wantPool: map[string]string{b: ""}, wantRelease: rs(), wantReason: enipamv1alpha1.ReasonPlacing, wantCreate: true},
@@ -176,6 +181,7 @@ func TestStaticSteps(t *testing.T) {
 			in := &staticInputs{
 				node:   "n1",
 				claims: map[string]*claims.Claim{owner: &c},
+				gone:   tc.gone,
 				podOn: func(o string) string {
 					if o == owner {
 						return tc.podOn

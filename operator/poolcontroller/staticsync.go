@@ -59,13 +59,25 @@ func (s *nodeSync) gatherStatic(ctx context.Context) bool {
 			continue
 		}
 		c := &enipamv1alpha1.StaticIPClaim{}
-		switch err := s.r.client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, c); {
-		case err == nil:
-			add(c)
-		case !apierrors.IsNotFound(err):
+		key := types.NamespacedName{Namespace: ns, Name: name}
+		err := s.r.client.Get(ctx, key, c)
+		if apierrors.IsNotFound(err) {
+			// The cache may lag a claim just made: the apiserver decides
+			// whether the stamp lost its claim (deleted without its
+			// finalizer).
+			if err = s.r.pods().Get(ctx, key, c); apierrors.IsNotFound(err) {
+				if in.gone == nil {
+					in.gone = map[string]bool{}
+				}
+				in.gone[e.Owner] = true
+				continue
+			}
+		}
+		if err != nil {
 			s.fail(fmt.Errorf("reading static IP claim %s, %w", e.Owner, err), ReasonEC2Error)
 			return false
 		}
+		add(c)
 	}
 	byAddr := func(ip string) bool {
 		var list enipamv1alpha1.StaticIPClaimList
