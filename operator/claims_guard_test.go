@@ -169,8 +169,15 @@ func TestAStampedAddressEC2LostIsPlacedBack(t *testing.T) {
 	if err := w.cloud.UnassignIPs(ctx, eni, []netip.Addr{netip.MustParseAddr(ip)}); err != nil {
 		t.Fatal(err)
 	}
-	if err := l.inv.RefreshENIs(ctx, []string{eni}); err != nil {
-		t.Fatal(err)
+	// The inventory believes a describe once its own last change to the
+	// ENI is older than the consistency grace.
+	for deadline := time.Now().Add(10 * time.Second); l.inv.Locate(netip.MustParseAddr(ip)).Found; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the inventory never saw the Unassign")
+		}
+		if err := l.inv.RefreshENIs(ctx, []string{eni}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	// The world is broken on purpose: the invariants are checked once
 	// the operator repaired it.

@@ -163,6 +163,9 @@ func New(opts Options, restCfg *rest.Config, awsCfg aws.Config, reg prometheus.R
 	}
 	claims := claimcontroller.New(mgr.GetClient(), api, inv, nodes.Notes(), mgr.GetEventRecorder("enipam-operator"),
 		claimcontroller.Options{Cluster: opts.ClusterName, Pods: mgr.GetAPIReader(), PublicIPRetry: opts.ResyncInterval}, log.With("component", "staticipclaim"))
+	if err := reg.Register(claims); err != nil {
+		return nil, err
+	}
 	if err := claims.SetupWithManager(mgr); err != nil {
 		return nil, err
 	}
