@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
+	"github.com/enipam/enipam/test/ec2sim/cloudfake"
 )
 
 // freeEntry returns a free ordinary address of node's pool: not used,
@@ -41,6 +42,8 @@ func (w *staticWorld) freeEntry(node string) string {
 // address never leaves node-1's ENI in EC2, and db-0 ends bound to it.
 func TestAClaimedAddressIsNeverUnassignedAfterALostStamp(t *testing.T) {
 	w := newStaticWorld(t)
+	unassigned := &unassignRecorder{Cloud: w.cloud, ips: map[netip.Addr]int{}}
+	w.api = unassigned
 	first := w.start()
 	w.converge(first)
 	ip := w.freeEntry("node-1")
@@ -68,9 +71,22 @@ func TestAClaimedAddressIsNeverUnassignedAfterALostStamp(t *testing.T) {
 		n, got := w.stampedOn("default/db-0")
 		return n == "node-1" && got == ip && w.claim("db-0").Status.Phase == enipamv1alpha1.ClaimBound
 	})
-	if left > 0 {
-		t.Errorf("%s was off node-1's ENI in EC2 at %d looks: a claimed address was unassigned", ip, left)
+	if n := unassigned.ips[netip.MustParseAddr(ip)]; left > 0 || n > 0 {
+		t.Errorf("%s unassigned %d times, off node-1's ENI at %d looks: a claimed address was unassigned", ip, n, left)
 	}
+}
+
+// unassignRecorder counts the Unassigns of each address.
+type unassignRecorder struct {
+	*cloudfake.Cloud
+	ips map[netip.Addr]int
+}
+
+func (u *unassignRecorder) UnassignIPs(ctx context.Context, eniID string, ips []netip.Addr) error {
+	for _, ip := range ips {
+		u.ips[ip]++
+	}
+	return u.Cloud.UnassignIPs(ctx, eniID, ips)
 }
 
 // leaveNode1 steps db-0's claim and node-1 only until db-0's address has
@@ -107,6 +123,11 @@ func TestAClaimCannotTakeAnAddressAnotherClaimHolds(t *testing.T) {
 	w.leaveNode1(l, ip)
 
 	w.createClaim("web-0", enipamv1alpha1.StaticIPClaimSpec{Address: ip, NodeName: "node-3"})
+	// Refused at its first look: db-0 records the address in its status.
+	_, _ = l.claims.Reconcile(context.Background(), reqClaim("web-0"))
+	if r := meta.FindStatusCondition(w.claim("web-0").Status.Conditions, enipamv1alpha1.ClaimReady); r == nil || r.Reason != enipamv1alpha1.ReasonAddressTaken {
+		t.Errorf("web-0's condition at its first look %+v, want %s", r, enipamv1alpha1.ReasonAddressTaken)
+	}
 	w.until(l, "db-0's address stamped on node-2", func() bool {
 		if _, got := w.stampedOn("default/web-0"); got == ip {
 			t.Fatalf("%s stamped for web-0:%s", ip, w.describe())
