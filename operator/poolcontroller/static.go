@@ -70,6 +70,9 @@ type staticInputs struct {
 	ours func(*cloud.ENI) bool
 	// subnetOf returns the subnet of an address.
 	subnetOf func(netip.Addr) (cloud.Subnet, bool)
+	// routed reports whether the node's agent has routed ip on the ENI;
+	// nil when it reports nothing.
+	routed routedFunc
 }
 
 // staticOutcome is what the pass decided beyond the pool edits.
@@ -179,11 +182,23 @@ func (v *poolView) reconcileStatic(in *staticInputs, snap *pool.Node, cfg *pool.
 		}
 		usedBy := st.Used[key].Owner
 		if in.target(c) == in.node {
-			if !backed(snap, cfg, ip) {
+			eni := holder(snap, cfg, ip)
+			if eni == nil {
 				// EC2 has it elsewhere, or nowhere: the stamp stands (only
 				// its pod could get it) and the address is placed again.
 				v.backStamp(in, c, snap, cfg, &out)
 				continue
+			}
+			if eni.ID != entry.Resource {
+				// Placed back on another ENI of the node: the entry names
+				// it once routed there (Cilium's agent routes the pod by
+				// the entry's ENI).
+				if eni.AttachmentStatus != cloud.AttachmentAttached || in.routed == nil || !in.routed(eni.ID, ip) {
+					out.note(c.Owner, enipamv1alpha1.ReasonAwaitingRouting, "%s is on %s of node %s; waiting for enipam-agent to route it", key, eni.ID, in.node)
+					continue
+				}
+				entry.Resource = eni.ID
+				ipam.Pool[key] = entry
 			}
 			switch {
 			case usedBy != "" && usedBy != c.Owner:
@@ -352,15 +367,15 @@ func (v *poolView) claimEntry(in *staticInputs, c *claims.Claim, out *staticOutc
 	}
 }
 
-// backed reports whether one of the node's usable ENIs holds ip in EC2
-// (the snapshot, from the inventory).
-func backed(snap *pool.Node, cfg *pool.Config, ip netip.Addr) bool {
+// holder returns the node's usable ENI that holds ip in EC2 (the
+// snapshot, from the inventory); nil if none does.
+func holder(snap *pool.Node, cfg *pool.Config, ip netip.Addr) *cloud.ENI {
 	for i := range snap.ENIs {
 		if e := &snap.ENIs[i]; pool.Usable(e, cfg) && e.HasIP(ip) {
-			return true
+			return e
 		}
 	}
-	return false
+	return nil
 }
 
 // backStamp places again the address of a stamp in this pool that EC2

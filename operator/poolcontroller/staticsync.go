@@ -146,6 +146,7 @@ func (s *nodeSync) gatherStatic(ctx context.Context) bool {
 		return slices.ContainsFunc(nodes.Items, func(cn ciliumv2.CiliumNode) bool { return cn.Name != s.cn.Name })
 	}
 	in.locate = s.r.inv.Locate
+	in.routed = s.routed
 	in.subnetOf = s.r.inv.SubnetOf
 	in.ours = func(e *cloud.ENI) bool {
 		if e.Tags[cloud.TagCluster] == s.r.opts.Cluster {

@@ -37,8 +37,8 @@ type Pool struct {
 	// their address, whatever their status says yet.
 	UsedBy map[string]struct{}
 	// Settled maps the owner of each stamped entry in no release
-	// handshake at all, whose address the node's ENIs hold
-	// (status.eni.enis), to its address: enipam-operator's placement of a
+	// handshake at all, whose address its ENI holds (status.eni.enis),
+	// to its address: enipam-operator's placement of a
 	// static address is done, and its pod may be bound.
 	Settled map[string]string
 }
@@ -58,7 +58,7 @@ func Digest(cn *ciliumv2.CiliumNode) Pool {
 		if leaving {
 			p.Leaving++
 		}
-		if _, hs := cn.Status.IPAM.ReleaseIPs[ip]; e.Owner != "" && !hs && (!inUse || used[ip].Owner == e.Owner) && onENIs(cn, ip) {
+		if _, hs := cn.Status.IPAM.ReleaseIPs[ip]; e.Owner != "" && !hs && (!inUse || used[ip].Owner == e.Owner) && onENI(cn, e.Resource, ip) {
 			if p.Settled == nil {
 				p.Settled = map[string]string{}
 			}
@@ -79,15 +79,17 @@ func Digest(cn *ciliumv2.CiliumNode) Pool {
 	return p
 }
 
-// onENIs reports whether the node's ENIs hold ip, as the operator last
-// wrote them in status.eni.enis (secondary addresses and /28 prefixes):
-// a stamp the operator has not placed back in EC2 is not settled.
-func onENIs(cn *ciliumv2.CiliumNode, ip string) bool {
+// onENI reports whether the entry's ENI holds ip, as the operator last
+// wrote it in status.eni.enis (secondary addresses and /28 prefixes): a
+// stamp the operator has not placed back in EC2, or whose entry does not
+// name the ENI holding it yet (Cilium's agent routes the pod by that ENI),
+// is not settled.
+func onENI(cn *ciliumv2.CiliumNode, eniID, ip string) bool {
 	addr, err := netip.ParseAddr(ip)
 	if err != nil {
 		return false
 	}
-	for _, e := range cn.Status.ENI.ENIs {
+	if e, ok := cn.Status.ENI.ENIs[eniID]; ok {
 		for _, a := range e.Addresses {
 			if a.Addr == addr {
 				return true

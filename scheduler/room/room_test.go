@@ -59,13 +59,16 @@ func TestDigestCountsAsCiliumHandsOut(t *testing.T) {
 // TestDigestSettlesOnlyAStampTheENIsHold: db-0's entry is stamped and out
 // of the handshake, but the node's ENIs (status.eni.enis) do not hold its
 // address (EC2 has it elsewhere, or nowhere): it is not settled, so no
-// bind goes onto the node until the operator placed it back; db-1's, in a
-// delegated prefix, is.
+// bind goes onto the node until the operator placed it back; db-2's entry
+// names another ENI than the one holding it; db-1's, in a delegated
+// prefix of its ENI, is settled.
 func TestDigestSettlesOnlyAStampTheENIsHold(t *testing.T) {
 	cn := &ciliumv2.CiliumNode{}
 	cn.Spec.IPAM.Pool = ipamtypes.AllocationMap{
 		"10.0.1.14": {Resource: "eni-1", Owner: "db/db-0"},
 		"10.0.2.18": {Resource: "eni-1", Owner: "db/db-1"},
+		// On eni-1, but the entry still names the ENI it was on.
+		"10.0.1.10": {Resource: "eni-2", Owner: "db/db-2"},
 	}
 	cn.Status.ENI.ENIs = map[string]awstypes.ENI{"eni-1": {ID: "eni-1", Addresses: addrs("10.0.1.10"),
 		Prefixes: []ciliumip.Prefix{ciliumip.PrefixFrom(netip.MustParsePrefix("10.0.2.16/28"))}}}
