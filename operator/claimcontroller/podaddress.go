@@ -54,16 +54,27 @@ func (r *Reconciler) checkPodAddress(ctx context.Context, c *enipamv1alpha1.Stat
 			return
 		}
 	}
+	// The node's report first (cached): the pod is read only when the
+	// agent lists another address for its owner.
+	cn := &ciliumv2.CiliumNode{}
+	if err := r.client.Get(ctx, types.NamespacedName{Name: node}, cn); err != nil {
+		return
+	}
+	other := false
+	for ip, e := range cn.Status.IPAM.Used {
+		other = other || (e.Owner == c.Owner() && ip != st.Address)
+	}
+	if !other {
+		return
+	}
 	pod := &corev1.Pod{}
 	if err := r.pods().Get(ctx, types.NamespacedName{Namespace: c.Namespace, Name: c.Name}, pod); err != nil {
 		return
 	}
+	// The pod read must be the one holding it: a pod recreated under the
+	// same name may start while the old one's entry is still listed.
 	ip := pod.Status.PodIP
-	if pod.Spec.NodeName != node || ip == "" || ip == st.Address || pod.DeletionTimestamp != nil {
-		return
-	}
-	cn := &ciliumv2.CiliumNode{}
-	if err := r.client.Get(ctx, types.NamespacedName{Name: node}, cn); err != nil || cn.Status.IPAM.Used[ip].Owner != c.Owner() {
+	if pod.Spec.NodeName != node || ip == "" || ip == st.Address || pod.DeletionTimestamp != nil || cn.Status.IPAM.Used[ip].Owner != c.Owner() {
 		return
 	}
 	msg := fmt.Sprintf("pod %s runs on node %s with %s, not with its claim's %s", c.Owner(), node, ip, st.Address)
