@@ -110,13 +110,13 @@ func (w *staticWorld) leaveNode1(l *staticLife, ip string) {
 // TestAClaimCannotTakeAnAddressAnotherClaimHolds: db-0 (made by
 // enipam-scheduler: its address only in status) moves from node-1 to
 // node-2. While its address is in no pool, web-0 asks for that address
-// on node-3. web-0 is refused (AddressTaken, with an event) and db-0's
-// address ends stamped on node-2, on its ENI only; web-0's pod never gets
-// it.
+// on node-3. web-0 is refused at its first look (AddressTaken, with an
+// event) and db-0's address ends stamped on node-2, on its ENI only, with
+// db-0's Elastic IP; no pool ever stamps it for web-0.
 func TestAClaimCannotTakeAnAddressAnotherClaimHolds(t *testing.T) {
 	w := newStaticWorld(t)
 	l := w.start()
-	ip := w.placed(l)
+	ip, alloc := w.placedPublic(l, enipamv1alpha1.PublicIPRequest{Allocate: true})
 	w.release("node-1", "default/db-0")
 	w.pod("db-0", "node-1", false)
 	w.target("db-0", "node-2")
@@ -144,6 +144,12 @@ func TestAClaimCannotTakeAnAddressAnotherClaimHolds(t *testing.T) {
 	if !w.hasEvent(enipamv1alpha1.ReasonAddressTaken) {
 		t.Errorf("no event says web-0's address is taken")
 	}
+	if got := w.associatedWith(l, ip, "node-2"); got != alloc {
+		t.Errorf("db-0 has Elastic IP %s on node-2, had %s", got, alloc)
+	}
+	w.pod("db-0", "node-2", true)
+	w.allocate("node-2", "default/db-0")
+	w.atRest(l)
 }
 
 // TestOfTwoClaimsOfOneAddressTheOlderKeepsIt: web-0 and web-1 both ask
