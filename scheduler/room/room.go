@@ -41,12 +41,36 @@ type Pool struct {
 	// to its address: enipam-operator's placement of a
 	// static address is done, and its pod may be bound.
 	Settled map[string]string
+	// Prefixes are the /28 prefixes delegated to the node's ENIs
+	// (status.eni.enis): a member leaves the node only with its whole
+	// prefix, so a static address that is one cannot move.
+	Prefixes []netip.Prefix
+}
+
+// InPrefix reports whether ip is a member of a prefix delegated to the
+// node.
+func (p *Pool) InPrefix(ip string) bool {
+	addr, err := netip.ParseAddr(ip)
+	if err != nil {
+		return false
+	}
+	for _, pfx := range p.Prefixes {
+		if pfx.Contains(addr) {
+			return true
+		}
+	}
+	return false
 }
 
 // Digest counts cn's pool. It reads cn and keeps none of it.
 func Digest(cn *ciliumv2.CiliumNode) Pool {
 	used := cn.Status.IPAM.Used
 	p := Pool{Size: len(cn.Spec.IPAM.Pool), UsedBy: make(map[string]struct{}, len(used))}
+	for _, e := range cn.Status.ENI.ENIs {
+		for _, pfx := range e.Prefixes {
+			p.Prefixes = append(p.Prefixes, pfx.Prefix)
+		}
+	}
 	for _, e := range used {
 		if e.Owner != "" {
 			p.UsedBy[e.Owner] = struct{}{}
@@ -255,6 +279,10 @@ type Claim struct {
 	Invalid string
 	// Deleting: the claim is being released.
 	Deleting bool
+	// Pinned: the address is a member of a /28 prefix delegated to the
+	// holder's ENIs (a first placement of an earlier release): it cannot
+	// move, so only the holder can take the pod.
+	Pinned bool
 	// Status is the Ready condition's reason and message, in words.
 	Status string
 }
@@ -278,6 +306,9 @@ func AssessStatic(n *Node, owner string, c *Claim) Verdict {
 	}
 	if n.Pool.Stamped[owner] == c.Address || n.Pool.Settled[owner] == c.Address || c.Holder == n.Name {
 		return Verdict{Kind: Own, Score: scores[Own]}
+	}
+	if c.Pinned {
+		return Verdict{Kind: NoSlot, Reason: fmt.Sprintf("static IP %s lies in a /28 prefix delegated to node %s and cannot move", c.Address, c.Holder)}
 	}
 	cp := n.Capacity
 	if cp == nil {

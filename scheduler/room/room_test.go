@@ -78,6 +78,30 @@ func TestDigestSettlesOnlyAStampTheENIsHold(t *testing.T) {
 	}
 }
 
+// TestAPinnedStaticAddressFitsOnlyItsHolder: db-0's address is a member
+// of a /28 prefix delegated to node a (a first placement made before
+// static addresses were secondary ones): it cannot move, so node b, with
+// room in the subnet, is refused in words, and node a takes the pod.
+func TestAPinnedStaticAddressFitsOnlyItsHolder(t *testing.T) {
+	holder := &ciliumv2.CiliumNode{}
+	holder.Status.ENI.ENIs = map[string]awstypes.ENI{"eni-1": {ID: "eni-1",
+		Prefixes: []ciliumip.Prefix{ciliumip.PrefixFrom(netip.MustParsePrefix("10.0.2.16/28"))}}}
+	hp := Digest(holder)
+	c := &Claim{Address: "10.0.2.18", Subnet: "subnet-a", Zone: "us-east-1a", Holder: "a", Checked: true, Pinned: hp.InPrefix("10.0.2.18")}
+	if !c.Pinned {
+		t.Fatal("10.0.2.18 not seen in node a's prefix")
+	}
+	roomy := &enipamv1alpha1.NodeCapacity{AvailabilityZone: "us-east-1a", FreeENISlots: 1,
+		SubnetSlots: []enipamv1alpha1.SubnetSlots{{SubnetID: "subnet-a", Free: 5}}}
+	b := AssessStatic(&Node{Name: "b", Pool: &Pool{}, Capacity: roomy}, "db/db-0", c)
+	if b.Kind.Fits() || !strings.Contains(b.Reason, "cannot move") {
+		t.Errorf("node b: %+v, want a refusal saying the address cannot move", b)
+	}
+	if a := AssessStatic(&Node{Name: "a", Pool: &hp, Capacity: roomy}, "db/db-0", c); a.Kind != Own {
+		t.Errorf("node a: %+v, want Own", a)
+	}
+}
+
 func addrs(ips ...string) []ciliumip.Addr {
 	out := make([]ciliumip.Addr, len(ips))
 	for i, ip := range ips {
