@@ -10,6 +10,7 @@ import (
 	ipamoption "github.com/cilium/cilium/pkg/ipam/option"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
 	"github.com/enipam/enipam/test/ec2sim/cloudfake"
@@ -264,4 +265,38 @@ func TestAStampWhoseClaimVanishedIsRemoved(t *testing.T) {
 		t.Fatal("the claim is still there")
 	}
 	w.until(l, ip+" an ordinary entry of node-1", func() bool { return w.ordinary("node-1", ip) })
+}
+
+// TestAFirstPlacementOnAPrefixNodeCanMove: the pod subnet's policy
+// delegates /28 prefixes. db-0's first placement on node-1 takes a
+// secondary address, never a member of a prefix (which could only leave
+// with its whole prefix); so when db-0 is rescheduled on node-2, its
+// address moves there.
+func TestAFirstPlacementOnAPrefixNodeCanMove(t *testing.T) {
+	w := newStaticWorld(t)
+	ctx := context.Background()
+	p := &enipamv1alpha1.ENIPolicy{}
+	if err := w.c.Get(ctx, client.ObjectKey{Name: "pods"}, p); err != nil {
+		t.Fatal(err)
+	}
+	yes := true
+	p.Spec.PrefixDelegation = &yes
+	if err := w.c.Update(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	l := w.start()
+	ip := w.placed(l)
+	for _, e := range w.state.Dump().NetworkInterfaces {
+		for _, pfx := range e.IPv4Prefixes {
+			if netip.MustParsePrefix(pfx.IPv4Prefix).Contains(netip.MustParseAddr(ip)) {
+				t.Fatalf("db-0 was given %s, in the prefix %s of %s", ip, pfx.IPv4Prefix, e.NetworkInterfaceID)
+			}
+		}
+	}
+	w.release("node-1", "default/db-0")
+	w.pod("db-0", "node-1", false)
+	w.target("db-0", "node-2")
+	w.until(l, "db-0's address stamped on node-2", func() bool { n, _ := w.stampedOn("default/db-0"); return n == "node-2" })
+	w.step(l)
+	w.moved(ip, "node-2", "i-0a000000000000002")
 }
