@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"slices"
 	"testing"
 	"time"
@@ -362,13 +363,23 @@ func (w *staticWorld) invariants() {
 	where := map[string]string{} // ip → instance
 	eniOf := map[string]string{}
 	for _, e := range w.state.Dump().NetworkInterfaces {
+		ips := make([]string, 0, len(e.PrivateIPAddresses))
 		for _, a := range e.PrivateIPAddresses {
-			if other, dup := eniOf[a.PrivateIPAddress]; dup {
-				w.t.Errorf("%s on %s and %s in EC2", a.PrivateIPAddress, other, e.NetworkInterfaceID)
+			ips = append(ips, a.PrivateIPAddress)
+		}
+		for _, p := range e.IPv4Prefixes {
+			pfx := netip.MustParsePrefix(p.IPv4Prefix)
+			for ip := pfx.Masked().Addr(); pfx.Contains(ip); ip = ip.Next() {
+				ips = append(ips, ip.String())
 			}
-			eniOf[a.PrivateIPAddress] = e.NetworkInterfaceID
+		}
+		for _, ip := range ips {
+			if other, dup := eniOf[ip]; dup {
+				w.t.Errorf("%s on %s and %s in EC2", ip, other, e.NetworkInterfaceID)
+			}
+			eniOf[ip] = e.NetworkInterfaceID
 			if e.Attachment != nil {
-				where[a.PrivateIPAddress] = e.Attachment.InstanceID
+				where[ip] = e.Attachment.InstanceID
 			}
 		}
 	}

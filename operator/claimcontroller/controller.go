@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
@@ -67,6 +68,9 @@ type Reconciler struct {
 	opts   Options
 	log    *slog.Logger
 	now    func() time.Time
+	// wrongAddress counts the pods found with another address than their
+	// claim's (checkPodAddress).
+	wrongAddress atomic.Int64
 	// publicWait: claim owner → when its Elastic IP, refused for want of
 	// a change (an empty pool, the quota), is tried again, and for which
 	// generation of the claim's spec.
@@ -141,6 +145,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 // writeStatus computes the claim's status and writes it when it changed.
 func (r *Reconciler) writeStatus(ctx context.Context, c *enipamv1alpha1.StaticIPClaim) (ctrl.Result, error) {
 	st, requeue := r.status(ctx, c)
+	if stamps, err := r.stampedOn(ctx, c.Owner()); err == nil && st.Phase != enipamv1alpha1.ClaimInvalid {
+		r.checkPodAddress(ctx, c, st, stamps)
+	}
 	r.tell(c, st)
 	r.phases.observe(c.Owner(), st.Phase, r.now())
 	if sameStatus(&c.Status, st) {

@@ -69,6 +69,9 @@ func (r *Reconciler) status(ctx context.Context, c *enipamv1alpha1.StaticIPClaim
 		if noted && note.Taken && !slices.ContainsFunc(stamps, func(s stamp) bool { return s.ip == st.Address }) {
 			addr = netip.Addr{} // taken before its stamp held: another is picked
 		}
+		if addr.IsValid() && r.precededBy(ctx, c, addr) != "" {
+			addr = netip.Addr{} // another claim keeps it: another is picked
+		}
 		if len(stamps) > 0 && !addr.IsValid() {
 			addr, _ = netip.ParseAddr(stamps[0].ip)
 		}
@@ -148,14 +151,8 @@ func (r *Reconciler) check(ctx context.Context, c *enipamv1alpha1.StaticIPClaim)
 	if c.Spec.SubnetID != "" && c.Spec.SubnetID != sub.ID {
 		return addr, enipamv1alpha1.ReasonAddressOutside, fmt.Sprintf("%s is in %s, not in %s", addr, sub.ID, c.Spec.SubnetID)
 	}
-	var others enipamv1alpha1.StaticIPClaimList
-	if err := r.client.List(ctx, &others, client.MatchingFields{claims.IndexClaimAddress: addr.String()}); err == nil {
-		for i := range others.Items {
-			o := &others.Items[i]
-			if o.Owner() != c.Owner() && o.Spec.Address == c.Spec.Address && older(o, c) {
-				return addr, enipamv1alpha1.ReasonAddressTaken, fmt.Sprintf("%s is claimed by %s", addr, o.Owner())
-			}
-		}
+	if o := r.precededBy(ctx, c, addr); o != "" {
+		return addr, enipamv1alpha1.ReasonAddressTaken, fmt.Sprintf("%s is claimed by %s", addr, o)
 	}
 	loc := r.inv.Locate(addr)
 	switch {
@@ -182,6 +179,24 @@ func (r *Reconciler) check(ctx context.Context, c *enipamv1alpha1.StaticIPClaim)
 	return addr, "", ""
 }
 
+// precededBy names the claim that keeps addr before c (claims.Precedes),
+// "" if none: an address is taken as soon as another claim records it,
+// in its spec or its status. The cache's index cannot fail but on a
+// missing index; then "".
+func (r *Reconciler) precededBy(ctx context.Context, c *enipamv1alpha1.StaticIPClaim, addr netip.Addr) string {
+	var others enipamv1alpha1.StaticIPClaimList
+	if err := r.client.List(ctx, &others, client.MatchingFields{claims.IndexClaimAddress: addr.String()}); err != nil {
+		return ""
+	}
+	for i := range others.Items {
+		o := &others.Items[i]
+		if o.Owner() != c.Owner() && claims.Records(o, addr.String()) && claims.Precedes(o, c, addr.String()) {
+			return o.Owner()
+		}
+	}
+	return ""
+}
+
 // nodeOf names the node running an instance, "" if none.
 func (r *Reconciler) nodeOf(ctx context.Context, instanceID string) string {
 	if instanceID == "" {
@@ -205,14 +220,6 @@ func setReady(st *enipamv1alpha1.StaticIPClaimStatus, status metav1.ConditionSta
 	meta.SetStatusCondition(&st.Conditions, metav1.Condition{
 		Type: enipamv1alpha1.ClaimReady, Status: status, Reason: reason, Message: msg, ObservedGeneration: st.ObservedGeneration,
 	})
-}
-
-// older reports whether claim a came first (then the name decides).
-func older(a, b *enipamv1alpha1.StaticIPClaim) bool {
-	if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
-		return a.CreationTimestamp.Before(&b.CreationTimestamp)
-	}
-	return a.Owner() < b.Owner()
 }
 
 func lastAddr(p netip.Prefix) netip.Addr {

@@ -44,6 +44,40 @@ type Claim struct {
 	// Ready: the claim controller checked the current spec and found it
 	// good. Nothing moves for a claim that is not.
 	Ready bool
+	// Invalid: the claim controller refused the current spec; the
+	// address it names is not the claim's.
+	Invalid bool
+	// Lost: another claim records the same address and precedes this
+	// one (Precedes); nothing moves for it, and its stamp goes unless
+	// its pod holds the address.
+	Lost bool
+}
+
+// Records reports whether claim o records addr as its own: asks for it
+// (spec.address) or holds it (status.address of a claim not refused).
+func Records(o *enipamv1alpha1.StaticIPClaim, addr string) bool {
+	return addr != "" && (o.Spec.Address == addr || (o.Status.Address == addr && o.Status.Phase != enipamv1alpha1.ClaimInvalid))
+}
+
+// Precedes reports whether claim a keeps addr before claim b when both
+// record it (Records): the one holding it already (status.address, not
+// refused) first, then the older (creationTimestamp), then by
+// namespace/name and uid. It is a strict order: of two claims recording
+// one address exactly one precedes the other.
+func Precedes(a, b *enipamv1alpha1.StaticIPClaim, addr string) bool {
+	holds := func(c *enipamv1alpha1.StaticIPClaim) bool {
+		return c.Status.Address == addr && c.Status.Phase != enipamv1alpha1.ClaimInvalid
+	}
+	if ha, hb := holds(a), holds(b); ha != hb {
+		return ha
+	}
+	if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
+		return a.CreationTimestamp.Before(&b.CreationTimestamp)
+	}
+	if a.Owner() != b.Owner() {
+		return a.Owner() < b.Owner()
+	}
+	return a.UID < b.UID
 }
 
 // FromObject converts a claim object.
@@ -57,7 +91,9 @@ func FromObject(c *enipamv1alpha1.StaticIPClaim) *Claim {
 	if c.Status.SubnetID != "" {
 		out.Subnet = c.Status.SubnetID
 	}
-	out.Ready = c.Status.ObservedGeneration == c.Generation && c.Status.Phase != "" && c.Status.Phase != enipamv1alpha1.ClaimInvalid
+	checked := c.Status.ObservedGeneration == c.Generation && c.Status.Phase != ""
+	out.Ready = checked && c.Status.Phase != enipamv1alpha1.ClaimInvalid
+	out.Invalid = checked && c.Status.Phase == enipamv1alpha1.ClaimInvalid
 	return out
 }
 

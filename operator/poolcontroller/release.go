@@ -38,7 +38,7 @@ func (s *nodeSync) finishRelease(ctx context.Context) error {
 				delete(st.ReleaseIPs, ip)
 				continue
 			}
-			if entry.Owner != "" {
+			if entry.Owner != "" || s.claimed(addr) {
 				continue // a static address: never unassigned (reconcileStatic)
 			}
 			byENI[entry.Resource] = append(byENI[entry.Resource], addr)
@@ -133,6 +133,20 @@ func (s *nodeSync) finishPrefixes(ctx context.Context, eniID string, ips []netip
 	}
 	s.r.log.Info("released prefixes", "node", s.cn.Name, "eni", eniID, "prefixes", len(whole))
 	return singles, nil
+}
+
+// claimed reports whether a claim that is not being released records ip
+// (spec or status): such an address is never unassigned, even unstamped.
+func (s *nodeSync) claimed(ip netip.Addr) bool {
+	if s.static == nil {
+		return true // the claims could not be read: nothing is known free
+	}
+	for _, c := range s.static.claims {
+		if c.Addr == ip && !c.Release && !c.Invalid {
+			return true
+		}
+	}
+	return false
 }
 
 // released completes the handshake of unassigned IPs.

@@ -1,7 +1,6 @@
 package poolcontroller
 
 import (
-	"cmp"
 	"fmt"
 	"maps"
 	"net/netip"
@@ -55,6 +54,9 @@ type staticInputs struct {
 	// recorded on it, stamped in its pool, or naming an address of its
 	// ENIs), by owner.
 	claims map[string]*claims.Claim
+	// gone are the owners stamped in the pool whose claim no longer
+	// exists (deleted without its finalizer): their stamps are removed.
+	gone map[string]bool
 	// podOn returns the node the pod of owner is bound to, "" when there
 	// is no such pod or it is not bound.
 	podOn func(owner string) string
@@ -67,6 +69,9 @@ type staticInputs struct {
 	ours func(*cloud.ENI) bool
 	// subnetOf returns the subnet of an address.
 	subnetOf func(netip.Addr) (cloud.Subnet, bool)
+	// routed reports whether the node's agent has routed ip on the ENI;
+	// nil when it reports nothing.
+	routed routedFunc
 }
 
 // staticOutcome is what the pass decided beyond the pool edits.
@@ -80,6 +85,10 @@ type staticOutcome struct {
 	// demand counts claims waiting for a free address of this pool (a
 	// first placement): planning adds them to what the pool must hold.
 	demand int
+	// secondary names an ENI to assign one secondary address onto for a
+	// first placement on a node whose free entries are all /28 members
+	// (a member cannot move alone: a static address is never one).
+	secondary string
 	// handshakes counts stamps waiting for the agent's answer.
 	handshakes int
 	// waiting: a claimed address is still in the pool it leaves.
@@ -123,7 +132,7 @@ func (in *staticInputs) target(c *claims.Claim) string {
 // be on, and only stamped.
 func (in *staticInputs) claimOf(ip netip.Addr) (owner string, here bool) {
 	for _, c := range in.claims {
-		if c.Addr != ip || c.Release {
+		if c.Addr != ip || c.Release || c.Lost {
 			continue
 		}
 		if !c.Ready {
@@ -151,9 +160,14 @@ func (v *poolView) reconcileStatic(in *staticInputs, snap *pool.Node, cfg *pool.
 		c := in.claims[entry.Owner]
 		ip, _ := netip.ParseAddr(key)
 		switch {
+		case c == nil && in.gone[entry.Owner]:
+			v.unstamp(key) // its claim is gone: an ordinary address again
+			continue
 		case c == nil:
 			continue // a stamp of someone else's: left alone
-		case c.Release || (c.Addr.IsValid() && c.Addr != ip):
+		case c.Release || (c.Addr.IsValid() && c.Addr != ip) || (c.Lost && st.Used[key].Owner != c.Owner):
+			// Released, moved on, or another claim keeps the address (its
+			// own pod, if it holds it, keeps it until it goes).
 			v.unstamp(key)
 			continue
 		case !c.Ready:
@@ -167,6 +181,24 @@ func (v *poolView) reconcileStatic(in *staticInputs, snap *pool.Node, cfg *pool.
 		}
 		usedBy := st.Used[key].Owner
 		if in.target(c) == in.node {
+			eni := holder(snap, cfg, ip)
+			if eni == nil {
+				// EC2 has it elsewhere, or nowhere: the stamp stands (only
+				// its pod could get it) and the address is placed again.
+				v.backStamp(in, c, snap, cfg, &out)
+				continue
+			}
+			if eni.ID != entry.Resource {
+				// Placed back on another ENI of the node: the entry names
+				// it once routed there (Cilium's agent routes the pod by
+				// the entry's ENI).
+				if eni.AttachmentStatus != cloud.AttachmentAttached || in.routed == nil || !in.routed(eni.ID, ip) {
+					out.note(c.Owner, enipamv1alpha1.ReasonAwaitingRouting, "%s is on %s of node %s; waiting for enipam-agent to route it", key, eni.ID, in.node)
+					continue
+				}
+				entry.Resource = eni.ID
+				ipam.Pool[key] = entry
+			}
 			switch {
 			case usedBy != "" && usedBy != c.Owner:
 				// Another pod holds it: the stamp cannot stand.
@@ -224,18 +256,39 @@ func (v *poolView) reconcileStatic(in *staticInputs, snap *pool.Node, cfg *pool.
 
 	for _, owner := range slices.Sorted(maps.Keys(in.claims)) {
 		c := in.claims[owner]
-		if c.Release || !c.Ready || in.target(c) != in.node {
+		if c.Release || !c.Ready {
 			continue
 		}
 		if _, ok := stamped[owner]; ok || refused[owner] {
 			continue
 		}
+		if in.target(c) != in.node {
+			// Asked onto another node while it is an ordinary entry here:
+			// stamped first (the agent confirming no pod holds it), it
+			// then leaves through the handshake like any stamp moving away.
+			if e, ok := ipam.Pool[c.Addr.String()]; c.Addr.IsValid() && ok && e.Owner == "" {
+				v.claimEntry(in, c, &out)
+			}
+			continue
+		}
 		if !c.Addr.IsValid() {
-			if key, ok := v.pickFree(snap, cfg, c.Subnet); ok {
+			key, ok := v.pickFree(snap, cfg, c.Subnet)
+			switch {
+			case ok:
 				v.stampAndMark(key, owner)
 				out.handshakes++
 				out.note(owner, enipamv1alpha1.ReasonPlacing, "%s stamped on node %s; waiting for Cilium's agent to confirm no other pod holds it", key, in.node)
-			} else {
+			case out.secondary == "" && prefixed(snap, cfg):
+				// The pool grows by /28 prefixes here: a secondary address
+				// is asked for, and stamped once routed and pooled.
+				if eni := secondarySlot(snap, cfg, c.Subnet); eni != "" {
+					out.secondary = eni
+					out.note(owner, enipamv1alpha1.ReasonPlacing, "assigning a secondary address on %s of node %s (a /28 member cannot move)", eni, in.node)
+					continue
+				}
+				out.demand++
+				out.note(owner, enipamv1alpha1.ReasonPlacing, "waiting for a free address slot for a secondary address on node %s", in.node)
+			default:
 				out.demand++
 				out.note(owner, enipamv1alpha1.ReasonPlacing, "waiting for a free address on node %s", in.node)
 			}
@@ -250,29 +303,8 @@ func (v *poolView) reconcileStatic(in *staticInputs, snap *pool.Node, cfg *pool.
 // its pool, stamped: from this pool's own ordinary entries, or from EC2.
 func (v *poolView) claimHere(in *staticInputs, c *claims.Claim, snap *pool.Node, cfg *pool.Config, out *staticOutcome) {
 	key := c.Addr.String()
-	st := &v.cn.Status.IPAM
-	if entry, ok := v.cn.Spec.IPAM.Pool[key]; ok {
-		// An ordinary entry of this pool.
-		state, inHandshake := st.ReleaseIPs[key]
-		usedBy := st.Used[key].Owner
-		switch {
-		case usedBy == c.Owner:
-			entry.Owner = c.Owner // its pod has it already
-			v.cn.Spec.IPAM.Pool[key] = entry
-		case usedBy != "":
-			out.note(c.Owner, enipamv1alpha1.ReasonAddressTaken, "%s on node %s is in use by pod %s", key, in.node, usedBy)
-		case state == ipamoption.IPAMMarkForRelease:
-			delete(st.ReleaseIPs, key) // marked as excess: taken back
-		case inHandshake && state != ipamoption.IPAMDoNotRelease:
-			// Acknowledged as excess: its Unassign may have been sent; it
-			// is placed again from EC2 once released.
-			out.note(c.Owner, enipamv1alpha1.ReasonPlacing, "%s is being released from node %s's pool; placing it again afterwards", key, in.node)
-		default:
-			delete(st.ReleaseIPs, key)
-			v.stampAndMark(key, c.Owner)
-			out.handshakes++
-			out.note(c.Owner, enipamv1alpha1.ReasonPlacing, "%s stamped on node %s; waiting for Cilium's agent to confirm no other pod holds it", key, in.node)
-		}
+	if _, ok := v.cn.Spec.IPAM.Pool[key]; ok {
+		v.claimEntry(in, c, out)
 		return
 	}
 	for i := range snap.ENIs {
@@ -290,74 +322,48 @@ func (v *poolView) claimHere(in *staticInputs, c *claims.Claim, snap *pool.Node,
 		out.notes[c.Owner] = claims.Note{}
 		return
 	}
-	loc := in.locate(c.Addr)
-	switch {
-	case loc.Primary:
-		out.note(c.Owner, enipamv1alpha1.ReasonAddressTaken, "%s is the primary address of %s", key, loc.ENI.ID)
-		return
-	case loc.InPrefix:
-		out.note(c.Owner, enipamv1alpha1.ReasonAddressTaken, "%s lies in a prefix delegated to %s", key, loc.ENI.ID)
-		return
-	case loc.Found && !in.ours(&loc.ENI):
-		out.note(c.Owner, enipamv1alpha1.ReasonAddressTaken, "%s is held by %s, an ENI enipam does not manage", key, loc.ENI.ID)
-		return
-	}
-	subnet, ok := in.subnetOf(c.Addr)
-	if !ok {
-		out.note(c.Owner, enipamv1alpha1.ReasonAddressOutside, "%s is in no known subnet", key)
-		return
-	}
-	if subnet.AZ != snap.Instance.AZ {
-		out.note(c.Owner, enipamv1alpha1.ReasonWrongZone, "%s lives in %s, %s; node %s is in %s", key, subnet.ID, subnet.AZ, in.node, snap.Instance.AZ)
-		return
-	}
-	var best *cloud.ENI
-	for i := range snap.ENIs {
-		e := &snap.ENIs[i]
-		if !pool.Usable(e, cfg) || e.SubnetID != subnet.ID || e.AttachmentStatus != cloud.AttachmentAttached || snap.Type.IPv4PerENI-e.Slots() <= 0 {
-			continue
-		}
-		if best == nil || cmp.Compare(e.Slots(), best.Slots()) < 0 {
-			best = e
-		}
-	}
-	if best == nil {
-		if out.create == nil {
-			index, ok := pool.FreeDeviceIndex(snap, cfg)
-			groups, err := pool.SecurityGroups(snap, cfg)
-			if ok && err == nil {
-				out.create = &pool.Create{SubnetID: subnet.ID, SecurityGroups: groups, DeviceIndex: index}
-				out.note(c.Owner, enipamv1alpha1.ReasonPlacing, "creating an ENI in %s on node %s for %s", subnet.ID, in.node, key)
-				return
-			}
-		}
-		out.note(c.Owner, enipamv1alpha1.ReasonNoSlot, "node %s has no free address slot on an ENI in %s and no free ENI slot", in.node, subnet.ID)
-		return
-	}
-	out.place = append(out.place, placement{ip: c.Addr, owner: c.Owner, eniID: best.ID, reassign: loc.Found})
-	// One slot per placement in this pass.
-	best.IPs = append(best.IPs, c.Addr)
-	out.note(c.Owner, enipamv1alpha1.ReasonPlacing, "placing %s on %s of node %s", key, best.ID, in.node)
+	v.fromEC2(in, c, snap, cfg, out)
 }
 
-// pickFree picks a free ordinary entry of the pool (in subnet, if set):
-// not used, not in the handshake, on a usable attached ENI.
-func (v *poolView) pickFree(snap *pool.Node, cfg *pool.Config, subnet string) (string, bool) {
-	usable := map[string]bool{}
-	for i := range snap.ENIs {
-		e := &snap.ENIs[i]
-		if pool.Usable(e, cfg) && e.AttachmentStatus == cloud.AttachmentAttached && (subnet == "" || e.SubnetID == subnet) {
-			usable[e.ID] = true
+// claimEntry stamps a claim's address that is an ordinary entry of this
+// pool, whichever node the claim names: at once if its pod holds it, else
+// together with a mark, so the agent says whether another pod does.
+func (v *poolView) claimEntry(in *staticInputs, c *claims.Claim, out *staticOutcome) {
+	key := c.Addr.String()
+	st := &v.cn.Status.IPAM
+	entry := v.cn.Spec.IPAM.Pool[key]
+	state, inHandshake := st.ReleaseIPs[key]
+	usedBy := st.Used[key].Owner
+	switch {
+	case usedBy == c.Owner:
+		entry.Owner = c.Owner // its pod has it already
+		v.cn.Spec.IPAM.Pool[key] = entry
+	case usedBy != "":
+		out.note(c.Owner, enipamv1alpha1.ReasonAddressTaken, "%s on node %s is in use by pod %s", key, in.node, usedBy)
+	case state == ipamoption.IPAMMarkForRelease:
+		delete(st.ReleaseIPs, key) // marked as excess: taken back
+	case state == ipamoption.IPAMReadyForRelease:
+		// Acknowledged: no pod holds it. A claimed address is never
+		// unassigned: it is stamped again (an operator killed between a
+		// stamp-and-mark's status and spec writes leaves exactly this).
+		// Here, the mark is withdrawn; for another node, the
+		// acknowledgement lets it leave. Should an earlier process have
+		// sent its Unassign, the stamp's check against EC2 places it
+		// again.
+		if in.target(c) == in.node {
+			delete(st.ReleaseIPs, key)
 		}
+		entry.Owner = c.Owner
+		v.cn.Spec.IPAM.Pool[key] = entry
+	case inHandshake && state != ipamoption.IPAMDoNotRelease:
+		// Released: it leaves the pool, and is placed again from EC2.
+		out.note(c.Owner, enipamv1alpha1.ReasonPlacing, "%s is being released from node %s's pool; placing it again afterwards", key, in.node)
+	default:
+		delete(st.ReleaseIPs, key)
+		v.stampAndMark(key, c.Owner)
+		out.handshakes++
+		out.note(c.Owner, enipamv1alpha1.ReasonPlacing, "%s stamped on node %s; waiting for Cilium's agent to confirm no other pod holds it", key, in.node)
 	}
-	for _, key := range slices.Sorted(maps.Keys(v.cn.Spec.IPAM.Pool)) {
-		entry := v.cn.Spec.IPAM.Pool[key]
-		_, used := v.cn.Status.IPAM.Used[key]
-		if entry.Owner == "" && !used && !v.inHandshake(key) && usable[entry.Resource] {
-			return key, true
-		}
-	}
-	return "", false
 }
 
 // stampAndMark stamps owner on a pool entry and marks it for release, so

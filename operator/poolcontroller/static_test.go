@@ -31,6 +31,8 @@ type staticCase struct {
 	elsewhere bool                          // another pool lists the claim's address
 	located   map[string]inventory.Location // where EC2 has other addresses
 	fullENI   bool                          // eni-1 has no free slot
+	prefix    string                        // a /28 delegated to eni-1
+	gone      map[string]bool               // owners whose claim is gone
 
 	wantPool    map[string]string
 	wantRelease map[string]ipamtypes.IPReleaseStatus
@@ -38,6 +40,8 @@ type staticCase struct {
 	wantCreate  bool
 	wantReason  string
 	wantDemand  int
+	// wantSecondary: the ENI a secondary address is asked for on.
+	wantSecondary string
 }
 
 func TestStaticSteps(t *testing.T) {
@@ -107,6 +111,40 @@ func TestStaticSteps(t *testing.T) {
 			claim:    claims.Claim{Owner: owner, Addr: addr(x), Subnet: "subnet-a", Target: "n1", Ready: true},
 			located:  map[string]inventory.Location{x: {Found: true, ENI: cloud.ENI{ID: "eni-foreign"}}},
 			wantPool: map[string]string{b: ""}, wantRelease: rs(), wantReason: enipamv1alpha1.ReasonAddressTaken},
+		{name: "requested ordinary entry acknowledged (its stamp's write lost): stamped again, never released", pool: map[string]string{a: ""},
+			release: rs(a, ipamoption.IPAMReadyForRelease), claim: here,
+			wantPool: map[string]string{a: owner}, wantRelease: rs()},
+		{name: "stamped here, EC2 has it nowhere: placed again, the stamp kept", pool: map[string]string{x: owner, b: ""},
+			claim:    claims.Claim{Owner: owner, Addr: addr(x), Subnet: "subnet-a", Target: "n1", Ready: true},
+			wantPool: map[string]string{x: owner, b: ""}, wantRelease: rs(), wantReason: enipamv1alpha1.ReasonPlacing,
+			wantPlace: []placement{{ip: addr(x), owner: owner, eniID: "eni-1"}}},
+		{name: "stamped here, EC2 has it on another node's ENI: reassigned back", pool: map[string]string{x: owner, b: ""},
+			claim:    claims.Claim{Owner: owner, Addr: addr(x), Subnet: "subnet-a", Target: "n1", Ready: true},
+			located:  map[string]inventory.Location{x: {Found: true, ENI: cloud.ENI{ID: "eni-9", InstanceID: "i-9", Tags: map[string]string{cloud.TagCluster: "test"}}}},
+			wantPool: map[string]string{x: owner, b: ""}, wantRelease: rs(), wantReason: enipamv1alpha1.ReasonPlacing,
+			wantPlace: []placement{{ip: addr(x), owner: owner, eniID: "eni-1", reassign: true}}},
+		{name: "stamped here, another pool lists it too: taken, nothing moves", pool: map[string]string{x: owner, b: ""},
+			claim: claims.Claim{Owner: owner, Addr: addr(x), Subnet: "subnet-a", Target: "n1", Ready: true}, elsewhere: true,
+			wantPool: map[string]string{x: owner, b: ""}, wantRelease: rs(), wantReason: enipamv1alpha1.ReasonAddressTaken},
+		{name: "requested ordinary entry asked onto another node: stamped and marked, then it moves", pool: map[string]string{a: "", b: ""},
+			claim:    away,
+			wantPool: map[string]string{a: owner, b: ""}, wantRelease: rs(a, ipamoption.IPAMMarkForRelease), wantReason: enipamv1alpha1.ReasonPlacing},
+		{name: "requested ordinary entry asked onto another node, held by another pod: taken", pool: map[string]string{a: ""},
+			used: map[string]string{a: "ns/web"}, claim: away,
+			wantPool: map[string]string{a: ""}, wantRelease: rs(), wantReason: enipamv1alpha1.ReasonAddressTaken},
+		{name: "first placement on a prefix node: a /28 member is never stamped; a secondary address is asked for",
+			pool: map[string]string{"10.0.1.32": "", "10.0.1.33": ""}, prefix: "10.0.1.32/28",
+			claim:    claims.Claim{Owner: owner, Target: "n1", Ready: true},
+			wantPool: map[string]string{"10.0.1.32": "", "10.0.1.33": ""}, wantRelease: rs(), wantReason: enipamv1alpha1.ReasonPlacing,
+			wantSecondary: "eni-1"},
+		{name: "first placement on a prefix node: a free secondary entry is stamped",
+			pool: map[string]string{"10.0.1.32": "", b: ""}, prefix: "10.0.1.32/28",
+			claim:    claims.Claim{Owner: owner, Target: "n1", Ready: true},
+			wantPool: map[string]string{"10.0.1.32": "", b: owner}, wantRelease: rs(b, ipamoption.IPAMMarkForRelease), wantReason: enipamv1alpha1.ReasonPlacing},
+		{name: "a stamp whose claim is gone (deleted without its finalizer): an ordinary address again",
+			pool: map[string]string{a: owner, b: "ns/gone-0"}, release: rs(b, ipamoption.IPAMReadyForRelease), claim: here,
+			gone:     map[string]bool{"ns/gone-0": true},
+			wantPool: map[string]string{a: owner, b: ""}, wantRelease: rs()},
 		{name: "no slot on an ENI of the subnet: a new ENI there", pool: map[string]string{b: ""}, fullENI: true,
 			claim:    claims.Claim{Owner: owner, Addr: addr(x), Subnet: "subnet-a", Target: "n1", Ready: true},
 			wantPool: map[string]string{b: ""}, wantRelease: rs(), wantReason: enipamv1alpha1.ReasonPlacing, wantCreate: true},
@@ -129,6 +167,9 @@ func TestStaticSteps(t *testing.T) {
 			}
 			eni := cloud.ENI{ID: "eni-1", SubnetID: "subnet-a", InstanceID: "i-1", DeviceIndex: 1, AttachmentStatus: cloud.AttachmentAttached,
 				IPs: []netip.Addr{addr("10.0.1.10"), addr("10.0.1.11"), addr("10.0.1.12"), addr("10.0.1.13")}}
+			if tc.prefix != "" {
+				eni.Prefixes = append(eni.Prefixes, netip.MustParsePrefix(tc.prefix))
+			}
 			if tc.fullENI {
 				for i := range 5 {
 					eni.IPs = append(eni.IPs, netip.AddrFrom4([4]byte{10, 0, 1, byte(20 + i)}))
@@ -140,6 +181,7 @@ func TestStaticSteps(t *testing.T) {
 			in := &staticInputs{
 				node:   "n1",
 				claims: map[string]*claims.Claim{owner: &c},
+				gone:   tc.gone,
 				podOn: func(o string) string {
 					if o == owner {
 						return tc.podOn
@@ -171,6 +213,9 @@ func TestStaticSteps(t *testing.T) {
 			}
 			if (out.create != nil) != tc.wantCreate || (out.create != nil && out.create.SubnetID != "subnet-a") {
 				t.Errorf("create %+v, want one: %v", out.create, tc.wantCreate)
+			}
+			if out.secondary != tc.wantSecondary {
+				t.Errorf("secondary on %q, want %q", out.secondary, tc.wantSecondary)
 			}
 			if out.demand != tc.wantDemand {
 				t.Errorf("demand %d, want %d", out.demand, tc.wantDemand)

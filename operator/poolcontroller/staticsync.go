@@ -37,7 +37,11 @@ const staticOldPodRecheck = 5 * time.Second
 // without them, a claimed address could be pooled as an ordinary one.
 func (s *nodeSync) gatherStatic(ctx context.Context) bool {
 	in := &staticInputs{node: s.cn.Name, claims: map[string]*claims.Claim{}}
-	add := func(c *enipamv1alpha1.StaticIPClaim) { in.claims[c.Owner()] = claims.FromObject(c) }
+	objs := map[string]*enipamv1alpha1.StaticIPClaim{}
+	add := func(c *enipamv1alpha1.StaticIPClaim) {
+		in.claims[c.Owner()] = claims.FromObject(c)
+		objs[c.Owner()] = c
+	}
 	var list enipamv1alpha1.StaticIPClaimList
 	if err := s.r.client.List(ctx, &list, client.MatchingFields{claims.IndexClaimNode: s.cn.Name}); err != nil {
 		s.fail(fmt.Errorf("listing the node's static IP claims, %w", err), ReasonEC2Error)
@@ -55,13 +59,36 @@ func (s *nodeSync) gatherStatic(ctx context.Context) bool {
 			continue
 		}
 		c := &enipamv1alpha1.StaticIPClaim{}
-		switch err := s.r.client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, c); {
-		case err == nil:
-			add(c)
-		case !apierrors.IsNotFound(err):
+		key := types.NamespacedName{Namespace: ns, Name: name}
+		err := s.r.client.Get(ctx, key, c)
+		if apierrors.IsNotFound(err) {
+			// The cache may lag a claim just made: the apiserver decides
+			// whether the stamp lost its claim (deleted without its
+			// finalizer).
+			if err = s.r.pods().Get(ctx, key, c); apierrors.IsNotFound(err) {
+				if in.gone == nil {
+					in.gone = map[string]bool{}
+				}
+				in.gone[e.Owner] = true
+				continue
+			}
+		}
+		if err != nil {
 			s.fail(fmt.Errorf("reading static IP claim %s, %w", e.Owner, err), ReasonEC2Error)
 			return false
 		}
+		add(c)
+	}
+	byAddr := func(ip string) bool {
+		var list enipamv1alpha1.StaticIPClaimList
+		if err := s.r.client.List(ctx, &list, client.MatchingFields{claims.IndexClaimAddress: ip}); err != nil {
+			s.fail(fmt.Errorf("listing static IP claims of %s, %w", ip, err), ReasonEC2Error)
+			return false
+		}
+		for j := range list.Items {
+			add(&list.Items[j])
+		}
+		return true
 	}
 	for i := range s.snap.ENIs {
 		e := &s.snap.ENIs[i]
@@ -69,13 +96,33 @@ func (s *nodeSync) gatherStatic(ctx context.Context) bool {
 			if _, pooled := s.cn.Spec.IPAM.Pool[ip.String()]; pooled {
 				continue
 			}
-			var byAddr enipamv1alpha1.StaticIPClaimList
-			if err := s.r.client.List(ctx, &byAddr, client.MatchingFields{claims.IndexClaimAddress: ip.String()}); err != nil {
-				s.fail(fmt.Errorf("listing static IP claims of %s, %w", ip, err), ReasonEC2Error)
+			if !byAddr(ip.String()) {
 				return false
 			}
-			for j := range byAddr.Items {
-				add(&byAddr.Items[j])
+		}
+	}
+	// Ordinary entries in the handshake: a claimed one is never
+	// unassigned (finishRelease), whichever node its claim names.
+	for ip := range s.cn.Status.IPAM.ReleaseIPs {
+		if e, pooled := s.cn.Spec.IPAM.Pool[ip]; pooled && e.Owner == "" && !byAddr(ip) {
+			return false
+		}
+	}
+	// Of claims recording one address, only the first (claims.Precedes)
+	// moves it; the others lose it, whichever this node sees.
+	for owner, c := range in.claims {
+		if !c.Addr.IsValid() || c.Release {
+			continue
+		}
+		var rivals enipamv1alpha1.StaticIPClaimList
+		if err := s.r.client.List(ctx, &rivals, client.MatchingFields{claims.IndexClaimAddress: c.Addr.String()}); err != nil {
+			s.fail(fmt.Errorf("listing static IP claims of %s, %w", c.Addr, err), ReasonEC2Error)
+			return false
+		}
+		for i := range rivals.Items {
+			o := &rivals.Items[i]
+			if o.Owner() != owner && claims.Records(o, c.Addr.String()) && claims.Precedes(o, objs[owner], c.Addr.String()) {
+				c.Lost, c.Ready = true, false
 			}
 		}
 	}
@@ -99,6 +146,7 @@ func (s *nodeSync) gatherStatic(ctx context.Context) bool {
 		return slices.ContainsFunc(nodes.Items, func(cn ciliumv2.CiliumNode) bool { return cn.Name != s.cn.Name })
 	}
 	in.locate = s.r.inv.Locate
+	in.routed = s.routed
 	in.subnetOf = s.r.inv.SubnetOf
 	in.ours = func(e *cloud.ENI) bool {
 		if e.Tags[cloud.TagCluster] == s.r.opts.Cluster {
@@ -124,7 +172,7 @@ func (s *nodeSync) runStatic(ctx context.Context) {
 	}
 	out := s.pool.reconcileStatic(s.static, &s.snap, &s.cfg.Config)
 	s.staticDemand = out.demand
-	if len(out.place) > 0 || out.create != nil {
+	if len(out.place) > 0 || out.create != nil || out.secondary != "" {
 		err := s.placeStatic(ctx, &out)
 		if s.snapshot(ctx) {
 			s.reconcilePool()
@@ -134,7 +182,7 @@ func (s *nodeSync) runStatic(ctx context.Context) {
 		}
 	}
 	s.countPool()
-	busy := out.handshakes > 0 || out.waiting || len(out.place) > 0 || out.create != nil
+	busy := out.handshakes > 0 || out.waiting || len(out.place) > 0 || out.create != nil || out.secondary != ""
 	// Waiting only for old pods to go asks the apiserver about each of
 	// them on every look: slowly.
 	slow := !busy && len(out.oldPods) > 0
@@ -198,6 +246,11 @@ func (s *nodeSync) placeStatic(ctx context.Context, out *staticOutcome) error {
 			s.r.log.Info("placing a static address was refused; looking again", "node", s.cn.Name, "eni", p.eniID, "ip", p.ip, "claim", p.owner, "error", err)
 		default:
 			errs = append(errs, fmt.Errorf("placing %s on %s, %w", p.ip, p.eniID, err))
+		}
+	}
+	if out.secondary != "" {
+		if err := s.assign(ctx, out.secondary, 1, 0); err != nil {
+			errs = append(errs, fmt.Errorf("assigning a secondary address for a static claim, %w", err))
 		}
 	}
 	if out.create != nil {

@@ -8,6 +8,7 @@ package room
 
 import (
 	"fmt"
+	"net/netip"
 
 	ipamoption "github.com/cilium/cilium/pkg/ipam/option"
 	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
@@ -36,15 +37,40 @@ type Pool struct {
 	// their address, whatever their status says yet.
 	UsedBy map[string]struct{}
 	// Settled maps the owner of each stamped entry in no release
-	// handshake at all to its address: enipam-operator's placement of a
+	// handshake at all, whose address its ENI holds (status.eni.enis),
+	// to its address: enipam-operator's placement of a
 	// static address is done, and its pod may be bound.
 	Settled map[string]string
+	// Prefixes are the /28 prefixes delegated to the node's ENIs
+	// (status.eni.enis): a member leaves the node only with its whole
+	// prefix, so a static address that is one cannot move.
+	Prefixes []netip.Prefix
+}
+
+// InPrefix reports whether ip is a member of a prefix delegated to the
+// node.
+func (p *Pool) InPrefix(ip string) bool {
+	addr, err := netip.ParseAddr(ip)
+	if err != nil {
+		return false
+	}
+	for _, pfx := range p.Prefixes {
+		if pfx.Contains(addr) {
+			return true
+		}
+	}
+	return false
 }
 
 // Digest counts cn's pool. It reads cn and keeps none of it.
 func Digest(cn *ciliumv2.CiliumNode) Pool {
 	used := cn.Status.IPAM.Used
 	p := Pool{Size: len(cn.Spec.IPAM.Pool), UsedBy: make(map[string]struct{}, len(used))}
+	for _, e := range cn.Status.ENI.ENIs {
+		for _, pfx := range e.Prefixes {
+			p.Prefixes = append(p.Prefixes, pfx.Prefix)
+		}
+	}
 	for _, e := range used {
 		if e.Owner != "" {
 			p.UsedBy[e.Owner] = struct{}{}
@@ -56,7 +82,7 @@ func Digest(cn *ciliumv2.CiliumNode) Pool {
 		if leaving {
 			p.Leaving++
 		}
-		if _, hs := cn.Status.IPAM.ReleaseIPs[ip]; e.Owner != "" && !hs && (!inUse || used[ip].Owner == e.Owner) {
+		if _, hs := cn.Status.IPAM.ReleaseIPs[ip]; e.Owner != "" && !hs && (!inUse || used[ip].Owner == e.Owner) && onENI(cn, e.Resource, ip) {
 			if p.Settled == nil {
 				p.Settled = map[string]string{}
 			}
@@ -75,6 +101,31 @@ func Digest(cn *ciliumv2.CiliumNode) Pool {
 		}
 	}
 	return p
+}
+
+// onENI reports whether the entry's ENI holds ip, as the operator last
+// wrote it in status.eni.enis (secondary addresses and /28 prefixes): a
+// stamp the operator has not placed back in EC2, or whose entry does not
+// name the ENI holding it yet (Cilium's agent routes the pod by that ENI),
+// is not settled.
+func onENI(cn *ciliumv2.CiliumNode, eniID, ip string) bool {
+	addr, err := netip.ParseAddr(ip)
+	if err != nil {
+		return false
+	}
+	if e, ok := cn.Status.ENI.ENIs[eniID]; ok {
+		for _, a := range e.Addresses {
+			if a.Addr == addr {
+				return true
+			}
+		}
+		for _, p := range e.Prefixes {
+			if p.Contains(addr) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // Leaving reports whether Cilium's agent refuses to hand ip out because
@@ -228,6 +279,10 @@ type Claim struct {
 	Invalid string
 	// Deleting: the claim is being released.
 	Deleting bool
+	// Pinned: the address is a member of a /28 prefix delegated to the
+	// holder's ENIs (a first placement of an earlier release): it cannot
+	// move, so only the holder can take the pod.
+	Pinned bool
 	// Status is the Ready condition's reason and message, in words.
 	Status string
 }
@@ -251,6 +306,9 @@ func AssessStatic(n *Node, owner string, c *Claim) Verdict {
 	}
 	if n.Pool.Stamped[owner] == c.Address || n.Pool.Settled[owner] == c.Address || c.Holder == n.Name {
 		return Verdict{Kind: Own, Score: scores[Own]}
+	}
+	if c.Pinned {
+		return Verdict{Kind: NoSlot, Reason: fmt.Sprintf("static IP %s lies in a /28 prefix delegated to node %s and cannot move", c.Address, c.Holder)}
 	}
 	cp := n.Capacity
 	if cp == nil {

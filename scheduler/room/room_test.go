@@ -1,9 +1,13 @@
 package room
 
 import (
+	"maps"
+	"net/netip"
 	"strings"
 	"testing"
 
+	awstypes "github.com/cilium/cilium/pkg/aws/types"
+	ciliumip "github.com/cilium/cilium/pkg/ip"
 	ipamoption "github.com/cilium/cilium/pkg/ipam/option"
 	ipamtypes "github.com/cilium/cilium/pkg/ipam/types"
 	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
@@ -38,6 +42,7 @@ func TestDigestCountsAsCiliumHandsOut(t *testing.T) {
 		"10.0.1.13": ipamoption.IPAMDoNotRelease,
 		"10.0.1.16": ipamoption.IPAMReadyForRelease,
 	}
+	cn.Status.ENI.ENIs = map[string]awstypes.ENI{"eni-1": {ID: "eni-1", Addresses: addrs("10.0.1.10", "10.0.1.11", "10.0.1.12", "10.0.1.13", "10.0.1.14", "10.0.1.15", "10.0.1.16")}}
 	got := Digest(cn)
 	want := Pool{
 		Size: 7, Free: 2, Leaving: 2,
@@ -49,6 +54,60 @@ func TestDigestCountsAsCiliumHandsOut(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Digest (-want +got):\n%s", diff)
 	}
+}
+
+// TestDigestSettlesOnlyAStampTheENIsHold: db-0's entry is stamped and out
+// of the handshake, but the node's ENIs (status.eni.enis) do not hold its
+// address (EC2 has it elsewhere, or nowhere): it is not settled, so no
+// bind goes onto the node until the operator placed it back; db-2's entry
+// names another ENI than the one holding it; db-1's, in a delegated
+// prefix of its ENI, is settled.
+func TestDigestSettlesOnlyAStampTheENIsHold(t *testing.T) {
+	cn := &ciliumv2.CiliumNode{}
+	cn.Spec.IPAM.Pool = ipamtypes.AllocationMap{
+		"10.0.1.14": {Resource: "eni-1", Owner: "db/db-0"},
+		"10.0.2.18": {Resource: "eni-1", Owner: "db/db-1"},
+		// On eni-1, but the entry still names the ENI it was on.
+		"10.0.1.10": {Resource: "eni-2", Owner: "db/db-2"},
+	}
+	cn.Status.ENI.ENIs = map[string]awstypes.ENI{"eni-1": {ID: "eni-1", Addresses: addrs("10.0.1.10"),
+		Prefixes: []ciliumip.Prefix{ciliumip.PrefixFrom(netip.MustParsePrefix("10.0.2.16/28"))}}}
+	got := Digest(cn).Settled
+	if want := map[string]string{"db/db-1": "10.0.2.18"}; !maps.Equal(got, want) {
+		t.Errorf("settled %v, want %v", got, want)
+	}
+}
+
+// TestAPinnedStaticAddressFitsOnlyItsHolder: db-0's address is a member
+// of a /28 prefix delegated to node a (a first placement made before
+// static addresses were secondary ones): it cannot move, so node b, with
+// room in the subnet, is refused in words, and node a takes the pod.
+func TestAPinnedStaticAddressFitsOnlyItsHolder(t *testing.T) {
+	holder := &ciliumv2.CiliumNode{}
+	holder.Status.ENI.ENIs = map[string]awstypes.ENI{"eni-1": {ID: "eni-1",
+		Prefixes: []ciliumip.Prefix{ciliumip.PrefixFrom(netip.MustParsePrefix("10.0.2.16/28"))}}}
+	hp := Digest(holder)
+	c := &Claim{Address: "10.0.2.18", Subnet: "subnet-a", Zone: "us-east-1a", Holder: "a", Checked: true, Pinned: hp.InPrefix("10.0.2.18")}
+	if !c.Pinned {
+		t.Fatal("10.0.2.18 not seen in node a's prefix")
+	}
+	roomy := &enipamv1alpha1.NodeCapacity{AvailabilityZone: "us-east-1a", FreeENISlots: 1,
+		SubnetSlots: []enipamv1alpha1.SubnetSlots{{SubnetID: "subnet-a", Free: 5}}}
+	b := AssessStatic(&Node{Name: "b", Pool: &Pool{}, Capacity: roomy}, "db/db-0", c)
+	if b.Kind.Fits() || !strings.Contains(b.Reason, "cannot move") {
+		t.Errorf("node b: %+v, want a refusal saying the address cannot move", b)
+	}
+	if a := AssessStatic(&Node{Name: "a", Pool: &hp, Capacity: roomy}, "db/db-0", c); a.Kind != Own {
+		t.Errorf("node a: %+v, want Own", a)
+	}
+}
+
+func addrs(ips ...string) []ciliumip.Addr {
+	out := make([]ciliumip.Addr, len(ips))
+	for i, ip := range ips {
+		out[i] = ciliumip.AddrFrom(netip.MustParseAddr(ip))
+	}
+	return out
 }
 
 // TestAssess: one node at a time, the verdict a pod gets. Capacities are

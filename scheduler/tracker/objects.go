@@ -1,6 +1,9 @@
 package tracker
 
 import (
+	"net/netip"
+
+	awstypes "github.com/cilium/cilium/pkg/aws/types"
 	ipamtypes "github.com/cilium/cilium/pkg/ipam/types"
 	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
 	corev1 "k8s.io/api/core/v1"
@@ -151,18 +154,42 @@ func claimOf(c *enipamv1alpha1.StaticIPClaim) room.Claim {
 type ipEntry = ipamtypes.AllocationIP
 
 // stripCiliumNode keeps what Digest reads: each pool and used entry's
-// owner (not its ENI) and the release handshake.
+// owner, the ENI of a stamped entry only, the release handshake, and of
+// status.eni.enis the delegated prefixes and the stamped addresses.
 func stripCiliumNode(obj any) (any, error) {
 	cn, ok := obj.(*ciliumv2.CiliumNode)
 	if !ok {
 		return obj, nil
 	}
 	out := &ciliumv2.CiliumNode{ObjectMeta: metav1.ObjectMeta{Name: cn.Name, ResourceVersion: cn.ResourceVersion}}
+	stamped := map[netip.Addr]bool{}
 	if pool := cn.Spec.IPAM.Pool; pool != nil {
 		out.Spec.IPAM.Pool = make(map[string]ipEntry, len(pool))
 		for ip, e := range pool {
-			out.Spec.IPAM.Pool[ip] = ipEntry{Owner: e.Owner}
+			kept := ipEntry{Owner: e.Owner}
+			if e.Owner != "" {
+				kept.Resource = e.Resource
+				if a, err := netip.ParseAddr(ip); err == nil {
+					stamped[a] = true
+				}
+			}
+			out.Spec.IPAM.Pool[ip] = kept
 		}
+	}
+	for id, e := range cn.Status.ENI.ENIs {
+		kept := awstypes.ENI{ID: id, Prefixes: e.Prefixes}
+		for _, a := range e.Addresses {
+			if stamped[a.Addr] {
+				kept.Addresses = append(kept.Addresses, a)
+			}
+		}
+		if len(kept.Prefixes)+len(kept.Addresses) == 0 {
+			continue
+		}
+		if out.Status.ENI.ENIs == nil {
+			out.Status.ENI.ENIs = map[string]awstypes.ENI{}
+		}
+		out.Status.ENI.ENIs[id] = kept
 	}
 	if used := cn.Status.IPAM.Used; used != nil {
 		out.Status.IPAM.Used = make(map[string]ipEntry, len(used))

@@ -259,6 +259,9 @@ func (t *Tracker) Claim(namespace, name string) (room.Claim, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	c, ok := t.claims[namespace+"/"+name]
+	if p := t.pools[c.Holder]; ok && p != nil && c.Address != "" {
+		c.Pinned = p.InPrefix(c.Address)
+	}
 	return c, ok
 }
 

@@ -2,10 +2,13 @@ package tracker
 
 import (
 	"log/slog"
+	"net/netip"
 	"strconv"
 	"testing"
 	"time"
 
+	awstypes "github.com/cilium/cilium/pkg/aws/types"
+	ciliumip "github.com/cilium/cilium/pkg/ip"
 	ipamtypes "github.com/cilium/cilium/pkg/ipam/types"
 	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
 	corev1 "k8s.io/api/core/v1"
@@ -223,5 +226,38 @@ func TestCapacityAndPoolsFollowTheirObjects(t *testing.T) {
 	nodes, _ = f.tr.View(incoming, []string{"a"}, f.now)
 	if nodes[0].Pool != nil || nodes[0].Capacity != nil {
 		t.Errorf("after deletion: %+v", nodes[0])
+	}
+}
+
+// TestAStampSettlesOnlyThroughTheTransformWithItsENI: the CiliumNode
+// transform keeps, for stamped entries, their ENI and the addresses
+// status.eni.enis lists for them, and every delegated prefix: db-0's
+// stamp, held by its ENI, is settled; db-1's, whose address its ENI does
+// not list, is not; db-2's address, inside a prefix of the node, pins its
+// claim to that node.
+func TestAStampSettlesOnlyThroughTheTransformWithItsENI(t *testing.T) {
+	f := newFixture(t)
+	cn := &ciliumv2.CiliumNode{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}
+	cn.Spec.IPAM.Pool = ipamtypes.AllocationMap{
+		"10.0.0.10": {Resource: "eni-1", Owner: "db/db-0"},
+		"10.0.0.11": {Resource: "eni-1", Owner: "db/db-1"},
+		"10.0.0.12": {Resource: "eni-1"},
+		"10.0.2.18": {Resource: "eni-1", Owner: "db/db-2"},
+	}
+	cn.Status.ENI.ENIs = map[string]awstypes.ENI{"eni-1": {ID: "eni-1",
+		Addresses: []ciliumip.Addr{ciliumip.AddrFrom(netip.MustParseAddr("10.0.0.10")), ciliumip.AddrFrom(netip.MustParseAddr("10.0.0.12"))},
+		Prefixes:  []ciliumip.Prefix{ciliumip.PrefixFrom(netip.MustParsePrefix("10.0.2.16/28"))}}}
+	obj, _ := stripCiliumNode(cn)
+	f.tr.ciliumNodeSeen(obj)
+	if ip, _ := f.tr.Settled("n1", "db/db-0"); ip != "10.0.0.10" {
+		t.Errorf("db-0 settled on %q, want 10.0.0.10", ip)
+	}
+	if ip, _ := f.tr.Settled("n1", "db/db-1"); ip != "" {
+		t.Errorf("db-1 settled on %q, whose ENI does not hold it", ip)
+	}
+	f.tr.claimSeen(&enipamv1alpha1.StaticIPClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "db", Name: "db-2"},
+		Status: enipamv1alpha1.StaticIPClaimStatus{Address: "10.0.2.18", NodeName: "n1"}})
+	if c, _ := f.tr.Claim("db", "db-2"); !c.Pinned {
+		t.Errorf("db-2's claim %+v not pinned to n1", c)
 	}
 }

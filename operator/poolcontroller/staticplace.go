@@ -1,0 +1,151 @@
+package poolcontroller
+
+import (
+	"cmp"
+	"maps"
+	"net/netip"
+	"slices"
+
+	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
+	"github.com/enipam/enipam/operator/claims"
+	"github.com/enipam/enipam/operator/cloud"
+	"github.com/enipam/enipam/operator/pool"
+)
+
+// Where a claimed address comes from when the pool does not hold it
+// already: EC2 (reassigned from another ENI of the cluster, or free in its
+// subnet), a free secondary entry of the pool, or a secondary address
+// assigned for it.
+
+// holder returns the node's usable ENI that holds ip in EC2 (the
+// snapshot, from the inventory); nil if none does.
+func holder(snap *pool.Node, cfg *pool.Config, ip netip.Addr) *cloud.ENI {
+	for i := range snap.ENIs {
+		if e := &snap.ENIs[i]; pool.Usable(e, cfg) && e.HasIP(ip) {
+			return e
+		}
+	}
+	return nil
+}
+
+// backStamp places again the address of a stamp in this pool that EC2
+// does not have on the node's ENIs (an Unassign or a reassignment made
+// behind the operator's back, or sent by an earlier process): from EC2
+// as for a claim coming here, unless another pool lists it.
+func (v *poolView) backStamp(in *staticInputs, c *claims.Claim, snap *pool.Node, cfg *pool.Config, out *staticOutcome) {
+	key := c.Addr.String()
+	if in.elsewhere(key) {
+		out.note(c.Owner, enipamv1alpha1.ReasonAddressTaken, "%s is stamped on node %s but another node's pool lists it", key, in.node)
+		return
+	}
+	v.fromEC2(in, c, snap, cfg, out)
+}
+
+// fromEC2 assigns a claim's address, which no pool lists, onto an ENI of
+// this node: reassigned from another ENI of the cluster, or taken free in
+// its subnet; or tells the claim why it cannot be.
+func (v *poolView) fromEC2(in *staticInputs, c *claims.Claim, snap *pool.Node, cfg *pool.Config, out *staticOutcome) {
+	key := c.Addr.String()
+	loc := in.locate(c.Addr)
+	switch {
+	case loc.Primary:
+		out.note(c.Owner, enipamv1alpha1.ReasonAddressTaken, "%s is the primary address of %s", key, loc.ENI.ID)
+		return
+	case loc.InPrefix:
+		out.note(c.Owner, enipamv1alpha1.ReasonAddressTaken, "%s lies in a prefix delegated to %s", key, loc.ENI.ID)
+		return
+	case loc.Found && !in.ours(&loc.ENI):
+		out.note(c.Owner, enipamv1alpha1.ReasonAddressTaken, "%s is held by %s, an ENI enipam does not manage", key, loc.ENI.ID)
+		return
+	}
+	subnet, ok := in.subnetOf(c.Addr)
+	if !ok {
+		out.note(c.Owner, enipamv1alpha1.ReasonAddressOutside, "%s is in no known subnet", key)
+		return
+	}
+	if subnet.AZ != snap.Instance.AZ {
+		out.note(c.Owner, enipamv1alpha1.ReasonWrongZone, "%s lives in %s, %s; node %s is in %s", key, subnet.ID, subnet.AZ, in.node, snap.Instance.AZ)
+		return
+	}
+	var best *cloud.ENI
+	for i := range snap.ENIs {
+		e := &snap.ENIs[i]
+		if !pool.Usable(e, cfg) || e.SubnetID != subnet.ID || e.AttachmentStatus != cloud.AttachmentAttached || snap.Type.IPv4PerENI-e.Slots() <= 0 {
+			continue
+		}
+		if best == nil || cmp.Compare(e.Slots(), best.Slots()) < 0 {
+			best = e
+		}
+	}
+	if best == nil {
+		if out.create == nil {
+			index, ok := pool.FreeDeviceIndex(snap, cfg)
+			groups, err := pool.SecurityGroups(snap, cfg)
+			if ok && err == nil {
+				out.create = &pool.Create{SubnetID: subnet.ID, SecurityGroups: groups, DeviceIndex: index}
+				out.note(c.Owner, enipamv1alpha1.ReasonPlacing, "creating an ENI in %s on node %s for %s", subnet.ID, in.node, key)
+				return
+			}
+		}
+		out.note(c.Owner, enipamv1alpha1.ReasonNoSlot, "node %s has no free address slot on an ENI in %s and no free ENI slot", in.node, subnet.ID)
+		return
+	}
+	out.place = append(out.place, placement{ip: c.Addr, owner: c.Owner, eniID: best.ID, reassign: loc.Found})
+	// One slot per placement in this pass.
+	best.IPs = append(best.IPs, c.Addr)
+	out.note(c.Owner, enipamv1alpha1.ReasonPlacing, "placing %s on %s of node %s", key, best.ID, in.node)
+}
+
+// pickFree picks a free ordinary entry of the pool (in subnet, if set):
+// not used, not in the handshake, on a usable attached ENI, and a
+// secondary address of it, never a member of a delegated /28 (a member
+// can only be released with its whole prefix, so it could never move).
+func (v *poolView) pickFree(snap *pool.Node, cfg *pool.Config, subnet string) (string, bool) {
+	usable := map[string]*cloud.ENI{}
+	for i := range snap.ENIs {
+		e := &snap.ENIs[i]
+		if pool.Usable(e, cfg) && e.AttachmentStatus == cloud.AttachmentAttached && (subnet == "" || e.SubnetID == subnet) {
+			usable[e.ID] = e
+		}
+	}
+	for _, key := range slices.Sorted(maps.Keys(v.cn.Spec.IPAM.Pool)) {
+		entry := v.cn.Spec.IPAM.Pool[key]
+		_, used := v.cn.Status.IPAM.Used[key]
+		e := usable[entry.Resource]
+		if entry.Owner != "" || used || v.inHandshake(key) || e == nil {
+			continue
+		}
+		if ip, err := netip.ParseAddr(key); err == nil && slices.Contains(e.IPs, ip) {
+			return key, true
+		}
+	}
+	return "", false
+}
+
+// prefixed reports whether the node's pool holds or grows by delegated
+// /28 prefixes.
+func prefixed(snap *pool.Node, cfg *pool.Config) bool {
+	if cfg.PrefixDelegation && snap.Type.PrefixDelegation() {
+		return true
+	}
+	return slices.ContainsFunc(snap.ENIs, func(e cloud.ENI) bool { return pool.Usable(&e, cfg) && len(e.Prefixes) > 0 })
+}
+
+// secondarySlot names a usable attached ENI (in subnet, if set) with a
+// free address slot, the emptiest first; "" if none.
+func secondarySlot(snap *pool.Node, cfg *pool.Config, subnet string) string {
+	var best *cloud.ENI
+	for i := range snap.ENIs {
+		e := &snap.ENIs[i]
+		if !pool.Usable(e, cfg) || e.AttachmentStatus != cloud.AttachmentAttached || (subnet != "" && e.SubnetID != subnet) || snap.Type.IPv4PerENI-e.Slots() <= 0 {
+			continue
+		}
+		if best == nil || e.Slots() < best.Slots() {
+			best = e
+		}
+	}
+	if best == nil {
+		return ""
+	}
+	return best.ID
+}
