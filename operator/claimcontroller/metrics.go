@@ -61,11 +61,14 @@ var stuckPhases = map[enipamv1alpha1.ClaimPhase]bool{
 func (r *Reconciler) Describe(ch chan<- *prometheus.Desc) {
 	ch <- claimsDesc
 	ch <- phaseDesc
+	ch <- wrongAddressDesc
 }
 
-// Collect implements prometheus.Collector: claims per phase, and how long
-// each in a phase it should leave has been there.
+// Collect implements prometheus.Collector: claims per phase, how long
+// each in a phase it should leave has been there, and the static-IP pods
+// found with another address.
 func (r *Reconciler) Collect(ch chan<- prometheus.Metric) {
+	ch <- prometheus.MustNewConstMetric(wrongAddressDesc, prometheus.CounterValue, float64(r.wrongAddress.Load()))
 	counts := map[enipamv1alpha1.ClaimPhase]int{
 		enipamv1alpha1.ClaimPending: 0, enipamv1alpha1.ClaimPlacing: 0, enipamv1alpha1.ClaimBound: 0,
 		enipamv1alpha1.ClaimReleasing: 0, enipamv1alpha1.ClaimInvalid: 0,

@@ -27,14 +27,6 @@ var wrongAddressDesc = prometheus.NewDesc("enipam_static_ip_wrong_address_total"
 	"Static-IP pods found running with another address than their claim's (Cilium's agent saw the claim's stamp too late); each is deleted so its StatefulSet recreates it, and the new pod gets its own.",
 	nil, nil)
 
-// Describe implements prometheus.Collector.
-func (r *Reconciler) Describe(ch chan<- *prometheus.Desc) { ch <- wrongAddressDesc }
-
-// Collect implements prometheus.Collector.
-func (r *Reconciler) Collect(ch chan<- prometheus.Metric) {
-	ch <- prometheus.MustNewConstMetric(wrongAddressDesc, prometheus.CounterValue, float64(r.wrongAddress.Load()))
-}
-
 // checkPodAddress finds a claim's pod that runs on the claim's node with
 // another address than the claim's, as Cilium's agent reports it
 // (status.ipam.used): the agent hands a stamped entry to its owner first,
