@@ -50,6 +50,14 @@ type Scenario struct {
 	// InsufficientCidrBlocks. Empty answers by cause as EC2 usually does
 	// (see doc.go).
 	SubnetFullError string `json:"subnetFullError,omitempty"`
+	// Principals may call EC2, each signing with its access key and held
+	// to its IAM policy (principals.go). None: DefaultPrincipal, the
+	// default credentials under the repository's policy for ClusterName.
+	Principals []PrincipalSpec `json:"principals,omitempty"`
+	// ClusterName is the clusterName of the enipam cluster the account
+	// hosts: the repository's policy is written for it (the README's
+	// example prod-eu-1 when empty).
+	ClusterName string `json:"clusterName,omitempty"`
 }
 
 // ElasticIPSpec seeds one Elastic IP with its tags.
@@ -249,6 +257,9 @@ func (sc *Scenario) Validate() error {
 	}
 	if err := validSubnetFullError(sc.SubnetFullError); err != nil {
 		return &ScenarioError{Path: "subnetFullError", Err: err}
+	}
+	if _, err := sc.principals(); err != nil {
+		return err
 	}
 	return nil
 }
