@@ -1,6 +1,7 @@
 package ec2sim
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -63,17 +64,25 @@ type rawStatement struct {
 type oneOrMany[T any] []T
 
 func (o *oneOrMany[T]) UnmarshalJSON(b []byte) error {
-	var many []T
-	if err := json.Unmarshal(b, &many); err == nil {
+	if len(bytes.TrimSpace(b)) > 0 && bytes.TrimSpace(b)[0] == '[' {
+		var many []T
+		err := strictJSON(b, &many)
 		*o = many
-		return nil
+		return err
 	}
 	var one T
-	if err := json.Unmarshal(b, &one); err != nil {
+	if err := strictJSON(b, &one); err != nil {
 		return err
 	}
 	*o = []T{one}
 	return nil
+}
+
+// strictJSON decodes b into v, refusing fields v does not have.
+func strictJSON(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	return dec.Decode(v)
 }
 
 var conditionOps = map[string]bool{
@@ -84,9 +93,7 @@ var conditionOps = map[string]bool{
 // parsePolicy reads an identity policy, refusing what it cannot evaluate.
 func parsePolicy(b []byte) (*policy, error) {
 	var doc policyDocument
-	dec := json.NewDecoder(strings.NewReader(string(b)))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&doc); err != nil {
+	if err := strictJSON(b, &doc); err != nil {
 		return nil, fmt.Errorf("reading the policy, %w", err)
 	}
 	if doc.Version != "2012-10-17" {

@@ -205,3 +205,39 @@ func TestPrincipalsWithTheirOwnPolicies(t *testing.T) {
 	_, err = e.ec2.DescribeVpcs(ctx, &ec2.DescribeVpcsInput{})
 	wantStatus(t, err, "AuthFailure", 401) // the default key is no principal of this scenario
 }
+
+// TestScenarioPrincipalsFromYAML: principals are part of a scenario's
+// YAML, their policy written in YAML as well as JSON; a principal that
+// cannot be built is a scenario error naming its field.
+func TestScenarioPrincipalsFromYAML(t *testing.T) {
+	base := "account: \"123456789012\"\nregion: us-east-1\nzones: [us-east-1a]\nvpcs:\n- cidrs: [10.0.0.0/16]\n  subnets: [{cidr: 10.0.0.0/24, zone: us-east-1a}]\n"
+	sc := scenario(t, base+`principals:
+- name: reader
+  accessKeyID: AKIDREADER
+  secretAccessKey: s3cret
+  policyDocument:
+    Version: "2012-10-17"
+    Statement:
+    - {Effect: Allow, Action: "ec2:Describe*", Resource: "*"}
+`)
+	e := newEnv(t, sc)
+	reader := e.newEC2ClientAs(1, "AKIDREADER", "s3cret")
+	_, err := reader.DescribeVpcs(e.ctx, &ec2.DescribeVpcsInput{})
+	noErr(t, err)
+	_, err = reader.AllocateAddress(e.ctx, &ec2.AllocateAddressInput{})
+	wantStatus(t, err, "UnauthorizedOperation", 403)
+
+	for _, c := range []struct{ yaml, path string }{
+		{"principals: [{accessKeyID: lower, secretAccessKey: s}]", "principals[0].accessKeyID"},
+		{"principals: [{accessKeyID: AKIDA, secretAccessKey: s}, {accessKeyID: AKIDA, secretAccessKey: t}]", "principals[1].accessKeyID"},
+		{"principals: [{accessKeyID: AKIDA}]", "principals[0].secretAccessKey"},
+		{"principals: [{accessKeyID: AKIDA, secretAccessKey: s, policy: admin}]", "principals[0].policy"},
+		{"principals: [{accessKeyID: AKIDA, secretAccessKey: s, policyDocument: {Version: '2012-10-17', Statement: {Effect: Allow, Action: '*', Resource: '*', Condition: {DateLessThan: {aws:CurrentTime: x}}}}}]", "principals[0].policyDocument"},
+	} {
+		_, err := ec2sim.ParseScenario([]byte(base + c.yaml + "\n"))
+		var se *ec2sim.ScenarioError
+		if !errors.As(err, &se) || se.Path != c.path {
+			t.Errorf("%s: %v, want an error at %s", c.yaml, err, c.path)
+		}
+	}
+}
