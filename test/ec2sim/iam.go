@@ -120,7 +120,7 @@ func parseStatement(rs rawStatement) (statement, error) {
 		st.allow = true
 	case "Deny":
 	default:
-		return st, fmt.Errorf("Effect %q is not Allow or Deny", rs.Effect)
+		return st, fmt.Errorf("the Effect %q is not Allow or Deny", rs.Effect)
 	}
 	if rs.Principal != nil {
 		return st, errors.New("an identity policy has no Principal")
