@@ -77,7 +77,7 @@ func TestLeakedENIsCollected(t *testing.T) {
 	r := newRig(t, vpcScenario)
 	sdk := ec2.New(ec2.Options{
 		Region: "us-east-1", BaseEndpoint: aws.String(r.ec2),
-		Credentials: credentials.NewStaticCredentialsProvider("AKIDTEST", "secret", ""),
+		Credentials: credentials.NewStaticCredentialsProvider(ec2sim.DefaultAccessKeyID, ec2sim.DefaultSecretAccessKey, ""),
 	})
 	create := func(tags map[string]string) string {
 		in := &ec2.CreateNetworkInterfaceInput{SubnetId: aws.String("subnet-0a000000000000002"), SecondaryPrivateIpAddressCount: aws.Int32(3)}

@@ -55,6 +55,10 @@ func newRig(t *testing.T, scenarioYAML string) *rig {
 	if err != nil {
 		t.Fatalf("scenario: %v", err)
 	}
+	// The operator (ClusterName "test" in options) signs with the default
+	// credentials and ec2sim holds it to the repository's IAM policy for
+	// its cluster.
+	sc.ClusterName = "test"
 	sim, err := ec2sim.New(sc)
 	if err != nil {
 		t.Fatal(err)
@@ -97,7 +101,7 @@ func (r *rig) startOperator(opts operator.Options) (*operator.Operator, *prometh
 	r.t.Helper()
 	awsCfg := aws.Config{
 		Region:      "us-east-1",
-		Credentials: credentials.NewStaticCredentialsProvider("AKIDTEST", "secret", ""),
+		Credentials: credentials.NewStaticCredentialsProvider(ec2sim.DefaultAccessKeyID, ec2sim.DefaultSecretAccessKey, ""),
 	}
 	reg := prometheus.NewRegistry()
 	var out io.Writer = io.Discard

@@ -2,7 +2,7 @@ package ec2
 
 // Action is an EC2 API action the adapter calls. Every call passes the
 // chokepoint with one of these constants, its bucket and its metrics are
-// keyed by it, and the IAM policy in the README grants exactly Actions()
+// keyed by it, and the IAM policy docs/iam/policy.json grants exactly Actions()
 // (test/chart holds the two together).
 type Action string
 

@@ -44,7 +44,7 @@ func TestInstanceTypesReadCardZero(t *testing.T) {
 	t.Cleanup(srv.Close)
 	opts := ec2.DefaultOptions()
 	opts.Endpoint, opts.InitialBucketFill = srv.URL, 1
-	client, err := ec2.New(aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("AKID", "secret", "")}, opts, prometheus.NewRegistry())
+	client, err := ec2.New(aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider(ec2sim.DefaultAccessKeyID, ec2sim.DefaultSecretAccessKey, "")}, opts, prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
 	}

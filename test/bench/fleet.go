@@ -17,6 +17,7 @@ import (
 func fleetScenario(n int, typ, instanceExtra string, realistic bool) string {
 	var b strings.Builder
 	b.WriteString(`account: "123456789012"
+clusterName: bench
 region: us-east-1
 seed: 42
 zones: [us-east-1a, us-east-1b]

@@ -43,6 +43,7 @@ func (Placement) Name() string { return "placement" }
 // ones in a /28 that seeding leaves one address short of full.
 func (p Placement) scenario() string {
 	return fmt.Sprintf(`account: "123456789012"
+clusterName: bench
 region: us-east-1
 seed: 7
 zones: [us-east-1a]

@@ -53,6 +53,7 @@ func (s StaticMoves) Run(ctx context.Context, e *Env) (*Report, error) {
 		"ec2": "ec2sim realistic", "preAllocate": 8,
 	}}
 	scenario := fmt.Sprintf(`account: "123456789012"
+clusterName: bench
 region: us-east-1
 seed: 9
 zones: [us-east-1a]

@@ -35,6 +35,7 @@ const (
 // InternalError answers on every action.
 func scenarioYAML(o Options) string {
 	return fmt.Sprintf(`account: "123456789012"
+clusterName: chaos
 region: us-east-1
 seed: %d
 zones: [us-east-1a, us-east-1b]

@@ -1,6 +1,7 @@
 package chart
 
 import (
+	"bytes"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -8,20 +9,23 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/enipam/enipam/docs/iam"
 	"github.com/enipam/enipam/operator/ec2"
 	"github.com/enipam/enipam/test/cluster"
 )
 
-// TestREADMEPolicyGrantsExactlyTheEC2ActionsTheOperatorCalls: the IAM
-// policy in the README allows exactly the actions of the operator's EC2
-// adapter (ec2.Actions: the typed constants every call passes its
-// chokepoint with), plus ec2:CreateTags only as tag-on-create of
-// CreateNetworkInterface and AllocateAddress, the two calls that tag what
-// they create. AllocateAddress is granted only for addresses tagged with
-// the cluster at creation, ReleaseAddress only on addresses carrying the
-// cluster tag. An action added to the adapter without the docs, or a
-// stale one left in the docs, fails here.
-func TestREADMEPolicyGrantsExactlyTheEC2ActionsTheOperatorCalls(t *testing.T) {
+// TestPolicyGrantsExactlyTheEC2ActionsTheOperatorCalls: the IAM policy
+// docs/iam/policy.json (the one the README points to, and ec2sim enforces)
+// allows exactly the actions of the operator's EC2 adapter (ec2.Actions:
+// the typed constants every call passes its chokepoint with), plus
+// ec2:CreateTags only as tag-on-create of CreateNetworkInterface and
+// AllocateAddress, the two calls that tag what they create.
+// AllocateAddress is granted only for addresses tagged with the cluster at
+// creation, ReleaseAddress only on addresses carrying the cluster tag. An
+// action added to the adapter without the policy, or a stale one left in
+// it, fails here; so does a README that no longer points to the file or
+// names a statement it lacks.
+func TestPolicyGrantsExactlyTheEC2ActionsTheOperatorCalls(t *testing.T) {
 	root, err := cluster.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
@@ -32,6 +36,13 @@ func TestREADMEPolicyGrantsExactlyTheEC2ActionsTheOperatorCalls(t *testing.T) {
 	}
 	slices.Sort(calls)
 
+	block, err := os.ReadFile(filepath.Join(root, "docs", "iam", "policy.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(block, iam.OperatorPolicy("")) {
+		t.Error("package iam does not embed docs/iam/policy.json")
+	}
 	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
 	if err != nil {
 		t.Fatal(err)
@@ -40,10 +51,13 @@ func TestREADMEPolicyGrantsExactlyTheEC2ActionsTheOperatorCalls(t *testing.T) {
 	if !ok {
 		t.Fatal("README has no IAM policy section")
 	}
-	_, block, _ := strings.Cut(section, "```json\n")
-	block, _, _ = strings.Cut(block, "```")
+	section, _, _ = strings.Cut(section, "\n## ")
+	if !strings.Contains(section, "(docs/iam/policy.json)") {
+		t.Error("README's IAM policy section does not link docs/iam/policy.json")
+	}
 	var policy struct {
 		Statement []struct {
+			Sid       string
 			Effect    string
 			Action    json.RawMessage
 			Resource  any
@@ -51,10 +65,13 @@ func TestREADMEPolicyGrantsExactlyTheEC2ActionsTheOperatorCalls(t *testing.T) {
 		}
 	}
 	if err := json.Unmarshal([]byte(block), &policy); err != nil {
-		t.Fatalf("README's IAM policy is not valid JSON: %v\n%s", err, block)
+		t.Fatalf("docs/iam/policy.json is not valid JSON: %v\n%s", err, block)
 	}
 	var granted []string
 	for _, st := range policy.Statement {
+		if !strings.Contains(section, "`"+st.Sid+"`") {
+			t.Errorf("README's IAM policy section does not list statement %s", st.Sid)
+		}
 		var actions []string
 		if err := json.Unmarshal(st.Action, &actions); err != nil {
 			var one string
@@ -86,7 +103,7 @@ func TestREADMEPolicyGrantsExactlyTheEC2ActionsTheOperatorCalls(t *testing.T) {
 	}
 	slices.Sort(granted)
 	if !slices.Equal(granted, calls) {
-		t.Errorf("README grants %v\nthe operator calls  %v", granted, calls)
+		t.Errorf("docs/iam/policy.json grants %v\nthe operator calls            %v", granted, calls)
 	}
 }
 

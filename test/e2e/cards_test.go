@@ -32,6 +32,7 @@ import (
 // two cards.
 const trn1Scenario = `
 account: "123456789012"
+clusterName: e2e
 region: us-east-1
 seed: 13
 zones: [us-east-1a]

@@ -20,6 +20,7 @@ import (
 // and two instances each of m5.large, m5.xlarge and t3.medium.
 const fleetScenario = `
 account: "123456789012"
+clusterName: e2e
 region: us-east-1
 seed: 5
 zones: [us-east-1a, us-east-1b]

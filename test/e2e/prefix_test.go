@@ -25,6 +25,7 @@ import (
 // prefixScenario: one m5.large (nitro: 3 ENIs of 10 slots) in a /20.
 const prefixScenario = `
 account: "123456789012"
+clusterName: e2e
 region: us-east-1
 seed: 17
 zones: [us-east-1a]

@@ -29,6 +29,7 @@ import (
 // pod subnet beside it.
 const routingScenario = `
 account: "123456789012"
+clusterName: e2e
 region: us-east-1
 seed: 11
 zones: [us-east-1a]

@@ -30,6 +30,7 @@ import (
 // pods on the nodes' own subnets.
 const staticScenario = `
 account: "123456789012"
+clusterName: e2e
 region: us-east-1
 seed: 17
 zones: [us-east-1a, us-east-1b]

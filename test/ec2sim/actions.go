@@ -190,12 +190,19 @@ var actions = map[string]decoder{
 	},
 }
 
-// call finishes decoding (unknown keys) and runs the action; under DryRun,
-// a describe runs and any other action's needs are checked, and both then
-// answer DryRunOperation (see dryrun.go).
+// call finishes decoding (unknown keys), authorizes the request by the
+// caller's IAM policy (DryRun or not: a dry run refused is
+// UnauthorizedOperation) and runs the action; under DryRun, a describe
+// runs and any other action's needs are checked, and both then answer
+// DryRunOperation (see dryrun.go).
 func call[Req any, Resp any](s *State, p *params, req Req, fn func(Req) (*Resp, error), needs ...need) (any, error) {
 	if err := p.done(); err != nil {
 		return nil, err
+	}
+	if p.authorize != nil {
+		if err := p.authorize(); err != nil {
+			return nil, err
+		}
 	}
 	if p.dryRun {
 		if p.readOnly {

@@ -71,9 +71,7 @@ func TestAdminCountersDumpAndReset(t *testing.T) {
 	noErr(t, err)
 	_, err = e.ec2.DescribeSubnets(e.ctx, &ec2.DescribeSubnetsInput{SubnetIds: []string{"subnet-0123456789abcdef0"}})
 	wantCode(t, err, "InvalidSubnetID.NotFound")
-	resp, err := http.Post(e.url, "application/x-www-form-urlencoded", strings.NewReader("Action=RunInstances&Version=2016-11-15"))
-	noErr(t, err)
-	resp.Body.Close()
+	e.post("Action=RunInstances&Version=2016-11-15")
 	c := e.counters()
 	want := ec2sim.Counters{
 		Calls:     map[string]int64{"DescribeSubnets": 2, "Unknown": 1},

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/enipam/enipam/test/ec2sim"
 )
 
 // awsCLI runs the AWS CLI against the emulator with throwaway credentials
@@ -39,7 +41,7 @@ func newAWSCLI(t *testing.T, endpoint string) *awsCLI {
 		}
 	}
 	env = append(env,
-		"AWS_ACCESS_KEY_ID=AKIDEXAMPLE", "AWS_SECRET_ACCESS_KEY=secret",
+		"AWS_ACCESS_KEY_ID="+ec2sim.DefaultAccessKeyID, "AWS_SECRET_ACCESS_KEY="+ec2sim.DefaultSecretAccessKey,
 		"AWS_DEFAULT_REGION=eu-west-1", "AWS_PAGER=",
 		"AWS_EC2_METADATA_DISABLED=true", "AWS_MAX_ATTEMPTS=1",
 		"AWS_CONFIG_FILE="+filepath.Join(dir, "config"), "AWS_SHARED_CREDENTIALS_FILE="+filepath.Join(dir, "credentials"),
@@ -166,6 +168,12 @@ func TestAWSCLIAgainstTheEmulator(t *testing.T) {
 	_, errOut, err := cli.run("delete-network-interface", "--network-interface-id", eni.NetworkInterfaceID)
 	if err == nil || !strings.Contains(errOut, "InvalidParameterValue") || !strings.Contains(errOut, "currently in use") {
 		t.Errorf("deleting an attached ENI: err %v, stderr %q", err, errOut)
+	}
+	// The CLI signs as botocore does; a wrong secret is EC2's answer.
+	cli.env = append(cli.env, "AWS_SECRET_ACCESS_KEY=not-the-secret")
+	_, errOut, err = cli.run("describe-vpcs")
+	if err == nil || !strings.Contains(errOut, "SignatureDoesNotMatch") {
+		t.Errorf("a wrong secret: err %v, stderr %q", err, errOut)
 	}
 	if c := e.counters(); c.Calls["CreateNetworkInterface"] != 1 || c.Calls["AssignPrivateIpAddresses"] != 1 || c.Calls["DeleteNetworkInterface"] != 1 {
 		t.Errorf("counters %+v", c.Calls)

@@ -161,6 +161,7 @@ func BenchmarkDescribeNetworkInterfacesPage(b *testing.B) {
 			}
 			req := httptest.NewRequest("POST", "/", strings.NewReader(form))
 			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+			signRequest(b, req, []byte(form), "us-east-1", time.Now())
 			rec := httptest.NewRecorder()
 			h.ServeHTTP(rec, req)
 			if rec.Code != 200 {

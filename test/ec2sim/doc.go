@@ -49,7 +49,8 @@
 //     it for another, for all new ENIs or a seeded share of them.
 //
 // A [Sim] puts a State behind EC2's Query protocol (form-encoded requests,
-// XML answers and errors, request IDs) with per-action token buckets
+// XML answers and errors, request IDs), authentication and IAM (below),
+// per-action token buckets
 // ([ThrottleConfig], EC2's defaults from [DefaultBucket]), latency
 // ([LatencyConfig]), fault injection ([FaultConfig]) and call [Counters];
 // it also serves IMDSv2 for each instance and the admin API.
@@ -64,9 +65,66 @@
 // Any other action is InvalidAction; a parameter an action does not know is
 // UnknownParameter (DryRun included, for AssignPrivateIpAddresses and
 // UnassignPrivateIpAddresses, which have none on EC2). DryRun validates the
-// request and that the resources it names exist (a missing ENI is
+// request, checks the caller's IAM policy (UnauthorizedOperation if it
+// refuses) and that the resources it names exist (a missing ENI is
 // InvalidNetworkInterfaceID.NotFound, as on EC2), then answers
 // DryRunOperation.
+//
+// # Credentials and IAM
+//
+// Every EC2 request is authenticated as EC2 does: Signature Version 4 in
+// the Authorization header, recomputed with aws-sdk-go-v2's own signer
+// over the headers the client signed and the body; the credential scoped
+// to the scenario's region and the service ec2; X-Amz-Date within 15
+// minutes of the wall clock (whatever clock the State runs on, clients
+// sign with the real time); Version 2016-11-15. The answers are EC2's:
+//
+//	unsigned                                   MissingParameter (400) "must contain the parameter AWSAccessKeyId"
+//	unknown access key, other region or service AuthFailure (401)
+//	wrong secret, changed body or headers       SignatureDoesNotMatch (403)
+//	dated more than 15 minutes off              RequestExpired (400)
+//	no Version / another version                MissingParameter / NoSuchVersion (400)
+//	refused by the principal's policy           UnauthorizedOperation (403), DryRun or not
+//
+// The access key names a principal of the scenario ([PrincipalSpec]); a
+// scenario naming none has [DefaultPrincipal]: [DefaultAccessKeyID] and
+// [DefaultSecretAccessKey] (what test/stack and the operator's test
+// harness sign with) under the repository's IAM policy for enipam-operator,
+// docs/iam/policy.json, with the README's example cluster name replaced by
+// the scenario's clusterName. ec2sim's own tests use [AllowAllPrincipal].
+//
+//	clusterName: prod-1                # the repository's policy is written for it
+//	principals:                        # replaces the default principal
+//	- {name: enipam-operator, accessKeyID: AKIDENIPAMTEST, secretAccessKey: enipam}   # policy: enipam
+//	- {name: admin, accessKeyID: AKIDADMIN, secretAccessKey: s, policy: allow-all}
+//	- name: reader
+//	  accessKeyID: AKIDREADER
+//	  secretAccessKey: s
+//	  policyDocument: {Version: "2012-10-17", Statement: [{Effect: Allow, Action: "ec2:Describe*", Resource: "*"}]}
+//
+// The policy is evaluated after the request is decoded and before it is
+// carried out: an explicit Deny wins, else an Allow is needed. Actions and
+// resource ARNs match with * and ?; conditions use StringEquals,
+// StringNotEquals, StringEqualsIgnoreCase, StringLike, StringNotLike,
+// Null and Bool, with IfExists and ForAllValues/ForAnyValue. Each action
+// is evaluated on every resource it touches, with the condition keys EC2
+// gives that resource (iam_request.go): describes on "*";
+// CreateNetworkInterface on its subnet, its security groups and
+// network-interface/* (aws:RequestTag and aws:TagKeys of its
+// TagSpecification); AllocateAddress on elastic-ip/* likewise; tagging
+// at creation also needs ec2:CreateTags on the new resource with
+// ec2:CreateAction; CreateTags and DeleteTags on each resource named;
+// Attach, Detach and Associate on the interface and the instance;
+// ReleaseAddress, AssociateAddress and DisassociateAddress on the
+// elastic-ip; every existing resource with aws:ResourceTag (and
+// ec2:ResourceTag) from its tags, and every request with
+// aws:RequestedRegion and ec2:Region. A refusal's message ends with an
+// encoded authorization failure message, base64 JSON here (EC2's is
+// encrypted) that [DecodeAuthorizationMessage] reads: principal, action,
+// resource, explicit deny and the condition keys the policy asked for. A
+// policy using what is not evaluated (other operators, policy variables,
+// Principal) is refused when the scenario loads. The in-process cloudfake
+// checks no credentials and no policy.
 //
 // # Running it
 //
@@ -193,7 +251,13 @@
 //     no slot free, EC2's AttachmentLimitExceeded comes first.
 //   - Detaching an attachment still attaching: IncorrectState, as for one
 //     already detaching; the message is ec2sim's. Force does not help.
-//   - DryRun: only resource existence is checked before DryRunOperation;
+//   - Authentication: EC2 documents its codes, not which one answers a
+//     credential scoped to another region or service; ec2sim answers
+//     AuthFailure, as for an unknown key. Authentication comes before
+//     anything else, the version next, then the action and its parameters,
+//     then IAM, then the resources' existence (a resource whose tags the
+//     policy needs is looked up by IAM: its NotFound comes first).
+//   - DryRun: IAM, then resource existence, is checked before DryRunOperation;
 //     whether EC2 also checks limits, states and addresses under DryRun is
 //     not documented.
 //   - An instance's networkInterfaceSet hides ENIs inside the describe

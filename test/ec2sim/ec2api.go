@@ -1,8 +1,10 @@
 package ec2sim
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"time"
 )
@@ -10,8 +12,9 @@ import (
 // maxRequestBytes bounds a request body, as EC2 does.
 const maxRequestBytes = 1 << 20
 
-// serveEC2 is the ec2query endpoint: parse the form, count, throttle, delay,
-// inject faults, call the engine, write XML. Nothing a client sends can make
+// serveEC2 is the ec2query endpoint: parse the form, count, authenticate
+// (auth.go), throttle, delay, inject faults, call the engine (which
+// authorizes after decoding), write XML. Nothing a client sends can make
 // it answer 500 except an injected InternalError.
 func (s *Sim) serveEC2(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
@@ -30,7 +33,12 @@ func (s *Sim) serveEC2(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, maxRequestBytes)
-	if err := r.ParseForm(); err != nil {
+	body, err := io.ReadAll(r.Body)
+	if err == nil {
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		err = r.ParseForm()
+	}
+	if err != nil {
 		s.counters.call(action)
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
@@ -46,6 +54,14 @@ func (s *Sim) serveEC2(w http.ResponseWriter, r *http.Request) {
 		action = name
 	}
 	s.counters.call(action)
+	who, authErr := s.authenticate(r, body)
+	if authErr == nil {
+		authErr = checkVersion(r.Form)
+	}
+	if authErr != nil {
+		s.fail(w, rid, action, authErr)
+		return
+	}
 	switch {
 	case name == "":
 		s.fail(w, rid, action, apiErr(codeMissingAction, "The request must contain the parameter Action"))
@@ -65,7 +81,9 @@ func (s *Sim) serveEC2(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, rid, action, e)
 		return
 	}
-	resp, err := dec(s.state, newParams(r.Form))
+	p := newParams(r.Form)
+	p.authorize = func() error { return s.state.authorize(who, action, r.Form) }
+	resp, err := dec(s.state, p)
 	if err != nil {
 		var e *APIError
 		if !errors.As(err, &e) {

@@ -46,8 +46,10 @@ func statusForCode(code string) int {
 		return http.StatusServiceUnavailable
 	case "InternalError", "InternalFailure":
 		return http.StatusInternalServerError
-	case "UnauthorizedOperation", "AuthFailure", "Blocked":
+	case "UnauthorizedOperation", "SignatureDoesNotMatch", "Blocked":
 		return http.StatusForbidden
+	case "AuthFailure":
+		return http.StatusUnauthorized
 	case codeDryRunOperation:
 		return http.StatusPreconditionFailed
 	default:

@@ -93,7 +93,7 @@ func TestDryRunChecksTheResourcesFirst(t *testing.T) {
 	// AssignPrivateIpAddresses and UnassignPrivateIpAddresses take no
 	// DryRun on EC2: the parameter is unknown to them.
 	for _, action := range []string{"AssignPrivateIpAddresses&SecondaryPrivateIpAddressCount=1", "UnassignPrivateIpAddresses&PrivateIpAddress.1=" + addresses(ni)[1]} {
-		if _, got := post(t, e.url, "Action="+action+"&NetworkInterfaceId="+*ni.NetworkInterfaceId+"&DryRun=true&Version=2016-11-15"); got.Code != "UnknownParameter" {
+		if _, got := e.post("Action=" + action + "&NetworkInterfaceId=" + *ni.NetworkInterfaceId + "&DryRun=true&Version=2016-11-15"); got.Code != "UnknownParameter" {
 			t.Errorf("%s with DryRun: %s", action, got.Code)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/enipam/enipam/test/ec2sim"
 )
@@ -55,6 +56,7 @@ func FuzzQuery(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
+	sc.Principals = []ec2sim.PrincipalSpec{ec2sim.AllowAllPrincipal()}
 	first, err := ec2sim.New(sc)
 	if err != nil {
 		f.Fatal(err)
@@ -73,8 +75,12 @@ func FuzzQuery(f *testing.F) {
 			t.Fatal(err)
 		}
 		h := sim.Handler()
+		// Signed, and naming the API version first, so that every input
+		// reaches the parser of its action.
+		body = "Version=2016-11-15&" + body
 		req := httptest.NewRequest(http.MethodPost, "/", strings.NewReader(body))
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		signRequest(t, req, []byte(body), sc.Region, time.Now())
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, req)
 		switch {

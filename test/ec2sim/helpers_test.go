@@ -2,7 +2,10 @@ package ec2sim_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
+	"net/http"
 	"net/http/httptest"
 	"sync/atomic"
 	"testing"
@@ -11,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
@@ -34,6 +38,7 @@ type env struct {
 	admin   *ec2sim.AdminClient
 	clock   *ec2sim.ManualClock
 	backoff *backoffRecorder
+	region  string
 }
 
 // backoffRecorder is the retryer's backoff: it records each retry and waits
@@ -54,9 +59,17 @@ func (b *backoffRecorder) BackoffDelay(attempt int, err error) (time.Duration, e
 }
 
 // newEnv starts an emulator for sc (the demo scenario when nil) on a manual
-// clock.
+// clock. A scenario without principals gets AllowAllPrincipal: these tests
+// call actions the operator's policy never allows (auth_test.go and
+// iam_test.go hold ec2sim to a policy).
 func newEnv(t *testing.T, sc *ec2sim.Scenario) *env {
 	t.Helper()
+	if sc == nil {
+		sc = ec2sim.DemoScenario()
+	}
+	if sc.Principals == nil {
+		sc.Principals = []ec2sim.PrincipalSpec{ec2sim.AllowAllPrincipal()}
+	}
 	clock := newManualClock()
 	sim, err := ec2sim.New(sc, ec2sim.WithClock(clock.Now))
 	if err != nil {
@@ -67,20 +80,26 @@ func newEnv(t *testing.T, sc *ec2sim.Scenario) *env {
 		srv.Close()
 		_ = sim.Close()
 	})
-	e := &env{t: t, ctx: context.Background(), sim: sim, url: srv.URL, clock: clock, backoff: &backoffRecorder{},
+	e := &env{t: t, ctx: context.Background(), sim: sim, url: srv.URL, clock: clock, backoff: &backoffRecorder{}, region: sc.Region,
 		admin: ec2sim.NewAdminClient(srv.URL, srv.Client())}
 	e.ec2 = e.newEC2Client(3)
 	return e
 }
 
-// newEC2Client is an unmodified SDK client except for a fast, recorded
+// newEC2Client is an unmodified SDK client, signing with the default
+// credentials for the scenario's region, except for a fast, recorded
 // backoff and no client-side retry quota.
 func (e *env) newEC2Client(maxAttempts int) *ec2.Client {
+	return e.newEC2ClientAs(maxAttempts, ec2sim.DefaultAccessKeyID, ec2sim.DefaultSecretAccessKey)
+}
+
+// newEC2ClientAs is newEC2Client signing with another key.
+func (e *env) newEC2ClientAs(maxAttempts int, keyID, secret string) *ec2.Client {
 	cfg := aws.Config{
-		Region:     "us-east-1",
+		Region:     e.region,
 		HTTPClient: ec2sim.NewHTTPClient(),
 		Credentials: aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
-			return aws.Credentials{AccessKeyID: "AKIDEXAMPLE", SecretAccessKey: "secret"}, nil
+			return aws.Credentials{AccessKeyID: keyID, SecretAccessKey: secret}, nil
 		}),
 		Retryer: func() aws.Retryer {
 			return retry.NewStandard(func(o *retry.StandardOptions) {
@@ -227,3 +246,14 @@ instances:
 - {name: node-m5, type: m5.large, subnet: big, securityGroups: [nodes]}
 - {name: node-t3, type: t3.medium, subnet: big}
 `
+
+// signRequest signs a raw request with the default credentials as the SDK
+// does, at the time given.
+func signRequest(t testing.TB, req *http.Request, body []byte, region string, at time.Time) {
+	t.Helper()
+	sum := sha256.Sum256(body)
+	creds := aws.Credentials{AccessKeyID: ec2sim.DefaultAccessKeyID, SecretAccessKey: ec2sim.DefaultSecretAccessKey}
+	if err := v4.NewSigner().SignHTTP(context.Background(), creds, req, hex.EncodeToString(sum[:]), "ec2", region, at); err != nil {
+		t.Fatalf("signing: %v", err)
+	}
+}

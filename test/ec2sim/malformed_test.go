@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 )
 
 // ec2Error is EC2's error document.
@@ -16,24 +17,30 @@ type ec2Error struct {
 	RequestID string `xml:"RequestID"`
 }
 
-// post sends a raw ec2query form and returns the status and error code.
-func post(t *testing.T, base, form string) (int, ec2Error) {
+// post sends a raw ec2query form, signed with the default credentials,
+// and returns the status and error code.
+func (e *env) post(form string) (int, ec2Error) {
+	t := e.t
 	t.Helper()
-	resp, err := http.Post(base, "application/x-www-form-urlencoded", strings.NewReader(form))
+	req, err := http.NewRequest(http.MethodPost, e.url, strings.NewReader(form))
+	noErr(t, err)
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	signRequest(t, req, []byte(form), e.region, time.Now())
+	resp, err := http.DefaultClient.Do(req)
 	noErr(t, err)
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	noErr(t, err)
-	var e ec2Error
+	var answer ec2Error
 	if resp.StatusCode != http.StatusOK {
-		if err := xml.Unmarshal(b, &e); err != nil {
+		if err := xml.Unmarshal(b, &answer); err != nil {
 			t.Fatalf("error body is not EC2's error XML: %v\n%s", err, b)
 		}
-		if resp.Header.Get("X-Amzn-Requestid") == "" || e.RequestID != resp.Header.Get("X-Amzn-Requestid") {
-			t.Errorf("request ID header %q body %q", resp.Header.Get("X-Amzn-Requestid"), e.RequestID)
+		if resp.Header.Get("X-Amzn-Requestid") == "" || answer.RequestID != resp.Header.Get("X-Amzn-Requestid") {
+			t.Errorf("request ID header %q body %q", resp.Header.Get("X-Amzn-Requestid"), answer.RequestID)
 		}
 	}
-	return resp.StatusCode, e
+	return resp.StatusCode, answer
 }
 
 // TestMalformedRequestsGetEC2Codes sends what a buggy client might: bad
@@ -81,18 +88,21 @@ func TestMalformedRequestsGetEC2Codes(t *testing.T) {
 		{"tag without key", "Action=CreateTags&ResourceId.1=" + id + "&Tag.1.Value=v" + v, "MissingParameter", 400},
 	}
 	for _, c := range cases {
-		status, got := post(t, e.url, c.form)
+		status, got := e.post(c.form)
 		if status != c.status || got.Code != c.code {
 			t.Errorf("%s: %d %s (%s), want %d %s", c.name, status, got.Code, got.Message, c.status, c.code)
 		}
 	}
 	// A request over 1 MiB.
-	status, got := post(t, e.url, "Action=DescribeVpcs&Filter.1.Name=vpc-id&Filter.1.Value.1="+strings.Repeat("a", 1<<20))
+	status, got := e.post("Action=DescribeVpcs&Filter.1.Name=vpc-id&Filter.1.Value.1=" + strings.Repeat("a", 1<<20))
 	if status != http.StatusRequestEntityTooLarge || got.Code != "RequestEntityTooLarge" {
 		t.Errorf("oversized: %d %s", status, got.Code)
 	}
 	// GET with a query string works like POST, as on EC2.
-	resp, err := http.Get(e.url + "/?" + url.Values{"Action": {"DescribeVpcs"}, "Version": {"2016-11-15"}}.Encode())
+	req, err := http.NewRequest(http.MethodGet, e.url+"/?"+url.Values{"Action": {"DescribeVpcs"}, "Version": {"2016-11-15"}}.Encode(), nil)
+	noErr(t, err)
+	signRequest(t, req, nil, e.region, time.Now())
+	resp, err := http.DefaultClient.Do(req)
 	noErr(t, err)
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {

@@ -18,6 +18,9 @@ type params struct {
 	// describes, which a dry run may carry out.
 	dryRun   bool
 	readOnly bool
+	// authorize evaluates the caller's IAM policy for the request (nil:
+	// everything is allowed).
+	authorize func() error
 }
 
 // commonParams are accepted by every action: protocol and signing fields.

@@ -26,6 +26,14 @@ type Scenario struct {
 	Region  string `json:"region"`
 	// Seed makes IDs, MACs, delays and fault draws reproducible.
 	Seed uint64 `json:"seed,omitempty"`
+	// Principals may call EC2, each signing with its access key and held
+	// to its IAM policy (principals.go). None: DefaultPrincipal, the
+	// default credentials under the repository's policy for ClusterName.
+	Principals []PrincipalSpec `json:"principals,omitempty"`
+	// ClusterName is the clusterName of the enipam cluster the account
+	// hosts: the repository's policy is written for it (the README's
+	// example prod-eu-1 when empty).
+	ClusterName string `json:"clusterName,omitempty"`
 	// Zones are the availability zones, e.g. us-east-1a.
 	Zones []string `json:"zones"`
 	// InstanceTypes add to or replace entries of the built-in catalog.
@@ -193,6 +201,9 @@ func (sc *Scenario) Validate() error {
 	}
 	if !regionRE.MatchString(sc.Region) {
 		return scenarioErr("region", "%q is not a region name like us-east-1", sc.Region)
+	}
+	if _, err := sc.principals(); err != nil {
+		return err
 	}
 	if len(sc.Zones) == 0 {
 		return scenarioErr("zones", "at least one zone is needed")

@@ -26,6 +26,10 @@ type Sim struct {
 	faults   *faults
 	imds     *imdsService
 	log      *slog.Logger
+	// principals may call, by access key ID; wallClock dates signatures
+	// (clients sign with the real time whatever clock the State runs on).
+	principals map[string]*principal
+	wallClock  func() time.Time
 
 	ridMu  sync.Mutex
 	ridRNG *rand.Rand
@@ -67,6 +71,10 @@ func New(sc *Scenario, opts ...Option) (*Sim, error) {
 	if err != nil {
 		return nil, err
 	}
+	principals, err := sc.principals()
+	if err != nil {
+		return nil, err
+	}
 	throttling := sc.Throttling
 	latency := LatencyConfig{}
 	if sc.Profile == ProfileRealistic {
@@ -77,15 +85,17 @@ func New(sc *Scenario, opts ...Option) (*Sim, error) {
 		latency = *sc.Latency
 	}
 	s := &Sim{
-		state:    st,
-		counters: newCounters(),
-		throttle: newThrottler(o.now, throttling),
-		latency:  newLatencies(sc.Seed, latency),
-		faults:   newFaults(sc.Seed, sc.Faults),
-		log:      o.logger,
-		ridRNG:   rand.New(rand.NewPCG(sc.Seed, 0x726571)),
-		host:     "127.0.0.1",
-		imdsURL:  map[string]string{},
+		state:      st,
+		counters:   newCounters(),
+		throttle:   newThrottler(o.now, throttling),
+		latency:    newLatencies(sc.Seed, latency),
+		faults:     newFaults(sc.Seed, sc.Faults),
+		log:        o.logger,
+		principals: principals,
+		wallClock:  time.Now,
+		ridRNG:     rand.New(rand.NewPCG(sc.Seed, 0x726571)),
+		host:       "127.0.0.1",
+		imdsURL:    map[string]string{},
 	}
 	s.imds = newIMDS(st, o.now, sc.Seed)
 	return s, nil

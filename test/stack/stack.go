@@ -234,11 +234,13 @@ func StartEC2Sim(ctx context.Context, bin, logDir, scenario string, args ...stri
 	}
 }
 
-// OperatorEnv is the environment of an operator talking to ec2sim: static
-// credentials, a region, no instance metadata.
+// OperatorEnv is the environment of an operator talking to ec2sim: the
+// default principal's credentials (a scenario's, unless it names others;
+// its clusterName must be cluster for the IAM policy to let the operator
+// allocate and release Elastic IPs), a region, no instance metadata.
 func OperatorEnv(cluster string) []string {
 	return []string{
-		"AWS_ACCESS_KEY_ID=AKIDENIPAMTEST", "AWS_SECRET_ACCESS_KEY=enipam", "AWS_REGION=us-east-1",
+		"AWS_ACCESS_KEY_ID=" + ec2sim.DefaultAccessKeyID, "AWS_SECRET_ACCESS_KEY=" + ec2sim.DefaultSecretAccessKey, "AWS_REGION=us-east-1",
 		"AWS_EC2_METADATA_DISABLED=true", "CLUSTER_NAME=" + cluster,
 	}
 }

@@ -102,8 +102,8 @@ instances:
 		t.Fatal(err)
 	}
 	t.Setenv("AWS_EC2_METADATA_SERVICE_ENDPOINT", imdsURL)
-	t.Setenv("AWS_ACCESS_KEY_ID", "AKIDTEST")
-	t.Setenv("AWS_SECRET_ACCESS_KEY", "secret")
+	t.Setenv("AWS_ACCESS_KEY_ID", ec2sim.DefaultAccessKeyID)
+	t.Setenv("AWS_SECRET_ACCESS_KEY", ec2sim.DefaultSecretAccessKey)
 	t.Setenv("AWS_CONFIG_FILE", t.TempDir()+"/none")
 	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", t.TempDir()+"/none")
 

@@ -75,6 +75,7 @@ func newTwins(t *testing.T) *twins {
 		t.Fatal(err)
 	}
 	sc2, _ := ec2sim.ParseScenario([]byte(scenarioYAML))
+	sc2.ClusterName = cluster // the wire twin answers under the operator's IAM policy
 	sim, err := ec2sim.New(sc2, ec2sim.WithClock(clk.Now))
 	if err != nil {
 		t.Fatal(err)
@@ -84,7 +85,7 @@ func newTwins(t *testing.T) *twins {
 	opts := ec2.DefaultOptions()
 	opts.Endpoint, opts.RateScale, opts.MaxAttempts = srv.URL, 1000, 1
 	cfg := aws.Config{Region: "eu-west-1", Credentials: aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
-		return aws.Credentials{AccessKeyID: "AKIDEXAMPLE", SecretAccessKey: "secret"}, nil
+		return aws.Credentials{AccessKeyID: ec2sim.DefaultAccessKeyID, SecretAccessKey: ec2sim.DefaultSecretAccessKey}, nil
 	})}
 	wire, err := ec2.New(cfg, opts, prometheus.NewRegistry())
 	if err != nil {

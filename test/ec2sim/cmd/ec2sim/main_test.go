@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"net/http"
 	"os"
@@ -10,6 +12,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 
 	"github.com/enipam/enipam/test/ec2sim"
 )
@@ -50,7 +55,7 @@ func TestRunAnnouncesItsURLs(t *testing.T) {
 		t.Fatalf("endpoints %+v", ep)
 	}
 
-	resp, err := http.Post(ep.EC2, "application/x-www-form-urlencoded", strings.NewReader("Action=DescribeVpcs&Version=2016-11-15"))
+	resp, err := signedPost(t, http.DefaultClient, ep.EC2, "Action=DescribeVpcs&Version=2016-11-15")
 	if err != nil || resp.StatusCode != http.StatusOK {
 		t.Fatalf("DescribeVpcs over HTTP: %v %v", err, resp)
 	}
@@ -64,7 +69,7 @@ func TestRunAnnouncesItsURLs(t *testing.T) {
 		t.Fatalf("certificate file: %v", err)
 	}
 	tlsClient := httpsClient(t, pem)
-	resp, err = tlsClient.Post(ep.EC2TLS, "application/x-www-form-urlencoded", strings.NewReader("Action=DescribeSubnets&Version=2016-11-15"))
+	resp, err = signedPost(t, tlsClient, ep.EC2TLS, "Action=DescribeSubnets&Version=2016-11-15")
 	if err != nil || resp.StatusCode != http.StatusOK {
 		t.Fatalf("DescribeSubnets over HTTPS: %v %v", err, resp)
 	}
@@ -92,4 +97,21 @@ func TestRunRejectsBadFlags(t *testing.T) {
 			t.Errorf("%+v: no error", o)
 		}
 	}
+}
+
+// signedPost posts an ec2query form signed with the demo scenario's
+// default credentials, as an SDK client would.
+func signedPost(t *testing.T, c *http.Client, url, form string) (*http.Response, error) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(form))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	sum := sha256.Sum256([]byte(form))
+	creds := aws.Credentials{AccessKeyID: ec2sim.DefaultAccessKeyID, SecretAccessKey: ec2sim.DefaultSecretAccessKey}
+	if err := v4.NewSigner().SignHTTP(context.Background(), creds, req, hex.EncodeToString(sum[:]), "ec2", "us-east-1", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	return c.Do(req)
 }
