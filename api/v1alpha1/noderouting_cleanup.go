@@ -17,8 +17,9 @@ package v1alpha1
 //     pre-upgrade and pre-rollback hook (enipam-agent --resume) removes
 //     it where it still holds that value, before the release's agents
 //     start, so every node is routed again: after an uninstall, and after
-//     an uninstall that stopped half-way. A value set by anyone else (a
-//     request for one node, by hand) stays.
+//     an uninstall that stopped half-way (Helm leaves that release
+//     uninstalling; `helm rollback` deploys it again). A value set by
+//     anyone else (a request for one node, by hand) stays.
 //   - Nothing that runs continuously removes it: an agent or an operator
 //     starting cannot tell a new install from an uninstall in progress
 //     (the pre-delete hook runs while the old agents still do).

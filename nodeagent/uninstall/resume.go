@@ -37,8 +37,11 @@ const resumePasses = 5
 // with any other value was set by someone else for that node alone and
 // stays (Kept). It is the chart's pre-install, pre-upgrade and
 // pre-rollback hook (`enipam-agent --resume`): a release being installed,
-// upgraded or rolled back is meant to route its nodes, and running before
-// the new agents exist no agent reports CleanedUp in the meantime. Each
+// upgraded or rolled back (the way back from an uninstall that stopped
+// half-way, which Helm leaves uninstalling) is meant to route its nodes,
+// and running before the new agents exist no agent reports CleanedUp in
+// the meantime. An uninstall in progress wins over it: Run annotates
+// again, on each pass, every NodeRouting that lacks the request. Each
 // removal is conditional on the value read (a JSON patch test), so a
 // request changed meanwhile is read again, never removed blindly. Without
 // the NodeRouting CRD there is nothing to resume. It needs list and patch

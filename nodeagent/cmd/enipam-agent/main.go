@@ -168,7 +168,7 @@ func uninstallAll(ctx context.Context, opts *agent.Options, kube *rest.Config, l
 	out, err := uninstall.Run(ctx, c, uo, log)
 	log.Info("uninstall: "+out.Summary(), "cleaned", out.Cleaned, "noAgent", out.NoAgent, "pending", out.Pending)
 	if err != nil {
-		return fmt.Errorf("%w; the nodes listed keep their routing: fix their agents and retry, or uninstall without hooks (helm uninstall --no-hooks) and run enipam-agent --cleanup on them", err)
+		return fmt.Errorf("%w; the nodes listed keep their routing: fix their agents and retry, or uninstall without hooks (helm uninstall --no-hooks) and run enipam-agent --cleanup on them; to keep enipam instead, helm rollback routes every node again", err)
 	}
 	return nil
 }
