@@ -42,6 +42,10 @@ type Options struct {
 	Uninstall bool
 	// UninstallTimeout bounds the wait of Uninstall.
 	UninstallTimeout time.Duration
+	// Resume runs once instead of the agent: withdraw the uninstall's
+	// request from every NodeRouting so each node is routed again, then
+	// exit (the chart's pre-install, pre-upgrade and pre-rollback hook).
+	Resume bool
 }
 
 // Default listen addresses; chosen clear of Cilium's own ports on the
@@ -89,15 +93,23 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&o.Cleanup, "cleanup", o.Cleanup, "instead of running: remove every rule, route and nf_tables table enipam owns from this node (and the rp_filter values recorded under --state-dir), then exit; needs no Kubernetes access. Stop the node's agent first, or it routes the node again")
 	fs.BoolVar(&o.Uninstall, "uninstall", o.Uninstall, "instead of running: annotate every NodeRouting with "+enipamv1alpha1.AnnotationCleanup+" so each node's agent removes enipam's routing, wait for their reports up to --uninstall-timeout, then exit (the chart's pre-delete hook)")
 	fs.DurationVar(&o.UninstallTimeout, "uninstall-timeout", o.UninstallTimeout, "how long --uninstall waits for the agents' reports")
+	fs.BoolVar(&o.Resume, "resume", o.Resume, "instead of running: remove the "+enipamv1alpha1.AnnotationCleanup+" annotation --uninstall set from every NodeRouting, so each node's agent routes it again, then exit (the chart's pre-install, pre-upgrade and pre-rollback hook); annotations set by anyone else stay")
 	fs.StringVar(&o.ProcSysNet, "proc-sys-net", o.ProcSysNet, "directory showing the node's /proc/sys/net (a hostPath mount of it in a container that is not privileged, whose own /proc/sys is read-only)")
 }
 
 // Validate reports every invalid option.
 func (o *Options) Validate() error {
 	var errs []error
+	modes := 0
+	for _, on := range []bool{o.Cleanup, o.Uninstall, o.Resume} {
+		if on {
+			modes++
+		}
+	}
 	switch {
-	case o.Cleanup && o.Uninstall:
-		errs = append(errs, errors.New("--cleanup and --uninstall exclude each other"))
+	case modes > 1:
+		errs = append(errs, errors.New("--cleanup, --uninstall and --resume exclude each other"))
+	case o.Resume: // no node, nothing to wait for
 	case o.Cleanup:
 		errs = append(errs, o.Routing.Validate()) // no node, no Kubernetes
 	case o.Uninstall:

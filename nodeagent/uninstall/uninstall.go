@@ -1,7 +1,9 @@
 // Package uninstall asks every node's enipam-agent to remove enipam's
 // routing for good and waits for their reports: what the chart's
 // pre-delete hook Job runs (`enipam-agent --uninstall`) before
-// `helm uninstall` removes the agents.
+// `helm uninstall` removes the agents. Resume withdraws that request
+// (`enipam-agent --resume`, the chart's pre-install, pre-upgrade and
+// pre-rollback hook), so a release installed again routes every node.
 //
 // The request is the cleanup annotation on each NodeRouting
 // (enipamv1alpha1.AnnotationCleanup), which each agent already watches;
@@ -37,9 +39,13 @@ type Options struct {
 	Poll time.Duration
 }
 
+// Requester is the annotation's value Run sets by default, and the one
+// Resume withdraws.
+const Requester = "enipam-agent --uninstall"
+
 // DefaultOptions wait two minutes, reading every two seconds.
 func DefaultOptions() Options {
-	return Options{Requester: "enipam-agent --uninstall", Timeout: 2 * time.Minute, Poll: 2 * time.Second}
+	return Options{Requester: Requester, Timeout: 2 * time.Minute, Poll: 2 * time.Second}
 }
 
 // Outcome is where each node stands, node names sorted.
@@ -64,7 +70,9 @@ var ErrTimeout = errors.New("agents did not report their routing removed in time
 // pending nodes in the error). The annotations stay either way: nodes
 // already cleaned stay so while the uninstall is retried; removing them
 // (`kubectl annotate nrt --all enipam.io/cleanup-`) lets the agents route
-// again. It needs list and patch on NodeRoutings and list on Nodes.
+// again, and Resume (the chart's hook on the next install, upgrade or
+// rollback) removes them. It needs list and patch on NodeRoutings and list
+// on Nodes.
 func Run(ctx context.Context, c client.Client, opts Options, log *slog.Logger) (Outcome, error) {
 	if opts.Requester == "" {
 		opts.Requester = DefaultOptions().Requester

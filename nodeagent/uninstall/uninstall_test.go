@@ -3,6 +3,7 @@ package uninstall_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -200,5 +201,97 @@ func TestUninstallTimesOutNamingTheNodesLeft(t *testing.T) {
 	}
 	if len(out.Pending) != 1 || !strings.HasPrefix(out.Pending[0], "stuck") {
 		t.Errorf("pending %v, want stuck", out.Pending)
+	}
+}
+
+// TestResumeRoutesEveryCleanedNodeAgain: an uninstall that stopped
+// half-way, then an upgrade. Two nodes run a real agent that routed its
+// node; a third carries a cleanup request someone set by hand. Run cleans
+// the two (their kernels end with no rule, no route and rp_filter 1) and
+// leaves the third's value alone. Resume, still with the same agents
+// running, withdraws the uninstall's request from the two and from
+// nothing else: both agents report Routed again with their rules, routes,
+// connmark table and loose rp_filter back as before the uninstall, and
+// the hand-set request stays (Kept, value unchanged). A second Resume
+// finds nothing to do.
+func TestResumeRoutesEveryCleanedNodeAgain(t *testing.T) {
+	for _, n := range []string{"resume-1", "resume-2", "by-hand"} {
+		createNode(t, n, corev1.ConditionTrue)
+	}
+	hosts := []*routingtest.Host{
+		startAgent(t, "resume-1", "02:00:00:00:0e:01", "10.0.17.0/24", "10.0.17.10"),
+		startAgent(t, "resume-2", "02:00:00:00:0e:02", "10.0.18.0/24", "10.0.18.10"),
+	}
+	type kernelState struct {
+		rules, routes int
+		connmark      bool
+		rpFilter      int
+	}
+	state := func(h *routingtest.Host) kernelState {
+		rules, _ := h.Rules()
+		routes, _ := h.Routes()
+		cm, _ := h.Connmark()
+		eth1, _ := h.Link(3)
+		return kernelState{len(rules), len(routes), cm != nil, eth1.RPFilter}
+	}
+	routed := []kernelState{state(hosts[0]), state(hosts[1])}
+	for i, s := range routed {
+		if s.rules == 0 || s.routes == 0 || s.rpFilter != routing.RPFilterLoose {
+			t.Fatalf("resume-%d routed: %+v; the test does not discriminate", i+1, s)
+		}
+	}
+	const byHand = "ops: handing the node to another CNI"
+	nr := &enipamv1alpha1.NodeRouting{}
+	if err := env.Client.Get(context.Background(), client.ObjectKey{Name: "by-hand"}, nr); err != nil {
+		t.Fatal(err)
+	}
+	nr.Annotations = map[string]string{enipamv1alpha1.AnnotationCleanup: byHand}
+	if err := env.Client.Update(context.Background(), nr); err != nil {
+		t.Fatal(err)
+	}
+
+	opts := uninstall.DefaultOptions()
+	opts.Timeout, opts.Poll = 30*time.Second, 50*time.Millisecond
+	out, err := uninstall.Run(context.Background(), env.Client, opts, quiet)
+	if err != nil || !slices.Equal(out.Cleaned, []string{"resume-1", "resume-2"}) {
+		t.Fatalf("uninstall: %+v, %v; want resume-1 and resume-2 cleaned", out, err)
+	}
+	for i, h := range hosts {
+		if s := state(h); s != (kernelState{rpFilter: 1}) {
+			t.Fatalf("resume-%d after uninstall: %+v, want nothing and rp_filter 1", i+1, s)
+		}
+	}
+
+	res, err := uninstall.Resume(context.Background(), env.Client, uninstall.Requester, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(res.Resumed, []string{"resume-1", "resume-2"}) || len(res.Kept) != 1 || !strings.HasPrefix(res.Kept[0], "by-hand ") {
+		t.Errorf("resume outcome %+v, want resume-1 and resume-2 resumed, by-hand kept", res)
+	}
+	for i, h := range hosts {
+		deadline := time.Now().Add(20 * time.Second)
+		for reason(t, fmt.Sprintf("resume-%d", i+1)) != enipamv1alpha1.ReasonRouted || state(h) != routed[i] {
+			if time.Now().After(deadline) {
+				t.Fatalf("resume-%d after resume: %s, kernel %+v; want Routed and %+v", i+1, reason(t, fmt.Sprintf("resume-%d", i+1)), state(h), routed[i])
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	var nrs enipamv1alpha1.NodeRoutingList
+	if err := env.Client.List(context.Background(), &nrs); err != nil {
+		t.Fatal(err)
+	}
+	for _, nr := range nrs.Items {
+		want := ""
+		if nr.Name == "by-hand" {
+			want = byHand
+		}
+		if got := nr.Annotations[enipamv1alpha1.AnnotationCleanup]; got != want {
+			t.Errorf("NodeRouting %s annotation %q after resume, want %q", nr.Name, got, want)
+		}
+	}
+	if again, err := uninstall.Resume(context.Background(), env.Client, uninstall.Requester, quiet); err != nil || len(again.Resumed) != 0 {
+		t.Errorf("second resume: %+v, %v; want nothing resumed", again, err)
 	}
 }

@@ -69,24 +69,25 @@ func envValue(c corev1.Container, name string) (corev1.EnvVar, bool) {
 // ClusterRole and binding per binary, the leader-election Roles and
 // bindings, the metrics Services, the PDBs, the DaemonSet, the operator's
 // Deployment, enipam-scheduler's Deployment, configuration and bindings
-// to the built-in scheduler roles, and the uninstall hook's Job,
-// ServiceAccount and RBAC; no ENIPolicy unless asked),
+// to the built-in scheduler roles, and the Job, ServiceAccount and RBAC
+// of the uninstall hook and of the resume hook; no ENIPolicy unless
+// asked),
 // and the arguments it passes are accepted by the binaries' own flag
 // parsing and validation with the documented defaults.
 func TestDefaultsRenderTheWholeInstall(t *testing.T) {
 	m := render(t, "enipam", "kube-system", "--set", "clusterName=prod-1")
 	want := []string{
-		"ClusterRole/enipam-agent", "ClusterRole/enipam-agent-uninstall", "ClusterRole/enipam-operator", "ClusterRole/enipam-scheduler",
-		"ClusterRoleBinding/enipam-agent", "ClusterRoleBinding/enipam-agent-uninstall", "ClusterRoleBinding/enipam-operator", "ClusterRoleBinding/enipam-scheduler",
+		"ClusterRole/enipam-agent", "ClusterRole/enipam-agent-resume", "ClusterRole/enipam-agent-uninstall", "ClusterRole/enipam-operator", "ClusterRole/enipam-scheduler",
+		"ClusterRoleBinding/enipam-agent", "ClusterRoleBinding/enipam-agent-resume", "ClusterRoleBinding/enipam-agent-uninstall", "ClusterRoleBinding/enipam-operator", "ClusterRoleBinding/enipam-scheduler",
 		"ClusterRoleBinding/enipam-scheduler-kube-scheduler", "ClusterRoleBinding/enipam-scheduler-volume-scheduler",
 		"ConfigMap/enipam-scheduler",
 		"DaemonSet/enipam-agent", "Deployment/enipam-operator", "Deployment/enipam-scheduler",
-		"Job/enipam-agent-uninstall",
+		"Job/enipam-agent-resume", "Job/enipam-agent-uninstall",
 		"PodDisruptionBudget/enipam-operator", "PodDisruptionBudget/enipam-scheduler",
 		"Role/enipam-operator-leader-election", "Role/enipam-scheduler-leader-election",
 		"RoleBinding/enipam-operator-leader-election", "RoleBinding/enipam-scheduler-authentication-reader", "RoleBinding/enipam-scheduler-leader-election",
 		"Service/enipam-agent-metrics", "Service/enipam-operator-metrics", "Service/enipam-scheduler-metrics",
-		"ServiceAccount/enipam-agent", "ServiceAccount/enipam-agent-uninstall", "ServiceAccount/enipam-operator", "ServiceAccount/enipam-scheduler",
+		"ServiceAccount/enipam-agent", "ServiceAccount/enipam-agent-resume", "ServiceAccount/enipam-agent-uninstall", "ServiceAccount/enipam-operator", "ServiceAccount/enipam-scheduler",
 		"ValidatingAdmissionPolicy/enipam-agent-node-restriction", "ValidatingAdmissionPolicyBinding/enipam-agent-node-restriction",
 	}
 	got := m.names()
@@ -355,7 +356,7 @@ func TestEdgeValuesChangeWhatRenders(t *testing.T) {
 				t.Errorf("deployment uses %q, binding names %+v", d.Spec.Template.Spec.ServiceAccountName, crb.Subjects)
 			}
 		}},
-		{"no uninstall hook when asked", []string{"--set", "agent.uninstallCleanup.enabled=false"}, func(t *testing.T, m manifest) {
+		{"no uninstall or resume hook when asked", []string{"--set", "agent.uninstallCleanup.enabled=false"}, func(t *testing.T, m manifest) {
 			for _, u := range m {
 				if u.GetAnnotations()["helm.sh/hook"] != "" {
 					t.Errorf("%s/%s is a hook", u.GetKind(), u.GetName())
@@ -364,8 +365,8 @@ func TestEdgeValuesChangeWhatRenders(t *testing.T) {
 		}},
 		{"existing service accounts are used, not created", []string{"--set", "operator.serviceAccount.create=false", "--set", "operator.serviceAccount.name=mine", "--set", "agent.serviceAccount.create=false", "--set", "agent.serviceAccount.name=theirs",
 			"--set", "scheduler.serviceAccount.create=false", "--set", "scheduler.serviceAccount.name=placement"}, func(t *testing.T, m manifest) {
-			// The uninstall hook's own ServiceAccount lives only while the
-			// hook runs; every other one is the user's.
+			// The hooks' own ServiceAccounts live only while the hooks
+			// run; every other one is the user's.
 			for _, sa := range m.ofKind("ServiceAccount") {
 				if sa.GetAnnotations()["helm.sh/hook"] == "" {
 					t.Errorf("ServiceAccount %s rendered", sa.GetName())

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -32,27 +33,40 @@ import (
 	"github.com/enipam/enipam/nodeagent/agent"
 	"github.com/enipam/enipam/nodeagent/kernel"
 	"github.com/enipam/enipam/nodeagent/kernel/kerneltest"
+	"github.com/enipam/enipam/nodeagent/routing"
 	"github.com/enipam/enipam/nodeagent/uninstall"
 )
 
-// TestHelmUninstallRemovesEveryNodesRouting: `helm uninstall` as a user
-// runs it, with the pre-delete hook the chart installs by default. A node
-// (a network namespace with the node's own address, default route and
-// strict rp_filter) is routed by the real agent core running under the
+// TestHelmUninstallRemovesEveryNodesRoutingAndInstallRoutesItAgain:
+// `helm uninstall`, then `helm install` again, as a user runs them, with
+// the hooks the chart installs by default. No kubelet runs here, so the
+// test plays each hook Job's pod: the Job's own arguments, parsed by
+// enipam-agent's flags, run the code of that mode under the hook's own
+// ServiceAccount; then the test marks the Job complete as the Job
+// controller would, and Helm goes on.
+//
+// `helm install` first runs the resume hook (nothing to withdraw yet). A
+// node (a network namespace with the node's own address, default route
+// and strict rp_filter) is routed by the real agent core running under the
 // chart's agent ServiceAccount with the DaemonSet's arguments. Then
-// `helm uninstall` starts: Helm creates the hook's ServiceAccount, RBAC
-// and Job and waits for the Job. No kubelet runs here, so the test plays
-// the Job's pod: the Job's own arguments, parsed by enipam-agent's flags,
-// run enipam-agent --uninstall's code under the hook's ServiceAccount,
-// which annotates the NodeRouting; the running agent removes its routing
-// and reports CleanedUp; the program returns with the node cleaned. The
-// test then marks the Job complete as the Job controller would, Helm
-// deletes the hook's objects and the release, and `ip -4 rule`,
-// `ip -4 route show table all`, the connmark table and rp_filter on the
-// node are what they were before enipam. The hook's ServiceAccount may
-// list and patch NodeRoutings and list Nodes, and nothing else asked here
-// (reading Secrets, deleting NodeRoutings, patching Nodes).
-func TestHelmUninstallRemovesEveryNodesRouting(t *testing.T) {
+// `helm uninstall`: its pre-delete hook, enipam-agent --uninstall, which
+// may list and patch NodeRoutings and list Nodes and nothing else asked
+// here (reading Secrets, deleting NodeRoutings, patching Nodes),
+// annotates the NodeRouting; the running agent removes its routing and
+// reports CleanedUp; Helm deletes the hook's objects and the release, and
+// `ip -4 rule`, `ip -4 route show table all`, the connmark table and
+// rp_filter on the node are what they were before enipam.
+//
+// The agent goes with its DaemonSet; the NodeRouting and its annotation
+// stay. `helm install` again: its pre-install hook, enipam-agent --resume
+// (list and patch NodeRoutings, not even list Nodes), withdraws the
+// request from this node, before any agent of the new release exists.
+// The new release's agent, on the same node with the same state
+// directory, routes the node again without any other step: Ready, the
+// NodeRouting Routed without the annotation, the same rules and routes as
+// the first time, rp_filter loose again and recorded again (a cleanup
+// afterwards still puts back the value from before enipam).
+func TestHelmUninstallRemovesEveryNodesRoutingAndInstallRoutesItAgain(t *testing.T) {
 	_, chartDir := paths(t)
 	kubeconfig, err := env.KubeConfig()
 	if err != nil {
@@ -63,16 +77,16 @@ func TestHelmUninstallRemovesEveryNodesRouting(t *testing.T) {
 		t.Fatal(err)
 	}
 	const ns, release, full = "enipam-uninstall", "enipam", "uninst"
-	if _, err := helm(t, "install", release, chartDir, "--kubeconfig", kc, "--namespace", ns, "--create-namespace",
-		"--set", "clusterName=uninstall-test", "--set", "fullnameOverride="+full); err != nil {
-		t.Fatal(err)
-	}
-	uninstalled := false
+	installed := false
 	t.Cleanup(func() {
-		if !uninstalled {
+		if installed {
 			_, _ = helm(t, "uninstall", release, "--kubeconfig", kc, "--namespace", ns, "--no-hooks")
 		}
 	})
+	install := func() uninstall.ResumeOutcome {
+		installed = true
+		return helmPlayingResume(t, kc, ns, full, installArgs(release, chartDir, full)...)
+	}
 
 	// The node, before enipam.
 	node := kerneltest.New(t)
@@ -86,31 +100,21 @@ func TestHelmUninstallRemovesEveryNodesRouting(t *testing.T) {
 	}
 	rulesBefore, routesBefore := node.IPDump(t)
 	name := createRoutedNode(t, "02:00:00:00:0f:00", "02:00:00:00:0f:01")
+	stateDir := t.TempDir() // the hostPath of the DaemonSet's --state-dir: it outlives the agents
 
-	// The agent, as the DaemonSet runs it.
-	var ds appsv1.DaemonSet
-	if err := env.Client.Get(bg, client.ObjectKey{Namespace: ns, Name: full + "-agent"}, &ds); err != nil {
-		t.Fatal(err)
+	if out := install(); len(out.Resumed) != 0 || len(out.Kept) != 0 {
+		t.Errorf("resume on the first install: %+v, want nothing to withdraw", out)
 	}
-	aopts := agentOptions(t, &ds)
-	conf := aopts.Config
-	conf.NodeName = name
-	// Its identity names its node, as its pod-bound token does: the
-	// chart's node restriction admits its reports.
-	agentCfg := onNode(asIn(t, ns, full+"-agent", authorizationv1.ResourceAttributes{Group: "enipam.io", Resource: "noderoutings", Verb: "watch"}), name)
-	host := kernel.New(node.Handle, node.NS, kernel.WithStateDir(t.TempDir())) // the hostPath of aopts.StateDir
-	a, err := agent.New(conf, agentCfg, host, prometheus.NewRegistry(), slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	actx, stopAgent := context.WithCancel(bg)
-	done := make(chan error, 1)
-	go func() { done <- a.Start(actx) }()
-	t.Cleanup(func() { stopAgent(); <-done })
+	a, stopAgent := startChartAgent(t, ns, full, name, node, stateDir)
 	eventually(t, "the agent routes the node", 30*time.Second, func() bool { return a.Ready() == nil })
-	if rules, _ := node.IPDump(t); cmp.Equal(rules, rulesBefore) {
+	rulesRouted, routesRouted := node.IPDump(t)
+	if cmp.Equal(rulesRouted, rulesBefore) {
 		t.Fatal("routing added no rule: the test does not discriminate")
 	}
+	if got := node.Sysctl(t, "net/ipv4/conf/eth1/rp_filter"); got != "2" {
+		t.Fatalf("eth1 rp_filter %s once routed, want 2", got)
+	}
+	ds := daemonSet(t, ns, full)
 
 	// helm uninstall, waiting for its hook.
 	helmDone := make(chan error, 1)
@@ -133,15 +137,9 @@ func TestHelmUninstallRemovesEveryNodesRouting(t *testing.T) {
 	if c.Image != ds.Spec.Template.Spec.Containers[0].Image {
 		t.Errorf("hook image %s, want the agent's %s", c.Image, ds.Spec.Template.Spec.Containers[0].Image)
 	}
-	opts := agent.NewOptions("")
-	fs := flag.NewFlagSet("enipam-agent", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	opts.AddFlags(fs)
-	if err := fs.Parse(c.Args); err != nil {
-		t.Fatalf("enipam-agent refuses the hook's arguments %v: %v", c.Args, err)
-	}
-	if err := opts.Validate(); err != nil || !opts.Uninstall || opts.UninstallTimeout != 2*time.Minute {
-		t.Fatalf("hook arguments %v: uninstall %v timeout %v, %v", c.Args, opts.Uninstall, opts.UninstallTimeout, err)
+	opts := hookOptions(t, &job)
+	if !opts.Uninstall || opts.UninstallTimeout != 2*time.Minute {
+		t.Fatalf("hook arguments %v: uninstall %v timeout %v", c.Args, opts.Uninstall, opts.UninstallTimeout)
 	}
 
 	// The Job's pod: enipam-agent --uninstall under the hook's account.
@@ -166,7 +164,7 @@ func TestHelmUninstallRemovesEveryNodesRouting(t *testing.T) {
 		if err != nil {
 			t.Fatalf("helm uninstall: %v", err)
 		}
-		uninstalled = true
+		installed = false
 	case <-time.After(2 * time.Minute):
 		t.Fatal("helm uninstall still waiting two minutes after its hook Job completed")
 	}
@@ -195,13 +193,122 @@ func TestHelmUninstallRemovesEveryNodesRouting(t *testing.T) {
 			t.Errorf("%s rp_filter %s after helm uninstall, want 1", l, got)
 		}
 	}
+	if c := readyCondition(t, name); c == nil || c.Reason != enipamv1alpha1.ReasonCleanedUp {
+		t.Errorf("NodeRouting condition %+v, want CleanedUp", c)
+	}
+
+	// The DaemonSet is gone, so is its pod; the NodeRouting keeps its
+	// CleanedUp report and the uninstall's request.
+	stopAgent()
+	if c := readyCondition(t, name); c == nil || c.Reason != enipamv1alpha1.ReasonCleanedUp {
+		t.Errorf("NodeRouting condition %+v once the agent stopped, want CleanedUp", c)
+	}
+
+	// helm install again, and nothing else.
+	if out := install(); !slices.Equal(out.Resumed, []string{name}) || len(out.Kept) != 0 {
+		t.Errorf("resume on the second install: %+v, want %s resumed", out, name)
+	}
+	a, stopAgent = startChartAgent(t, ns, full, name, node, stateDir)
+	eventually(t, "the new release's agent routes the node again", 30*time.Second, func() bool {
+		c := readyCondition(t, name)
+		return a.Ready() == nil && c != nil && c.Reason == enipamv1alpha1.ReasonRouted
+	})
 	nr := &enipamv1alpha1.NodeRouting{}
 	if err := env.Client.Get(bg, client.ObjectKey{Name: name}, nr); err != nil {
 		t.Fatal(err)
 	}
-	if c := meta.FindStatusCondition(nr.Status.Conditions, enipamv1alpha1.ConditionReady); c == nil || c.Reason != enipamv1alpha1.ReasonCleanedUp {
-		t.Errorf("NodeRouting condition %+v, want CleanedUp", c)
+	if v, ok := nr.Annotations[enipamv1alpha1.AnnotationCleanup]; ok {
+		t.Errorf("NodeRouting still carries %s=%q after the install", enipamv1alpha1.AnnotationCleanup, v)
 	}
+	if c := readyCondition(t, name); c.Status != metav1.ConditionTrue || nr.Status.RoutedIPs != 2 {
+		t.Errorf("NodeRouting after the install: %+v, %d routed IPs; want Ready and 2", c, nr.Status.RoutedIPs)
+	}
+	rules, routes = node.IPDump(t)
+	if diff := cmp.Diff(rulesRouted, rules); diff != "" {
+		t.Errorf("ip -4 rule after the install differs from the first routing (-first +again):\n%s", diff)
+	}
+	if diff := cmp.Diff(routesRouted, routes); diff != "" {
+		t.Errorf("ip -4 route show table all after the install differs from the first routing (-first +again):\n%s", diff)
+	}
+	if cm, err := node.Kernel().Connmark(); cm == nil || err != nil {
+		t.Errorf("connmark table after the install: %v, %v; want it back", cm, err)
+	}
+	if got := node.Sysctl(t, "net/ipv4/conf/eth1/rp_filter"); got != "2" {
+		t.Errorf("eth1 rp_filter %s after the install, want 2 again", got)
+	}
+	// Recorded again: a cleanup, where no agent runs any more, still
+	// knows eth1 had 1 before enipam.
+	stopAgent()
+	aopts := agentOptions(t, daemonSet(t, ns, full))
+	k := kernel.New(node.Handle, node.NS, kernel.WithStateDir(stateDir))
+	if _, err := routing.NewConverger(k, aopts.Routing).Cleanup(bg); err != nil {
+		t.Fatal(err)
+	}
+	if got := node.Sysctl(t, "net/ipv4/conf/eth1/rp_filter"); got != "1" {
+		t.Errorf("eth1 rp_filter %s after a cleanup of the reinstalled node, want 1: the loosened value was not recorded again", got)
+	}
+}
+
+// hookOptions parses a hook Job's arguments with enipam-agent's own flags
+// and validates them, as the binary would.
+func hookOptions(t *testing.T, job *batchv1.Job) *agent.Options {
+	t.Helper()
+	args := job.Spec.Template.Spec.Containers[0].Args
+	opts := agent.NewOptions("")
+	fs := flag.NewFlagSet("enipam-agent", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	opts.AddFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		t.Fatalf("enipam-agent refuses the hook's arguments %v: %v", args, err)
+	}
+	if err := opts.Validate(); err != nil {
+		t.Fatalf("enipam-agent refuses the hook's settings %v: %v", args, err)
+	}
+	return opts
+}
+
+func daemonSet(t *testing.T, ns, full string) *appsv1.DaemonSet {
+	t.Helper()
+	var ds appsv1.DaemonSet
+	if err := env.Client.Get(bg, client.ObjectKey{Namespace: ns, Name: full + "-agent"}, &ds); err != nil {
+		t.Fatal(err)
+	}
+	return &ds
+}
+
+// startChartAgent runs the real agent core for the node as the release's
+// DaemonSet runs it (its arguments, under its ServiceAccount), on the
+// node's namespace with stateDir as the hostPath of --state-dir. stop
+// ends it as the deletion of its pod would; it runs at the end of the
+// test too.
+func startChartAgent(t *testing.T, ns, full, name string, node *kerneltest.Namespace, stateDir string) (a *agent.Agent, stop func()) {
+	t.Helper()
+	conf := agentOptions(t, daemonSet(t, ns, full)).Config
+	conf.NodeName = name
+	// Its identity names its node, as its pod-bound token does: the
+	// chart's node restriction admits its reports.
+	cfg := onNode(asIn(t, ns, full+"-agent", authorizationv1.ResourceAttributes{Group: "enipam.io", Resource: "noderoutings", Verb: "watch"}), name)
+	host := kernel.New(node.Handle, node.NS, kernel.WithStateDir(stateDir))
+	a, err := agent.New(conf, cfg, host, prometheus.NewRegistry(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(bg)
+	done := make(chan error, 1)
+	go func() { done <- a.Start(ctx) }()
+	var once sync.Once
+	stop = func() { once.Do(func() { cancel(); <-done }) }
+	t.Cleanup(stop)
+	return a, stop
+}
+
+func readyCondition(t *testing.T, name string) *metav1.Condition {
+	t.Helper()
+	nr := &enipamv1alpha1.NodeRouting{}
+	if err := env.Client.Get(bg, client.ObjectKey{Name: name}, nr); err != nil {
+		t.Fatal(err)
+	}
+	return meta.FindStatusCondition(nr.Status.Conditions, enipamv1alpha1.ConditionReady)
 }
 
 // createRoutedNode writes, as the operator would, a CiliumNode with the

@@ -13,7 +13,9 @@
 // Two one-shot modes remove enipam for good: --uninstall (the chart's
 // pre-delete hook) asks every node's agent to remove its routing and waits
 // for their reports; --cleanup removes everything enipam owns from the
-// kernel of the node it runs on.
+// kernel of the node it runs on. A third, --resume (the chart's
+// pre-install, pre-upgrade and pre-rollback hook), withdraws what
+// --uninstall asked, so a release installed again routes every node.
 package main
 
 import (
@@ -92,6 +94,9 @@ func run(ctx context.Context, args []string, nodeName string, stderr io.Writer) 
 	if opts.Uninstall {
 		return uninstallAll(ctx, opts, kube, log)
 	}
+	if opts.Resume {
+		return resumeAll(ctx, kube, log)
+	}
 	nl, err := netlink.NewHandle()
 	if err != nil {
 		return fmt.Errorf("opening netlink, %w", err)
@@ -154,25 +159,46 @@ func cleanup(ctx context.Context, opts *agent.Options, log *slog.Logger) error {
 // uninstallAll asks every node's agent to remove its routing and waits
 // for their reports: the chart's pre-delete hook.
 func uninstallAll(ctx context.Context, opts *agent.Options, kube *rest.Config, log *slog.Logger) error {
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		return err
-	}
-	if err := enipamv1alpha1.AddToScheme(scheme); err != nil {
-		return err
-	}
-	c, err := client.New(kube, client.Options{Scheme: scheme})
+	c, err := newClient(kube)
 	if err != nil {
-		return fmt.Errorf("building Kubernetes client, %w", err)
+		return err
 	}
 	uo := uninstall.DefaultOptions()
 	uo.Timeout = opts.UninstallTimeout
 	out, err := uninstall.Run(ctx, c, uo, log)
 	log.Info("uninstall: "+out.Summary(), "cleaned", out.Cleaned, "noAgent", out.NoAgent, "pending", out.Pending)
 	if err != nil {
-		return fmt.Errorf("%w; the nodes listed keep their routing: fix their agents and retry, or uninstall without hooks (helm uninstall --no-hooks) and run enipam-agent --cleanup on them", err)
+		return fmt.Errorf("%w; the nodes listed keep their routing: fix their agents and retry, or uninstall without hooks (helm uninstall --no-hooks) and run enipam-agent --cleanup on them; to keep enipam instead, helm rollback routes every node again", err)
 	}
 	return nil
+}
+
+// resumeAll withdraws the uninstall's request from every NodeRouting: the
+// chart's pre-install, pre-upgrade and pre-rollback hook.
+func resumeAll(ctx context.Context, kube *rest.Config, log *slog.Logger) error {
+	c, err := newClient(kube)
+	if err != nil {
+		return err
+	}
+	out, err := uninstall.Resume(ctx, c, uninstall.Requester, log)
+	log.Info("resume: "+out.Summary(), "resumed", out.Resumed, "kept", out.Kept)
+	return err
+}
+
+// newClient is the one-shot modes' client for Nodes and NodeRoutings.
+func newClient(kube *rest.Config) (client.Client, error) {
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	if err := enipamv1alpha1.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	c, err := client.New(kube, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, fmt.Errorf("building Kubernetes client, %w", err)
+	}
+	return c, nil
 }
 
 // kubeConfig loads the kubeconfig file, or the in-cluster configuration

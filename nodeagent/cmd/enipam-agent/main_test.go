@@ -162,12 +162,15 @@ func TestCleanupRunInANamespace(t *testing.T) {
 	}
 }
 
-// TestCleanupAndUninstallExcludeEachOther: both one-shot modes at once are
-// refused before anything is touched.
+// TestCleanupAndUninstallExcludeEachOther: any two one-shot modes at once
+// (--cleanup, --uninstall, --resume) are refused before anything is
+// touched.
 func TestCleanupAndUninstallExcludeEachOther(t *testing.T) {
-	err := run(context.Background(), []string{"--cleanup", "--uninstall"}, "", io.Discard)
-	if err == nil || !strings.Contains(err.Error(), "exclude each other") {
-		t.Errorf("run = %v, want the combination refused", err)
+	for _, args := range [][]string{{"--cleanup", "--uninstall"}, {"--uninstall", "--resume"}, {"--cleanup", "--resume"}} {
+		err := run(context.Background(), args, "", io.Discard)
+		if err == nil || !strings.Contains(err.Error(), "exclude each other") {
+			t.Errorf("run %v = %v, want the combination refused", args, err)
+		}
 	}
 }
 
