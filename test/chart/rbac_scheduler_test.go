@@ -1,11 +1,14 @@
 package chart
 
 import (
+	"net/netip"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	awstypes "github.com/cilium/cilium/pkg/aws/types"
+	ciliumip "github.com/cilium/cilium/pkg/ip"
 	ipamtypes "github.com/cilium/cilium/pkg/ipam/types"
 	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
 	authorizationv1 "k8s.io/api/authorization/v1"
@@ -155,6 +158,14 @@ func TestSchedulerServiceAccountDoesItsJobAndNothingElse(t *testing.T) {
 		return env.Client.Get(bg, client.ObjectKey{Namespace: rbacNamespace, Name: "rbac-sched-static"}, claim) == nil && claim.Spec.NodeName == nodes[0]
 	})
 	if err := env.Client.Get(bg, client.ObjectKeyFromObject(cn), cn); err != nil {
+		t.Fatal(err)
+	}
+	// The operator writes status before spec: the ENI holding the
+	// address first, then the stamped entry (bind settles a stamp only
+	// once its ENI holds the address).
+	cn.Status.ENI.ENIs = map[string]awstypes.ENI{"eni-rbac": {ID: "eni-rbac", Number: 1,
+		Addresses: []ciliumip.Addr{ciliumip.AddrFrom(netip.MustParseAddr("10.0.42.10")), ciliumip.AddrFrom(netip.MustParseAddr("10.0.42.12"))}}}
+	if err := env.Client.Status().Update(bg, cn); err != nil {
 		t.Fatal(err)
 	}
 	cn.Spec.IPAM.Pool["10.0.42.12"] = ipamtypes.AllocationIP{Resource: "eni-rbac", Owner: rbacNamespace + "/rbac-sched-static"}
