@@ -114,6 +114,11 @@ type Reconciler struct {
 	// stands.
 	notes *claims.Notes
 
+	// needs order the nodes when EC2's buckets bind; handoffs time new
+	// ENIs into their pools.
+	needs    *needs
+	handoffs *handoffs
+
 	mu    sync.Mutex
 	nodes map[string]*memory
 }
@@ -170,7 +175,7 @@ const (
 // manager.
 func New(c client.Client, api cloud.API, inv *inventory.Inventory, rec events.EventRecorder, m *Metrics, opts Options, log *slog.Logger) *Reconciler {
 	return &Reconciler{client: c, api: api, inv: inv, events: rec, metrics: m, opts: opts, log: log, now: time.Now,
-		notes: claims.NewNotes(), nodes: map[string]*memory{}}
+		notes: claims.NewNotes(), nodes: map[string]*memory{}, needs: newNeeds(), handoffs: newHandoffs()}
 }
 
 // Notes are the controller's word on each static IP claim's placement,
@@ -209,6 +214,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	s := r.newSync(ctx, cn, policies.Items)
 	s.run(ctx)
+	r.needs.set(cn.Name, s.opErr == nil && s.pool != nil && s.need().empty())
+	if s.writeErr != nil {
+		if apierrors.IsNotFound(s.writeErr) {
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, s.writeErr
+	}
 	if err := s.write(ctx); err != nil {
 		if apierrors.IsNotFound(err) {
 			return ctrl.Result{}, nil
@@ -267,6 +279,7 @@ func (r *Reconciler) forget(node string) {
 	delete(r.nodes, node)
 	r.mu.Unlock()
 	r.metrics.forget(node)
+	r.needs.forget(node)
 }
 
 // warn emits a warning event on the node, once per change of reason.

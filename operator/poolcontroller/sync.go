@@ -53,6 +53,12 @@ type nodeSync struct {
 	opErr     error
 	staticErr error
 	requeue   time.Duration
+	// writeErr: a write made before the plan's EC2 calls failed; the
+	// reconcile stops there.
+	writeErr error
+	// held: the node's new ENI waits for the nodes that have no address
+	// (serving by need, need.go).
+	held bool
 }
 
 func (r *Reconciler) newSync(_ context.Context, cn *ciliumv2.CiliumNode, policies []enipamv1alpha1.ENIPolicy) *nodeSync {
@@ -136,6 +142,27 @@ func (s *nodeSync) run(ctx context.Context) {
 	if plan.Needed > 0 && s.mem.deficitAt.IsZero() {
 		s.mem.deficitAt = r.now()
 	}
+	need := s.need()
+	r.needs.set(s.cn.Name, need.empty())
+	if (plan.Create != nil || plan.Adopt != nil) && r.needs.holdNewENI(s.cn.Name, need) {
+		// A top-up: the node has addresses and no pod waits on it, while
+		// other nodes have none. What its ENIs can hold is assigned now;
+		// the new ENI comes once no node is empty (the node is woken
+		// then, and looked at again meanwhile in case the wake-up is
+		// missed).
+		r.log.Debug("new ENI held for nodes without addresses", "node", s.cn.Name, "free", need.Free)
+		plan.Create, plan.Adopt = nil, nil
+		s.held = true
+		s.requeueWithin(heldRetry)
+	}
+	if !plan.Empty() && s.poolGrew() {
+		// Addresses ready for the pool are never held behind EC2's
+		// buckets: the write goes first, then the plan's calls.
+		if err := s.write(ctx); err != nil {
+			s.writeErr = err
+			return
+		}
+	}
 	if !plan.Empty() {
 		// A new ENI's attachment takes seconds; a node's lead time is
 		// what its ordinary allocations (addresses on ENIs with room)
@@ -193,6 +220,34 @@ func (s *nodeSync) run(ctx context.Context) {
 	for _, since := range s.mem.missing {
 		s.requeueWithin(max(since.Add(s.r.opts.ConsistencyGrace).Sub(s.r.now()), time.Second))
 	}
+}
+
+// heldRetry is how soon a node whose new ENI was held is looked at
+// again, should the wake-up once no node is empty be missed.
+const heldRetry = 5 * time.Second
+
+// need is the node's need as the pool stands (need.go).
+func (s *nodeSync) need() nodeNeed {
+	if s.pool == nil {
+		return nodeNeed{}
+	}
+	return nodeNeed{
+		Free:      s.snap.Available - s.snap.Used,
+		Waiting:   s.waiting + s.staticDemand,
+		Needed:    s.needed(),
+		PoolReady: s.pool.awaiting > 0,
+	}
+}
+
+// poolGrew reports whether the desired pool lists an address the node's
+// object does not yet.
+func (s *nodeSync) poolGrew() bool {
+	for ip := range s.cn.Spec.IPAM.Pool {
+		if _, ok := s.orig.Spec.IPAM.Pool[ip]; !ok {
+			return true
+		}
+	}
+	return false
 }
 
 // reconcilePool derives the pool from the snapshot and the agent's report,
@@ -351,12 +406,21 @@ func (s *nodeSync) fail(err error, reason string) {
 	s.r.log.Info("node not fully served", "node", s.cn.Name, "instance", s.instanceID, "reason", reason, "error", err)
 }
 
+// result says when to look at the node again, and with which priority:
+// the node's need as this reconcile leaves it, not the one it was queued
+// with (a node queued as empty that now waits for its ENI's attachment
+// comes back ahead of all; one whose new ENI is held, behind the nodes
+// it waits for).
 func (s *nodeSync) result() ctrl.Result {
 	d := s.requeue
 	if s.pool != nil && s.pool.pendingRelease > 0 && (d == 0 || s.pool.pendingRelease < d) {
 		d = s.pool.pendingRelease
 	}
-	return ctrl.Result{RequeueAfter: d}
+	p := s.need().priority()
+	if s.held || s.opErr != nil {
+		p = priorityIdle
+	}
+	return ctrl.Result{RequeueAfter: d, Priority: &p}
 }
 
 // reasonFor maps an error to an event reason.
