@@ -270,21 +270,27 @@ func (inv *Inventory) watchAttachments(ctx context.Context) {
 			return
 		case <-ticker.C:
 		}
-		inv.mu.RLock()
-		ids := make([]string, 0, len(inv.attaching))
-		for id := range inv.attaching {
-			ids = append(ids, id)
+		inv.pollAttachments(ctx)
+	}
+}
+
+// pollAttachments describes the ENIs EC2 last showed attaching, in
+// batches, and tells of those now attached.
+func (inv *Inventory) pollAttachments(ctx context.Context) {
+	inv.mu.RLock()
+	ids := make([]string, 0, len(inv.attaching))
+	for id := range inv.attaching {
+		ids = append(ids, id)
+	}
+	inv.mu.RUnlock()
+	for len(ids) > 0 {
+		n := min(len(ids), maxLookupBatch)
+		if err := inv.RefreshENIs(ctx, ids[:n]); err != nil {
+			inv.log.Info("describing attaching ENIs failed; retrying", "enis", n, "error", err)
+			return
 		}
-		inv.mu.RUnlock()
-		for len(ids) > 0 {
-			n := min(len(ids), maxLookupBatch)
-			if err := inv.RefreshENIs(ctx, ids[:n]); err != nil {
-				inv.log.Info("describing attaching ENIs failed; retrying", "enis", n, "error", err)
-				break
-			}
-			inv.tellAttached(ids[:n])
-			ids = ids[n:]
-		}
+		inv.tellAttached(ids[:n])
+		ids = ids[n:]
 	}
 }
 

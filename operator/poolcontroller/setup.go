@@ -126,14 +126,18 @@ func (r *Reconciler) routingHandler() handler.EventHandler {
 // addresses may be ready for the pool, a write away.
 func (r *Reconciler) attachedSource() source.Source {
 	return source.Func(func(_ context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
-		r.inv.OnAttached(func(e cloud.ENI) {
-			r.handoffs.sawAttached(e.ID, r.now())
-			if node := e.Tags[TagNode]; node != "" {
-				enqueue(q, node, priorityPoolReady)
-			}
-		})
+		r.inv.OnAttached(func(e cloud.ENI) { r.attached(q, e) })
 		return nil
 	})
+}
+
+// attached enqueues the node of an ENI whose attachment completed, ahead
+// of every other node, and times the ENI.
+func (r *Reconciler) attached(q workqueue.TypedRateLimitingInterface[reconcile.Request], e cloud.ENI) {
+	r.handoffs.sawAttached(e.ID, r.now())
+	if node := e.Tags[TagNode]; node != "" {
+		enqueue(q, node, priorityPoolReady)
+	}
 }
 
 func (r *Reconciler) allNodes(ctx context.Context, _ client.Object) []reconcile.Request {
