@@ -224,7 +224,7 @@ func (s *nodeSync) run(ctx context.Context) {
 
 // heldRetry is how soon a node whose new ENI was held is looked at
 // again, should the wake-up once no node is empty be missed.
-const heldRetry = 5 * time.Second
+const heldRetry = 30 * time.Second
 
 // need is the node's need as the pool stands (need.go).
 func (s *nodeSync) need() nodeNeed {
