@@ -44,11 +44,11 @@ func (h *handoffs) sawRouted(eni string, at time.Time) {
 	}
 }
 
-// pooled returns how long eni's addresses waited, attached and routed,
-// before the pool listed them at at; false when the ENI's attachment or
+// pooled returns when eni's addresses were attached and routed, ready for
+// the pool that listed them at at; false when the ENI's attachment or
 // routing was not seen by this process (an ENI older than it) or the ENI
 // was timed before. The ENI is forgotten.
-func (h *handoffs) pooled(eni string, at time.Time) (time.Duration, bool) {
+func (h *handoffs) pooled(eni string, at time.Time) (time.Time, bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	attached, okA := h.attached[eni]
@@ -66,11 +66,10 @@ func (h *handoffs) pooled(eni string, at time.Time) (time.Duration, bool) {
 		}
 	}
 	if !okA || !okR {
-		return 0, false
+		return time.Time{}, false
 	}
-	ready := attached
-	if routed.After(ready) {
-		ready = routed
+	if routed.After(attached) {
+		return routed, true
 	}
-	return max(at.Sub(ready), 0), true
+	return attached, true
 }

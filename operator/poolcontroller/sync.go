@@ -59,10 +59,12 @@ type nodeSync struct {
 	// held: the node's new ENI waits for the nodes that have no address
 	// (serving by need, need.go).
 	held bool
+	// started is when the reconcile began.
+	started time.Time
 }
 
 func (r *Reconciler) newSync(_ context.Context, cn *ciliumv2.CiliumNode, policies []enipamv1alpha1.ENIPolicy) *nodeSync {
-	return &nodeSync{r: r, mem: r.memory(cn.Name), orig: cn, cn: cn.DeepCopy(), policies: policies}
+	return &nodeSync{r: r, mem: r.memory(cn.Name), orig: cn, cn: cn.DeepCopy(), policies: policies, started: r.now()}
 }
 
 // run decides and executes everything; it never writes the CiliumNode.

@@ -153,6 +153,9 @@ func (s *nodeSync) write(ctx context.Context) error {
 	return nil
 }
 
+// slowHandoff is a wait of addresses ready for the pool worth a log line.
+const slowHandoff = 2 * time.Second
+
 // timeHandoffs observes, for each ENI whose first addresses the pool just
 // written lists, how long they waited attached and routed (handoffs).
 func (s *nodeSync) timeHandoffs() {
@@ -166,8 +169,17 @@ func (s *nodeSync) timeHandoffs() {
 			continue
 		}
 		had[e.Resource] = true
-		if d, ok := s.r.handoffs.pooled(e.Resource, now); ok {
-			s.r.metrics.poolHandoff.Observe(d.Seconds())
+		ready, ok := s.r.handoffs.pooled(e.Resource, now)
+		if !ok {
+			continue
+		}
+		took := max(now.Sub(ready), 0)
+		s.r.metrics.poolHandoff.Observe(took.Seconds())
+		if took > slowHandoff {
+			// Where the time went: waiting for a worker, or in the
+			// reconcile (its reads and writes).
+			s.r.log.Info("addresses ready for the pool waited", "node", s.cn.Name, "eni", e.Resource, "waited", took,
+				"queued", max(s.started.Sub(ready), 0), "reconcile", now.Sub(s.started))
 		}
 	}
 }
