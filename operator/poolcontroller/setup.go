@@ -26,12 +26,13 @@ import (
 )
 
 // SetupWithManager registers the controller: CiliumNodes (prioritized by
-// deficit), their Nodes (providerID and labels), their NodeRoutings (the
+// need), their Nodes (providerID and labels), their NodeRoutings (the
 // agent's reports) and the attachments EC2 completes (both ahead of
-// everything: they let addresses into a pool), ENIPolicies (every node), StaticIPClaims and the pods
-// of their names (the nodes their addresses concern), and, with a pod
-// watch, the pods bound to a node without an address (that node, ahead of
-// idle ones). The cache indexes of package claims must be registered
+// everything: they let addresses into a pool), the nodes whose new ENI
+// waited for empty nodes (once none is), ENIPolicies (every node),
+// StaticIPClaims and the pods of their names (the nodes their addresses
+// concern), and, with a pod watch, the pods bound to a node without an
+// address (that node, ahead of idle ones). The cache indexes of package claims must be registered
 // first (claims.Register).
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	b := ctrl.NewControllerManagedBy(mgr)
