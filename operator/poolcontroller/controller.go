@@ -115,9 +115,10 @@ type Reconciler struct {
 	notes *claims.Notes
 
 	// needs order the nodes when EC2's buckets bind; handoffs time new
-	// ENIs into their pools.
+	// ENIs into their pools; slots keep some workers from EC2's buckets.
 	needs    *needs
 	handoffs *handoffs
+	slots    *slots
 
 	mu    sync.Mutex
 	nodes map[string]*memory
@@ -175,7 +176,8 @@ const (
 // manager.
 func New(c client.Client, api cloud.API, inv *inventory.Inventory, rec events.EventRecorder, m *Metrics, opts Options, log *slog.Logger) *Reconciler {
 	return &Reconciler{client: c, api: api, inv: inv, events: rec, metrics: m, opts: opts, log: log, now: time.Now,
-		notes: claims.NewNotes(), nodes: map[string]*memory{}, needs: newNeeds(), handoffs: newHandoffs()}
+		notes: claims.NewNotes(), nodes: map[string]*memory{}, needs: newNeeds(), handoffs: newHandoffs(),
+		slots: newSlots(slotsFor(opts.Workers))}
 }
 
 // Notes are the controller's word on each static IP claim's placement,

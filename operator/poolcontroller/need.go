@@ -155,7 +155,7 @@ func (n *needs) forget(node string) {
 }
 
 // wakeSource enqueues the nodes whose new ENI was held, as top-ups, once
-// no node is empty.
+// no node is empty, and the nodes turned away from EC2 as slots free.
 func (r *Reconciler) wakeSource() source.Source {
 	return source.Func(func(_ context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
 		r.needs.mu.Lock()
@@ -165,6 +165,9 @@ func (r *Reconciler) wakeSource() source.Source {
 			}
 		}
 		r.needs.mu.Unlock()
+		r.slots.mu.Lock()
+		r.slots.wake = func(node string, priority int) { enqueue(q, node, priority) }
+		r.slots.mu.Unlock()
 		return nil
 	})
 }
@@ -178,4 +181,70 @@ func enqueue(q workqueue.TypedRateLimitingInterface[reconcile.Request], node str
 		return
 	}
 	q.Add(req)
+}
+
+// slots bound the reconciles making EC2 calls at once. A call may wait
+// minutes in EC2's token buckets when they bind; were every worker
+// waiting there, a node whose addresses are ready for its pool (a write,
+// no EC2 call) would wait for a worker as long. So some workers are kept
+// from EC2: a node turned away takes no bucket reservation and is woken
+// when a slot frees, oldest first.
+type slots struct {
+	mu      sync.Mutex
+	free    int
+	waiting []string
+	waits   map[string]int // node → its priority
+	wake    func(node string, priority int)
+}
+
+func newSlots(n int) *slots { return &slots{free: n, waits: map[string]int{}} }
+
+// slotsFor is how many of workers may make EC2 calls at once: all but a
+// tenth (at least one held back, when there are two or more).
+func slotsFor(workers int) int {
+	if workers < 2 {
+		return 1
+	}
+	return workers - max(workers/10, 1)
+}
+
+// acquire takes a slot for node, or records it as waiting (with the
+// priority it is to be woken with) and returns false.
+func (s *slots) acquire(node string, priority int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.free > 0 {
+		s.free--
+		return true
+	}
+	if _, ok := s.waits[node]; !ok {
+		s.waiting = append(s.waiting, node)
+	}
+	s.waits[node] = priority
+	return false
+}
+
+// release gives a slot back and wakes the two oldest waiting nodes (one
+// may no longer need it).
+func (s *slots) release() {
+	s.mu.Lock()
+	s.free++
+	type woken struct {
+		node     string
+		priority int
+	}
+	var wake []woken
+	for len(s.waiting) > 0 && len(wake) < 2 {
+		node := s.waiting[0]
+		s.waiting = s.waiting[1:]
+		wake = append(wake, woken{node, s.waits[node]})
+		delete(s.waits, node)
+	}
+	f := s.wake
+	s.mu.Unlock()
+	if f != nil {
+		for _, w := range wake {
+			f(w.node, w.priority)
+		}
+	}
 }

@@ -72,3 +72,36 @@ func TestHeldNodesWokenWhenNoneEmpty(t *testing.T) {
 		t.Fatal("c's top-up held with no node empty")
 	}
 }
+
+// TestSlotsKeepWorkersFromEC2: of 100 workers, 90 may make EC2 calls at
+// once; a node turned away is woken, with the priority it was turned away
+// with, as a slot frees, oldest first.
+func TestSlotsKeepWorkersFromEC2(t *testing.T) {
+	for workers, want := range map[int]int{1: 1, 2: 1, 10: 9, 100: 90, 1000: 900} {
+		if got := slotsFor(workers); got != want {
+			t.Errorf("slotsFor(%d) = %d, want %d", workers, got, want)
+		}
+	}
+	s := newSlots(2)
+	woken := map[string]int{}
+	var order []string
+	s.wake = func(node string, priority int) { woken[node] = priority; order = append(order, node) }
+	if !s.acquire("a", priorityStarving) || !s.acquire("b", priorityStarving) {
+		t.Fatal("a free slot was refused")
+	}
+	if s.acquire("c", priorityStarving) || s.acquire("d", priorityDeficit) || s.acquire("e", priorityDeficit) || s.acquire("c", priorityStarving) {
+		t.Fatal("a slot was granted beyond the limit")
+	}
+	s.release()
+	if !slices.Equal(order, []string{"c", "d"}) || woken["c"] != priorityStarving || woken["d"] != priorityDeficit {
+		t.Fatalf("woken %v (%v) after one release, want c at %d then d at %d", order, woken, priorityStarving, priorityDeficit)
+	}
+	if !s.acquire("d", priorityDeficit) || s.acquire("c", priorityStarving) {
+		t.Fatal("the freed slot was not granted exactly once")
+	}
+	s.release()
+	s.release()
+	if !slices.Equal(order, []string{"c", "d", "e", "c"}) {
+		t.Fatalf("woken %v, want e and c after", order)
+	}
+}

@@ -165,12 +165,20 @@ func (s *nodeSync) run(ctx context.Context) {
 			return
 		}
 	}
+	if !plan.Empty() && !r.slots.acquire(s.cn.Name, need.priority()) {
+		// Every EC2 slot is taken: no bucket reservation now; the node is
+		// woken when one frees (and looked at again meanwhile).
+		r.log.Debug("EC2 calls wait for a slot", "node", s.cn.Name)
+		plan.Assign, plan.Create, plan.Adopt = nil, nil, nil
+		s.requeueWithin(slotRetry)
+	}
 	if !plan.Empty() {
 		// A new ENI's attachment takes seconds; a node's lead time is
 		// what its ordinary allocations (addresses on ENIs with room)
 		// take, so one ENI in a node's life does not inflate it.
 		s.mem.deficitENI = s.mem.deficitENI || plan.Create != nil || plan.Adopt != nil
 		err := s.apply(ctx, &plan)
+		r.slots.release()
 		// Whatever succeeded is in the inventory now; the pool follows it.
 		if s.snapshot(ctx) {
 			s.reconcilePool()
@@ -223,6 +231,10 @@ func (s *nodeSync) run(ctx context.Context) {
 		s.requeueWithin(max(since.Add(s.r.opts.ConsistencyGrace).Sub(s.r.now()), time.Second))
 	}
 }
+
+// slotRetry is how soon a node turned away from EC2 (every slot taken)
+// is looked at again, should its wake-up be missed.
+const slotRetry = 10 * time.Second
 
 // heldRetry is how soon a node whose new ENI was held is looked at
 // again, should the wake-up once no node is empty be missed.
