@@ -223,6 +223,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		return ctrl.Result{}, s.writeErr
 	}
+	if s.turnedAway && !s.poolChanged() {
+		// The node comes back as a slot frees: what this reconcile
+		// would write (the instance's details, no address) is written
+		// then, once, with the ENI.
+		return s.result(), nil
+	}
 	if err := s.write(ctx); err != nil {
 		if apierrors.IsNotFound(err) {
 			return ctrl.Result{}, nil

@@ -61,6 +61,8 @@ type nodeSync struct {
 	held bool
 	// started is when the reconcile began.
 	started time.Time
+	// turnedAway: the plan's EC2 calls waited for a slot.
+	turnedAway bool
 }
 
 func (r *Reconciler) newSync(_ context.Context, cn *ciliumv2.CiliumNode, policies []enipamv1alpha1.ENIPolicy) *nodeSync {
@@ -170,6 +172,7 @@ func (s *nodeSync) run(ctx context.Context) {
 		// woken when one frees (and looked at again meanwhile).
 		r.log.Debug("EC2 calls wait for a slot", "node", s.cn.Name)
 		plan.Assign, plan.Create, plan.Adopt = nil, nil, nil
+		s.turnedAway = true
 		s.requeueWithin(slotRetry)
 	}
 	if !plan.Empty() {
@@ -251,6 +254,12 @@ func (s *nodeSync) need() nodeNeed {
 		Needed:    s.needed(),
 		PoolReady: s.pool.awaiting > 0,
 	}
+}
+
+// poolChanged reports whether the desired pool or release handshake
+// differs from the node's object.
+func (s *nodeSync) poolChanged() bool {
+	return !sameJSON(s.orig.Spec.IPAM.Pool, s.cn.Spec.IPAM.Pool) || !sameJSON(s.orig.Status.IPAM.ReleaseIPs, s.cn.Status.IPAM.ReleaseIPs)
 }
 
 // poolGrew reports whether the desired pool lists an address the node's
