@@ -76,6 +76,9 @@ type Inventory struct {
 	// (local changes were newer).
 	confirmed map[string]map[netip.Addr]struct{}
 	types     map[string]cloud.InstanceType
+	// onAttached is called with each ENI whose attachment the attachment
+	// poll saw complete.
+	onAttached func(cloud.ENI)
 	// subnetChanges are the operator's own changes of subnets' free
 	// counts, re-applied over a describe that started before them.
 	subnetChanges []subnetChange

@@ -282,3 +282,42 @@ func TestInFlightHoldsAcrossFailedAttaches(t *testing.T) {
 		t.Error("a mark no attempt renewed for InFlightLease still holds")
 	}
 }
+
+// TestCompletedAttachmentIsTold: the attachment poll tells of each ENI
+// whose attachment EC2 now shows complete, once, and of no ENI still
+// attaching, so its node is served without waiting for a resync.
+func TestCompletedAttachmentIsTold(t *testing.T) {
+	eni := func(id string) cloud.ENI {
+		return cloud.ENI{ID: id, VPCID: "vpc-1", SubnetID: "subnet-1", InstanceID: "i-1", DeviceIndex: 1,
+			Status: cloud.ENIInUse, AttachmentStatus: cloud.AttachmentAttaching}
+	}
+	f := &fakeCloud{instances: []cloud.Instance{instance("i-1")}, enis: []cloud.ENI{eni("eni-1"), eni("eni-2")}}
+	inv := newInventory(f)
+	var mu sync.Mutex
+	var told []string
+	inv.OnAttached(func(e cloud.ENI) { mu.Lock(); told = append(told, e.ID); mu.Unlock() })
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = inv.Start(ctx) }()
+	<-inv.Synced()
+	if !inv.Attaching("eni-1") || !inv.Attaching("eni-2") {
+		t.Fatal("the first describe's attaching ENIs are not polled")
+	}
+	mu.Lock()
+	told = nil // the background poll may have run once already, both still attaching
+	mu.Unlock()
+
+	f.mu.Lock()
+	f.enis[0].AttachmentStatus = cloud.AttachmentAttached
+	f.mu.Unlock()
+	inv.pollAttachments(ctx)
+	inv.pollAttachments(ctx)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(told) != 1 || told[0] != "eni-1" {
+		t.Fatalf("told %v after eni-1's attachment completed, want [eni-1] once", told)
+	}
+	if inv.Attaching("eni-1") || !inv.Attaching("eni-2") {
+		t.Errorf("attaching after the poll: eni-1 %v, eni-2 %v; want false, true", inv.Attaching("eni-1"), inv.Attaching("eni-2"))
+	}
+}

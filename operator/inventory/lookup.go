@@ -270,20 +270,53 @@ func (inv *Inventory) watchAttachments(ctx context.Context) {
 			return
 		case <-ticker.C:
 		}
-		inv.mu.RLock()
-		ids := make([]string, 0, len(inv.attaching))
-		for id := range inv.attaching {
-			ids = append(ids, id)
+		inv.pollAttachments(ctx)
+	}
+}
+
+// pollAttachments describes the ENIs EC2 last showed attaching, in
+// batches, and tells of those now attached.
+func (inv *Inventory) pollAttachments(ctx context.Context) {
+	inv.mu.RLock()
+	ids := make([]string, 0, len(inv.attaching))
+	for id := range inv.attaching {
+		ids = append(ids, id)
+	}
+	inv.mu.RUnlock()
+	for len(ids) > 0 {
+		n := min(len(ids), maxLookupBatch)
+		if err := inv.RefreshENIs(ctx, ids[:n]); err != nil {
+			inv.log.Info("describing attaching ENIs failed; retrying", "enis", n, "error", err)
+			return
 		}
-		inv.mu.RUnlock()
-		for len(ids) > 0 {
-			n := min(len(ids), maxLookupBatch)
-			if err := inv.RefreshENIs(ctx, ids[:n]); err != nil {
-				inv.log.Info("describing attaching ENIs failed; retrying", "enis", n, "error", err)
-				break
-			}
-			ids = ids[n:]
+		inv.tellAttached(ids[:n])
+		ids = ids[n:]
+	}
+}
+
+// OnAttached registers f, called with every ENI whose attachment the
+// attachment poll sees complete (its addresses may enter a pool now). It
+// is set once, before Start.
+func (inv *Inventory) OnAttached(f func(cloud.ENI)) {
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	inv.onAttached = f
+}
+
+// tellAttached calls the OnAttached function with those of ids that EC2
+// now shows attached.
+func (inv *Inventory) tellAttached(ids []string) {
+	inv.mu.RLock()
+	f := inv.onAttached
+	var done []cloud.ENI
+	for _, id := range ids {
+		if e, ok := inv.enis[id]; ok && f != nil && e.AttachmentStatus == cloud.AttachmentAttached {
+			done = append(done, *e)
 		}
+	}
+	inv.mu.RUnlock()
+	for _, e := range done {
+		f(e)
 	}
 }
 

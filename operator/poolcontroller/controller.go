@@ -114,6 +114,12 @@ type Reconciler struct {
 	// stands.
 	notes *claims.Notes
 
+	// needs order the nodes when EC2's buckets bind; handoffs time new
+	// ENIs into their pools; slots keep some workers from EC2's buckets.
+	needs    *needs
+	handoffs *handoffs
+	slots    *slots
+
 	mu    sync.Mutex
 	nodes map[string]*memory
 }
@@ -173,7 +179,8 @@ const (
 // manager.
 func New(c client.Client, api cloud.API, inv *inventory.Inventory, rec events.EventRecorder, m *Metrics, opts Options, log *slog.Logger) *Reconciler {
 	return &Reconciler{client: c, api: api, inv: inv, events: rec, metrics: m, opts: opts, log: log, now: time.Now,
-		notes: claims.NewNotes(), nodes: map[string]*memory{}}
+		notes: claims.NewNotes(), nodes: map[string]*memory{}, needs: newNeeds(), handoffs: newHandoffs(),
+		slots: newSlots(slotsFor(opts.Workers))}
 }
 
 // Notes are the controller's word on each static IP claim's placement,
@@ -212,6 +219,19 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	s := r.newSync(ctx, cn, policies.Items)
 	s.run(ctx)
+	r.needs.set(cn.Name, s.opErr == nil && s.pool != nil && s.need().empty())
+	if s.writeErr != nil {
+		if apierrors.IsNotFound(s.writeErr) {
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, s.writeErr
+	}
+	if s.turnedAway && !s.poolChanged() {
+		// The node comes back as a slot frees: what this reconcile
+		// would write (the instance's details, no address) is written
+		// then, once, with the ENI.
+		return s.result(), nil
+	}
 	if err := s.write(ctx); err != nil {
 		if apierrors.IsNotFound(err) {
 			return ctrl.Result{}, nil
@@ -270,6 +290,7 @@ func (r *Reconciler) forget(node string) {
 	delete(r.nodes, node)
 	r.mu.Unlock()
 	r.metrics.forget(node)
+	r.needs.forget(node)
 }
 
 // warn emits a warning event on the node, once per change of reason.

@@ -4,9 +4,7 @@ import (
 	"context"
 	"time"
 
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
-	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
@@ -31,15 +29,7 @@ type Demand interface {
 // ahead of idle nodes: a bound pod's CNI call comes within seconds.
 func (r *Reconciler) demandSource() source.Source {
 	return source.Func(func(_ context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
-		r.opts.Demand.OnChange(func(node string) {
-			req := reconcile.Request{NamespacedName: types.NamespacedName{Name: node}}
-			if pq, ok := q.(priorityqueue.PriorityQueue[reconcile.Request]); ok {
-				p := priorityDeficit
-				pq.AddWithOpts(priorityqueue.AddOpts{Priority: &p}, req)
-				return
-			}
-			q.Add(req)
-		})
+		r.opts.Demand.OnChange(func(node string) { enqueue(q, node, priorityDeficit) })
 		return nil
 	})
 }

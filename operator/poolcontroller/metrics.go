@@ -13,6 +13,7 @@ type Metrics struct {
 	ipsAssigned       prometheus.Counter
 	ipsReleased       prometheus.Counter
 	allocationLatency prometheus.Histogram
+	poolHandoff       prometheus.Histogram
 	writes            *prometheus.CounterVec
 	nodePolicy        *prometheus.GaugeVec
 	staticPlaced      prometheus.Counter
@@ -43,6 +44,11 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help:    "Time from a node's deficit being seen to its pool covering it (the addresses routed by the node's agent and in the pool).",
 			Buckets: []float64{.1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300},
 		}),
+		poolHandoff: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "enipam_pool_handoff_seconds",
+			Help:    "Time from a new ENI being attached (EC2's describe) and routed (its node agent's report), whichever came last, to the pool listing its first addresses: the operator's own delay, no EC2 call left to make.",
+			Buckets: []float64{.05, .1, .25, .5, 1, 2, 3, 5, 10, 20, 30, 60, 120, 180, 300},
+		}),
 		writes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "enipam_ciliumnode_writes_total", Help: "CiliumNode writes by part (status, spec).",
 		}, []string{"part"}),
@@ -55,7 +61,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}),
 		policyOf: map[string]string{},
 	}
-	for _, c := range []prometheus.Collector{m.nodeIPs, m.enisCreated, m.ipsAssigned, m.ipsReleased, m.allocationLatency, m.writes, m.nodePolicy, m.staticPlaced} {
+	for _, c := range []prometheus.Collector{m.nodeIPs, m.enisCreated, m.ipsAssigned, m.ipsReleased, m.allocationLatency, m.poolHandoff, m.writes, m.nodePolicy, m.staticPlaced} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

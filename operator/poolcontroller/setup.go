@@ -13,7 +13,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -22,24 +21,19 @@ import (
 
 	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
 	"github.com/enipam/enipam/operator/claims"
+	"github.com/enipam/enipam/operator/cloud"
 	"github.com/enipam/enipam/operator/policy"
 	"github.com/enipam/enipam/operator/pool"
 )
 
-// Queue priorities: nodes whose pool is empty first, then nodes short of
-// their target, then the rest.
-const (
-	priorityStarving = 20
-	priorityDeficit  = 10
-	priorityIdle     = 0
-)
-
 // SetupWithManager registers the controller: CiliumNodes (prioritized by
-// deficit), their Nodes (providerID and labels), their NodeRoutings (the
-// agent's reports), ENIPolicies (every node), StaticIPClaims and the pods
-// of their names (the nodes their addresses concern), and, with a pod
-// watch, the pods bound to a node without an address (that node, ahead of
-// idle ones). The cache indexes of package claims must be registered
+// need), their Nodes (providerID and labels), their NodeRoutings (the
+// agent's reports) and the attachments EC2 completes (both ahead of
+// everything: they let addresses into a pool), the nodes whose new ENI
+// waited for empty nodes (once none is), ENIPolicies (every node),
+// StaticIPClaims and the pods of their names (the nodes their addresses
+// concern), and, with a pod watch, the pods bound to a node without an
+// address (that node, ahead of idle ones). The cache indexes of package claims must be registered
 // first (claims.Register).
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	b := ctrl.NewControllerManagedBy(mgr)
@@ -49,12 +43,12 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return b.
 		Named("ciliumnode").
 		WatchesRawSource(source.Kind(mgr.GetCache(), &ciliumv2.CiliumNode{}, r.nodeHandler())).
+		WatchesRawSource(r.wakeSource()).
+		WatchesRawSource(r.attachedSource()).
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 			return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: o.GetName()}}}
 		}), builder.WithPredicates(nodeChanged)).
-		Watches(&enipamv1alpha1.NodeRouting{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
-			return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: o.GetName()}}}
-		}), builder.WithPredicates(routingReported)).
+		Watches(&enipamv1alpha1.NodeRouting{}, r.routingHandler(), builder.WithPredicates(routingReported)).
 		Watches(&enipamv1alpha1.ENIPolicy{}, handler.EnqueueRequestsFromMapFunc(r.allNodes), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&enipamv1alpha1.StaticIPClaim{}, handler.EnqueueRequestsFromMapFunc(r.claimNodes)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.opts.Workers}).
@@ -65,13 +59,13 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 // thousand idle nodes never delay one whose pods wait.
 func (r *Reconciler) nodeHandler() handler.TypedEventHandler[*ciliumv2.CiliumNode, reconcile.Request] {
 	add := func(q workqueue.TypedRateLimitingInterface[reconcile.Request], cn *ciliumv2.CiliumNode) {
-		req := reconcile.Request{NamespacedName: types.NamespacedName{Name: cn.Name}}
-		if pq, ok := q.(priorityqueue.PriorityQueue[reconcile.Request]); ok {
-			p := r.priority(cn)
-			pq.AddWithOpts(priorityqueue.AddOpts{Priority: &p}, req)
-			return
+		p := r.priority(cn)
+		if cn.DeletionTimestamp == nil {
+			// Counted empty until its first reconcile says otherwise: a
+			// node that just joined has waited for no token yet.
+			r.needs.estimate(cn.Name, p == priorityStarving)
 		}
-		q.Add(req)
+		enqueue(q, cn.Name, p)
 	}
 	return handler.TypedFuncs[*ciliumv2.CiliumNode, reconcile.Request]{
 		CreateFunc: func(_ context.Context, e event.TypedCreateEvent[*ciliumv2.CiliumNode], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
@@ -81,7 +75,7 @@ func (r *Reconciler) nodeHandler() handler.TypedEventHandler[*ciliumv2.CiliumNod
 			add(q, e.ObjectNew)
 		},
 		DeleteFunc: func(_ context.Context, e event.TypedDeleteEvent[*ciliumv2.CiliumNode], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			add(q, e.Object)
+			enqueue(q, e.Object.Name, priorityIdle)
 		},
 	}
 }
@@ -99,6 +93,53 @@ func (r *Reconciler) priority(cn *ciliumv2.CiliumNode) int {
 		return priorityDeficit
 	}
 	return priorityIdle
+}
+
+// routingHandler enqueues the node of a NodeRouting whose agent reported,
+// ahead of every other node: addresses it reports routed may be ready for
+// the pool, a write away. It also times the ENIs the report lists.
+func (r *Reconciler) routingHandler() handler.EventHandler {
+	add := func(q workqueue.TypedRateLimitingInterface[reconcile.Request], o client.Object) {
+		nr, ok := o.(*enipamv1alpha1.NodeRouting)
+		if !ok {
+			return
+		}
+		now := r.now()
+		for _, e := range nr.Status.ENIs {
+			r.handoffs.sawRouted(e.ID, now)
+		}
+		enqueue(q, nr.Name, priorityPoolReady)
+	}
+	return handler.Funcs{
+		CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(q, e.Object)
+		},
+		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(q, e.ObjectNew)
+		},
+		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(q, e.Object)
+		},
+	}
+}
+
+// attachedSource enqueues, ahead of every other node, the node of each ENI
+// whose attachment EC2 shows completed (named by the ENI's node tag): its
+// addresses may be ready for the pool, a write away.
+func (r *Reconciler) attachedSource() source.Source {
+	return source.Func(func(_ context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+		r.inv.OnAttached(func(e cloud.ENI) { r.attached(q, e) })
+		return nil
+	})
+}
+
+// attached enqueues the node of an ENI whose attachment completed, ahead
+// of every other node, and times the ENI.
+func (r *Reconciler) attached(q workqueue.TypedRateLimitingInterface[reconcile.Request], e cloud.ENI) {
+	r.handoffs.sawAttached(e.ID, r.now())
+	if node := e.Tags[TagNode]; node != "" {
+		enqueue(q, node, priorityPoolReady)
+	}
 }
 
 func (r *Reconciler) allNodes(ctx context.Context, _ client.Object) []reconcile.Request {

@@ -53,10 +53,20 @@ type nodeSync struct {
 	opErr     error
 	staticErr error
 	requeue   time.Duration
+	// writeErr: a write made before the plan's EC2 calls failed; the
+	// reconcile stops there.
+	writeErr error
+	// held: the node's new ENI waits for the nodes that have no address
+	// (serving by need, need.go).
+	held bool
+	// started is when the reconcile began.
+	started time.Time
+	// turnedAway: the plan's EC2 calls waited for a slot.
+	turnedAway bool
 }
 
 func (r *Reconciler) newSync(_ context.Context, cn *ciliumv2.CiliumNode, policies []enipamv1alpha1.ENIPolicy) *nodeSync {
-	return &nodeSync{r: r, mem: r.memory(cn.Name), orig: cn, cn: cn.DeepCopy(), policies: policies}
+	return &nodeSync{r: r, mem: r.memory(cn.Name), orig: cn, cn: cn.DeepCopy(), policies: policies, started: r.now()}
 }
 
 // run decides and executes everything; it never writes the CiliumNode.
@@ -137,12 +147,42 @@ func (s *nodeSync) run(ctx context.Context) {
 	if plan.Needed > 0 && s.mem.deficitAt.IsZero() {
 		s.mem.deficitAt = r.now()
 	}
+	need := s.need()
+	r.needs.set(s.cn.Name, need.empty())
+	if (plan.Create != nil || plan.Adopt != nil) && r.needs.holdNewENI(s.cn.Name, need) {
+		// A top-up: the node has addresses and no pod waits on it, while
+		// other nodes have none. What its ENIs can hold is assigned now;
+		// the new ENI comes once no node is empty (the node is woken
+		// then, and looked at again meanwhile in case the wake-up is
+		// missed).
+		r.log.Debug("new ENI held for nodes without addresses", "node", s.cn.Name, "free", need.Free)
+		plan.Create, plan.Adopt = nil, nil
+		s.held = true
+		s.requeueWithin(heldRetry)
+	}
+	if !plan.Empty() && s.poolGrew() {
+		// Addresses ready for the pool are never held behind EC2's
+		// buckets: the write goes first, then the plan's calls.
+		if err := s.write(ctx); err != nil {
+			s.writeErr = err
+			return
+		}
+	}
+	if !plan.Empty() && !r.slots.acquire(s.cn.Name, need.priority()) {
+		// Every EC2 slot is taken: no bucket reservation now; the node is
+		// woken when one frees (and looked at again meanwhile).
+		r.log.Debug("EC2 calls wait for a slot", "node", s.cn.Name)
+		plan.Assign, plan.Create, plan.Adopt = nil, nil, nil
+		s.turnedAway = true
+		s.requeueWithin(slotRetry)
+	}
 	if !plan.Empty() {
 		// A new ENI's attachment takes seconds; a node's lead time is
 		// what its ordinary allocations (addresses on ENIs with room)
 		// take, so one ENI in a node's life does not inflate it.
 		s.mem.deficitENI = s.mem.deficitENI || plan.Create != nil || plan.Adopt != nil
 		err := s.apply(ctx, &plan)
+		r.slots.release()
 		// Whatever succeeded is in the inventory now; the pool follows it.
 		if s.snapshot(ctx) {
 			s.reconcilePool()
@@ -194,6 +234,44 @@ func (s *nodeSync) run(ctx context.Context) {
 	for _, since := range s.mem.missing {
 		s.requeueWithin(max(since.Add(s.r.opts.ConsistencyGrace).Sub(s.r.now()), time.Second))
 	}
+}
+
+// slotRetry is how soon a node turned away from EC2 (every slot taken)
+// is looked at again, should its wake-up be missed.
+const slotRetry = 10 * time.Second
+
+// heldRetry is how soon a node whose new ENI was held is looked at
+// again, should the wake-up once no node is empty be missed.
+const heldRetry = 30 * time.Second
+
+// need is the node's need as the pool stands (need.go).
+func (s *nodeSync) need() nodeNeed {
+	if s.pool == nil {
+		return nodeNeed{}
+	}
+	return nodeNeed{
+		Free:      s.snap.Available - s.snap.Used,
+		Waiting:   s.waiting + s.staticDemand,
+		Needed:    s.needed(),
+		PoolReady: s.pool.awaiting > 0,
+	}
+}
+
+// poolChanged reports whether the desired pool or release handshake
+// differs from the node's object.
+func (s *nodeSync) poolChanged() bool {
+	return !sameJSON(s.orig.Spec.IPAM.Pool, s.cn.Spec.IPAM.Pool) || !sameJSON(s.orig.Status.IPAM.ReleaseIPs, s.cn.Status.IPAM.ReleaseIPs)
+}
+
+// poolGrew reports whether the desired pool lists an address the node's
+// object does not yet.
+func (s *nodeSync) poolGrew() bool {
+	for ip := range s.cn.Spec.IPAM.Pool {
+		if _, ok := s.orig.Spec.IPAM.Pool[ip]; !ok {
+			return true
+		}
+	}
+	return false
 }
 
 // reconcilePool derives the pool from the snapshot and the agent's report,
@@ -352,12 +430,21 @@ func (s *nodeSync) fail(err error, reason string) {
 	s.r.log.Info("node not fully served", "node", s.cn.Name, "instance", s.instanceID, "reason", reason, "error", err)
 }
 
+// result says when to look at the node again, and with which priority:
+// the node's need as this reconcile leaves it, not the one it was queued
+// with (a node queued as empty that now waits for its ENI's attachment
+// comes back ahead of all; one whose new ENI is held, behind the nodes
+// it waits for).
 func (s *nodeSync) result() ctrl.Result {
 	d := s.requeue
 	if s.pool != nil && s.pool.pendingRelease > 0 && (d == 0 || s.pool.pendingRelease < d) {
 		d = s.pool.pendingRelease
 	}
-	return ctrl.Result{RequeueAfter: d}
+	p := s.need().priority()
+	if s.held || s.opErr != nil {
+		p = priorityIdle
+	}
+	return ctrl.Result{RequeueAfter: d, Priority: &p}
 }
 
 // reasonFor maps an error to an event reason.

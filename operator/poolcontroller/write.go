@@ -124,28 +124,64 @@ func (s *nodeSync) statusENI(e *cloud.ENI, vpc awstypes.AwsVPC) awstypes.ENI {
 
 // write patches status, then spec, each only if it changed. Merge patches
 // carry only the fields that changed, so the agent's status.ipam.used and
-// anything else written meanwhile is left alone.
+// anything else written meanwhile is left alone. A reconcile may write
+// twice (addresses ready for the pool go out before the plan's EC2
+// calls): what was written becomes the base of the next write's patch.
 func (s *nodeSync) write(ctx context.Context) error {
 	s.fill()
 	if !sameJSON(s.orig.Status, s.cn.Status) {
 		obj := s.orig.DeepCopy()
-		obj.Status = s.cn.Status
+		obj.Status = *s.cn.Status.DeepCopy()
 		if err := s.r.client.Status().Patch(ctx, obj, client.MergeFrom(s.orig)); err != nil {
 			return fmt.Errorf("writing status of %s, %w", s.cn.Name, err)
 		}
 		s.r.metrics.writes.WithLabelValues("status").Inc()
 		s.r.wrote(s.mem, obj.ResourceVersion)
+		s.orig.Status = *s.cn.Status.DeepCopy()
 	}
 	if !sameJSON(s.orig.Spec, s.cn.Spec) {
 		obj := s.orig.DeepCopy()
-		obj.Spec = s.cn.Spec
+		obj.Spec = *s.cn.Spec.DeepCopy()
 		if err := s.r.client.Patch(ctx, obj, client.MergeFrom(s.orig)); err != nil {
 			return fmt.Errorf("writing spec of %s, %w", s.cn.Name, err)
 		}
 		s.r.metrics.writes.WithLabelValues("spec").Inc()
 		s.r.wrote(s.mem, obj.ResourceVersion)
+		s.timeHandoffs()
+		s.orig.Spec = *s.cn.Spec.DeepCopy()
 	}
 	return nil
+}
+
+// slowHandoff is a wait of addresses ready for the pool worth a log line.
+const slowHandoff = 2 * time.Second
+
+// timeHandoffs observes, for each ENI whose first addresses the pool just
+// written lists, how long they waited attached and routed (handoffs).
+func (s *nodeSync) timeHandoffs() {
+	had := map[string]bool{}
+	for _, e := range s.orig.Spec.IPAM.Pool {
+		had[e.Resource] = true
+	}
+	now := s.r.now()
+	for _, e := range s.cn.Spec.IPAM.Pool {
+		if e.Resource == "" || had[e.Resource] {
+			continue
+		}
+		had[e.Resource] = true
+		ready, ok := s.r.handoffs.pooled(e.Resource, now)
+		if !ok {
+			continue
+		}
+		took := max(now.Sub(ready), 0)
+		s.r.metrics.poolHandoff.Observe(took.Seconds())
+		if took > slowHandoff {
+			// Where the time went: waiting for a worker, or in the
+			// reconcile (its reads and writes).
+			s.r.log.Info("addresses ready for the pool waited", "node", s.cn.Name, "eni", e.Resource, "waited", took,
+				"queued", max(s.started.Sub(ready), 0), "reconcile", now.Sub(s.started))
+		}
+	}
 }
 
 // sameJSON compares two API values as the apiserver would store them

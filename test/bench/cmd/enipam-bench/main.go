@@ -3,6 +3,10 @@
 // also writes <out>/<scenario>.json.
 //
 //	enipam-bench [-quick] [-scenarios scale-up,churn,steady,placement,static-moves,pools] [-out _out/bench]
+//
+// scale-up runs the new-ENI scale-up on m5.large and m5.xlarge and the
+// primary-ENI one; scale-up-m5.large or scale-up-m5.xlarge runs one
+// new-ENI scale-up alone.
 package main
 
 import (
@@ -105,8 +109,12 @@ func run(ctx context.Context, quick bool, only, out string, nodes int, churn ben
 		switch strings.TrimSpace(name) {
 		case "scale-up":
 			scenarios = append(scenarios,
+				bench.ScaleUp{Nodes: nodes, NewENI: true, InstanceType: "m5.large", PreAllocate: 8},
 				bench.ScaleUp{Nodes: nodes, NewENI: true, InstanceType: "m5.xlarge", PreAllocate: 8},
 				bench.ScaleUp{Nodes: nodes, InstanceType: "m5.xlarge", PreAllocate: 8})
+		case "scale-up-m5.large", "scale-up-m5.xlarge":
+			typ := strings.TrimPrefix(strings.TrimSpace(name), "scale-up-")
+			scenarios = append(scenarios, bench.ScaleUp{Nodes: nodes, NewENI: true, InstanceType: typ, PreAllocate: 8})
 		case "churn":
 			scenarios = append(scenarios, churn)
 		case "steady":
@@ -118,7 +126,7 @@ func run(ctx context.Context, quick bool, only, out string, nodes int, churn ben
 		case "pools":
 			scenarios = append(scenarios, pools)
 		default:
-			return fmt.Errorf("unknown scenario %q (scale-up, churn, steady, placement, static-moves, pools)", name)
+			return fmt.Errorf("unknown scenario %q (scale-up, scale-up-m5.large, scale-up-m5.xlarge, churn, steady, placement, static-moves, pools)", name)
 		}
 	}
 	start := time.Now()

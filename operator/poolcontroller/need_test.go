@@ -1,0 +1,107 @@
+package poolcontroller
+
+import (
+	"slices"
+	"testing"
+)
+
+// TestServeByNeedOrder: when EC2's buckets bind, the order in which nodes
+// are served and whether a node's new ENI waits are a function of the
+// nodes' needs alone. The m5.large cases: one ENI holds 9 secondaries,
+// pre-allocate 8 plus Cilium's router and health addresses need 10.
+func TestServeByNeedOrder(t *testing.T) {
+	cases := []struct {
+		name           string
+		need           nodeNeed
+		emptyElsewhere int
+		priority       int
+		empty, hold    bool
+	}{
+		{name: "joined, no address", need: nodeNeed{Free: 0, Needed: 10}, emptyElsewhere: 999, priority: priorityStarving, empty: true},
+		{name: "pods wait on an empty pool", need: nodeNeed{Free: -3, Waiting: 3, Needed: 13}, emptyElsewhere: 5, priority: priorityStarving, empty: true},
+		{name: "first ENI attaching: addresses on their way", need: nodeNeed{Free: 9, Needed: 1, PoolReady: true}, emptyElsewhere: 5, priority: priorityPoolReady, hold: true},
+		{name: "m5.large top-up while others are empty", need: nodeNeed{Free: 7, Needed: 1}, emptyElsewhere: 1, priority: priorityDeficit, hold: true},
+		{name: "m5.large top-up, no node empty", need: nodeNeed{Free: 7, Needed: 1}, emptyElsewhere: 0, priority: priorityDeficit},
+		{name: "top-up with a pod waiting on it", need: nodeNeed{Free: 6, Waiting: 1, Needed: 2}, emptyElsewhere: 40, priority: priorityDeficit},
+		{name: "in shape", need: nodeNeed{Free: 8}, emptyElsewhere: 40, priority: priorityIdle, hold: true},
+		{name: "pool used up, pods coming", need: nodeNeed{Free: 0, Needed: 8}, emptyElsewhere: 40, priority: priorityStarving, empty: true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if got := c.need.priority(); got != c.priority {
+				t.Errorf("priority = %d, want %d", got, c.priority)
+			}
+			if got := c.need.empty(); got != c.empty {
+				t.Errorf("empty = %v, want %v", got, c.empty)
+			}
+			if got := holdNewENI(c.need, c.emptyElsewhere); got != c.hold {
+				t.Errorf("holdNewENI(%d empty elsewhere) = %v, want %v", c.emptyElsewhere, got, c.hold)
+			}
+		})
+	}
+}
+
+// TestHeldNodesWokenWhenNoneEmpty: a node's held new ENI is woken exactly
+// when the last empty node gets addresses or goes away, and a node still
+// empty never holds its own first ENI.
+func TestHeldNodesWokenWhenNoneEmpty(t *testing.T) {
+	n := newNeeds()
+	var woken []string
+	n.wake = func(nodes []string) { woken = append(woken, nodes...) }
+	topUp := nodeNeed{Free: 7, Needed: 1}
+
+	n.estimate("a", true) // joined, not reconciled yet
+	n.set("b", true)
+	n.set("c", false)
+	if !n.holdNewENI("c", topUp) {
+		t.Fatal("c's top-up was not held while a and b are empty")
+	}
+	if n.holdNewENI("b", nodeNeed{Free: 0, Needed: 10}) {
+		t.Fatal("b, empty, held its own first ENI")
+	}
+	n.estimate("c", true) // an event of c's own write: c was reconciled, the estimate is ignored
+	n.set("b", false)
+	if len(woken) != 0 {
+		t.Fatalf("woken %v while a is empty", woken)
+	}
+	n.forget("a")
+	if !slices.Equal(woken, []string{"c"}) {
+		t.Fatalf("woken %v once no node is empty, want [c]", woken)
+	}
+	if n.holdNewENI("c", topUp) {
+		t.Fatal("c's top-up held with no node empty")
+	}
+}
+
+// TestSlotsKeepWorkersFromEC2: of 100 workers, 90 may make EC2 calls at
+// once; a node turned away is woken, with the priority it was turned away
+// with, as a slot frees, oldest first.
+func TestSlotsKeepWorkersFromEC2(t *testing.T) {
+	for workers, want := range map[int]int{1: 1, 2: 1, 10: 9, 100: 90, 1000: 900} {
+		if got := slotsFor(workers); got != want {
+			t.Errorf("slotsFor(%d) = %d, want %d", workers, got, want)
+		}
+	}
+	s := newSlots(2)
+	woken := map[string]int{}
+	var order []string
+	s.wake = func(node string, priority int) { woken[node] = priority; order = append(order, node) }
+	if !s.acquire("a", priorityStarving) || !s.acquire("b", priorityStarving) {
+		t.Fatal("a free slot was refused")
+	}
+	if s.acquire("c", priorityStarving) || s.acquire("d", priorityDeficit) || s.acquire("e", priorityDeficit) || s.acquire("c", priorityStarving) {
+		t.Fatal("a slot was granted beyond the limit")
+	}
+	s.release()
+	if !slices.Equal(order, []string{"c", "d"}) || woken["c"] != priorityStarving || woken["d"] != priorityDeficit {
+		t.Fatalf("woken %v (%v) after one release, want c at %d then d at %d", order, woken, priorityStarving, priorityDeficit)
+	}
+	if !s.acquire("d", priorityDeficit) || s.acquire("c", priorityStarving) {
+		t.Fatal("the freed slot was not granted exactly once")
+	}
+	s.release()
+	s.release()
+	if !slices.Equal(order, []string{"c", "d", "e", "c"}) {
+		t.Fatalf("woken %v, want e and c after", order)
+	}
+}
