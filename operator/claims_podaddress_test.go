@@ -45,8 +45,8 @@ func TestAStaticPodWithAnotherAddressIsRestarted(t *testing.T) {
 	}
 	w.agentStep("node-1")
 	_, _ = l.claims.Reconcile(ctx, reqClaim("db-0"))
-	if r := meta.FindStatusCondition(w.claim("db-0").Status.Conditions, enipamv1alpha1.ClaimReady); r == nil || r.Reason != claimcontroller.ReasonWrongAddress {
-		t.Errorf("claim condition %+v, want %s", r, claimcontroller.ReasonWrongAddress)
+	if r := meta.FindStatusCondition(w.claim("db-0").Status.Conditions, enipamv1alpha1.ClaimReady); r == nil || r.Reason != enipamv1alpha1.ReasonPodHasOtherAddress {
+		t.Errorf("claim condition %+v, want %s", r, enipamv1alpha1.ReasonPodHasOtherAddress)
 	}
 	if err := w.c.Get(ctx, client.ObjectKeyFromObject(pod), &corev1.Pod{}); !apierrors.IsNotFound(err) {
 		t.Errorf("the pod with %s is still there (%v), want it deleted", other, err)

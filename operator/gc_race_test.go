@@ -121,7 +121,7 @@ func TestAttachGivenUpAfterRefusals(t *testing.T) {
 	w.state = sim.State()
 	ec2Opts := opec2.DefaultOptions()
 	ec2Opts.Endpoint = ep.EC2
-	w.api, err = opec2.New(aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("AKIDTEST", "secret", "")},
+	w.api, err = opec2.New(aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider(ec2sim.DefaultAccessKeyID, ec2sim.DefaultSecretAccessKey, "")},
 		ec2Opts, prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)

@@ -159,6 +159,9 @@ const (
 	ReasonNodeUnknown       = "NodeUnknown"
 	ReasonReleasing         = "Releasing"
 	ReasonUnschedulableZone = "NoEligibleNode"
+	// ReasonPodHasOtherAddress: the claim's pod runs with another address
+	// than the claim's (Cilium's agent saw the stamp too late).
+	ReasonPodHasOtherAddress = "PodHasOtherAddress"
 )
 
 // StaticIPClaimStatus is the operator's report.

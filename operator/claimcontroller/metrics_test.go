@@ -60,6 +60,7 @@ func TestClaimPhasesAreTimedFromTheirLastChange(t *testing.T) {
 		"enipam_static_ip_claims{phase=Pending} 1",
 		"enipam_static_ip_claims{phase=Placing} 1",
 		"enipam_static_ip_claims{phase=Releasing} 0",
+		"enipam_static_ip_wrong_address_total{} 0",
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("scrape:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))

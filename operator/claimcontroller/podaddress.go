@@ -19,10 +19,6 @@ import (
 // another address than the claim's.
 const EventWrongAddress = "WrongAddress"
 
-// ReasonWrongAddress is the Ready condition's reason while the claim's
-// pod runs with another address than the claim's.
-const ReasonWrongAddress = "PodHasOtherAddress"
-
 var wrongAddressDesc = prometheus.NewDesc("enipam_static_ip_wrong_address_total",
 	"Static-IP pods found running with another address than their claim's (Cilium's agent saw the claim's stamp too late); each is deleted so its StatefulSet recreates it, and the new pod gets its own.",
 	nil, nil)
@@ -86,7 +82,7 @@ func (r *Reconciler) checkPodAddress(ctx context.Context, c *enipamv1alpha1.Stat
 	r.wrongAddress.Add(1)
 	r.events.Eventf(c, nil, corev1.EventTypeWarning, EventWrongAddress, "Check", "%s", msg)
 	r.log.Warn("static-IP pod runs with another address", "claim", c.Owner(), "node", node, "ip", ip, "want", st.Address, "restarted", restart)
-	setReady(st, metav1.ConditionFalse, ReasonWrongAddress, msg)
+	setReady(st, metav1.ConditionFalse, enipamv1alpha1.ReasonPodHasOtherAddress, msg)
 }
 
 // pods is where single pods are read: uncached (Options.Pods).
