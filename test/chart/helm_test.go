@@ -170,3 +170,18 @@ func (m manifest) typed(t *testing.T, kind, name string, into runtime.Object) {
 }
 
 var bg = context.Background()
+
+// kubeconfigFile writes the test apiserver's kubeconfig for helm's
+// --kubeconfig and returns its path.
+func kubeconfigFile(t *testing.T) string {
+	t.Helper()
+	kubeconfig, err := env.KubeConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kc := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(kc, kubeconfig, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return kc
+}

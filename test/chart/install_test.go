@@ -1,8 +1,6 @@
 package chart
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -22,14 +20,7 @@ import (
 // Job); TestHelmUninstallRemovesEveryNodesRouting plays it.
 func TestHelmInstallAndUninstall(t *testing.T) {
 	_, chartDir := paths(t)
-	kubeconfig, err := env.KubeConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	kc := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := os.WriteFile(kc, kubeconfig, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	kc := kubeconfigFile(t)
 	const ns = "enipam-helm"
 	out, err := helm(t, "install", "enipam", chartDir, "--kubeconfig", kc, "--namespace", ns, "--create-namespace",
 		"--set", "clusterName=helm-test", "--set", "fullnameOverride=helm", "--set", "defaultPolicy.enabled=true", "--set", "defaultPolicy.name=helm-default",

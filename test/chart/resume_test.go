@@ -5,8 +5,6 @@ import (
 	"flag"
 	"io"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -117,14 +115,7 @@ func TestResumeHookRendersWithTheUninstallHook(t *testing.T) {
 // (pre-upgrade), which finds nothing to withdraw.
 func TestHelmRollbackAfterAnUninstallThatStoppedRoutesTheNodesAgain(t *testing.T) {
 	_, chartDir := paths(t)
-	kubeconfig, err := env.KubeConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	kc := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := os.WriteFile(kc, kubeconfig, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	kc := kubeconfigFile(t)
 	const ns, release, full = "enipam-halfway", "enipam", "halfway"
 	t.Cleanup(func() {
 		_, _ = helm(t, "uninstall", release, "--kubeconfig", kc, "--namespace", ns, "--no-hooks")

@@ -6,8 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
@@ -68,14 +66,7 @@ import (
 // afterwards still puts back the value from before enipam).
 func TestHelmUninstallRemovesEveryNodesRoutingAndInstallRoutesItAgain(t *testing.T) {
 	_, chartDir := paths(t)
-	kubeconfig, err := env.KubeConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	kc := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := os.WriteFile(kc, kubeconfig, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	kc := kubeconfigFile(t)
 	const ns, release, full = "enipam-uninstall", "enipam", "uninst"
 	installed := false
 	t.Cleanup(func() {
