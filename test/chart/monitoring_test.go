@@ -161,7 +161,7 @@ func TestAlertsLinkTheirRunbookAndParse(t *testing.T) {
 		}
 		url := r.Annotations["runbook_url"]
 		base, anchor, ok := strings.Cut(url, "#")
-		if !ok || base != "https://github.com/enipam/enipam/blob/v0.1.0/README.md" || !anchors[anchor] {
+		if !ok || base != "https://github.com/enipam/enipam/blob/v0.2.0/README.md" || !anchors[anchor] {
 			t.Errorf("%s: runbook_url %q is not a heading of the README at the chart's version", r.Alert, url)
 		}
 		if !strings.Contains(r.Expr, `namespace="kube-system"`) {

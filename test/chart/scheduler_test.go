@@ -124,7 +124,7 @@ func TestSchedulerRunsKubeSchedulerBesideItsExtender(t *testing.T) {
 	if s.kube.Image != "registry.k8s.io/kube-scheduler:v1.37.1" || !slices.Equal(s.kube.Command, []string{"kube-scheduler"}) {
 		t.Errorf("kube-scheduler image %s command %v", s.kube.Image, s.kube.Command)
 	}
-	if s.ext.Image != "ghcr.io/enipam/enipam-scheduler:0.1.0" {
+	if s.ext.Image != "ghcr.io/enipam/enipam-scheduler:0.2.0" {
 		t.Errorf("extender image %s", s.ext.Image)
 	}
 
