@@ -150,11 +150,6 @@ names the values and the fix. */}}
 {{- if ne (len (uniq $ports)) 4 }}
 {{- fail (printf "scheduler.kubeScheduler.port and scheduler.extender's port, healthPort and metricsPort must differ (they share the pod): %v" $ports) }}
 {{- end }}
-{{- if not $s.kubeScheduler.image.tag }}
-{{- if not $s.kubeScheduler.image.digest }}
-{{- fail "scheduler.kubeScheduler.image.tag is required: the kube-scheduler version, that of the control plane or one minor below (e.g. v1.37.1)" }}
-{{- end }}
-{{- end }}
 {{- end }}
 {{- if and .Values.operator.hostNetwork .Values.agent.enabled }}
 {{- $op := list (int .Values.operator.metricsPort) (int .Values.operator.healthPort) }}
@@ -177,4 +172,23 @@ prometheusRule.seriesSelector added. */}}
 {{- $root := index . 0 -}}
 {{- $base := $root.Values.prometheusRule.runbookURL | default (printf "%s/blob/v%s/README.md" $root.Chart.Home $root.Chart.AppVersion) -}}
 {{- printf "%s#%s" $base (index . 1) -}}
+{{- end }}
+
+{{/*
+The upstream kube-scheduler's image: by digest if one is set, else by tag;
+an empty tag is the cluster's own version, v<major>.<minor>.<patch> of
+.Capabilities.KubeVersion without a vendor's suffix (v1.33.4-eks-… runs
+registry.k8s.io/kube-scheduler:v1.33.4), so the scheduler is never newer
+than the apiserver nor of another minor.
+*/}}
+{{- define "enipam.kubeScheduler.image" -}}
+{{- $img := .Values.scheduler.kubeScheduler.image -}}
+{{- if $img.digest -}}
+{{- printf "%s@%s" $img.repository $img.digest -}}
+{{- else if $img.tag -}}
+{{- printf "%s:%s" $img.repository $img.tag -}}
+{{- else -}}
+{{- $v := semver .Capabilities.KubeVersion.Version -}}
+{{- printf "%s:v%d.%d.%d" $img.repository $v.Major $v.Minor $v.Patch -}}
+{{- end -}}
 {{- end }}
