@@ -28,13 +28,15 @@ import (
 // nothing either enipam component keeps there would survive.
 //
 // +kubebuilder:object:root=true
-// +kubebuilder:resource:scope=Cluster,shortName=nrt
+// +kubebuilder:resource:scope=Cluster,shortName=nrt,categories=enipam
 // +kubebuilder:subresource:status
 // +kubebuilder:printcolumn:name="Instance",type=string,JSONPath=`.spec.instanceID`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="ENIs",type=integer,JSONPath=`.status.routedENIs`
 // +kubebuilder:printcolumn:name="IPs",type=integer,JSONPath=`.status.routedIPs`
-// +kubebuilder:printcolumn:name="Max-IPs",type=integer,JSONPath=`.spec.capacity.maxIPs`,priority=1
+// +kubebuilder:printcolumn:name="Free",type=integer,JSONPath=`.spec.capacity.freeIPs`
+// +kubebuilder:printcolumn:name="Used",type=integer,JSONPath=`.spec.capacity.usedIPs`
+// +kubebuilder:printcolumn:name="Max",type=integer,JSONPath=`.spec.capacity.maxIPs`
 // +kubebuilder:printcolumn:name="Can-Grow",type=boolean,JSONPath=`.spec.capacity.canGrow`,priority=1
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
@@ -155,6 +157,15 @@ type NodeCapacity struct {
 	// to be routed before they join it.
 	PoolIPs  int32 `json:"poolIPs"`
 	Awaiting int32 `json:"awaiting,omitempty"`
+	// UsedIPs counts the pool's addresses Cilium has given to pods (the
+	// CiliumNode's status.ipam.used), FreeIPs those it can still give
+	// (PoolIPs less UsedIPs), for kubectl get: Free, Used and Max are the
+	// node's headroom. Objects of an older operator lack them until its
+	// next write.
+	// +optional
+	UsedIPs int32 `json:"usedIPs"`
+	// +optional
+	FreeIPs int32 `json:"freeIPs"`
 	// CanGrow is false when no more addresses can come: the instance is at
 	// capacity, its subnets are exhausted, or it cannot be served.
 	CanGrow bool `json:"canGrow"`

@@ -171,9 +171,10 @@ func (s *nodeSync) writeCapacity(ctx context.Context) error {
 		return nil
 	}
 	room := pool.Capacity(&s.snap, &s.cfg.Config)
-	available, _ := s.pool.counts()
+	available, used := s.pool.counts()
 	c := &enipamv1alpha1.NodeCapacity{
 		MaxIPs: int32(room.MaxIPs), PoolIPs: int32(available), Awaiting: int32(s.pool.awaiting),
+		UsedIPs: int32(used), FreeIPs: int32(max(available-used, 0)),
 		CanGrow: room.CanGrow, AvailabilityZone: s.snap.Instance.AZ, Subnets: room.Subnets,
 		FreeENISlots: int32(room.FreeENISlots),
 	}

@@ -56,8 +56,9 @@ const previousChart = "testdata/enipam-0.1.0"
 // addresses, one used by a pod.
 //
 // Helm leaves the previous CRDs in place on `helm upgrade`; `kubectl apply
-// --server-side --force-conflicts -f crds/` puts this chart's in, and
-// existing objects keep their fields. `helm upgrade` then runs the resume
+// --server-side --force-conflicts -f crds/` puts this chart's in (kubectl
+// get nrt gains its Free, Used and Max columns, kubectl get enipam its
+// category), and existing objects keep their fields. `helm upgrade` then runs the resume
 // hook (nothing to withdraw) and replaces the Deployment and DaemonSet.
 // The pods are replaced as a rolling update does: the new operator starts
 // beside the old one and takes the Lease once the old one stops; the old
@@ -76,11 +77,17 @@ func TestHelmUpgradeFromThePreviousChartKeepsEveryPodRoutedAndPooled(t *testing.
 	// The apiserver of these tests starts with this chart's CRDs; the
 	// previous release had its own. Whatever happens, the others get
 	// this chart's back.
-	kubectlApplyCRDs(t, kc, filepath.Join(previousChart, "crds"))
+	// kubectl replace: exactly the previous CRDs, as `helm install` of
+	// the previous chart created them (an apply would keep the fields of
+	// this chart's that the previous CRDs lack).
+	if out, err := kubectl(kc, "replace", "-f", filepath.Join(previousChart, "crds")); err != nil {
+		t.Fatalf("kubectl replace -f the previous CRDs: %v\n%s", err, out)
+	}
 	t.Cleanup(func() {
-		if out, err := kubectl(kc, "apply", "--server-side", "--force-conflicts", "-f", filepath.Join(chartDir, "crds")); err != nil {
+		if out, err := kubectl(kc, "replace", "-f", filepath.Join(chartDir, "crds")); err != nil {
 			t.Errorf("putting this chart's CRDs back: %v\n%s", err, out)
 		}
+		checkCRDsAre(t, filepath.Join(chartDir, "crds"))
 	})
 	checkCRDsAre(t, filepath.Join(previousChart, "crds"))
 
@@ -131,9 +138,19 @@ func TestHelmUpgradeFromThePreviousChartKeepsEveryPodRoutedAndPooled(t *testing.
 		}
 	}
 
-	// Step 1: the CRDs. helm upgrade alone would not touch them.
+	// Step 1: the CRDs. helm upgrade alone would not touch them. The
+	// previous ones had no Free, Used or Max column and no category.
+	if h := strings.Join(kubectlTable(t, kc, "nrt").header, " "); strings.Contains(h, "FREE") {
+		t.Fatalf("kubectl get nrt under the previous CRDs shows %s: the CRDs do not differ, the test does not discriminate", h)
+	}
 	kubectlApplyCRDs(t, kc, filepath.Join(chartDir, "crds"))
 	checkCRDsAre(t, filepath.Join(chartDir, "crds"))
+	if tb := kubectlTable(t, kc, "nrt"); !slices.Contains(tb.header, "FREE") || tb.row(t, name)["READY"] != "True" || tb.row(t, name)["IPS"] != "2" {
+		t.Errorf("kubectl get nrt under the upgraded CRDs: %v %v, want a Free column and the node routed with 2 IPs", tb.header, tb.rows)
+	}
+	if out, err := kubectl(kc, "get", "enipam", "-o", "name"); err != nil || !strings.Contains(string(out), "noderouting.enipam.io/"+name) {
+		t.Errorf("kubectl get enipam under the upgraded CRDs: %v\n%s", err, out)
+	}
 	sameRouting("after the CRDs were upgraded", enipamv1alpha1.ReasonRouted)
 
 	// Step 2: helm upgrade, with this chart.
@@ -308,7 +325,9 @@ func kubectl(kc string, args ...string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(filepath.Join(dir, "kubectl"), append([]string{"--kubeconfig", kc}, args...)...)
+	// Its discovery cache beside the kubeconfig (a test's temporary
+	// directory): fresh for every test, never the machine's ~/.kube.
+	cmd := exec.Command(filepath.Join(dir, "kubectl"), append([]string{"--kubeconfig", kc, "--cache-dir", filepath.Join(filepath.Dir(kc), "kube-cache")}, args...)...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err = cmd.Run()
