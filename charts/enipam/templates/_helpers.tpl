@@ -30,17 +30,38 @@ component suffixes ("-operator", "-agent", "-leader-election"). */}}
 {{ include "enipam.fullname" . }}-scheduler
 {{- end }}
 
-{{/* Labels of every object. */}}
-{{- define "enipam.labels" -}}
-helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
-app.kubernetes.io/name: {{ include "enipam.name" . }}
-app.kubernetes.io/instance: {{ .Release.Name }}
-app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
-app.kubernetes.io/managed-by: {{ .Release.Service }}
-app.kubernetes.io/part-of: enipam
-{{- with .Values.commonLabels }}
-{{ toYaml . }}
+{{/* The chart's own labels of every object. */}}
+{{- define "enipam.ownLabels" -}}
+{{- toYaml (dict
+  "helm.sh/chart" (printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-")
+  "app.kubernetes.io/name" (include "enipam.name" .)
+  "app.kubernetes.io/instance" .Release.Name
+  "app.kubernetes.io/version" .Chart.AppVersion
+  "app.kubernetes.io/managed-by" .Release.Service
+  "app.kubernetes.io/part-of" "enipam") }}
 {{- end }}
+
+{{/* Labels of every object: the chart's own, then commonLabels (a key
+the chart sets keeps the chart's value; each key once). */}}
+{{- define "enipam.labels" -}}
+{{- toYaml (merge (fromYaml (include "enipam.ownLabels" .)) (.Values.commonLabels | default dict)) }}
+{{- end }}
+
+{{/* Labels (YAML text) with a map of more over them, each key once:
+(list labels more). The object's own label values (a ServiceMonitor's,
+the dashboard's) win over commonLabels. */}}
+{{- define "enipam.labelsWith" -}}
+{{- toYaml (mergeOverwrite (fromYaml (index . 0)) (index . 1 | default dict)) }}
+{{- end }}
+
+{{/* A pod template's labels: (list . "operator" podLabels). commonLabels,
+then podLabels over them, then the component's own labels, which its
+selector matches, over both; each key once. */}}
+{{- define "enipam.podLabels" -}}
+{{- $root := index . 0 -}}
+{{- $own := fromYaml (include "enipam.ownLabels" $root) -}}
+{{- $_ := set $own "app.kubernetes.io/component" (index . 1) -}}
+{{- toYaml (mergeOverwrite (dict) ($root.Values.commonLabels | default dict) (index . 2 | default dict) $own) }}
 {{- end }}
 
 {{/* Selector labels of one component: (list . "operator"). */}}
@@ -53,8 +74,8 @@ app.kubernetes.io/component: {{ index . 1 }}
 
 {{/* Labels of one component's objects: (list . "operator"). */}}
 {{- define "enipam.componentLabels" -}}
-{{ include "enipam.labels" (index . 0) }}
-app.kubernetes.io/component: {{ index . 1 }}
+{{- $l := fromYaml (include "enipam.labels" (index . 0)) -}}
+{{- toYaml (set $l "app.kubernetes.io/component" (index . 1)) }}
 {{- end }}
 
 {{- define "enipam.operator.serviceAccountName" -}}
