@@ -159,7 +159,7 @@ names the values and the fix. */}}
 {{- if .Values.scheduler.enabled }}
 {{- $s := .Values.scheduler }}
 {{- if eq $s.schedulerName "default-scheduler" }}
-{{- fail "scheduler.schedulerName must not be default-scheduler: enipam's scheduler runs beside the cluster's own. To give the default scheduler the extender, see scheduler/README.md (self-managed control planes)" }}
+{{- fail "scheduler.schedulerName must not be default-scheduler: enipam's scheduler runs beside the cluster's own. To give the default scheduler the extender, see docs/install.md (self-managed control planes)" }}
 {{- end }}
 {{- if eq $s.leaderElection.leaseName "kube-scheduler" }}
 {{- fail "scheduler.leaderElection.leaseName must not be kube-scheduler: that is the default scheduler's Lease, and enipam's scheduler would take turns with it" }}
@@ -188,10 +188,12 @@ prometheusRule.seriesSelector added. */}}
 {{- printf "%s{%s}" (index . 1) (join "," (compact (list (index . 2) $sel))) -}}
 {{- end }}
 
-{{/* The runbook of an alert: (list . "anchor"). */}}
+{{/* The runbook of an alert: (list . "anchor"), the alert's name in
+lower case, which is the anchor GitHub gives its section of
+docs/operations.md. */}}
 {{- define "enipam.runbook" -}}
 {{- $root := index . 0 -}}
-{{- $base := $root.Values.prometheusRule.runbookURL | default (printf "%s/blob/v%s/README.md" $root.Chart.Home $root.Chart.AppVersion) -}}
+{{- $base := $root.Values.prometheusRule.runbookURL | default (printf "%s/blob/main/docs/operations.md" $root.Chart.Home) -}}
 {{- printf "%s#%s" $base (index . 1) -}}
 {{- end }}
 
