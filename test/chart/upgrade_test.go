@@ -167,7 +167,8 @@ func TestHelmUpgradeFromThePreviousChartKeepsEveryPodRoutedAndPooled(t *testing.
 	}
 	sameRouting("after helm upgrade, the previous agent still running", enipamv1alpha1.ReasonRouted)
 
-	// The rolling update: operators first (surge), then the agent.
+	// The rolling update: operators first (one replica at a time, so a new
+	// one runs beside an old one), then the agent.
 	stopNewOperator := startChartOperator(t, ns, full)
 	stopOldOperator()
 	waitLeader(t, ns)
