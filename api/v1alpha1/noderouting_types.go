@@ -160,8 +160,10 @@ type NodeCapacity struct {
 	// UsedIPs counts the pool's addresses Cilium has given to pods (the
 	// CiliumNode's status.ipam.used), FreeIPs those it can still give
 	// (PoolIPs less UsedIPs), for kubectl get: Free, Used and Max are the
-	// node's headroom. Objects of an older operator lack them until its
-	// next write.
+	// node's headroom. A change of only these two is written at most
+	// every 10 s (they move with every pod), so they may lag Cilium's
+	// status.ipam.used by that much. Objects of an older operator lack
+	// them until its next write.
 	// +optional
 	UsedIPs int32 `json:"usedIPs"`
 	// +optional

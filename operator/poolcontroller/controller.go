@@ -158,6 +158,9 @@ type memory struct {
 	// foreignENIs are the ENIs of other instances the node's report
 	// named last, as told in the last ForeignENIReported event.
 	foreignENIs string
+	// capacityWritten is when the NodeRouting's spec.capacity was last
+	// written.
+	capacityWritten time.Time
 }
 
 // repair is the backoff of a repair that did not stick.

@@ -188,10 +188,34 @@ func (s *nodeSync) writeCapacity(ctx context.Context) error {
 	if sameJSON(s.routing.Spec.Capacity, c) {
 		return nil
 	}
+	if have := s.routing.Spec.Capacity; have != nil && countsOnly(have, c) {
+		if wait := s.mem.capacityWritten.Add(countsEvery).Sub(s.r.now()); wait > 0 {
+			s.requeueWithin(wait)
+			return nil
+		}
+	}
 	orig := s.routing.DeepCopy()
 	s.routing.Spec.Capacity = c
 	if err := s.r.client.Patch(ctx, s.routing, client.MergeFrom(orig)); err != nil {
 		return fmt.Errorf("writing capacity of NodeRouting %s, %w", s.cn.Name, err)
 	}
+	s.mem.capacityWritten = s.r.now()
 	return nil
+}
+
+// countsEvery is how often at most a change of only the used and free
+// counts of a node's capacity is written. Those two move with every pod
+// start and stop, and nothing decides on them (they are kubectl's Free
+// and Used columns), so writing each change would cost two apiserver
+// writes per pod (the operator's, and the agent's status answering the
+// new generation). Cilium's agent reports status.ipam.used at most every
+// 15 s by default, so the columns lag it by no more than that again.
+const countsEvery = 10 * time.Second
+
+// countsOnly reports whether two capacities differ at most in their used
+// and free counts.
+func countsOnly(a, b *enipamv1alpha1.NodeCapacity) bool {
+	x, y := *a, *b
+	x.UsedIPs, x.FreeIPs, y.UsedIPs, y.FreeIPs = 0, 0, 0, 0
+	return sameJSON(&x, &y)
 }
