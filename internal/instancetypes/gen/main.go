@@ -33,10 +33,10 @@ const (
 )
 
 // noIPv6Families are the previous-generation families EC2 gives no IPv6:
-// "IPv6 is supported on all current generation instance types and the C3,
-// R3, and I2 previous generation instance types" (Amazon EC2 User Guide,
-// IPv6 support); every other listed family has as many IPv6 as IPv4
-// addresses per interface.
+// its user guide gives IPv6 to every current-generation type and, of the
+// previous generation, to C3, R3 and I2 (and to the Xen types since, c4,
+// m4, r4, t2, x1, ...); every other listed family has as many IPv6 as IPv4
+// addresses per interface, as the guide's per-type table shows.
 var noIPv6Families = []string{"c1", "cc2", "cg1", "cr1", "g2", "hi1", "hs1", "m1", "m2", "m3", "t1"}
 
 type card struct{ index, maxENIs int }
