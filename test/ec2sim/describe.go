@@ -324,15 +324,29 @@ var typeFields = map[string]field[*InstanceType]{
 	},
 	"network-info.ipv4-addresses-per-interface": one(func(t *InstanceType) string { return strconv.Itoa(t.IPv4PerENI) }),
 	"network-info.ipv6-addresses-per-interface": one(func(t *InstanceType) string { return strconv.Itoa(t.IPv6PerENI) }),
+	"processor-info.supported-architecture":     one(func(t *InstanceType) string { return architecture(t) }),
 }
 
-// DescribeInstanceTypes lists the catalog in name order, 5 to 100 a page.
+// DescribeInstanceTypes' page bounds: MaxResults 5 to 100, and a request
+// without MaxResults is still answered a page at a time, of 100 (EC2
+// pages its 1 300 and more types whatever the request says).
+const (
+	minInstanceTypesPage     = 5
+	defaultInstanceTypesPage = 100
+)
+
+// DescribeInstanceTypes lists the catalog in name order, a page at a time
+// even without MaxResults.
 func (s *State) DescribeInstanceTypes(req DescribeInstanceTypesRequest) (*DescribeInstanceTypesResponse, error) {
 	s.lock()
 	defer s.unlock()
-	after, err := req.start("instanceType", 5, 100)
+	after, err := req.start("instanceType", minInstanceTypesPage, defaultInstanceTypesPage)
 	if err != nil {
 		return nil, err
+	}
+	pageSize := req.MaxResults
+	if pageSize == 0 {
+		pageSize = defaultInstanceTypesPage
 	}
 	preds, err := compileFiltersTagged(req.Filters, typeFields, nil)
 	if err != nil {
@@ -360,7 +374,7 @@ func (s *State) DescribeInstanceTypes(req DescribeInstanceTypesRequest) (*Descri
 		if !all(preds, t) {
 			continue
 		}
-		if req.MaxResults > 0 && len(resp.InstanceTypes) == req.MaxResults {
+		if len(resp.InstanceTypes) == pageSize {
 			resp.NextToken = token("instanceType", uint64(i))
 			break
 		}
