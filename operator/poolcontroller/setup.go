@@ -177,13 +177,15 @@ func reported(conds []metav1.Condition) []metav1.Condition {
 }
 
 // routingReported passes NodeRouting events that can let addresses into a
-// pool: a changed report of the agent (the operator's own writes, all in
-// the spec, do not), and the start of its deletion (a static
+// pool or a claimed one out of it: a changed report of the agent (routed
+// ENIs, conditions, endpoints; the operator's own writes, all in the
+// spec, do not), and the start of its deletion (a static
 // IP's finalizer waits for the operator).
 var routingReported = predicate.Funcs{
 	UpdateFunc: func(e event.UpdateEvent) bool {
 		o, n := e.ObjectOld.(*enipamv1alpha1.NodeRouting), e.ObjectNew.(*enipamv1alpha1.NodeRouting)
 		return !sameJSON(o.Status.ENIs, n.Status.ENIs) || !sameJSON(reported(o.Status.Conditions), reported(n.Status.Conditions)) ||
+			!sameJSON(o.Status.Endpoints, n.Status.Endpoints) ||
 			(o.DeletionTimestamp == nil && n.DeletionTimestamp != nil)
 	},
 }
