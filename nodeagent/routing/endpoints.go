@@ -48,11 +48,10 @@ type Endpoints struct {
 //
 // What no route can show: between Cilium's IPAM allocation and the
 // creation of the endpoint's link (the CNI plugin allocates first), the
-// address is held and nothing on the node says so. The operator's use
-// covers this (see poolcontroller's fast move): it asks only about an
-// address whose pod it has seen gone from the node, and such a pod's
-// sandbox, should the kubelet still be building it, makes its link and
-// route within the same CNI ADD.
+// address is held and nothing on the node says so. The operator asks only
+// about an address whose pod it has seen gone from the node, so only a
+// sandbox the kubelet was still building for that deleted pod can be in
+// that window (see poolcontroller's staticfast.go).
 func ObserveEndpoints(ips []netip.Addr, routes []Route, links []Link) Endpoints {
 	routed := map[int]bool{}       // links some /32 of the main table leads to
 	hosts := map[netip.Addr]bool{} // /32 destinations through a link

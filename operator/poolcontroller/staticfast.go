@@ -49,12 +49,16 @@ import (
 // it only once the address is stamped there) — the same bound the
 // handshake gives, whose ready-for-release is also one moment's word.
 // An endpoint still being made when the agent looked (its link without
-// its route) makes the answer unsure. What no route shows is the moment
-// inside one CNI ADD between Cilium's IPAM allocation and the creation of
-// the endpoint's link; such an ADD is for a pod bound to A, which step 1
-// saw gone, so it is a sandbox the kubelet was still building for a pod
-// deleted meanwhile: its link and route come within that same ADD, and
-// the report, made after the pod was seen gone, then says Present.
+// its route) makes the answer unsure.
+//
+// What no route shows, and the handshake would: inside one CNI ADD,
+// Cilium's plugin allocates the address a few calls before it creates the
+// endpoint's link. Only a sandbox the kubelet was still building for the
+// deleted pod can be there (no other pod gets a stamped entry, and no
+// new one is bound to A), and the kubelet tears it down as soon as that
+// ADD returns; an answer made inside that window lets the address go
+// while the dying sandbox holds it on A for as long as its ADD and DEL
+// take. That is the fast move's one exposure beyond the handshake's.
 //
 // Where the slow handshake remains: Cilium without endpoint routes (no
 // lxc link has a route: nothing is ever Absent), a node without pods (no

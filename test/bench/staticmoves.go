@@ -31,26 +31,36 @@ type StaticMoves struct {
 	// (ipam.ciliumNodeUpdateRate): the old node's answer to the release
 	// handshake waits for it.
 	AgentUpdate time.Duration
+	// EndpointRoutes: Cilium runs with endpoint routes, so the old node's
+	// enipam-agent reports at once that no endpoint holds the address and
+	// the move need not wait for the handshake (the fast move). Without
+	// them every move waits for the handshake.
+	EndpointRoutes bool
 }
 
 // DefaultStaticMoves is 4 nodes, 4 pods and 20 moves with agents writing
-// every 15 s, Cilium's default (quick: 8 moves, agents writing every
-// second).
+// every 15 s, Cilium's default, and Cilium's endpoint routes (quick: 8
+// moves).
 func DefaultStaticMoves(quick bool) StaticMoves {
 	if quick {
-		return StaticMoves{Nodes: 4, Pods: 4, Moves: 8, AgentUpdate: time.Second}
+		return StaticMoves{Nodes: 4, Pods: 4, Moves: 8, AgentUpdate: 15 * time.Second, EndpointRoutes: true}
 	}
-	return StaticMoves{Nodes: 4, Pods: 4, Moves: 20, AgentUpdate: 15 * time.Second}
+	return StaticMoves{Nodes: 4, Pods: 4, Moves: 20, AgentUpdate: 15 * time.Second, EndpointRoutes: true}
 }
 
 // Name is the scenario's report name.
-func (StaticMoves) Name() string { return "static-moves" }
+func (s StaticMoves) Name() string {
+	if !s.EndpointRoutes {
+		return "static-moves-handshake"
+	}
+	return "static-moves"
+}
 
 // Run runs the scenario.
 func (s StaticMoves) Run(ctx context.Context, e *Env) (*Report, error) {
 	rep := &Report{Scenario: s.Name(), Started: time.Now(), Params: map[string]any{
 		"nodes": s.Nodes, "pods": s.Pods, "moves": s.Moves, "instanceType": "m5.large", "agentUpdateInterval": s.AgentUpdate.String(),
-		"ec2": "ec2sim realistic", "preAllocate": 8,
+		"ec2": "ec2sim realistic", "preAllocate": 8, "endpointRoutes": s.EndpointRoutes,
 	}}
 	scenario := fmt.Sprintf(`account: "123456789012"
 clusterName: bench
@@ -69,7 +79,7 @@ instances:
 profile: realistic
 `, s.Nodes)
 	w, err := e.startWorld(ctx, s.Name(), scenario, []string{"--vpc-id=vpc-0d0000000000000d1", "--release-excess-ips=false"},
-		agentsim.Options{UpdateInterval: s.AgentUpdate, SampleInterval: -1})
+		agentsim.Options{UpdateInterval: s.AgentUpdate, SampleInterval: -1, EndpointRoutes: s.EndpointRoutes})
 	if err != nil {
 		return nil, err
 	}
@@ -182,6 +192,11 @@ profile: realistic
 	rep.add("ledger violations", fig.Violations.Total(), "")
 	rep.target("every move keeps the address", fmt.Sprint(s.Moves), fmt.Sprint(sameIP), sameIP == s.Moves)
 	rep.target("ledger violations", "0", fmt.Sprint(fig.Violations.Total()), fig.Violations.Total() == 0)
+	if s.EndpointRoutes {
+		p50, p99 := agentsim.Percentile(toPool, 50), agentsim.Percentile(toPool, 99)
+		rep.target("deleted to address in the new node's pool p50", "<= 2s", p50.String(), p50 <= 2*time.Second)
+		rep.target("deleted to address in the new node's pool p99", "<= 5s", p99.String(), p99 <= 5*time.Second)
+	}
 	rep.addPoolFindings(f)
 	rep.Ran = Seconds(time.Since(rep.Started))
 	return rep, nil
