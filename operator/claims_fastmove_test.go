@@ -2,6 +2,7 @@ package operator_test
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"testing"
 
@@ -15,10 +16,14 @@ import (
 // patchWithGeneration patches a NodeRouting in the in-memory apiserver
 // and, as kube-apiserver does, makes a new generation when its spec
 // changed.
-func patchWithGeneration(ctx context.Context, c client.WithWatch, nr *enipamv1alpha1.NodeRouting, patch client.Patch, opts ...client.PatchOption) error {
+func (w *staticWorld) patchWithGeneration(ctx context.Context, c client.WithWatch, nr *enipamv1alpha1.NodeRouting, patch client.Patch, opts ...client.PatchOption) error {
 	before := &enipamv1alpha1.NodeRouting{}
 	if err := c.Get(ctx, client.ObjectKeyFromObject(nr), before); err != nil {
 		return c.Patch(ctx, nr, patch, opts...)
+	}
+	if w.failQueriesOf == nr.Name && !slices.Equal(before.Spec.EndpointQueries, nr.Spec.EndpointQueries) {
+		w.failQueriesOf = ""
+		return errors.New("endpoint queries patch lost")
 	}
 	if err := c.Patch(ctx, nr, patch, opts...); err != nil {
 		return err
@@ -189,6 +194,55 @@ func testCounter(t *testing.T, l *staticLife, name string) float64 {
 	}
 	t.Fatalf("no %s", name)
 	return 0
+}
+
+// TestAnAbsenceAskedForAnEarlierMoveIsNotUsed: db-0's address leaves
+// node-1 and node-1's enipam-agent answers absent; before the operator
+// acts, the claim asks for node-1 again and the pod comes back there
+// (the operator's write withdrawing the query is lost), then the pod is
+// force-deleted (its endpoint still there) and the claim asks for node-2
+// again, while node-1's agent says nothing new. The absence answered for
+// the earlier move is not used: the address stays until the handshake
+// says it may go, after the pod's CNI DEL.
+func TestAnAbsenceAskedForAnEarlierMoveIsNotUsed(t *testing.T) {
+	w := newStaticWorld(t)
+	l := w.start()
+	ip := w.placed(l)
+	w.slowHandshake["node-1"], w.endpointRoutes["node-1"] = true, true
+	ctx := context.Background()
+
+	w.target("db-0", "node-2")
+	w.release("node-1", "default/db-0")
+	w.pod("db-0", "node-1", false)
+	_, _ = l.pools.Reconcile(ctx, reqNode("node-1"))
+	w.agentStep("node-1")
+	if r := w.routingOf("node-1").Status.Endpoints; r == nil || !slices.Contains(r.Absent, ip) {
+		t.Fatalf("no absent answer: %+v", r)
+	}
+	w.quiet["node-1"] = true
+
+	w.target("db-0", "node-1")
+	w.pod("db-0", "node-1", true)
+	if got := w.allocate("node-1", "default/db-0"); got != ip {
+		t.Fatalf("db-0 got %s back on node-1, want %s", got, ip)
+	}
+	w.failQueriesOf = "node-1"
+	_, _ = l.pools.Reconcile(ctx, reqNode("node-1"))
+	if w.failQueriesOf != "" {
+		t.Fatal("the operator did not try to withdraw the query")
+	}
+
+	w.pod("db-0", "node-1", false) // force-deleted: no CNI DEL yet
+	w.target("db-0", "node-2")
+	for range 10 {
+		w.step(l)
+	}
+	if !w.inPoolOf("node-1", ip) {
+		t.Fatalf("db-0's address left node-1 on an earlier move's answer while its endpoint is there:%s", w.describe())
+	}
+	w.release("node-1", "default/db-0")
+	w.slowHandshake["node-1"], w.quiet["node-1"] = false, false
+	w.until(l, "db-0's address stamped on node-2", func() bool { n, _ := w.stampedOn("default/db-0"); return n == "node-2" })
 }
 
 func (w *staticWorld) routingOf(node string) *enipamv1alpha1.NodeRouting {

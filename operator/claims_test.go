@@ -93,6 +93,9 @@ type staticWorld struct {
 	// (answering the NodeRouting's endpoint queries); quiet: the
 	// enipam-agent of these nodes answers none.
 	endpointRoutes, quiet map[string]bool
+	// failQueriesOf, when set, refuses the operator's next change of that
+	// NodeRouting's endpoint queries.
+	failQueriesOf string
 }
 
 func newStaticWorld(t *testing.T) *staticWorld {
@@ -135,7 +138,7 @@ func newStaticWorld(t *testing.T) *staticWorld {
 					return errors.New("spec patch lost")
 				}
 				if nr, ok := obj.(*enipamv1alpha1.NodeRouting); ok {
-					return patchWithGeneration(ctx, c, nr, patch, opts...)
+					return w.patchWithGeneration(ctx, c, nr, patch, opts...)
 				}
 				return c.Patch(ctx, obj, patch, opts...)
 			},

@@ -22,7 +22,10 @@ import (
 //  2. Only then does it list the address in A's NodeRouting
 //     spec.endpointQueries, with an optimistic lock on the version it
 //     read without the address, so its write makes a new generation G,
-//     which it remembers (memory.asked).
+//     which it remembers (memory.asked) while the address keeps leaving.
+//     A pass in which it does not (the claim asks for A again, the only
+//     way its pod is bound to A again) forgets it, so a later move asks
+//     anew.
 //  3. A's agent, having read a spec of generation G or later, reads the
 //     main route table and then the links, and reports the address
 //     Absent only if no /32 route leads to it through a link, and
@@ -86,6 +89,15 @@ func (s *nodeSync) endpointGone(ip string) bool {
 // next look, so that its answer is one observed after this process saw
 // the pod gone.
 func (s *nodeSync) askEndpoints(ctx context.Context, queries []string) {
+	// An address that stopped leaving (its pod came back, or its claim
+	// asks for this node again) is no longer asked about by this process,
+	// whatever becomes of the write below: asked again later, it takes a
+	// new generation, and only an answer to that counts.
+	for ip := range s.mem.asked {
+		if !slices.Contains(queries, ip) {
+			delete(s.mem.asked, ip)
+		}
+	}
 	if s.routing == nil {
 		return
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
@@ -143,7 +144,7 @@ profile: realistic
 		ips[pod] = ip
 	}
 	e.say("%s: %d pods placed; %d moves", s.Name(), s.Pods, s.Moves)
-	var toPool, toRunning []time.Duration
+	var toPool, toRunning, toAsked []time.Duration
 	sameIP := 0
 	for m := range s.Moves {
 		pod := fmt.Sprintf("db-%d", m%s.Pods)
@@ -159,11 +160,13 @@ profile: realistic
 		if err := c.Delete(ctx, p); err != nil {
 			return nil, err
 		}
-		node, err := w.stampedElsewhere(ctx, "default/"+pod, ips[pod], old, 2*time.Minute)
+		node, asked, err := w.stampedElsewhere(ctx, "default/"+pod, ips[pod], old, 2*time.Minute)
 		if err != nil {
 			return nil, fmt.Errorf("move %d of %s: %w", m, pod, err)
 		}
 		toPool = append(toPool, time.Since(t0))
+		toAsked = append(toAsked, asked.Sub(t0))
+		e.say("%s: move %d: %s from %s to %s: asked onto it after %.2f s, stamped after %.2f s", s.Name(), m, pod, old, node, asked.Sub(t0).Seconds(), time.Since(t0).Seconds())
 		_, ip, err := w.runningStatic(ctx, pod, node, 2*time.Minute)
 		if err != nil {
 			return nil, fmt.Errorf("move %d of %s: %w", m, pod, err)
@@ -178,6 +181,7 @@ profile: realistic
 	}
 	slices.Sort(toPool)
 	slices.Sort(toRunning)
+	slices.Sort(toAsked)
 	fig := w.agents.Figures()
 	f, err := w.poolFindings(ctx)
 	if err != nil {
@@ -185,6 +189,8 @@ profile: realistic
 	}
 	rep.add("moves", len(toPool), "")
 	rep.add("moves that kept the address", sameIP, "")
+	rep.add("deleted to the claim asked onto the new node p50", agentsim.Percentile(toAsked, 50), "")
+	rep.add("deleted to the claim asked onto the new node p99", agentsim.Percentile(toAsked, 99), "")
 	rep.add("deleted to address in the new node's pool p50", agentsim.Percentile(toPool, 50), "")
 	rep.add("deleted to address in the new node's pool p99", agentsim.Percentile(toPool, 99), "")
 	rep.add("deleted to new pod running with it p50", agentsim.Percentile(toRunning, 50), "")
@@ -220,9 +226,17 @@ func (w *world) runningStatic(ctx context.Context, pod, node string, timeout tim
 }
 
 // stampedElsewhere waits until a node other than old has ip stamped for
-// owner in its pool, out of any handshake, and returns it.
-func (w *world) stampedElsewhere(ctx context.Context, owner, ip, old string, timeout time.Duration) (string, error) {
+// owner in its pool, out of any handshake, and returns it, with when the
+// claim was first seen asking for a node other than old (enipam-
+// scheduler's bind).
+func (w *world) stampedElsewhere(ctx context.Context, owner, ip, old string, timeout time.Duration) (string, time.Time, error) {
+	var asked time.Time
+	ns, name, _ := strings.Cut(owner, "/")
 	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if cl := (&enipamv1alpha1.StaticIPClaim{}); asked.IsZero() && w.cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, cl) == nil &&
+			cl.Spec.NodeName != "" && cl.Spec.NodeName != old {
+			asked = time.Now()
+		}
 		var list ciliumv2.CiliumNodeList
 		if err := w.cluster.Client.List(ctx, &list); err != nil {
 			continue
@@ -230,11 +244,14 @@ func (w *world) stampedElsewhere(ctx context.Context, owner, ip, old string, tim
 		for _, cn := range list.Items {
 			_, hs := cn.Status.IPAM.ReleaseIPs[ip]
 			if e, ok := cn.Spec.IPAM.Pool[ip]; ok && cn.Name != old && e.Owner == owner && !hs {
-				return cn.Name, nil
+				if asked.IsZero() {
+					asked = time.Now()
+				}
+				return cn.Name, asked, nil
 			}
 		}
 	}
-	return "", fmt.Errorf("%s never stamped for %s off %s within %s", ip, owner, old, timeout)
+	return "", time.Time{}, fmt.Errorf("%s never stamped for %s off %s within %s", ip, owner, old, timeout)
 }
 
 // setUnschedulable cordons or uncordons a node.
