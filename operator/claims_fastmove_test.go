@@ -245,6 +245,37 @@ func TestAnAbsenceAskedForAnEarlierMoveIsNotUsed(t *testing.T) {
 	w.until(l, "db-0's address stamped on node-2", func() bool { n, _ := w.stampedOn("default/db-0"); return n == "node-2" })
 }
 
+// TestAStaticIPMovesBackBeforeTheOldAgentDroppedItsRelease: db-0's
+// address leaves node-1 on its enipam-agent's word and is stamped on
+// node-2; node-1's Cilium agent has not written since, so node-1's
+// release-ips still says released. The pod then moves back to node-1:
+// the stale entry is withdrawn and the address stamped there at once,
+// without waiting for node-1's agent.
+func TestAStaticIPMovesBackBeforeTheOldAgentDroppedItsRelease(t *testing.T) {
+	w := newStaticWorld(t)
+	l := w.start()
+	ip := w.placed(l)
+	for _, n := range []string{"node-1", "node-2"} {
+		w.slowHandshake[n], w.endpointRoutes[n] = true, true
+	}
+	w.target("db-0", "node-2")
+	w.release("node-1", "default/db-0")
+	w.pod("db-0", "node-1", false)
+	w.until(l, "db-0's address stamped on node-2", func() bool { n, _ := w.stampedOn("default/db-0"); return n == "node-2" })
+	if st := w.node("node-1").Status.IPAM.ReleaseIPs[ip]; st != ipamoption.IPAMReleased {
+		t.Fatalf("node-1's release-ips[%s] = %q, want the released entry its agent has not dropped yet", ip, st)
+	}
+	w.pod("db-0", "node-2", true)
+	w.allocate("node-2", "default/db-0")
+
+	w.target("db-0", "node-1")
+	w.release("node-2", "default/db-0")
+	w.pod("db-0", "node-2", false)
+	w.until(l, "db-0's address stamped on node-1 again", func() bool { n, _ := w.stampedOn("default/db-0"); return n == "node-1" })
+	w.step(l)
+	w.moved(ip, "node-1", "i-0a000000000000001")
+}
+
 func (w *staticWorld) routingOf(node string) *enipamv1alpha1.NodeRouting {
 	w.t.Helper()
 	nr := &enipamv1alpha1.NodeRouting{}

@@ -86,7 +86,8 @@ type staticWorld struct {
 	// recorder keeps the claim controller's events.
 	recorder *events.FakeRecorder
 	// slowHandshake: Cilium's agent of these nodes has not made its next
-	// CiliumNode write yet, so it answers no mark for release.
+	// CiliumNode write yet, so it answers no mark for release and drops
+	// no released entry.
 	slowHandshake map[string]bool
 	// endpointRoutes: these nodes' Cilium runs with endpoint routes, so
 	// their enipam-agent can tell an address no endpoint holds
@@ -230,7 +231,7 @@ func (w *staticWorld) agentStep(node string) {
 		_, inPool := cn.Spec.IPAM.Pool[ip]
 		_, held := w.used[node][ip]
 		switch {
-		case st == ipamoption.IPAMMarkForRelease && w.slowHandshake[node]:
+		case w.slowHandshake[node]:
 		case st == ipamoption.IPAMMarkForRelease && (held || !inPool):
 			cn.Status.IPAM.ReleaseIPs[ip] = ipamoption.IPAMDoNotRelease
 		case st == ipamoption.IPAMMarkForRelease:
