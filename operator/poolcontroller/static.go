@@ -31,8 +31,10 @@ import (
 //     handshake: marked there, with the stamp kept (only the claim's own
 //     pod could still get it, and it is bound nowhere), never while a pod
 //     that exists and is bound there holds it (the agent's do-not-release
-//     says the same); once ready-for-release it leaves the old pool
-//     (released, never unassigned); only when no pool lists it any more is
+//     says the same); once ready-for-release, or once the old node's
+//     enipam-agent reports no endpoint holding it there (the fast move,
+//     staticfast.go), it leaves the old pool (released, never
+//     unassigned); only when no pool lists it any more is
 //     it reassigned in EC2 onto an ENI of the new node (AllowReassignment:
 //     one call, never on two ENIs); the new node's agent routes it, and
 //     only then is it stamped in the new pool. An address is thus never in
