@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	ipamoption "github.com/cilium/cilium/pkg/ipam/option"
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -183,7 +184,13 @@ func TestStaticIPMoveWaitsForTheHandshakeWithoutAFreshAbsence(t *testing.T) {
 // testCounter reads a counter of the life's pool controller.
 func testCounter(t *testing.T, l *staticLife, name string) float64 {
 	t.Helper()
-	mfs, err := l.reg.Gather()
+	return gatherCounter(t, l.reg, name)
+}
+
+// gatherCounter reads an unlabelled counter from reg.
+func gatherCounter(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
