@@ -18,7 +18,8 @@ import (
 //
 //  1. The operator has seen the address's pod (the claim's owner, or the
 //     pod Cilium lists holding it) not bound to A, read from the
-//     apiserver, in this reconcile and in every earlier step of the move.
+//     apiserver in the reconcile that asks (2), and again in the one that
+//     acts (4).
 //  2. Only then does it list the address in A's NodeRouting
 //     spec.endpointQueries, with an optimistic lock on the version it
 //     read without the address, so its write makes a new generation G,
@@ -67,8 +68,8 @@ import (
 // lxc link has a route: nothing is ever Absent), a node without pods (no
 // lxc link to prove endpoint routes by), an endpoint half made or half
 // torn down at the moment of the look, an agent that does not answer
-// (stopped, an older version, NodeRouting unreadable), and every move in
-// flight when an operator restarts (the query is asked again first). The
+// (stopped, an older version, NodeRouting unreadable). A move in flight
+// when an operator restarts asks again first (step 2), then is fast. The
 // handshake is started in every case, alongside: whichever answers first
 // lets the address go.
 
