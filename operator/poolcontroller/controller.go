@@ -161,6 +161,9 @@ type memory struct {
 	// capacityWritten is when the NodeRouting's spec.capacity was last
 	// written.
 	capacityWritten time.Time
+	// asked: for each address this process put into the NodeRouting's
+	// spec.endpointQueries, the generation its write made (staticfast.go).
+	asked map[string]int64
 }
 
 // repair is the backoff of a repair that did not stick.

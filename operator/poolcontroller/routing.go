@@ -95,10 +95,10 @@ func (s *nodeSync) ownReport(nr *enipamv1alpha1.NodeRouting) routedFunc {
 }
 
 // withOperatorWord is want with the fields of spec that syncRouting does
-// not decide (capacity and the Elastic IP record, written on their own)
-// taken from have.
+// not decide (capacity, the Elastic IP record and the endpoint queries,
+// written on their own) taken from have.
 func withOperatorWord(want, have enipamv1alpha1.NodeRoutingSpec) enipamv1alpha1.NodeRoutingSpec {
-	want.Capacity, want.StaticIP = have.Capacity, have.StaticIP
+	want.Capacity, want.StaticIP, want.EndpointQueries = have.Capacity, have.StaticIP, have.EndpointQueries
 	return want
 }
 

@@ -147,6 +147,7 @@ func (s *nodeSync) gatherStatic(ctx context.Context) bool {
 	}
 	in.locate = s.r.inv.Locate
 	in.routed = s.routed
+	in.endpointGone = s.endpointGone
 	in.subnetOf = s.r.inv.SubnetOf
 	in.ours = func(e *cloud.ENI) bool {
 		if e.Tags[cloud.TagCluster] == s.r.opts.Cluster {
@@ -172,6 +173,8 @@ func (s *nodeSync) runStatic(ctx context.Context) {
 	}
 	out := s.pool.reconcileStatic(s.static, &s.snap, &s.cfg.Config)
 	s.staticDemand = out.demand
+	s.askEndpoints(ctx, out.queries)
+	s.r.metrics.staticFastMoves.Add(float64(out.fast))
 	if len(out.place) > 0 || out.create != nil || out.secondary != "" {
 		err := s.placeStatic(ctx, &out)
 		if s.snapshot(ctx) {
