@@ -26,7 +26,9 @@ import (
 //     (status first): the agent answers ready-for-release if no pod holds
 //     it (then the mark is withdrawn and the stamp stands) or
 //     do-not-release if one does (then the stamp goes, and another address
-//     is picked). Until the mark is withdrawn the pod is not bound;
+//     is picked). Until the mark is withdrawn the pod is not bound. An
+//     entry the same pass brings into the pool is stamped without a mark:
+//     it reaches the agent stamped, so no pod can hold it;
 //   - an address moves between nodes only through the old node's
 //     handshake: marked there, with the stamp kept (only the claim's own
 //     pod could still get it, and it is bound nowhere), never while a pod
@@ -78,6 +80,9 @@ type staticInputs struct {
 	// the operator made after it saw the address's pod gone from the
 	// node, found no endpoint holding ip (staticfast.go); nil: never.
 	endpointGone func(ip string) bool
+	// listed are the pool entries of the CiliumNode as read, before this
+	// pass added any (nil: all are taken as listed). See pickFree's use.
+	listed map[string]bool
 }
 
 // staticOutcome is what the pass decided beyond the pool edits.
@@ -297,6 +302,18 @@ func (v *poolView) reconcileStatic(in *staticInputs, snap *pool.Node, cfg *pool.
 		if !c.Addr.IsValid() {
 			key, ok := v.pickFree(snap, cfg, c.Subnet)
 			switch {
+			case ok && in.listed != nil && !in.listed[key]:
+				// An entry this pass brings into the pool reaches Cilium's
+				// agent stamped, in the same spec write: no pod can hold
+				// it, so no mark. (A mark, written with the status before
+				// the spec, would reach the agent before the entry: it
+				// answers do-not-release for an address not in its pool,
+				// the stamp would go, and the address, free for any
+				// waiting pod, could be stamped again while one holds it.)
+				entry := v.cn.Spec.IPAM.Pool[key]
+				entry.Owner = owner
+				v.cn.Spec.IPAM.Pool[key] = entry
+				out.notes = notesDel(out.notes, owner)
 			case ok:
 				v.stampAndMark(key, owner)
 				out.handshakes++

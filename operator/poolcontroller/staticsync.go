@@ -36,7 +36,10 @@ const staticOldPodRecheck = 5 * time.Second
 // address its ENIs hold outside the pool. False when they cannot be read:
 // without them, a claimed address could be pooled as an ordinary one.
 func (s *nodeSync) gatherStatic(ctx context.Context) bool {
-	in := &staticInputs{node: s.cn.Name, claims: map[string]*claims.Claim{}}
+	in := &staticInputs{node: s.cn.Name, claims: map[string]*claims.Claim{}, listed: map[string]bool{}}
+	for key := range s.cn.Spec.IPAM.Pool {
+		in.listed[key] = true
+	}
 	objs := map[string]*enipamv1alpha1.StaticIPClaim{}
 	add := func(c *enipamv1alpha1.StaticIPClaim) {
 		in.claims[c.Owner()] = claims.FromObject(c)
