@@ -60,6 +60,7 @@ func (s *State) AssignPrivateIpAddresses(req AssignPrivateIpAddressesRequest) (*
 	added, addedPrefixes, err := s.addAddresses(e, addressRequest{
 		ips: ips, count: req.SecondaryPrivateIPAddressCount, prefixes: prefixes, prefixCount: req.IPv4PrefixCount,
 		allowReassign: req.AllowReassignment, inUseCode: codePrivateIPInUse,
+		reassignDelay: s.timing.ReassignDelay,
 	})
 	if err != nil {
 		return nil, err

@@ -206,6 +206,8 @@ type eni struct {
 	sourceDestCheck bool
 	// eips are the Elastic IPs associated with addresses of this ENI.
 	eips []*address
+	// incoming counts the addresses moving onto this ENI (see move).
+	incoming int
 }
 
 type attachment struct {
@@ -228,9 +230,9 @@ type address struct {
 	privateIP     netip.Addr
 }
 
-// slotsUsed is the number of IPv4 slots an ENI occupies: one per address and
-// one per delegated prefix.
-func (e *eni) slotsUsed() int { return len(e.ips) + len(e.prefixes) }
+// slotsUsed is the number of IPv4 slots an ENI occupies: one per address,
+// one per delegated prefix, and one per address moving onto it.
+func (e *eni) slotsUsed() int { return len(e.ips) + len(e.prefixes) + e.incoming }
 
 // ipLimit is the IPv4 slot limit that applies to e now: its instance type's
 // when attached, else the largest any type allows.

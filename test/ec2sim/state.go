@@ -1,7 +1,6 @@
 package ec2sim
 
 import (
-	"container/heap"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -34,6 +33,16 @@ type TimingConfig struct {
 	// drawn per ENI from the scenario's seed (the n-th ENI created lags or
 	// not the same way in every run); 0 means every new ENI.
 	ConsistencyShare float64 `json:"consistencyShare,omitempty"`
+	// ReassignDelay is how long an address AssignPrivateIpAddresses
+	// moves from another ENI (AllowReassignment) takes to land: until
+	// then describes, IMDS and its Elastic IP show it where it was
+	// (see move in async.go). Zero moves it within the call.
+	ReassignDelay Range `json:"reassignDelay"`
+	// ReleaseCooldown keeps an address just unassigned, or freed with
+	// its deleted ENI, from every new assignment (fresh or by name) and
+	// out of the subnet's available count for this long (see
+	// releaseAddr in async.go). Zero frees it within the call.
+	ReleaseCooldown Duration `json:"releaseCooldown,omitempty"`
 }
 
 // Validate rejects negative durations and a share outside 0..1.
@@ -50,6 +59,12 @@ func (c TimingConfig) Validate() error {
 	if c.MutationConsistency < 0 {
 		return fmt.Errorf("mutationConsistency is negative")
 	}
+	if err := c.ReassignDelay.validate(); err != nil {
+		return fmt.Errorf("reassignDelay: %w", err)
+	}
+	if c.ReleaseCooldown < 0 {
+		return fmt.Errorf("releaseCooldown is negative")
+	}
 	if c.ConsistencyShare < 0 || c.ConsistencyShare > 1 {
 		return fmt.Errorf("consistencyShare %v outside 0..1", c.ConsistencyShare)
 	}
@@ -63,7 +78,12 @@ func (c TimingConfig) Validate() error {
 // (eventual consistency) but not how often nor for how long; users report
 // AttachNetworkInterface answering NotFound right after
 // CreateNetworkInterface now and then. The share and window are guesses
-// that keep the path exercised, not measurements.
+// that keep the path exercised, not measurements. A reassigned address
+// lands 1-4 s after the call: EC2 documents the remap as asynchronous
+// (poll IMDS local-ipv4s) without a figure, so the range is a guess. An
+// address released cools down for 5 s before the subnet hands it out
+// again: EC2 documents no such delay, the figure is a guess that makes
+// code relying on an instant reuse fail in tests.
 func RealisticTiming() TimingConfig {
 	return TimingConfig{
 		AttachDelay:         Range{Min: Duration(2 * time.Second), Max: Duration(5 * time.Second)},
@@ -71,6 +91,8 @@ func RealisticTiming() TimingConfig {
 		EventualConsistency: Duration(time.Second),
 		MutationConsistency: Duration(time.Second),
 		ConsistencyShare:    0.02,
+		ReassignDelay:       Range{Min: Duration(1 * time.Second), Max: Duration(4 * time.Second)},
+		ReleaseCooldown:     Duration(5 * time.Second),
 	}
 }
 
@@ -110,8 +132,13 @@ type State struct {
 	addresses   registry[*address]
 	attachments map[string]*attachment
 	assocs      map[string]*address
-	pending     transitions
-	tokens      map[string]clientTokenRecord
+	// pending is the asynchronous work to run when due (async.go);
+	// moves and cooling are the address moves and cooldowns in it.
+	pending  events
+	eventSeq uint64
+	moves    map[addrKey]*move
+	cooling  map[addrKey]time.Time
+	tokens   map[string]clientTokenRecord
 }
 
 type clientTokenRecord struct {
@@ -156,6 +183,8 @@ func NewState(sc *Scenario, now func() time.Time) (*State, error) {
 		attachments: map[string]*attachment{},
 		assocs:      map[string]*address{},
 		tokens:      map[string]clientTokenRecord{},
+		moves:       map[addrKey]*move{},
+		cooling:     map[addrKey]time.Time{},
 	}
 	if sc.Region == "us-east-1" {
 		s.dnsSuffix = "ec2.internal"
@@ -225,63 +254,41 @@ func (s *State) newMeta(prefix, id string) meta {
 	return meta{id: id, seq: s.nextSeq()}
 }
 
-// lock takes the state's lock and completes the attachments and
-// detachments that are due, so every action sees time having passed.
+// lock takes the state's lock and runs the asynchronous work that is
+// due (attachments, detachments, address moves, cooldowns; see async.go),
+// so every action sees time having passed.
 func (s *State) lock() {
 	s.mu.Lock()
-	now := s.now()
-	for len(s.pending) > 0 && !s.pending[0].due.After(now) {
-		t := heap.Pop(&s.pending).(transition)
-		a := t.att
-		if a.status != t.from || a.eni.attachment != a {
-			continue // overtaken: detached early, terminated, deleted
-		}
-		switch a.status {
-		case attaching:
-			a.status = attached
-		case detaching:
-			s.finishDetach(a)
-		}
-	}
+	s.runDue(s.now())
 }
 
 func (s *State) unlock() { s.mu.Unlock() }
-
-// transition is an attachment due to leave status from at due.
-type transition struct {
-	due  time.Time
-	from string
-	att  *attachment
-}
-
-type transitions []transition
-
-func (t transitions) Len() int           { return len(t) }
-func (t transitions) Less(i, j int) bool { return t[i].due.Before(t[j].due) }
-func (t transitions) Swap(i, j int)      { t[i], t[j] = t[j], t[i] }
-func (t *transitions) Push(x any)        { *t = append(*t, x.(transition)) }
-func (t *transitions) Pop() any {
-	old := *t
-	x := old[len(old)-1]
-	*t = old[:len(old)-1]
-	return x
-}
 
 // schedule moves a to its next state after a delay drawn from r, at once
 // when the delay is zero.
 func (s *State) schedule(a *attachment, r Range) {
 	d := r.sample(s.rng)
 	if d <= 0 {
-		switch a.status {
-		case attaching:
-			a.status = attached
-		case detaching:
-			s.finishDetach(a)
-		}
+		s.advance(a)
 		return
 	}
 	a.due = s.now().Add(d)
-	heap.Push(&s.pending, transition{due: a.due, from: a.status, att: a})
+	from := a.status
+	s.after(a.due, func() {
+		if a.status == from && a.eni.attachment == a {
+			s.advance(a) // else overtaken: detached early, terminated, deleted
+		}
+	})
+}
+
+// advance completes an attaching or detaching attachment.
+func (s *State) advance(a *attachment) {
+	switch a.status {
+	case attaching:
+		a.status = attached
+	case detaching:
+		s.finishDetach(a)
+	}
 }
 
 // finishDetach frees the instance's device slot and leaves the ENI available.
