@@ -106,10 +106,14 @@ func (s *State) land(m *move) {
 		if owner.ips[0] == ip || !slices.Contains(owner.ips, ip) {
 			return
 		}
+		commit := s.changing(s.timing.Lag.Reassign, []*eni{owner, m.to}, owner.eips)
+		defer commit()
 		s.takeOver(owner, m.to, off)
 	case !sp.taken(off):
+		defer s.changing(s.timing.Lag.Reassign, []*eni{m.to}, nil)()
 		sp.take(off, m.to)
 	case !s.cooling[m.key].IsZero():
+		defer s.changing(s.timing.Lag.Reassign, []*eni{m.to}, nil)()
 		delete(s.cooling, m.key)
 		sp.reassign(off, m.to)
 	default:

@@ -52,7 +52,11 @@
 //     AND'd, * and ? wildcards, tag:key, tag-key) and page in creation order;
 //   - eventual consistency ([TimingConfig]): a new ENI can be hidden from
 //     every describe for one window, and NotFound to the calls that change
-//     it for another, for all new ENIs or a seeded share of them.
+//     it for another, for all new ENIs or a seeded share of them; every
+//     change to an ENI or Elastic IP (assign, unassign, a landed
+//     reassignment, attach, detach, tags, association) can reach describes
+//     late ([LagConfig]). README.md lists each window, the realistic
+//     profile's figure and its source.
 //
 // A [Sim] puts a State behind EC2's Query protocol (form-encoded requests,
 // XML answers and errors, request IDs), authentication and IAM (below),
@@ -221,6 +225,9 @@
 //	  consistencyShare: 0        # share of new ENIs that lag, drawn per seed; 0 = all
 //	  reassignDelay: {min: 1s, max: 4s} # a reassigned address lands on its new ENI after this
 //	  releaseCooldown: 5s        # a released address is nobody's, and unassignable, for this long
+//	  lag:                       # changes reach describes late (realistic: 1-3 s, share 0.25)
+//	    assign: {min: 1s, max: 3s}   # also unassign, reassign, attach, detach, tags, associate, disassociate
+//	    share: 0.25              # share of changes that lag, drawn per seed; 0 = all
 //	subnetFullError: ""          # force InsufficientFreeAddressesInSubnet, InvalidParameterValue or InsufficientCidrBlocks
 //	throttling: {enabled: true, scale: 1, buckets: {AssignPrivateIpAddresses: {size: 100, refillPerSecond: 5}}}
 //	latency: {default: {min: 150ms, max: 400ms}, actions: {DescribeNetworkInterfaces: {min: 50ms, max: 150ms}}}

@@ -269,6 +269,8 @@ func (s *State) deleteENI(e *eni) {
 		e.attachment = nil
 	}
 	delete(e.subnet.enis, e)
+	delete(s.laggingENIs, e)
+	e.hist = nil
 	s.enis.remove(e)
 }
 

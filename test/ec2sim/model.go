@@ -208,6 +208,9 @@ type eni struct {
 	eips []*address
 	// incoming counts the addresses moving onto this ENI (see move).
 	incoming int
+	// hist holds what describes show while changes are on their way
+	// (lag.go); nil when they show the ENI as it is.
+	hist *history[*eni]
 }
 
 type attachment struct {
@@ -228,6 +231,8 @@ type address struct {
 	associationID string
 	eni           *eni
 	privateIP     netip.Addr
+	// hist is as eni.hist.
+	hist *history[*address]
 }
 
 // slotsUsed is the number of IPv4 slots an ENI occupies: one per address,

@@ -33,6 +33,9 @@ type TimingConfig struct {
 	// drawn per ENI from the scenario's seed (the n-th ENI created lags or
 	// not the same way in every run); 0 means every new ENI.
 	ConsistencyShare float64 `json:"consistencyShare,omitempty"`
+	// Lag is how long each kind of change to an existing ENI or Elastic
+	// IP takes to reach describes (lag.go).
+	Lag LagConfig `json:"lag"`
 	// ReassignDelay is how long an address AssignPrivateIpAddresses
 	// moves from another ENI (AllowReassignment) takes to land: until
 	// then describes, IMDS and its Elastic IP show it where it was
@@ -62,6 +65,9 @@ func (c TimingConfig) Validate() error {
 	if err := c.ReassignDelay.validate(); err != nil {
 		return fmt.Errorf("reassignDelay: %w", err)
 	}
+	if err := c.Lag.Validate(); err != nil {
+		return fmt.Errorf("lag: %w", err)
+	}
 	if c.ReleaseCooldown < 0 {
 		return fmt.Errorf("releaseCooldown is negative")
 	}
@@ -72,19 +78,14 @@ func (c TimingConfig) Validate() error {
 }
 
 // RealisticTiming is what EC2 is seen to take: attachments complete in 2-5 s,
-// detachments in 1-3 s, and one new ENI in fifty is unknown to describes
-// and to the calls that change it for its first second. EC2 documents
-// that a resource just created may be NotFound to the next calls
-// (eventual consistency) but not how often nor for how long; users report
-// AttachNetworkInterface answering NotFound right after
-// CreateNetworkInterface now and then. The share and window are guesses
-// that keep the path exercised, not measurements. A reassigned address
-// lands 1-4 s after the call: EC2 documents the remap as asynchronous
-// (poll IMDS local-ipv4s) without a figure, so the range is a guess. An
-// address released cools down for 5 s before the subnet hands it out
-// again: EC2 documents no such delay, the figure is a guess that makes
-// code relying on an instant reuse fail in tests.
+// detachments in 1-3 s; one new ENI in fifty is unknown to describes and
+// to the calls that change it for its first second; a reassigned address
+// lands after 1-4 s; a released address cools down for 5 s; and a quarter
+// of all other changes reach describes 1-3 s late (LagConfig). doc.go
+// lists the sources; every share and window is a guess that keeps the
+// paths exercised, not a measurement.
 func RealisticTiming() TimingConfig {
+	lag := Range{Min: Duration(time.Second), Max: Duration(3 * time.Second)}
 	return TimingConfig{
 		AttachDelay:         Range{Min: Duration(2 * time.Second), Max: Duration(5 * time.Second)},
 		DetachDelay:         Range{Min: Duration(1 * time.Second), Max: Duration(3 * time.Second)},
@@ -93,6 +94,10 @@ func RealisticTiming() TimingConfig {
 		ConsistencyShare:    0.02,
 		ReassignDelay:       Range{Min: Duration(1 * time.Second), Max: Duration(4 * time.Second)},
 		ReleaseCooldown:     Duration(5 * time.Second),
+		Lag: LagConfig{
+			Assign: lag, Unassign: lag, Reassign: lag, Attach: lag, Detach: lag,
+			Tags: lag, Associate: lag, Disassociate: lag, Share: 0.25,
+		},
 	}
 }
 
@@ -109,6 +114,8 @@ type State struct {
 	// lagRNG draws which new ENIs lag (TimingConfig.ConsistencyShare); a
 	// stream of its own, so turning lag on moves no other draw.
 	lagRNG *rand.Rand
+	// changeRNG draws which changes lag and for how long (lag.go).
+	changeRNG *rand.Rand
 
 	account   string
 	region    string
@@ -138,7 +145,9 @@ type State struct {
 	eventSeq uint64
 	moves    map[addrKey]*move
 	cooling  map[addrKey]time.Time
-	tokens   map[string]clientTokenRecord
+	// laggingENIs are the ENIs whose describes lag a change (lag.go).
+	laggingENIs map[*eni]struct{}
+	tokens      map[string]clientTokenRecord
 }
 
 type clientTokenRecord struct {
@@ -165,6 +174,7 @@ func NewState(sc *Scenario, now func() time.Time) (*State, error) {
 		ids:         newIDSource(sc.Seed),
 		rng:         rand.New(rand.NewPCG(sc.Seed, 0x7374617465)),
 		lagRNG:      rand.New(rand.NewPCG(sc.Seed, 0x6c6167)),
+		changeRNG:   rand.New(rand.NewPCG(sc.Seed, 0x636867)),
 		subnetFull:  sc.SubnetFullError,
 		account:     sc.Account,
 		region:      sc.Region,
@@ -185,6 +195,7 @@ func NewState(sc *Scenario, now func() time.Time) (*State, error) {
 		tokens:      map[string]clientTokenRecord{},
 		moves:       map[addrKey]*move{},
 		cooling:     map[addrKey]time.Time{},
+		laggingENIs: map[*eni]struct{}{},
 	}
 	if sc.Region == "us-east-1" {
 		s.dnsSuffix = "ec2.internal"
@@ -374,6 +385,17 @@ func (s *State) groupsByID(v *vpc, ids []string) ([]*securityGroup, error) {
 // privateDNSName is EC2's internal host name of addr.
 func (s *State) privateDNSName(addr netip.Addr) string {
 	return "ip-" + strings.ReplaceAll(addr.String(), ".", "-") + "." + s.dnsSuffix
+}
+
+// publicDNSName is EC2's public host name of a public address:
+// ec2-<address>.compute-1.amazonaws.com in us-east-1,
+// ec2-<address>.<region>.compute.amazonaws.com elsewhere.
+func (s *State) publicDNSName(addr netip.Addr) string {
+	host := "ec2-" + strings.ReplaceAll(addr.String(), ".", "-")
+	if s.region == "us-east-1" {
+		return host + ".compute-1.amazonaws.com"
+	}
+	return host + "." + s.region + ".compute.amazonaws.com"
 }
 
 // zoneID turns us-east-1a into use1-az1, the shape of EC2's zone IDs.
