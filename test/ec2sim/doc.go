@@ -49,7 +49,11 @@
 //     and leaves the others available;
 //   - CreateNetworkInterface honours ClientToken, and a refused create
 //     consumes and names no ENI ID; describes filter (values OR'd, filters
-//     AND'd, * and ? wildcards, tag:key, tag-key) and page in creation order;
+//     AND'd, * and ? wildcards, tag:key, tag-key; every documented filter
+//     of DescribeNetworkInterfaces and DescribeInstances' network-interface.*)
+//     and page in creation order as EC2 does: MaxResults resources scanned
+//     a page, so filtered pages come short or empty with a token; tokens
+//     are bound to their filters and expire (TimingConfig.TokenTTL);
 //   - eventual consistency ([TimingConfig]): a new ENI can be hidden from
 //     every describe for one window, and NotFound to the calls that change
 //     it for another, for all new ENIs or a seeded share of them; every
