@@ -45,8 +45,11 @@
 //     configurable delays; an attachment still attaching or already
 //     detaching cannot be detached (IncorrectState); an ENI attached,
 //     attaching or detaching cannot be deleted; the primary ENI cannot be
-//     detached; terminating an instance deletes its DeleteOnTermination ENIs
-//     and leaves the others available;
+//     detached; terminating an instance takes it through shutting-down
+//     (its attachments detaching) before it deletes its DeleteOnTermination
+//     ENIs and leaves the others available, stopping through stopping
+//     (lifecycle.go); IMDS shows public-ipv4, public-ipv4s and
+//     ipv4-associations/ for Elastic IPs; DNS names are the region's;
 //   - CreateNetworkInterface honours ClientToken, and a refused create
 //     consumes and names no ENI ID; describes filter (values OR'd, filters
 //     AND'd, * and ? wildcards, tag:key, tag-key; every documented filter
@@ -179,6 +182,7 @@
 //	GET     /admin/healthz               {"ok":true}
 //	POST    /admin/instances             LaunchRequest -> InstanceInfo: a node joins (AddInstance)
 //	DELETE  /admin/instances/{id}        terminate (TerminateInstance)
+//	POST    /admin/instances/{id}/stop   stop (StopInstance)
 //	GET     /admin/instances/{id}/imds   {"endpoint":"http://127.0.0.1:PORT"} (IMDSEndpoint)
 //	GET     /admin/counters              Counters (Counters)
 //	DELETE  /admin/counters              reset (ResetCounters)
