@@ -80,6 +80,13 @@ func (s *State) addAddresses(e *eni, r addressRequest) ([]netip.Addr, []netip.Pr
 	}
 	sp := e.subnet.space
 	want := len(r.ips) + r.count + len(r.prefixes) + r.prefixCount
+	for _, ip := range r.ips {
+		if off, ok := sp.offset(ip); ok {
+			if m := s.moves[addrKey{space: sp, off: off}]; m != nil && m.to == e {
+				want-- // on its way here already: its slot is taken
+			}
+		}
+	}
 	if e.slotsUsed()+want > s.ipLimit(e) {
 		return nil, nil, apiErr(codePrivateIPLimitExceeded, "Number of private addresses will exceed limit.")
 	}
