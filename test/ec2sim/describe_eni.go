@@ -60,9 +60,15 @@ func (s *State) DescribeNetworkInterfaces(req DescribeNetworkInterfacesRequest) 
 	} else if c, ok := s.eniCandidates(req.Filters); ok {
 		// The indexes know ENIs as they are; those whose describes lag
 		// a change may match as they are shown.
-		for e := range s.laggingENIs {
-			if !slices.Contains(c, e) {
-				c = append(c, e)
+		if len(s.laggingENIs) > 0 {
+			in := make(map[*eni]bool, len(c))
+			for _, e := range c {
+				in[e] = true
+			}
+			for e := range s.laggingENIs {
+				if !in[e] {
+					c = append(c, e)
+				}
 			}
 		}
 		candidates, indexed = bySeq(c), true
