@@ -139,7 +139,7 @@ var subnetFields = map[string]field[*subnet]{
 func (s *State) DescribeSubnets(req DescribeRequest) (*DescribeSubnetsResponse, error) {
 	s.lock()
 	defer s.unlock()
-	out, next, err := describe(s, describeSpec[*subnet]{kind: "subnet", lo: 5, hi: 1000, reg: &s.subnets, lookup: s.subnetByID, fields: subnetFields}, req)
+	out, next, err := describe(s, describeSpec[*subnet]{kind: "subnet", lo: 5, hi: 1000, reg: &s.subnets, lookup: s.subnetByID, fields: s.subnetFieldsOf()}, req)
 	if err != nil {
 		return nil, err
 	}
@@ -187,7 +187,7 @@ func (s *State) vpcByID(id string) (*vpc, error) {
 func (s *State) DescribeVpcs(req DescribeRequest) (*DescribeVpcsResponse, error) {
 	s.lock()
 	defer s.unlock()
-	out, next, err := describe(s, describeSpec[*vpc]{kind: "vpc", lo: 5, hi: 1000, reg: &s.vpcs, lookup: s.vpcByID, fields: vpcFields}, req)
+	out, next, err := describe(s, describeSpec[*vpc]{kind: "vpc", lo: 5, hi: 1000, reg: &s.vpcs, lookup: s.vpcByID, fields: s.vpcFieldsOf()}, req)
 	if err != nil {
 		return nil, err
 	}
@@ -238,7 +238,7 @@ func (s *State) DescribeSecurityGroups(req DescribeRequest) (*DescribeSecurityGr
 	if len(req.Names) > 0 {
 		req.Filters = append(req.Filters, Filter{Name: "group-name", Values: req.Names})
 	}
-	out, next, err := describe(s, describeSpec[*securityGroup]{kind: "securityGroup", lo: 5, hi: 1000, reg: &s.groups, lookup: s.groupByID, fields: groupFields}, req)
+	out, next, err := describe(s, describeSpec[*securityGroup]{kind: "securityGroup", lo: 5, hi: 1000, reg: &s.groups, lookup: s.groupByID, fields: s.groupFieldsOf()}, req)
 	if err != nil {
 		return nil, err
 	}
@@ -277,7 +277,7 @@ func (s *State) routeTableByID(id string) (*routeTable, error) {
 func (s *State) DescribeRouteTables(req DescribeRequest) (*DescribeRouteTablesResponse, error) {
 	s.lock()
 	defer s.unlock()
-	out, next, err := describe(s, describeSpec[*routeTable]{kind: "routeTable", lo: 5, hi: 100, reg: &s.routeTables, lookup: s.routeTableByID, fields: routeTableFields}, req)
+	out, next, err := describe(s, describeSpec[*routeTable]{kind: "routeTable", lo: 5, hi: 100, reg: &s.routeTables, lookup: s.routeTableByID, fields: s.routeTableFieldsOf()}, req)
 	if err != nil {
 		return nil, err
 	}

@@ -143,3 +143,104 @@ func dashedIP(ip string) string {
 	}
 	return string(b)
 }
+
+// TestEveryDocumentedVPCFilterIsAccepted sends each documented filter of
+// DescribeSubnets, DescribeVpcs, DescribeSecurityGroups,
+// DescribeRouteTables and DescribeAddresses through the SDK: none is
+// refused, and the owner, ARN, route and border-group filters match.
+func TestEveryDocumentedVPCFilterIsAccepted(t *testing.T) {
+	e := newEnv(t, scenario(t, smallScenario))
+	f := func(name, value string) []types.Filter {
+		return []types.Filter{{Name: aws.String(name), Values: []string{value}}}
+	}
+	describe := map[string]func(name, value string) (int, error){
+		"DescribeSubnets": func(n, v string) (int, error) {
+			out, err := e.ec2.DescribeSubnets(e.ctx, &ec2.DescribeSubnetsInput{Filters: f(n, v)})
+			if err != nil {
+				return 0, err
+			}
+			return len(out.Subnets), nil
+		},
+		"DescribeVpcs": func(n, v string) (int, error) {
+			out, err := e.ec2.DescribeVpcs(e.ctx, &ec2.DescribeVpcsInput{Filters: f(n, v)})
+			if err != nil {
+				return 0, err
+			}
+			return len(out.Vpcs), nil
+		},
+		"DescribeSecurityGroups": func(n, v string) (int, error) {
+			out, err := e.ec2.DescribeSecurityGroups(e.ctx, &ec2.DescribeSecurityGroupsInput{Filters: f(n, v)})
+			if err != nil {
+				return 0, err
+			}
+			return len(out.SecurityGroups), nil
+		},
+		"DescribeRouteTables": func(n, v string) (int, error) {
+			out, err := e.ec2.DescribeRouteTables(e.ctx, &ec2.DescribeRouteTablesInput{Filters: f(n, v)})
+			if err != nil {
+				return 0, err
+			}
+			return len(out.RouteTables), nil
+		},
+		"DescribeAddresses": func(n, v string) (int, error) {
+			out, err := e.ec2.DescribeAddresses(e.ctx, &ec2.DescribeAddressesInput{Filters: f(n, v)})
+			if err != nil {
+				return 0, err
+			}
+			return len(out.Addresses), nil
+		},
+	}
+	documented := map[string][]string{
+		"DescribeSubnets": {"availability-zone", "availability-zone-id", "available-ip-address-count", "cidr-block",
+			"customer-owned-ipv4-pool", "default-for-az", "enable-dns64", "enable-lni-at-device-index",
+			"ipv6-cidr-block-association.ipv6-cidr-block", "ipv6-cidr-block-association.association-id",
+			"ipv6-cidr-block-association.state", "ipv6-native", "map-customer-owned-ip-on-launch",
+			"map-public-ip-on-launch", "outpost-arn", "owner-id", "private-dns-name-options-on-launch.hostname-type",
+			"state", "subnet-arn", "subnet-id", "tag:k", "tag-key", "vpc-id"},
+		"DescribeVpcs": {"cidr", "cidr-block-association.cidr-block", "cidr-block-association.association-id",
+			"cidr-block-association.state", "dhcp-options-id", "ipv6-cidr-block-association.ipv6-cidr-block",
+			"ipv6-cidr-block-association.ipv6-pool", "ipv6-cidr-block-association.association-id",
+			"ipv6-cidr-block-association.state", "is-default", "owner-id", "state", "tag:k", "tag-key", "vpc-id"},
+		"DescribeSecurityGroups": {"description", "egress.ip-permission.cidr", "egress.ip-permission.from-port",
+			"egress.ip-permission.group-id", "egress.ip-permission.group-name", "egress.ip-permission.ipv6-cidr",
+			"egress.ip-permission.prefix-list-id", "egress.ip-permission.protocol", "egress.ip-permission.to-port",
+			"egress.ip-permission.user-id", "group-id", "group-name", "ip-permission.cidr", "ip-permission.from-port",
+			"ip-permission.group-id", "ip-permission.group-name", "ip-permission.ipv6-cidr", "ip-permission.prefix-list-id",
+			"ip-permission.protocol", "ip-permission.to-port", "ip-permission.user-id", "owner-id", "tag-key", "vpc-id"},
+		"DescribeRouteTables": {"association.gateway-id", "association.route-table-association-id",
+			"association.route-table-id", "association.subnet-id", "association.main", "owner-id", "route-table-id",
+			"route.destination-cidr-block", "route.destination-ipv6-cidr-block", "route.destination-prefix-list-id",
+			"route.egress-only-internet-gateway-id", "route.gateway-id", "route.instance-id", "route.nat-gateway-id",
+			"route.transit-gateway-id", "route.origin", "route.state", "route.vpc-peering-connection-id", "tag:k",
+			"tag-key", "vpc-id"},
+		"DescribeAddresses": {"allocation-id", "association-id", "instance-id", "network-border-group",
+			"network-interface-id", "network-interface-owner-id", "private-ip-address", "public-ip", "tag-key"},
+	}
+	for action, names := range documented {
+		for _, name := range names {
+			if _, err := describe[action](name, "x"); err != nil {
+				t.Errorf("%s filter %s: %v", action, name, err)
+			}
+		}
+	}
+	_, err := e.ec2.AllocateAddress(e.ctx, &ec2.AllocateAddressInput{})
+	noErr(t, err)
+	subnet := e.subnetByName("tiny")
+	for _, c := range []struct {
+		action, name, value string
+		want                int
+	}{
+		{"DescribeSubnets", "owner-id", "111122223333", 4},
+		{"DescribeSubnets", "owner-id", "999988887777", 0},
+		{"DescribeSubnets", "subnet-arn", aws.ToString(subnet.SubnetArn), 1},
+		{"DescribeVpcs", "owner-id", "111122223333", 1},
+		{"DescribeRouteTables", "route.destination-cidr-block", "100.64.0.0/16", 1},
+		{"DescribeRouteTables", "route.destination-cidr-block", "10.9.0.0/16", 0},
+		{"DescribeAddresses", "network-border-group", "eu-west-1", 1},
+		{"DescribeSecurityGroups", "owner-id", "111122223333", 3},
+	} {
+		if got, err := describe[c.action](c.name, c.value); err != nil || got != c.want {
+			t.Errorf("%s %s=%s: %d (%v), want %d", c.action, c.name, c.value, got, err, c.want)
+		}
+	}
+}
