@@ -455,22 +455,6 @@ func (inv *Inventory) confirm(e *cloud.ENI, start time.Time) {
 	inv.confirmed[e.ID] = set
 }
 
-// move is an address reassigned onto eni at at.
-type move struct {
-	eni string
-	at  time.Time
-}
-
-// landed ends the moves onto e that a describe of it started at start
-// shows complete; the caller holds mu.
-func (inv *Inventory) landed(e *cloud.ENI, start time.Time) {
-	for ip, m := range inv.moving {
-		if m.eni == e.ID && !start.Before(m.at) && slices.Contains(e.IPs, ip) {
-			delete(inv.moving, ip)
-		}
-	}
-}
-
 // TrustFrom is when describes start to be believed without a check (see
 // Trusted).
 func (inv *Inventory) TrustFrom() time.Time {
