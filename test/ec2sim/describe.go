@@ -25,15 +25,19 @@ type describeSpec[T resource] struct {
 	reg    *registry[T]
 	lookup func(id string) (T, error)
 	fields map[string]field[T]
+	// shown is the resource as describes show it (lag.go); nil: as it is.
+	shown func(T) T
 }
 
 // describe answers a DescribeRequest from one registry: resources by ID (all
-// must exist), else all, filtered, paged in creation order.
-func describe[T resource](spec describeSpec[T], req DescribeRequest) ([]T, string, error) {
+// must exist), else all, filtered, paged in creation order as EC2 pages
+// (scanPage: short and empty pages with a token) with tokens bound to the
+// filters (resume).
+func describe[T resource](s *State, spec describeSpec[T], req DescribeRequest) ([]T, string, error) {
 	if len(req.IDs) > 0 && req.MaxResults != 0 {
 		return nil, "", apiErr(codeInvalidParameterCombo, "The parameter %sIds cannot be used with the parameter maxResults", spec.kind)
 	}
-	after, err := req.start(spec.kind, spec.lo, spec.hi)
+	after, err := s.resume(req.Page, spec.kind, spec.lo, spec.hi, req.Filters)
 	if err != nil {
 		return nil, "", err
 	}
@@ -55,8 +59,12 @@ func describe[T resource](spec describeSpec[T], req DescribeRequest) ([]T, strin
 		}
 		bySeq(candidates)
 	}
-	out, next := page(candidates, after, req.MaxResults, func(r T) bool { return all(preds, r) })
-	return out, token(spec.kind, next), nil
+	match := func(r T) bool { return all(preds, r) }
+	if spec.shown != nil {
+		match = func(r T) bool { return all(preds, spec.shown(r)) }
+	}
+	out, next := scanPage(candidates, after, req.MaxResults, match)
+	return out, s.pageToken(spec.kind, next, req.Filters), nil
 }
 
 // DescribeInstancesResponse is DescribeInstances' output.
@@ -82,22 +90,6 @@ var instanceFields = map[string]field[*instance]{
 	"instance.group-name": func(i *instance, match func(string) bool) bool {
 		return slices.ContainsFunc(i.groups, func(g *securityGroup) bool { return match(g.name) })
 	},
-	"network-interface.network-interface-id": func(i *instance, match func(string) bool) bool {
-		for _, e := range i.slots {
-			if match(e.id) {
-				return true
-			}
-		}
-		return false
-	},
-	"network-interface.addresses.private-ip-address": func(i *instance, match func(string) bool) bool {
-		for _, e := range i.slots {
-			if eniAddresses(e, match) {
-				return true
-			}
-		}
-		return false
-	},
 }
 
 // DescribeInstances lists instances, one reservation each, terminated ones
@@ -105,7 +97,7 @@ var instanceFields = map[string]field[*instance]{
 func (s *State) DescribeInstances(req DescribeRequest) (*DescribeInstancesResponse, error) {
 	s.lock()
 	defer s.unlock()
-	out, next, err := describe(describeSpec[*instance]{kind: "instance", lo: 5, hi: 1000, reg: &s.instances, lookup: s.instanceByID, fields: instanceFields}, req)
+	out, next, err := describe(s, describeSpec[*instance]{kind: "instance", lo: 5, hi: 1000, reg: &s.instances, lookup: s.instanceByID, fields: s.instanceFields()}, req)
 	if err != nil {
 		return nil, err
 	}
@@ -147,7 +139,7 @@ var subnetFields = map[string]field[*subnet]{
 func (s *State) DescribeSubnets(req DescribeRequest) (*DescribeSubnetsResponse, error) {
 	s.lock()
 	defer s.unlock()
-	out, next, err := describe(describeSpec[*subnet]{kind: "subnet", lo: 5, hi: 1000, reg: &s.subnets, lookup: s.subnetByID, fields: subnetFields}, req)
+	out, next, err := describe(s, describeSpec[*subnet]{kind: "subnet", lo: 5, hi: 1000, reg: &s.subnets, lookup: s.subnetByID, fields: s.subnetFieldsOf()}, req)
 	if err != nil {
 		return nil, err
 	}
@@ -195,7 +187,7 @@ func (s *State) vpcByID(id string) (*vpc, error) {
 func (s *State) DescribeVpcs(req DescribeRequest) (*DescribeVpcsResponse, error) {
 	s.lock()
 	defer s.unlock()
-	out, next, err := describe(describeSpec[*vpc]{kind: "vpc", lo: 5, hi: 1000, reg: &s.vpcs, lookup: s.vpcByID, fields: vpcFields}, req)
+	out, next, err := describe(s, describeSpec[*vpc]{kind: "vpc", lo: 5, hi: 1000, reg: &s.vpcs, lookup: s.vpcByID, fields: s.vpcFieldsOf()}, req)
 	if err != nil {
 		return nil, err
 	}
@@ -246,7 +238,7 @@ func (s *State) DescribeSecurityGroups(req DescribeRequest) (*DescribeSecurityGr
 	if len(req.Names) > 0 {
 		req.Filters = append(req.Filters, Filter{Name: "group-name", Values: req.Names})
 	}
-	out, next, err := describe(describeSpec[*securityGroup]{kind: "securityGroup", lo: 5, hi: 1000, reg: &s.groups, lookup: s.groupByID, fields: groupFields}, req)
+	out, next, err := describe(s, describeSpec[*securityGroup]{kind: "securityGroup", lo: 5, hi: 1000, reg: &s.groups, lookup: s.groupByID, fields: s.groupFieldsOf()}, req)
 	if err != nil {
 		return nil, err
 	}
@@ -285,7 +277,7 @@ func (s *State) routeTableByID(id string) (*routeTable, error) {
 func (s *State) DescribeRouteTables(req DescribeRequest) (*DescribeRouteTablesResponse, error) {
 	s.lock()
 	defer s.unlock()
-	out, next, err := describe(describeSpec[*routeTable]{kind: "routeTable", lo: 5, hi: 100, reg: &s.routeTables, lookup: s.routeTableByID, fields: routeTableFields}, req)
+	out, next, err := describe(s, describeSpec[*routeTable]{kind: "routeTable", lo: 5, hi: 100, reg: &s.routeTables, lookup: s.routeTableByID, fields: s.routeTableFieldsOf()}, req)
 	if err != nil {
 		return nil, err
 	}

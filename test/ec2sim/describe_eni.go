@@ -3,7 +3,6 @@ package ec2sim
 import (
 	"net/netip"
 	"slices"
-	"strconv"
 )
 
 // DescribeNetworkInterfacesRequest is DescribeNetworkInterfaces' input.
@@ -19,82 +18,30 @@ type DescribeNetworkInterfacesResponse struct {
 	NextToken         string             `xml:"nextToken,omitempty"`
 }
 
-var eniFields = map[string]field[*eni]{
-	"network-interface-id":         one(func(e *eni) string { return e.id }),
-	"subnet-id":                    one(func(e *eni) string { return e.subnet.id }),
-	"vpc-id":                       one(func(e *eni) string { return e.subnet.vpc.id }),
-	"availability-zone":            one(func(e *eni) string { return e.subnet.zone.name }),
-	"availability-zone-id":         one(func(e *eni) string { return e.subnet.zone.id }),
-	"status":                       one(func(e *eni) string { return e.status() }),
-	"description":                  one(func(e *eni) string { return e.description }),
-	"mac-address":                  one(func(e *eni) string { return e.mac }),
-	"interface-type":               one(func(e *eni) string { return e.interfaceType }),
-	"requester-managed":            one(func(e *eni) string { return "false" }),
-	"source-dest-check":            one(func(e *eni) string { return boolString(e.sourceDestCheck) }),
-	"private-ip-address":           eniAddresses,
-	"addresses.private-ip-address": eniAddresses,
-	"addresses.primary": func(e *eni, match func(string) bool) bool {
-		return match("true") || len(e.ips) > 1 && match("false")
-	},
-	"ipv4-prefix": func(e *eni, match func(string) bool) bool {
-		return slices.ContainsFunc(e.prefixes, func(p netip.Prefix) bool { return match(p.String()) })
-	},
-	"group-id": func(e *eni, match func(string) bool) bool {
-		return slices.ContainsFunc(e.groups, func(g *securityGroup) bool { return match(g.id) })
-	},
-	"group-name": func(e *eni, match func(string) bool) bool {
-		return slices.ContainsFunc(e.groups, func(g *securityGroup) bool { return match(g.name) })
-	},
-	"attachment.instance-id":   attachmentField(func(a *attachment) string { return a.instance.id }),
-	"attachment.attachment-id": attachmentField(func(a *attachment) string { return a.id }),
-	"attachment.status":        attachmentField(func(a *attachment) string { return a.status }),
-	"attachment.device-index":  attachmentField(func(a *attachment) string { return strconv.Itoa(a.deviceIndex) }),
-	"attachment.delete-on-termination": attachmentField(func(a *attachment) string {
-		return boolString(a.deleteOnTermination)
-	}),
-	"association.public-ip": func(e *eni, match func(string) bool) bool {
-		return slices.ContainsFunc(e.eips, func(a *address) bool { return match(a.publicIP.String()) })
-	},
-	"association.allocation-id": func(e *eni, match func(string) bool) bool {
-		return slices.ContainsFunc(e.eips, func(a *address) bool { return match(a.id) })
-	},
-}
-
-func eniAddresses(e *eni, match func(string) bool) bool {
-	for _, ip := range e.ips {
-		if match(ip.String()) {
-			return true
-		}
-	}
-	return false
-}
-
-func attachmentField(get func(*attachment) string) field[*eni] {
-	return func(e *eni, match func(string) bool) bool {
-		return e.attachment != nil && match(get(e.attachment))
-	}
-}
-
 // DescribeNetworkInterfaces lists ENIs by ID or by filters, in creation
-// order. Filters on IDs, instance, subnet and exact addresses are answered
+// order, as describes show them (lag.go). Filters on IDs, instance, subnet and exact addresses are answered
 // from indexes, so a page costs the same in a VPC of 40,000 ENIs as in one
-// of ten. Pages hold 5 to 1000 ENIs; IDs and MaxResults exclude each other.
+// of ten, and its pages hold what matches; other filters page as EC2
+// does, short or empty pages with a token (scanPage). Pages hold 5 to
+// 1000 ENIs; IDs and MaxResults exclude each other; tokens are bound to
+// the filters and expire (resume).
 func (s *State) DescribeNetworkInterfaces(req DescribeNetworkInterfacesRequest) (*DescribeNetworkInterfacesResponse, error) {
 	s.lock()
 	defer s.unlock()
 	if len(req.NetworkInterfaceIDs) > 0 && req.MaxResults != 0 {
 		return nil, apiErr(codeInvalidParameterCombo, "The parameter NetworkInterfaceIds cannot be used with the parameter MaxResults")
 	}
-	after, err := req.start("eni", 5, 1000)
+	after, err := s.resume(req.Page, "eni", 5, 1000, req.Filters)
 	if err != nil {
 		return nil, err
 	}
-	preds, err := compileFilters(req.Filters, eniFields)
+	preds, err := compileFilters(req.Filters, s.eniFieldsOf())
 	if err != nil {
 		return nil, err
 	}
 	visible := s.eniVisible()
 	candidates := s.enis.list
+	indexed := false
 	if len(req.NetworkInterfaceIDs) > 0 {
 		candidates = nil
 		for _, id := range req.NetworkInterfaceIDs {
@@ -111,12 +58,31 @@ func (s *State) DescribeNetworkInterfaces(req DescribeNetworkInterfacesRequest) 
 		}
 		bySeq(candidates)
 	} else if c, ok := s.eniCandidates(req.Filters); ok {
-		candidates = c
+		// The indexes know ENIs as they are; those whose describes lag
+		// a change may match as they are shown.
+		if len(s.laggingENIs) > 0 {
+			in := make(map[*eni]bool, len(c))
+			for _, e := range c {
+				in[e] = true
+			}
+			for e := range s.laggingENIs {
+				if !in[e] {
+					c = append(c, e)
+				}
+			}
+		}
+		candidates, indexed = bySeq(c), true
 	}
-	out, next := page(candidates, after, req.MaxResults, func(e *eni) bool { return visible(e) && all(preds, e) })
-	resp := &DescribeNetworkInterfacesResponse{NetworkInterfaces: make([]NetworkInterface, len(out)), NextToken: token("eni", next)}
+	// Filters an index answers page over their matches; the others scan
+	// as EC2 does (scanPage), leaving short and empty pages.
+	pager := scanPage[*eni]
+	if indexed {
+		pager = page[*eni]
+	}
+	out, next := pager(candidates, after, req.MaxResults, func(e *eni) bool { return visible(e) && all(preds, e.shown()) })
+	resp := &DescribeNetworkInterfacesResponse{NetworkInterfaces: make([]NetworkInterface, len(out)), NextToken: s.pageToken("eni", next, req.Filters)}
 	for i, e := range out {
-		resp.NetworkInterfaces[i] = s.eniView(e)
+		resp.NetworkInterfaces[i] = s.eniView(e.shown())
 	}
 	return resp, nil
 }

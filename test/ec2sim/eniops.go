@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"net/netip"
 	"slices"
+	"time"
 )
 
 // The operations below are the building blocks of the ENI actions, shared
@@ -63,12 +64,15 @@ type addressRequest struct {
 	prefixes      []netip.Prefix
 	prefixCount   int
 	allowReassign bool
+	// reassignDelay is how long the addresses taken over from other
+	// ENIs take to land on this one (see move); zero moves them at once.
+	reassignDelay Range
 	// inUseCode is the code for an explicit address held elsewhere.
 	inUseCode string
 }
 
 // addAddresses adds what r asks for to e, all or nothing, and returns the
-// addresses and prefixes added. An ENI without addresses gets its primary
+// addresses and prefixes added (moves still on their way included). An ENI without addresses gets its primary
 // address first: the first explicit one, else the first fresh one.
 func (s *State) addAddresses(e *eni, r addressRequest) ([]netip.Addr, []netip.Prefix, error) {
 	if e.interfaceType == typeEFAOnly {
@@ -76,6 +80,13 @@ func (s *State) addAddresses(e *eni, r addressRequest) ([]netip.Addr, []netip.Pr
 	}
 	sp := e.subnet.space
 	want := len(r.ips) + r.count + len(r.prefixes) + r.prefixCount
+	for _, ip := range r.ips {
+		if off, ok := sp.offset(ip); ok {
+			if m := s.moves[addrKey{space: sp, off: off}]; m != nil && m.to == e {
+				want-- // on its way here already: its slot is taken
+			}
+		}
+	}
 	if e.slotsUsed()+want > s.ipLimit(e) {
 		return nil, nil, apiErr(codePrivateIPLimitExceeded, "Number of private addresses will exceed limit.")
 	}
@@ -86,7 +97,7 @@ func (s *State) addAddresses(e *eni, r addressRequest) ([]netip.Addr, []netip.Pr
 		}
 	}
 	var moved []uint32 // explicit addresses to take over from other ENIs
-	var fresh []netip.Addr
+	var fresh, queued []netip.Addr
 	seen := map[netip.Addr]bool{}
 	for _, ip := range r.ips {
 		off, ok := sp.offset(ip)
@@ -164,29 +175,28 @@ func (s *State) addAddresses(e *eni, r addressRequest) ([]netip.Addr, []netip.Pr
 		undo = append(undo, func() { sp.releasePrefix(off) })
 		newPrefixes = append(newPrefixes, netip.PrefixFrom(sp.addr(off), prefixLen))
 	}
+	// One delay per call: EC2 remaps the addresses of one request
+	// together. Drawn only for a move, so that calls without one leave
+	// the other delays' draws alone.
+	var delay time.Duration
+	if len(moved) > 0 {
+		delay = r.reassignDelay.sample(s.rng)
+	}
 	for _, off := range moved {
 		ip := sp.addr(off)
-		old := sp.owner(off)
-		old.ips = slices.DeleteFunc(old.ips, func(a netip.Addr) bool { return a == ip })
-		// "When you move a secondary private IP address to another
-		// network interface, any Elastic IP address that is associated
-		// with the IP address is also moved" (AssignPrivateIpAddresses,
-		// EC2 API reference); the association keeps its ID.
-		for _, eip := range slices.Clone(old.eips) {
-			if eip.privateIP == ip {
-				old.eips = slices.DeleteFunc(old.eips, func(x *address) bool { return x == eip })
-				eip.eni = e
-				e.eips = append(e.eips, eip)
-			}
+		if delay > 0 {
+			s.startMove(addrKey{space: sp, off: off}, e, delay)
+			queued = append(queued, ip)
+			continue
 		}
-		sp.reassign(off, e)
+		s.takeOver(sp.owner(off), e, off)
 		fresh = append(fresh, ip)
 	}
 	// Explicit addresses keep the order they were asked in, ahead of fresh
 	// ones, so the primary is the first explicit address.
 	e.ips = append(e.ips, fresh...)
 	e.prefixes = append(e.prefixes, newPrefixes...)
-	return fresh, newPrefixes, nil
+	return append(fresh, queued...), newPrefixes, nil
 }
 
 // errEFAOnlyAddresses refuses addresses on an EFA-only interface, which
@@ -196,7 +206,8 @@ func errEFAOnlyAddresses(what string) *APIError {
 }
 
 // removeAddresses takes secondary addresses and prefixes off e, all or
-// nothing. Elastic IPs associated with them are disassociated.
+// nothing, returning them to the subnet (after a cooldown, see
+// releaseAddr). Elastic IPs associated with them are disassociated.
 func (s *State) removeAddresses(e *eni, ips []netip.Addr, prefixes []netip.Prefix) error {
 	for _, ip := range ips {
 		i := slices.Index(e.ips, ip)
@@ -215,7 +226,7 @@ func (s *State) removeAddresses(e *eni, ips []netip.Addr, prefixes []netip.Prefi
 	sp := e.subnet.space
 	for _, ip := range ips {
 		off, _ := sp.offset(ip)
-		sp.release(off)
+		s.releaseAddr(sp, off)
 		for _, eip := range e.eips {
 			if eip.privateIP == ip {
 				s.disassociate(eip)
@@ -224,7 +235,7 @@ func (s *State) removeAddresses(e *eni, ips []netip.Addr, prefixes []netip.Prefi
 	}
 	for _, p := range prefixes {
 		off, _ := sp.offset(p.Addr())
-		sp.releasePrefix(off)
+		s.releasePrefix(sp, off)
 	}
 	e.ips = slices.DeleteFunc(e.ips, func(a netip.Addr) bool { return slices.Contains(ips, a) })
 	e.prefixes = slices.DeleteFunc(e.prefixes, func(p netip.Prefix) bool { return slices.Contains(prefixes, p) })
@@ -247,12 +258,12 @@ func (s *State) deleteENI(e *eni) {
 	sp := e.subnet.space
 	for _, ip := range e.ips {
 		if off, ok := sp.offset(ip); ok {
-			sp.release(off)
+			s.releaseAddr(sp, off)
 		}
 	}
 	for _, p := range e.prefixes {
 		off, _ := sp.offset(p.Addr())
-		sp.releasePrefix(off)
+		s.releasePrefix(sp, off)
 	}
 	for len(e.eips) > 0 {
 		s.disassociate(e.eips[0])
@@ -265,6 +276,8 @@ func (s *State) deleteENI(e *eni) {
 		e.attachment = nil
 	}
 	delete(e.subnet.enis, e)
+	delete(s.laggingENIs, e)
+	e.hist = nil
 	s.enis.remove(e)
 }
 
@@ -275,7 +288,7 @@ func (s *State) deleteENI(e *eni) {
 func (s *State) attach(e *eni, in *instance, at slot, launch bool) (*attachment, error) {
 	typ := in.typ
 	switch {
-	case in.state != instanceRunning:
+	case !in.takesAttachments():
 		return nil, apiErr(codeIncorrectInstanceState, "The instance '%s' is not in a state from which it can be attached to a network interface (%s).", in.id, in.state)
 	case e.attachment != nil:
 		return nil, apiErr(codeENIInUse, "Interface: [%s] in use.", e.id)
@@ -327,7 +340,7 @@ func checkEFA(e *eni, in *instance, at slot, launch bool) error {
 		return apiErr(codeInvalidParameterCombo, "An EFA-only network interface cannot be the primary network interface (network card 0, device index 0).")
 	case in.typ.MaxEFA == 0:
 		return apiErr(codeInvalidParameterCombo, "Instance type %s does not support EFA interfaces.", in.typ.Name)
-	case !launch:
+	case !launch && in.state != instanceStopped:
 		return apiErr(codeIncorrectInstanceState, "EFA interface %s can be attached to instance '%s' only while it is stopped or at launch.", e.id, in.id)
 	case in.efas() >= in.typ.MaxEFA:
 		return apiErr(codeAttachmentLimitExceeded, "EFA interface count %d exceeds the limit for %s (%d).", in.efas()+1, in.typ.Name, in.typ.MaxEFA)
@@ -340,7 +353,7 @@ func (s *State) detach(a *attachment) error {
 	switch {
 	case a.slot() == primarySlot:
 		return apiErr(codeOperationNotPermitted, "The network interface at device index 0 and networkCard index 0 cannot be detached.")
-	case a.eni.efa():
+	case a.eni.efa() && a.instance.state != instanceStopped:
 		// EC2 detaches EFAs only from stopped instances; its code for a
 		// running one is not documented (see doc.go).
 		return apiErr(codeIncorrectInstanceState, "EFA interface %s can be detached from instance '%s' only while it is stopped.", a.eni.id, a.instance.id)

@@ -71,9 +71,8 @@ func (r *registry[T]) len() int { return len(r.byID) }
 // seq `after` and satisfy match, and the seq to continue from, zero when no
 // further match exists. limit <= 0 means all.
 func page[T resource](list []T, after uint64, limit int, match func(T) bool) ([]T, uint64) {
-	i := sort.Search(len(list), func(i int) bool { return list[i].base().seq > after })
 	var out []T
-	for ; i < len(list); i++ {
+	for i := searchAfter(list, after); i < len(list); i++ {
 		v := list[i]
 		if v.base().removed || !match(v) {
 			continue
@@ -84,6 +83,12 @@ func page[T resource](list []T, after uint64, limit int, match func(T) bool) ([]
 		out = append(out, v)
 	}
 	return out, 0
+}
+
+// searchAfter is the index of the first item of list (sorted by seq)
+// after seq after.
+func searchAfter[T resource](list []T, after uint64) int {
+	return sort.Search(len(list), func(i int) bool { return list[i].base().seq > after })
 }
 
 // bySeq sorts a candidate set into creation order for page.
@@ -206,6 +211,11 @@ type eni struct {
 	sourceDestCheck bool
 	// eips are the Elastic IPs associated with addresses of this ENI.
 	eips []*address
+	// incoming counts the addresses moving onto this ENI (see move).
+	incoming int
+	// hist holds what describes show while changes are on their way
+	// (lag.go); nil when they show the ENI as it is.
+	hist *history[*eni]
 }
 
 type attachment struct {
@@ -226,11 +236,13 @@ type address struct {
 	associationID string
 	eni           *eni
 	privateIP     netip.Addr
+	// hist is as eni.hist.
+	hist *history[*address]
 }
 
-// slotsUsed is the number of IPv4 slots an ENI occupies: one per address and
-// one per delegated prefix.
-func (e *eni) slotsUsed() int { return len(e.ips) + len(e.prefixes) }
+// slotsUsed is the number of IPv4 slots an ENI occupies: one per address,
+// one per delegated prefix, and one per address moving onto it.
+func (e *eni) slotsUsed() int { return len(e.ips) + len(e.prefixes) + e.incoming }
 
 // ipLimit is the IPv4 slot limit that applies to e now: its instance type's
 // when attached, else the largest any type allows.
