@@ -44,6 +44,7 @@ func main() {
 	poolsNodes := flag.Int("pools-nodes", 0, "pools: nodes (default 100, quick 20)")
 	poolsConfigs := flag.String("pools-configs", "", "pools: comma-separated configurations to compare (default all: cilium,vpc-cni,enipam-fixed,enipam-adaptive)")
 	cniDelay := flag.Duration("cni-delay", 0, "pools: time from a pod's binding to its CNI call (default 1s)")
+	steadyNodes := flag.Int("steady-nodes", 0, "steady: idle nodes (default 5000, quick 1000)")
 	outageNodes := flag.Int("outage-nodes", 0, "outage: nodes served before the outage (default 200, quick 50)")
 	outageJoining := flag.Int("outage-joining", 0, "outage: nodes joining during the outage (default 50, quick 20)")
 	operatorArgs := flag.String("operator-args", "", "space-separated arguments added to every operator's (e.g. --log-level=debug)")
@@ -80,6 +81,10 @@ func main() {
 		}
 		pools.Configs = keep
 	}
+	steady := bench.DefaultSteady(*quick)
+	if *steadyNodes > 0 {
+		steady.Nodes = *steadyNodes
+	}
 	outage := bench.DefaultOutage(*quick)
 	if *outageNodes > 0 {
 		outage.Nodes = *outageNodes
@@ -87,13 +92,13 @@ func main() {
 	if *outageJoining > 0 {
 		outage.Joining = *outageJoining
 	}
-	if err := run(ctx, *quick, *only, *out, *nodes, churn, pools, outage, strings.Fields(*operatorArgs)); err != nil {
+	if err := run(ctx, *quick, *only, *out, *nodes, churn, pools, steady, outage, strings.Fields(*operatorArgs)); err != nil {
 		fmt.Fprintln(os.Stderr, "enipam-bench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, quick bool, only, out string, nodes int, churn bench.Churn, pools bench.Pools, outage bench.Outage, operatorArgs []string) error {
+func run(ctx context.Context, quick bool, only, out string, nodes int, churn bench.Churn, pools bench.Pools, steady bench.Steady, outage bench.Outage, operatorArgs []string) error {
 	root, err := cluster.RepoRoot()
 	if err != nil {
 		return err
@@ -127,7 +132,7 @@ func run(ctx context.Context, quick bool, only, out string, nodes int, churn ben
 		case "churn":
 			scenarios = append(scenarios, churn)
 		case "steady":
-			scenarios = append(scenarios, bench.DefaultSteady(quick))
+			scenarios = append(scenarios, steady)
 		case "placement":
 			scenarios = append(scenarios, bench.DefaultPlacement(quick))
 		case "static-moves":
