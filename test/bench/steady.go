@@ -43,9 +43,9 @@ func DefaultSteady(quick bool) Steady {
 func (Steady) Name() string { return "steady" }
 
 // joinTimeout bounds the wait for every node to be served: 10 minutes,
-// or 5 nodes a second on a larger (or busier) run.
+// or 3 nodes a second on a larger run.
 func (s Steady) joinTimeout() time.Duration {
-	return max(10*time.Minute, time.Duration(s.Nodes/5)*time.Second)
+	return max(10*time.Minute, time.Duration(s.Nodes/3)*time.Second)
 }
 
 // Run runs the scenario.
