@@ -3,18 +3,14 @@ package operator
 import (
 	"context"
 	"fmt"
-	"os"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/uuid"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	crleaderelection "sigs.k8s.io/controller-runtime/pkg/leaderelection"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/enipam/enipam/operator/demand"
@@ -177,24 +173,20 @@ func (o *Operator) act(ctx context.Context, t *term) error {
 	return err
 }
 
-// leaseLock is the replica's Lease lock, with controller-runtime's kind
-// of identity (host name and a fresh UUID).
+// leaseLock is the replica's Lease lock as controller-runtime builds it:
+// an identity of host name and a fresh UUID, a client timeout of half the
+// renew deadline, and the leader-election events recorded on the Lease.
 func (o *Operator) leaseLock() (resourcelock.Interface, error) {
-	host, err := os.Hostname()
+	lock, err := crleaderelection.NewResourceLock(o.mgr.GetConfig(), o.mgr, crleaderelection.Options{
+		LeaderElection:          true,
+		LeaderElectionID:        o.opts.LeaderElectionID,
+		LeaderElectionNamespace: o.opts.LeaderNamespace,
+		RenewDeadline:           renewDeadline,
+	})
 	if err != nil {
-		return nil, fmt.Errorf("leader election identity, %w", err)
+		return nil, fmt.Errorf("leader election lock, %w", err)
 	}
-	cfg := rest.CopyConfig(o.mgr.GetConfig())
-	rest.AddUserAgent(cfg, "leader-election")
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("leader election client, %w", err)
-	}
-	return &resourcelock.LeaseLock{
-		LeaseMeta:  metav1.ObjectMeta{Namespace: o.opts.LeaderNamespace, Name: o.opts.LeaderElectionID},
-		Client:     cs.CoordinationV1(),
-		LockConfig: resourcelock.ResourceLockConfig{Identity: host + "_" + string(uuid.NewUUID())},
-	}, nil
+	return lock, nil
 }
 
 // sharedCache is the outer manager's cache lent to a term: the outer
