@@ -12,6 +12,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -37,10 +38,28 @@ import (
 )
 
 // Operator is a wired enipam-operator; Run starts it.
+//
+// Every replica runs the outer manager: the informer caches, the pod
+// watch, the metrics and probe endpoints, and the leader election. What
+// acts (the EC2 client, the inventory, the controllers, the collector)
+// runs in a term (term.go) only while the replica holds the Lease; a
+// replica that loses it stops acting and stands by for the Lease again
+// instead of exiting.
 type Operator struct {
-	mgr manager.Manager
-	// Inventory is exposed for tests and diagnostics.
+	mgr  manager.Manager
+	opts Options
+	// build builds the components of a term on a manager of their own.
+	build func() (*term, error)
+	// next is the term the replica runs when it next leads.
+	next    *term
+	elected chan struct{}
+	log     *slog.Logger
+	// Inventory is the first term's, exposed for tests and diagnostics.
 	Inventory *inventory.Inventory
+	// onTerm, when set, is told when a term starts acting and when it has
+	// stopped (every controller returned): for tests that hold replicas to
+	// one acting leader.
+	onTerm func(acting bool)
 }
 
 // Scheme returns the types the operator reads and writes.
@@ -55,7 +74,9 @@ func Scheme() (*runtime.Scheme, error) {
 }
 
 // New wires the operator. reg receives every metric (the command passes
-// controller-runtime's registry, which the metrics endpoint serves).
+// controller-runtime's registry, which the metrics endpoint serves); the
+// collectors of a term leave it when the term ends, and the next term's
+// take their place.
 func New(opts Options, restCfg *rest.Config, awsCfg aws.Config, reg prometheus.Registerer, log *slog.Logger) (*Operator, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
@@ -65,16 +86,12 @@ func New(opts Options, restCfg *rest.Config, awsCfg aws.Config, reg prometheus.R
 		return nil, err
 	}
 	mgr, err := ctrl.NewManager(restCfg, ctrl.Options{
-		Scheme:                        scheme,
-		Logger:                        logr.FromSlogHandler(log.Handler()),
-		Metrics:                       metricsserver.Options{BindAddress: opts.MetricsAddress},
-		HealthProbeBindAddress:        opts.HealthAddress,
-		PprofBindAddress:              opts.PprofAddress,
-		LeaderElection:                opts.LeaderElect,
-		LeaderElectionID:              opts.LeaderElectionID,
-		LeaderElectionNamespace:       opts.LeaderNamespace,
-		LeaderElectionReleaseOnCancel: true,
-		Controller:                    config.Controller{SkipNameValidation: ptr(true)},
+		Scheme:                 scheme,
+		Logger:                 logr.FromSlogHandler(log.Handler()),
+		Metrics:                metricsserver.Options{BindAddress: opts.MetricsAddress},
+		HealthProbeBindAddress: opts.HealthAddress,
+		PprofBindAddress:       opts.PprofAddress,
+		Controller:             config.Controller{SkipNameValidation: ptr(true)},
 		Cache: cache.Options{
 			DefaultTransform: cache.TransformStripManagedFields(),
 			ByObject: map[client.Object]cache.ByObject{
@@ -87,46 +104,10 @@ func New(opts Options, restCfg *rest.Config, awsCfg aws.Config, reg prometheus.R
 	if err != nil {
 		return nil, fmt.Errorf("creating manager, %w", err)
 	}
-
-	ec2Opts := ec2.DefaultOptions()
-	ec2Opts.Endpoint, ec2Opts.RateScale, ec2Opts.MaxAttempts = opts.EC2Endpoint, opts.EC2RateScale, opts.EC2MaxAttempts
-	api, err := ec2.New(awsCfg, ec2Opts, reg)
-	if err != nil {
-		return nil, err
-	}
-	inv := inventory.New(api, inventory.Options{
-		VPCIDs:           opts.VPCIDs,
-		ResyncInterval:   opts.ResyncInterval,
-		ConsistencyGrace: min(opts.ResyncInterval, 2*time.Minute),
-		NotFoundRetry:    30 * time.Second,
-		// A first sync that finds ENIs of this cluster means a
-		// predecessor (a crashed process, the leader this replica
-		// replaces) may have drained the account's buckets: ramp up from
-		// empty. A new cluster keeps EC2's burst for its first scale-up.
-		OnSynced: func(inv *inventory.Inventory) {
-			fill := 1.0
-			if inv.HasTagged(cloud.TagCluster, opts.ClusterName) {
-				fill = 0
-			}
-			api.SetInitialBucketFill(fill)
-			log.Info("EC2 client buckets primed", "initialFill", fill)
-		},
-	}, log.With("component", "inventory"))
-	if err := reg.Register(inv); err != nil {
-		return nil, err
-	}
-	if err := mgr.Add(manager.RunnableFunc(inv.Start)); err != nil {
-		return nil, err
-	}
-
 	if err := claims.Register(context.Background(), mgr.GetFieldIndexer()); err != nil {
 		return nil, err
 	}
-	metrics, err := poolcontroller.NewMetrics(reg)
-	if err != nil {
-		return nil, err
-	}
-	var podDemand poolcontroller.Demand
+	var relay *demandRelay
 	if opts.PodDemand {
 		w, err := newDemandWatch(restCfg, scheme, log.With("component", "demand"))
 		if err != nil {
@@ -137,7 +118,113 @@ func New(opts Options, restCfg *rest.Config, awsCfg aws.Config, reg prometheus.R
 		if err := mgr.Add(everyReplica(w.Start)); err != nil {
 			return nil, err
 		}
-		podDemand = w
+		relay = &demandRelay{Watch: w}
+		w.OnChange(relay.fire)
+	}
+	o := &Operator{mgr: mgr, opts: opts, elected: make(chan struct{}), log: log}
+	o.build = func() (*term, error) { return newTerm(opts, restCfg, awsCfg, mgr, reg, relay, log) }
+	// The first term is built now, so that a bad configuration fails
+	// here and every metric is registered from the start.
+	if o.next, err = o.build(); err != nil {
+		return nil, err
+	}
+	o.Inventory = o.next.inv
+	if err := mgr.Add(everyReplica(o.lead)); err != nil {
+		return nil, err
+	}
+
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return nil, err
+	}
+	if err := mgr.AddReadyzCheck("informers", func(req *http.Request) error {
+		ctx, cancel := context.WithTimeout(req.Context(), time.Second)
+		defer cancel()
+		if !mgr.GetCache().WaitForCacheSync(ctx) {
+			return fmt.Errorf("informer caches not synced")
+		}
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+// newTerm builds what acts for one term: the EC2 client, the inventory,
+// the pool and claim controllers, the policy status and the collector,
+// on a manager that shares outer's cache, client transport and REST
+// mapper (building it asks the apiserver nothing, so a replica that lost
+// its Lease in an outage builds its next term at once). Its collectors go
+// to reg through a termRegisterer.
+func newTerm(opts Options, restCfg *rest.Config, awsCfg aws.Config, outer manager.Manager, reg prometheus.Registerer, relay *demandRelay, log *slog.Logger) (*term, error) {
+	shared := sharedCache{outer.GetCache()}
+	mgr, err := ctrl.NewManager(restCfg, ctrl.Options{
+		Scheme:                  outer.GetScheme(),
+		Logger:                  logr.FromSlogHandler(log.Handler()),
+		Metrics:                 metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress:  "0",
+		Controller:              config.Controller{SkipNameValidation: ptr(true)},
+		GracefulShutdownTimeout: ptr(termStopGrace),
+		MapperProvider: func(*rest.Config, *http.Client) (meta.RESTMapper, error) {
+			return outer.GetRESTMapper(), nil
+		},
+		NewCache: func(*rest.Config, cache.Options) (cache.Cache, error) { return shared, nil },
+	})
+	if err != nil {
+		return nil, fmt.Errorf("creating the term's manager, %w", err)
+	}
+	t := &term{mgr: mgr, reg: &termRegisterer{reg: reg}}
+	if relay != nil {
+		t.demand = relay.term()
+	}
+	if err := t.wire(opts, awsCfg, log); err != nil {
+		t.reg.release()
+		return nil, err
+	}
+	return t, nil
+}
+
+// wire builds the term's components on its manager.
+func (t *term) wire(opts Options, awsCfg aws.Config, log *slog.Logger) error {
+	mgr, reg := t.mgr, t.reg
+	ec2Opts := ec2.DefaultOptions()
+	ec2Opts.Endpoint, ec2Opts.RateScale, ec2Opts.MaxAttempts = opts.EC2Endpoint, opts.EC2RateScale, opts.EC2MaxAttempts
+	api, err := ec2.New(awsCfg, ec2Opts, reg)
+	if err != nil {
+		return err
+	}
+	inv := inventory.New(api, inventory.Options{
+		VPCIDs:           opts.VPCIDs,
+		ResyncInterval:   opts.ResyncInterval,
+		ConsistencyGrace: min(opts.ResyncInterval, 2*time.Minute),
+		NotFoundRetry:    30 * time.Second,
+		// A first sync that finds ENIs of this cluster means a
+		// predecessor (a crashed process, the leader this replica
+		// replaces, this replica's own last term) may have drained the
+		// account's buckets: ramp up from empty. A new cluster keeps
+		// EC2's burst for its first scale-up.
+		OnSynced: func(inv *inventory.Inventory) {
+			fill := 1.0
+			if inv.HasTagged(cloud.TagCluster, opts.ClusterName) {
+				fill = 0
+			}
+			api.SetInitialBucketFill(fill)
+			log.Info("EC2 client buckets primed", "initialFill", fill)
+		},
+	}, log.With("component", "inventory"))
+	t.inv = inv
+	if err := reg.Register(inv); err != nil {
+		return err
+	}
+	if err := mgr.Add(manager.RunnableFunc(inv.Start)); err != nil {
+		return err
+	}
+	metrics, err := poolcontroller.NewMetrics(reg)
+	if err != nil {
+		return err
+	}
+	var podDemand poolcontroller.Demand
+	if t.demand != nil {
+		podDemand = t.demand
 	}
 	nodes := poolcontroller.New(mgr.GetClient(), api, inv, mgr.GetEventRecorder("enipam-operator"), metrics, poolcontroller.Options{
 		Cluster: opts.ClusterName,
@@ -156,55 +243,38 @@ func New(opts Options, restCfg *rest.Config, awsCfg aws.Config, reg prometheus.R
 		BlockedRetry:     opts.ResyncInterval,
 	}, log.With("component", "ciliumnode"))
 	if err := reg.Register(nodes); err != nil {
-		return nil, err
+		return err
 	}
 	if err := nodes.SetupWithManager(mgr); err != nil {
-		return nil, err
+		return err
 	}
 	claims := claimcontroller.New(mgr.GetClient(), api, inv, nodes.Notes(), mgr.GetEventRecorder("enipam-operator"),
 		claimcontroller.Options{Cluster: opts.ClusterName, Pods: mgr.GetAPIReader(), PublicIPRetry: opts.ResyncInterval}, log.With("component", "staticipclaim"))
 	if err := reg.Register(claims); err != nil {
-		return nil, err
+		return err
 	}
 	if err := claims.SetupWithManager(mgr); err != nil {
-		return nil, err
+		return err
 	}
 	if err := policy.NewStatusReconciler(mgr.GetClient(), mgr.GetEventRecorder("enipam-operator")).SetupWithManager(mgr); err != nil {
-		return nil, err
+		return err
 	}
 	collector, err := gc.New(api, inv, mgr.GetClient(), gc.Options{
 		Cluster: opts.ClusterName, Interval: opts.GCInterval, MaxPerPass: opts.GCMaxPerPass,
 		MinAge: gcMinAge(opts),
 	}, reg, log.With("component", "gc"))
 	if err != nil {
-		return nil, err
+		return err
 	}
-	if err := mgr.Add(manager.RunnableFunc(collector.Start)); err != nil {
-		return nil, err
-	}
-
-	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
-		return nil, err
-	}
-	if err := mgr.AddReadyzCheck("informers", func(req *http.Request) error {
-		ctx, cancel := context.WithTimeout(req.Context(), time.Second)
-		defer cancel()
-		if !mgr.GetCache().WaitForCacheSync(ctx) {
-			return fmt.Errorf("informer caches not synced")
-		}
-		return nil
-	}); err != nil {
-		return nil, err
-	}
-	return &Operator{mgr: mgr, Inventory: inv}, nil
+	return mgr.Add(manager.RunnableFunc(collector.Start))
 }
 
 // Run runs the operator until ctx ends.
 func (o *Operator) Run(ctx context.Context) error { return o.mgr.Start(ctx) }
 
-// Elected is closed when this replica leads (at once without leader
-// election).
-func (o *Operator) Elected() <-chan struct{} { return o.mgr.Elected() }
+// Elected is closed when this replica first leads (at once without
+// leader election).
+func (o *Operator) Elected() <-chan struct{} { return o.elected }
 
 // newDemandWatch builds the pod watch on its own client: its field
 // selector and slim cache are its own, apart from the manager's cache.

@@ -8,29 +8,21 @@ import (
 
 // Metrics of the pool controller.
 type Metrics struct {
-	nodeIPs           *prometheus.GaugeVec
+	nodes             *nodeSeries
 	enisCreated       prometheus.Counter
 	ipsAssigned       prometheus.Counter
 	ipsReleased       prometheus.Counter
 	allocationLatency prometheus.Histogram
 	poolHandoff       prometheus.Histogram
 	writes            *prometheus.CounterVec
-	nodePolicy        *prometheus.GaugeVec
 	staticPlaced      prometheus.Counter
 	staticFastMoves   prometheus.Counter
-
-	mu sync.Mutex
-	// policyOf is the policy last exported for each node.
-	policyOf map[string]string
 }
 
 // NewMetrics registers the controller's metrics on reg.
 func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m := &Metrics{
-		nodeIPs: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "enipam_node_ips",
-			Help: "IPs of a node's pool: available (may be handed out), used (by pods, as Cilium's agent reports), waiting (pods bound to the node without an address yet), headroom (free IPs kept beyond used and waiting), needed (missing for the pool's target), short (the part of needed the instance has room for: its usable ENIs' free slots and its free ENI slots; 0 on a node at capacity), awaiting (assigned, waiting for the agent's routes), max (the largest pool the node can reach).",
-		}, []string{"node", "state"}),
+		nodes: &nodeSeries{nodes: map[string]*nodeValues{}},
 		enisCreated: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "enipam_enis_created_total", Help: "ENIs created.",
 		}),
@@ -53,19 +45,14 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		writes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "enipam_ciliumnode_writes_total", Help: "CiliumNode writes by part (status, spec).",
 		}, []string{"part"}),
-		nodePolicy: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "enipam_node_policy",
-			Help: "1 for each node, labelled with the ENIPolicy governing it (empty: none, the operator's defaults); join on node to sum other series per policy.",
-		}, []string{"node", "policy"}),
 		staticPlaced: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "enipam_static_ips_placed_total", Help: "Claimed static addresses assigned onto a node's ENI (moved from another ENI, or fresh from the subnet).",
 		}),
 		staticFastMoves: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "enipam_static_ips_fast_moves_total", Help: "Claimed static addresses that left a node's pool on enipam-agent's report that no endpoint there holds them, before Cilium's agent answered the release handshake.",
 		}),
-		policyOf: map[string]string{},
 	}
-	for _, c := range []prometheus.Collector{m.nodeIPs, m.enisCreated, m.ipsAssigned, m.ipsReleased, m.allocationLatency, m.poolHandoff, m.writes, m.nodePolicy, m.staticPlaced, m.staticFastMoves} {
+	for _, c := range []prometheus.Collector{m.nodes, m.enisCreated, m.ipsAssigned, m.ipsReleased, m.allocationLatency, m.poolHandoff, m.writes, m.staticPlaced, m.staticFastMoves} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -74,34 +61,123 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 }
 
 func (m *Metrics) observeNode(node, policy string, available, used, waiting, headroom, needed, short int) {
-	m.mu.Lock()
-	if was, ok := m.policyOf[node]; !ok || was != policy {
-		if ok {
-			m.nodePolicy.DeleteLabelValues(node, was)
-		}
-		m.policyOf[node] = policy
-		m.nodePolicy.WithLabelValues(node, policy).Set(1)
-	}
-	m.mu.Unlock()
-	m.nodeIPs.WithLabelValues(node, "available").Set(float64(available))
-	m.nodeIPs.WithLabelValues(node, "used").Set(float64(used))
-	m.nodeIPs.WithLabelValues(node, "waiting").Set(float64(waiting))
-	m.nodeIPs.WithLabelValues(node, "headroom").Set(float64(headroom))
-	m.nodeIPs.WithLabelValues(node, "needed").Set(float64(needed))
-	m.nodeIPs.WithLabelValues(node, "short").Set(float64(short))
+	m.nodes.set(node, func(v *nodeValues) {
+		v.policy = policy
+		v.setIPs(stateAvailable, available)
+		v.setIPs(stateUsed, used)
+		v.setIPs(stateWaiting, waiting)
+		v.setIPs(stateHeadroom, headroom)
+		v.setIPs(stateNeeded, needed)
+		v.setIPs(stateShort, short)
+	})
 }
 
 func (m *Metrics) observeCapacity(node string, awaiting, maxIPs int) {
-	m.nodeIPs.WithLabelValues(node, "awaiting").Set(float64(awaiting))
-	m.nodeIPs.WithLabelValues(node, "max").Set(float64(maxIPs))
+	m.nodes.set(node, func(v *nodeValues) {
+		v.setIPs(stateAwaiting, awaiting)
+		v.setIPs(stateMax, maxIPs)
+	})
 }
 
-func (m *Metrics) forget(node string) {
-	m.nodeIPs.DeletePartialMatch(prometheus.Labels{"node": node})
-	m.mu.Lock()
-	delete(m.policyOf, node)
-	m.mu.Unlock()
-	m.nodePolicy.DeletePartialMatch(prometheus.Labels{"node": node})
+func (m *Metrics) forget(node string) { m.nodes.forget(node) }
+
+// The states of enipam_node_ips, in the order of nodeValues.ips.
+const (
+	stateAvailable = iota
+	stateUsed
+	stateWaiting
+	stateHeadroom
+	stateNeeded
+	stateShort
+	stateAwaiting
+	stateMax
+	numStates
+)
+
+var stateNames = [numStates]string{"available", "used", "waiting", "headroom", "needed", "short", "awaiting", "max"}
+
+var (
+	nodeIPsDesc = prometheus.NewDesc("enipam_node_ips",
+		"IPs of a node's pool: available (may be handed out), used (by pods, as Cilium's agent reports), waiting (pods bound to the node without an address yet), headroom (free IPs kept beyond used and waiting), needed (missing for the pool's target), short (the part of needed the instance has room for: its usable ENIs' free slots and its free ENI slots; 0 on a node at capacity), awaiting (assigned, waiting for the agent's routes), max (the largest pool the node can reach).",
+		[]string{"node", "state"}, nil)
+	nodePolicyDesc = prometheus.NewDesc("enipam_node_policy",
+		"1 for each node, labelled with the ENIPolicy governing it (empty: none, the operator's defaults); join on node to sum other series per policy.",
+		[]string{"node", "policy"}, nil)
+)
+
+// nodeSeries holds the per-node series (enipam_node_ips and
+// enipam_node_policy) as a few integers per node and builds them at each
+// scrape: a GaugeVec child per node and state (its label values, hash
+// entry and metric) cost some 20 MiB at 5000 nodes.
+type nodeSeries struct {
+	mu    sync.RWMutex
+	nodes map[string]*nodeValues
+}
+
+// nodeValues are one node's series: a state is exported once set.
+type nodeValues struct {
+	policy string
+	ips    [numStates]int32
+	set    uint16
+	// observed says whether observeNode ran (the policy series exists).
+	observed bool
+}
+
+func (v *nodeValues) setIPs(state, n int) {
+	v.ips[state] = int32(n)
+	v.set |= 1 << state
+}
+
+func (s *nodeSeries) set(node string, f func(*nodeValues)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v, ok := s.nodes[node]
+	if !ok {
+		v = &nodeValues{}
+		s.nodes[node] = v
+	}
+	f(v)
+	if v.set&(1<<stateAvailable) != 0 {
+		v.observed = true
+	}
+}
+
+func (s *nodeSeries) forget(node string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.nodes, node)
+}
+
+// Describe implements prometheus.Collector.
+func (s *nodeSeries) Describe(ch chan<- *prometheus.Desc) {
+	ch <- nodeIPsDesc
+	ch <- nodePolicyDesc
+}
+
+// Collect implements prometheus.Collector.
+func (s *nodeSeries) Collect(ch chan<- prometheus.Metric) {
+	// A copy, so reconciles never wait for the scrape's consumer.
+	type row struct {
+		node string
+		v    nodeValues
+	}
+	s.mu.RLock()
+	rows := make([]row, 0, len(s.nodes))
+	for node, v := range s.nodes {
+		rows = append(rows, row{node, *v})
+	}
+	s.mu.RUnlock()
+	for _, r := range rows {
+		node, v := r.node, r.v
+		for state := range numStates {
+			if v.set&(1<<state) != 0 {
+				ch <- prometheus.MustNewConstMetric(nodeIPsDesc, prometheus.GaugeValue, float64(v.ips[state]), node, stateNames[state])
+			}
+		}
+		if v.observed {
+			ch <- prometheus.MustNewConstMetric(nodePolicyDesc, prometheus.GaugeValue, 1, node, v.policy)
+		}
+	}
 }
 
 var nodesDesc = prometheus.NewDesc("enipam_nodes",

@@ -139,7 +139,7 @@ func (s *nodeSync) write(ctx context.Context) error {
 		s.r.wrote(s.mem, obj.ResourceVersion)
 		s.orig.Status = *s.cn.Status.DeepCopy()
 	}
-	if !sameJSON(s.orig.Spec, s.cn.Spec) {
+	if !sameJSON(s.orig.Spec, s.cn.Spec) && !s.specWaitsForPool() {
 		obj := s.orig.DeepCopy()
 		obj.Spec = *s.cn.Spec.DeepCopy()
 		if err := s.r.client.Patch(ctx, obj, client.MergeFrom(s.orig)); err != nil {
@@ -151,6 +151,19 @@ func (s *nodeSync) write(ctx context.Context) error {
 		s.orig.Spec = *s.cn.Spec.DeepCopy()
 	}
 	return nil
+}
+
+// specWaitsForPool reports whether the spec's change can wait for the
+// pool: only what fill writes of the instance (instance-id, spec.eni's
+// type, VPC, zone and subnet) changed, and addresses wait for the node
+// agent's routes, so the write that lists them in the pool carries it
+// too: a joining node's spec is written once, not twice. A new instance
+// ID is never held back.
+func (s *nodeSync) specWaitsForPool() bool {
+	if s.orig.Spec.InstanceID != "" && s.orig.Spec.InstanceID != s.cn.Spec.InstanceID {
+		return false // another instance: its pool is judged by the new ID at once
+	}
+	return s.pool != nil && s.pool.awaiting > 0 && sameJSON(s.orig.Spec.IPAM, s.cn.Spec.IPAM)
 }
 
 // slowHandoff is a wait of addresses ready for the pool worth a log line.

@@ -174,6 +174,9 @@ func (s ScaleUp) Run(ctx context.Context, e *Env) (*Report, error) {
 	rep.add("operator throttled retries", sum(metrics, "enipam_ec2_api_throttled_total", nil), "")
 	writes := sum(metrics, "enipam_ciliumnode_writes_total", nil)
 	rep.add("operator CiliumNode writes per node", writes/n, "")
+	rep.add("operator CiliumNode writes per node, status / spec", fmt.Sprintf("%.2f / %.2f",
+		sum(metrics, "enipam_ciliumnode_writes_total", map[string]string{"part": "status"})/n,
+		sum(metrics, "enipam_ciliumnode_writes_total", map[string]string{"part": "spec"})/n), "")
 	rep.add("operator CPU", after.CPUSeconds-before.CPUSeconds, "s")
 	rep.add("operator peak RSS", float64(after.PeakRSSBytes)/(1<<20), "MiB")
 	rep.add("agent status writes per node", float64(figures.Writes)/n, "")

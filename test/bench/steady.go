@@ -42,6 +42,12 @@ func DefaultSteady(quick bool) Steady {
 // Name is the scenario's report name.
 func (Steady) Name() string { return "steady" }
 
+// joinTimeout bounds the wait for every node to be served: 10 minutes,
+// or 3 nodes a second on a larger run.
+func (s Steady) joinTimeout() time.Duration {
+	return max(10*time.Minute, time.Duration(s.Nodes/3)*time.Second)
+}
+
 // Run runs the scenario.
 func (s Steady) Run(ctx context.Context, e *Env) (*Report, error) {
 	const resync = time.Minute
@@ -86,7 +92,7 @@ func (s Steady) Run(ctx context.Context, e *Env) (*Report, error) {
 		if served == len(names) {
 			break
 		}
-		if time.Since(t0) > 10*time.Minute {
+		if time.Since(t0) > s.joinTimeout() {
 			return nil, fmt.Errorf("only %d of %d nodes got their pools", served, len(names))
 		}
 		time.Sleep(time.Second)
@@ -180,7 +186,7 @@ func (s Steady) Run(ctx context.Context, e *Env) (*Report, error) {
 		if err := w.restartOperator(ctx, fmt.Sprintf("--pod-demand=%v", demand)); err != nil {
 			return nil, err
 		}
-		if err := w.waitServed(ctx, len(names), 10*time.Minute); err != nil {
+		if err := w.waitServed(ctx, len(names), s.joinTimeout()); err != nil {
 			return nil, err
 		}
 		time.Sleep(30 * time.Second)
