@@ -56,6 +56,9 @@ type Options struct {
 	// read; the others are read when their claim is looked at. Nil reads
 	// through the controller's client.
 	Pods client.Reader
+	// Now is the controller's clock; nil is time.Now. A simulation that
+	// calls Reconcile step by step drives its own.
+	Now func() time.Time
 }
 
 // Reconciler serves StaticIPClaims. Build it with New.
@@ -89,7 +92,11 @@ func New(c client.Client, api cloud.API, inv *inventory.Inventory, notes *claims
 	if opts.PublicIPRetry <= 0 {
 		opts.PublicIPRetry = time.Minute
 	}
-	return &Reconciler{client: c, api: api, inv: inv, notes: notes, events: rec, opts: opts, log: log, now: time.Now}
+	now := time.Now
+	if opts.Now != nil {
+		now = opts.Now
+	}
+	return &Reconciler{client: c, api: api, inv: inv, notes: notes, events: rec, opts: opts, log: log, now: now}
 }
 
 // Event reasons on claims; stable, for alerting.

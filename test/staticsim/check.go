@@ -1,0 +1,172 @@
+package staticsim
+
+import (
+	"net/netip"
+	"slices"
+
+	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
+	"k8s.io/apimachinery/pkg/api/meta"
+
+	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
+	"github.com/enipam/enipam/test/agentsim"
+	"github.com/enipam/enipam/test/ec2sim"
+)
+
+// snapshot is the world as the checks read it, once per step.
+type snapshot struct {
+	claims []enipamv1alpha1.StaticIPClaim
+	nodes  []ciliumv2.CiliumNode
+	dump   ec2sim.Dump
+	// eniOf: address → the ENIs EC2 has it on; instanceOf: address → the
+	// instance of its (last) ENI.
+	eniOf      map[string][]string
+	instanceOf map[string]string
+}
+
+func (w *world) snapshot() snapshot {
+	var s snapshot
+	var claims enipamv1alpha1.StaticIPClaimList
+	w.store.list(&claims)
+	s.claims = claims.Items
+	var nodes ciliumv2.CiliumNodeList
+	w.store.list(&nodes)
+	s.nodes = nodes.Items
+	s.dump = w.dump()
+	s.eniOf, s.instanceOf = map[string][]string{}, map[string]string{}
+	for _, e := range s.dump.NetworkInterfaces {
+		var ips []string
+		for _, a := range e.PrivateIPAddresses {
+			ips = append(ips, a.PrivateIPAddress)
+		}
+		for _, p := range e.IPv4Prefixes {
+			pfx := netip.MustParsePrefix(p.IPv4Prefix)
+			for ip := pfx.Masked().Addr(); pfx.Contains(ip); ip = ip.Next() {
+				ips = append(ips, ip.String())
+			}
+		}
+		for _, ip := range ips {
+			s.eniOf[ip] = append(s.eniOf[ip], e.NetworkInterfaceID)
+			if e.Attachment != nil {
+				s.instanceOf[ip] = e.Attachment.InstanceID
+			}
+		}
+	}
+	return s
+}
+
+// claimAddress is the address a claim records (status, else spec).
+func claimAddress(c *enipamv1alpha1.StaticIPClaim) string {
+	if c.Status.Address != "" {
+		return c.Status.Address
+	}
+	return c.Spec.Address
+}
+
+// claimedAddresses maps each address a claim records in status to the
+// claim's owner.
+func (w *world) claimedAddresses() map[string]string {
+	var claims enipamv1alpha1.StaticIPClaimList
+	w.store.list(&claims)
+	out := map[string]string{}
+	for i := range claims.Items {
+		if a := claims.Items[i].Status.Address; a != "" {
+			out[a] = claims.Items[i].Owner()
+		}
+	}
+	return out
+}
+
+// check verifies what must hold after every step.
+func (w *world) check() {
+	s := w.snapshot()
+	// No address on two ENIs in EC2.
+	for _, ip := range slices.Sorted(mapsKeys(s.eniOf)) {
+		if enis := s.eniOf[ip]; len(enis) > 1 {
+			w.violate("%s on %d ENIs in EC2: %v", ip, len(enis), enis)
+		}
+	}
+	// No address in two pools.
+	pooled := map[string]string{}
+	for _, cn := range s.nodes {
+		for _, ip := range slices.Sorted(mapsKeys(cn.Spec.IPAM.Pool)) {
+			if other, dup := pooled[ip]; dup {
+				w.violate("%s in the pools of %s and %s", ip, other, cn.Name)
+			}
+			pooled[ip] = cn.Name
+		}
+	}
+	// No address held by two pods; a running pod's address is on its
+	// node's instance in EC2.
+	holder := map[string]*pod{}
+	for _, uid := range slices.Sorted(mapsKeys(w.pods)) {
+		p := w.pods[uid]
+		if other, dup := holder[p.ip]; dup {
+			w.violate("%s held by pod %s on %s and pod %s on %s", p.ip, other.owner, other.node, p.owner, p.node)
+		}
+		holder[p.ip] = p
+		if n := w.nodeNamed(p.node); n != nil && !n.gone && s.instanceOf[p.ip] != n.instance {
+			w.violate("pod %s runs on %s with %s, which EC2 has on %v (instance %q)", p.owner, p.node, p.ip, s.eniOf[p.ip], s.instanceOf[p.ip])
+		}
+	}
+	// A claimed address is held by no pod but its claim's.
+	for i := range s.claims {
+		c := &s.claims[i]
+		if p := holder[c.Status.Address]; p != nil && p.owner != c.Owner() && c.Status.Phase == enipamv1alpha1.ClaimBound {
+			w.violate("claim %s is Bound to %s, which pod %s holds on %s", c.Owner(), c.Status.Address, p.owner, p.node)
+		}
+	}
+	// Elastic IPs only on their claims' addresses.
+	if f := agentsim.CheckPublicIPs(s.claims, s.nodes, s.dump, cluster, false); f.Total() != 0 {
+		w.violate("Elastic IPs: %s: %v", f, f.Details)
+	}
+}
+
+// stolen is checked at each CNI ADD: a pod got an address another claim
+// holds (records in status, and is not told it is taken).
+func (w *world) stolen(owner, ip, node string) {
+	var claims enipamv1alpha1.StaticIPClaimList
+	w.store.list(&claims)
+	for i := range claims.Items {
+		c := &claims.Items[i]
+		ready := meta.FindStatusCondition(c.Status.Conditions, enipamv1alpha1.ClaimReady)
+		taken := ready != nil && ready.Reason == enipamv1alpha1.ReasonAddressTaken
+		if c.Status.Address == ip && c.Owner() != owner && !taken && c.Status.Phase != enipamv1alpha1.ClaimInvalid {
+			w.violate("pod %s got %s on %s, the address of claim %s (%s)", owner, ip, node, c.Owner(), c.Status.Phase)
+		}
+	}
+}
+
+// settledReasons are the Ready reasons a claim may rest with, other than
+// Bound: each says why the address cannot be had.
+var settledReasons = []string{
+	enipamv1alpha1.ReasonAddressTaken, enipamv1alpha1.ReasonAddressOutside, enipamv1alpha1.ReasonWrongZone,
+	enipamv1alpha1.ReasonUnschedulableZone, enipamv1alpha1.ReasonWaitingForNode, enipamv1alpha1.ReasonNodeUnknown,
+}
+
+// atRest checks, after quiescing, that every claim is Bound (its running
+// pod holding its address) or says why not, and that no claim is stuck
+// releasing. It returns the claims that are not.
+func (w *world) atRest() []string {
+	s := w.snapshot()
+	var out []string
+	for i := range s.claims {
+		c := &s.claims[i]
+		ready := meta.FindStatusCondition(c.Status.Conditions, enipamv1alpha1.ClaimReady)
+		switch {
+		case c.DeletionTimestamp != nil:
+			out = append(out, c.Owner()+" still releasing")
+		case ready == nil:
+			out = append(out, c.Owner()+" has no Ready condition")
+		case c.Status.Phase == enipamv1alpha1.ClaimBound:
+			for _, p := range w.pods {
+				if p.owner == c.Owner() && p.ip != c.Status.Address {
+					out = append(out, c.Owner()+" Bound to "+c.Status.Address+" but its pod runs with "+p.ip)
+				}
+			}
+		case c.Status.Phase == enipamv1alpha1.ClaimInvalid || slices.Contains(settledReasons, ready.Reason):
+		default:
+			out = append(out, c.Owner()+" rests "+string(c.Status.Phase)+"/"+ready.Reason+": "+ready.Message)
+		}
+	}
+	return out
+}

@@ -1,0 +1,75 @@
+package staticsim
+
+import (
+	"flag"
+	"fmt"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+)
+
+var (
+	seedFlag  = flag.Uint64("seed", 0, "run only this seed (0: run -seeds seeds from 1)")
+	seedsFlag = flag.Int("seeds", 2000, "how many seeds TestSeeds runs")
+	traceFlag = flag.Bool("trace", false, "print the trace of every failing seed")
+)
+
+// TestSeeds runs the simulation over many seeds, in parallel, and fails
+// with a one-line reproduction for each failing seed.
+func TestSeeds(t *testing.T) {
+	first, n := uint64(1), *seedsFlag
+	if *seedFlag != 0 {
+		first, n = *seedFlag, 1
+	}
+	cfg := DefaultConfig()
+	results := make([]Result, n)
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for range runtime.GOMAXPROCS(0) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				results[i] = Run(first+uint64(i), cfg)
+			}
+		}()
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	steps, failed := 0, 0
+	kinds, hashes := map[string]bool{}, map[uint64]bool{}
+	for _, r := range results {
+		steps += r.Steps
+		kinds[r.Kinds] = true
+		hashes[r.Hash] = true
+		if !r.Failed() {
+			continue
+		}
+		failed++
+		if failed > 10 {
+			continue
+		}
+		var b strings.Builder
+		fmt.Fprintf(&b, "seed %d failed: reproduce with: go test ./test/staticsim -run TestSeeds -seed=%d -trace -v\n", r.Seed, r.Seed)
+		if r.Err != nil {
+			fmt.Fprintf(&b, "  error: %v\n", r.Err)
+		}
+		for _, v := range r.Violations {
+			fmt.Fprintf(&b, "  violation: %s\n", v)
+		}
+		for _, u := range r.Unsettled {
+			fmt.Fprintf(&b, "  not at rest: %s\n", u)
+		}
+		if *traceFlag || n == 1 {
+			for _, l := range r.Trace {
+				fmt.Fprintf(&b, "    %s\n", l)
+			}
+		}
+		t.Error(b.String())
+	}
+	t.Logf("%d seeds, %d steps, %d distinct step-kind sequences, %d distinct interleavings; %d failed", n, steps, len(kinds), len(hashes), failed)
+}
