@@ -62,14 +62,15 @@ func claimAddress(c *enipamv1alpha1.StaticIPClaim) string {
 	return c.Spec.Address
 }
 
-// claimedAddresses maps each address a claim records in status to the
-// claim's owner.
+// claimedAddresses maps each address a claim not being deleted records
+// in status to the claim's owner (a deleted claim gives its address
+// back: once no pool stamps it, it is an ordinary address again).
 func (w *world) claimedAddresses() map[string]string {
 	var claims enipamv1alpha1.StaticIPClaimList
 	w.store.list(&claims)
 	out := map[string]string{}
 	for i := range claims.Items {
-		if a := claims.Items[i].Status.Address; a != "" {
+		if a := claims.Items[i].Status.Address; a != "" && claims.Items[i].DeletionTimestamp == nil {
 			out[a] = claims.Items[i].Owner()
 		}
 	}
@@ -169,4 +170,35 @@ func (w *world) atRest() []string {
 		}
 	}
 	return out
+}
+
+// describe tells the claims, the stamps and handshakes of every pool, and
+// where EC2 has each claimed address: the end of a failing seed's trace.
+func (w *world) describe() {
+	s := w.snapshot()
+	for i := range s.claims {
+		c := &s.claims[i]
+		ready := meta.FindStatusCondition(c.Status.Conditions, enipamv1alpha1.ClaimReady)
+		why := ""
+		if ready != nil {
+			why = ready.Reason + ": " + ready.Message
+		}
+		a := claimAddress(c)
+		w.logf("claim %s: spec %q→%q status %q on %q phase %s (%s); EC2 has it on %v", c.Owner(), c.Spec.Address, c.Spec.NodeName,
+			c.Status.Address, c.Status.NodeName, c.Status.Phase, why, s.eniOf[a])
+	}
+	for _, cn := range s.nodes {
+		stamps := map[string]string{}
+		for ip, e := range cn.Spec.IPAM.Pool {
+			if e.Owner != "" {
+				stamps[ip] = e.Owner
+			}
+		}
+		w.logf("node %s: pool %d, stamps %v, release-ips %v, used %d, operator-status %q", cn.Name, len(cn.Spec.IPAM.Pool), stamps,
+			cn.Status.IPAM.ReleaseIPs, len(cn.Status.IPAM.Used), cn.Status.IPAM.OperatorStatus.Error)
+	}
+	for _, uid := range keys(w.pods) {
+		p := w.pods[uid]
+		w.logf("pod %s (%s) runs on %s with %s", p.owner, uid, p.node, p.ip)
+	}
 }

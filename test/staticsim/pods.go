@@ -170,6 +170,13 @@ func (w *world) schedule() {
 		return
 	}
 	target := ready[w.rng.IntN(len(ready))]
+	// The extender's prioritize scores the node its claim is asked onto
+	// (where it is stamped or on its way) above any other: kube-scheduler
+	// mostly retries there.
+	c := &enipamv1alpha1.StaticIPClaim{}
+	if w.store.get(client.ObjectKey{Namespace: p.Namespace, Name: p.Name}, c) && slices.Contains(ready, c.Spec.NodeName) && w.rng.IntN(5) > 0 {
+		target = c.Spec.NodeName
+	}
 	// The context is done: Bind places the claim and looks once.
 	done, cancel := context.WithCancel(ctx)
 	cancel()

@@ -124,7 +124,7 @@ func Run(seed uint64, cfg Config) Result {
 	h := fnv.New64a()
 	w.ensurePods(cfg.Replicas)
 	for step := 0; step < cfg.Steps && len(w.violations) == 0; step++ {
-		w.clock.Advance(time.Duration(w.rng.IntN(500)) * time.Millisecond)
+		w.clock.Advance(time.Duration(w.rng.IntN(2000)) * time.Millisecond)
 		x := w.rng.IntN(totalWeight)
 		var k kind
 		for _, k = range kinds {
@@ -149,6 +149,9 @@ func Run(seed uint64, cfg Config) Result {
 	}
 	if len(w.violations) == 0 {
 		res.Unsettled = w.atRest()
+	}
+	if len(w.violations) > 0 || len(res.Unsettled) > 0 {
+		w.describe()
 	}
 	res.Kinds, res.Hash = string(w.kinds), h.Sum64()
 	res.Violations = w.violations[:min(len(w.violations), 5)]

@@ -3,6 +3,7 @@ package staticsim
 import (
 	"flag"
 	"fmt"
+	"os"
 	"runtime"
 	"strings"
 	"sync"
@@ -13,6 +14,7 @@ var (
 	seedFlag  = flag.Uint64("seed", 0, "run only this seed (0: run -seeds seeds from 1)")
 	seedsFlag = flag.Int("seeds", 2000, "how many seeds TestSeeds runs")
 	traceFlag = flag.Bool("trace", false, "print the trace of every failing seed")
+	logFlag   = flag.Bool("oplog", false, "with -seed: the operator's debug log on stderr")
 )
 
 // TestSeeds runs the simulation over many seeds, in parallel, and fails
@@ -23,6 +25,9 @@ func TestSeeds(t *testing.T) {
 		first, n = *seedFlag, 1
 	}
 	cfg := DefaultConfig()
+	if *logFlag && n == 1 {
+		Log = os.Stderr
+	}
 	results := make([]Result, n)
 	var wg sync.WaitGroup
 	next := make(chan int)

@@ -29,9 +29,9 @@ import (
 	"github.com/enipam/enipam/operator/claims"
 	"github.com/enipam/enipam/operator/cloud"
 	"github.com/enipam/enipam/operator/inventory"
+	"github.com/enipam/enipam/operator/policy"
 	"github.com/enipam/enipam/operator/pool"
 	"github.com/enipam/enipam/operator/poolcontroller"
-	"github.com/enipam/enipam/operator/policy"
 	"github.com/enipam/enipam/scheduler/extender"
 	"github.com/enipam/enipam/test/ec2sim"
 	"github.com/enipam/enipam/test/ec2sim/cloudfake"
@@ -65,6 +65,9 @@ const (
 	zone      = "us-east-1a"
 	podSubnet = "10.0.16.0/24"
 )
+
+// Log, when set, receives the operator's debug log (for one seed).
+var Log io.Writer
 
 // epoch is where every run's clock starts.
 var epoch = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -152,6 +155,9 @@ func newWorld(seed uint64) (*world, error) {
 		seed: seed, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), clock: clock, state: st,
 		cloud: cloudfake.New(st), log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		agents: map[string]*agent{}, pods: map[string]*pod{},
+	}
+	if Log != nil {
+		w.log = slog.New(slog.NewTextHandler(Log, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 	objs := []client.Object{&enipamv1alpha1.ENIPolicy{ObjectMeta: metav1.ObjectMeta{Name: "pods"}, Spec: enipamv1alpha1.ENIPolicySpec{
 		FirstInterfaceIndex: ptrTo(int32(1)), SubnetTags: map[string]string{"pods": "true"},
