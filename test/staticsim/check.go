@@ -90,6 +90,12 @@ func (w *world) check() {
 	pooled := map[string]string{}
 	for _, cn := range s.nodes {
 		for _, ip := range slices.Sorted(mapsKeys(cn.Spec.IPAM.Pool)) {
+			if o := cn.Spec.IPAM.Pool[ip].Owner; o != "" && w.stampedOn[o] != cn.Name {
+				if w.stampedOn[o] != "" {
+					w.moves++
+				}
+				w.stampedOn[o] = cn.Name
+			}
 			if other, dup := pooled[ip]; dup {
 				w.violate("%s in the pools of %s and %s", ip, other, cn.Name)
 			}

@@ -48,6 +48,10 @@ func (w *world) ensurePods(replicas int) {
 		p = &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name,
 			UID:         types.UID(fmt.Sprintf("%s-%d", name, w.rng.Uint32())),
 			Annotations: map[string]string{enipamv1alpha1.StaticIPAnnotation: "true"}}}
+		if i == 0 {
+			// The first replica has an Elastic IP.
+			p.Annotations[enipamv1alpha1.PublicIPAnnotation] = "allocate"
+		}
 		if err := w.c.Create(ctx, p); err == nil {
 			w.logf("statefulset: pod %s created (%s)", name, p.UID)
 		}
@@ -182,6 +186,7 @@ func (w *world) schedule() {
 	cancel()
 	res := w.ext.Bind(done, &extenderv1.ExtenderBindingArgs{PodName: p.Name, PodNamespace: p.Namespace, PodUID: p.UID, Node: target})
 	if res.Error == "" {
+		w.binds++
 		w.logf("scheduler: %s bound to %s", p.Name, target)
 	}
 }
@@ -233,6 +238,7 @@ func (w *world) kubelet(name string) {
 		p.Status.PodIPs = []corev1.PodIP{{IP: ip}}
 		p.Status.Phase = corev1.PodRunning
 		_ = w.c.Status().Update(ctx, &p)
+		w.starts++
 		w.logf("kubelet %s: %s started with %s", name, owner, ip)
 		return
 	}

@@ -39,6 +39,10 @@ type Result struct {
 	// claims that did not come to rest.
 	Violations []string
 	Unsettled  []string
+	// Counts of what happened: binds, CNI ADDs, moves (a claim's stamp
+	// seen on another node than before), operator restarts (crashes
+	// included) and crashes at a write.
+	Binds, Starts, Moves, Restarts, Crashes int
 	// Trace is the run, step by step, for a failing seed.
 	Trace []string
 	Err   error
@@ -154,6 +158,7 @@ func Run(seed uint64, cfg Config) Result {
 		w.describe()
 	}
 	res.Kinds, res.Hash = string(w.kinds), h.Sum64()
+	res.Binds, res.Starts, res.Moves, res.Restarts, res.Crashes = w.binds, w.starts, w.moves, w.restarts, w.crashes
 	res.Violations = w.violations[:min(len(w.violations), 5)]
 	res.Trace = w.trace
 	return res
@@ -162,6 +167,7 @@ func Run(seed uint64, cfg Config) Result {
 // afterStep restarts a process that died in the step, then checks.
 func (w *world) afterStep() {
 	if w.op.dead {
+		w.crashes++
 		w.logf("operator died; a new one starts")
 		if err := w.restart(); err != nil {
 			w.violate("restart: %v", err)

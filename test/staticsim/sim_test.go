@@ -46,9 +46,11 @@ func TestSeeds(t *testing.T) {
 	close(next)
 	wg.Wait()
 	steps, failed := 0, 0
+	var binds, starts, moves, restarts, crashes int
 	kinds, hashes := map[string]bool{}, map[uint64]bool{}
 	for _, r := range results {
 		steps += r.Steps
+		binds, starts, moves, restarts, crashes = binds+r.Binds, starts+r.Starts, moves+r.Moves, restarts+r.Restarts, crashes+r.Crashes
 		kinds[r.Kinds] = true
 		hashes[r.Hash] = true
 		if !r.Failed() {
@@ -76,5 +78,6 @@ func TestSeeds(t *testing.T) {
 		}
 		t.Error(b.String())
 	}
-	t.Logf("%d seeds, %d steps, %d distinct step-kind sequences, %d distinct interleavings; %d failed", n, steps, len(kinds), len(hashes), failed)
+	t.Logf("%d seeds, %d steps, %d distinct step-kind sequences, %d distinct interleavings; %d binds, %d pod starts, %d moves, %d operator restarts (%d at a write); %d failed",
+		n, steps, len(kinds), len(hashes), binds, starts, moves, restarts, crashes, failed)
 }

@@ -101,8 +101,12 @@ type world struct {
 	pods map[string]*pod
 	op   *process
 	ext  *extender.Extender
-	// restarts counts operator processes started after the first.
-	restarts int
+	// restarts counts operator processes started after the first,
+	// crashes those that died at a write; binds, starts and moves count
+	// Bindings, CNI ADDs and stamps seen moving to another node.
+	restarts, crashes, binds, starts, moves int
+	// stampedOn: where each owner's stamp was last seen.
+	stampedOn map[string]string
 	// trace is what happened, one line per step, for a failing seed.
 	trace []string
 	// violations are the broken invariants, first first.
@@ -154,7 +158,7 @@ func newWorld(seed uint64) (*world, error) {
 	w := &world{
 		seed: seed, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), clock: clock, state: st,
 		cloud: cloudfake.New(st), log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		agents: map[string]*agent{}, pods: map[string]*pod{},
+		agents: map[string]*agent{}, pods: map[string]*pod{}, stampedOn: map[string]string{},
 	}
 	if Log != nil {
 		w.log = slog.New(slog.NewTextHandler(Log, &slog.HandlerOptions{Level: slog.LevelDebug}))
