@@ -98,8 +98,9 @@ type AssociateAddressResponse struct {
 }
 
 // AssociateAddress maps an Elastic IP to a private address of an ENI (its
-// primary by default). An address already associated needs
-// AllowReassociation (else Resource.AlreadyAssociated).
+// primary by default). An address already associated elsewhere needs
+// AllowReassociation (else Resource.AlreadyAssociated); associated with
+// the same address already, the call answers its association.
 func (s *State) AssociateAddress(req AssociateAddressRequest) (*AssociateAddressResponse, error) {
 	s.lock()
 	defer s.unlock()
@@ -135,10 +136,17 @@ func (s *State) AssociateAddress(req AssociateAddressRequest) (*AssociateAddress
 		}
 		private = ip
 	}
+	switch {
+	case a.eni == e && a.privateIP == private:
+		// Associating again with the same address changes nothing and
+		// answers the association, as EC2 does.
+		return &AssociateAddressResponse{AssociationID: a.associationID}, nil
+	case a.eni != nil && !req.AllowReassociation:
+		return nil, apiErr(codeAlreadyAssociated, "Resource %s is already associated with %s", a.id, a.associationID)
+	}
+	commit := s.changing(s.timing.Lag.Associate, []*eni{e, a.eni}, append([]*address{a}, e.eips...))
+	defer commit()
 	if a.eni != nil {
-		if !req.AllowReassociation {
-			return nil, apiErr(codeAlreadyAssociated, "Resource %s is already associated with %s", a.id, a.associationID)
-		}
 		s.disassociate(a)
 	}
 	for _, other := range e.eips {
@@ -179,7 +187,9 @@ func (s *State) DisassociateAddress(associationID, publicIP string) (*ReturnResp
 			return nil, apiErr(codeAssociationNotFound, "Address %s is not associated", publicIP)
 		}
 	}
+	commit := s.changing(s.timing.Lag.Disassociate, []*eni{a.eni}, []*address{a})
 	s.disassociate(a)
+	commit()
 	return returnTrue(), nil
 }
 
@@ -239,13 +249,13 @@ func (s *State) DescribeAddresses(req DescribeRequest) (*DescribeAddressesRespon
 		req.Filters = append(req.Filters, Filter{Name: "public-ip", Values: req.Names})
 	}
 	lookup := func(id string) (*address, error) { return s.addressByRef(id, "") }
-	out, _, err := describe(describeSpec[*address]{kind: "address", reg: &s.addresses, lookup: lookup, fields: addressFields}, req)
+	out, _, err := describe(describeSpec[*address]{kind: "address", reg: &s.addresses, lookup: lookup, fields: addressFields, shown: (*address).shown}, req)
 	if err != nil {
 		return nil, err
 	}
 	resp := &DescribeAddressesResponse{}
 	for _, a := range out {
-		resp.Addresses = append(resp.Addresses, s.addressView(a))
+		resp.Addresses = append(resp.Addresses, s.addressView(a.shown()))
 	}
 	return resp, nil
 }

@@ -220,10 +220,12 @@ func (s *State) AttachNetworkInterface(req AttachNetworkInterfaceRequest) (*Atta
 	if err != nil {
 		return nil, err
 	}
+	commit := s.changing(s.timing.Lag.Attach, []*eni{e}, nil)
 	a, err := s.attach(e, in, slot{card: req.NetworkCardIndex, device: req.DeviceIndex}, false)
 	if err != nil {
 		return nil, err
 	}
+	commit()
 	return &AttachNetworkInterfaceResponse{AttachmentID: a.id, NetworkCardIndex: a.networkCard}, nil
 }
 
@@ -237,9 +239,11 @@ func (s *State) DetachNetworkInterface(attachmentID string, force bool) (*Return
 	if err != nil {
 		return nil, err
 	}
+	commit := s.changing(s.timing.Lag.Detach, []*eni{a.eni}, nil)
 	if err := s.detach(a); err != nil {
 		return nil, err
 	}
+	commit()
 	return returnTrue(), nil
 }
 

@@ -57,13 +57,28 @@ func (s *State) AssignPrivateIpAddresses(req AssignPrivateIpAddressesRequest) (*
 	if err != nil {
 		return nil, err
 	}
+	// A reassignment within the call changes the ENIs giving addresses
+	// up as well.
+	touched := []*eni{e}
+	var eips []*address
+	if req.AllowReassignment {
+		for _, ip := range ips {
+			if old := s.eniHolding(ip); old != nil && old != e {
+				touched = append(touched, old)
+				eips = append(eips, old.eips...)
+			}
+		}
+	}
+	commit := s.changing(s.timing.Lag.Assign, touched, eips)
 	added, addedPrefixes, err := s.addAddresses(e, addressRequest{
 		ips: ips, count: req.SecondaryPrivateIPAddressCount, prefixes: prefixes, prefixCount: req.IPv4PrefixCount,
 		allowReassign: req.AllowReassignment, inUseCode: codePrivateIPInUse,
+		reassignDelay: s.timing.ReassignDelay,
 	})
 	if err != nil {
 		return nil, err
 	}
+	commit()
 	resp := &AssignPrivateIpAddressesResponse{NetworkInterfaceID: e.id}
 	for _, ip := range added {
 		resp.AssignedPrivateIPs = append(resp.AssignedPrivateIPs, AssignedPrivateIP{PrivateIPAddress: ip.String()})
@@ -102,8 +117,10 @@ func (s *State) UnassignPrivateIpAddresses(req UnassignPrivateIpAddressesRequest
 	if err != nil {
 		return nil, err
 	}
+	commit := s.changing(s.timing.Lag.Unassign, []*eni{e}, e.eips)
 	if err := s.removeAddresses(e, ips, prefixes); err != nil {
 		return nil, err
 	}
+	commit()
 	return returnTrue(), nil
 }

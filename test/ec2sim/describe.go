@@ -25,6 +25,8 @@ type describeSpec[T resource] struct {
 	reg    *registry[T]
 	lookup func(id string) (T, error)
 	fields map[string]field[T]
+	// shown is the resource as describes show it (lag.go); nil: as it is.
+	shown func(T) T
 }
 
 // describe answers a DescribeRequest from one registry: resources by ID (all
@@ -55,7 +57,11 @@ func describe[T resource](spec describeSpec[T], req DescribeRequest) ([]T, strin
 		}
 		bySeq(candidates)
 	}
-	out, next := page(candidates, after, req.MaxResults, func(r T) bool { return all(preds, r) })
+	match := func(r T) bool { return all(preds, r) }
+	if spec.shown != nil {
+		match = func(r T) bool { return all(preds, spec.shown(r)) }
+	}
+	out, next := page(candidates, after, req.MaxResults, match)
 	return out, token(spec.kind, next), nil
 }
 
@@ -82,22 +88,6 @@ var instanceFields = map[string]field[*instance]{
 	"instance.group-name": func(i *instance, match func(string) bool) bool {
 		return slices.ContainsFunc(i.groups, func(g *securityGroup) bool { return match(g.name) })
 	},
-	"network-interface.network-interface-id": func(i *instance, match func(string) bool) bool {
-		for _, e := range i.slots {
-			if match(e.id) {
-				return true
-			}
-		}
-		return false
-	},
-	"network-interface.addresses.private-ip-address": func(i *instance, match func(string) bool) bool {
-		for _, e := range i.slots {
-			if eniAddresses(e, match) {
-				return true
-			}
-		}
-		return false
-	},
 }
 
 // DescribeInstances lists instances, one reservation each, terminated ones
@@ -105,7 +95,7 @@ var instanceFields = map[string]field[*instance]{
 func (s *State) DescribeInstances(req DescribeRequest) (*DescribeInstancesResponse, error) {
 	s.lock()
 	defer s.unlock()
-	out, next, err := describe(describeSpec[*instance]{kind: "instance", lo: 5, hi: 1000, reg: &s.instances, lookup: s.instanceByID, fields: instanceFields}, req)
+	out, next, err := describe(describeSpec[*instance]{kind: "instance", lo: 5, hi: 1000, reg: &s.instances, lookup: s.instanceByID, fields: s.instanceFields()}, req)
 	if err != nil {
 		return nil, err
 	}

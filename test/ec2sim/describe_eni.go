@@ -3,7 +3,6 @@ package ec2sim
 import (
 	"net/netip"
 	"slices"
-	"strconv"
 )
 
 // DescribeNetworkInterfacesRequest is DescribeNetworkInterfaces' input.
@@ -19,64 +18,8 @@ type DescribeNetworkInterfacesResponse struct {
 	NextToken         string             `xml:"nextToken,omitempty"`
 }
 
-var eniFields = map[string]field[*eni]{
-	"network-interface-id":         one(func(e *eni) string { return e.id }),
-	"subnet-id":                    one(func(e *eni) string { return e.subnet.id }),
-	"vpc-id":                       one(func(e *eni) string { return e.subnet.vpc.id }),
-	"availability-zone":            one(func(e *eni) string { return e.subnet.zone.name }),
-	"availability-zone-id":         one(func(e *eni) string { return e.subnet.zone.id }),
-	"status":                       one(func(e *eni) string { return e.status() }),
-	"description":                  one(func(e *eni) string { return e.description }),
-	"mac-address":                  one(func(e *eni) string { return e.mac }),
-	"interface-type":               one(func(e *eni) string { return e.interfaceType }),
-	"requester-managed":            one(func(e *eni) string { return "false" }),
-	"source-dest-check":            one(func(e *eni) string { return boolString(e.sourceDestCheck) }),
-	"private-ip-address":           eniAddresses,
-	"addresses.private-ip-address": eniAddresses,
-	"addresses.primary": func(e *eni, match func(string) bool) bool {
-		return match("true") || len(e.ips) > 1 && match("false")
-	},
-	"ipv4-prefix": func(e *eni, match func(string) bool) bool {
-		return slices.ContainsFunc(e.prefixes, func(p netip.Prefix) bool { return match(p.String()) })
-	},
-	"group-id": func(e *eni, match func(string) bool) bool {
-		return slices.ContainsFunc(e.groups, func(g *securityGroup) bool { return match(g.id) })
-	},
-	"group-name": func(e *eni, match func(string) bool) bool {
-		return slices.ContainsFunc(e.groups, func(g *securityGroup) bool { return match(g.name) })
-	},
-	"attachment.instance-id":   attachmentField(func(a *attachment) string { return a.instance.id }),
-	"attachment.attachment-id": attachmentField(func(a *attachment) string { return a.id }),
-	"attachment.status":        attachmentField(func(a *attachment) string { return a.status }),
-	"attachment.device-index":  attachmentField(func(a *attachment) string { return strconv.Itoa(a.deviceIndex) }),
-	"attachment.delete-on-termination": attachmentField(func(a *attachment) string {
-		return boolString(a.deleteOnTermination)
-	}),
-	"association.public-ip": func(e *eni, match func(string) bool) bool {
-		return slices.ContainsFunc(e.eips, func(a *address) bool { return match(a.publicIP.String()) })
-	},
-	"association.allocation-id": func(e *eni, match func(string) bool) bool {
-		return slices.ContainsFunc(e.eips, func(a *address) bool { return match(a.id) })
-	},
-}
-
-func eniAddresses(e *eni, match func(string) bool) bool {
-	for _, ip := range e.ips {
-		if match(ip.String()) {
-			return true
-		}
-	}
-	return false
-}
-
-func attachmentField(get func(*attachment) string) field[*eni] {
-	return func(e *eni, match func(string) bool) bool {
-		return e.attachment != nil && match(get(e.attachment))
-	}
-}
-
 // DescribeNetworkInterfaces lists ENIs by ID or by filters, in creation
-// order. Filters on IDs, instance, subnet and exact addresses are answered
+// order, as describes show them (lag.go). Filters on IDs, instance, subnet and exact addresses are answered
 // from indexes, so a page costs the same in a VPC of 40,000 ENIs as in one
 // of ten. Pages hold 5 to 1000 ENIs; IDs and MaxResults exclude each other.
 func (s *State) DescribeNetworkInterfaces(req DescribeNetworkInterfacesRequest) (*DescribeNetworkInterfacesResponse, error) {
@@ -89,7 +32,7 @@ func (s *State) DescribeNetworkInterfaces(req DescribeNetworkInterfacesRequest) 
 	if err != nil {
 		return nil, err
 	}
-	preds, err := compileFilters(req.Filters, eniFields)
+	preds, err := compileFilters(req.Filters, s.eniFieldsOf())
 	if err != nil {
 		return nil, err
 	}
@@ -111,12 +54,19 @@ func (s *State) DescribeNetworkInterfaces(req DescribeNetworkInterfacesRequest) 
 		}
 		bySeq(candidates)
 	} else if c, ok := s.eniCandidates(req.Filters); ok {
-		candidates = c
+		// The indexes know ENIs as they are; those whose describes lag
+		// a change may match as they are shown.
+		for e := range s.laggingENIs {
+			if !slices.Contains(c, e) {
+				c = append(c, e)
+			}
+		}
+		candidates = bySeq(c)
 	}
-	out, next := page(candidates, after, req.MaxResults, func(e *eni) bool { return visible(e) && all(preds, e) })
+	out, next := page(candidates, after, req.MaxResults, func(e *eni) bool { return visible(e) && all(preds, e.shown()) })
 	resp := &DescribeNetworkInterfacesResponse{NetworkInterfaces: make([]NetworkInterface, len(out)), NextToken: token("eni", next)}
 	for i, e := range out {
-		resp.NetworkInterfaces[i] = s.eniView(e)
+		resp.NetworkInterfaces[i] = s.eniView(e.shown())
 	}
 	return resp, nil
 }

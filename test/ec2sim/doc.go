@@ -33,6 +33,12 @@
 //     address when AssignPrivateIpAddresses reassigns the address to
 //     another ENI, and is disassociated when the address is unassigned or
 //     its ENI deleted; an associated one cannot be released;
+//   - a reassignment (AssignPrivateIpAddresses with AllowReassignment) is
+//     asynchronous, as EC2 documents: the call answers with the address,
+//     which stays on its old ENI (describes, IMDS local-ipv4s, its Elastic
+//     IP) for TimingConfig.ReassignDelay and then lands; an address
+//     unassigned or freed with its ENI cools down for
+//     TimingConfig.ReleaseCooldown before anyone can have it again;
 //   - prefixes are aligned /28s taking one IPv4 slot each, and a fragmented
 //     subnet answers InsufficientCidrBlocks;
 //   - attachments go attaching -> attached and detaching -> detached after
@@ -46,7 +52,11 @@
 //     AND'd, * and ? wildcards, tag:key, tag-key) and page in creation order;
 //   - eventual consistency ([TimingConfig]): a new ENI can be hidden from
 //     every describe for one window, and NotFound to the calls that change
-//     it for another, for all new ENIs or a seeded share of them.
+//     it for another, for all new ENIs or a seeded share of them; every
+//     change to an ENI or Elastic IP (assign, unassign, a landed
+//     reassignment, attach, detach, tags, association) can reach describes
+//     late ([LagConfig]). README.md lists each window, the realistic
+//     profile's figure and its source.
 //
 // A [Sim] puts a State behind EC2's Query protocol (form-encoded requests,
 // XML answers and errors, request IDs), authentication and IAM (below),
@@ -171,7 +181,7 @@
 //	GET|PUT /admin/faults                FaultConfig (SetFaults)
 //	GET|PUT /admin/latency               LatencyConfig (SetLatency)
 //	GET|PUT /admin/throttling            ThrottleConfig (SetThrottling)
-//	GET|PUT /admin/timing                TimingConfig: attach/detach delays, eventual consistency (SetTiming)
+//	GET|PUT /admin/timing                TimingConfig: delays, moves, cooldowns, eventual consistency (SetTiming)
 //	GET     /admin/dump                  Dump: every resource (Dump)
 //
 // Counters read {"calls":{"AssignPrivateIpAddresses":3},"throttled":{...},
@@ -207,12 +217,17 @@
 //	instanceTypes: []            # add to or replace catalog entries
 //	elasticIPLimit: 5
 //	profile: realistic           # EC2's throttling, realistic latency and attach delays
-//	timing:                      # realistic: these, and a 1 s lag for 2% of new ENIs
+//	timing:                      # realistic: these, and a 1 s lag for 2% of new ENIs (state.go)
 //	  attachDelay: {min: 2s, max: 5s}
 //	  detachDelay: {min: 1s, max: 3s}
 //	  eventualConsistency: 0s    # new ENIs hidden from every describe
 //	  mutationConsistency: 0s    # new ENIs NotFound to Attach, Assign, Unassign, Modify, Delete, tags
 //	  consistencyShare: 0        # share of new ENIs that lag, drawn per seed; 0 = all
+//	  reassignDelay: {min: 1s, max: 4s} # a reassigned address lands on its new ENI after this
+//	  releaseCooldown: 5s        # a released address is nobody's, and unassignable, for this long
+//	  lag:                       # changes reach describes late (realistic: 1-3 s, share 0.25)
+//	    assign: {min: 1s, max: 3s}   # also unassign, reassign, attach, detach, tags, associate, disassociate
+//	    share: 0.25              # share of changes that lag, drawn per seed; 0 = all
 //	subnetFullError: ""          # force InsufficientFreeAddressesInSubnet, InvalidParameterValue or InsufficientCidrBlocks
 //	throttling: {enabled: true, scale: 1, buckets: {AssignPrivateIpAddresses: {size: 100, refillPerSecond: 5}}}
 //	latency: {default: {min: 150ms, max: 400ms}, actions: {DescribeNetworkInterfaces: {min: 50ms, max: 150ms}}}

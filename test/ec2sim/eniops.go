@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"net/netip"
 	"slices"
+	"time"
 )
 
 // The operations below are the building blocks of the ENI actions, shared
@@ -63,12 +64,15 @@ type addressRequest struct {
 	prefixes      []netip.Prefix
 	prefixCount   int
 	allowReassign bool
+	// reassignDelay is how long the addresses taken over from other
+	// ENIs take to land on this one (see move); zero moves them at once.
+	reassignDelay Range
 	// inUseCode is the code for an explicit address held elsewhere.
 	inUseCode string
 }
 
 // addAddresses adds what r asks for to e, all or nothing, and returns the
-// addresses and prefixes added. An ENI without addresses gets its primary
+// addresses and prefixes added (moves still on their way included). An ENI without addresses gets its primary
 // address first: the first explicit one, else the first fresh one.
 func (s *State) addAddresses(e *eni, r addressRequest) ([]netip.Addr, []netip.Prefix, error) {
 	if e.interfaceType == typeEFAOnly {
@@ -86,7 +90,7 @@ func (s *State) addAddresses(e *eni, r addressRequest) ([]netip.Addr, []netip.Pr
 		}
 	}
 	var moved []uint32 // explicit addresses to take over from other ENIs
-	var fresh []netip.Addr
+	var fresh, queued []netip.Addr
 	seen := map[netip.Addr]bool{}
 	for _, ip := range r.ips {
 		off, ok := sp.offset(ip)
@@ -164,29 +168,28 @@ func (s *State) addAddresses(e *eni, r addressRequest) ([]netip.Addr, []netip.Pr
 		undo = append(undo, func() { sp.releasePrefix(off) })
 		newPrefixes = append(newPrefixes, netip.PrefixFrom(sp.addr(off), prefixLen))
 	}
+	// One delay per call: EC2 remaps the addresses of one request
+	// together. Drawn only for a move, so that calls without one leave
+	// the other delays' draws alone.
+	var delay time.Duration
+	if len(moved) > 0 {
+		delay = r.reassignDelay.sample(s.rng)
+	}
 	for _, off := range moved {
 		ip := sp.addr(off)
-		old := sp.owner(off)
-		old.ips = slices.DeleteFunc(old.ips, func(a netip.Addr) bool { return a == ip })
-		// "When you move a secondary private IP address to another
-		// network interface, any Elastic IP address that is associated
-		// with the IP address is also moved" (AssignPrivateIpAddresses,
-		// EC2 API reference); the association keeps its ID.
-		for _, eip := range slices.Clone(old.eips) {
-			if eip.privateIP == ip {
-				old.eips = slices.DeleteFunc(old.eips, func(x *address) bool { return x == eip })
-				eip.eni = e
-				e.eips = append(e.eips, eip)
-			}
+		if delay > 0 {
+			s.startMove(addrKey{space: sp, off: off}, e, delay)
+			queued = append(queued, ip)
+			continue
 		}
-		sp.reassign(off, e)
+		s.takeOver(sp.owner(off), e, off)
 		fresh = append(fresh, ip)
 	}
 	// Explicit addresses keep the order they were asked in, ahead of fresh
 	// ones, so the primary is the first explicit address.
 	e.ips = append(e.ips, fresh...)
 	e.prefixes = append(e.prefixes, newPrefixes...)
-	return fresh, newPrefixes, nil
+	return append(fresh, queued...), newPrefixes, nil
 }
 
 // errEFAOnlyAddresses refuses addresses on an EFA-only interface, which
@@ -196,7 +199,8 @@ func errEFAOnlyAddresses(what string) *APIError {
 }
 
 // removeAddresses takes secondary addresses and prefixes off e, all or
-// nothing. Elastic IPs associated with them are disassociated.
+// nothing, returning them to the subnet (after a cooldown, see
+// releaseAddr). Elastic IPs associated with them are disassociated.
 func (s *State) removeAddresses(e *eni, ips []netip.Addr, prefixes []netip.Prefix) error {
 	for _, ip := range ips {
 		i := slices.Index(e.ips, ip)
@@ -215,7 +219,7 @@ func (s *State) removeAddresses(e *eni, ips []netip.Addr, prefixes []netip.Prefi
 	sp := e.subnet.space
 	for _, ip := range ips {
 		off, _ := sp.offset(ip)
-		sp.release(off)
+		s.releaseAddr(sp, off)
 		for _, eip := range e.eips {
 			if eip.privateIP == ip {
 				s.disassociate(eip)
@@ -224,7 +228,7 @@ func (s *State) removeAddresses(e *eni, ips []netip.Addr, prefixes []netip.Prefi
 	}
 	for _, p := range prefixes {
 		off, _ := sp.offset(p.Addr())
-		sp.releasePrefix(off)
+		s.releasePrefix(sp, off)
 	}
 	e.ips = slices.DeleteFunc(e.ips, func(a netip.Addr) bool { return slices.Contains(ips, a) })
 	e.prefixes = slices.DeleteFunc(e.prefixes, func(p netip.Prefix) bool { return slices.Contains(prefixes, p) })
@@ -247,12 +251,12 @@ func (s *State) deleteENI(e *eni) {
 	sp := e.subnet.space
 	for _, ip := range e.ips {
 		if off, ok := sp.offset(ip); ok {
-			sp.release(off)
+			s.releaseAddr(sp, off)
 		}
 	}
 	for _, p := range e.prefixes {
 		off, _ := sp.offset(p.Addr())
-		sp.releasePrefix(off)
+		s.releasePrefix(sp, off)
 	}
 	for len(e.eips) > 0 {
 		s.disassociate(e.eips[0])
@@ -265,6 +269,8 @@ func (s *State) deleteENI(e *eni) {
 		e.attachment = nil
 	}
 	delete(e.subnet.enis, e)
+	delete(s.laggingENIs, e)
+	e.hist = nil
 	s.enis.remove(e)
 }
 

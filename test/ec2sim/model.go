@@ -206,6 +206,11 @@ type eni struct {
 	sourceDestCheck bool
 	// eips are the Elastic IPs associated with addresses of this ENI.
 	eips []*address
+	// incoming counts the addresses moving onto this ENI (see move).
+	incoming int
+	// hist holds what describes show while changes are on their way
+	// (lag.go); nil when they show the ENI as it is.
+	hist *history[*eni]
 }
 
 type attachment struct {
@@ -226,11 +231,13 @@ type address struct {
 	associationID string
 	eni           *eni
 	privateIP     netip.Addr
+	// hist is as eni.hist.
+	hist *history[*address]
 }
 
-// slotsUsed is the number of IPv4 slots an ENI occupies: one per address and
-// one per delegated prefix.
-func (e *eni) slotsUsed() int { return len(e.ips) + len(e.prefixes) }
+// slotsUsed is the number of IPv4 slots an ENI occupies: one per address,
+// one per delegated prefix, and one per address moving onto it.
+func (e *eni) slotsUsed() int { return len(e.ips) + len(e.prefixes) + e.incoming }
 
 // ipLimit is the IPv4 slot limit that applies to e now: its instance type's
 // when attached, else the largest any type allows.

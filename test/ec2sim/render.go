@@ -26,17 +26,7 @@ func cloneTags(tags []Tag) []Tag { return append([]Tag(nil), tags...) }
 
 func (s *State) associationView(a *address) *Association {
 	return &Association{AllocationID: a.id, AssociationID: a.associationID, IPOwnerID: s.account,
-		PublicIP: a.publicIP.String(), PublicDNSName: "ec2-" + dashed(a.publicIP.String()) + ".compute-1.amazonaws.com"}
-}
-
-func dashed(s string) string {
-	b := []byte(s)
-	for i, c := range b {
-		if c == '.' {
-			b[i] = '-'
-		}
-	}
-	return string(b)
+		PublicIP: a.publicIP.String(), PublicDNSName: s.publicDNSName(a.publicIP)}
 }
 
 func (s *State) eniView(e *eni) NetworkInterface {
@@ -109,8 +99,8 @@ func (s *State) instanceView(in *instance) Instance {
 	v.PrivateDNSName = s.privateDNSName(in.primaryIP)
 	v.SourceDestCheck = true
 	v.Groups = groupViews(in.groups)
-	for _, idx := range sortedSlots(in) {
-		ni := s.eniView(in.slots[idx])
+	for _, e := range s.instanceENIs(in) {
+		ni := s.eniView(e)
 		// An instance's view of its ENIs carries no zone, tags or
 		// requester flag; the SDK ignores them anyway, but keep it lean.
 		ni.AvailabilityZone, ni.AvailabilityZoneID, ni.Tags = "", "", nil

@@ -1,7 +1,6 @@
 package ec2sim
 
 import (
-	"container/heap"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -34,6 +33,19 @@ type TimingConfig struct {
 	// drawn per ENI from the scenario's seed (the n-th ENI created lags or
 	// not the same way in every run); 0 means every new ENI.
 	ConsistencyShare float64 `json:"consistencyShare,omitempty"`
+	// Lag is how long each kind of change to an existing ENI or Elastic
+	// IP takes to reach describes (lag.go).
+	Lag LagConfig `json:"lag"`
+	// ReassignDelay is how long an address AssignPrivateIpAddresses
+	// moves from another ENI (AllowReassignment) takes to land: until
+	// then describes, IMDS and its Elastic IP show it where it was
+	// (see move in async.go). Zero moves it within the call.
+	ReassignDelay Range `json:"reassignDelay"`
+	// ReleaseCooldown keeps an address just unassigned, or freed with
+	// its deleted ENI, from every new assignment (fresh or by name) and
+	// out of the subnet's available count for this long (see
+	// releaseAddr in async.go). Zero frees it within the call.
+	ReleaseCooldown Duration `json:"releaseCooldown,omitempty"`
 }
 
 // Validate rejects negative durations and a share outside 0..1.
@@ -50,6 +62,15 @@ func (c TimingConfig) Validate() error {
 	if c.MutationConsistency < 0 {
 		return fmt.Errorf("mutationConsistency is negative")
 	}
+	if err := c.ReassignDelay.validate(); err != nil {
+		return fmt.Errorf("reassignDelay: %w", err)
+	}
+	if err := c.Lag.Validate(); err != nil {
+		return fmt.Errorf("lag: %w", err)
+	}
+	if c.ReleaseCooldown < 0 {
+		return fmt.Errorf("releaseCooldown is negative")
+	}
 	if c.ConsistencyShare < 0 || c.ConsistencyShare > 1 {
 		return fmt.Errorf("consistencyShare %v outside 0..1", c.ConsistencyShare)
 	}
@@ -57,20 +78,26 @@ func (c TimingConfig) Validate() error {
 }
 
 // RealisticTiming is what EC2 is seen to take: attachments complete in 2-5 s,
-// detachments in 1-3 s, and one new ENI in fifty is unknown to describes
-// and to the calls that change it for its first second. EC2 documents
-// that a resource just created may be NotFound to the next calls
-// (eventual consistency) but not how often nor for how long; users report
-// AttachNetworkInterface answering NotFound right after
-// CreateNetworkInterface now and then. The share and window are guesses
-// that keep the path exercised, not measurements.
+// detachments in 1-3 s; one new ENI in fifty is unknown to describes and
+// to the calls that change it for its first second; a reassigned address
+// lands after 1-4 s; a released address cools down for 5 s; and a quarter
+// of all other changes reach describes 1-3 s late (LagConfig). doc.go
+// lists the sources; every share and window is a guess that keeps the
+// paths exercised, not a measurement.
 func RealisticTiming() TimingConfig {
+	lag := Range{Min: Duration(time.Second), Max: Duration(3 * time.Second)}
 	return TimingConfig{
 		AttachDelay:         Range{Min: Duration(2 * time.Second), Max: Duration(5 * time.Second)},
 		DetachDelay:         Range{Min: Duration(1 * time.Second), Max: Duration(3 * time.Second)},
 		EventualConsistency: Duration(time.Second),
 		MutationConsistency: Duration(time.Second),
 		ConsistencyShare:    0.02,
+		ReassignDelay:       Range{Min: Duration(1 * time.Second), Max: Duration(4 * time.Second)},
+		ReleaseCooldown:     Duration(5 * time.Second),
+		Lag: LagConfig{
+			Assign: lag, Unassign: lag, Reassign: lag, Attach: lag, Detach: lag,
+			Tags: lag, Associate: lag, Disassociate: lag, Share: 0.25,
+		},
 	}
 }
 
@@ -87,6 +114,8 @@ type State struct {
 	// lagRNG draws which new ENIs lag (TimingConfig.ConsistencyShare); a
 	// stream of its own, so turning lag on moves no other draw.
 	lagRNG *rand.Rand
+	// changeRNG draws which changes lag and for how long (lag.go).
+	changeRNG *rand.Rand
 
 	account   string
 	region    string
@@ -110,7 +139,14 @@ type State struct {
 	addresses   registry[*address]
 	attachments map[string]*attachment
 	assocs      map[string]*address
-	pending     transitions
+	// pending is the asynchronous work to run when due (async.go);
+	// moves and cooling are the address moves and cooldowns in it.
+	pending  events
+	eventSeq uint64
+	moves    map[addrKey]*move
+	cooling  map[addrKey]time.Time
+	// laggingENIs are the ENIs whose describes lag a change (lag.go).
+	laggingENIs map[*eni]struct{}
 	tokens      map[string]clientTokenRecord
 }
 
@@ -138,6 +174,7 @@ func NewState(sc *Scenario, now func() time.Time) (*State, error) {
 		ids:         newIDSource(sc.Seed),
 		rng:         rand.New(rand.NewPCG(sc.Seed, 0x7374617465)),
 		lagRNG:      rand.New(rand.NewPCG(sc.Seed, 0x6c6167)),
+		changeRNG:   rand.New(rand.NewPCG(sc.Seed, 0x636867)),
 		subnetFull:  sc.SubnetFullError,
 		account:     sc.Account,
 		region:      sc.Region,
@@ -156,6 +193,9 @@ func NewState(sc *Scenario, now func() time.Time) (*State, error) {
 		attachments: map[string]*attachment{},
 		assocs:      map[string]*address{},
 		tokens:      map[string]clientTokenRecord{},
+		moves:       map[addrKey]*move{},
+		cooling:     map[addrKey]time.Time{},
+		laggingENIs: map[*eni]struct{}{},
 	}
 	if sc.Region == "us-east-1" {
 		s.dnsSuffix = "ec2.internal"
@@ -225,63 +265,41 @@ func (s *State) newMeta(prefix, id string) meta {
 	return meta{id: id, seq: s.nextSeq()}
 }
 
-// lock takes the state's lock and completes the attachments and
-// detachments that are due, so every action sees time having passed.
+// lock takes the state's lock and runs the asynchronous work that is
+// due (attachments, detachments, address moves, cooldowns; see async.go),
+// so every action sees time having passed.
 func (s *State) lock() {
 	s.mu.Lock()
-	now := s.now()
-	for len(s.pending) > 0 && !s.pending[0].due.After(now) {
-		t := heap.Pop(&s.pending).(transition)
-		a := t.att
-		if a.status != t.from || a.eni.attachment != a {
-			continue // overtaken: detached early, terminated, deleted
-		}
-		switch a.status {
-		case attaching:
-			a.status = attached
-		case detaching:
-			s.finishDetach(a)
-		}
-	}
+	s.runDue(s.now())
 }
 
 func (s *State) unlock() { s.mu.Unlock() }
-
-// transition is an attachment due to leave status from at due.
-type transition struct {
-	due  time.Time
-	from string
-	att  *attachment
-}
-
-type transitions []transition
-
-func (t transitions) Len() int           { return len(t) }
-func (t transitions) Less(i, j int) bool { return t[i].due.Before(t[j].due) }
-func (t transitions) Swap(i, j int)      { t[i], t[j] = t[j], t[i] }
-func (t *transitions) Push(x any)        { *t = append(*t, x.(transition)) }
-func (t *transitions) Pop() any {
-	old := *t
-	x := old[len(old)-1]
-	*t = old[:len(old)-1]
-	return x
-}
 
 // schedule moves a to its next state after a delay drawn from r, at once
 // when the delay is zero.
 func (s *State) schedule(a *attachment, r Range) {
 	d := r.sample(s.rng)
 	if d <= 0 {
-		switch a.status {
-		case attaching:
-			a.status = attached
-		case detaching:
-			s.finishDetach(a)
-		}
+		s.advance(a)
 		return
 	}
 	a.due = s.now().Add(d)
-	heap.Push(&s.pending, transition{due: a.due, from: a.status, att: a})
+	from := a.status
+	s.after(a.due, func() {
+		if a.status == from && a.eni.attachment == a {
+			s.advance(a) // else overtaken: detached early, terminated, deleted
+		}
+	})
+}
+
+// advance completes an attaching or detaching attachment.
+func (s *State) advance(a *attachment) {
+	switch a.status {
+	case attaching:
+		a.status = attached
+	case detaching:
+		s.finishDetach(a)
+	}
 }
 
 // finishDetach frees the instance's device slot and leaves the ENI available.
@@ -367,6 +385,17 @@ func (s *State) groupsByID(v *vpc, ids []string) ([]*securityGroup, error) {
 // privateDNSName is EC2's internal host name of addr.
 func (s *State) privateDNSName(addr netip.Addr) string {
 	return "ip-" + strings.ReplaceAll(addr.String(), ".", "-") + "." + s.dnsSuffix
+}
+
+// publicDNSName is EC2's public host name of a public address:
+// ec2-<address>.compute-1.amazonaws.com in us-east-1,
+// ec2-<address>.<region>.compute.amazonaws.com elsewhere.
+func (s *State) publicDNSName(addr netip.Addr) string {
+	host := "ec2-" + strings.ReplaceAll(addr.String(), ".", "-")
+	if s.region == "us-east-1" {
+		return host + ".compute-1.amazonaws.com"
+	}
+	return host + "." + s.region + ".compute.amazonaws.com"
 }
 
 // zoneID turns us-east-1a into use1-az1, the shape of EC2's zone IDs.

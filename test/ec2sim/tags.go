@@ -139,9 +139,11 @@ func (s *State) CreateTags(req CreateTagsRequest) (*ReturnResponse, error) {
 		}
 		metas[i] = m
 	}
+	commit := s.changingTags(req.ResourceIDs)
 	for i, m := range metas {
 		m.tags = merged[i]
 	}
+	commit()
 	return returnTrue(), nil
 }
 
@@ -174,6 +176,8 @@ func (s *State) DeleteTags(req DeleteTagsRequest) (*ReturnResponse, error) {
 		}
 		metas = append(metas, m)
 	}
+	commit := s.changingTags(req.ResourceIDs)
+	defer commit()
 	for _, m := range metas {
 		if len(req.Tags) == 0 {
 			m.tags = nil
@@ -186,4 +190,23 @@ func (s *State) DeleteTags(req DeleteTagsRequest) (*ReturnResponse, error) {
 		})
 	}
 	return returnTrue(), nil
+}
+
+// changingTags is changing for a tag change to the ENIs and Elastic IPs
+// among ids (the other kinds show their tags at once).
+func (s *State) changingTags(ids []string) (commit func()) {
+	var enis []*eni
+	var addrs []*address
+	for _, id := range ids {
+		if e, ok := s.enis.get(id); ok {
+			enis = append(enis, e)
+		}
+		if a, ok := s.addresses.get(id); ok {
+			addrs = append(addrs, a)
+		}
+	}
+	if len(enis)+len(addrs) == 0 {
+		return func() {}
+	}
+	return s.changing(s.timing.Lag.Tags, enis, addrs)
 }
