@@ -279,7 +279,21 @@ func (g unassignGuard) UnassignIPs(ctx context.Context, eniID string, ips []neti
 			g.w.violate("claimed address %s (claim %s) unassigned from %s in EC2", ip, owner, eniID)
 		}
 	}
-	return g.API.UnassignIPs(ctx, eniID, ips)
+	err := g.API.UnassignIPs(ctx, eniID, ips)
+	g.w.logf("ec2: unassign %v from %s: %v", ips, eniID, err)
+	return err
+}
+
+func (g unassignGuard) AssignIPs(ctx context.Context, eniID string, count int) ([]netip.Addr, error) {
+	ips, err := g.API.AssignIPs(ctx, eniID, count)
+	g.w.logf("ec2: assign %d to %s: %v %v", count, eniID, ips, err)
+	return ips, err
+}
+
+func (g unassignGuard) AssignAddresses(ctx context.Context, eniID string, ips []netip.Addr, reassign bool) error {
+	err := g.API.AssignAddresses(ctx, eniID, ips, reassign)
+	g.w.logf("ec2: assign %v to %s (reassign %v): %v", ips, eniID, reassign, err)
+	return err
 }
 
 // startOperator starts a fresh operator process: a new inventory synced
