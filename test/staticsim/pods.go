@@ -32,15 +32,24 @@ type pod struct {
 }
 
 // statefulSet is the one StatefulSet of the world: replicas db-0 …, each
-// annotated for a static address (reclaim Retain).
-const statefulSet = "db"
+// annotated for a static address (reclaim Retain); deployment's pods
+// (web-0 …, as many) take ordinary addresses beside them.
+const (
+	statefulSet = "db"
+	deployment  = "web"
+)
 
 // ensurePods is the StatefulSet controller: a replica whose pod object is
-// gone is created again, same name, new UID, not bound.
+// gone is created again, same name, new UID, not bound (the ordinary
+// pods are recreated the same way, for simplicity).
 func (w *world) ensurePods(replicas int) {
 	ctx := context.Background()
-	for i := range replicas {
+	for i := range 2 * replicas {
 		name := fmt.Sprintf("%s-%d", statefulSet, i)
+		static := i < replicas
+		if !static {
+			name = fmt.Sprintf("%s-%d", deployment, i-replicas)
+		}
 		p := &corev1.Pod{}
 		if w.store.get(client.ObjectKey{Namespace: namespace, Name: name}, p) {
 			continue
@@ -48,6 +57,9 @@ func (w *world) ensurePods(replicas int) {
 		p = &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name,
 			UID:         types.UID(fmt.Sprintf("%s-%d", name, w.rng.Uint32())),
 			Annotations: map[string]string{enipamv1alpha1.StaticIPAnnotation: "true"}}}
+		if !static {
+			p.Annotations = nil
+		}
 		if i == 0 {
 			// The first replica has an Elastic IP.
 			p.Annotations[enipamv1alpha1.PublicIPAnnotation] = "allocate"

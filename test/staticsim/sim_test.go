@@ -81,3 +81,20 @@ func TestSeeds(t *testing.T) {
 	t.Logf("%d seeds, %d steps, %d distinct step-kind sequences, %d distinct interleavings; %d binds, %d pod starts, %d moves, %d operator restarts (%d at a write); %d failed",
 		n, steps, len(kinds), len(hashes), binds, starts, moves, restarts, crashes, failed)
 }
+
+// TestDeterministic: a seed replays the same run, step for step, so its
+// reproduction line reproduces it.
+func TestDeterministic(t *testing.T) {
+	cfg := DefaultConfig()
+	for seed := uint64(1); seed <= 12; seed++ {
+		a, b := Run(seed, cfg), Run(seed, cfg)
+		if a.Hash != b.Hash || strings.Join(a.Trace, "\n") != strings.Join(b.Trace, "\n") {
+			for i := range min(len(a.Trace), len(b.Trace)) {
+				if a.Trace[i] != b.Trace[i] {
+					t.Fatalf("seed %d: runs part at line %d:\n  %s\n  %s", seed, i, a.Trace[i], b.Trace[i])
+				}
+			}
+			t.Fatalf("seed %d: runs part (%d and %d lines)", seed, len(a.Trace), len(b.Trace))
+		}
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/netip"
+	"slices"
 	"time"
 
 	ipamtypes "github.com/cilium/cilium/pkg/ipam/types"
@@ -279,6 +280,9 @@ func (g unassignGuard) UnassignIPs(ctx context.Context, eniID string, ips []neti
 			g.w.violate("claimed address %s (claim %s) unassigned from %s in EC2", ip, owner, eniID)
 		}
 	}
+	// In a fixed order: the operator builds the list from a map, and
+	// ec2sim draws a lag per address in the order given.
+	ips = slices.SortedFunc(slices.Values(ips), netip.Addr.Compare)
 	err := g.API.UnassignIPs(ctx, eniID, ips)
 	g.w.logf("ec2: unassign %v from %s: %v", ips, eniID, err)
 	return err
@@ -291,6 +295,7 @@ func (g unassignGuard) AssignIPs(ctx context.Context, eniID string, count int) (
 }
 
 func (g unassignGuard) AssignAddresses(ctx context.Context, eniID string, ips []netip.Addr, reassign bool) error {
+	ips = slices.SortedFunc(slices.Values(ips), netip.Addr.Compare)
 	err := g.API.AssignAddresses(ctx, eniID, ips, reassign)
 	g.w.logf("ec2: assign %v to %s (reassign %v): %v", ips, eniID, reassign, err)
 	return err
