@@ -80,6 +80,7 @@ func (w *world) claimedAddresses() map[string]string {
 // check verifies what must hold after every step.
 func (w *world) check() {
 	s := w.snapshot()
+	w.own(s.claims)
 	// No address on two ENIs in EC2.
 	for _, ip := range slices.Sorted(mapsKeys(s.eniOf)) {
 		if enis := s.eniOf[ip]; len(enis) > 1 {
@@ -128,17 +129,37 @@ func (w *world) check() {
 	}
 }
 
-// stolen is checked at each CNI ADD: a pod got an address another claim
-// holds (records in status, and is not told it is taken).
+// stolen is checked at each CNI ADD: a pod got an address that a claim
+// of another pod has had (Bound to it, and recording it since).
 func (w *world) stolen(owner, ip, node string) {
-	var claims enipamv1alpha1.StaticIPClaimList
-	w.store.list(&claims)
-	for i := range claims.Items {
-		c := &claims.Items[i]
-		ready := meta.FindStatusCondition(c.Status.Conditions, enipamv1alpha1.ClaimReady)
-		taken := ready != nil && ready.Reason == enipamv1alpha1.ReasonAddressTaken
-		if c.Status.Address == ip && c.Owner() != owner && !taken && c.Status.Phase != enipamv1alpha1.ClaimInvalid {
-			w.violate("pod %s got %s on %s, the address of claim %s (%s)", owner, ip, node, c.Owner(), c.Status.Phase)
+	for _, claim := range keys(w.owned) {
+		if w.owned[claim] == ip && claim != owner {
+			w.violate("pod %s got %s on %s, the address of claim %s", owner, ip, node, claim)
+		}
+	}
+}
+
+// own records which claims have their address: Bound to it once, and
+// recording it since; a claim deleted, or recording another address,
+// has it no more.
+func (w *world) own(claims []enipamv1alpha1.StaticIPClaim) {
+	seen := map[string]bool{}
+	for i := range claims {
+		c := &claims[i]
+		if c.DeletionTimestamp != nil {
+			continue
+		}
+		seen[c.Owner()] = true
+		switch {
+		case c.Status.Phase == enipamv1alpha1.ClaimBound && c.Status.Address != "":
+			w.owned[c.Owner()] = c.Status.Address
+		case c.Status.Address != w.owned[c.Owner()]:
+			delete(w.owned, c.Owner())
+		}
+	}
+	for owner := range w.owned {
+		if !seen[owner] {
+			delete(w.owned, owner)
 		}
 	}
 }

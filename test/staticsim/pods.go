@@ -57,7 +57,10 @@ func (w *world) ensurePods(replicas int) {
 		p = &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name,
 			UID:         types.UID(fmt.Sprintf("%s-%d", name, w.rng.Uint32())),
 			Annotations: map[string]string{enipamv1alpha1.StaticIPAnnotation: "true"}}}
-		if !static {
+		if static {
+			p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: statefulSet,
+				UID: "uid-sts-" + statefulSet, Controller: ptrTo(true)}}
+		} else {
 			p.Annotations = nil
 		}
 		if i == 0 {

@@ -108,6 +108,8 @@ type world struct {
 	restarts, crashes, binds, starts, moves int
 	// stampedOn: where each owner's stamp was last seen.
 	stampedOn map[string]string
+	// owned: the address each claim has (see own).
+	owned map[string]string
 	// trace is what happened, one line per step, for a failing seed.
 	trace []string
 	// violations are the broken invariants, first first.
@@ -172,7 +174,7 @@ func newWorld(seed uint64) (*world, error) {
 	w := &world{
 		seed: seed, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), clock: clock, state: st,
 		cloud: cloudfake.New(st), log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		agents: map[string]*agent{}, pods: map[string]*pod{}, stampedOn: map[string]string{},
+		agents: map[string]*agent{}, pods: map[string]*pod{}, stampedOn: map[string]string{}, owned: map[string]string{},
 	}
 	if Log != nil {
 		w.log = slog.New(slog.NewTextHandler(Log, &slog.HandlerOptions{Level: slog.LevelDebug}))
