@@ -22,6 +22,8 @@ type Config struct {
 	// QuiesceRounds bound the rounds (every actor once, three seconds
 	// of simulated time) after the events, until every claim rests.
 	QuiesceRounds int
+	// Trace keeps the trace of a seed that passed too.
+	Trace bool
 }
 
 // DefaultConfig is what TestSeeds runs.
@@ -160,7 +162,9 @@ func Run(seed uint64, cfg Config) Result {
 	res.Kinds, res.Hash = string(w.kinds), h.Sum64()
 	res.Binds, res.Starts, res.Moves, res.Restarts, res.Crashes = w.binds, w.starts, w.moves, w.restarts, w.crashes
 	res.Violations = w.violations[:min(len(w.violations), 5)]
-	res.Trace = w.trace
+	if res.Failed() || cfg.Trace {
+		res.Trace = w.trace
+	}
 	return res
 }
 

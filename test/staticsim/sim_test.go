@@ -86,6 +86,7 @@ func TestSeeds(t *testing.T) {
 // reproduction line reproduces it.
 func TestDeterministic(t *testing.T) {
 	cfg := DefaultConfig()
+	cfg.Trace = true
 	for seed := uint64(1); seed <= 12; seed++ {
 		a, b := Run(seed, cfg), Run(seed, cfg)
 		if a.Hash != b.Hash || strings.Join(a.Trace, "\n") != strings.Join(b.Trace, "\n") {
