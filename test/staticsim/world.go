@@ -290,6 +290,24 @@ func (g unassignGuard) UnassignIPs(ctx context.Context, eniID string, ips []neti
 	return err
 }
 
+// DeleteENI: an ENI deleted with a claimed address on it unassigns it.
+func (g unassignGuard) DeleteENI(ctx context.Context, eniID string) error {
+	claimed := g.w.claimedAddresses()
+	for _, e := range g.w.dump().NetworkInterfaces {
+		if e.NetworkInterfaceID != eniID {
+			continue
+		}
+		for _, a := range e.PrivateIPAddresses {
+			if owner, ok := claimed[a.PrivateIPAddress]; ok {
+				g.w.violate("ENI %s deleted with claimed address %s (claim %s) on it", eniID, a.PrivateIPAddress, owner)
+			}
+		}
+	}
+	err := g.API.DeleteENI(ctx, eniID)
+	g.w.logf("ec2: delete %s: %v", eniID, err)
+	return err
+}
+
 func (g unassignGuard) AssignIPs(ctx context.Context, eniID string, count int) ([]netip.Addr, error) {
 	ips, err := g.API.AssignIPs(ctx, eniID, count)
 	g.w.logf("ec2: assign %d to %s: %v %v", count, eniID, ips, err)
