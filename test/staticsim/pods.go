@@ -233,6 +233,7 @@ func (w *world) kubelet(name string) {
 		if p.node == name && live[uid] == nil {
 			a.release(uid)
 			delete(w.pods, uid)
+			w.changes++
 			w.logf("kubelet %s: %s stopped (CNI DEL of %s)", name, p.owner, p.ip)
 		}
 	}
@@ -248,6 +249,7 @@ func (w *world) kubelet(name string) {
 			continue
 		}
 		w.stolen(owner, ip, name)
+		w.changes++
 		w.pods[string(p.UID)] = &pod{owner: owner, name: p.Name, uid: string(p.UID), node: name, ip: ip}
 		p.Status.PodIP = ip
 		p.Status.PodIPs = []corev1.PodIP{{IP: ip}}

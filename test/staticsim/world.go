@@ -108,6 +108,11 @@ type world struct {
 	restarts, crashes, binds, starts, moves int
 	// stampedOn: where each owner's stamp was last seen.
 	stampedOn map[string]string
+	// changes counts the writes to the apiserver and the kubelets'
+	// changes; checked is what changes, EC2's calls and the clock were
+	// at the last check (a world that did not change needs none).
+	changes int
+	checked [3]int64
 	// owned: the address each claim has (see own).
 	owned map[string]string
 	// trace is what happened, one line per step, for a failing seed.
@@ -197,7 +202,33 @@ func newWorld(seed uint64) (*world, error) {
 	}
 	w.c = b.WithStatusSubresource(&ciliumv2.CiliumNode{}, &enipamv1alpha1.NodeRouting{}, &enipamv1alpha1.ENIPolicy{},
 		&enipamv1alpha1.StaticIPClaim{}, &corev1.Pod{}).
-		WithObjects(objs...).Build()
+		WithObjects(objs...).
+		WithInterceptorFuncs(interceptor.Funcs{
+			Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+				w.changes++
+				return c.Create(ctx, obj, opts...)
+			},
+			Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
+				w.changes++
+				return c.Update(ctx, obj, opts...)
+			},
+			Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+				w.changes++
+				return c.Patch(ctx, obj, patch, opts...)
+			},
+			Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
+				w.changes++
+				return c.Delete(ctx, obj, opts...)
+			},
+			SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+				w.changes++
+				return c.SubResource(sub).Update(ctx, obj, opts...)
+			},
+			SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+				w.changes++
+				return c.SubResource(sub).Patch(ctx, obj, patch, opts...)
+			},
+		}).Build()
 	w.guardEC2()
 	if w.ext, err = w.newExtender(); err != nil {
 		return nil, err
