@@ -13,6 +13,7 @@ import (
 var (
 	seedFlag  = flag.Uint64("seed", 0, "run only this seed (0: run -seeds seeds from 1)")
 	seedsFlag = flag.Int("seeds", 2000, "how many seeds TestSeeds runs")
+	fromFlag  = flag.Uint64("from", 1, "the first seed TestSeeds runs")
 	traceFlag = flag.Bool("trace", false, "print the trace of every failing seed")
 	logFlag   = flag.Bool("oplog", false, "with -seed: the operator's debug log on stderr")
 )
@@ -20,7 +21,7 @@ var (
 // TestSeeds runs the simulation over many seeds, in parallel, and fails
 // with a one-line reproduction for each failing seed.
 func TestSeeds(t *testing.T) {
-	first, n := uint64(1), *seedsFlag
+	first, n := *fromFlag, *seedsFlag
 	if *seedFlag != 0 {
 		first, n = *seedFlag, 1
 	}
@@ -28,7 +29,7 @@ func TestSeeds(t *testing.T) {
 	if *logFlag && n == 1 {
 		Log = os.Stderr
 	}
-	results := make([]Result, n)
+	results := make(chan Result)
 	var wg sync.WaitGroup
 	next := make(chan int)
 	for range runtime.GOMAXPROCS(0) {
@@ -36,19 +37,22 @@ func TestSeeds(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := range next {
-				results[i] = Run(first+uint64(i), cfg)
+				results <- Run(first+uint64(i), cfg)
 			}
 		}()
 	}
-	for i := range n {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
+	go func() {
+		for i := range n {
+			next <- i
+		}
+		close(next)
+		wg.Wait()
+		close(results)
+	}()
 	steps, failed := 0, 0
 	var binds, starts, moves, restarts, crashes int
 	kinds, hashes := map[string]bool{}, map[uint64]bool{}
-	for _, r := range results {
+	for r := range results {
 		steps += r.Steps
 		binds, starts, moves, restarts, crashes = binds+r.Binds, starts+r.Starts, moves+r.Moves, restarts+r.Restarts, crashes+r.Crashes
 		kinds[r.Kinds] = true
