@@ -28,8 +28,8 @@ type poolCase struct {
 	routed    []string          // reported routed on eni-1; nil = no report
 	elsewhere map[string]string // ip -> instance holding it
 	// listed: addresses another node's pool still lists.
-	listed []string
-	missing   time.Duration     // how long pool addresses have been missing already
+	listed  []string
+	missing time.Duration // how long pool addresses have been missing already
 
 	wantPool     []string
 	wantMarked   []string
