@@ -335,8 +335,10 @@ type stamp struct {
 	node, ip  string
 	eni       string
 	handshake bool
-	// used: Cilium's agent lists it held by the claim's pod.
-	used bool
+	// used: Cilium's agent lists it held by the claim's pod; other: held
+	// by another pod (it got the entry before the agent saw the stamp; the
+	// pool controller drops such a stamp).
+	used, other bool
 }
 
 // stampedOn lists the pool entries stamped with owner.
@@ -351,7 +353,8 @@ func (r *Reconciler) stampedOn(ctx context.Context, owner string) ([]stamp, erro
 		for ip, e := range cn.Spec.IPAM.Pool {
 			if e.Owner == owner {
 				_, hs := cn.Status.IPAM.ReleaseIPs[ip]
-				out = append(out, stamp{node: cn.Name, ip: ip, eni: e.Resource, handshake: hs, used: cn.Status.IPAM.Used[ip].Owner == owner})
+				by := cn.Status.IPAM.Used[ip].Owner
+				out = append(out, stamp{node: cn.Name, ip: ip, eni: e.Resource, handshake: hs, used: by == owner, other: by != "" && by != owner})
 			}
 		}
 	}

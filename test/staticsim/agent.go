@@ -78,6 +78,7 @@ func (a *agent) observe(w *world) {
 		} else {
 			cn.Status.IPAM.ReleaseIPs[ip] = ipamoption.IPAMReadyForRelease
 		}
+		w.logf("agent %s: %s %s (stamp %q)", a.node, cn.Status.IPAM.ReleaseIPs[ip], ip, cn.Spec.IPAM.Pool[ip].Owner)
 		a.dirty = true
 	}
 }

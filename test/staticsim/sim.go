@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -24,6 +25,9 @@ type Config struct {
 	QuiesceRounds int
 	// Trace keeps the trace of a seed that passed too.
 	Trace bool
+	// Watch, an address, traces every change of its entries in the
+	// pools, handshakes and status.ipam.used.
+	Watch string
 }
 
 // DefaultConfig is what TestSeeds runs.
@@ -140,6 +144,7 @@ func Run(seed uint64, cfg Config) Result {
 			x -= k.weight
 		}
 		target := k.run(w, cfg)
+		w.watch(cfg.Watch, fmt.Sprintf("%c %s", k.letter, target))
 		w.kinds = append(w.kinds, k.letter)
 		fmt.Fprintf(h, "%c%s;", k.letter, target)
 		w.afterStep()
@@ -148,6 +153,7 @@ func Run(seed uint64, cfg Config) Result {
 	for round := 0; round < cfg.QuiesceRounds && len(w.violations) == 0; round++ {
 		w.clock.Advance(3 * time.Second)
 		w.round(cfg, round)
+		w.watch(cfg.Watch, "round")
 		res.Steps++
 		if round%3 == 2 && len(w.atRest()) == 0 {
 			break
@@ -269,3 +275,25 @@ func (w *world) reconcile(claim bool, key client.ObjectKey) {
 
 // keys lists names sorted, for draws that do not depend on map order.
 func keys[V any](m map[string]V) []string { return slices.Sorted(mapsKeys(m)) }
+
+// watch traces the entries of ip after a step, when they changed.
+func (w *world) watch(ip, step string) {
+	if ip == "" {
+		return
+	}
+	var nodes ciliumv2.CiliumNodeList
+	w.store.list(&nodes)
+	out := ""
+	for _, cn := range nodes.Items {
+		e, pooled := cn.Spec.IPAM.Pool[ip]
+		rel, hs := cn.Status.IPAM.ReleaseIPs[ip]
+		u, used := cn.Status.IPAM.Used[ip]
+		if pooled || hs || used {
+			out += fmt.Sprintf(" %s[pool %v owner %q, release %q, used %q]", cn.Name, pooled, e.Owner, rel, u.Owner)
+		}
+	}
+	if out != w.watched {
+		w.watched = out
+		w.logf("watch %s after %s:%s", ip, step, out)
+	}
+}

@@ -16,6 +16,7 @@ var (
 	fromFlag  = flag.Uint64("from", 1, "the first seed TestSeeds runs")
 	traceFlag = flag.Bool("trace", false, "print the trace of every failing seed")
 	logFlag   = flag.Bool("oplog", false, "with -seed: the operator's debug log on stderr")
+	watchFlag = flag.String("watch", "", "with -seed: trace every change of this address's pool, handshake and used entries")
 )
 
 // TestSeeds runs the simulation over many seeds, in parallel, and fails
@@ -28,6 +29,9 @@ func TestSeeds(t *testing.T) {
 	cfg := DefaultConfig()
 	if *logFlag && n == 1 {
 		Log = os.Stderr
+	}
+	if n == 1 {
+		cfg.Watch = *watchFlag
 	}
 	results := make(chan Result)
 	var wg sync.WaitGroup

@@ -113,6 +113,8 @@ type world struct {
 	// at the last check (a world that did not change needs none).
 	changes int
 	checked [3]int64
+	// watched: the last trace of Config.Watch's entries.
+	watched string
 	// owned: the address each claim has (see own).
 	owned map[string]string
 	// trace is what happened, one line per step, for a failing seed.
