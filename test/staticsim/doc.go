@@ -1,7 +1,12 @@
 // Package staticsim is a deterministic simulation of enipam's static-IP
 // control loop: one seed, one world, every step drawn from the seed, no
 // sleeps and no goroutines, so that a failing seed replays step for step
-// (go test ./test/staticsim -run TestSeeds -seed=N -v prints its trace).
+// (go test ./test/staticsim -run TestSeeds -seed=N -v prints its trace;
+// -watch=ADDRESS adds every change of that address's pool, handshake and
+// used entries, -oplog the operator's debug log). TestSeeds runs -seeds
+// seeds (2000 by default) from -from, on every core, and prints the steps,
+// the distinct interleavings (hashes of the step kinds and their targets)
+// and what they did: binds, pod starts, moves, operator restarts.
 //
 // # What runs for real
 //
