@@ -85,6 +85,18 @@ type staticWorld struct {
 	api cloud.API
 	// recorder keeps the claim controller's events.
 	recorder *events.FakeRecorder
+	// slowHandshake: Cilium's agent of these nodes has not made its next
+	// CiliumNode write yet, so it answers no mark for release and drops
+	// no released entry.
+	slowHandshake map[string]bool
+	// endpointRoutes: these nodes' Cilium runs with endpoint routes, so
+	// their enipam-agent can tell an address no endpoint holds
+	// (answering the NodeRouting's endpoint queries); quiet: the
+	// enipam-agent of these nodes answers none.
+	endpointRoutes, quiet map[string]bool
+	// failQueriesOf, when set, refuses the operator's next change of that
+	// NodeRouting's endpoint queries.
+	failQueriesOf string
 }
 
 func newStaticWorld(t *testing.T) *staticWorld {
@@ -101,7 +113,8 @@ func newStaticWorld(t *testing.T) *staticWorld {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := &staticWorld{t: t, state: st, cloud: cloudfake.New(st), used: map[string]map[string]string{}, recorder: events.NewFakeRecorder(1000)}
+	w := &staticWorld{t: t, state: st, cloud: cloudfake.New(st), used: map[string]map[string]string{}, recorder: events.NewFakeRecorder(1000),
+		slowHandshake: map[string]bool{}, endpointRoutes: map[string]bool{}, quiet: map[string]bool{}}
 	objs := []client.Object{&enipamv1alpha1.ENIPolicy{ObjectMeta: metav1.ObjectMeta{Name: "pods"}, Spec: enipamv1alpha1.ENIPolicySpec{
 		FirstInterfaceIndex: i32(1), SubnetTags: map[string]string{"pods": "true"},
 	}}}
@@ -125,6 +138,9 @@ func newStaticWorld(t *testing.T) *staticWorld {
 					w.failSpecOf = ""
 					return errors.New("spec patch lost")
 				}
+				if nr, ok := obj.(*enipamv1alpha1.NodeRouting); ok {
+					return w.patchWithGeneration(ctx, c, nr, patch, opts...)
+				}
 				return c.Patch(ctx, obj, patch, opts...)
 			},
 		}).Build()
@@ -140,20 +156,27 @@ type staticLife struct {
 	gc     *gc.Collector
 	inv    *inventory.Inventory
 	cancel context.CancelFunc
+	// reg holds the pool controller's metrics.
+	reg *prometheus.Registry
 }
 
 func (w *staticWorld) start() *staticLife {
 	w.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	w.t.Cleanup(cancel)
-	api, inv, m, log := startProcess(ctx, w.t, w.cloud, w.api)
+	api, inv, _, log := startProcess(ctx, w.t, w.cloud, w.api)
+	reg := prometheus.NewRegistry()
+	m, err := poolcontroller.NewMetrics(reg)
+	if err != nil {
+		w.t.Fatal(err)
+	}
 	pools := poolcontroller.New(w.c, api, inv, events.NewFakeRecorder(1000), m, interruptOptions(), log)
 	claims := claimcontroller.New(w.c, api, inv, pools.Notes(), w.recorder, claimcontroller.Options{Cluster: "test", PublicIPRetry: 50 * time.Millisecond}, log)
 	collector, err := gc.New(api, inv, w.c, gc.Options{Cluster: "test", MaxPerPass: 25, MinAge: time.Nanosecond}, prometheus.NewRegistry(), log)
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	return &staticLife{pools: pools, claims: claims, gc: collector, inv: inv, cancel: cancel}
+	return &staticLife{pools: pools, claims: claims, gc: collector, inv: inv, cancel: cancel, reg: reg}
 }
 
 // step runs one reconcile of every claim and every node, then one step
@@ -208,6 +231,7 @@ func (w *staticWorld) agentStep(node string) {
 		_, inPool := cn.Spec.IPAM.Pool[ip]
 		_, held := w.used[node][ip]
 		switch {
+		case w.slowHandshake[node]:
 		case st == ipamoption.IPAMMarkForRelease && (held || !inPool):
 			cn.Status.IPAM.ReleaseIPs[ip] = ipamoption.IPAMDoNotRelease
 		case st == ipamoption.IPAMMarkForRelease:
@@ -230,6 +254,9 @@ func (w *staticWorld) agentStep(node string) {
 		}
 	}
 	nr.Status.ENIs = agentsim.Routed(cn, &nr.Spec, func(id string) bool { return attached[id] })
+	if !w.quiet[node] {
+		nr.Status.Endpoints = w.endpoints(node, nr)
+	}
 	if err := w.c.Status().Update(ctx, nr); err != nil {
 		w.t.Fatal(err)
 	}

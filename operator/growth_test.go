@@ -166,12 +166,18 @@ func TestExistingENIsAdopted(t *testing.T) {
 // 27 IPs the node is at capacity: an InstanceAtCapacity event and
 // operator-status, a need of 4 of which none is short (the alert on
 // short pools stays quiet on a full node), and further use brings no
-// further EC2 call.
+// further EC2 call. The NodeRouting's capacity counts what pods use and
+// what is free (kubectl get nrt's Free, Used and Max): 2 used early on,
+// 27 of 27 at the end.
 func TestPoolGrowsAheadOfUseUntilCapacity(t *testing.T) {
 	r := newRig(t, vpcScenario)
 	_, reg, _ := r.startOperator(r.options())
 	r.addNode("node-grow", "i-0a000000000000001", "us-east-1a", nil, ipamtypes.IPAMSpec{PreAllocate: 4})
 	r.waitNode("node-grow", 20*time.Second, "4 free IPs", func(cn *ciliumv2.CiliumNode) bool { return freeIPs(cn) >= 4 })
+	r.use("node-grow", 2)
+	r.waitCapacity("node-grow", "2 used", func(c *enipamv1alpha1.NodeCapacity) bool {
+		return c.UsedIPs == 2 && c.FreeIPs == c.PoolIPs-2 && c.MaxIPs == 27
+	})
 
 	for {
 		cn := r.node("node-grow")
@@ -195,6 +201,9 @@ func TestPoolGrowsAheadOfUseUntilCapacity(t *testing.T) {
 		t.Errorf("%d ENIs at capacity, want 3", len(cn.Status.ENI.ENIs))
 	}
 	r.waitEvent("node-grow", "InstanceAtCapacity")
+	r.waitCapacity("node-grow", "the pool full and used", func(c *enipamv1alpha1.NodeCapacity) bool {
+		return c.UsedIPs == 27 && c.FreeIPs == 0 && c.PoolIPs == 27 && c.MaxIPs == 27 && !c.CanGrow
+	})
 	if needed, short := nodeIPs(t, reg, "node-grow", "needed"), nodeIPs(t, reg, "node-grow", "short"); needed != 4 || short != 0 {
 		t.Errorf("node at capacity: needed %v, short %v; want 4 and 0", needed, short)
 	}

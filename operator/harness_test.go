@@ -234,6 +234,24 @@ func (r *rig) use(name string, n int) {
 	})
 }
 
+// waitCapacity waits until the NodeRouting of node name has a
+// spec.capacity for which cond holds.
+func (r *rig) waitCapacity(name, what string, cond func(*enipamv1alpha1.NodeCapacity) bool) {
+	r.t.Helper()
+	var last *enipamv1alpha1.NodeCapacity
+	err := wait.PollUntilContextTimeout(r.ctx, 50*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
+		nr := &enipamv1alpha1.NodeRouting{}
+		if r.c.Get(ctx, client.ObjectKey{Name: name}, nr) != nil || nr.Spec.Capacity == nil {
+			return false, nil
+		}
+		last = nr.Spec.Capacity
+		return cond(last), nil
+	})
+	if err != nil {
+		r.t.Fatalf("NodeRouting %s: %s: capacity %+v", name, what, last)
+	}
+}
+
 // events returns the reasons of the events about an object.
 func (r *rig) events(name string) []eventsv1.Event {
 	r.t.Helper()

@@ -14,8 +14,9 @@ import (
 // broken by name; the others report a Conflict condition.
 //
 // +kubebuilder:object:root=true
-// +kubebuilder:resource:scope=Cluster,shortName=enip
+// +kubebuilder:resource:scope=Cluster,shortName=enip,categories=enipam
 // +kubebuilder:subresource:status
+// +kubebuilder:printcolumn:name="Priority",type=integer,JSONPath=`.spec.priority`
 // +kubebuilder:printcolumn:name="Accepted",type=string,JSONPath=`.status.conditions[?(@.type=="Accepted")].status`
 // +kubebuilder:printcolumn:name="Nodes",type=integer,JSONPath=`.status.matchedNodes`
 // +kubebuilder:printcolumn:name="Pre-Allocate",type=integer,JSONPath=`.spec.preAllocate`,priority=1

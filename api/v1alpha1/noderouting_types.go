@@ -28,13 +28,15 @@ import (
 // nothing either enipam component keeps there would survive.
 //
 // +kubebuilder:object:root=true
-// +kubebuilder:resource:scope=Cluster,shortName=nrt
+// +kubebuilder:resource:scope=Cluster,shortName=nrt,categories=enipam
 // +kubebuilder:subresource:status
 // +kubebuilder:printcolumn:name="Instance",type=string,JSONPath=`.spec.instanceID`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="ENIs",type=integer,JSONPath=`.status.routedENIs`
 // +kubebuilder:printcolumn:name="IPs",type=integer,JSONPath=`.status.routedIPs`
-// +kubebuilder:printcolumn:name="Max-IPs",type=integer,JSONPath=`.spec.capacity.maxIPs`,priority=1
+// +kubebuilder:printcolumn:name="Free",type=integer,JSONPath=`.spec.capacity.freeIPs`
+// +kubebuilder:printcolumn:name="Used",type=integer,JSONPath=`.spec.capacity.usedIPs`
+// +kubebuilder:printcolumn:name="Max",type=integer,JSONPath=`.spec.capacity.maxIPs`
 // +kubebuilder:printcolumn:name="Can-Grow",type=boolean,JSONPath=`.spec.capacity.canGrow`,priority=1
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
@@ -81,6 +83,16 @@ type NodeRoutingSpec struct {
 	// so it lives where no node can write.
 	// +optional
 	StaticIP *NodeStaticIP `json:"staticIP,omitempty"`
+
+	// EndpointQueries are addresses the operator asks the node's agent
+	// about: whether a pod endpoint on the node still holds them (see
+	// EndpointReport). The operator lists a claimed address here only
+	// while it leaves the node and after it has seen the pod that held
+	// it gone from the node, so every answer observed for this
+	// generation or a later one was observed after that.
+	// +listType=set
+	// +optional
+	EndpointQueries []string `json:"endpointQueries,omitempty"`
 }
 
 // NodeRoutingStatus is written by the node's enipam-agent only: what it
@@ -111,12 +123,63 @@ type NodeRoutingStatus struct {
 	// +optional
 	RoutedIPs int32 `json:"routedIPs,omitempty"`
 
+	// Endpoints answers the spec's endpointQueries; absent when there
+	// are none.
+	// +optional
+	Endpoints *EndpointReport `json:"endpoints,omitempty"`
+
 	// Conditions: Ready is True when every ENI the agent must route is
 	// routed.
 	// +listType=map
 	// +listMapKey=type
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// EndpointReport is the agent's answer to the spec's endpointQueries,
+// read from the node's main route table. With Cilium's endpoint routes
+// (endpointRoutes.enabled), Cilium keeps a /32 route to each endpoint's
+// address through its lxc link from the endpoint's first regeneration
+// until the endpoint is deleted (CNI DEL, or the pod's sandbox going);
+// the kernel drops it with the link. So once endpoint routes are shown
+// in use on the node, no such route means no running endpoint holds the
+// address there.
+type EndpointReport struct {
+	// ObservedGeneration is the spec generation whose queries were
+	// answered: the agent read that spec before it read the kernel.
+	ObservedGeneration int64 `json:"observedGeneration"`
+	// EndpointRoutes is true when the kernel showed Cilium's endpoint
+	// routes in use and complete: at least one lxc link, and a /32 route
+	// in the main table to every one of them (none half made or half
+	// torn down). When false, Absent is empty: a missing route proves
+	// nothing.
+	EndpointRoutes bool `json:"endpointRoutes"`
+	// Present are the queried addresses a route in the main table leads
+	// to through a link: an endpoint may hold them.
+	// +listType=set
+	// +optional
+	Present []string `json:"present,omitempty"`
+	// Absent are the queried addresses no such route leads to, listed
+	// only when EndpointRoutes is true: no endpoint on the node held them
+	// when the agent looked.
+	// +listType=set
+	// +optional
+	Absent []string `json:"absent,omitempty"`
+}
+
+// EndpointGone reports whether the report, answering generation
+// generation of the spec or a later one, says no endpoint on the node
+// holds ip.
+func (r *EndpointReport) EndpointGone(ip string, generation int64) bool {
+	if r == nil || !r.EndpointRoutes || r.ObservedGeneration < generation {
+		return false
+	}
+	for _, a := range r.Absent {
+		if a == ip {
+			return true
+		}
+	}
+	return false
 }
 
 // NodeStaticIPFinalizer holds a NodeRouting whose spec.staticIP names
@@ -155,6 +218,17 @@ type NodeCapacity struct {
 	// to be routed before they join it.
 	PoolIPs  int32 `json:"poolIPs"`
 	Awaiting int32 `json:"awaiting,omitempty"`
+	// UsedIPs counts the pool's addresses Cilium has given to pods (the
+	// CiliumNode's status.ipam.used), FreeIPs those it can still give
+	// (PoolIPs less UsedIPs), for kubectl get: Free, Used and Max are the
+	// node's headroom. A change of only these two is written at most
+	// every 10 s (they move with every pod), so they may lag Cilium's
+	// status.ipam.used by that much. Objects of an older operator lack
+	// them until its next write.
+	// +optional
+	UsedIPs int32 `json:"usedIPs"`
+	// +optional
+	FreeIPs int32 `json:"freeIPs"`
 	// CanGrow is false when no more addresses can come: the instance is at
 	// capacity, its subnets are exhausted, or it cannot be served.
 	CanGrow bool `json:"canGrow"`

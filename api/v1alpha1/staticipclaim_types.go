@@ -42,7 +42,7 @@ const StaticIPClaimFinalizer = "enipam.io/static-ip"
 //     offered for release, or collected.
 //
 // +kubebuilder:object:root=true
-// +kubebuilder:resource:scope=Namespaced,shortName=sipc
+// +kubebuilder:resource:scope=Namespaced,shortName=sipc,categories=enipam
 // +kubebuilder:subresource:status
 // +kubebuilder:printcolumn:name="Address",type=string,JSONPath=`.status.address`
 // +kubebuilder:printcolumn:name="Node",type=string,JSONPath=`.status.nodeName`

@@ -85,6 +85,9 @@ type Agent struct {
 	written *writtenReport
 	// taintPending is true until the start-up taint has been removed.
 	taintPending bool
+	// watchEndpoints: an endpoint query is not answered absent yet, so
+	// every link's change wakes the loop.
+	watchEndpoints bool
 }
 
 // Status is the agent's view of the node's routing, for readiness and tests.
@@ -319,10 +322,11 @@ func (a *Agent) noNodeRouting(cn *ciliumv2.CiliumNode, rec record.EventRecorder)
 func (a *Agent) wake() { signal(a.kick) }
 
 // linkChanged wakes the loop if the link belongs to a managed ENI; the
-// links of pods (one veth each) come and go without costing a converge.
+// links of pods (one veth each) come and go without costing a converge,
+// except while an endpoint query waits for its endpoint to go.
 func (a *Agent) linkChanged(mac net.HardwareAddr) {
 	a.mu.Lock()
-	ours := a.macs[string(mac)]
+	ours := a.macs[string(mac)] || a.watchEndpoints
 	a.mu.Unlock()
 	if ours {
 		signal(a.linkKick)

@@ -50,7 +50,55 @@ func (a *Agent) report(ctx context.Context, nr *enipamv1alpha1.NodeRouting, res 
 		cond.Message = fmt.Sprintf("%d ENIs and %d addresses routed", status.RoutedENIs, status.RoutedIPs)
 	}
 	meta.SetStatusCondition(&status.Conditions, cond)
+	status.Endpoints = a.observeEndpoints(nr)
 	return a.writeStatus(ctx, nr, status)
+}
+
+// observeEndpoints answers the spec's endpointQueries from the kernel,
+// read now, after nr (routing.ObserveEndpoints says what an answer
+// proves). Nil when nothing is asked, or when the kernel cannot be read:
+// then no answer stands for this generation. While an asked address may
+// still be held, any link's change wakes the loop (endpoints come and go
+// with their links), so the answer follows the pod's CNI DEL at once.
+func (a *Agent) observeEndpoints(nr *enipamv1alpha1.NodeRouting) *enipamv1alpha1.EndpointReport {
+	var ips []netip.Addr
+	for _, s := range nr.Spec.EndpointQueries {
+		if ip, err := netip.ParseAddr(s); err == nil {
+			ips = append(ips, ip)
+		}
+	}
+	if len(ips) == 0 {
+		a.setWatchEndpoints(false)
+		return nil
+	}
+	routes, err := a.host.Routes()
+	if err != nil {
+		a.log.Warn("reading routes for the endpoint queries", "err", err)
+		a.setWatchEndpoints(true)
+		return nil
+	}
+	links, err := a.host.Links()
+	if err != nil {
+		a.log.Warn("reading links for the endpoint queries", "err", err)
+		a.setWatchEndpoints(true)
+		return nil
+	}
+	seen := routing.ObserveEndpoints(ips, routes, links)
+	a.setWatchEndpoints(len(seen.Absent) < len(ips))
+	r := &enipamv1alpha1.EndpointReport{ObservedGeneration: nr.Generation, EndpointRoutes: seen.Routes}
+	for _, ip := range seen.Present {
+		r.Present = append(r.Present, ip.String())
+	}
+	for _, ip := range seen.Absent {
+		r.Absent = append(r.Absent, ip.String())
+	}
+	return r
+}
+
+func (a *Agent) setWatchEndpoints(on bool) {
+	a.mu.Lock()
+	a.watchEndpoints = on
+	a.mu.Unlock()
 }
 
 // reportStopped marks the NodeRouting not ready as the agent stops; the

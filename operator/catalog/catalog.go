@@ -1,25 +1,23 @@
 // Package catalog is the table of EC2 instance types enipam knows without
-// asking EC2: their vCPUs, memory, network cards, interfaces per card,
-// addresses per interface and EFA support, as DescribeInstanceTypes
-// publishes them. It is the one source of these figures for ec2sim (which
-// emulates the types), enipam-operator (which falls back to them when
-// DescribeInstanceTypes cannot answer) and enipam-max-pods.
+// asking EC2: every current type (Graviton included) with its vCPUs,
+// memory, network cards, interfaces per card, addresses per interface,
+// EFA support and architecture, as DescribeInstanceTypes publishes them.
+// Its figures are internal/instancetypes' table, generated from published
+// data (internal/instancetypes/data/README.md), never kept by hand. It is
+// the one source of these figures for ec2sim (which emulates the types),
+// enipam-operator (which falls back to them when DescribeInstanceTypes
+// cannot answer) and enipam max-pods.
 package catalog
 
 import (
-	_ "embed"
 	"fmt"
 	"slices"
-	"sort"
+	"strings"
 	"sync"
 
-	"sigs.k8s.io/yaml"
-
+	"github.com/enipam/enipam/internal/instancetypes"
 	"github.com/enipam/enipam/operator/cloud"
 )
-
-//go:embed catalog.yaml
-var catalogYAML []byte
 
 // InstanceType is one entry of the catalog.
 type InstanceType struct {
@@ -41,6 +39,9 @@ type InstanceType struct {
 	NetworkCards int `json:"networkCards,omitempty"`
 	// MaxEFA is EfaInfo.MaximumEfaInterfaces; 0 when the type has no EFA.
 	MaxEFA int `json:"maxEFA,omitempty"`
+	// Architecture is ProcessorInfo.SupportedArchitectures' one entry:
+	// x86_64, arm64, x86_64_mac or arm64_mac; empty means x86_64.
+	Architecture string `json:"architecture,omitempty"`
 }
 
 // Cards returns the number of network cards, at least 1.
@@ -67,6 +68,8 @@ func (t *InstanceType) Validate() error {
 		return fmt.Errorf("networkCards %d outside 0..64", t.NetworkCards)
 	case t.MaxEFA < 0 || t.MaxEFA > t.MaxInterfaces():
 		return fmt.Errorf("maxEFA %d outside 0..%d (the type's interfaces)", t.MaxEFA, t.MaxInterfaces())
+	case !slices.Contains(architectures, t.Architecture):
+		return fmt.Errorf("architecture %q is none of x86_64, arm64, x86_64_mac, arm64_mac", t.Architecture)
 	}
 	return nil
 }
@@ -80,32 +83,41 @@ func (t *InstanceType) Limits() cloud.InstanceType {
 	}
 }
 
-// parsed decodes the embedded catalog once; it is read-only.
-var parsed = sync.OnceValue(func() []InstanceType {
-	var types []InstanceType
-	if err := yaml.UnmarshalStrict(catalogYAML, &types); err != nil {
-		// The catalog is compiled in and covered by tests.
-		panic(fmt.Sprintf("catalog: embedded catalog.yaml: %v", err))
+var architectures = []string{"", instancetypes.X86_64, instancetypes.ARM64, instancetypes.X86_64Mac, instancetypes.ARM64Mac}
+
+// fromTable is a type of the generated table as a catalog entry. Every
+// card of a type in the table has as many interfaces as its default card
+// (catalog_test checks it), which MaxENIs stands for.
+func fromTable(t *instancetypes.Type) InstanceType {
+	it := InstanceType{
+		Name: t.Name, VCPUs: t.VCPUs, MemoryMiB: t.MemoryMiB,
+		MaxENIs: t.CardENIs(t.DefaultNetworkCard), IPv4PerENI: t.IPv4PerENI, IPv6PerENI: t.IPv6PerENI,
+		Hypervisor: t.Hypervisor, BareMetal: t.BareMetal, MaxEFA: t.MaxEFA, Architecture: t.Architecture,
 	}
-	sort.Slice(types, func(i, j int) bool { return types[i].Name < types[j].Name })
-	return types
+	if n := len(t.NetworkCards); n > 1 {
+		it.NetworkCards = n
+	}
+	return it
+}
+
+// entries converts the generated table once; it is read-only and sorted by
+// name, as the table is.
+var entries = sync.OnceValue(func() []InstanceType {
+	all := instancetypes.All()
+	out := make([]InstanceType, len(all))
+	for i := range all {
+		out[i] = fromTable(&all[i])
+	}
+	return out
 })
 
 // All returns every entry, sorted by name; the slice is a fresh copy.
-func All() []InstanceType { return slices.Clone(parsed()) }
+func All() []InstanceType { return slices.Clone(entries()) }
 
 // Lookup returns the entry of the named type.
 func Lookup(name string) (InstanceType, bool) {
-	types := parsed()
-	i, ok := slices.BinarySearchFunc(types, name, func(t InstanceType, name string) int {
-		switch {
-		case t.Name < name:
-			return -1
-		case t.Name > name:
-			return 1
-		}
-		return 0
-	})
+	types := entries()
+	i, ok := slices.BinarySearchFunc(types, name, func(t InstanceType, name string) int { return strings.Compare(t.Name, name) })
 	if !ok {
 		return InstanceType{}, false
 	}

@@ -177,21 +177,29 @@ func (c *Client) GetENIs(ctx context.Context, ids []string) ([]cloud.ENI, error)
 	return c.describeENIs(ctx, filter("network-interface-id", ids...))
 }
 
-// InstanceTypes implements cloud.API.
+// maxFilterValues is the most values EC2 takes in the filters of one
+// call (FilterLimitExceeded beyond).
+const maxFilterValues = 200
+
+// InstanceTypes implements cloud.API. It asks for at most maxFilterValues
+// names a call and walks every page of each: DescribeInstanceTypes pages
+// even a filtered answer, 100 types at most.
 func (c *Client) InstanceTypes(ctx context.Context, names []string) ([]cloud.InstanceType, error) {
 	var out []cloud.InstanceType
-	in := &ec2.DescribeInstanceTypesInput{Filters: []types.Filter{filter("instance-type", names...)}, MaxResults: aws.Int32(100)}
-	p := ec2.NewDescribeInstanceTypesPaginator(c.sdk, in)
-	for p.HasMorePages() {
-		var page *ec2.DescribeInstanceTypesOutput
-		if err := c.call(ctx, DescribeInstanceTypes, func(ctx context.Context) (err error) {
-			page, err = p.NextPage(ctx)
-			return err
-		}); err != nil {
-			return nil, err
-		}
-		for _, t := range page.InstanceTypes {
-			out = append(out, instanceTypeFrom(t))
+	for chunk := range slices.Chunk(names, maxFilterValues) {
+		in := &ec2.DescribeInstanceTypesInput{Filters: []types.Filter{filter("instance-type", chunk...)}, MaxResults: aws.Int32(100)}
+		p := ec2.NewDescribeInstanceTypesPaginator(c.sdk, in)
+		for p.HasMorePages() {
+			var page *ec2.DescribeInstanceTypesOutput
+			if err := c.call(ctx, DescribeInstanceTypes, func(ctx context.Context) (err error) {
+				page, err = p.NextPage(ctx)
+				return err
+			}); err != nil {
+				return nil, err
+			}
+			for _, t := range page.InstanceTypes {
+				out = append(out, instanceTypeFrom(t))
+			}
 		}
 	}
 	return out, nil

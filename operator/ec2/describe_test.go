@@ -1,8 +1,13 @@
 package ec2_test
 
 import (
+	"bytes"
 	"context"
+	"io"
+	"net/http"
 	"net/http/httptest"
+	"net/url"
+	"sync/atomic"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -26,11 +31,14 @@ vpcs:
   - {name: a, cidr: 10.0.0.0/24, zone: us-east-1a}
 `
 
-// TestInstanceTypesReadCardZero: for every type of the catalog, the
-// adapter reads DescribeInstanceTypes from ec2sim through the SDK as the
-// catalog's own limits: card 0's interfaces (2 for a p5.48xlarge, whose
-// 32 cards hold 64), addresses per ENI, hypervisor and bare metal. The
-// in-memory cloud reads the same, so tests on either see one EC2.
+// TestInstanceTypesReadCardZero: for every type of the catalog (every
+// current EC2 type), the adapter reads DescribeInstanceTypes from ec2sim
+// over HTTP through the SDK as the catalog's own limits: card 0's
+// interfaces (2 for a p5.48xlarge, whose 32 cards hold 64), addresses per
+// ENI, hypervisor and bare metal. It asks 200 names a call, EC2's filter
+// limit, and its paginator walks every page of each (100 types a page):
+// the requests counted on the wire are exactly those pages. The in-memory
+// cloud reads the same, so tests on either see one EC2.
 func TestInstanceTypesReadCardZero(t *testing.T) {
 	sc, err := ec2sim.ParseScenario([]byte(oneVPC))
 	if err != nil {
@@ -40,7 +48,16 @@ func TestInstanceTypesReadCardZero(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(sim.Handler())
+	var describes atomic.Int32
+	handler := sim.Handler()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if q, err := url.ParseQuery(string(body)); err == nil && q.Get("Action") == "DescribeInstanceTypes" {
+			describes.Add(1)
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		handler.ServeHTTP(w, r)
+	}))
 	t.Cleanup(srv.Close)
 	opts := ec2.DefaultOptions()
 	opts.Endpoint, opts.InitialBucketFill = srv.URL, 1
@@ -60,7 +77,7 @@ func TestInstanceTypesReadCardZero(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", api, err)
 		}
-		if len(got) != len(want) {
+		if len(got) != len(want) || len(want) < 1300 {
 			t.Errorf("%s: %d types, want %d", api, len(got), len(want))
 		}
 		for _, it := range got {
@@ -68,6 +85,11 @@ func TestInstanceTypesReadCardZero(t *testing.T) {
 				t.Errorf("%s: %s = %+v, want %+v", api, it.Name, it, want[it.Name])
 			}
 		}
+	}
+	// Pages of 100 within calls of 200 names: 2 per full call.
+	wantPages := 2*(len(names)/200) + (len(names)%200+99)/100
+	if n := int(describes.Load()); n != wantPages {
+		t.Errorf("the SDK sent %d DescribeInstanceTypes, want %d (every page of every call)", n, wantPages)
 	}
 	if p5, _ := catalog.Lookup("p5.48xlarge"); p5.Limits().MaxENIs != 2 || p5.MaxInterfaces() != 64 {
 		t.Errorf("p5.48xlarge: card 0 %d ENIs, %d in all", p5.Limits().MaxENIs, p5.MaxInterfaces())

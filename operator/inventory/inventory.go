@@ -78,7 +78,11 @@ type Inventory struct {
 	// trustFrom showed on an ENI whose cached view it could not replace
 	// (local changes were newer).
 	confirmed map[string]map[netip.Addr]struct{}
-	types     map[string]cloud.InstanceType
+	// moving are the addresses this process reassigned onto another ENI
+	// (RecordMoved) that no describe has shown there yet: EC2 remaps an
+	// address asynchronously, so until then it is not on the new ENI.
+	moving map[netip.Addr]move
+	types  map[string]cloud.InstanceType
 	// onAttached is called with each ENI whose attachment the attachment
 	// poll saw complete.
 	onAttached func(cloud.ENI)
@@ -129,6 +133,7 @@ func New(api cloud.API, opts Options, log *slog.Logger) *Inventory {
 		describedAt:  map[string]time.Time{},
 		assignedHere: map[netip.Addr]struct{}{},
 		confirmed:    map[string]map[netip.Addr]struct{}{},
+		moving:       map[netip.Addr]move{},
 		types:        map[string]cloud.InstanceType{},
 		synced:       make(chan struct{}),
 	}
@@ -339,7 +344,7 @@ func (inv *Inventory) install(start time.Time, vpc cloud.VPC, subnets []cloud.Su
 			}
 		}
 		inv.putENI(e)
-		inv.described(e.ID, start)
+		inv.described(e, start)
 	}
 	for id, e := range inv.enis {
 		if e.VPCID == vpc.ID && !described[id] && !fresh(id) && !(e.InstanceID != "" && fresh(e.InstanceID)) {
@@ -446,9 +451,15 @@ func (inv *Inventory) Snapshot(ctx context.Context, instanceID, cluster string) 
 // describe that started a grace after Start. Until then an address the
 // pool lacks may be one an earlier process unassigned (EC2's describes
 // lag its changes), and must not be handed to pods on a stale word.
+//
+// An address this process reassigned onto the ENI is not trusted there
+// until a describe started after the reassignment shows it there.
 func (inv *Inventory) Trusted(eniID string, ip netip.Addr) bool {
 	inv.mu.RLock()
 	defer inv.mu.RUnlock()
+	if m, ok := inv.moving[ip]; ok && m.eni == eniID {
+		return false
+	}
 	if t, ok := inv.describedAt[eniID]; !ok || !t.Before(inv.trustFrom) {
 		return true // fresh, or known only from this process's own changes
 	}
@@ -461,7 +472,9 @@ func (inv *Inventory) Trusted(eniID string, ip netip.Addr) bool {
 
 // described records that the ENI's cached view was installed from a
 // describe that started at start; the caller holds mu.
-func (inv *Inventory) described(eniID string, start time.Time) {
+func (inv *Inventory) described(e *cloud.ENI, start time.Time) {
+	eniID := e.ID
+	inv.landed(e, start)
 	inv.describedAt[eniID] = start
 	if !start.Before(inv.trustFrom) {
 		delete(inv.confirmed, eniID)
@@ -471,6 +484,7 @@ func (inv *Inventory) described(eniID string, start time.Time) {
 // confirm records what a describe started after trustFrom showed of an
 // ENI whose cached view it did not replace; the caller holds mu.
 func (inv *Inventory) confirm(e *cloud.ENI, start time.Time) {
+	inv.landed(e, start)
 	if start.Before(inv.trustFrom) {
 		return
 	}

@@ -155,7 +155,7 @@ func (inv *Inventory) refresh(ctx context.Context, ids []string) error {
 			continue
 		}
 		inv.putENI(&e)
-		inv.described(e.ID, start)
+		inv.described(&e, start)
 	}
 	return nil
 }
@@ -221,7 +221,7 @@ func (inv *Inventory) RefreshENIs(ctx context.Context, ids []string) error {
 			}
 		}
 		inv.putENI(&e)
-		inv.described(e.ID, start)
+		inv.described(&e, start)
 	}
 	return nil
 }

@@ -243,12 +243,15 @@ func (inv *Inventory) InFlight(eniID string) bool {
 	return ok && inv.now().Sub(f.last) < InFlightLease
 }
 
-// RecordMoved records that EC2 moved ip onto the ENI toENI (an Assign
+// RecordMoved records that EC2 moves ip onto the ENI toENI (an Assign
 // with AllowReassignment): it leaves whichever cached ENI held it, and an
 // Elastic IP associated with it follows it, as in EC2. The subnet's free
-// count is unchanged.
+// count is unchanged. EC2 remaps the address asynchronously: until a
+// describe of toENI started after now shows it there, Trusted says no
+// for it on toENI, so it is not pooled there on this process's word.
 func (inv *Inventory) RecordMoved(ip netip.Addr, toENI string) {
 	inv.mu.Lock()
+	inv.moving[ip] = move{eni: toENI, at: inv.now()}
 	var from []string
 	for id, e := range inv.enis {
 		if id != toENI && slices.Contains(e.IPs, ip) {

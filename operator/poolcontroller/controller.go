@@ -161,6 +161,12 @@ type memory struct {
 	// foreignENIs are the ENIs of other instances the node's report
 	// named last, as told in the last ForeignENIReported event.
 	foreignENIs string
+	// capacityWritten is when the NodeRouting's spec.capacity was last
+	// written.
+	capacityWritten time.Time
+	// asked: for each address this process put into the NodeRouting's
+	// spec.endpointQueries, the generation its write made (staticfast.go).
+	asked map[string]int64
 }
 
 // repair is the backoff of a repair that did not stick.

@@ -17,6 +17,7 @@ type Metrics struct {
 	writes            *prometheus.CounterVec
 	nodePolicy        *prometheus.GaugeVec
 	staticPlaced      prometheus.Counter
+	staticFastMoves   prometheus.Counter
 
 	mu sync.Mutex
 	// policyOf is the policy last exported for each node.
@@ -59,9 +60,12 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		staticPlaced: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "enipam_static_ips_placed_total", Help: "Claimed static addresses assigned onto a node's ENI (moved from another ENI, or fresh from the subnet).",
 		}),
+		staticFastMoves: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "enipam_static_ips_fast_moves_total", Help: "Claimed static addresses that left a node's pool on enipam-agent's report that no endpoint there holds them, before Cilium's agent answered the release handshake.",
+		}),
 		policyOf: map[string]string{},
 	}
-	for _, c := range []prometheus.Collector{m.nodeIPs, m.enisCreated, m.ipsAssigned, m.ipsReleased, m.allocationLatency, m.poolHandoff, m.writes, m.nodePolicy, m.staticPlaced} {
+	for _, c := range []prometheus.Collector{m.nodeIPs, m.enisCreated, m.ipsAssigned, m.ipsReleased, m.allocationLatency, m.poolHandoff, m.writes, m.nodePolicy, m.staticPlaced, m.staticFastMoves} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -194,12 +194,19 @@ func (v *poolView) reconcile(in *poolInputs) poolChanges {
 		if _, ok := ipam.Pool[key]; ok {
 			continue
 		}
-		if _, leaving := st.ReleaseIPs[key]; leaving {
-			continue // back in the pool once the agent dropped the entry
-		}
 		owner, here := "", true
 		if in.claimOf != nil {
 			owner, here = in.claimOf(ip)
+		}
+		if state, leaving := st.ReleaseIPs[key]; leaving {
+			if owner == "" || !here || state != ipamoption.IPAMReleased {
+				continue // back in the pool once the agent dropped the entry
+			}
+			// A claimed address back on the node it left (a move, fast or
+			// not, marks it released; Cilium's agent drops the entry at
+			// its next write, up to 15 s later): the entry is stale, and
+			// a released claimed address was never unassigned.
+			delete(st.ReleaseIPs, key)
 		}
 		if !here {
 			continue // claimed for another node: it waits to move there

@@ -95,10 +95,10 @@ func (s *nodeSync) ownReport(nr *enipamv1alpha1.NodeRouting) routedFunc {
 }
 
 // withOperatorWord is want with the fields of spec that syncRouting does
-// not decide (capacity and the Elastic IP record, written on their own)
-// taken from have.
+// not decide (capacity, the Elastic IP record and the endpoint queries,
+// written on their own) taken from have.
 func withOperatorWord(want, have enipamv1alpha1.NodeRoutingSpec) enipamv1alpha1.NodeRoutingSpec {
-	want.Capacity, want.StaticIP = have.Capacity, have.StaticIP
+	want.Capacity, want.StaticIP, want.EndpointQueries = have.Capacity, have.StaticIP, have.EndpointQueries
 	return want
 }
 
@@ -171,9 +171,10 @@ func (s *nodeSync) writeCapacity(ctx context.Context) error {
 		return nil
 	}
 	room := pool.Capacity(&s.snap, &s.cfg.Config)
-	available, _ := s.pool.counts()
+	available, used := s.pool.counts()
 	c := &enipamv1alpha1.NodeCapacity{
 		MaxIPs: int32(room.MaxIPs), PoolIPs: int32(available), Awaiting: int32(s.pool.awaiting),
+		UsedIPs: int32(used), FreeIPs: int32(max(available-used, 0)),
 		CanGrow: room.CanGrow, AvailabilityZone: s.snap.Instance.AZ, Subnets: room.Subnets,
 		FreeENISlots: int32(room.FreeENISlots),
 	}
@@ -187,10 +188,34 @@ func (s *nodeSync) writeCapacity(ctx context.Context) error {
 	if sameJSON(s.routing.Spec.Capacity, c) {
 		return nil
 	}
+	if have := s.routing.Spec.Capacity; have != nil && countsOnly(have, c) {
+		if wait := s.mem.capacityWritten.Add(countsEvery).Sub(s.r.now()); wait > 0 {
+			s.requeueWithin(wait)
+			return nil
+		}
+	}
 	orig := s.routing.DeepCopy()
 	s.routing.Spec.Capacity = c
 	if err := s.r.client.Patch(ctx, s.routing, client.MergeFrom(orig)); err != nil {
 		return fmt.Errorf("writing capacity of NodeRouting %s, %w", s.cn.Name, err)
 	}
+	s.mem.capacityWritten = s.r.now()
 	return nil
+}
+
+// countsEvery is how often at most a change of only the used and free
+// counts of a node's capacity is written. Those two move with every pod
+// start and stop, and nothing decides on them (they are kubectl's Free
+// and Used columns), so writing each change would cost two apiserver
+// writes per pod (the operator's, and the agent's status answering the
+// new generation). Cilium's agent reports status.ipam.used at most every
+// 15 s by default, so the columns lag it by no more than that again.
+const countsEvery = 10 * time.Second
+
+// countsOnly reports whether two capacities differ at most in their used
+// and free counts.
+func countsOnly(a, b *enipamv1alpha1.NodeCapacity) bool {
+	x, y := *a, *b
+	x.UsedIPs, x.FreeIPs, y.UsedIPs, y.FreeIPs = 0, 0, 0, 0
+	return sameJSON(&x, &y)
 }

@@ -3,6 +3,7 @@ package poolcontroller
 import (
 	"context"
 	"maps"
+	"strings"
 
 	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
 	corev1 "k8s.io/api/core/v1"
@@ -71,12 +72,32 @@ func (r *Reconciler) nodeHandler() handler.TypedEventHandler[*ciliumv2.CiliumNod
 		CreateFunc: func(_ context.Context, e event.TypedCreateEvent[*ciliumv2.CiliumNode], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			add(q, e.Object)
 		},
-		UpdateFunc: func(_ context.Context, e event.TypedUpdateEvent[*ciliumv2.CiliumNode], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		UpdateFunc: func(ctx context.Context, e event.TypedUpdateEvent[*ciliumv2.CiliumNode], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			add(q, e.ObjectNew)
+			r.wakeTargets(ctx, q, e.ObjectOld, e.ObjectNew)
 		},
 		DeleteFunc: func(_ context.Context, e event.TypedDeleteEvent[*ciliumv2.CiliumNode], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			enqueue(q, e.Object.Name, priorityIdle)
 		},
+	}
+}
+
+// wakeTargets enqueues, ahead of every other node, the node each claimed
+// address that just left this node's pool is asked onto: it waits for no
+// pool to list the address before it takes it from EC2.
+func (r *Reconciler) wakeTargets(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request], old, cur *ciliumv2.CiliumNode) {
+	for ip, e := range old.Spec.IPAM.Pool {
+		if _, still := cur.Spec.IPAM.Pool[ip]; still || e.Owner == "" {
+			continue
+		}
+		ns, name, ok := strings.Cut(e.Owner, "/")
+		c := &enipamv1alpha1.StaticIPClaim{}
+		if !ok || r.client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, c) != nil {
+			continue
+		}
+		if c.Spec.NodeName != "" && c.Spec.NodeName != cur.Name {
+			enqueue(q, c.Spec.NodeName, priorityPoolReady)
+		}
 	}
 }
 
@@ -177,13 +198,15 @@ func reported(conds []metav1.Condition) []metav1.Condition {
 }
 
 // routingReported passes NodeRouting events that can let addresses into a
-// pool: a changed report of the agent (the operator's own writes, all in
-// the spec, do not), and the start of its deletion (a static
+// pool or a claimed one out of it: a changed report of the agent (routed
+// ENIs, conditions, endpoints; the operator's own writes, all in the
+// spec, do not), and the start of its deletion (a static
 // IP's finalizer waits for the operator).
 var routingReported = predicate.Funcs{
 	UpdateFunc: func(e event.UpdateEvent) bool {
 		o, n := e.ObjectOld.(*enipamv1alpha1.NodeRouting), e.ObjectNew.(*enipamv1alpha1.NodeRouting)
 		return !sameJSON(o.Status.ENIs, n.Status.ENIs) || !sameJSON(reported(o.Status.Conditions), reported(n.Status.Conditions)) ||
+			!sameJSON(o.Status.Endpoints, n.Status.Endpoints) ||
 			(o.DeletionTimestamp == nil && n.DeletionTimestamp != nil)
 	},
 }

@@ -8,6 +8,8 @@ import (
 	ipamtypes "github.com/cilium/cilium/pkg/ipam/types"
 	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -85,5 +87,41 @@ func TestNodeRequeuedOnAttachmentAndRoutingReport(t *testing.T) {
 		if _, ok := r.handoffs.pooled(eni, now.Add(time.Second)); !ok {
 			t.Errorf("%s not timed into its pool", eni)
 		}
+	}
+}
+
+// TestTheTargetOfAClaimedAddressLeavingAPoolIsQueued: db-0's address,
+// stamped on node-1, leaves node-1's pool (moving to node-2, which the
+// claim asks for); node-2 is queued at once, ahead of every other node:
+// it waits for no pool to list the address. An ordinary address leaving
+// wakes no other node.
+func TestTheTargetOfAClaimedAddressLeavingAPoolIsQueued(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := enipamv1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	claim := &enipamv1alpha1.StaticIPClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "db-0"},
+		Spec: enipamv1alpha1.StaticIPClaimSpec{NodeName: "node-2"}}
+	r := &Reconciler{now: time.Now, needs: newNeeds(), handoffs: newHandoffs(),
+		client: fake.NewClientBuilder().WithScheme(scheme).WithObjects(claim).Build(),
+		opts:   Options{Defaults: policy.Defaults{Knobs: pool.Knobs{PreAllocate: 1}}}}
+	q := priorityqueue.New[reconcile.Request]("test")
+	defer q.ShutDown()
+	old := &ciliumv2.CiliumNode{ObjectMeta: metav1.ObjectMeta{Name: "node-1"}}
+	old.Spec.IPAM.Pool = ipamtypes.AllocationMap{
+		"10.0.0.1": {Resource: "eni-a"}, "10.0.0.2": {Resource: "eni-a"}, "10.0.0.9": {Resource: "eni-a", Owner: "default/db-0"},
+	}
+	cur := old.DeepCopy()
+	delete(cur.Spec.IPAM.Pool, "10.0.0.2")
+	r.nodeHandler().Update(context.Background(), event.TypedUpdateEvent[*ciliumv2.CiliumNode]{ObjectOld: old, ObjectNew: cur}, q)
+	if q.Len() != 1 {
+		t.Fatalf("%d nodes queued after an ordinary address left, want node-1 alone", q.Len())
+	}
+	old, cur = cur, cur.DeepCopy()
+	delete(cur.Spec.IPAM.Pool, "10.0.0.9")
+	r.nodeHandler().Update(context.Background(), event.TypedUpdateEvent[*ciliumv2.CiliumNode]{ObjectOld: old, ObjectNew: cur}, q)
+	req, p, _ := q.GetWithPriority()
+	if req.Name != "node-2" || p != priorityPoolReady {
+		t.Errorf("first queued %s at priority %d, want node-2 at %d", req.Name, p, priorityPoolReady)
 	}
 }

@@ -26,13 +26,17 @@ import (
 //     (status first): the agent answers ready-for-release if no pod holds
 //     it (then the mark is withdrawn and the stamp stands) or
 //     do-not-release if one does (then the stamp goes, and another address
-//     is picked). Until the mark is withdrawn the pod is not bound;
+//     is picked). Until the mark is withdrawn the pod is not bound. An
+//     entry the same pass brings into the pool is stamped without a mark:
+//     it reaches the agent stamped, so no pod can hold it;
 //   - an address moves between nodes only through the old node's
 //     handshake: marked there, with the stamp kept (only the claim's own
 //     pod could still get it, and it is bound nowhere), never while a pod
 //     that exists and is bound there holds it (the agent's do-not-release
-//     says the same); once ready-for-release it leaves the old pool
-//     (released, never unassigned); only when no pool lists it any more is
+//     says the same); once ready-for-release, or once the old node's
+//     enipam-agent reports no endpoint holding it there (the fast move,
+//     staticfast.go), it leaves the old pool (released, never
+//     unassigned); only when no pool lists it any more is
 //     it reassigned in EC2 onto an ENI of the new node (AllowReassignment:
 //     one call, never on two ENIs); the new node's agent routes it, and
 //     only then is it stamped in the new pool. An address is thus never in
@@ -72,6 +76,13 @@ type staticInputs struct {
 	// routed reports whether the node's agent has routed ip on the ENI;
 	// nil when it reports nothing.
 	routed routedFunc
+	// endpointGone reports whether the node's agent, answering a query
+	// the operator made after it saw the address's pod gone from the
+	// node, found no endpoint holding ip (staticfast.go); nil: never.
+	endpointGone func(ip string) bool
+	// listed are the pool entries of the CiliumNode as read, before this
+	// pass added any (nil: all are taken as listed). See pickFree's use.
+	listed map[string]bool
 }
 
 // staticOutcome is what the pass decided beyond the pool edits.
@@ -97,6 +108,11 @@ type staticOutcome struct {
 	// their address moves away: nothing in this node's objects changes
 	// when such a pod goes, so the node is looked at again, slowly.
 	oldPods map[string]bool
+	// queries are the addresses leaving the node whose pod is gone from
+	// it: the node's agent is asked whether an endpoint still holds them
+	// (staticfast.go). fast counts those that left on its answer.
+	queries []string
+	fast    int
 }
 
 // placement is one claimed address to assign onto an ENI of the node.
@@ -243,11 +259,23 @@ func (v *poolView) reconcileStatic(in *staticInputs, snap *pool.Node, cfg *pool.
 			out.oldPods[c.Owner] = true
 			continue
 		}
-		switch state {
-		case ipamoption.IPAMReadyForRelease:
+		out.queries = append(out.queries, key)
+		switch {
+		case state == ipamoption.IPAMReadyForRelease:
 			st.ReleaseIPs[key] = ipamoption.IPAMReleased
 			delete(ipam.Pool, key)
 			out.note(c.Owner, enipamv1alpha1.ReasonPlacing, "%s left node %s's pool; moving to node %s", key, in.node, in.target(c))
+			continue
+		case state != ipamoption.IPAMDoNotRelease && in.endpointGone != nil && in.endpointGone(key):
+			// The fast move (staticfast.go): enipam-agent saw no
+			// endpoint holding it after the pod was gone.
+			st.ReleaseIPs[key] = ipamoption.IPAMReleased
+			delete(ipam.Pool, key)
+			out.fast++
+			out.note(c.Owner, enipamv1alpha1.ReasonPlacing, "%s left node %s's pool (enipam-agent found no endpoint holding it); moving to node %s", key, in.node, in.target(c))
+			continue
+		}
+		switch state {
 		case ipamoption.IPAMMarkForRelease:
 			out.note(c.Owner, enipamv1alpha1.ReasonWaitingForOldPod, "%s is being released by Cilium's agent on node %s", key, in.node)
 		default: // none, or do-not-release: ask (again)
@@ -281,6 +309,18 @@ func (v *poolView) reconcileStatic(in *staticInputs, snap *pool.Node, cfg *pool.
 		if !c.Addr.IsValid() {
 			key, ok := v.pickFree(snap, cfg, c.Subnet)
 			switch {
+			case ok && in.listed != nil && !in.listed[key]:
+				// An entry this pass brings into the pool reaches Cilium's
+				// agent stamped, in the same spec write: no pod can hold
+				// it, so no mark. (A mark, written with the status before
+				// the spec, would reach the agent before the entry: it
+				// answers do-not-release for an address not in its pool,
+				// the stamp would go, and the address, free for any
+				// waiting pod, could be stamped again while one holds it.)
+				entry := v.cn.Spec.IPAM.Pool[key]
+				entry.Owner = owner
+				v.cn.Spec.IPAM.Pool[key] = entry
+				out.notes = notesDel(out.notes, owner)
 			case ok:
 				v.stampAndMark(key, owner)
 				out.handshakes++

@@ -36,7 +36,10 @@ const staticOldPodRecheck = 5 * time.Second
 // address its ENIs hold outside the pool. False when they cannot be read:
 // without them, a claimed address could be pooled as an ordinary one.
 func (s *nodeSync) gatherStatic(ctx context.Context) bool {
-	in := &staticInputs{node: s.cn.Name, claims: map[string]*claims.Claim{}}
+	in := &staticInputs{node: s.cn.Name, claims: map[string]*claims.Claim{}, listed: map[string]bool{}}
+	for key := range s.cn.Spec.IPAM.Pool {
+		in.listed[key] = true
+	}
 	objs := map[string]*enipamv1alpha1.StaticIPClaim{}
 	add := func(c *enipamv1alpha1.StaticIPClaim) {
 		in.claims[c.Owner()] = claims.FromObject(c)
@@ -147,6 +150,7 @@ func (s *nodeSync) gatherStatic(ctx context.Context) bool {
 	}
 	in.locate = s.r.inv.Locate
 	in.routed = s.routed
+	in.endpointGone = s.endpointGone
 	in.subnetOf = s.r.inv.SubnetOf
 	in.ours = func(e *cloud.ENI) bool {
 		if e.Tags[cloud.TagCluster] == s.r.opts.Cluster {
@@ -172,6 +176,8 @@ func (s *nodeSync) runStatic(ctx context.Context) {
 	}
 	out := s.pool.reconcileStatic(s.static, &s.snap, &s.cfg.Config)
 	s.staticDemand = out.demand
+	s.askEndpoints(ctx, out.queries)
+	s.r.metrics.staticFastMoves.Add(float64(out.fast))
 	if len(out.place) > 0 || out.create != nil || out.secondary != "" {
 		err := s.placeStatic(ctx, &out)
 		if s.snapshot(ctx) {

@@ -319,9 +319,10 @@ func (s *nodeSync) findListedENIs(ctx context.Context) {
 
 // verifyUnpooled settles the addresses the pool lacks on a describe's
 // word that may predate this process (an earlier process may have
-// unassigned them just before it stopped): once describes are trusted, one
-// describe of their ENIs by ID confirms or drops them; before that, the
-// node is looked at again when they are.
+// unassigned them just before it stopped), or on this process's own
+// reassignment that EC2 may not have completed: once describes are
+// trusted, a describe of their ENIs by ID confirms or drops them; before
+// that, the node is looked at again when they are.
 func (s *nodeSync) verifyUnpooled(ctx context.Context) {
 	if s.pool.unverified == 0 {
 		return
@@ -338,7 +339,17 @@ func (s *nodeSync) verifyUnpooled(ctx context.Context) {
 	if s.snapshot(ctx) {
 		s.reconcilePool()
 	}
+	if s.pool.unverified > 0 {
+		// Still unconfirmed: a reassignment EC2 has not completed yet
+		// (it remaps asynchronously), or a describe that lags. Looked at
+		// again until EC2 shows it.
+		s.requeueWithin(unverifiedRecheck)
+	}
 }
+
+// unverifiedRecheck is how soon a node whose addresses a describe has not
+// confirmed yet is looked at again.
+const unverifiedRecheck = 2 * time.Second
 
 // releasedCount counts the node's addresses in state released.
 func (s *nodeSync) releasedCount() int {

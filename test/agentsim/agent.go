@@ -22,6 +22,9 @@ type agentDeps struct {
 	enqueue func(name string, delay time.Duration)
 	// onReady is called, without the agent's lock, once the agent is Ready.
 	onReady func(*Agent)
+	// onRelease, if set, is called with the node's name, without the
+	// agent's lock, after a pod's address was released (its CNI DEL).
+	onRelease func(node string)
 }
 
 // allocation is an IP handed out by an agent.
@@ -182,7 +185,7 @@ func (a *Agent) observe(cn *ciliumv2.CiliumNode) {
 			delete(a.pooledAt, ip)
 		}
 	}
-	a.checkRemovalsLocked(prev, pool, now)
+	a.checkRemovalsLocked(prev, pool, cn.Status.IPAM.ReleaseIPs, now)
 	if n := len(a.growth); n == 0 || len(pool) > a.growth[n-1].size {
 		a.growth = append(a.growth, poolMark{size: len(pool), at: now})
 	}
@@ -244,14 +247,23 @@ func (a *Agent) unlockAndFinish(done []finished) {
 
 // checkRemovalsLocked counts the IPs that left the pool against the
 // contract: any IP still in use, and any free IP without a ready-for-release
-// the operator could have seen.
-func (a *Agent) checkRemovalsLocked(prev *ciliumv2.CiliumNode, pool ipamtypes.AllocationMap, now time.Time) {
+// the operator could have seen, but for a stamped one released on
+// enipam-agent's word (the fast move of a static address).
+func (a *Agent) checkRemovalsLocked(prev *ciliumv2.CiliumNode, pool ipamtypes.AllocationMap, release map[string]ipamtypes.IPReleaseStatus, now time.Time) {
 	if prev != nil {
 		for ip := range prev.Spec.IPAM.Pool {
 			if _, ok := pool[ip]; ok {
 				continue
 			}
 			if _, used := a.allocated[ip]; used {
+				continue
+			}
+			if prev.Spec.IPAM.Pool[ip].Owner != "" && release[ip] == Released {
+				// A claimed address moving away, released on
+				// enipam-agent's word that no endpoint holds it (no pod
+				// holds it here: checked above). Cilium gives a stamped
+				// entry to its owner alone; the ledger's double
+				// allocation check sees any second holder.
 				continue
 			}
 			if _, ok := a.readyAcked[ip]; !ok {

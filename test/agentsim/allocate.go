@@ -136,6 +136,9 @@ func (a *Agent) Release(owner string) bool {
 	a.deps.ledger.drop(a.name, ip, owner)
 	a.triggerLocked(now)
 	a.unlockAndFinish(a.serveLocked(now))
+	if a.deps.onRelease != nil {
+		a.deps.onRelease(a.name)
+	}
 	return true
 }
 

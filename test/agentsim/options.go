@@ -45,6 +45,14 @@ type Options struct {
 	// (a real enipam-agent, or none).
 	Routing   RoutingOptions
 	NoRouting bool
+	// EndpointRoutes: Cilium runs with endpointRoutes.enabled, so each
+	// pod's address has a route to its endpoint from its CNI ADD until its
+	// CNI DEL, and the simulated enipam-agents answer the operator's
+	// endpoint queries from the agents' allocations (present while a pod
+	// holds the address, absent once released). Without it they answer
+	// that endpoint routes are not in use, and the operator waits for the
+	// handshake.
+	EndpointRoutes bool
 }
 
 // Validate rejects negative limits.

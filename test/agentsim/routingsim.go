@@ -43,6 +43,11 @@ type RoutingOptions struct {
 	QPS     float32
 	Burst   int
 	Logger  *slog.Logger
+	// Endpoints reports whether a pod's endpoint on node holds ip: with
+	// it, the agents answer the NodeRouting's endpoint queries as the real
+	// agent does on a node with Cilium's endpoint routes; nil answers as
+	// on a node without them (nothing absent).
+	Endpoints func(node string, ip netip.Addr) bool
 }
 
 // RoutingSim plays enipam-agent on many nodes at once: for each node's
@@ -151,6 +156,14 @@ func (r *RoutingSim) StartNode(name string) {
 	}
 }
 
+// Kick makes the agent of a node look again after Delay, as a link's
+// change wakes the real agent.
+func (r *RoutingSim) Kick(name string) {
+	if r.queue != nil {
+		r.queue.AddAfter(name, r.opts.Delay)
+	}
+}
+
 // Reports counts the NodeRouting status writes made.
 func (r *RoutingSim) Reports() int64 { return r.reports.Load() }
 
@@ -178,6 +191,7 @@ func (r *RoutingSim) report(ctx context.Context, name string) {
 		Type: enipamv1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: enipamv1alpha1.ReasonRouted,
 		Message: "simulated", ObservedGeneration: nr.Generation,
 	})
+	want.Status.Endpoints = r.endpoints(name, nr)
 	if sameJSON(nr.Status, want.Status) {
 		return
 	}
@@ -187,6 +201,29 @@ func (r *RoutingSim) report(ctx context.Context, name string) {
 		return
 	}
 	r.reports.Add(1)
+}
+
+// endpoints answers the spec's endpoint queries as enipam-agent does
+// (nodeagent/routing.ObserveEndpoints): present while an endpoint holds
+// the address, absent otherwise only with endpoint routes.
+func (r *RoutingSim) endpoints(node string, nr *enipamv1alpha1.NodeRouting) *enipamv1alpha1.EndpointReport {
+	if len(nr.Spec.EndpointQueries) == 0 {
+		return nil
+	}
+	rep := &enipamv1alpha1.EndpointReport{ObservedGeneration: nr.Generation, EndpointRoutes: r.opts.Endpoints != nil}
+	for _, s := range nr.Spec.EndpointQueries {
+		ip, err := netip.ParseAddr(s)
+		if err != nil {
+			continue
+		}
+		switch {
+		case r.opts.Endpoints != nil && !r.opts.Endpoints(node, ip):
+			rep.Absent = append(rep.Absent, s)
+		case r.opts.Endpoints != nil:
+			rep.Present = append(rep.Present, s)
+		}
+	}
+	return rep
 }
 
 // Routed is what enipam-agent routes on a node and reports in its

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"slices"
 	"sync"
 	"time"
@@ -62,24 +63,47 @@ func New(cfg *rest.Config, opts Options) (*Sim, error) {
 	if err != nil {
 		return nil, fmt.Errorf("building the agent simulator's client, %w", err)
 	}
-	var routing *RoutingSim
+	s := &Sim{
+		opts:   opts,
+		log:    opts.Logger,
+		client: c,
+		agents: map[string]*Agent{},
+		done:   make(chan struct{}),
+	}
 	if !opts.NoRouting {
 		ro := opts.Routing
 		if ro.Logger == nil {
 			ro.Logger = opts.Logger
 		}
-		if routing, err = NewRoutingSim(cfg, ro); err != nil {
+		if opts.EndpointRoutes && ro.Endpoints == nil {
+			ro.Endpoints = s.holds
+		}
+		if s.routing, err = NewRoutingSim(cfg, ro); err != nil {
 			return nil, err
 		}
 	}
-	return &Sim{
-		routing: routing,
-		opts:    opts,
-		log:     opts.Logger,
-		client:  c,
-		agents:  map[string]*Agent{},
-		done:    make(chan struct{}),
-	}, nil
+	return s, nil
+}
+
+// holds reports whether a pod's endpoint on node holds ip: it was handed
+// out there and not released yet.
+func (s *Sim) holds(node string, ip netip.Addr) bool {
+	a := s.Agent(node)
+	if a == nil {
+		return false
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	_, ok := a.allocated[ip.String()]
+	return ok
+}
+
+// released tells the node's simulated enipam-agent that an endpoint went
+// (its link goes with it, which wakes the real agent).
+func (s *Sim) released(node string) {
+	if s.routing != nil && s.opts.EndpointRoutes {
+		s.routing.Kick(node)
+	}
 }
 
 // Start watches all CiliumNodes and starts the status writers and the idle
@@ -183,6 +207,7 @@ func (s *Sim) AddAgent(name string) *Agent {
 		allocateTimeout: s.opts.AllocateTimeout,
 		enqueue:         func(name string, delay time.Duration) { s.queue.AddAfter(name, delay) },
 		onReady:         s.markReady,
+		onRelease:       s.released,
 	})
 	s.agents[name] = a
 	s.mu.Unlock()

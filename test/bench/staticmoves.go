@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
@@ -31,26 +32,41 @@ type StaticMoves struct {
 	// (ipam.ciliumNodeUpdateRate): the old node's answer to the release
 	// handshake waits for it.
 	AgentUpdate time.Duration
+	// EndpointRoutes: Cilium runs with endpoint routes, so the old node's
+	// enipam-agent reports at once that no endpoint holds the address and
+	// the move need not wait for the handshake (the fast move). Without
+	// them every move waits for the handshake.
+	EndpointRoutes bool
 }
 
 // DefaultStaticMoves is 4 nodes, 4 pods and 20 moves with agents writing
-// every 15 s, Cilium's default (quick: 8 moves, agents writing every
-// second).
+// every 15 s, Cilium's default, and Cilium's endpoint routes (quick: 8
+// moves).
 func DefaultStaticMoves(quick bool) StaticMoves {
 	if quick {
-		return StaticMoves{Nodes: 4, Pods: 4, Moves: 8, AgentUpdate: time.Second}
+		return StaticMoves{Nodes: 4, Pods: 4, Moves: 8, AgentUpdate: 15 * time.Second, EndpointRoutes: true}
 	}
-	return StaticMoves{Nodes: 4, Pods: 4, Moves: 20, AgentUpdate: 15 * time.Second}
+	return StaticMoves{Nodes: 4, Pods: 4, Moves: 20, AgentUpdate: 15 * time.Second, EndpointRoutes: true}
 }
 
+// staticReleaseDelay: the static moves run with excess addresses released
+// through the handshake after 2 s, so that a node a pod left gives its
+// spare addresses back while stamps come and go.
+const staticReleaseDelay = 2 * time.Second
+
 // Name is the scenario's report name.
-func (StaticMoves) Name() string { return "static-moves" }
+func (s StaticMoves) Name() string {
+	if !s.EndpointRoutes {
+		return "static-moves-handshake"
+	}
+	return "static-moves"
+}
 
 // Run runs the scenario.
 func (s StaticMoves) Run(ctx context.Context, e *Env) (*Report, error) {
 	rep := &Report{Scenario: s.Name(), Started: time.Now(), Params: map[string]any{
 		"nodes": s.Nodes, "pods": s.Pods, "moves": s.Moves, "instanceType": "m5.large", "agentUpdateInterval": s.AgentUpdate.String(),
-		"ec2": "ec2sim realistic", "preAllocate": 8,
+		"ec2": "ec2sim realistic", "preAllocate": 8, "endpointRoutes": s.EndpointRoutes, "excessIPReleaseDelay": staticReleaseDelay.String(),
 	}}
 	scenario := fmt.Sprintf(`account: "123456789012"
 clusterName: bench
@@ -68,8 +84,8 @@ instances:
 - {name: node, count: %d, type: m5.large, subnet: nodes, securityGroups: [nodes]}
 profile: realistic
 `, s.Nodes)
-	w, err := e.startWorld(ctx, s.Name(), scenario, []string{"--vpc-id=vpc-0d0000000000000d1", "--release-excess-ips=false"},
-		agentsim.Options{UpdateInterval: s.AgentUpdate, SampleInterval: -1})
+	w, err := e.startWorld(ctx, s.Name(), scenario, []string{"--vpc-id=vpc-0d0000000000000d1", "--release-excess-ips=true", "--excess-ip-release-delay=" + staticReleaseDelay.String()},
+		agentsim.Options{UpdateInterval: s.AgentUpdate, SampleInterval: -1, EndpointRoutes: s.EndpointRoutes})
 	if err != nil {
 		return nil, err
 	}
@@ -133,7 +149,7 @@ profile: realistic
 		ips[pod] = ip
 	}
 	e.say("%s: %d pods placed; %d moves", s.Name(), s.Pods, s.Moves)
-	var toPool, toRunning []time.Duration
+	var toPool, toRunning, toAsked []time.Duration
 	sameIP := 0
 	for m := range s.Moves {
 		pod := fmt.Sprintf("db-%d", m%s.Pods)
@@ -149,11 +165,13 @@ profile: realistic
 		if err := c.Delete(ctx, p); err != nil {
 			return nil, err
 		}
-		node, err := w.stampedElsewhere(ctx, "default/"+pod, ips[pod], old, 2*time.Minute)
+		node, asked, err := w.stampedElsewhere(ctx, "default/"+pod, ips[pod], old, 2*time.Minute)
 		if err != nil {
 			return nil, fmt.Errorf("move %d of %s: %w", m, pod, err)
 		}
 		toPool = append(toPool, time.Since(t0))
+		toAsked = append(toAsked, asked.Sub(t0))
+		e.say("%s: move %d: %s from %s to %s: asked onto it after %.2f s, stamped after %.2f s", s.Name(), m, pod, old, node, asked.Sub(t0).Seconds(), time.Since(t0).Seconds())
 		_, ip, err := w.runningStatic(ctx, pod, node, 2*time.Minute)
 		if err != nil {
 			return nil, fmt.Errorf("move %d of %s: %w", m, pod, err)
@@ -168,6 +186,7 @@ profile: realistic
 	}
 	slices.Sort(toPool)
 	slices.Sort(toRunning)
+	slices.Sort(toAsked)
 	fig := w.agents.Figures()
 	f, err := w.poolFindings(ctx)
 	if err != nil {
@@ -175,13 +194,23 @@ profile: realistic
 	}
 	rep.add("moves", len(toPool), "")
 	rep.add("moves that kept the address", sameIP, "")
+	rep.add("deleted to the claim asked onto the new node p50", agentsim.Percentile(toAsked, 50), "")
+	rep.add("deleted to the claim asked onto the new node p99", agentsim.Percentile(toAsked, 99), "")
 	rep.add("deleted to address in the new node's pool p50", agentsim.Percentile(toPool, 50), "")
 	rep.add("deleted to address in the new node's pool p99", agentsim.Percentile(toPool, 99), "")
 	rep.add("deleted to new pod running with it p50", agentsim.Percentile(toRunning, 50), "")
 	rep.add("deleted to new pod running with it p99", agentsim.Percentile(toRunning, 99), "")
 	rep.add("ledger violations", fig.Violations.Total(), "")
+	if c, err := w.sim.Admin.Counters(ctx); err == nil {
+		rep.add("excess addresses unassigned in EC2 (release handshake)", c.Succeeded("UnassignPrivateIpAddresses"), "calls")
+	}
 	rep.target("every move keeps the address", fmt.Sprint(s.Moves), fmt.Sprint(sameIP), sameIP == s.Moves)
 	rep.target("ledger violations", "0", fmt.Sprint(fig.Violations.Total()), fig.Violations.Total() == 0)
+	if s.EndpointRoutes {
+		p50, p99 := agentsim.Percentile(toPool, 50), agentsim.Percentile(toPool, 99)
+		rep.target("deleted to address in the new node's pool p50", "<= 2s", p50.String(), p50 <= 2*time.Second)
+		rep.target("deleted to address in the new node's pool p99", "<= 5s", p99.String(), p99 <= 5*time.Second)
+	}
 	rep.addPoolFindings(f)
 	rep.Ran = Seconds(time.Since(rep.Started))
 	return rep, nil
@@ -205,9 +234,17 @@ func (w *world) runningStatic(ctx context.Context, pod, node string, timeout tim
 }
 
 // stampedElsewhere waits until a node other than old has ip stamped for
-// owner in its pool, out of any handshake, and returns it.
-func (w *world) stampedElsewhere(ctx context.Context, owner, ip, old string, timeout time.Duration) (string, error) {
+// owner in its pool, out of any handshake, and returns it, with when the
+// claim was first seen asking for a node other than old (enipam-
+// scheduler's bind).
+func (w *world) stampedElsewhere(ctx context.Context, owner, ip, old string, timeout time.Duration) (string, time.Time, error) {
+	var asked time.Time
+	ns, name, _ := strings.Cut(owner, "/")
 	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if cl := (&enipamv1alpha1.StaticIPClaim{}); asked.IsZero() && w.cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, cl) == nil &&
+			cl.Spec.NodeName != "" && cl.Spec.NodeName != old {
+			asked = time.Now()
+		}
 		var list ciliumv2.CiliumNodeList
 		if err := w.cluster.Client.List(ctx, &list); err != nil {
 			continue
@@ -215,11 +252,14 @@ func (w *world) stampedElsewhere(ctx context.Context, owner, ip, old string, tim
 		for _, cn := range list.Items {
 			_, hs := cn.Status.IPAM.ReleaseIPs[ip]
 			if e, ok := cn.Spec.IPAM.Pool[ip]; ok && cn.Name != old && e.Owner == owner && !hs {
-				return cn.Name, nil
+				if asked.IsZero() {
+					asked = time.Now()
+				}
+				return cn.Name, asked, nil
 			}
 		}
 	}
-	return "", fmt.Errorf("%s never stamped for %s off %s within %s", ip, owner, old, timeout)
+	return "", time.Time{}, fmt.Errorf("%s never stamped for %s off %s within %s", ip, owner, old, timeout)
 }
 
 // setUnschedulable cordons or uncordons a node.

@@ -29,6 +29,7 @@ var (
 	ec2Faults   = flag.Float64("chaos.ec2-faults", 0.05, "share of EC2 calls answered InternalError")
 	consistent  = flag.Duration("chaos.consistency", 5*time.Second, "ec2sim's eventual-consistency window")
 	leaseFaults = flag.Bool("chaos.lease-faults", false, "also run the minute-long apiserver outage during a scale-up; make bench sets it")
+	static      = flag.Int("chaos.static", 3, "kill campaign: pods of each of its two static-IP StatefulSets (0: none)")
 
 	bins stack.Binaries
 )
@@ -111,10 +112,14 @@ func (w *testWriter) Write(p []byte) (int, error) {
 // ENI) join in waves with 14 pods each, then keep 3; the operator is
 // SIGKILLed 5 times at random moments, 3 while pools grow and 2 while
 // they shrink, and restarted at once. EC2 answers 5% of calls with
-// InternalError and hides new resources for 5 s. Once settled, nothing
-// breaks an invariant.
+// InternalError and hides new resources for 5 s. Two static-IP
+// StatefulSets of 3 pods (one with Elastic IPs) are placed, moved as the
+// kills land, and lose their last ordinal. During the run and once
+// settled, nothing breaks an invariant.
 func TestKillCampaign(t *testing.T) {
-	campaign(t, chaos.DefaultOptions("kill-campaign", *nodes, *kills, chaos.NoFault))
+	o := chaos.DefaultOptions("kill-campaign", *nodes, *kills, chaos.NoFault)
+	o.StaticReplicas, o.StaticMoves = *static, 2**static
+	campaign(t, o)
 }
 
 // TestSpecPatchFailsAfterStatusPatch: 10 nodes grow and shrink while 30%

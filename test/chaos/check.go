@@ -40,6 +40,14 @@ type Findings struct {
 	// Ledger: what the simulated agents saw go wrong (an address handed
 	// out twice, removed while used, removed without ready-for-release).
 	Ledger agentsim.Violations
+	// Claims: breaches of the static-IP claims' invariants
+	// (agentsim.CheckClaims), summed over the looks taken during the run
+	// and the one at rest; PublicIPs likewise for their Elastic IPs
+	// (agentsim.CheckPublicIPs). StaticStalls: static steps (a placement,
+	// a move, a claim's deletion) that never completed or lost an address.
+	Claims       agentsim.ClaimFindings
+	PublicIPs    agentsim.PublicIPFindings
+	StaticStalls int
 	// Details name the first breaches found.
 	Details []string
 }
@@ -47,7 +55,7 @@ type Findings struct {
 // Total is the number of breaches of every kind.
 func (f Findings) Total() int {
 	return f.IPsInTwoPools + f.FreeOffENI + f.UsedOffENI + f.MissingFromPool + f.ReleasedInPool +
-		f.ExtraENIs + f.LeakedENIs + f.Ledger.Total()
+		f.ExtraENIs + f.LeakedENIs + f.Ledger.Total() + f.Claims.Total() + f.PublicIPs.Total() + f.StaticStalls
 }
 
 // maxDetails bounds Findings.Details.

@@ -13,6 +13,20 @@
 // an Unassign for longer than its Lease, and to take the apiserver away
 // for a minute in the middle of a scale-up.
 //
+// The kill campaign also runs static-IP StatefulSets (see statics): one
+// with an Elastic IP per pod on the nodes whose pod IPs live on the
+// primary ENI, one without on the nodes of the secondary policy, run by
+// the real kube-controller-manager and scheduled by the real
+// kube-scheduler with enipam's extender. A pod of each is moved to
+// another node as each kill is about to land, and each loses its last
+// ordinal (one claim released by its WithStatefulSet policy, one deleted)
+// as the shrink begins. Every half second a sampler holds the claims to their
+// invariants: a claimed address in one pool and on one ENI, never
+// unassigned in EC2 while claimed, never held by two pods or by a pod
+// other than its claim's once its own held it, an Elastic IP only on its
+// claim's stamped address; at rest every claim is Bound and its pod runs
+// with its address.
+//
 // Every run ends the same way: once nothing has changed for a while and
 // the ENI collector has had two passes and its minimum age, EC2's state
 // (ec2sim's dump) and the CiliumNodes are checked: no address in two pools, no pool address

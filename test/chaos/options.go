@@ -76,6 +76,11 @@ type Options struct {
 	// AgentUpdateInterval is the simulated cilium-agents' status write
 	// interval.
 	AgentUpdateInterval time.Duration
+	// StaticReplicas, when above 0, adds two static-IP StatefulSets of
+	// that many pods (one with Elastic IPs) with kube-controller-manager,
+	// kube-scheduler and enipam's extender (see statics); StaticMoves is
+	// the fewest pod moves they make, those begun at the kills included.
+	StaticReplicas, StaticMoves int
 	// Quiet is how long nothing may change for a run to count as
 	// converged; ConvergeTimeout bounds the wait.
 	Quiet, ConvergeTimeout time.Duration
@@ -93,9 +98,15 @@ type Options struct {
 // on most; ec2sim
 // realistic (attach in 2-5 s, EC2's throttling) with 5% InternalError
 // and a 5 s eventual-consistency window; excess released after 5 s; the
-// collector every 5 s.
+// collector every 5 s. The kill campaign (NoFault) adds two static-IP
+// StatefulSets of 3 pods, one with Elastic IPs, and at least 6 moves.
 func DefaultOptions(name string, nodes, kills int, fault Fault) Options {
+	static := 0
+	if fault == NoFault {
+		static = 3
+	}
 	return Options{
+		StaticReplicas: static, StaticMoves: 2 * static,
 		Name: name, Nodes: nodes, PodsPerNode: 14, ShrinkTo: 3, RegrowPods: 6, Kills: kills,
 		KillGap: [2]time.Duration{time.Second, 8 * time.Second},
 		Fault:   fault, SpecFailRate: 0.3, Outage: time.Minute, LeaseCuts: 1,
@@ -119,6 +130,9 @@ func (o Options) Validate() error {
 	check(o.PodsPerNode >= 0 && o.ShrinkTo >= 0 && o.RegrowPods >= 0 && o.ShrinkTo+o.RegrowPods <= o.PodsPerNode,
 		"pods per node %d, shrink-to %d and regrow %d: the regrown nodes must stay below the peak", o.PodsPerNode, o.ShrinkTo, o.RegrowPods)
 	check(o.Kills >= 0, "kills must not be negative")
+	check(o.StaticReplicas >= 0 && o.StaticMoves >= 0, "static replicas %d and moves %d", o.StaticReplicas, o.StaticMoves)
+	check(o.StaticReplicas == 0 || o.Nodes >= 2*(o.StaticReplicas+1),
+		"%d static pods per zone need %d nodes or more (one spare per zone to move to)", o.StaticReplicas, 2*(o.StaticReplicas+1))
 	check(o.KillGap[0] > 0 && o.KillGap[1] >= o.KillGap[0], "kill gap %v", o.KillGap)
 	check(o.Fault != APIServerOutage || o.Outage > 0, "an outage needs a duration")
 	check(o.Fault != LeaseLostAfterUnassign || o.LeaseCuts >= 1, "lease cuts must be at least 1")

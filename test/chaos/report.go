@@ -53,6 +53,16 @@ func (r *Report) Print(w io.Writer) {
 		{f.Ledger.RemovedWhileUsed, "ledger: IPs removed from a pool while used"},
 		{f.Ledger.ReleasedWithoutReady, "ledger: IPs removed without ready-for-release"},
 		{f.Ledger.Total() - f.Ledger.DoubleAllocation - f.Ledger.RemovedWhileUsed - f.Ledger.ReleasedWithoutReady, "ledger: other violations"},
+		{f.Claims.InTwoPools, "claimed IPs in two pools (every look)"},
+		{f.Claims.OnTwoENIs, "claimed IPs on two ENIs in EC2"},
+		{f.Claims.Unassigned, "claimed IPs unassigned in EC2 while claimed"},
+		{f.Claims.TwoPods, "claimed IPs held by two pods"},
+		{f.Claims.OtherPod, "claimed IPs held by a pod other than its claim's"},
+		{f.PublicIPs.OnOrdinaryAddress + f.PublicIPs.OnOtherPod, "Elastic IPs on an unstamped pool IP or another pod's"},
+		{f.PublicIPs.TwicePerClaim, "claims with two Elastic IPs"},
+		{f.PublicIPs.Unassociated + f.PublicIPs.Leaked, "Elastic IPs off their claim's IP at rest, or leaked"},
+		{f.Claims.NotBound + f.Claims.WrongAddress, "claims not Bound at rest, or pods without their claim's IP"},
+		{f.StaticStalls, "static steps never completed (placements, moves, claim deletions)"},
 	} {
 		fmt.Fprintf(tw, "%d\t  %s\t\n", row.n, row.name)
 	}

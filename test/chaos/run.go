@@ -36,9 +36,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	defer w.stop()
 	rep := &Report{Name: o.Name, Params: fmt.Sprintf(
-		"nodes=%d pods/node=%d→%d kills=%d fault=%s seed=%d type=%s pre-allocate=%d release-delay=%s gc=%s resync=%s ec2=realistic+%g%% InternalError+%s consistency",
+		"nodes=%d pods/node=%d→%d kills=%d fault=%s seed=%d type=%s pre-allocate=%d release-delay=%s gc=%s resync=%s ec2=realistic+%g%% InternalError+%s consistency static=2x%d pods, %d+ moves",
 		o.Nodes, o.PodsPerNode, o.ShrinkTo, o.Kills, cmp.Or(string(o.Fault), "none"), o.Seed, o.InstanceType, o.PreAllocate,
-		o.ReleaseDelay, o.GCInterval, o.ResyncInterval, 100*o.EC2FaultRate, o.EventualConsistency)}
+		o.ReleaseDelay, o.GCInterval, o.ResyncInterval, 100*o.EC2FaultRate, o.EventualConsistency, o.StaticReplicas, o.StaticMoves)}
 	if err := w.waitSynced(ctx); err != nil {
 		return nil, err
 	}
@@ -62,6 +62,12 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		return nil, err
 	}
 	faults.disarm()
+	if w.static != nil {
+		w.say("static: finishing the moves under way and those left")
+		if err := w.static.finish(ctx); err != nil {
+			return nil, err
+		}
+	}
 
 	w.say("waiting for quiet (%s without a change)", o.Quiet)
 	if rep.Converged, rep.ConvergedAfter, err = w.converge(ctx); err != nil {
@@ -128,6 +134,11 @@ func (w *world) scaleUp(ctx context.Context) error {
 		if err := w.pods.join(ctx, n); err != nil {
 			return err
 		}
+		if i == 0 {
+			if err := w.static.begin(ctx); err != nil {
+				return err
+			}
+		}
 		if o.Fault == APIServerOutage && i == 0 {
 			if err := sleep(ctx, w.between(2*time.Second, 5*time.Second)); err != nil {
 				return err
@@ -142,6 +153,9 @@ func (w *world) scaleUp(ctx context.Context) error {
 		}
 		if i == len(sizes)-1 && i >= kills {
 			break
+		}
+		if i < kills {
+			w.static.moveAtKill(ctx)
 		}
 		if err := sleep(ctx, w.between(o.KillGap[0], o.KillGap[1])); err != nil {
 			return err
@@ -175,8 +189,14 @@ func (w *world) shrink(ctx context.Context, faults *armed) error {
 		if j > 0 && o.RegrowPods > 0 {
 			w.say("shrink: %d pods back on group %d", w.pods.regrow(j-1, parts, o.RegrowPods), j)
 		}
+		if j == 0 {
+			w.static.shrink(ctx)
+		}
 		if j == parts-1 && j >= kills {
 			break
+		}
+		if j < kills {
+			w.static.moveAtKill(ctx)
 		}
 		if err := sleep(ctx, w.between(o.KillGap[0], o.KillGap[1])); err != nil {
 			return err
@@ -300,12 +320,15 @@ func (w *world) findings(ctx context.Context, rep *Report) error {
 	target := w.opts.PodsPerNode + 2 + w.opts.PreAllocate
 	needs := map[string]nodeNeed{}
 	for _, nd := range w.pods.all() {
-		needs[nd.name] = nodeNeed{instance: nd.instance, firstIndex: nd.firstIndex, enis: enisNeeded(target, perENI)}
+		needs[nd.name] = nodeNeed{instance: nd.instance, firstIndex: nd.firstIndex, enis: enisNeeded(target+w.static.extra(nd.name), perENI)}
 	}
 	rep.Findings = check(dump, list.Items, needs, clusterName)
+	if err := w.static.atRest(ctx, &rep.Findings); err != nil {
+		return err
+	}
 	rep.Findings.Ledger = w.agents.Ledger().Violations()
 	for _, v := range w.agents.Ledger().ViolationDetails() {
-		rep.Findings.detail("ledger: %s", v)
+		rep.Findings.detail("ledger: %s at %s", v, v.At.UTC().Format("15:04:05.000"))
 	}
 	pool, enis := 0, 0
 	for _, cn := range list.Items {
@@ -317,6 +340,7 @@ func (w *world) findings(ctx context.Context, rep *Report) error {
 		}
 	}
 	rep.add("nodes; pool IPs; secondary ENIs", "%d; %d; %d", len(list.Items), pool, enis)
+	w.static.figures(rep)
 	return nil
 }
 

@@ -101,6 +101,13 @@ func (l *workload) join(ctx context.Context, n int) error {
 	if err := agentsim.CreateNodes(ctx, l.w.cluster.Client, specs, 32); err != nil {
 		return err
 	}
+	names := make([]string, n)
+	for i, s := range specs {
+		names[i] = s.Name
+	}
+	if err := l.w.static.register(ctx, names); err != nil {
+		return err
+	}
 	for _, b := range wave {
 		nd := b.node
 		l.mu.Lock()

@@ -31,8 +31,9 @@ const (
 )
 
 // scenarioYAML is ec2sim's scenario: EC2's throttling and latencies, its
-// attach and detach delays, an eventual-consistency window and a share of
-// InternalError answers on every action.
+// attach and detach delays, an eventual-consistency window, a share of
+// InternalError answers on every action, and room for the static pods'
+// Elastic IPs beside EC2's default 5.
 func scenarioYAML(o Options) string {
 	return fmt.Sprintf(`account: "123456789012"
 clusterName: chaos
@@ -51,7 +52,8 @@ vpcs:
   - {id: sg-0c0000000000000c1, name: nodes}
 profile: realistic
 timing: {attachDelay: {min: 2s, max: 5s}, detachDelay: {min: 1s, max: 3s}, eventualConsistency: %s}
-%s`, o.Seed, vpcID, o.EventualConsistency, faultsYAML(o.EC2FaultRate))
+elasticIPLimit: %d
+%s`, o.Seed, vpcID, o.EventualConsistency, 5+2*o.StaticReplicas, faultsYAML(o.EC2FaultRate))
 }
 
 func faultsYAML(rate float64) string {
@@ -79,6 +81,8 @@ type world struct {
 	agents     *agentsim.Sim
 	stopAgents context.CancelFunc
 	pods       *workload
+	// static is the static-IP workload (nil without one).
+	static *statics
 }
 
 func (w *world) say(format string, args ...any) {
@@ -149,6 +153,12 @@ func startWorld(ctx context.Context, o Options) (_ *world, err error) {
 	if err := startRouting(actx, w); err != nil {
 		return nil, fmt.Errorf("starting the routing reports, %w", err)
 	}
+	if o.StaticReplicas > 0 {
+		w.say("starting kube-controller-manager, kube-scheduler with enipam's extender, and the kubelets")
+		if w.static, err = startStatics(ctx, actx, w); err != nil {
+			return nil, err
+		}
+	}
 	w.pods = newWorkload(w)
 	return w, nil
 }
@@ -196,6 +206,7 @@ func secondaryPolicy() *enipamv1alpha1.ENIPolicy {
 // stop ends everything, the agents and the operator before the control
 // plane, and keeps the logs.
 func (w *world) stop() {
+	w.static.stop()
 	if w.stopAgents != nil {
 		w.stopAgents()
 		<-w.agents.Done()

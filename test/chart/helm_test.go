@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -73,10 +74,17 @@ func helmOutput(t *testing.T, args ...string) (string, string, error) {
 }
 
 // templateArgs are the arguments of `helm template` for release in
-// namespace with extra arguments (--set, -f) appended.
+// namespace with extra arguments (--set, -f) appended. The cluster is the
+// Kubernetes version the tests run (cluster.KubernetesVersion) unless
+// extra names one with --kube-version: helm template has no apiserver to
+// ask, and the chart's kubeVersion refuses helm's own default.
 func templateArgs(t *testing.T, release, namespace string, extra ...string) []string {
 	_, chartDir := paths(t)
-	return append([]string{"template", release, chartDir, "--namespace", namespace}, extra...)
+	args := []string{"template", release, chartDir, "--namespace", namespace}
+	if !slices.Contains(extra, "--kube-version") {
+		args = append(args, "--kube-version", cluster.KubernetesVersion)
+	}
+	return append(args, extra...)
 }
 
 // manifest is a rendered chart: its objects in rendering order.

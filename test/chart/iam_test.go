@@ -15,7 +15,7 @@ import (
 )
 
 // TestPolicyGrantsExactlyTheEC2ActionsTheOperatorCalls: the IAM policy
-// docs/iam/policy.json (the one the README points to, and ec2sim enforces)
+// docs/iam/policy.json (the one docs/install.md points to, and ec2sim enforces)
 // allows exactly the actions of the operator's EC2 adapter (ec2.Actions:
 // the typed constants every call passes its chokepoint with), plus
 // ec2:CreateTags only as tag-on-create of CreateNetworkInterface and
@@ -23,7 +23,7 @@ import (
 // AllocateAddress is granted only for addresses tagged with the cluster at
 // creation, ReleaseAddress only on addresses carrying the cluster tag. An
 // action added to the adapter without the policy, or a stale one left in
-// it, fails here; so does a README that no longer points to the file or
+// it, fails here; so does a docs/install.md that no longer points to the file or
 // names a statement it lacks.
 func TestPolicyGrantsExactlyTheEC2ActionsTheOperatorCalls(t *testing.T) {
 	root, err := cluster.RepoRoot()
@@ -43,17 +43,17 @@ func TestPolicyGrantsExactlyTheEC2ActionsTheOperatorCalls(t *testing.T) {
 	if !bytes.Equal(block, iam.OperatorPolicy("")) {
 		t.Error("package iam does not embed docs/iam/policy.json")
 	}
-	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+	install, err := os.ReadFile(filepath.Join(root, "docs", "install.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, section, ok := strings.Cut(string(readme), "### IAM policy")
+	_, section, ok := strings.Cut(string(install), "### IAM policy")
 	if !ok {
-		t.Fatal("README has no IAM policy section")
+		t.Fatal("docs/install.md has no IAM policy section")
 	}
 	section, _, _ = strings.Cut(section, "\n## ")
-	if !strings.Contains(section, "(docs/iam/policy.json)") {
-		t.Error("README's IAM policy section does not link docs/iam/policy.json")
+	if !strings.Contains(section, "(iam/policy.json)") {
+		t.Error("docs/install.md's IAM policy section does not link docs/iam/policy.json")
 	}
 	var policy struct {
 		Statement []struct {
@@ -70,7 +70,7 @@ func TestPolicyGrantsExactlyTheEC2ActionsTheOperatorCalls(t *testing.T) {
 	var granted []string
 	for _, st := range policy.Statement {
 		if !strings.Contains(section, "`"+st.Sid+"`") {
-			t.Errorf("README's IAM policy section does not list statement %s", st.Sid)
+			t.Errorf("docs/install.md's IAM policy section does not list statement %s", st.Sid)
 		}
 		var actions []string
 		if err := json.Unmarshal(st.Action, &actions); err != nil {

@@ -140,9 +140,10 @@ func alertRules(t *testing.T, m manifest) []alertRule {
 
 // TestAlertsLinkTheirRunbookAndParse: prometheusRule.enabled renders the
 // thirteen alerts, each with a severity, a for, a summary, and a
-// runbook_url whose anchor is a heading of the README (GitHub's anchors),
-// under the chart's home at the chart's version unless runbookURL says
-// otherwise. Every expression parses with Prometheus's parser, names
+// runbook_url into docs/operations.md on the chart's home's main branch
+// (unless runbookURL says otherwise) whose anchor is the alert's own
+// section there: a heading named after the alert, by GitHub's anchor
+// rules, one per alert. Every expression parses with Prometheus's parser, names
 // enipam's metrics (or controller-runtime's leader gauge, or up) and
 // carries the series selector; the values reach the thresholds, the
 // down alerts read the jobs of the chart's metrics Services (or those
@@ -153,7 +154,7 @@ func TestAlertsLinkTheirRunbookAndParse(t *testing.T) {
 		"--set", "prometheusRule.subnetLow.minFreeIPs=200", "--set", "prometheusRule.alertLabels.team=net")
 	rules := alertRules(t, m)
 	var names []string
-	anchors := readmeAnchors(t)
+	anchors := operationsAnchors(t)
 	for _, r := range rules {
 		names = append(names, r.Alert)
 		if r.For == "" || r.Labels["severity"] == "" || r.Labels["team"] != "net" || r.Annotations["summary"] == "" || r.Annotations["description"] == "" {
@@ -161,8 +162,8 @@ func TestAlertsLinkTheirRunbookAndParse(t *testing.T) {
 		}
 		url := r.Annotations["runbook_url"]
 		base, anchor, ok := strings.Cut(url, "#")
-		if !ok || base != "https://github.com/enipam/enipam/blob/v0.1.0/README.md" || !anchors[anchor] {
-			t.Errorf("%s: runbook_url %q is not a heading of the README at the chart's version", r.Alert, url)
+		if !ok || base != "https://github.com/enipam/enipam/blob/main/docs/operations.md" || anchor != strings.ToLower(r.Alert) || !anchors[anchor] {
+			t.Errorf("%s: runbook_url %q is not the alert's own section of docs/operations.md", r.Alert, url)
 		}
 		if !strings.Contains(r.Expr, `namespace="kube-system"`) {
 			t.Errorf("%s: %q lacks the series selector", r.Alert, r.Expr)
@@ -209,14 +210,15 @@ func TestAlertsLinkTheirRunbookAndParse(t *testing.T) {
 	}
 }
 
-// readmeAnchors are the anchors GitHub gives the README's headings.
-func readmeAnchors(t *testing.T) map[string]bool {
+// operationsAnchors are the anchors GitHub gives the headings of
+// docs/operations.md.
+func operationsAnchors(t *testing.T) map[string]bool {
 	t.Helper()
 	root, err := cluster.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := os.ReadFile(filepath.Join(root, "README.md"))
+	b, err := os.ReadFile(filepath.Join(root, "docs", "operations.md"))
 	if err != nil {
 		t.Fatal(err)
 	}

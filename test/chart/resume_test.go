@@ -169,6 +169,24 @@ func TestHelmRollbackAfterAnUninstallThatStoppedRoutesTheNodesAgain(t *testing.T
 	if err := env.Client.Get(bg, client.ObjectKey{Namespace: ns, Name: full + "-agent"}, &appsv1.DaemonSet{}); err != nil {
 		t.Fatalf("the DaemonSet after the uninstall stopped: %v, want kept", err)
 	}
+	// What the failed hook leaves: its Job, for the logs, which the Job
+	// controller deletes a day after it finished if no later run of the
+	// hook does; Helm has deleted the hook's ServiceAccount, ClusterRole
+	// and binding (their hook-succeeded policy applies once a later hook
+	// of the same event fails), so nothing cluster-wide outlives a
+	// `helm uninstall --no-hooks` that gives up.
+	if err := env.Client.Get(bg, client.ObjectKeyFromObject(&job), &job); err != nil || job.Spec.TTLSecondsAfterFinished == nil || *job.Spec.TTLSecondsAfterFinished != 86400 {
+		t.Errorf("the failed hook's Job: %v, TTL %v; want kept for its logs with a TTL of a day", err, job.Spec.TTLSecondsAfterFinished)
+	}
+	for _, obj := range []client.Object{
+		&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: full + "-agent-uninstall"}},
+		&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: full + "-agent-uninstall"}},
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: full + "-agent-uninstall"}},
+	} {
+		if err := env.Client.Get(bg, client.ObjectKeyFromObject(obj), obj); !apierrors.IsNotFound(err) {
+			t.Errorf("the failed hook's %T: %v, want deleted", obj, err)
+		}
+	}
 	if c := readyCondition(t, name); c == nil || c.Reason != enipamv1alpha1.ReasonCleanedUp || a.Ready() == nil {
 		t.Fatalf("after the uninstall stopped: condition %+v, agent ready %v; want CleanedUp, not ready", c, a.Ready())
 	}

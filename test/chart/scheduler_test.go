@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/enipam/enipam/scheduler/extender"
+	"github.com/enipam/enipam/test/cluster"
 )
 
 // kubeSchedulerConfig is the part of KubeSchedulerConfiguration
@@ -103,7 +104,7 @@ func port(c corev1.Container, name string) int32 {
 
 // TestSchedulerRunsKubeSchedulerBesideItsExtender: by default the chart
 // runs enipam-scheduler: two leader-elected replicas of a pod holding the
-// upstream kube-scheduler v1.37.1 and the extender. kube-scheduler's
+// upstream kube-scheduler of the cluster's version and the extender. kube-scheduler's
 // configuration comes from the ConfigMap mounted where --config points: a
 // profile enipam-scheduler, a Lease enipam-scheduler in the release
 // namespace, and one extender on the pod's loopback at the address the
@@ -121,10 +122,10 @@ func TestSchedulerRunsKubeSchedulerBesideItsExtender(t *testing.T) {
 	if *s.d.Spec.Replicas != 2 || spec.ServiceAccountName != "enipam-scheduler" || spec.PriorityClassName != "system-cluster-critical" {
 		t.Errorf("replicas %d serviceAccount %q priority %q", *s.d.Spec.Replicas, spec.ServiceAccountName, spec.PriorityClassName)
 	}
-	if s.kube.Image != "registry.k8s.io/kube-scheduler:v1.37.1" || !slices.Equal(s.kube.Command, []string{"kube-scheduler"}) {
+	if s.kube.Image != "registry.k8s.io/kube-scheduler:v"+cluster.KubernetesVersion || !slices.Equal(s.kube.Command, []string{"kube-scheduler"}) {
 		t.Errorf("kube-scheduler image %s command %v", s.kube.Image, s.kube.Command)
 	}
-	if s.ext.Image != "ghcr.io/enipam/enipam-scheduler:0.1.0" {
+	if s.ext.Image != "ghcr.io/enipam/enipam-scheduler:0.2.0" {
 		t.Errorf("extender image %s", s.ext.Image)
 	}
 

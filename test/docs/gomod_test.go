@@ -9,7 +9,7 @@ import (
 	"github.com/enipam/enipam/test/cluster"
 )
 
-// TestGoInstallable holds the README's `go install …@latest` to the
+// TestGoInstallable holds docs/configuration.md's `go install …@latest` to the
 // module: the go command refuses to install from a module whose go.mod
 // has replace or exclude directives ("The go.mod file for the module
 // providing named packages contains one or more replace directives"),
@@ -34,7 +34,7 @@ func TestGoInstallable(t *testing.T) {
 		t.Fatalf("reading go mod edit -json: %v", err)
 	}
 	if mod.Module.Path != "github.com/enipam/enipam" {
-		t.Errorf("module path %q, the README installs github.com/enipam/enipam/...", mod.Module.Path)
+		t.Errorf("module path %q, docs/configuration.md installs github.com/enipam/enipam/...", mod.Module.Path)
 	}
 	for _, r := range mod.Replace {
 		t.Errorf("go.mod replaces %s with %s %s: `go install github.com/enipam/enipam/operator/cmd/enipam@latest` would refuse the module", r.Old.Path, r.New.Path, r.New.Version)

@@ -19,18 +19,34 @@ import (
 	"github.com/enipam/enipam/test/cluster"
 )
 
-// readme returns the README's text.
-func readme(t *testing.T) string {
+// docFiles are the documents these tests hold to the code: the README
+// and docs/*.md, in that order.
+func docFiles(t *testing.T) []string {
 	t.Helper()
 	root, err := cluster.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := os.ReadFile(filepath.Join(root, "README.md"))
-	if err != nil {
-		t.Fatal(err)
+	docs, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	if err != nil || len(docs) == 0 {
+		t.Fatalf("no docs/*.md: %v", err)
 	}
-	return string(b)
+	return append([]string{filepath.Join(root, "README.md")}, docs...)
+}
+
+// readme returns the text of the README and of every docs/*.md after it:
+// a section the tests read may live in any of them.
+func readme(t *testing.T) string {
+	t.Helper()
+	var all []string
+	for _, f := range docFiles(t) {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, string(b))
+	}
+	return strings.Join(all, "\n")
 }
 
 // section returns the README's text under the heading (a whole line, such
@@ -41,7 +57,7 @@ func section(t *testing.T, text, heading string) string {
 	lines := strings.Split(text, "\n")
 	start := slices.Index(lines, heading)
 	if start < 0 {
-		t.Fatalf("README has no %q", heading)
+		t.Fatalf("neither the README nor docs/ has %q", heading)
 	}
 	end := len(lines)
 	for i := start + 1; i < len(lines); i++ {

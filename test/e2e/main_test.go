@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -57,9 +58,15 @@ type world struct {
 	procs      []*stack.Process
 }
 
-// newWorld starts ec2sim from a scenario in YAML.
+// newWorld starts ec2sim from a scenario in YAML, under ec2sim's realistic
+// profile (throttling, latencies, delays, asynchronous moves, lags: see
+// test/ec2sim/README.md) unless the scenario names a profile or
+// ENIPAM_E2E_PROFILE=default asks for ec2sim's kind defaults.
 func newWorld(t *testing.T, scenarioYAML string) *world {
 	t.Helper()
+	if !strings.Contains("\n"+scenarioYAML, "\nprofile:") && os.Getenv("ENIPAM_E2E_PROFILE") != "default" {
+		scenarioYAML = strings.TrimRight(scenarioYAML, "\n") + "\nprofile: realistic\n"
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	dir := t.TempDir()
 	kc, err := env.KubeConfig()

@@ -17,9 +17,10 @@ import (
 	"github.com/enipam/enipam/test/stack"
 )
 
-// operatorArgs are the flags of the operators of the public IP tests: a
-// collector pass every 2 s, taking leaks older than 2 s.
-var publicOperatorArgs = []string{"--vpc-id=vpc-0e000000000000001", "--release-excess-ips=false", "--gc-interval=2s", "--gc-min-age=2s"}
+// publicOperatorArgs are the flags of the operators of the public IP
+// tests: a collector pass every 2 s, taking leaks older than 2 s (excess
+// addresses are released, by releasePolicy).
+var publicOperatorArgs = append(slices.Clone(staticOperatorArgs), "--gc-interval=2s", "--gc-min-age=2s")
 
 // publicIPs checks every claim's Elastic IP against ec2sim's state
 // (agentsim.CheckPublicIPs).

@@ -49,6 +49,23 @@ instances:
 - {id: i-0e000000000000004, type: m5.large, subnet: nodes-b, securityGroups: [nodes]}
 `
 
+// staticOperatorArgs are the flags of the static tests' operators; the
+// ENIPolicy of releasePolicy releases excess addresses.
+var staticOperatorArgs = []string{"--vpc-id=vpc-0e000000000000001"}
+
+// releasePolicy is every node's ENIPolicy in the static tests: excess
+// addresses go back to EC2 through the release handshake after 2 s, so
+// the owner stamps and the handshake meet on every node a pod leaves.
+func releasePolicy() *enipamv1alpha1.ENIPolicy {
+	return &enipamv1alpha1.ENIPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: "release-excess"},
+		Spec: enipamv1alpha1.ENIPolicySpec{
+			ReleaseExcessIPs:     ptr.To(true),
+			ExcessIPReleaseDelay: &metav1.Duration{Duration: 2 * time.Second},
+		},
+	}
+}
+
 // staticWorld is a cluster where StatefulSets really run: the real
 // enipam-operator and ec2sim, the real kube-scheduler with the chart's
 // configuration and enipam's extender, the real kube-controller-manager
@@ -78,7 +95,10 @@ func newStaticWorld(t *testing.T) *staticWorld {
 		t.Fatal(err)
 	}
 	t.Cleanup(w.cleanupNamespace)
-	w.operator = w.startOperator("--vpc-id=vpc-0e000000000000001", "--release-excess-ips=false")
+	if err := env.Client.Create(w.ctx, releasePolicy()); err != nil {
+		t.Fatal(err)
+	}
+	w.operator = w.startOperator(staticOperatorArgs...)
 
 	dump, err := w.world.sim.Admin.Dump(w.ctx)
 	if err != nil {
@@ -430,6 +450,20 @@ func TestStatefulSetPodKeepsItsIPWhereverItIsRescheduled(t *testing.T) {
 	if v := w.sim.Ledger().Violations(); v.Total() != 0 {
 		t.Errorf("ledger: %+v %v", v, w.sim.Ledger().ViolationDetails())
 	}
+	w.releases()
+}
+
+// releases logs and returns how many addresses the operator unassigned
+// in EC2: the excess releasePolicy gives back through the handshake.
+func (w *staticWorld) releases() int64 {
+	w.t.Helper()
+	c, err := w.world.sim.Admin.Counters(w.ctx)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	n := c.Succeeded("UnassignPrivateIpAddresses")
+	w.t.Logf("%d UnassignPrivateIpAddresses calls (excess released through the handshake)", n)
+	return n
 }
 
 // syncBuffer collects logs from several goroutines.
@@ -542,7 +576,7 @@ func TestAMoveSurvivesKillsMidBind(t *testing.T) {
 	op.Kill()
 	w.procs = slices.DeleteFunc(w.procs, func(p *stack.Process) bool { return p == op })
 	t.Logf("operator killed while db-0 was being bound to %s", to)
-	w.operator = w.startOperator("--vpc-id=vpc-0e000000000000001", "--release-excess-ips=false")
+	w.operator = w.startOperator(staticOperatorArgs...)
 	if node, ip := w.running("db-0", 2*time.Minute); ip != ips["db-0"] || node == nodes["db-0"] {
 		t.Fatalf("db-0 on %s with %s; it was on %s with %s", node, ip, nodes["db-0"], ips["db-0"])
 	}
@@ -576,4 +610,5 @@ func TestAMoveSurvivesKillsMidBind(t *testing.T) {
 	if v := w.sim.Ledger().Violations(); v.Total() != 0 {
 		t.Errorf("ledger: %+v %v", v, w.sim.Ledger().ViolationDetails())
 	}
+	w.releases()
 }

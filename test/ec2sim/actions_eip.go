@@ -249,7 +249,7 @@ func (s *State) DescribeAddresses(req DescribeRequest) (*DescribeAddressesRespon
 		req.Filters = append(req.Filters, Filter{Name: "public-ip", Values: req.Names})
 	}
 	lookup := func(id string) (*address, error) { return s.addressByRef(id, "") }
-	out, _, err := describe(describeSpec[*address]{kind: "address", reg: &s.addresses, lookup: lookup, fields: addressFields, shown: (*address).shown}, req)
+	out, _, err := describe(s, describeSpec[*address]{kind: "address", reg: &s.addresses, lookup: lookup, fields: s.addressFieldsOf(), shown: (*address).shown}, req)
 	if err != nil {
 		return nil, err
 	}

@@ -13,6 +13,7 @@ import (
 //	GET    /admin/healthz                  {"ok":true}
 //	POST   /admin/instances                LaunchRequest -> InstanceInfo (a node joins)
 //	DELETE /admin/instances/{id}           terminate (204)
+//	POST   /admin/instances/{id}/stop      stop (204)
 //	GET    /admin/instances/{id}/imds      {"endpoint":"http://127.0.0.1:port"}
 //	GET    /admin/counters                 Counters
 //	DELETE /admin/counters                 reset (204)
@@ -143,6 +144,14 @@ func (s *Sim) registerAdmin(mux *http.ServeMux) {
 			return
 		}
 		s.log.Info("instance terminated", "instance", r.PathValue("id"))
+		w.WriteHeader(http.StatusNoContent)
+	})
+	mux.HandleFunc("POST /admin/instances/{id}/stop", func(w http.ResponseWriter, r *http.Request) {
+		if err := s.state.StopInstance(r.PathValue("id")); err != nil {
+			writeAdminError(w, err)
+			return
+		}
+		s.log.Info("instance stopped", "instance", r.PathValue("id"))
 		w.WriteHeader(http.StatusNoContent)
 	})
 	mux.HandleFunc("GET /admin/instances/{id}/imds", func(w http.ResponseWriter, r *http.Request) {

@@ -34,10 +34,17 @@ func (c *AdminClient) AddInstance(ctx context.Context, req LaunchRequest) (Insta
 	return out, err
 }
 
-// TerminateInstance terminates an instance: DeleteOnTermination ENIs are
-// deleted, others left available.
+// TerminateInstance terminates an instance (through shutting-down with a
+// TerminateDelay): DeleteOnTermination ENIs are deleted, others left
+// available.
 func (c *AdminClient) TerminateInstance(ctx context.Context, instanceID string) error {
 	return c.do(ctx, http.MethodDelete, "/admin/instances/"+url.PathEscape(instanceID), nil, nil)
+}
+
+// StopInstance stops an instance (through stopping with a StopDelay); its
+// ENIs stay attached.
+func (c *AdminClient) StopInstance(ctx context.Context, instanceID string) error {
+	return c.do(ctx, http.MethodPost, "/admin/instances/"+url.PathEscape(instanceID)+"/stop", nil, nil)
 }
 
 // IMDSEndpoint returns the base URL of the IMDS of one instance.

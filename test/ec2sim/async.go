@@ -73,8 +73,13 @@ type move struct {
 }
 
 // startMove queues the move of the address at k onto to, landing after d.
+// Asked again onto the same ENI while on its way, the move keeps its
+// time: the remap asked for is already under way.
 func (s *State) startMove(k addrKey, to *eni, d time.Duration) {
 	if old := s.moves[k]; old != nil {
+		if old.to == to {
+			return
+		}
 		old.to.incoming--
 	}
 	m := &move{key: k, to: to}

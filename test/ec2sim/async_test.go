@@ -193,3 +193,35 @@ func TestRealisticProfileMovesAsynchronously(t *testing.T) {
 		t.Error("a negative cooldown was accepted")
 	}
 }
+
+// TestRealisticTimingIsOverlaid: under the realistic profile a timing
+// section in YAML changes the fields it names and keeps the profile's
+// others (chaos's scenario sets a few and must keep the rest).
+func TestRealisticTimingIsOverlaid(t *testing.T) {
+	sc := scenario(t, smallScenario+"profile: realistic\ntiming: {attachDelay: {min: 1s, max: 1s}, eventualConsistency: 3s}\n")
+	want := ec2sim.RealisticTiming()
+	want.AttachDelay = fixed(time.Second)
+	want.EventualConsistency = ec2sim.Duration(3 * time.Second)
+	if *sc.Timing != want {
+		t.Errorf("timing %+v, want %+v", *sc.Timing, want)
+	}
+}
+
+// TestReassigningAgainKeepsTheMove: asking a move again onto the same ENI
+// while it is on its way neither resets its time nor needs another slot.
+func TestReassigningAgainKeepsTheMove(t *testing.T) {
+	e := newEnv(t, scenario(t, smallScenario))
+	noErr(t, e.admin.SetTiming(e.ctx, ec2sim.TimingConfig{ReassignDelay: fixed(2 * time.Second)}))
+	m5, t3 := aws.ToString(e.instanceByName("node-m5").InstanceId), aws.ToString(e.instanceByName("node-t3").InstanceId)
+	from := e.attachedENI(m5, 1, 1)
+	to := e.attachedENI(t3, 1, 4) // t3.medium: 6 addresses, one left
+	ip := addresses(from)[1]
+	for range 2 {
+		_, err := e.ec2.AssignPrivateIpAddresses(e.ctx, &ec2.AssignPrivateIpAddressesInput{NetworkInterfaceId: to.NetworkInterfaceId, PrivateIpAddresses: []string{ip}, AllowReassignment: aws.Bool(true)})
+		noErr(t, err)
+		e.clock.Advance(time.Second)
+	}
+	if got := addresses(e.eni(*to.NetworkInterfaceId)); !slices.Contains(got, ip) || len(got) != 6 {
+		t.Errorf("2 s after the first ask, the new ENI holds %v: want %s landed, 6 addresses", got, ip)
+	}
+}

@@ -12,8 +12,9 @@ import (
 // built-in fallback read the same figures.
 type InstanceType = catalog.InstanceType
 
-// Catalog returns the built-in instance types, sorted by name. The slice is
-// a fresh copy on each call.
+// Catalog returns the built-in instance types, every current EC2 type
+// (internal/instancetypes' generated table), sorted by name. The slice is a
+// fresh copy on each call.
 func Catalog() []InstanceType { return catalog.All() }
 
 // buildCatalog merges extra entries over the built-in catalog.

@@ -30,12 +30,14 @@ type describeSpec[T resource] struct {
 }
 
 // describe answers a DescribeRequest from one registry: resources by ID (all
-// must exist), else all, filtered, paged in creation order.
-func describe[T resource](spec describeSpec[T], req DescribeRequest) ([]T, string, error) {
+// must exist), else all, filtered, paged in creation order as EC2 pages
+// (scanPage: short and empty pages with a token) with tokens bound to the
+// filters (resume).
+func describe[T resource](s *State, spec describeSpec[T], req DescribeRequest) ([]T, string, error) {
 	if len(req.IDs) > 0 && req.MaxResults != 0 {
 		return nil, "", apiErr(codeInvalidParameterCombo, "The parameter %sIds cannot be used with the parameter maxResults", spec.kind)
 	}
-	after, err := req.start(spec.kind, spec.lo, spec.hi)
+	after, err := s.resume(req.Page, spec.kind, spec.lo, spec.hi, req.Filters)
 	if err != nil {
 		return nil, "", err
 	}
@@ -61,8 +63,8 @@ func describe[T resource](spec describeSpec[T], req DescribeRequest) ([]T, strin
 	if spec.shown != nil {
 		match = func(r T) bool { return all(preds, spec.shown(r)) }
 	}
-	out, next := page(candidates, after, req.MaxResults, match)
-	return out, token(spec.kind, next), nil
+	out, next := scanPage(candidates, after, req.MaxResults, match)
+	return out, s.pageToken(spec.kind, next, req.Filters), nil
 }
 
 // DescribeInstancesResponse is DescribeInstances' output.
@@ -95,7 +97,7 @@ var instanceFields = map[string]field[*instance]{
 func (s *State) DescribeInstances(req DescribeRequest) (*DescribeInstancesResponse, error) {
 	s.lock()
 	defer s.unlock()
-	out, next, err := describe(describeSpec[*instance]{kind: "instance", lo: 5, hi: 1000, reg: &s.instances, lookup: s.instanceByID, fields: s.instanceFields()}, req)
+	out, next, err := describe(s, describeSpec[*instance]{kind: "instance", lo: 5, hi: 1000, reg: &s.instances, lookup: s.instanceByID, fields: s.instanceFields()}, req)
 	if err != nil {
 		return nil, err
 	}
@@ -137,7 +139,7 @@ var subnetFields = map[string]field[*subnet]{
 func (s *State) DescribeSubnets(req DescribeRequest) (*DescribeSubnetsResponse, error) {
 	s.lock()
 	defer s.unlock()
-	out, next, err := describe(describeSpec[*subnet]{kind: "subnet", lo: 5, hi: 1000, reg: &s.subnets, lookup: s.subnetByID, fields: subnetFields}, req)
+	out, next, err := describe(s, describeSpec[*subnet]{kind: "subnet", lo: 5, hi: 1000, reg: &s.subnets, lookup: s.subnetByID, fields: s.subnetFieldsOf()}, req)
 	if err != nil {
 		return nil, err
 	}
@@ -185,7 +187,7 @@ func (s *State) vpcByID(id string) (*vpc, error) {
 func (s *State) DescribeVpcs(req DescribeRequest) (*DescribeVpcsResponse, error) {
 	s.lock()
 	defer s.unlock()
-	out, next, err := describe(describeSpec[*vpc]{kind: "vpc", lo: 5, hi: 1000, reg: &s.vpcs, lookup: s.vpcByID, fields: vpcFields}, req)
+	out, next, err := describe(s, describeSpec[*vpc]{kind: "vpc", lo: 5, hi: 1000, reg: &s.vpcs, lookup: s.vpcByID, fields: s.vpcFieldsOf()}, req)
 	if err != nil {
 		return nil, err
 	}
@@ -236,7 +238,7 @@ func (s *State) DescribeSecurityGroups(req DescribeRequest) (*DescribeSecurityGr
 	if len(req.Names) > 0 {
 		req.Filters = append(req.Filters, Filter{Name: "group-name", Values: req.Names})
 	}
-	out, next, err := describe(describeSpec[*securityGroup]{kind: "securityGroup", lo: 5, hi: 1000, reg: &s.groups, lookup: s.groupByID, fields: groupFields}, req)
+	out, next, err := describe(s, describeSpec[*securityGroup]{kind: "securityGroup", lo: 5, hi: 1000, reg: &s.groups, lookup: s.groupByID, fields: s.groupFieldsOf()}, req)
 	if err != nil {
 		return nil, err
 	}
@@ -275,7 +277,7 @@ func (s *State) routeTableByID(id string) (*routeTable, error) {
 func (s *State) DescribeRouteTables(req DescribeRequest) (*DescribeRouteTablesResponse, error) {
 	s.lock()
 	defer s.unlock()
-	out, next, err := describe(describeSpec[*routeTable]{kind: "routeTable", lo: 5, hi: 100, reg: &s.routeTables, lookup: s.routeTableByID, fields: routeTableFields}, req)
+	out, next, err := describe(s, describeSpec[*routeTable]{kind: "routeTable", lo: 5, hi: 100, reg: &s.routeTables, lookup: s.routeTableByID, fields: s.routeTableFieldsOf()}, req)
 	if err != nil {
 		return nil, err
 	}
@@ -314,15 +316,29 @@ var typeFields = map[string]field[*InstanceType]{
 	},
 	"network-info.ipv4-addresses-per-interface": one(func(t *InstanceType) string { return strconv.Itoa(t.IPv4PerENI) }),
 	"network-info.ipv6-addresses-per-interface": one(func(t *InstanceType) string { return strconv.Itoa(t.IPv6PerENI) }),
+	"processor-info.supported-architecture":     one(func(t *InstanceType) string { return architecture(t) }),
 }
 
-// DescribeInstanceTypes lists the catalog in name order, 5 to 100 a page.
+// DescribeInstanceTypes' page bounds: MaxResults 5 to 100, and a request
+// without MaxResults is still answered a page at a time, of 100 (EC2
+// pages its 1 300 and more types whatever the request says).
+const (
+	minInstanceTypesPage     = 5
+	defaultInstanceTypesPage = 100
+)
+
+// DescribeInstanceTypes lists the catalog in name order, a page at a time
+// even without MaxResults.
 func (s *State) DescribeInstanceTypes(req DescribeInstanceTypesRequest) (*DescribeInstanceTypesResponse, error) {
 	s.lock()
 	defer s.unlock()
-	after, err := req.start("instanceType", 5, 100)
+	after, err := req.start("instanceType", minInstanceTypesPage, defaultInstanceTypesPage)
 	if err != nil {
 		return nil, err
+	}
+	pageSize := req.MaxResults
+	if pageSize == 0 {
+		pageSize = defaultInstanceTypesPage
 	}
 	preds, err := compileFiltersTagged(req.Filters, typeFields, nil)
 	if err != nil {
@@ -350,7 +366,7 @@ func (s *State) DescribeInstanceTypes(req DescribeInstanceTypesRequest) (*Descri
 		if !all(preds, t) {
 			continue
 		}
-		if req.MaxResults > 0 && len(resp.InstanceTypes) == req.MaxResults {
+		if len(resp.InstanceTypes) == pageSize {
 			resp.NextToken = token("instanceType", uint64(i))
 			break
 		}

@@ -21,14 +21,17 @@ type DescribeNetworkInterfacesResponse struct {
 // DescribeNetworkInterfaces lists ENIs by ID or by filters, in creation
 // order, as describes show them (lag.go). Filters on IDs, instance, subnet and exact addresses are answered
 // from indexes, so a page costs the same in a VPC of 40,000 ENIs as in one
-// of ten. Pages hold 5 to 1000 ENIs; IDs and MaxResults exclude each other.
+// of ten, and its pages hold what matches; other filters page as EC2
+// does, short or empty pages with a token (scanPage). Pages hold 5 to
+// 1000 ENIs; IDs and MaxResults exclude each other; tokens are bound to
+// the filters and expire (resume).
 func (s *State) DescribeNetworkInterfaces(req DescribeNetworkInterfacesRequest) (*DescribeNetworkInterfacesResponse, error) {
 	s.lock()
 	defer s.unlock()
 	if len(req.NetworkInterfaceIDs) > 0 && req.MaxResults != 0 {
 		return nil, apiErr(codeInvalidParameterCombo, "The parameter NetworkInterfaceIds cannot be used with the parameter MaxResults")
 	}
-	after, err := req.start("eni", 5, 1000)
+	after, err := s.resume(req.Page, "eni", 5, 1000, req.Filters)
 	if err != nil {
 		return nil, err
 	}
@@ -38,6 +41,7 @@ func (s *State) DescribeNetworkInterfaces(req DescribeNetworkInterfacesRequest) 
 	}
 	visible := s.eniVisible()
 	candidates := s.enis.list
+	indexed := false
 	if len(req.NetworkInterfaceIDs) > 0 {
 		candidates = nil
 		for _, id := range req.NetworkInterfaceIDs {
@@ -56,15 +60,27 @@ func (s *State) DescribeNetworkInterfaces(req DescribeNetworkInterfacesRequest) 
 	} else if c, ok := s.eniCandidates(req.Filters); ok {
 		// The indexes know ENIs as they are; those whose describes lag
 		// a change may match as they are shown.
-		for e := range s.laggingENIs {
-			if !slices.Contains(c, e) {
-				c = append(c, e)
+		if len(s.laggingENIs) > 0 {
+			in := make(map[*eni]bool, len(c))
+			for _, e := range c {
+				in[e] = true
+			}
+			for e := range s.laggingENIs {
+				if !in[e] {
+					c = append(c, e)
+				}
 			}
 		}
-		candidates = bySeq(c)
+		candidates, indexed = bySeq(c), true
 	}
-	out, next := page(candidates, after, req.MaxResults, func(e *eni) bool { return visible(e) && all(preds, e.shown()) })
-	resp := &DescribeNetworkInterfacesResponse{NetworkInterfaces: make([]NetworkInterface, len(out)), NextToken: token("eni", next)}
+	// Filters an index answers page over their matches; the others scan
+	// as EC2 does (scanPage), leaving short and empty pages.
+	pager := scanPage[*eni]
+	if indexed {
+		pager = page[*eni]
+	}
+	out, next := pager(candidates, after, req.MaxResults, func(e *eni) bool { return visible(e) && all(preds, e.shown()) })
+	resp := &DescribeNetworkInterfacesResponse{NetworkInterfaces: make([]NetworkInterface, len(out)), NextToken: s.pageToken("eni", next, req.Filters)}
 	for i, e := range out {
 		resp.NetworkInterfaces[i] = s.eniView(e.shown())
 	}

@@ -7,6 +7,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
+
+	"github.com/enipam/enipam/test/ec2sim"
 )
 
 // TestDemoScenarioDescribesLikeEC2 reads the demo scenario back through the
@@ -134,10 +136,9 @@ func TestDescribeInstanceTypesReportsRealLimits(t *testing.T) {
 		}
 		total += len(p.InstanceTypes)
 	}
-	if total < 50 {
-		t.Errorf("catalog has %d types, want the t3/m5/m6i/c5/c6i/r5 families", total)
+	if total != len(ec2sim.Catalog()) || total < 1300 {
+		t.Errorf("paged %d types, the catalog has %d", total, len(ec2sim.Catalog()))
 	}
-
 	_, err = e.ec2.DescribeInstanceTypes(e.ctx, &ec2.DescribeInstanceTypesInput{InstanceTypes: []types.InstanceType{"m5.huge"}})
 	wantCode(t, err, "InvalidInstanceType")
 	filtered, err := e.ec2.DescribeInstanceTypes(e.ctx, &ec2.DescribeInstanceTypesInput{
@@ -146,6 +147,69 @@ func TestDescribeInstanceTypesReportsRealLimits(t *testing.T) {
 	noErr(t, err)
 	if len(filtered.InstanceTypes) != 4 {
 		t.Errorf("m6i with 15 ENIs: got %d, want 4 (16xlarge, 24xlarge, 32xlarge, metal)", len(filtered.InstanceTypes))
+	}
+}
+
+// TestDescribeInstanceTypesPagesLikeEC2: without MaxResults the answer is
+// still paged, 100 types a page with a NextToken until the last, in name
+// order, every type exactly once; MaxResults outside 5..100 is refused;
+// the architecture filter finds Graviton types.
+func TestDescribeInstanceTypesPagesLikeEC2(t *testing.T) {
+	e := newEnv(t, nil)
+	catalog := ec2sim.Catalog()
+	var seen []string
+	var in ec2.DescribeInstanceTypesInput
+	pages := 0
+	for {
+		out, err := e.ec2.DescribeInstanceTypes(e.ctx, &in)
+		noErr(t, err)
+		pages++
+		last := out.NextToken == nil
+		if want := min(100, len(catalog)-len(seen)); len(out.InstanceTypes) != want {
+			t.Fatalf("page %d: %d types, want %d", pages, len(out.InstanceTypes), want)
+		}
+		for _, it := range out.InstanceTypes {
+			seen = append(seen, string(it.InstanceType))
+		}
+		if last {
+			break
+		}
+		in.NextToken = out.NextToken
+	}
+	var want []string
+	for _, it := range catalog {
+		want = append(want, it.Name)
+	}
+	if !slices.Equal(seen, want) || pages != (len(want)+99)/100 {
+		t.Errorf("%d pages of %d types, want every one of %d in name order", pages, len(seen), len(want))
+	}
+	for _, bad := range []int32{4, 101} {
+		_, err := e.ec2.DescribeInstanceTypes(e.ctx, &ec2.DescribeInstanceTypesInput{MaxResults: aws.Int32(bad)})
+		wantCode(t, err, "InvalidParameterValue")
+	}
+
+	arm := 0
+	p := ec2.NewDescribeInstanceTypesPaginator(e.ec2, &ec2.DescribeInstanceTypesInput{
+		Filters: []types.Filter{{Name: aws.String("processor-info.supported-architecture"), Values: []string{"arm64"}}},
+	})
+	for p.HasMorePages() {
+		page, err := p.NextPage(e.ctx)
+		noErr(t, err)
+		for _, it := range page.InstanceTypes {
+			if it.ProcessorInfo == nil || !slices.Equal(it.ProcessorInfo.SupportedArchitectures, []types.ArchitectureType{types.ArchitectureTypeArm64}) {
+				t.Errorf("%s: %+v", it.InstanceType, it.ProcessorInfo)
+			}
+			arm++
+		}
+	}
+	wantArm := 0
+	for _, it := range catalog {
+		if it.Architecture == "arm64" {
+			wantArm++
+		}
+	}
+	if arm != wantArm || arm < 300 {
+		t.Errorf("%d arm64 types, the catalog has %d", arm, wantArm)
 	}
 }
 

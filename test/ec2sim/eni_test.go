@@ -107,7 +107,7 @@ func TestCreateNetworkInterfaceWithExplicitAddresses(t *testing.T) {
 	wantCode(t, err, "InvalidSubnetID.NotFound")
 	_, err = e.ec2.CreateNetworkInterface(e.ctx, &ec2.CreateNetworkInterfaceInput{SubnetId: sn.SubnetId, Groups: []string{"sg-0123456789abcdef0"}})
 	wantCode(t, err, "InvalidGroup.NotFound")
-	_, err = e.ec2.CreateNetworkInterface(e.ctx, &ec2.CreateNetworkInterfaceInput{SubnetId: sn.SubnetId, SecondaryPrivateIpAddressCount: aws.Int32(60)})
+	_, err = e.ec2.CreateNetworkInterface(e.ctx, &ec2.CreateNetworkInterfaceInput{SubnetId: sn.SubnetId, SecondaryPrivateIpAddressCount: aws.Int32(64)})
 	wantCode(t, err, "PrivateIpAddressLimitExceeded")
 	_, err = e.ec2.CreateNetworkInterface(e.ctx, &ec2.CreateNetworkInterfaceInput{SubnetId: e.subnetByName("tiny").SubnetId, SecondaryPrivateIpAddressCount: aws.Int32(11)})
 	wantCode(t, err, "InsufficientFreeAddressesInSubnet")

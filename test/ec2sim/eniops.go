@@ -80,6 +80,13 @@ func (s *State) addAddresses(e *eni, r addressRequest) ([]netip.Addr, []netip.Pr
 	}
 	sp := e.subnet.space
 	want := len(r.ips) + r.count + len(r.prefixes) + r.prefixCount
+	for _, ip := range r.ips {
+		if off, ok := sp.offset(ip); ok {
+			if m := s.moves[addrKey{space: sp, off: off}]; m != nil && m.to == e {
+				want-- // on its way here already: its slot is taken
+			}
+		}
+	}
 	if e.slotsUsed()+want > s.ipLimit(e) {
 		return nil, nil, apiErr(codePrivateIPLimitExceeded, "Number of private addresses will exceed limit.")
 	}
@@ -281,7 +288,7 @@ func (s *State) deleteENI(e *eni) {
 func (s *State) attach(e *eni, in *instance, at slot, launch bool) (*attachment, error) {
 	typ := in.typ
 	switch {
-	case in.state != instanceRunning:
+	case !in.takesAttachments():
 		return nil, apiErr(codeIncorrectInstanceState, "The instance '%s' is not in a state from which it can be attached to a network interface (%s).", in.id, in.state)
 	case e.attachment != nil:
 		return nil, apiErr(codeENIInUse, "Interface: [%s] in use.", e.id)
@@ -333,7 +340,7 @@ func checkEFA(e *eni, in *instance, at slot, launch bool) error {
 		return apiErr(codeInvalidParameterCombo, "An EFA-only network interface cannot be the primary network interface (network card 0, device index 0).")
 	case in.typ.MaxEFA == 0:
 		return apiErr(codeInvalidParameterCombo, "Instance type %s does not support EFA interfaces.", in.typ.Name)
-	case !launch:
+	case !launch && in.state != instanceStopped:
 		return apiErr(codeIncorrectInstanceState, "EFA interface %s can be attached to instance '%s' only while it is stopped or at launch.", e.id, in.id)
 	case in.efas() >= in.typ.MaxEFA:
 		return apiErr(codeAttachmentLimitExceeded, "EFA interface count %d exceeds the limit for %s (%d).", in.efas()+1, in.typ.Name, in.typ.MaxEFA)
@@ -346,7 +353,7 @@ func (s *State) detach(a *attachment) error {
 	switch {
 	case a.slot() == primarySlot:
 		return apiErr(codeOperationNotPermitted, "The network interface at device index 0 and networkCard index 0 cannot be detached.")
-	case a.eni.efa():
+	case a.eni.efa() && a.instance.state != instanceStopped:
 		// EC2 detaches EFAs only from stopped instances; its code for a
 		// running one is not documented (see doc.go).
 		return apiErr(codeIncorrectInstanceState, "EFA interface %s can be detached from instance '%s' only while it is stopped.", a.eni.id, a.instance.id)

@@ -163,7 +163,7 @@ func TestFailedCreateNamesAndConsumesNoENIID(t *testing.T) {
 	nextID := func(fail bool) string {
 		e := newEnv(t, scenario(t, smallScenario))
 		if fail {
-			_, err := e.ec2.CreateNetworkInterface(e.ctx, &ec2.CreateNetworkInterfaceInput{SubnetId: e.subnetByName("big").SubnetId, SecondaryPrivateIpAddressCount: aws.Int32(60)})
+			_, err := e.ec2.CreateNetworkInterface(e.ctx, &ec2.CreateNetworkInterfaceInput{SubnetId: e.subnetByName("big").SubnetId, SecondaryPrivateIpAddressCount: aws.Int32(64)})
 			wantCode(t, err, "PrivateIpAddressLimitExceeded")
 			if msg := apiMessage(err); strings.Contains(msg, "eni-") || msg != "Number of private addresses will exceed limit." {
 				t.Errorf("message %q", msg)

@@ -75,7 +75,7 @@ func (m *imdsService) handler(instanceID string) http.Handler {
 			return
 		}
 		md, err := m.state.instanceMetadata(instanceID)
-		if err != nil || md.terminated {
+		if err != nil || md.down {
 			http.NotFound(w, r)
 			return
 		}
@@ -155,15 +155,23 @@ func lookupMetadata(tree map[string]string, path string) (string, bool) {
 type instanceMeta struct {
 	id, typ, zone, zoneID, region, account, imageID, privateIP, mac, hostname string
 	launched                                                                  time.Time
-	terminated                                                                bool
-	enis                                                                      []eniMeta
+	// down: stopped or terminated, IMDS does not answer.
+	down bool
+	// publicIP is the Elastic IP of the primary address, if any.
+	publicIP, publicHostname string
+	enis                     []eniMeta
 }
 
 type eniMeta struct {
 	mac, id, subnetID, subnetCIDR, vpcID string
 	vpcCIDRs, ips, prefixes, groupIDs    []string
 	groupNames                           []string
-	deviceIndex, networkCard             int
+	// publicIPs are the Elastic IPs associated with the interface's
+	// addresses, in the order of the addresses, and privateOf the
+	// private address of each.
+	publicIPs, privateOf     []string
+	publicHostname           string
+	deviceIndex, networkCard int
 }
 
 // instanceMetadata snapshots what IMDS shows: only attachments that have
@@ -178,7 +186,7 @@ func (s *State) instanceMetadata(id string) (instanceMeta, error) {
 	md := instanceMeta{
 		id: in.id, typ: in.typ.Name, zone: in.subnet.zone.name, zoneID: in.subnet.zone.id, region: s.region,
 		account: s.account, imageID: in.imageID, privateIP: in.primaryIP.String(),
-		hostname: s.privateDNSName(in.primaryIP), launched: in.launched, terminated: in.state == instanceTerminated,
+		hostname: s.privateDNSName(in.primaryIP), launched: in.launched, down: !in.servesIMDS(),
 	}
 	for _, at := range sortedSlots(in) {
 		e := in.slots[at]
@@ -200,8 +208,22 @@ func (s *State) instanceMetadata(id string) (instanceMeta, error) {
 			em.groupIDs = append(em.groupIDs, g.id)
 			em.groupNames = append(em.groupNames, g.name)
 		}
+		for _, ip := range e.ips {
+			for _, a := range e.eips {
+				if a.privateIP == ip {
+					em.publicIPs = append(em.publicIPs, a.publicIP.String())
+					em.privateOf = append(em.privateOf, ip.String())
+					if ip == e.ips[0] {
+						em.publicHostname = s.publicDNSName(a.publicIP)
+					}
+				}
+			}
+		}
 		if at == primarySlot {
 			md.mac = e.mac
+			if em.publicHostname != "" {
+				md.publicIP, md.publicHostname = em.publicIPs[0], em.publicHostname
+			}
 		}
 		md.enis = append(md.enis, em)
 	}
@@ -247,6 +269,21 @@ func (md instanceMeta) tree() map[string]string {
 		if len(e.prefixes) > 0 {
 			t[p+"ipv4-prefix"] = strings.Join(e.prefixes, "\n")
 		}
+		// An interface's public addresses and which private address each
+		// maps to; EC2 lists the keys only when there is one.
+		if len(e.publicIPs) > 0 {
+			t[p+"public-ipv4s"] = strings.Join(e.publicIPs, "\n")
+			for i, pub := range e.publicIPs {
+				t[p+"ipv4-associations/"+pub] = e.privateOf[i]
+			}
+		}
+		if e.publicHostname != "" {
+			t[p+"public-hostname"] = e.publicHostname
+		}
+	}
+	if md.publicIP != "" {
+		t["public-ipv4"] = md.publicIP
+		t["public-hostname"] = md.publicHostname
 	}
 	return t
 }

@@ -53,20 +53,6 @@ func (s *State) AddInstance(req LaunchRequest) (Instance, error) {
 	return s.instanceView(in), nil
 }
 
-// TerminateInstance terminates an instance at once: its DeleteOnTermination
-// ENIs are deleted, the others detached and left available. The instance
-// stays visible as terminated. Terminating it again is a no-op.
-func (s *State) TerminateInstance(id string) error {
-	s.lock()
-	defer s.unlock()
-	in, err := s.instanceByID(id)
-	if err != nil {
-		return err
-	}
-	s.terminate(in)
-	return nil
-}
-
 func (s *State) launch(req LaunchRequest) (*instance, error) {
 	typ, ok := s.types[req.InstanceType]
 	if !ok {
@@ -152,18 +138,4 @@ func (s *State) launchInterface(in *instance, li LaunchInterface) error {
 	}
 	a.deleteOnTermination = true
 	return nil
-}
-
-func (s *State) terminate(in *instance) {
-	if in.state == instanceTerminated {
-		return
-	}
-	in.state = instanceTerminated
-	for _, e := range in.slots {
-		if e.attachment.deleteOnTermination {
-			s.deleteENI(e)
-		} else {
-			s.finishDetach(e.attachment)
-		}
-	}
 }

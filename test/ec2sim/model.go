@@ -71,9 +71,8 @@ func (r *registry[T]) len() int { return len(r.byID) }
 // seq `after` and satisfy match, and the seq to continue from, zero when no
 // further match exists. limit <= 0 means all.
 func page[T resource](list []T, after uint64, limit int, match func(T) bool) ([]T, uint64) {
-	i := sort.Search(len(list), func(i int) bool { return list[i].base().seq > after })
 	var out []T
-	for ; i < len(list); i++ {
+	for i := searchAfter(list, after); i < len(list); i++ {
 		v := list[i]
 		if v.base().removed || !match(v) {
 			continue
@@ -84,6 +83,12 @@ func page[T resource](list []T, after uint64, limit int, match func(T) bool) ([]
 		out = append(out, v)
 	}
 	return out, 0
+}
+
+// searchAfter is the index of the first item of list (sorted by seq)
+// after seq after.
+func searchAfter[T resource](list []T, after uint64) int {
+	return sort.Search(len(list), func(i int) bool { return list[i].base().seq > after })
 }
 
 // bySeq sorts a candidate set into creation order for page.

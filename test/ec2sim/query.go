@@ -191,7 +191,7 @@ func (p *params) tagSpecs() []TagSpecification {
 
 // page reads MaxResults and NextToken.
 func (p *params) page() Page {
-	return Page{MaxResults: p.integer("MaxResults"), NextToken: p.str("NextToken")}
+	return Page{MaxResults: p.integer("MaxResults"), NextToken: p.str("NextToken"), maxResultsGiven: p.has("MaxResults")}
 }
 
 // ignore accepts parameters the emulator reads but does not model: the key

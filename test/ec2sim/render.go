@@ -171,10 +171,19 @@ func (s *State) addressView(a *address) Address {
 
 // typeView shows a type as EC2 does: maximumNetworkInterfaces counts every
 // card's interfaces, each card lists its own limit.
+// architecture is the type's processor architecture; a scenario's type
+// without one is x86_64.
+func architecture(t *InstanceType) string {
+	if t.Architecture == "" {
+		return "x86_64"
+	}
+	return t.Architecture
+}
+
 func typeView(t *InstanceType) InstanceTypeInfo {
 	v := InstanceTypeInfo{
 		InstanceType: t.Name, CurrentGeneration: true, BareMetal: t.BareMetal, Hypervisor: t.Hypervisor,
-		DefaultVCPUs: t.VCPUs, MemorySizeInMiB: t.MemoryMiB,
+		DefaultVCPUs: t.VCPUs, MemorySizeInMiB: t.MemoryMiB, SupportedArchitectures: []string{architecture(t)},
 		NetworkInfo: NetworkInfo{
 			MaximumNetworkInterfaces: t.MaxInterfaces(), IPv4AddressesPerInterface: t.IPv4PerENI,
 			IPv6AddressesPerInterface: t.IPv6PerENI, IPv6Supported: t.IPv6PerENI > 0,

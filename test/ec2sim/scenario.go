@@ -3,6 +3,7 @@ package ec2sim
 import (
 	"cmp"
 	_ "embed"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -46,7 +47,8 @@ type Scenario struct {
 	// pool of public addresses (e.g. for Cilium's ipam-static-ip-tags).
 	ElasticIPs []ElasticIPSpec `json:"elasticIPs,omitempty"`
 	// Profile "realistic" turns on EC2's default throttling, realistic call
-	// latencies and attach/detach delays; explicit settings below win.
+	// latencies and RealisticTiming (delays, moves, cooldowns, lags);
+	// explicit settings below win, field by field for timing.
 	Profile    string         `json:"profile,omitempty"`
 	Timing     *TimingConfig  `json:"timing,omitempty"`
 	Throttling ThrottleConfig `json:"throttling,omitempty"`
@@ -174,11 +176,29 @@ func LoadScenario(path string) (*Scenario, error) {
 }
 
 // ParseScenario decodes YAML (or JSON), rejecting unknown fields, and
-// validates the result.
+// validates the result. Under the realistic profile a timing section
+// changes only the fields it names: the others keep RealisticTiming's.
 func ParseScenario(b []byte) (*Scenario, error) {
 	var sc Scenario
 	if err := yaml.UnmarshalStrict(b, &sc); err != nil {
 		return nil, &ScenarioError{Path: "(document)", Err: err}
+	}
+	if sc.Profile == ProfileRealistic && sc.Timing != nil {
+		var raw struct {
+			Timing json.RawMessage `json:"timing"`
+		}
+		js, err := yaml.YAMLToJSON(b)
+		if err == nil {
+			err = json.Unmarshal(js, &raw)
+		}
+		t := RealisticTiming()
+		if err == nil {
+			err = json.Unmarshal(raw.Timing, &t)
+		}
+		if err != nil {
+			return nil, &ScenarioError{Path: "timing", Err: err}
+		}
+		sc.Timing = &t
 	}
 	if err := sc.Validate(); err != nil {
 		return nil, err

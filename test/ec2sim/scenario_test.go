@@ -153,7 +153,7 @@ func TestScenarioIsDeterministic(t *testing.T) {
 		t.Error("a missing file loaded")
 	}
 	for _, it := range ec2sim.Catalog() {
-		if it.MaxENIs < 2 || it.IPv4PerENI < 2 {
+		if it.MaxInterfaces() < 2 || it.IPv4PerENI < 2 {
 			t.Errorf("catalog entry %+v", it)
 		}
 	}

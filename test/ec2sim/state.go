@@ -46,6 +46,14 @@ type TimingConfig struct {
 	// out of the subnet's available count for this long (see
 	// releaseAddr in async.go). Zero frees it within the call.
 	ReleaseCooldown Duration `json:"releaseCooldown,omitempty"`
+	// TerminateDelay is how long a terminated instance stays
+	// shutting-down; StopDelay how long a stopped one stays stopping
+	// (lifecycle.go). Zero: they end within the call.
+	TerminateDelay Range `json:"terminateDelay"`
+	StopDelay      Range `json:"stopDelay"`
+	// TokenTTL is how long a describe's NextToken stays valid; older it
+	// is InvalidPaginationToken (paging.go). Zero: tokens never expire.
+	TokenTTL Duration `json:"tokenTTL,omitempty"`
 }
 
 // Validate rejects negative durations and a share outside 0..1.
@@ -71,6 +79,15 @@ func (c TimingConfig) Validate() error {
 	if c.ReleaseCooldown < 0 {
 		return fmt.Errorf("releaseCooldown is negative")
 	}
+	if err := c.TerminateDelay.validate(); err != nil {
+		return fmt.Errorf("terminateDelay: %w", err)
+	}
+	if err := c.StopDelay.validate(); err != nil {
+		return fmt.Errorf("stopDelay: %w", err)
+	}
+	if c.TokenTTL < 0 {
+		return fmt.Errorf("tokenTTL is negative")
+	}
 	if c.ConsistencyShare < 0 || c.ConsistencyShare > 1 {
 		return fmt.Errorf("consistencyShare %v outside 0..1", c.ConsistencyShare)
 	}
@@ -81,7 +98,9 @@ func (c TimingConfig) Validate() error {
 // detachments in 1-3 s; one new ENI in fifty is unknown to describes and
 // to the calls that change it for its first second; a reassigned address
 // lands after 1-4 s; a released address cools down for 5 s; and a quarter
-// of all other changes reach describes 1-3 s late (LagConfig). doc.go
+// of all other changes reach describes 1-3 s late (LagConfig); a
+// NextToken expires after 10 minutes; an instance is shutting-down or
+// stopping for 10-30 s. README.md
 // lists the sources; every share and window is a guess that keeps the
 // paths exercised, not a measurement.
 func RealisticTiming() TimingConfig {
@@ -94,6 +113,9 @@ func RealisticTiming() TimingConfig {
 		ConsistencyShare:    0.02,
 		ReassignDelay:       Range{Min: Duration(1 * time.Second), Max: Duration(4 * time.Second)},
 		ReleaseCooldown:     Duration(5 * time.Second),
+		TokenTTL:            Duration(10 * time.Minute),
+		TerminateDelay:      Range{Min: Duration(10 * time.Second), Max: Duration(30 * time.Second)},
+		StopDelay:           Range{Min: Duration(10 * time.Second), Max: Duration(30 * time.Second)},
 		Lag: LagConfig{
 			Assign: lag, Unassign: lag, Reassign: lag, Attach: lag, Detach: lag,
 			Tags: lag, Associate: lag, Disassociate: lag, Share: 0.25,

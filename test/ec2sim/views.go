@@ -148,13 +148,16 @@ type NetworkInfo struct {
 
 // InstanceTypeInfo is an instance type as DescribeInstanceTypes shows it.
 type InstanceTypeInfo struct {
-	InstanceType      string      `xml:"instanceType"`
-	CurrentGeneration bool        `xml:"currentGeneration"`
-	BareMetal         bool        `xml:"bareMetal"`
-	Hypervisor        string      `xml:"hypervisor,omitempty"`
-	DefaultVCPUs      int         `xml:"vCpuInfo>defaultVCpus"`
-	MemorySizeInMiB   int         `xml:"memoryInfo>sizeInMiB"`
-	NetworkInfo       NetworkInfo `xml:"networkInfo"`
+	InstanceType      string `xml:"instanceType"`
+	CurrentGeneration bool   `xml:"currentGeneration"`
+	BareMetal         bool   `xml:"bareMetal"`
+	Hypervisor        string `xml:"hypervisor,omitempty"`
+	DefaultVCPUs      int    `xml:"vCpuInfo>defaultVCpus"`
+	MemorySizeInMiB   int    `xml:"memoryInfo>sizeInMiB"`
+	// SupportedArchitectures is ProcessorInfo's: x86_64, arm64,
+	// x86_64_mac or arm64_mac.
+	SupportedArchitectures []string    `xml:"processorInfo>supportedArchitectures>item"`
+	NetworkInfo            NetworkInfo `xml:"networkInfo"`
 }
 
 // Subnet is a subnet as DescribeSubnets shows it.

@@ -25,6 +25,8 @@ import (
 	"github.com/prometheus/prometheus/promql/parser"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+
+	"github.com/enipam/enipam/test/cluster"
 )
 
 // Query is one PromQL query of the chart.
@@ -41,7 +43,7 @@ type Query struct {
 // and returns every query of both.
 func Render(helm, chartDir string, extra ...string) ([]Query, error) {
 	args := append([]string{"template", "enipam", chartDir, "--namespace", "kube-system",
-		"--set", "clusterName=promcheck", "--set", "grafanaDashboard.enabled=true", "--set", "prometheusRule.enabled=true"}, extra...)
+		"--kube-version", cluster.KubernetesVersion, "--set", "clusterName=promcheck", "--set", "grafanaDashboard.enabled=true", "--set", "prometheusRule.enabled=true"}, extra...)
 	var stdout, stderr bytes.Buffer
 	cmd := exec.Command(helm, args...)
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr

@@ -98,7 +98,7 @@ func Render(ctx context.Context, namespace string, args ...string) (Parts, error
 	}
 	defer os.RemoveAll(home)
 	full := append([]string{"template", "enipam", filepath.Join(root, "charts", "enipam"), "--namespace", namespace,
-		"--set", "clusterName=schedtest", "--show-only", "templates/scheduler-config.yaml", "--show-only", "templates/scheduler-deployment.yaml"},
+		"--kube-version", cluster.KubernetesVersion, "--set", "clusterName=schedtest", "--show-only", "templates/scheduler-config.yaml", "--show-only", "templates/scheduler-deployment.yaml"},
 		append(ports, args...)...)
 	cmd := exec.CommandContext(ctx, filepath.Join(root, "bin", "helm"), full...)
 	cmd.Env = append(os.Environ(), "HELM_CONFIG_HOME="+home, "HELM_CACHE_HOME="+home, "HELM_DATA_HOME="+home)

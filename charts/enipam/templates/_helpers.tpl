@@ -30,17 +30,38 @@ component suffixes ("-operator", "-agent", "-leader-election"). */}}
 {{ include "enipam.fullname" . }}-scheduler
 {{- end }}
 
-{{/* Labels of every object. */}}
-{{- define "enipam.labels" -}}
-helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
-app.kubernetes.io/name: {{ include "enipam.name" . }}
-app.kubernetes.io/instance: {{ .Release.Name }}
-app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
-app.kubernetes.io/managed-by: {{ .Release.Service }}
-app.kubernetes.io/part-of: enipam
-{{- with .Values.commonLabels }}
-{{ toYaml . }}
+{{/* The chart's own labels of every object. */}}
+{{- define "enipam.ownLabels" -}}
+{{- toYaml (dict
+  "helm.sh/chart" (printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-")
+  "app.kubernetes.io/name" (include "enipam.name" .)
+  "app.kubernetes.io/instance" .Release.Name
+  "app.kubernetes.io/version" .Chart.AppVersion
+  "app.kubernetes.io/managed-by" .Release.Service
+  "app.kubernetes.io/part-of" "enipam") }}
 {{- end }}
+
+{{/* Labels of every object: the chart's own, then commonLabels (a key
+the chart sets keeps the chart's value; each key once). */}}
+{{- define "enipam.labels" -}}
+{{- toYaml (merge (fromYaml (include "enipam.ownLabels" .)) (.Values.commonLabels | default dict)) }}
+{{- end }}
+
+{{/* Labels (YAML text) with a map of more over them, each key once:
+(list labels more). The object's own label values (a ServiceMonitor's,
+the dashboard's) win over commonLabels. */}}
+{{- define "enipam.labelsWith" -}}
+{{- toYaml (mergeOverwrite (fromYaml (index . 0)) (index . 1 | default dict)) }}
+{{- end }}
+
+{{/* A pod template's labels: (list . "operator" podLabels). commonLabels,
+then podLabels over them, then the component's own labels, which its
+selector matches, over both; each key once. */}}
+{{- define "enipam.podLabels" -}}
+{{- $root := index . 0 -}}
+{{- $own := fromYaml (include "enipam.ownLabels" $root) -}}
+{{- $_ := set $own "app.kubernetes.io/component" (index . 1) -}}
+{{- toYaml (mergeOverwrite (dict) ($root.Values.commonLabels | default dict) (index . 2 | default dict) $own) }}
 {{- end }}
 
 {{/* Selector labels of one component: (list . "operator"). */}}
@@ -53,8 +74,8 @@ app.kubernetes.io/component: {{ index . 1 }}
 
 {{/* Labels of one component's objects: (list . "operator"). */}}
 {{- define "enipam.componentLabels" -}}
-{{ include "enipam.labels" (index . 0) }}
-app.kubernetes.io/component: {{ index . 1 }}
+{{- $l := fromYaml (include "enipam.labels" (index . 0)) -}}
+{{- toYaml (set $l "app.kubernetes.io/component" (index . 1)) }}
 {{- end }}
 
 {{- define "enipam.operator.serviceAccountName" -}}
@@ -138,7 +159,7 @@ names the values and the fix. */}}
 {{- if .Values.scheduler.enabled }}
 {{- $s := .Values.scheduler }}
 {{- if eq $s.schedulerName "default-scheduler" }}
-{{- fail "scheduler.schedulerName must not be default-scheduler: enipam's scheduler runs beside the cluster's own. To give the default scheduler the extender, see scheduler/README.md (self-managed control planes)" }}
+{{- fail "scheduler.schedulerName must not be default-scheduler: enipam's scheduler runs beside the cluster's own. To give the default scheduler the extender, see docs/install.md (self-managed control planes)" }}
 {{- end }}
 {{- if eq $s.leaderElection.leaseName "kube-scheduler" }}
 {{- fail "scheduler.leaderElection.leaseName must not be kube-scheduler: that is the default scheduler's Lease, and enipam's scheduler would take turns with it" }}
@@ -149,11 +170,6 @@ names the values and the fix. */}}
 {{- $ports := list (int $s.kubeScheduler.port) (int $s.extender.port) (int $s.extender.healthPort) (int $s.extender.metricsPort) }}
 {{- if ne (len (uniq $ports)) 4 }}
 {{- fail (printf "scheduler.kubeScheduler.port and scheduler.extender's port, healthPort and metricsPort must differ (they share the pod): %v" $ports) }}
-{{- end }}
-{{- if not $s.kubeScheduler.image.tag }}
-{{- if not $s.kubeScheduler.image.digest }}
-{{- fail "scheduler.kubeScheduler.image.tag is required: the kube-scheduler version, that of the control plane or one minor below (e.g. v1.37.1)" }}
-{{- end }}
 {{- end }}
 {{- end }}
 {{- if and .Values.operator.hostNetwork .Values.agent.enabled }}
@@ -172,9 +188,30 @@ prometheusRule.seriesSelector added. */}}
 {{- printf "%s{%s}" (index . 1) (join "," (compact (list (index . 2) $sel))) -}}
 {{- end }}
 
-{{/* The runbook of an alert: (list . "anchor"). */}}
+{{/* The runbook of an alert: (list . "anchor"), the alert's name in
+lower case, which is the anchor GitHub gives its section of
+docs/operations.md. */}}
 {{- define "enipam.runbook" -}}
 {{- $root := index . 0 -}}
-{{- $base := $root.Values.prometheusRule.runbookURL | default (printf "%s/blob/v%s/README.md" $root.Chart.Home $root.Chart.AppVersion) -}}
+{{- $base := $root.Values.prometheusRule.runbookURL | default (printf "%s/blob/main/docs/operations.md" $root.Chart.Home) -}}
 {{- printf "%s#%s" $base (index . 1) -}}
+{{- end }}
+
+{{/*
+The upstream kube-scheduler's image: by digest if one is set, else by tag;
+an empty tag is the cluster's own version, v<major>.<minor>.<patch> of
+.Capabilities.KubeVersion without a vendor's suffix (v1.33.4-eks-… runs
+registry.k8s.io/kube-scheduler:v1.33.4), so the scheduler is never newer
+than the apiserver nor of another minor.
+*/}}
+{{- define "enipam.kubeScheduler.image" -}}
+{{- $img := .Values.scheduler.kubeScheduler.image -}}
+{{- if $img.digest -}}
+{{- printf "%s@%s" $img.repository $img.digest -}}
+{{- else if $img.tag -}}
+{{- printf "%s:%s" $img.repository $img.tag -}}
+{{- else -}}
+{{- $v := semver .Capabilities.KubeVersion.Version -}}
+{{- printf "%s:v%d.%d.%d" $img.repository $v.Major $v.Minor $v.Patch -}}
+{{- end -}}
 {{- end }}

@@ -50,18 +50,42 @@ type capacityNode struct {
 	efa              bool
 }
 
+// limitShape is what decides the pool a node of a type reaches, and the
+// pool enipam max-pods states: card 0's interfaces and their addresses and
+// whether EC2 delegates prefixes; for a node booted with its EFA
+// interfaces, also its cards and EFA limit (where those interfaces go).
+// Two types of one shape reach the same pools.
+type limitShape struct {
+	maxENIs, ipv4PerENI, cards, maxEFA int
+	prefixes, efa                      bool
+}
+
+// shapeOf is the shape of a node of the type, booted bare or with its EFA
+// interfaces.
+func shapeOf(it catalog.InstanceType, efa bool) limitShape {
+	l := it.Limits()
+	s := limitShape{maxENIs: it.MaxENIs, ipv4PerENI: it.IPv4PerENI, prefixes: l.PrefixDelegation(), efa: efa}
+	if efa {
+		s.cards, s.maxEFA = it.Cards(), it.MaxEFA
+	}
+	return s
+}
+
 // allConfigs adds the other two combinations of first interface index and
 // prefix delegation to TestMaxPodsAgreesWithTheOperator (about four more
 // CPU minutes).
 var allConfigs = flag.Bool("maxpods.all-configs", false, "also check first interface index 0 with prefixes and 1 without")
 
-// TestMaxPodsAgreesWithTheOperator: for every type of the catalog, under
-// first interface index 0 without prefix delegation and 1 with it (every
-// combination with -maxpods.all-configs), and
-// for each EFA type also booted with its EFA interfaces (--reserved-enis
-// 1), the pool the operator's controller reaches on ec2sim, asked for far
-// more addresses than fit (min-allocate 100000), is exactly the pool
-// `enipam max-pods` states, and the node then reports it cannot grow.
+// TestMaxPodsAgreesWithTheOperator: for a type of every shape of limits
+// in the catalog (limitShape: the catalog's 1 300 and more types have
+// fewer than a hundred), under first interface index 0 without prefix
+// delegation and 1 with it (every combination with
+// -maxpods.all-configs), and for each EFA type also booted with its EFA
+// interfaces where card 0 has room for them (--reserved-enis 1), the pool
+// the operator's controller reaches on ec2sim, asked for far more
+// addresses than fit (min-allocate 100000), is exactly the pool `enipam
+// max-pods` states for every type of the shape, and the node then reports
+// it cannot grow.
 //
 // It runs the operator's own inventory, planner and executor
 // (poolcontroller) on ec2sim's state through the in-memory cloud
@@ -76,10 +100,21 @@ var allConfigs = flag.Bool("maxpods.all-configs", false, "also check first inter
 // e2e tests check a multi-card node the same way instead.
 func TestMaxPodsAgreesWithTheOperator(t *testing.T) {
 	var nodes []capacityNode
+	// members lists every type of a shape: enipam max-pods must state
+	// for each the pool its shape's node reached.
+	members := map[limitShape][]string{}
+	add := func(it catalog.InstanceType, efa bool) {
+		shape := shapeOf(it, efa)
+		if members[shape] = append(members[shape], it.Name); len(members[shape]) == 1 {
+			nodes = append(nodes, capacityNode{typ: it, efa: efa})
+		}
+	}
 	for _, it := range catalog.All() {
-		nodes = append(nodes, capacityNode{typ: it})
-		if it.MaxEFA > 0 {
-			nodes = append(nodes, capacityNode{typ: it, efa: true})
+		add(it, false)
+		// The EFA layout puts an EFA-only interface at card 0 device 1:
+		// a type with one interface a card (hpc6id.32xlarge) has no room.
+		if it.MaxEFA > 0 && it.MaxENIs > 1 {
+			add(it, true)
 		}
 	}
 	for i := range nodes {
@@ -102,33 +137,14 @@ func TestMaxPodsAgreesWithTheOperator(t *testing.T) {
 			for _, group := range shards(nodes, pd) {
 				maps.Copy(reached, reachCapacity(t, group, fi, pd))
 			}
+			checked := 0
 			for _, n := range nodes {
-				args := []string{"max-pods", "--instance-type", n.typ.Name, "--first-interface-index", strconv.Itoa(fi),
-					"--output", "json", "--prefix-delegation=" + strconv.FormatBool(pd)}
-				if n.efa {
-					args = append(args, "--reserved-enis", "1")
-				}
-				code, out, errOut := runCLI(t, args...)
-				if code != 0 {
-					// Only a policy that leaves no ENI may refuse: the
-					// operator must then have reached nothing either.
-					if reached[n.name] != 0 {
-						t.Errorf("%s: enipam max-pods %v refused (%s) but the operator reached %d", n.name, args[1:], errOut, reached[n.name])
-					}
-					continue
-				}
-				var r report
-				if err := json.Unmarshal([]byte(out), &r); err != nil {
-					t.Fatalf("%s: %v: %s", n.name, err, out)
-				}
-				if r.PoolIPs != reached[n.name] {
-					t.Errorf("%s: enipam max-pods says a pool of %d, the operator reached %d", n.name, r.PoolIPs, reached[n.name])
-				}
-				if want := max(r.PoolIPs-2, 0) + 2; r.MaxAllowed != want {
-					t.Errorf("%s: max allowed %d, want %d", n.name, r.MaxAllowed, want)
+				for _, name := range members[shapeOf(n.typ, n.efa)] {
+					checked++
+					checkMaxPods(t, n, name, reached[n.name], fi, pd)
 				}
 			}
-			t.Logf("%d nodes at capacity, each pool as enipam max-pods states", len(nodes))
+			t.Logf("%d nodes at capacity, each pool as enipam max-pods states for the types of its shape (%d, EFA boots included)", len(nodes), checked)
 		})
 	}
 }
@@ -320,3 +336,33 @@ func getNode(t *testing.T, c client.Client, name string) (*ciliumv2.CiliumNode, 
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// checkMaxPods: enipam max-pods states for the named type, booted as node
+// n is (bare or with its EFA interfaces), the pool n reached.
+func checkMaxPods(t *testing.T, n capacityNode, name string, reached, fi int, pd bool) {
+	t.Helper()
+	args := []string{"max-pods", "--instance-type", name, "--first-interface-index", strconv.Itoa(fi),
+		"--output", "json", "--prefix-delegation=" + strconv.FormatBool(pd)}
+	if n.efa {
+		args = append(args, "--reserved-enis", "1")
+	}
+	code, out, errOut := runCLI(t, args...)
+	if code != 0 {
+		// Only a policy that leaves no ENI may refuse: the operator must
+		// then have reached nothing either.
+		if reached != 0 {
+			t.Errorf("%s: enipam max-pods %v refused (%s) but %s reached %d", name, args[1:], errOut, n.name, reached)
+		}
+		return
+	}
+	var r report
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatalf("%s: %v: %s", name, err, out)
+	}
+	if r.PoolIPs != reached {
+		t.Errorf("%s: enipam max-pods says a pool of %d, the operator reached %d on %s", name, r.PoolIPs, reached, n.name)
+	}
+	if want := max(r.PoolIPs-2, 0) + 2; r.MaxAllowed != want {
+		t.Errorf("%s: max allowed %d, want %d", name, r.MaxAllowed, want)
+	}
+}

@@ -6,7 +6,7 @@
 // informer caches of CiliumNodes, NodeRoutings, StaticIPClaims and pods
 // not yet started, with no cloud credentials; its only writes are a
 // static-IP pod's claim (created from the pod's annotation, or asked for
-// the pod's node) and Bindings. See the README's "Static IPs for
+// the pod's node) and Bindings. See docs/static-ips.md, "Static IPs for
 // StatefulSets".
 package main
 

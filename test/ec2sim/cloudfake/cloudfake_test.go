@@ -247,7 +247,7 @@ func TestFakeMatchesAdapter(t *testing.T) {
 		{"create with prefixes", create(cloud.CreateENIRequest{SubnetID: big, Prefixes: 2, Tags: tags}), nil},
 		{"create in full subnet", create(cloud.CreateENIRequest{SubnetID: tiny, SecondaryIPs: 11}), cloud.ErrSubnetFull},
 		{"create prefix in tiny subnet", create(cloud.CreateENIRequest{SubnetID: tiny, Prefixes: 1}), cloud.ErrSubnetFull},
-		{"create too many addresses", create(cloud.CreateENIRequest{SubnetID: big, SecondaryIPs: 60}), cloud.ErrIPLimit},
+		{"create too many addresses", create(cloud.CreateENIRequest{SubnetID: big, SecondaryIPs: 64}), cloud.ErrIPLimit},
 		{"create in missing subnet", create(cloud.CreateENIRequest{SubnetID: "subnet-0123456789abcdef0"}), cloud.ErrNotFound},
 		{"create with foreign group", create(cloud.CreateENIRequest{SubnetID: big, SecurityGroups: []string{"sg-0123456789abcdef0"}}), cloud.ErrNotFound},
 		{"list ENIs", listENIs, nil},

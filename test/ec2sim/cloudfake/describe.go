@@ -171,23 +171,26 @@ func (c *Cloud) describeENIs(ctx context.Context, filters ...ec2sim.Filter) ([]c
 	return enis, nil
 }
 
-// InstanceTypes implements cloud.API.
+// InstanceTypes implements cloud.API: at most 200 names a call (EC2's
+// filter value limit), every page of each, as the adapter asks.
 func (c *Cloud) InstanceTypes(ctx context.Context, names []string) ([]cloud.InstanceType, error) {
 	var out []cloud.InstanceType
-	err := pages(ctx, c, DescribeInstanceTypes, func(token string) (string, error) {
-		page, err := c.state.DescribeInstanceTypes(ec2sim.DescribeInstanceTypesRequest{
-			Filters: []ec2sim.Filter{filter("instance-type", names...)}, Page: ec2sim.Page{MaxResults: 100, NextToken: token},
+	for chunk := range slices.Chunk(names, 200) {
+		err := pages(ctx, c, DescribeInstanceTypes, func(token string) (string, error) {
+			page, err := c.state.DescribeInstanceTypes(ec2sim.DescribeInstanceTypesRequest{
+				Filters: []ec2sim.Filter{filter("instance-type", chunk...)}, Page: ec2sim.Page{MaxResults: 100, NextToken: token},
+			})
+			if err != nil {
+				return "", err
+			}
+			for _, t := range page.InstanceTypes {
+				out = append(out, instanceTypeFrom(t))
+			}
+			return page.NextToken, nil
 		})
 		if err != nil {
-			return "", err
+			return nil, err
 		}
-		for _, t := range page.InstanceTypes {
-			out = append(out, instanceTypeFrom(t))
-		}
-		return page.NextToken, nil
-	})
-	if err != nil {
-		return nil, err
 	}
 	return out, nil
 }

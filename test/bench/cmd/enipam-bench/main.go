@@ -123,10 +123,14 @@ func run(ctx context.Context, quick bool, only, out string, nodes int, churn ben
 			scenarios = append(scenarios, bench.DefaultPlacement(quick))
 		case "static-moves":
 			scenarios = append(scenarios, bench.DefaultStaticMoves(quick))
+		case "static-moves-handshake":
+			s := bench.DefaultStaticMoves(quick)
+			s.EndpointRoutes = false
+			scenarios = append(scenarios, s)
 		case "pools":
 			scenarios = append(scenarios, pools)
 		default:
-			return fmt.Errorf("unknown scenario %q (scale-up, scale-up-m5.large, scale-up-m5.xlarge, churn, steady, placement, static-moves, pools)", name)
+			return fmt.Errorf("unknown scenario %q (scale-up, scale-up-m5.large, scale-up-m5.xlarge, churn, steady, placement, static-moves, static-moves-handshake, pools)", name)
 		}
 	}
 	start := time.Now()

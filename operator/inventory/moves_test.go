@@ -1,0 +1,89 @@
+package inventory
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/enipam/enipam/test/ec2sim"
+	"github.com/enipam/enipam/test/ec2sim/cloudfake"
+)
+
+// TestReassignedAddressIsNotTrustedUntilEC2ShowsIt is the regression test
+// for what ec2sim's asynchronous reassignment found end to end: a static
+// address reassigned onto another node's ENI was pooled, routed and given
+// to its pod there while EC2 still had it on the old node's ENI (EC2
+// remaps asynchronously). After RecordMoved the address is not Trusted on
+// the new ENI; a describe before EC2 completed the move keeps it so; a
+// describe after it does not.
+func TestReassignedAddressIsNotTrustedUntilEC2ShowsIt(t *testing.T) {
+	sc, err := ec2sim.ParseScenario([]byte(`
+account: "111122223333"
+region: eu-west-1
+zones: [eu-west-1a]
+vpcs:
+- id: vpc-0a000000000000001
+  cidrs: [10.1.0.0/16]
+  subnets:
+  - {id: subnet-0a000000000000001, cidr: 10.1.1.0/24, zone: eu-west-1a}
+instances:
+- {id: i-0a000000000000001, type: m5.large, subnet: subnet-0a000000000000001, enis: [{deviceIndex: 1, secondaryIPs: 1}]}
+- {id: i-0a000000000000002, type: m5.large, subnet: subnet-0a000000000000001, enis: [{deviceIndex: 1}]}
+timing: {reassignDelay: {min: 3s, max: 3s}}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := ec2sim.NewManualClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	st, err := ec2sim.NewState(sc, clock.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := cloudfake.New(st)
+	inv := New(c, Options{VPCIDs: []string{"vpc-0a000000000000001"}, ResyncInterval: time.Hour, ConsistencyGrace: time.Minute, NotFoundRetry: time.Minute},
+		slog.New(slog.NewTextHandler(io.Discard, nil)))
+	inv.now = clock.Now
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = inv.Start(ctx) }()
+	<-inv.Synced()
+
+	enis, err := c.ListENIs(ctx, "vpc-0a000000000000001")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var from, to string
+	var ip netip.Addr
+	for _, e := range enis {
+		switch {
+		case e.DeviceIndex == 1 && e.InstanceID == "i-0a000000000000001":
+			from, ip = e.ID, e.IPs[0] // IPs are the secondary addresses
+		case e.DeviceIndex == 1:
+			to = e.ID
+		}
+	}
+	if err := c.AssignAddresses(ctx, to, []netip.Addr{ip}, true); err != nil {
+		t.Fatal(err)
+	}
+	inv.RecordMoved(ip, to)
+	if inv.Trusted(to, ip) {
+		t.Fatalf("%s trusted on %s right after the reassignment", ip, to)
+	}
+	clock.Advance(2 * time.Second)
+	if err := inv.RefreshENIs(ctx, []string{to, from}); err != nil {
+		t.Fatal(err)
+	}
+	if inv.Trusted(to, ip) {
+		t.Fatalf("%s trusted on %s on a describe before EC2 moved it", ip, to)
+	}
+	clock.Advance(time.Second)
+	if err := inv.RefreshENIs(ctx, []string{to}); err != nil {
+		t.Fatal(err)
+	}
+	if !inv.Trusted(to, ip) {
+		t.Fatalf("%s not trusted on %s once EC2 shows it there", ip, to)
+	}
+}
