@@ -3,7 +3,6 @@ package staticsim
 import (
 	"net/netip"
 	"slices"
-	"time"
 
 	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -53,30 +52,6 @@ func (w *world) snapshot() snapshot {
 		}
 	}
 	return s
-}
-
-// knownBeforeLanding: a static pod started on its new node while EC2's
-// asynchronous reassignment of its address there had not landed yet (the
-// operator takes the Assign's answer for the move: its inventory, the
-// node's status.eni, enipam-agent's routing and the scheduler's bind all
-// follow it). Traffic to the pod reaches the old node for up to
-// ReassignDelay (1–4 s in ec2sim's realistic timing). Counted and
-// reported, not failed: see TestKnownPodBeforeReassignmentLands.
-const knownBeforeLanding = "pod started before EC2's reassignment of its address landed"
-
-// landing reports whether the operator asked EC2 to reassign ip onto an
-// ENI of instance within the longest reassignment delay.
-func (w *world) landing(s snapshot, ip, instance string) bool {
-	r, ok := w.reassigned[ip]
-	if !ok || w.clock.Now().Sub(r.at) > time.Duration(w.state.Timing().ReassignDelay.Max) {
-		return false
-	}
-	for _, e := range s.dump.NetworkInterfaces {
-		if e.NetworkInterfaceID == r.eni {
-			return e.Attachment != nil && e.Attachment.InstanceID == instance
-		}
-	}
-	return false
 }
 
 // claimAddress is the address a claim records (status, else spec).
@@ -147,10 +122,6 @@ func (w *world) check() {
 		}
 		holder[p.ip] = p
 		if n := w.nodeNamed(p.node); n != nil && !n.gone && s.instanceOf[p.ip] != n.instance {
-			if w.landing(s, p.ip, n.instance) {
-				w.known[knownBeforeLanding]++
-				continue
-			}
 			w.violate("pod %s runs on %s with %s, which EC2 has on %v (instance %q)", p.owner, p.node, p.ip, s.eniOf[p.ip], s.instanceOf[p.ip])
 		}
 	}

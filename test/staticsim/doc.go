@@ -77,11 +77,6 @@
 //     address, or says why not (AddressTaken, NodeInOtherZone, …), and
 //     none is stuck releasing.
 //
-// One violation is known and counted apart, not failed
-// (knownBeforeLanding, TestKnownPodBeforeReassignmentLands): a pod
-// started on its new node before EC2's asynchronous reassignment of its
-// address there landed.
-//
 // A seed costs about 80 ms of CPU: 2000 seeds (make test) take about 155
 // CPU-seconds, 80 s on two idle cores; make bench's 100 000 about 70
 // minutes.

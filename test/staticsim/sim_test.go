@@ -3,10 +3,8 @@ package staticsim
 import (
 	"flag"
 	"fmt"
-	"maps"
 	"os"
 	"runtime"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -58,18 +56,11 @@ func TestSeeds(t *testing.T) {
 	steps, failed := 0, 0
 	var binds, starts, moves, restarts, crashes int
 	kinds, hashes := map[string]bool{}, map[uint64]bool{}
-	known, knownSeeds := map[string]int{}, map[string][]uint64{}
 	for r := range results {
 		steps += r.Steps
 		binds, starts, moves, restarts, crashes = binds+r.Binds, starts+r.Starts, moves+r.Moves, restarts+r.Restarts, crashes+r.Crashes
 		kinds[r.Kinds] = true
 		hashes[r.Hash] = true
-		for k, c := range r.Known {
-			known[k] += c
-			if len(knownSeeds[k]) < 3 {
-				knownSeeds[k] = append(knownSeeds[k], r.Seed)
-			}
-		}
 		if !r.Failed() {
 			continue
 		}
@@ -97,9 +88,6 @@ func TestSeeds(t *testing.T) {
 	}
 	t.Logf("%d seeds, %d steps, %d distinct step-kind sequences, %d distinct interleavings; %d binds, %d pod starts, %d moves, %d operator restarts (%d at a write); %d failed",
 		n, steps, len(kinds), len(hashes), binds, starts, moves, restarts, crashes, failed)
-	for _, k := range slices.Sorted(maps.Keys(known)) {
-		t.Logf("known, not failed: %s: %d steps in %d+ seeds, e.g. go test ./test/staticsim -run TestSeeds -seed=%d -v", k, known[k], len(knownSeeds[k]), knownSeeds[k][0])
-	}
 }
 
 // TestDeterministic: a seed replays the same run, step for step, so its
@@ -118,16 +106,4 @@ func TestDeterministic(t *testing.T) {
 			t.Fatalf("seed %d: runs part (%d and %d lines)", seed, len(a.Trace), len(b.Trace))
 		}
 	}
-}
-
-// TestKnownPodBeforeReassignmentLands is the one known violation: with
-// EC2's asynchronous reassignment, the operator stamps a moved address
-// on its new node on the Assign's answer, before EC2 has landed the move,
-// so the pod can start there while EC2 still routes the address to the
-// old node (for up to the reassignment delay). Fixing it means the
-// inventory not taking a reassignment for done until a describe shows it
-// (and the pool controller describing the ENI again to learn it).
-func TestKnownPodBeforeReassignmentLands(t *testing.T) {
-	t.Skip("known: " + knownBeforeLanding + "; reproduce with: go test ./test/staticsim -run TestSeeds -seed=2878 -v " +
-		"(the checks count it apart; remove the case in check to see it fail)")
 }

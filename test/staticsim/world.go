@@ -113,11 +113,6 @@ type world struct {
 	// at the last check (a world that did not change needs none).
 	changes int
 	checked [3]int64
-	// reassigned: the last reassignment (AllowReassignment) the operator
-	// asked of each address, which EC2 lands seconds later.
-	reassigned map[string]reassignment
-	// known counts the known violations (see check), by kind.
-	known map[string]int
 	// watched: the last trace of Config.Watch's entries.
 	watched string
 	// owned: the address each claim has (see own).
@@ -149,12 +144,6 @@ type process struct {
 	writes  int
 	landed  bool
 	dead    bool
-}
-
-// reassignment is an AssignPrivateIpAddresses with AllowReassignment.
-type reassignment struct {
-	eni string
-	at  time.Time
 }
 
 // errKilled is what every call of a dead process gets.
@@ -193,7 +182,6 @@ func newWorld(seed uint64) (*world, error) {
 		seed: seed, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), clock: clock, state: st,
 		cloud: cloudfake.New(st), log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		agents: map[string]*agent{}, pods: map[string]*pod{}, stampedOn: map[string]string{}, owned: map[string]string{},
-		reassigned: map[string]reassignment{}, known: map[string]int{},
 	}
 	if Log != nil {
 		w.log = slog.New(slog.NewTextHandler(Log, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -362,11 +350,7 @@ func (g unassignGuard) AssignIPs(ctx context.Context, eniID string, count int) (
 func (g unassignGuard) AssignAddresses(ctx context.Context, eniID string, ips []netip.Addr, reassign bool) error {
 	ips = slices.SortedFunc(slices.Values(ips), netip.Addr.Compare)
 	err := g.API.AssignAddresses(ctx, eniID, ips, reassign)
-	if err == nil && reassign {
-		for _, ip := range ips {
-			g.w.reassigned[ip.String()] = reassignment{eni: eniID, at: g.w.clock.Now()}
-		}
-	}
+
 	g.w.logf("ec2: assign %v to %s (reassign %v): %v", ips, eniID, reassign, err)
 	return err
 }
