@@ -199,18 +199,21 @@ func (w *world) round(cfg Config, round int) {
 	for _, n := range w.liveNodes() {
 		w.reconcileNode(n)
 		w.afterStep()
+		w.watch(cfg.Watch, "round: reconcile "+n)
 	}
 	var claims enipamv1alpha1.StaticIPClaimList
 	w.store.list(&claims)
 	for i := range claims.Items {
 		w.reconcile(true, client.ObjectKeyFromObject(&claims.Items[i]))
 		w.afterStep()
+		w.watch(cfg.Watch, "round: claim "+claims.Items[i].Name)
 	}
 	for _, n := range w.liveNodes() {
 		w.agents[n].observe(w)
 		w.agents[n].flush(w)
 		w.kubelet(n)
 		w.afterStep()
+		w.watch(cfg.Watch, "round: agent and kubelet "+n)
 	}
 	w.schedule()
 	w.afterStep()
