@@ -295,6 +295,13 @@ func (w *world) watch(ip, step string) {
 			out += fmt.Sprintf(" %s[pool %v owner %q, release %q, used %q]", cn.Name, pooled, e.Owner, rel, u.Owner)
 		}
 	}
+	var claims enipamv1alpha1.StaticIPClaimList
+	w.store.list(&claims)
+	for _, c := range claims.Items {
+		if c.Spec.Address == ip || c.Status.Address == ip {
+			out += fmt.Sprintf(" claim %s[spec %q→%q, status on %q, %s]", c.Name, c.Spec.Address, c.Spec.NodeName, c.Status.NodeName, c.Status.Phase)
+		}
+	}
 	if out != w.watched {
 		w.watched = out
 		w.logf("watch %s after %s:%s", ip, step, out)
