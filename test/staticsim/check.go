@@ -125,10 +125,11 @@ func (w *world) check() {
 			w.violate("pod %s runs on %s with %s, which EC2 has on %v (instance %q)", p.owner, p.node, p.ip, s.eniOf[p.ip], s.instanceOf[p.ip])
 		}
 	}
-	// A claimed address is held by no pod but its claim's.
+	// A claimed address is held by no pod but its claim's (a claim being
+	// deleted gives its address back, whatever its status still says).
 	for i := range s.claims {
 		c := &s.claims[i]
-		if p := holder[c.Status.Address]; p != nil && p.owner != c.Owner() && c.Status.Phase == enipamv1alpha1.ClaimBound {
+		if p := holder[c.Status.Address]; p != nil && p.owner != c.Owner() && c.Status.Phase == enipamv1alpha1.ClaimBound && c.DeletionTimestamp == nil {
 			w.violate("claim %s is Bound to %s, which pod %s holds on %s", c.Owner(), c.Status.Address, p.owner, p.node)
 		}
 	}
