@@ -382,6 +382,10 @@ func (v *poolView) claimEntry(in *staticInputs, c *claims.Claim, out *staticOutc
 	state, inHandshake := st.ReleaseIPs[key]
 	usedBy := st.Used[key].Owner
 	switch {
+	case entry.Owner != "" && entry.Owner != c.Owner:
+		// Stamped for another claim (a first placement of this very pass
+		// among them): its stamp and handshake are that claim's.
+		out.note(c.Owner, enipamv1alpha1.ReasonAddressTaken, "%s on node %s is stamped for pod %s", key, in.node, entry.Owner)
 	case usedBy == c.Owner:
 		entry.Owner = c.Owner // its pod has it already
 		v.cn.Spec.IPAM.Pool[key] = entry

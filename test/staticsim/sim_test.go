@@ -107,14 +107,3 @@ func TestDeterministic(t *testing.T) {
 		}
 	}
 }
-
-// TestKnownStampWithoutMarkOnHeldAddress documents a seed the simulation
-// fails on and that is not fixed yet (found after merging main): in one
-// reconcile of node-4 the first placement of db-0 calls stampAndMark on
-// 10.0.16.12, but the status patch of that reconcile carries no mark for
-// it while the spec patch carries the stamp; web-1 holds the address
-// (Cilium's agent handed it out before reporting it used), so the claim
-// is Bound to an address another pod holds.
-func TestKnownStampWithoutMarkOnHeldAddress(t *testing.T) {
-	t.Skip("known, not fixed: go test ./test/staticsim -run TestSeeds -seed=6347 -watch=10.0.16.12 -v")
-}
