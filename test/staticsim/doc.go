@@ -77,9 +77,9 @@
 //     address, or says why not (AddressTaken, NodeInOtherZone, …), and
 //     none is stuck releasing.
 //
-// A seed costs about 80 ms of CPU: 2000 seeds (make test) take about 155
-// CPU-seconds, 80 s on two idle cores; make bench's 100 000 about 70
-// minutes.
+// A seed costs about 80 ms of CPU: 2000 seeds (make test) took 164
+// CPU-seconds, 99 s on a shared two-core machine; make bench's 100 000
+// take about 70 minutes on two cores.
 //
 // # What is not modelled
 //
