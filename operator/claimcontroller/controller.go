@@ -56,6 +56,9 @@ type Options struct {
 	// read; the others are read when their claim is looked at. Nil reads
 	// through the controller's client.
 	Pods client.Reader
+	// Now is the controller's clock; nil is time.Now. A simulation that
+	// calls Reconcile step by step drives its own.
+	Now func() time.Time
 }
 
 // Reconciler serves StaticIPClaims. Build it with New.
@@ -89,7 +92,11 @@ func New(c client.Client, api cloud.API, inv *inventory.Inventory, notes *claims
 	if opts.PublicIPRetry <= 0 {
 		opts.PublicIPRetry = time.Minute
 	}
-	return &Reconciler{client: c, api: api, inv: inv, notes: notes, events: rec, opts: opts, log: log, now: time.Now}
+	now := time.Now
+	if opts.Now != nil {
+		now = opts.Now
+	}
+	return &Reconciler{client: c, api: api, inv: inv, notes: notes, events: rec, opts: opts, log: log, now: now}
 }
 
 // Event reasons on claims; stable, for alerting.
@@ -328,8 +335,10 @@ type stamp struct {
 	node, ip  string
 	eni       string
 	handshake bool
-	// used: Cilium's agent lists it held by the claim's pod.
-	used bool
+	// used: Cilium's agent lists it held by the claim's pod; other: held
+	// by another pod (it got the entry before the agent saw the stamp; the
+	// pool controller drops such a stamp).
+	used, other bool
 }
 
 // stampedOn lists the pool entries stamped with owner.
@@ -344,7 +353,8 @@ func (r *Reconciler) stampedOn(ctx context.Context, owner string) ([]stamp, erro
 		for ip, e := range cn.Spec.IPAM.Pool {
 			if e.Owner == owner {
 				_, hs := cn.Status.IPAM.ReleaseIPs[ip]
-				out = append(out, stamp{node: cn.Name, ip: ip, eni: e.Resource, handshake: hs, used: cn.Status.IPAM.Used[ip].Owner == owner})
+				by := cn.Status.IPAM.Used[ip].Owner
+				out = append(out, stamp{node: cn.Name, ip: ip, eni: e.Resource, handshake: hs, used: by == owner, other: by != "" && by != owner})
 			}
 		}
 	}

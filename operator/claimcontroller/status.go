@@ -100,7 +100,7 @@ func (r *Reconciler) status(ctx context.Context, c *enipamv1alpha1.StaticIPClaim
 	target := c.Spec.NodeName
 	var bound *stamp
 	for i := range stamps {
-		if s := &stamps[i]; s.ip == st.Address && !s.handshake && (target == "" || target == s.node) {
+		if s := &stamps[i]; s.ip == st.Address && !s.handshake && !s.other && (target == "" || target == s.node) {
 			bound = s
 		}
 	}

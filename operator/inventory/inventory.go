@@ -41,6 +41,9 @@ type Options struct {
 	// OnSynced, if set, runs once the first sync succeeded, before
 	// Synced is closed (before any allocation).
 	OnSynced func(*Inventory)
+	// Now is the inventory's clock; nil is time.Now. A simulation that
+	// drives the inventory with SyncOnce instead of Start drives its own.
+	Now func() time.Time
 }
 
 // Inventory is the cache. Create it with New and run Start.
@@ -134,6 +137,9 @@ func New(api cloud.API, opts Options, log *slog.Logger) *Inventory {
 		types:        map[string]cloud.InstanceType{},
 		synced:       make(chan struct{}),
 	}
+	if opts.Now != nil {
+		inv.now = opts.Now
+	}
 	inv.lookups = newLookups(inv)
 	inv.addresses = newAddresses(api, opts.ResyncInterval, opts.ConsistencyGrace, func() time.Time { return inv.now() })
 	return inv
@@ -180,6 +186,45 @@ func (inv *Inventory) Start(ctx context.Context) error {
 			}
 		}
 	}
+}
+
+// SyncOnce is Start's work done once, in the caller, with no goroutine
+// and no timer, for a driver that steps the inventory by hand (a
+// simulation on its own clock): it describes every configured and known
+// VPC, then the ENIs EC2 last showed attaching (telling OnAttached of
+// those now attached). The first call that succeeds sets the trust
+// horizon, runs OnSynced and closes Synced, as Start's first sync does.
+// Instances it has not seen are not looked up in the background: they
+// must be in a synced VPC. Never call it beside Start.
+func (inv *Inventory) SyncOnce(ctx context.Context) error {
+	first := false
+	select {
+	case <-inv.synced:
+	default:
+		first = true
+		inv.mu.Lock()
+		if inv.trustFrom.IsZero() {
+			inv.trustFrom = inv.now().Add(inv.opts.ConsistencyGrace)
+		}
+		inv.mu.Unlock()
+	}
+	vpcs := inv.opts.VPCIDs
+	if !first {
+		vpcs = inv.knownVPCs()
+	}
+	if err := inv.resyncAll(ctx, vpcs); err != nil {
+		return err
+	}
+	if first {
+		inv.syncedOnce.Do(func() {
+			if inv.opts.OnSynced != nil {
+				inv.opts.OnSynced(inv)
+			}
+			close(inv.synced)
+		})
+	}
+	inv.pollAttachments(ctx)
+	return nil
 }
 
 // Synced is closed once the first sync succeeded.

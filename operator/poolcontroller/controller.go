@@ -97,6 +97,9 @@ type Options struct {
 	// demand is what Cilium's agent lists in status.ipam.used, and the
 	// headroom is always pre-allocate.
 	Demand Demand
+	// Now is the controller's clock; nil is time.Now. A simulation that
+	// calls Reconcile step by step drives its own.
+	Now func() time.Time
 }
 
 // Reconciler serves CiliumNodes.
@@ -184,7 +187,11 @@ const (
 // New returns a reconciler; it does nothing until registered with a
 // manager.
 func New(c client.Client, api cloud.API, inv *inventory.Inventory, rec events.EventRecorder, m *Metrics, opts Options, log *slog.Logger) *Reconciler {
-	return &Reconciler{client: c, api: api, inv: inv, events: rec, metrics: m, opts: opts, log: log, now: time.Now,
+	now := time.Now
+	if opts.Now != nil {
+		now = opts.Now
+	}
+	return &Reconciler{client: c, api: api, inv: inv, events: rec, metrics: m, opts: opts, log: log, now: now,
 		notes: claims.NewNotes(), nodes: map[string]*memory{}, needs: newNeeds(), handoffs: newHandoffs(),
 		slots: newSlots(slotsFor(opts.Workers))}
 }

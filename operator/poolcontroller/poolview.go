@@ -62,8 +62,9 @@ type poolInputs struct {
 	// stamps it with and whether it belongs in this pool (see
 	// staticInputs.claimOf); nil: no address is claimed.
 	claimOf func(netip.Addr) (owner string, here bool)
-	// elsewhere reports whether another node's pool lists an address; a
-	// claimed address enters this pool only once none does.
+	// elsewhere reports whether another node's pool lists an address; an
+	// address enters this pool only once none does (no address in two
+	// pools).
 	elsewhere func(ip string) bool
 }
 
@@ -224,8 +225,12 @@ func (v *poolView) reconcile(in *poolInputs) poolChanges {
 			}
 			continue
 		}
-		if owner != "" && in.elsewhere != nil && in.elsewhere(key) {
-			v.awaiting++ // still listed in the pool it leaves
+		if in.elsewhere != nil && in.elsewhere(key) {
+			// Still listed in the pool it leaves: a static address on
+			// its move, or an ordinary one whose release a restart cut
+			// short after the Unassign, which EC2 then handed to this
+			// node; it enters once that pool dropped it.
+			v.awaiting++
 			continue
 		}
 		if ipam.Pool == nil {

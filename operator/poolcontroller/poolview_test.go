@@ -2,6 +2,7 @@ package poolcontroller
 
 import (
 	"net/netip"
+	"slices"
 	"testing"
 	"time"
 
@@ -26,7 +27,9 @@ type poolCase struct {
 	used      []string
 	routed    []string          // reported routed on eni-1; nil = no report
 	elsewhere map[string]string // ip -> instance holding it
-	missing   time.Duration     // how long pool addresses have been missing already
+	// listed: addresses another node's pool still lists.
+	listed  []string
+	missing time.Duration // how long pool addresses have been missing already
 
 	wantPool     []string
 	wantMarked   []string
@@ -58,6 +61,9 @@ func TestPoolFollowsEC2(t *testing.T) {
 			used: []string{b}, routed: []string{a}, missing: grace, wantPool: []string{a, b}},
 		{name: "in the handshake: not added back before the agent dropped the entry", ec2: []string{a, d}, pool: map[string]string{a: "eni-1"},
 			release: map[string]ipamtypes.IPReleaseStatus{d: ipamoption.IPAMReleased}, routed: []string{a, d}, wantPool: []string{a}},
+		{name: "listed in another pool (its release cut short by a restart after the Unassign): not added until it leaves that pool",
+			ec2: []string{a, b}, pool: map[string]string{a: "eni-1"}, routed: []string{a, b}, listed: []string{b},
+			wantPool: []string{a}, wantAwaiting: 1},
 		{name: "primary address never pooled", ec2: []string{a}, pool: map[string]string{}, routed: []string{a, "10.0.1.5"},
 			wantPool: []string{a}},
 	}
@@ -106,7 +112,7 @@ func TestPoolFollowsEC2(t *testing.T) {
 			snap := &pool.Node{Instance: cloud.Instance{ID: "i-1"}, ENIs: []cloud.ENI{eni}}
 			v := &poolView{cn: cn}
 			v.reconcile(&poolInputs{snap: snap, cfg: &pool.Config{FirstInterfaceIndex: 1}, routed: routed, holders: holders,
-				missing: missing, now: now, grace: grace})
+				missing: missing, now: now, grace: grace, elsewhere: func(ip string) bool { return slices.Contains(tc.listed, ip) }})
 
 			if got := keys(cn.Spec.IPAM.Pool); !sameSet(got, tc.wantPool) {
 				t.Errorf("pool %v, want %v", got, tc.wantPool)

@@ -240,12 +240,19 @@ func (v *poolView) reconcileStatic(in *staticInputs, snap *pool.Node, cfg *pool.
 		}
 		// Moving away: the entry leaves through the handshake, never while
 		// a pod that exists here holds it.
-		holder := c.Owner
-		if usedBy != "" {
-			holder = usedBy
+		if usedBy != "" && usedBy != c.Owner {
+			// Another pod holds it: it got the entry before the agent saw
+			// the stamp (a first placement not confirmed yet). The stamp
+			// cannot stand here or anywhere; waiting for that pod to go
+			// would wait for ever.
+			v.unstamp(key)
+			delete(stamped, c.Owner)
+			refused[c.Owner] = true
+			out.note(c.Owner, enipamv1alpha1.ReasonAddressTaken, "%s on node %s is in use by pod %s", key, in.node, usedBy)
+			continue
 		}
-		if in.podOn(holder) == in.node {
-			out.note(c.Owner, enipamv1alpha1.ReasonWaitingForOldPod, "%s stays on node %s while pod %s is bound there", key, in.node, holder)
+		if in.podOn(c.Owner) == in.node {
+			out.note(c.Owner, enipamv1alpha1.ReasonWaitingForOldPod, "%s stays on node %s while pod %s is bound there", key, in.node, c.Owner)
 			if out.oldPods == nil {
 				out.oldPods = map[string]bool{}
 			}
@@ -375,6 +382,10 @@ func (v *poolView) claimEntry(in *staticInputs, c *claims.Claim, out *staticOutc
 	state, inHandshake := st.ReleaseIPs[key]
 	usedBy := st.Used[key].Owner
 	switch {
+	case entry.Owner != "" && entry.Owner != c.Owner:
+		// Stamped for another claim (a first placement of this very pass
+		// among them): its stamp and handshake are that claim's.
+		out.note(c.Owner, enipamv1alpha1.ReasonAddressTaken, "%s on node %s is stamped for pod %s", key, in.node, entry.Owner)
 	case usedBy == c.Owner:
 		entry.Owner = c.Owner // its pod has it already
 		v.cn.Spec.IPAM.Pool[key] = entry

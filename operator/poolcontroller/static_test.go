@@ -28,6 +28,7 @@ type staticCase struct {
 	used      map[string]string // ip -> owner
 	claim     claims.Claim
 	podOn     string                        // node the pod ns/db-0 is bound to
+	othersOn  string                        // node every other pod is bound to
 	elsewhere bool                          // another pool lists the claim's address
 	located   map[string]inventory.Location // where EC2 has other addresses
 	fullENI   bool                          // eni-1 has no free slot
@@ -69,6 +70,12 @@ func TestStaticSteps(t *testing.T) {
 		{name: "moving away while its old pod is bound here: nothing moves", pool: map[string]string{a: owner},
 			used: map[string]string{a: owner}, claim: away, podOn: "n1",
 			wantPool: map[string]string{a: owner}, wantRelease: rs(), wantReason: enipamv1alpha1.ReasonWaitingForOldPod},
+		{name: "moving away from a first placement that another pod got first (the agent saw the stamp late): the stamp goes, taken",
+			pool: map[string]string{a: owner}, used: map[string]string{a: "ns/web"}, othersOn: "n1", claim: away,
+			wantPool: map[string]string{a: ""}, wantRelease: rs(), wantReason: enipamv1alpha1.ReasonAddressTaken},
+		{name: "requested entry stamped and marked for another claim in this pass or before: left alone, taken",
+			pool: map[string]string{a: "ns/db-1"}, release: rs(a, ipamoption.IPAMMarkForRelease), claim: here,
+			wantPool: map[string]string{a: "ns/db-1"}, wantRelease: rs(a, ipamoption.IPAMMarkForRelease), wantReason: enipamv1alpha1.ReasonAddressTaken},
 		{name: "moving away, old pod gone: marked, the stamp kept", pool: map[string]string{a: owner}, claim: away,
 			wantPool: map[string]string{a: owner}, wantRelease: rs(a, ipamoption.IPAMMarkForRelease), wantReason: enipamv1alpha1.ReasonWaitingForOldPod},
 		{name: "moving away, agent still holds it: asked again later", pool: map[string]string{a: owner},
@@ -186,7 +193,7 @@ func TestStaticSteps(t *testing.T) {
 					if o == owner {
 						return tc.podOn
 					}
-					return ""
+					return tc.othersOn
 				},
 				elsewhere: func(string) bool { return tc.elsewhere },
 				locate:    func(ip netip.Addr) inventory.Location { return tc.located[ip.String()] },

@@ -1,0 +1,109 @@
+package staticsim
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+)
+
+var (
+	seedFlag  = flag.Uint64("seed", 0, "run only this seed (0: run -seeds seeds from 1)")
+	seedsFlag = flag.Int("seeds", 2000, "how many seeds TestSeeds runs")
+	fromFlag  = flag.Uint64("from", 1, "the first seed TestSeeds runs")
+	traceFlag = flag.Bool("trace", false, "print the trace of every failing seed")
+	logFlag   = flag.Bool("oplog", false, "with -seed: the operator's debug log on stderr")
+	watchFlag = flag.String("watch", "", "with -seed: trace every change of this address's pool, handshake and used entries")
+)
+
+// TestSeeds runs the simulation over many seeds, in parallel, and fails
+// with a one-line reproduction for each failing seed.
+func TestSeeds(t *testing.T) {
+	first, n := *fromFlag, *seedsFlag
+	if *seedFlag != 0 {
+		first, n = *seedFlag, 1
+	}
+	cfg := DefaultConfig()
+	if *logFlag && n == 1 {
+		Log = os.Stderr
+	}
+	if n == 1 {
+		cfg.Watch = *watchFlag
+	}
+	results := make(chan Result)
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for range runtime.GOMAXPROCS(0) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				results <- Run(first+uint64(i), cfg)
+			}
+		}()
+	}
+	go func() {
+		for i := range n {
+			next <- i
+		}
+		close(next)
+		wg.Wait()
+		close(results)
+	}()
+	steps, failed := 0, 0
+	var binds, starts, moves, restarts, crashes int
+	kinds, hashes := map[string]bool{}, map[uint64]bool{}
+	for r := range results {
+		steps += r.Steps
+		binds, starts, moves, restarts, crashes = binds+r.Binds, starts+r.Starts, moves+r.Moves, restarts+r.Restarts, crashes+r.Crashes
+		kinds[r.Kinds] = true
+		hashes[r.Hash] = true
+		if !r.Failed() {
+			continue
+		}
+		failed++
+		if failed > 10 {
+			continue
+		}
+		var b strings.Builder
+		fmt.Fprintf(&b, "seed %d failed: reproduce with: go test ./test/staticsim -run TestSeeds -seed=%d -trace -v\n", r.Seed, r.Seed)
+		if r.Err != nil {
+			fmt.Fprintf(&b, "  error: %v\n", r.Err)
+		}
+		for _, v := range r.Violations {
+			fmt.Fprintf(&b, "  violation: %s\n", v)
+		}
+		for _, u := range r.Unsettled {
+			fmt.Fprintf(&b, "  not at rest: %s\n", u)
+		}
+		if *traceFlag || n == 1 {
+			for _, l := range r.Trace {
+				fmt.Fprintf(&b, "    %s\n", l)
+			}
+		}
+		t.Error(b.String())
+	}
+	t.Logf("%d seeds, %d steps, %d distinct step-kind sequences, %d distinct interleavings; %d binds, %d pod starts, %d moves, %d operator restarts (%d at a write); %d failed",
+		n, steps, len(kinds), len(hashes), binds, starts, moves, restarts, crashes, failed)
+}
+
+// TestDeterministic: a seed replays the same run, step for step, so its
+// reproduction line reproduces it.
+func TestDeterministic(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Trace = true
+	for seed := uint64(1); seed <= 12; seed++ {
+		a, b := Run(seed, cfg), Run(seed, cfg)
+		if a.Hash != b.Hash || strings.Join(a.Trace, "\n") != strings.Join(b.Trace, "\n") {
+			for i := range min(len(a.Trace), len(b.Trace)) {
+				if a.Trace[i] != b.Trace[i] {
+					t.Fatalf("seed %d: runs part at line %d:\n  %s\n  %s", seed, i, a.Trace[i], b.Trace[i])
+				}
+			}
+			t.Fatalf("seed %d: runs part (%d and %d lines)", seed, len(a.Trace), len(b.Trace))
+		}
+	}
+}

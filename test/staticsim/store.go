@@ -1,0 +1,105 @@
+package staticsim
+
+import (
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
+	clienttesting "k8s.io/client-go/testing"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+
+	"github.com/enipam/enipam/operator/claims"
+)
+
+// store reads the fake apiserver's objects straight from its tracker:
+// typed deep copies, without the JSON round trip of the fake client's
+// reads. The simulation's own actors and checks read through it (as
+// informer caches would); the controllers read through the client.
+type store struct {
+	tracker clienttesting.ObjectTracker
+	scheme  *runtime.Scheme
+}
+
+// list fills list with every object of its kind.
+func (s store) list(list client.ObjectList) {
+	gvk, err := apiutil.GVKForObject(list, s.scheme)
+	if err != nil {
+		panic(err)
+	}
+	gvk.Kind = strings.TrimSuffix(gvk.Kind, "List")
+	gvr, _ := meta.UnsafeGuessKindToResource(gvk)
+	got, err := s.tracker.List(gvr, gvk, "")
+	if err != nil {
+		panic(err)
+	}
+	reflect.ValueOf(list).Elem().Set(reflect.ValueOf(got).Elem())
+}
+
+// get fills obj with the named object; false if there is none.
+func (s store) get(key client.ObjectKey, obj client.Object) bool {
+	gvk, err := apiutil.GVKForObject(obj, s.scheme)
+	if err != nil {
+		panic(err)
+	}
+	gvr, _ := meta.UnsafeGuessKindToResource(gvk)
+	got, err := s.tracker.Get(gvr, key.Namespace, key.Name)
+	if err != nil {
+		return false
+	}
+	reflect.ValueOf(obj).Elem().Set(reflect.ValueOf(got).Elem())
+	return true
+}
+
+// cachedList serves a List as the operator's informer cache would: from
+// the store, filtered by the cache indexes of package claims (the only
+// field selectors the controllers use) and by namespace.
+func (s store) cachedList(list client.ObjectList, opts ...client.ListOption) error {
+	o := &client.ListOptions{}
+	o.ApplyOptions(opts)
+	s.list(list)
+	if o.FieldSelector == nil && o.Namespace == "" && o.LabelSelector == nil {
+		return nil
+	}
+	if o.LabelSelector != nil && !o.LabelSelector.Empty() {
+		return fmt.Errorf("the simulation's cache has no label selectors (%s)", o.LabelSelector)
+	}
+	var field, value string
+	if o.FieldSelector != nil && !o.FieldSelector.Empty() {
+		reqs := o.FieldSelector.Requirements()
+		if len(reqs) != 1 {
+			return fmt.Errorf("the simulation's cache takes one field selector, not %s", o.FieldSelector)
+		}
+		field, value = reqs[0].Field, reqs[0].Value
+	}
+	items, err := meta.ExtractList(list)
+	if err != nil {
+		return err
+	}
+	var keep []runtime.Object
+	for _, item := range items {
+		obj := item.(client.Object)
+		if o.Namespace != "" && obj.GetNamespace() != o.Namespace {
+			continue
+		}
+		if field != "" && !slices.Contains(s.indexed(obj, field), value) {
+			continue
+		}
+		keep = append(keep, item)
+	}
+	return meta.SetList(list, keep)
+}
+
+// indexed returns the values of the named index for obj.
+func (s store) indexed(obj client.Object, field string) []string {
+	gvk, _ := apiutil.GVKForObject(obj, s.scheme)
+	for _, idx := range claims.Indexes() {
+		if g, _ := apiutil.GVKForObject(idx.Object, s.scheme); g == gvk && idx.Field == field {
+			return idx.Extract(obj)
+		}
+	}
+	panic("no index " + field + " for " + gvk.Kind)
+}
