@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -38,19 +39,18 @@ func (s *nodeSync) syncRouting(ctx context.Context) error {
 	switch {
 	case apierrors.IsNotFound(err):
 		nr = &enipamv1alpha1.NodeRouting{
-			ObjectMeta: metav1.ObjectMeta{Name: s.cn.Name, OwnerReferences: []metav1.OwnerReference{{
-				APIVersion: "cilium.io/v2", Kind: "CiliumNode", Name: s.cn.Name, UID: s.cn.UID,
-			}}},
-			Spec: want,
+			ObjectMeta: metav1.ObjectMeta{Name: s.cn.Name, OwnerReferences: ownerRefs(nil, s.cn)},
+			Spec:       want,
 		}
 		if err := s.r.client.Create(ctx, nr); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("creating NodeRouting %s, %w", s.cn.Name, err)
 		}
 	case err != nil:
 		return fmt.Errorf("reading NodeRouting %s, %w", s.cn.Name, err)
-	case !sameJSON(nr.Spec, withOperatorWord(want, nr.Spec)):
+	case !sameJSON(nr.Spec, withOperatorWord(want, nr.Spec)) || !ownedBy(nr, s.cn):
 		orig := nr.DeepCopy()
 		nr.Spec = withOperatorWord(want, nr.Spec)
+		nr.OwnerReferences = ownerRefs(nr.OwnerReferences, s.cn)
 		if err := s.r.client.Patch(ctx, nr, client.MergeFrom(orig)); err != nil {
 			return fmt.Errorf("writing NodeRouting %s, %w", s.cn.Name, err)
 		}
@@ -92,6 +92,25 @@ func (s *nodeSync) ownReport(nr *enipamv1alpha1.NodeRouting) routedFunc {
 		}
 	}
 	return own.Routed()
+}
+
+// ownedBy reports whether nr names this CiliumNode (its UID, not only
+// its name) as an owner.
+func ownedBy(nr *enipamv1alpha1.NodeRouting, cn *ciliumv2.CiliumNode) bool {
+	return slices.ContainsFunc(nr.OwnerReferences, func(o metav1.OwnerReference) bool {
+		return o.Kind == "CiliumNode" && o.UID == cn.UID
+	})
+}
+
+// ownerRefs is refs with the CiliumNode reference naming cn. A
+// NodeRouting left by an earlier CiliumNode of the same name (a node
+// deleted and registered again before the garbage collector ran) is taken
+// over: with its old owner's UID the garbage collector would delete it
+// from under the new node, its agent's report and the operator's word
+// with it.
+func ownerRefs(refs []metav1.OwnerReference, cn *ciliumv2.CiliumNode) []metav1.OwnerReference {
+	out := slices.DeleteFunc(slices.Clone(refs), func(o metav1.OwnerReference) bool { return o.Kind == "CiliumNode" })
+	return append(out, metav1.OwnerReference{APIVersion: "cilium.io/v2", Kind: "CiliumNode", Name: cn.Name, UID: cn.UID})
 }
 
 // withOperatorWord is want with the fields of spec that syncRouting does

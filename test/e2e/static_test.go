@@ -140,6 +140,12 @@ func newStaticWorld(t *testing.T) *staticWorld {
 	if err := w.sim.WaitReady(ready, len(w.nodes)); err != nil {
 		t.Fatalf("agents ready: %v", err)
 	}
+	// The extender refuses a node whose capacity the operator has not
+	// reported yet, and kube-scheduler retries a refused pod only on the
+	// next cluster event: the tests start once every node is reported.
+	for _, n := range w.nodes {
+		waitNodeRouting(t, w.ctx, n, "its capacity reported", func(nr *enipamv1alpha1.NodeRouting) bool { return nr.Spec.Capacity != nil })
+	}
 
 	kc, err := env.KubeConfig()
 	if err != nil {
