@@ -12,8 +12,9 @@ import (
 
 // supervisor keeps one enipam-operator running, as a Deployment's
 // kubelet would: it SIGKILLs it on demand and starts a new one at once,
-// and restarts one that exits on its own (a lost Lease ends the process)
-// after a second. Each process logs to enipam-operator-<n>.log.
+// and restarts one that exits on its own after a second (a replica that
+// loses its Lease stands by, but one whose term cannot stop in time
+// exits). Each process logs to enipam-operator-<n>.log.
 type supervisor struct {
 	bin, dir, kubeconfig, ec2 string
 	args                      []string
