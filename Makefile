@@ -8,6 +8,9 @@ GO_TEST_FLAGS ?=
 # Static binaries everywhere: the images need them (FROM scratch), and one
 # setting for tests, builds and images lets them share the build cache.
 export CGO_ENABLED := 0
+# The version every binary reports (--version) and the images carry: the
+# chart's appVersion, as hack/images.sh reads it.
+VERSION ?= $(shell sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\}$$/\1/p' charts/enipam/Chart.yaml)
 
 .PHONY: all build demo test bench lint chart-lint generate tools images clean
 
@@ -19,7 +22,7 @@ tools:
 
 ## build: every enipam binary into bin/
 build:
-	go build -trimpath -o $(BIN)/ ./...
+	go build -trimpath -ldflags "-X github.com/enipam/enipam/internal/version.Version=$(VERSION)" -o $(BIN)/ ./...
 
 ## images: one OCI archive per binary in _out/images/ (FROM scratch, offline), with podman, buildah or docker
 images:

@@ -45,6 +45,7 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
+	"github.com/enipam/enipam/internal/version"
 	"github.com/enipam/enipam/nodeagent/agent"
 	"github.com/enipam/enipam/nodeagent/kernel"
 	"github.com/enipam/enipam/nodeagent/routing"
@@ -54,7 +55,7 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, os.Args[1:], os.Getenv("NODE_NAME"), os.Stderr); err != nil {
+	if err := run(ctx, os.Args[1:], os.Getenv("NODE_NAME"), os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "enipam-agent:", err)
 		stop()
 		os.Exit(1)
@@ -62,17 +63,22 @@ func main() {
 }
 
 // run is the whole program: flags, wiring, and running until ctx ends or a
-// component fails. nodeName is the downward API's NODE_NAME.
-func run(ctx context.Context, args []string, nodeName string, stderr io.Writer) error {
+// component fails. nodeName is the downward API's NODE_NAME; stdout
+// gets only --version's line.
+func run(ctx context.Context, args []string, nodeName string, stdout, stderr io.Writer) error {
 	opts := agent.NewOptions(nodeName)
 	fs := flag.NewFlagSet("enipam-agent", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	opts.AddFlags(fs)
+	showVersion := version.AddFlag(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
 		}
 		return err
+	}
+	if showVersion.Requested(stdout, "enipam-agent") {
+		return nil
 	}
 	if err := opts.Validate(); err != nil {
 		return err

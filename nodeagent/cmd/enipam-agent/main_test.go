@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/enipam/enipam/internal/version"
 	"github.com/enipam/enipam/nodeagent/kernel"
 	"github.com/enipam/enipam/nodeagent/kernel/kerneltest"
 	"github.com/enipam/enipam/nodeagent/routing"
@@ -58,7 +59,7 @@ func TestBinaryServesProbesAndMetrics(t *testing.T) {
 	var logs syncBuffer
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, []string{"--kubeconfig", path, "--health-address", health, "--metrics-address", metrics}, "no-such-node", &logs)
+		done <- run(ctx, []string{"--kubeconfig", path, "--health-address", health, "--metrics-address", metrics}, "no-such-node", io.Discard, &logs)
 	}()
 
 	// answers polls url until it answers code with a body containing want.
@@ -95,7 +96,7 @@ func TestBinaryServesProbesAndMetrics(t *testing.T) {
 // TestBinaryRefusesInvalidFlags: bad settings stop the program before it
 // touches anything, with the reason.
 func TestBinaryRefusesInvalidFlags(t *testing.T) {
-	err := run(context.Background(), []string{"--ingress-rule-priority", "500"}, "node-1", io.Discard)
+	err := run(context.Background(), []string{"--ingress-rule-priority", "500"}, "node-1", io.Discard, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "ingress rule priority") {
 		t.Errorf("run = %v, want the ingress priority refused", err)
 	}
@@ -167,7 +168,7 @@ func TestCleanupRunInANamespace(t *testing.T) {
 // touched.
 func TestCleanupAndUninstallExcludeEachOther(t *testing.T) {
 	for _, args := range [][]string{{"--cleanup", "--uninstall"}, {"--uninstall", "--resume"}, {"--cleanup", "--resume"}} {
-		err := run(context.Background(), args, "", io.Discard)
+		err := run(context.Background(), args, "", io.Discard, io.Discard)
 		if err == nil || !strings.Contains(err.Error(), "exclude each other") {
 			t.Errorf("run %v = %v, want the combination refused", args, err)
 		}
@@ -209,4 +210,16 @@ func freeAddr(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return addr
+}
+
+// TestVersionFlag: --version prints the version on stdout and returns
+// before touching the cluster or the kernel (no kubeconfig here).
+func TestVersionFlag(t *testing.T) {
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"--version"}, "", &out, io.Discard); err != nil {
+		t.Fatalf("--version: %v", err)
+	}
+	if want := "enipam-agent " + version.Get() + " "; !strings.HasPrefix(out.String(), want) {
+		t.Errorf("--version printed %q, want %q…", out.String(), want)
+	}
 }

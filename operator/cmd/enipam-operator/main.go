@@ -21,6 +21,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	"github.com/enipam/enipam/internal/version"
 	"github.com/enipam/enipam/operator"
 )
 
@@ -50,7 +51,11 @@ func run() error {
 	}
 	fs := flag.CommandLine // controller-runtime registers --kubeconfig here
 	opts.AddFlags(fs)
+	showVersion := version.AddFlag(fs)
 	flag.Parse()
+	if showVersion.Requested(os.Stdout, "enipam-operator") {
+		return nil
+	}
 	if err := opts.Validate(); err != nil {
 		return err
 	}

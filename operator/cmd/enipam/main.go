@@ -26,6 +26,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/enipam/enipam/internal/version"
 	"github.com/enipam/enipam/operator/catalog"
 	"github.com/enipam/enipam/operator/cloud"
 	"github.com/enipam/enipam/operator/ec2"
@@ -40,6 +41,7 @@ const usage = `usage: enipam <command> [flags]
 
 commands:
   max-pods   the kubelet maxPods of a node of an instance type under enipam
+  version    print the version (also: enipam --version)
 `
 
 // run executes one command and returns the exit code: 0, 1 for a failure,
@@ -52,6 +54,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "max-pods":
 		return maxPods(ctx, args[1:], stdout, stderr)
+	case "version", "--version", "-version":
+		fmt.Fprintln(stdout, version.Line("enipam"))
+		return 0
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0

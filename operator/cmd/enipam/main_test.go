@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/enipam/enipam/internal/version"
 	"github.com/enipam/enipam/test/ec2sim"
 )
 
@@ -121,5 +122,15 @@ instances:
 	}
 	if got := sim.Counters().Succeeded("DescribeInstanceTypes"); got != 1 {
 		t.Errorf("DescribeInstanceTypes calls = %d, want 1", got)
+	}
+}
+
+// TestVersion: `enipam version` and `enipam --version` print the version.
+func TestVersion(t *testing.T) {
+	for _, arg := range []string{"version", "--version"} {
+		code, out, _ := runCLI(t, arg)
+		if want := "enipam " + version.Get() + " "; code != 0 || !strings.HasPrefix(out, want) {
+			t.Errorf("enipam %s: exit %d, %q, want %q…", arg, code, out, want)
+		}
 	}
 }

@@ -33,6 +33,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/enipam/enipam/internal/version"
 	"github.com/enipam/enipam/scheduler/extender"
 	"github.com/enipam/enipam/scheduler/tracker"
 )
@@ -40,7 +41,7 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stderr); err != nil {
+	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "enipam-scheduler:", err)
 		stop()
 		os.Exit(1)
@@ -48,17 +49,21 @@ func main() {
 }
 
 // run is the whole program: flags, wiring, and serving until ctx ends or
-// a component fails.
-func run(ctx context.Context, args []string, stderr io.Writer) error {
+// a component fails; stdout gets only --version's line.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	opts := extender.NewOptions()
 	fs := flag.NewFlagSet("enipam-scheduler", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	opts.AddFlags(fs)
+	showVersion := version.AddFlag(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
 		}
 		return err
+	}
+	if showVersion.Requested(stdout, "enipam-scheduler") {
+		return nil
 	}
 	if err := opts.Validate(); err != nil {
 		return err

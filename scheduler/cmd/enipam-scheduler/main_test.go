@@ -20,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
+	"github.com/enipam/enipam/internal/version"
 	"github.com/enipam/enipam/test/cluster"
 )
 
@@ -60,7 +61,7 @@ func TestBinaryServesTheVerbsProbesAndMetrics(t *testing.T) {
 	var logs syncBuffer
 	done := make(chan error, 1)
 	go func() {
-		done <- run(runCtx, []string{"--kubeconfig", path, "--address", api, "--health-address", health, "--metrics-address", metrics}, &logs)
+		done <- run(runCtx, []string{"--kubeconfig", path, "--address", api, "--health-address", health, "--metrics-address", metrics}, io.Discard, &logs)
 	}()
 
 	answers := func(url string, code int, want string) {
@@ -123,7 +124,7 @@ func TestBinaryRefusesInvalidFlags(t *testing.T) {
 		{[]string{"--health-address", ":9887"}, "cannot share the address :9887"},
 		{[]string{"--log-level", "loud"}, `log level "loud"`},
 	} {
-		err := run(context.Background(), tc.args, io.Discard)
+		err := run(context.Background(), tc.args, io.Discard, io.Discard)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("run %v = %v, want %q", tc.args, err, tc.want)
 		}
@@ -155,4 +156,16 @@ func freeAddr(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return addr
+}
+
+// TestVersionFlag: --version prints the version on stdout and returns
+// before reaching the apiserver (no kubeconfig here).
+func TestVersionFlag(t *testing.T) {
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"--version"}, &out, io.Discard); err != nil {
+		t.Fatalf("--version: %v", err)
+	}
+	if want := "enipam-scheduler " + version.Get() + " "; !strings.HasPrefix(out.String(), want) {
+		t.Errorf("--version printed %q, want %q…", out.String(), want)
+	}
 }
