@@ -18,6 +18,7 @@ require (
 	github.com/prometheus/prometheus v0.312.0
 	github.com/vishvananda/netlink v1.3.2-0.20260624190457-bab08b3566fc
 	github.com/vishvananda/netns v0.0.5
+	golang.org/x/crypto/x509roots/fallback v0.0.0-20261030153154-30a33513ff6d
 	golang.org/x/sys v0.47.0
 	golang.org/x/time v0.16.0
 	k8s.io/api v0.37.1

@@ -1,21 +1,30 @@
 #!/usr/bin/env bash
-# Builds one OCI image per enipam binary, offline: a static binary on an
-# empty base (FROM scratch, no registry needed), written as an OCI archive
-# to _out/images/<name>-<version>.tar and tagged <registry>/<name>:<version>
-# (the chart's default image references: repository ghcr.io/enipam/<name>,
-# tag the chart's appVersion).
+# Builds one multi-architecture OCI image per enipam binary, offline: a
+# static binary cross-compiled for each of $platforms (CGO_ENABLED=0, no
+# emulation: the images are FROM scratch and run nothing while built),
+# written as an OCI archive holding one image index with every platform,
+# _out/images/<name>-<version>.tar, tagged <registry>/<name>:<version> (the
+# chart's default image references: repository ghcr.io/enipam/<name>, tag
+# the chart's appVersion). The binaries report that version (--version,
+# stamped with -X) and the images carry it in their labels
+# (org.opencontainers.image.version, .source, .revision when git knows
+# the commit).
 #
 #   hack/images.sh            build with podman, buildah or docker (the first found)
 #   hack/images.sh --list     print the image references it builds, one a line
 #   hack/images.sh --builder  print the builder it would use (nothing: none)
 #
-# IMAGES_OUT overrides the output folder, IMAGE_REGISTRY the registry.
+# IMAGES_OUT overrides the output folder, IMAGE_REGISTRY the registry,
+# IMAGE_PLATFORMS the platforms (default: linux/amd64 linux/arm64).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 version=$(sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\}$/\1/p' charts/enipam/Chart.yaml)
 registry=${IMAGE_REGISTRY:-ghcr.io/enipam}
 out=${IMAGES_OUT:-_out/images}
+platforms=${IMAGE_PLATFORMS:-linux/amd64 linux/arm64}
+source=https://github.com/enipam/enipam
+revision=$(git rev-parse HEAD 2>/dev/null || true)
 
 # name, main package, Containerfile
 images=(
@@ -53,11 +62,11 @@ if [ -z "$builder" ]; then
   echo "images: no podman, buildah, or docker with buildx and a daemon found; install one (Debian: apt-get install buildah)" >&2
   exit 2
 fi
-ca=/etc/ssl/certs/ca-certificates.crt
-if [ ! -f "$ca" ]; then
-  echo "images: no CA bundle at $ca (Debian: apt-get install ca-certificates)" >&2
-  exit 2
-fi
+labels=(
+  --label "org.opencontainers.image.version=$version"
+  --label "org.opencontainers.image.source=$source"
+)
+[ -n "$revision" ] && labels+=(--label "org.opencontainers.image.revision=$revision")
 
 mkdir -p "$out"
 for entry in "${images[@]}"; do
@@ -65,22 +74,38 @@ for entry in "${images[@]}"; do
   ref="$registry/$name:$version"
   ctx="$out/context/$name"
   rm -rf "$ctx" && mkdir -p "$ctx"
-  echo "==> $ref ($builder)"
-  # Same compile flags as make test (no -trimpath), so the build cache
-  # serves every package but the few with cgo variants.
-  CGO_ENABLED=0 go build -ldflags "-s -w" -o "$ctx/$name" "$pkg"
-  cp "$ca" "$ctx/ca-certificates.crt"
+  echo "==> $ref ($builder: $platforms)"
+  for platform in $platforms; do
+    arch=${platform#linux/}
+    # Same compile flags as make test (no -trimpath), so the build cache
+    # serves the host's architecture but for the few packages with cgo
+    # variants.
+    CGO_ENABLED=0 GOOS=linux GOARCH=$arch go build \
+      -ldflags "-s -w -X github.com/enipam/enipam/internal/version.Version=$version" \
+      -o "$ctx/$arch/$name" "$pkg"
+  done
   archive="$out/$name-$version.tar"
   rm -f "$archive"
   case $builder in
-    podman)
-      podman build --quiet --isolation chroot -f "$containerfile" -t "$ref" "$ctx" >/dev/null
-      podman save --format oci-archive -o "$archive" "$ref" ;;
-    buildah)
-      buildah bud --quiet --isolation chroot -f "$containerfile" -t "$ref" "$ctx" >/dev/null
-      buildah push --quiet "$ref" "oci-archive:$archive" ;;
+    podman|buildah)
+      # One image per platform, gathered in a manifest list (an OCI image
+      # index) named after the reference, pushed whole into the archive;
+      # the local copies are removed after.
+      $builder manifest rm "$ref" >/dev/null 2>&1 || true
+      $builder manifest create "$ref" >/dev/null
+      ids=()
+      for platform in $platforms; do
+        $builder build --quiet --isolation chroot --format oci --platform "$platform" \
+          --build-arg "TARGETARCH=${platform#linux/}" "${labels[@]}" \
+          --iidfile "$ctx/iid" --manifest "$ref" -f "$containerfile" "$ctx" >/dev/null
+        ids+=("$(cat "$ctx/iid")")
+      done
+      $builder manifest push --quiet --all --format oci "$ref" "oci-archive:$archive" >/dev/null
+      $builder manifest rm "$ref" >/dev/null
+      $builder rmi "${ids[@]}" >/dev/null 2>&1 || true ;;
     docker)
-      docker buildx build --quiet -f "$containerfile" -t "$ref" --output "type=oci,dest=$archive" "$ctx" >/dev/null ;;
+      docker buildx build --quiet --platform "${platforms// /,}" "${labels[@]}" -f "$containerfile" \
+        -t "$ref" --output "type=oci,dest=$archive" "$ctx" >/dev/null ;;
   esac
   echo "    $archive"
 done

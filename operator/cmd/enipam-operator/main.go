@@ -21,6 +21,12 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	// EC2's and STS's endpoints are HTTPS and the image (FROM scratch)
+	// has no CA bundle: Go's own roots, pinned in go.mod, serve when the
+	// system has none. SSL_CERT_FILE or SSL_CERT_DIR (a TLS-inspecting
+	// proxy's CA) replace them: see docs/install.md.
+	_ "golang.org/x/crypto/x509roots/fallback"
+
 	"github.com/enipam/enipam/internal/version"
 	"github.com/enipam/enipam/operator"
 )
