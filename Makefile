@@ -24,7 +24,7 @@ tools:
 build:
 	go build -trimpath -ldflags "-X github.com/enipam/enipam/internal/version.Version=$(VERSION)" -o $(BIN)/ ./...
 
-## images: one OCI archive per binary in _out/images/ (FROM scratch, offline), with podman, buildah or docker
+## images: one OCI archive per binary in _out/images/, an image index for linux/amd64 and linux/arm64 (FROM scratch, offline, version-stamped), with podman, buildah or docker
 images:
 	@hack/images.sh
 
