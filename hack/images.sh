@@ -89,19 +89,20 @@ for entry in "${images[@]}"; do
   case $builder in
     podman|buildah)
       # One image per platform, gathered in a manifest list (an OCI image
-      # index) named after the reference, pushed whole into the archive;
-      # the local copies are removed after.
-      $builder manifest rm "$ref" >/dev/null 2>&1 || true
-      $builder manifest create "$ref" >/dev/null
+      # index) under a name of this run's own (an image already tagged
+      # $ref in local storage must not collide with it), pushed whole into
+      # the archive as $ref; the local copies are removed after.
+      list="localhost/enipam-images/$name:$$"
+      $builder manifest create "$list" >/dev/null
       ids=()
       for platform in $platforms; do
         $builder build --quiet --isolation chroot --format oci --platform "$platform" \
           --build-arg "TARGETARCH=${platform#linux/}" "${labels[@]}" \
-          --iidfile "$ctx/iid" --manifest "$ref" -f "$containerfile" "$ctx" >/dev/null
+          --iidfile "$ctx/iid" --manifest "$list" -f "$containerfile" "$ctx" >/dev/null
         ids+=("$(cat "$ctx/iid")")
       done
-      $builder manifest push --quiet --all --format oci "$ref" "oci-archive:$archive" >/dev/null
-      $builder manifest rm "$ref" >/dev/null
+      $builder manifest push --quiet --all --format oci "$list" "oci-archive:$archive:$ref" >/dev/null
+      $builder manifest rm "$list" >/dev/null
       $builder rmi "${ids[@]}" >/dev/null 2>&1 || true ;;
     docker)
       docker buildx build --quiet --platform "${platforms// /,}" "${labels[@]}" -f "$containerfile" \

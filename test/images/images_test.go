@@ -81,10 +81,15 @@ func TestImagesBuildOffline(t *testing.T) {
 			t.Errorf("%s: an image this test does not know", name)
 			continue
 		}
-		images, err := readArchive(archive)
+		images, refName, err := readArchive(archive)
 		if err != nil {
 			t.Errorf("%s: %v", archive, err)
 			continue
+		}
+		// The archive names the image as the chart does (docker buildx
+		// writes the tag alone).
+		if refName != ref && refName != version {
+			t.Errorf("%s: archive names the image %q, want %q", name, refName, ref)
 		}
 		var archs []string
 		for _, img := range images {
@@ -163,7 +168,9 @@ type ociConfig struct {
 type descriptor struct {
 	MediaType string `json:"mediaType"`
 	Digest    string `json:"digest"`
-	Platform  *struct {
+	// Annotations of index.json's entry name the image (ref.name).
+	Annotations map[string]string `json:"annotations"`
+	Platform    *struct {
 		OS           string `json:"os"`
 		Architecture string `json:"architecture"`
 	} `json:"platform"`
@@ -180,12 +187,13 @@ type image struct {
 const ociIndex = "application/vnd.oci.image.index.v1+json"
 
 // readArchive reads an OCI archive: index.json, the image index it names
-// (or holds), and each platform's manifest, config and layers.
-func readArchive(archive string) ([]image, error) {
+// (or holds), and each platform's manifest, config and layers; and the
+// name index.json gives the image.
+func readArchive(archive string) ([]image, string, error) {
 	blobs := map[string][]byte{}
 	f, err := os.Open(archive)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	defer f.Close()
 	tr := tar.NewReader(f)
@@ -195,14 +203,14 @@ func readArchive(archive string) ([]image, error) {
 			break
 		}
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
 		if h.Typeflag != tar.TypeReg {
 			continue
 		}
 		b, err := io.ReadAll(tr)
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
 		blobs[strings.TrimPrefix(h.Name, "./")] = b
 	}
@@ -211,18 +219,22 @@ func readArchive(archive string) ([]image, error) {
 		Manifests []descriptor `json:"manifests"`
 	}
 	if err := json.Unmarshal(blobs["index.json"], &index); err != nil {
-		return nil, fmt.Errorf("index.json: %w", err)
+		return nil, "", fmt.Errorf("index.json: %w", err)
+	}
+	var refName string
+	if len(index.Manifests) > 0 {
+		refName = index.Manifests[0].Annotations["org.opencontainers.image.ref.name"]
 	}
 	// index.json names the image index (podman, buildah) or is it.
 	if len(index.Manifests) == 1 && index.Manifests[0].MediaType == ociIndex {
 		if err := json.Unmarshal(blob(index.Manifests[0].Digest), &index); err != nil {
-			return nil, fmt.Errorf("image index: %w", err)
+			return nil, "", fmt.Errorf("image index: %w", err)
 		}
 	}
 	var images []image
 	for _, d := range index.Manifests {
 		if d.Platform == nil {
-			return nil, fmt.Errorf("manifest %s names no platform", d.Digest)
+			return nil, "", fmt.Errorf("manifest %s names no platform", d.Digest)
 		}
 		img := image{platform: d.Platform.OS + "/" + d.Platform.Architecture, files: map[string][]byte{}}
 		var manifest struct {
@@ -230,19 +242,19 @@ func readArchive(archive string) ([]image, error) {
 			Layers []descriptor `json:"layers"`
 		}
 		if err := json.Unmarshal(blob(d.Digest), &manifest); err != nil {
-			return nil, fmt.Errorf("%s manifest: %w", img.platform, err)
+			return nil, "", fmt.Errorf("%s manifest: %w", img.platform, err)
 		}
 		if err := json.Unmarshal(blob(manifest.Config.Digest), &img.config); err != nil {
-			return nil, fmt.Errorf("%s config: %w", img.platform, err)
+			return nil, "", fmt.Errorf("%s config: %w", img.platform, err)
 		}
 		for _, l := range manifest.Layers {
 			if err := layerFiles(blob(l.Digest), strings.HasSuffix(l.MediaType, "gzip"), img.files); err != nil {
-				return nil, fmt.Errorf("%s layer %s: %w", img.platform, l.Digest, err)
+				return nil, "", fmt.Errorf("%s layer %s: %w", img.platform, l.Digest, err)
 			}
 		}
 		images = append(images, img)
 	}
-	return images, nil
+	return images, refName, nil
 }
 
 // layerFiles adds a layer's regular files to files, and fails on a
