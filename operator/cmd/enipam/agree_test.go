@@ -71,10 +71,12 @@ func shapeOf(it catalog.InstanceType, efa bool) limitShape {
 	return s
 }
 
-// allConfigs adds the other two combinations of first interface index and
-// prefix delegation to TestMaxPodsAgreesWithTheOperator (about four more
-// CPU minutes).
-var allConfigs = flag.Bool("maxpods.all-configs", false, "also check first interface index 0 with prefixes and 1 without")
+// allConfigs adds the other three combinations of first interface index
+// and prefix delegation to TestMaxPodsAgreesWithTheOperator. With prefixes
+// the largest types' pools run to thousands of addresses a node, which
+// takes the operator's controller tens of CPU minutes to grow through
+// one reconcile at a time: make bench runs them, make test does not.
+var allConfigs = flag.Bool("maxpods.all-configs", false, "also check first interface index 1 with prefixes, 0 with prefixes and 1 without")
 
 // TestMaxPodsAgreesWithTheOperator: for a type of every shape of limits
 // in the catalog (limitShape: the catalog's 1 300 and more types have
@@ -125,9 +127,9 @@ func TestMaxPodsAgreesWithTheOperator(t *testing.T) {
 		fi int
 		pd bool
 	}
-	configs := []config{{0, false}, {1, true}}
+	configs := []config{{0, false}}
 	if *allConfigs {
-		configs = append(configs, config{0, true}, config{1, false})
+		configs = append(configs, config{1, true}, config{0, true}, config{1, false})
 	}
 	for _, cfg := range configs {
 		fi, pd := cfg.fi, cfg.pd
@@ -257,8 +259,18 @@ func reachCapacity(t *testing.T, nodes []capacityNode, fi int, pd bool) map[stri
 	reached := map[string]int{}
 	var mu sync.Mutex
 	todo := nodes
-	for deadline := time.Now().Add(10 * time.Minute); len(todo) > 0; {
-		if time.Now().After(deadline) {
+	// The loop ends when every node is at capacity, or fails once no
+	// node's pool, awaiting count or ENIs changed over stallRounds rounds
+	// (a count, not a clock: the machine may be slow, not the operator).
+	const stallRounds = 240
+	progress, stalled := "", 0
+	for len(todo) > 0 {
+		if now := worldState(t, c, st, todo); now != progress {
+			progress, stalled = now, 0
+		} else {
+			stalled++
+		}
+		if stalled > stallRounds {
 			for _, n := range todo {
 				cn, nr := getNode(t, c, n.name)
 				t.Errorf("%s never reached capacity: pool %d, capacity %+v, operator-status %q", n.name, len(cn.Spec.IPAM.Pool), nr.Spec.Capacity, cn.Status.IPAM.OperatorStatus.Error)
@@ -293,6 +305,25 @@ func reachCapacity(t *testing.T, nodes []capacityNode, fi int, pd bool) map[stri
 		time.Sleep(500 * time.Millisecond)
 	}
 	return reached
+}
+
+// worldState sums up what the nodes left have: each one's pool size,
+// capacity report and the ENIs and attachments EC2 shows, so a round that
+// changes none of it is a round without progress.
+func worldState(t *testing.T, c client.Client, st *ec2sim.State, nodes []capacityNode) string {
+	t.Helper()
+	var b strings.Builder
+	for _, n := range nodes {
+		cn, nr := getNode(t, c, n.name)
+		fmt.Fprintf(&b, "%s %d %d %+v;", n.name, len(cn.Spec.IPAM.Pool), len(cn.Status.ENI.ENIs), nr.Spec.Capacity)
+	}
+	for _, e := range st.Dump().NetworkInterfaces {
+		fmt.Fprintf(&b, "%s %d", e.NetworkInterfaceID, len(e.PrivateIPAddresses))
+		if e.Attachment != nil {
+			b.WriteString(e.Attachment.Status)
+		}
+	}
+	return b.String()
 }
 
 // step reconciles one node, plays its enipam-agent's routed report (what
