@@ -159,7 +159,7 @@ func (t *Tracker) claimSeen(obj any) {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.claims[c.Namespace+"/"+c.Name] = claimOf(c)
+	t.claims[c.Namespace+"/"+c.Name] = ClaimOf(c)
 	t.notify()
 }
 

@@ -125,8 +125,8 @@ func stripClaim(obj any) (any, error) {
 	return out, nil
 }
 
-// claimOf is a claim as placement sees it.
-func claimOf(c *enipamv1alpha1.StaticIPClaim) room.Claim {
+// ClaimOf is a claim as placement sees it.
+func ClaimOf(c *enipamv1alpha1.StaticIPClaim) room.Claim {
 	out := room.Claim{
 		Address: c.Spec.Address, Subnet: c.Status.SubnetID, Zone: c.Status.AvailabilityZone,
 		Holder: c.Status.NodeName, Target: c.Spec.NodeName,

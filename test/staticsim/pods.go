@@ -10,7 +10,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
@@ -87,31 +86,13 @@ func (s schedState) View(*corev1.Pod, []string, time.Time) ([]room.Node, <-chan 
 
 func (s schedState) Hold(*corev1.Pod, []string) {}
 
-// Claim is tracker's claimOf.
+// Claim is the extender's view of the claim (tracker.ClaimOf).
 func (s schedState) Claim(ns, name string) (room.Claim, bool) {
 	c := &enipamv1alpha1.StaticIPClaim{}
 	if !s.w.store.get(client.ObjectKey{Namespace: ns, Name: name}, c) {
 		return room.Claim{}, false
 	}
-	out := room.Claim{
-		Address: c.Spec.Address, Subnet: c.Status.SubnetID, Zone: c.Status.AvailabilityZone,
-		Holder: c.Status.NodeName, Target: c.Spec.NodeName,
-		Checked:  c.Status.ObservedGeneration == c.Generation && c.Status.Phase != "",
-		Deleting: c.DeletionTimestamp != nil,
-	}
-	if out.Address == "" {
-		out.Address = c.Status.Address
-	}
-	if out.Subnet == "" {
-		out.Subnet = c.Spec.SubnetID
-	}
-	if r := meta.FindStatusCondition(c.Status.Conditions, enipamv1alpha1.ClaimReady); r != nil {
-		out.Status = r.Reason + ": " + r.Message
-	}
-	if c.Status.Phase == enipamv1alpha1.ClaimInvalid {
-		out.Invalid = out.Status
-	}
-	return out, true
+	return tracker.ClaimOf(c), true
 }
 
 func (s schedState) Intent(uid types.UID) (tracker.Intent, bool) {
