@@ -86,7 +86,9 @@ func (k *Kernel) SetLinkUp(l routing.Link) error {
 func (k *Kernel) Rules() ([]routing.Rule, error) {
 	var rules []netlink.Rule
 	err := retryDump(func() (err error) {
-		rules, err = k.h.RuleListFiltered(netlink.FAMILY_V4, nil, 0)
+		// One dump of every family; the kernel adds its multicast
+		// routing rules (RTNL_FAMILY_IPMR, IP6MR), which are skipped.
+		rules, err = k.h.RuleListFiltered(netlink.FAMILY_ALL, nil, 0)
 		return err
 	})
 	if err != nil {
@@ -94,7 +96,11 @@ func (k *Kernel) Rules() ([]routing.Rule, error) {
 	}
 	out := make([]routing.Rule, 0, len(rules))
 	for _, r := range rules {
+		if r.Family != netlink.FAMILY_V4 && r.Family != netlink.FAMILY_V6 {
+			continue
+		}
 		rule := routing.Rule{
+			IPv6:     r.Family == netlink.FAMILY_V6,
 			Priority: r.Priority,
 			Src:      prefixOf(r.Src),
 			Dst:      prefixOf(r.Dst),
@@ -115,6 +121,9 @@ func (k *Kernel) Rules() ([]routing.Rule, error) {
 func toNetlinkRule(r routing.Rule) *netlink.Rule {
 	nr := netlink.NewRule()
 	nr.Family = netlink.FAMILY_V4
+	if r.IPv6 {
+		nr.Family = netlink.FAMILY_V6
+	}
 	nr.Priority = r.Priority
 	nr.Table = r.Table
 	nr.Protocol = uint8(r.Protocol)
@@ -143,7 +152,8 @@ func (k *Kernel) Routes() ([]routing.Route, error) {
 	var routes []netlink.Route
 	err := retryDump(func() (err error) {
 		// Table filter "unspec" is how netlink asks for every table.
-		routes, err = k.h.RouteListFiltered(netlink.FAMILY_V4, &netlink.Route{Table: unix.RT_TABLE_UNSPEC}, netlink.RT_FILTER_TABLE)
+		// One dump of every family (multicast routing's are skipped).
+		routes, err = k.h.RouteListFiltered(netlink.FAMILY_ALL, &netlink.Route{Table: unix.RT_TABLE_UNSPEC}, netlink.RT_FILTER_TABLE)
 		return err
 	})
 	if err != nil {
@@ -152,7 +162,12 @@ func (k *Kernel) Routes() ([]routing.Route, error) {
 	out := make([]routing.Route, 0, len(routes))
 	for _, r := range routes {
 		dst := prefixOf(r.Dst)
-		if !dst.IsValid() {
+		switch {
+		case r.Family != netlink.FAMILY_V4 && r.Family != netlink.FAMILY_V6:
+			continue
+		case !dst.IsValid() && r.Family == netlink.FAMILY_V6:
+			dst = netip.PrefixFrom(netip.IPv6Unspecified(), 0)
+		case !dst.IsValid():
 			dst = netip.PrefixFrom(netip.IPv4Unspecified(), 0)
 		}
 		gw, _ := netip.AddrFromSlice(r.Gw)
@@ -170,8 +185,12 @@ func (k *Kernel) Routes() ([]routing.Route, error) {
 }
 
 func toNetlinkRoute(r routing.Route) *netlink.Route {
+	family := netlink.FAMILY_V4
+	if r.Dst.Addr().Is6() {
+		family = netlink.FAMILY_V6
+	}
 	nr := &netlink.Route{
-		Family:    netlink.FAMILY_V4,
+		Family:    family,
 		Table:     r.Table,
 		Dst:       ipNetOf(r.Dst),
 		LinkIndex: r.LinkIndex,

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
+	"net/netip"
 )
 
 // Defaults, following Cilium's own ENI mode (pkg/datapath/linux/linux_defaults)
@@ -27,6 +28,9 @@ const (
 	DefaultEgressPriority = 111
 	// DefaultIngressPriority is Cilium's ingress rule priority (RulePriorityIngress).
 	DefaultIngressPriority = 20
+	// IPv6DefaultMetric is the metric the kernel gives an IPv6 route
+	// added without one (IP6_RT_PRIO_USER); enipam's IPv6 routes carry it.
+	IPv6DefaultMetric = 1024
 	// RPFilterLoose is the rp_filter value set on secondary ENI links:
 	// replies leave through the ENI that owns the source IP, not the one
 	// the kernel would pick for the reverse path.
@@ -124,3 +128,17 @@ func (c Config) Validate() error {
 
 // Table returns the route table of the ENI with device number n.
 func Table(n int) int { return TableOffset + n }
+
+// IPv6Gateway is the VPC router's IPv6 address on every subnet: the
+// next hop of an ENI table's IPv6 default route. AWS answers at the
+// link-local fe80:ec2::1 on every subnet with an IPv6 CIDR (besides the
+// EUI-64 link-local address a router advertisement shows, which differs
+// per subnet and is known only after the RA arrived). The VPC CNI
+// (networkutils' GetIPv6Gateway) and Cilium's ENI mode (ipam's
+// allocationResult) use the same fixed address, so nothing waits for an
+// RA and the route is the same on every node. A link-local next hop
+// needs its device, which the default route names; the host route to it
+// mirrors the IPv4 table.
+func IPv6Gateway() netip.Addr {
+	return netip.AddrFrom16([16]byte{0xfe, 0x80, 0x0e, 0xc2, 15: 1})
+}

@@ -195,7 +195,7 @@ func routed(d Desired, f failures) []RoutedENI {
 		}
 		r := RoutedENI{ID: w.ENI.ID, MAC: w.ENI.MAC, Number: w.ENI.Number, Table: w.Table}
 		for _, ip := range w.IPs {
-			if !f.addrs[netip.PrefixFrom(ip, 32)] {
+			if !f.addrs[netip.PrefixFrom(ip, ip.BitLen())] {
 				r.IPs = append(r.IPs, ip)
 			}
 		}

@@ -106,7 +106,7 @@ func ComputeDesired(node Node, links []Link, cfg Config) Desired {
 		if !eni.Primary() {
 			d.Links = append(d.Links, LinkWant{ENI: eni.ID, Link: link, MTU: cfg.MTU, RPFilter: RPFilterLoose})
 		}
-		d.Routes = append(d.Routes, eniRoutes(eni, link, cfg)...)
+		d.Routes = append(d.Routes, eniRoutes(w, cfg)...)
 		d.Rules = append(d.Rules, w.rules(cfg)...)
 	}
 
@@ -170,13 +170,13 @@ func linksByMAC(links []Link) map[string]Link {
 	return m
 }
 
-// routedAddresses returns the ENI's IPv4 addresses and prefixes that get
-// rules, sorted and without duplicates; an address inside one of the
-// prefixes is left to the prefix's rules.
+// routedAddresses returns the ENI's addresses and prefixes that get
+// rules (IPv4 first, then IPv6, each sorted) without duplicates; an
+// address inside one of the prefixes is left to the prefix's rules.
 func routedAddresses(eni ENI) ([]netip.Addr, []netip.Prefix) {
 	var prefixes []netip.Prefix
 	for _, p := range eni.Prefixes {
-		if p.IsValid() && p.Addr().Is4() {
+		if p.IsValid() && (p.Addr().Is4() || p.Addr().Is6() && !p.Addr().Is4In6()) {
 			prefixes = append(prefixes, p.Masked())
 		}
 	}
@@ -184,7 +184,7 @@ func routedAddresses(eni ENI) ([]netip.Addr, []netip.Prefix) {
 	var ips []netip.Addr
 	for _, ip := range eni.IPs {
 		ip = ip.Unmap()
-		if !ip.Is4() || slices.ContainsFunc(prefixes, func(p netip.Prefix) bool { return p.Contains(ip) }) {
+		if !ip.IsValid() || slices.ContainsFunc(prefixes, func(p netip.Prefix) bool { return p.Contains(ip) }) {
 			continue
 		}
 		ips = append(ips, ip)
@@ -198,47 +198,91 @@ func routedAddresses(eni ENI) ([]netip.Addr, []netip.Prefix) {
 func addresses(eni ENI) []netip.Prefix {
 	out := make([]netip.Prefix, 0, len(eni.IPs)+len(eni.Prefixes))
 	for _, ip := range eni.IPs {
-		if ip = ip.Unmap(); ip.Is4() {
-			out = append(out, netip.PrefixFrom(ip, 32))
+		if ip = ip.Unmap(); ip.IsValid() {
+			out = append(out, netip.PrefixFrom(ip, ip.BitLen()))
 		}
 	}
 	for _, p := range eni.Prefixes {
-		if p.IsValid() && p.Addr().Is4() {
+		if p.IsValid() {
 			out = append(out, p.Masked())
 		}
 	}
 	return out
 }
 
-func eniRoutes(eni ENI, link Link, cfg Config) []Route {
-	table := Table(eni.Number)
+// hasIPv6Rules reports whether the ENI's IPv6 addresses need its table:
+// it has some, and it is not the primary ENI.
+func (w ENIWant) hasIPv6Rules() bool {
+	if w.ENI.Primary() {
+		return false
+	}
+	return slices.ContainsFunc(w.IPs, netip.Addr.Is6) || slices.ContainsFunc(w.Prefixes, func(p netip.Prefix) bool { return p.Addr().Is6() })
+}
+
+// eniRoutes are the ENI's table: its IPv4 gateway's link route and the
+// default route through it, and, when the ENI routes IPv6 addresses, the
+// same pair for the VPC's IPv6 router (see IPv6Gateway).
+func eniRoutes(w ENIWant, cfg Config) []Route {
+	routes := gatewayRoutes(w.Table, w.ENI.Gateway, w.Link, cfg)
+	if w.hasIPv6Rules() {
+		routes = append(routes, gatewayRoutes(w.Table, IPv6Gateway(), w.Link, cfg)...)
+	}
+	return routes
+}
+
+// gatewayRoutes are a host route to gw on the link, then the default
+// route via gw, of gw's family.
+func gatewayRoutes(table int, gw netip.Addr, link Link, cfg Config) []Route {
+	if gw.Is6() {
+		// The kernel keeps no scope for IPv6 routes (it shows universe)
+		// and gives a route added with metric 0 its default, 1024: the
+		// desired routes say so, or every converge would rewrite them.
+		return []Route{
+			{Table: table, Dst: netip.PrefixFrom(gw, 128), LinkIndex: link.Index, Scope: ScopeUniverse, Protocol: cfg.Protocol, Metric: IPv6DefaultMetric},
+			{Table: table, Dst: netip.PrefixFrom(netip.IPv6Unspecified(), 0), Gateway: gw, LinkIndex: link.Index, Scope: ScopeUniverse, Protocol: cfg.Protocol, Metric: IPv6DefaultMetric},
+		}
+	}
 	return []Route{
-		{Table: table, Dst: netip.PrefixFrom(eni.Gateway, 32), LinkIndex: link.Index, Scope: ScopeLink, Protocol: cfg.Protocol},
-		{Table: table, Dst: netip.PrefixFrom(netip.IPv4Unspecified(), 0), Gateway: eni.Gateway, LinkIndex: link.Index, Scope: ScopeUniverse, Protocol: cfg.Protocol},
+		{Table: table, Dst: netip.PrefixFrom(gw, 32), LinkIndex: link.Index, Scope: ScopeLink, Protocol: cfg.Protocol},
+		{Table: table, Dst: netip.PrefixFrom(netip.IPv4Unspecified(), 0), Gateway: gw, LinkIndex: link.Index, Scope: ScopeUniverse, Protocol: cfg.Protocol},
 	}
 }
 
 // rules are the rules of every address and prefix of the ENI: per source
 // one egress rule (EgressAll) or one per VPC CIDR (EgressVPC), and one
-// ingress rule.
+// ingress rule. IPv6 sources always get the single egress rule of
+// EgressAll: an IPv6 pod address is the pod's own, global one, never
+// masqueraded on AWS, and the VPC drops a packet leaving by an ENI that
+// does not hold its source, so all of its traffic must leave by its ENI
+// (Cilium's ENI mode, whose AwsVPC lists IPv4 CIDRs only, would send it
+// to ipv6-native-routing-cidr alone). The primary ENI's IPv6 sources get
+// no rules: the main table is theirs.
 func (w ENIWant) rules(cfg Config) []Rule {
 	sources := make([]netip.Prefix, 0, len(w.IPs)+len(w.Prefixes))
 	for _, ip := range w.IPs {
-		sources = append(sources, netip.PrefixFrom(ip, 32))
+		sources = append(sources, netip.PrefixFrom(ip, ip.BitLen()))
 	}
 	sources = append(sources, w.Prefixes...)
 	slices.SortFunc(sources, comparePrefix)
-	dsts := []netip.Prefix{{}}
+	vpcDsts := []netip.Prefix{{}}
 	if cfg.Egress == EgressVPC {
-		dsts = vpcDestinations(w.ENI.VPCCIDRs)
+		vpcDsts = vpcDestinations(w.ENI.VPCCIDRs)
 	}
-	rules := make([]Rule, 0, (len(dsts)+1)*len(sources))
+	rules := make([]Rule, 0, (len(vpcDsts)+1)*len(sources))
 	for _, src := range sources {
+		v6 := src.Addr().Is6()
+		dsts := vpcDsts
+		if v6 {
+			if w.ENI.Primary() {
+				continue
+			}
+			dsts = []netip.Prefix{{}}
+		}
 		for _, dst := range dsts {
-			rules = append(rules, Rule{Priority: cfg.EgressPriority, Src: src, Dst: dst, Table: w.Table, Protocol: cfg.Protocol})
+			rules = append(rules, Rule{IPv6: v6, Priority: cfg.EgressPriority, Src: src, Dst: dst, Table: w.Table, Protocol: cfg.Protocol})
 		}
 		if cfg.IngressPriority != 0 {
-			rules = append(rules, Rule{Priority: cfg.IngressPriority, Dst: src, Table: MainTable, Protocol: cfg.Protocol})
+			rules = append(rules, Rule{IPv6: v6, Priority: cfg.IngressPriority, Dst: src, Table: MainTable, Protocol: cfg.Protocol})
 		}
 	}
 	return rules

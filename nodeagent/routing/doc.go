@@ -22,6 +22,24 @@
 //	rule:        to p lookup main                  (ingress priority; optional)
 //	rule:        fwmark 0x80/0x80 lookup main      (egress priority - 2; connmark on)
 //
+// An IPv6 address or delegated /80 prefix p on a secondary ENI n gets the
+// same table and rules in the IPv6 lists, with the VPC's IPv6 router
+// (IPv6Gateway, fe80:ec2::1) as next hop; its egress rule is always
+// `from p lookup 10+n`, whatever the egress mode (IPv6 is not
+// masqueraded on AWS). The table's IPv6 routes exist only while the ENI
+// routes an IPv6 address:
+//
+//	table 10+n:  fe80:ec2::1/128 dev <link>        proto enipam metric 1024
+//	             default via fe80:ec2::1 dev <link> proto enipam metric 1024
+//	rule:        from p lookup 10+n                (egress priority)
+//	rule:        to p lookup main                  (ingress priority; optional)
+//
+// The primary ENI's IPv6 addresses and prefixes get nothing: the main
+// table's default route (learned from the router advertisement on the
+// primary interface) already sends them out of the ENI that holds them,
+// as the VPC CNI's IPv6 mode relies on. The connmark return path is IPv4
+// only.
+//
 // Secondary ENI links get the MTU, are brought up and get loose rp_filter;
 // the primary ENI (n = 0, table 10) gets its table and rules only, and,
 // with connmark on, its link's rp_filter loosened if it is strict.

@@ -1,8 +1,8 @@
 package routing
 
 // Host is the kernel as the Converger needs it: one netlink request per
-// method. Implementations must return every IPv4 rule and every IPv4 route
-// of every table (ownership is decided here, not by the Host), and must
+// method. Implementations must return every IPv4 and IPv6 rule and every
+// IPv4 and IPv6 route of every table (ownership is decided here, not by the Host), and must
 // treat "already exists" on AddRule and "not found" on a delete as errors
 // the Converger can recognise with errors.Is(err, ErrExist) and
 // errors.Is(err, ErrNotFound).
@@ -21,14 +21,14 @@ type Host interface {
 	// SetRPFilter writes net.ipv4.conf.<link>.rp_filter.
 	SetRPFilter(link Link, value int) error
 
-	// Rules lists the IPv4 policy rules.
+	// Rules lists the IPv4 and IPv6 policy rules.
 	Rules() ([]Rule, error)
 	// AddRule adds a rule; ErrExist if an identical one is there.
 	AddRule(Rule) error
 	// DelRule deletes one rule matching r; ErrNotFound if none does.
 	DelRule(Rule) error
 
-	// Routes lists the IPv4 routes of all tables.
+	// Routes lists the IPv4 and IPv6 routes of all tables.
 	Routes() ([]Route, error)
 	// ReplaceRoute creates the route or replaces the one with its table,
 	// destination and metric.

@@ -37,11 +37,13 @@ type ENI struct {
 	// Gateway is the subnet's first host address, the next hop of the
 	// ENI's default route.
 	Gateway netip.Addr
-	// IPs are the addresses living on the ENI that pods may use; each gets
-	// its rules, unless one of Prefixes covers it.
+	// IPs are the addresses living on the ENI that pods may use, IPv4 and
+	// IPv6; each gets its rules, unless one of Prefixes covers it.
 	IPs []netip.Addr
-	// Prefixes are delegated prefixes of the ENI; each gets one set of
-	// rules standing for every address inside it.
+	// Prefixes are delegated prefixes of the ENI (IPv4 /28s, IPv6 /80s);
+	// each gets one set of rules standing for every address inside it.
+	// The IPv6 addresses and prefixes of the primary ENI get no rules
+	// and no table: the main table routes them (see the package doc).
 	Prefixes []netip.Prefix
 	// VPCCIDRs are the CIDRs of the ENI's VPC: the destinations of its
 	// egress rules in EgressVPC mode.
@@ -70,9 +72,14 @@ type Link struct {
 	RPFilter int
 }
 
-// Rule is an IPv4 policy routing rule. An invalid Src or Dst means "all";
-// a zero Mask means no fwmark match.
+// Rule is a policy routing rule. An invalid Src or Dst means "all"; a
+// zero Mask means no fwmark match.
 type Rule struct {
+	// IPv6 puts the rule in the IPv6 rule list instead of the IPv4 one;
+	// a valid Src or Dst must be of that family. The kernel keeps the two
+	// lists apart, so a rule without addresses (the fwmark rule) is told
+	// from its twin of the other family by this field alone.
+	IPv6     bool
 	Priority int
 	Src      netip.Prefix
 	Dst      netip.Prefix
@@ -95,7 +102,11 @@ func (r Rule) String() string {
 	if r.Mask != 0 {
 		mark = fmt.Sprintf(" fwmark %#x/%#x", r.Mark, r.Mask)
 	}
-	return fmt.Sprintf("%d: from %s to %s%s lookup %d proto %d", r.Priority, from, to, mark, r.Table, r.Protocol)
+	family := ""
+	if r.IPv6 {
+		family = "-6 "
+	}
+	return fmt.Sprintf("%s%d: from %s to %s%s lookup %d proto %d", family, r.Priority, from, to, mark, r.Table, r.Protocol)
 }
 
 // Scope values of a Route, as the kernel numbers them.
@@ -104,8 +115,9 @@ const (
 	ScopeLink     = 253
 )
 
-// Route is an IPv4 route in one table. An invalid Gateway means a directly
-// connected route.
+// Route is a route in one table; Dst is always valid and says the family
+// (0.0.0.0/0 or ::/0 for a default route). An invalid Gateway means a
+// directly connected route.
 type Route struct {
 	Table     int
 	Dst       netip.Prefix
@@ -113,7 +125,8 @@ type Route struct {
 	LinkIndex int
 	Scope     int
 	Protocol  int
-	// Metric is the route's priority; enipam's routes use 0. It matters
+	// Metric is the route's priority; enipam's IPv4 routes use 0, its
+	// IPv6 routes IPv6DefaultMetric (the kernel's default). It matters
 	// only to delete exactly the route that was read.
 	Metric int
 }

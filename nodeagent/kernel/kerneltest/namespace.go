@@ -163,8 +163,8 @@ func (n *Namespace) Do(fn func() error) error { return kernel.InNamespace(n.NS, 
 // IPDump returns what iproute2's own `ip -4 rule show` and
 // `ip -4 route show table all` print for the namespace, lines sorted: the
 // node's routing as an administrator sees it, to compare before and after.
-// IPv4 only: enipam writes no IPv6 state, and the IPv6 link-local routes a
-// link gets when it comes up belong to the link. Without an `ip` binary
+// IPv4 only: the IPv6 link-local routes a link gets when it comes up
+// belong to the link; tests of enipam's IPv6 state read it themselves. Without an `ip` binary
 // (a minimal CI image) the same dumps are read through netlink instead,
 // each rule and route with the fields that tell them apart.
 func (n *Namespace) IPDump(tb testing.TB) (rules, routes []string) {

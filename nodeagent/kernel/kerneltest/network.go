@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -46,7 +47,8 @@ func (n *Namespace) LinkUp(tb testing.TB, name string) netlink.Link {
 	return l
 }
 
-// AddAddr puts an address (CIDR notation) on the named link.
+// AddAddr puts an address (CIDR notation) on the named link. An IPv6
+// address skips duplicate address detection, so it is usable at once.
 func (n *Namespace) AddAddr(tb testing.TB, name, cidr string) {
 	tb.Helper()
 	l, err := n.Handle.LinkByName(name)
@@ -57,13 +59,16 @@ func (n *Namespace) AddAddr(tb testing.TB, name, cidr string) {
 	if err != nil {
 		tb.Fatal(err)
 	}
+	if addr.IP.To4() == nil {
+		addr.Flags |= unix.IFA_F_NODAD
+	}
 	if err := n.Handle.AddrAdd(l, addr); err != nil {
 		tb.Fatalf("adding %s to %s in %s: %v", cidr, name, n.Name, err)
 	}
 }
 
-// AddRoute adds a route to dst (CIDR) through the named link, via gw when
-// it is not empty, in the main table.
+// AddRoute adds a route to dst (CIDR, IPv4 or IPv6) through the named
+// link, via gw when it is not empty, in the main table.
 func (n *Namespace) AddRoute(tb testing.TB, dst, gw, dev string) {
 	tb.Helper()
 	l, err := n.Handle.LinkByName(dev)
@@ -91,7 +96,11 @@ func (n *Namespace) AddNeighbor(tb testing.TB, dev, ip string, mac net.HardwareA
 	if err != nil {
 		tb.Fatalf("link %s in %s: %v", dev, n.Name, err)
 	}
-	err = n.Handle.NeighSet(&netlink.Neigh{LinkIndex: l.Attrs().Index, Family: netlink.FAMILY_V4, State: netlink.NUD_PERMANENT, IP: net.ParseIP(ip), HardwareAddr: mac})
+	family := netlink.FAMILY_V4
+	if net.ParseIP(ip).To4() == nil {
+		family = netlink.FAMILY_V6
+	}
+	err = n.Handle.NeighSet(&netlink.Neigh{LinkIndex: l.Attrs().Index, Family: family, State: netlink.NUD_PERMANENT, IP: net.ParseIP(ip), HardwareAddr: mac})
 	if err != nil {
 		tb.Fatalf("adding neighbor %s at %s on %s in %s: %v", ip, mac, dev, n.Name, err)
 	}
@@ -129,7 +138,42 @@ func ConnectPod(tb testing.TB, node *Namespace, hostDev string, pod *Namespace, 
 	node.AddNeighbor(tb, hostDev, ip, podDev.Attrs().HardwareAddr)
 }
 
-// Capture records the IPv4 packets arriving on one link.
+// ConnectPod6 gives a pod wired by ConnectPod an IPv6 address as well, the
+// way Cilium's legacy host routing does: ip/128 on the pod's eth0, its
+// default route via fe80::1 (answering with hostDev's MAC), and a /128
+// route to ip through hostDev in the node's main table.
+func ConnectPod6(tb testing.TB, node *Namespace, hostDev string, pod *Namespace, ip string) {
+	tb.Helper()
+	host, podDev := node.LinkUp(tb, hostDev), pod.LinkUp(tb, "eth0")
+	pod.AddAddr(tb, "eth0", ip+"/128")
+	pod.AddRoute(tb, "::/0", "fe80::1", "eth0")
+	pod.AddNeighbor(tb, "eth0", "fe80::1", host.Attrs().HardwareAddr)
+	node.AddRoute(tb, ip+"/128", "", hostDev)
+	node.AddNeighbor(tb, hostDev, ip, podDev.Attrs().HardwareAddr)
+}
+
+// DropFrom makes the namespace drop every IPv6 packet from inside src
+// (CIDR) that arrives on the named link: EC2's source/destination check
+// for IPv6, where no rp_filter sysctl exists (a blackhole policy rule
+// matching the incoming link and the source).
+func (n *Namespace) DropFrom(tb testing.TB, iif, src string) {
+	tb.Helper()
+	_, ipnet, err := net.ParseCIDR(src)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	r := netlink.NewRule()
+	r.Family = netlink.FAMILY_V6
+	r.Priority = 10
+	r.IifName = iif
+	r.Src = ipnet
+	r.Type = unix.FR_ACT_BLACKHOLE
+	if err := n.Handle.RuleAdd(r); err != nil {
+		tb.Fatalf("dropping packets from %s on %s in %s: %v", src, iif, n.Name, err)
+	}
+}
+
+// Capture records the IPv4 and IPv6 packets arriving on one link.
 type Capture struct {
 	fd   int
 	seen chan [2]netip.Addr
@@ -137,15 +181,15 @@ type Capture struct {
 	log  map[[2]netip.Addr]int
 }
 
-// Capture starts recording the IPv4 packets received on the named link
-// until the test ends.
+// Capture starts recording the IPv4 and IPv6 packets received on the
+// named link until the test ends.
 func (n *Namespace) Capture(tb testing.TB, name string) *Capture {
 	tb.Helper()
 	l, err := n.Handle.LinkByName(name)
 	if err != nil {
 		tb.Fatalf("link %s in %s: %v", name, n.Name, err)
 	}
-	proto := htons(unix.ETH_P_IP)
+	proto := htons(unix.ETH_P_ALL)
 	var fd int
 	err = n.Do(func() error {
 		fd, err = unix.Socket(unix.AF_PACKET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, int(proto))
@@ -172,12 +216,28 @@ func (n *Namespace) Capture(tb testing.TB, name string) *Capture {
 				return
 			default:
 			}
-			n, _, err := unix.Recvfrom(fd, buf, 0)
+			n, from, err := unix.Recvfrom(fd, buf, 0)
 			if err != nil || n < 20 {
 				continue
 			}
-			src, _ := netip.AddrFromSlice(buf[12:16])
-			dst, _ := netip.AddrFromSlice(buf[16:20])
+			if ll, ok := from.(*unix.SockaddrLinklayer); ok && ll.Pkttype == unix.PACKET_OUTGOING {
+				// A socket of every protocol also sees what the link sends.
+				continue
+			}
+			var src, dst netip.Addr
+			switch buf[0] >> 4 {
+			case 4:
+				src, _ = netip.AddrFromSlice(buf[12:16])
+				dst, _ = netip.AddrFromSlice(buf[16:20])
+			case 6:
+				if n < 40 {
+					continue
+				}
+				src, _ = netip.AddrFromSlice(buf[8:24])
+				dst, _ = netip.AddrFromSlice(buf[24:40])
+			default:
+				continue // ARP and the like
+			}
 			select {
 			case c.seen <- [2]netip.Addr{src, dst}:
 			default:
@@ -213,7 +273,7 @@ func (n *Namespace) Serve(tb testing.TB, addr, banner string) {
 	tb.Helper()
 	var ln net.Listener
 	err := n.Do(func() (err error) {
-		ln, err = net.Listen("tcp4", addr)
+		ln, err = net.Listen(network("tcp", addr), addr)
 		return err
 	})
 	if err != nil {
@@ -241,7 +301,7 @@ func (n *Namespace) Fetch(src, dst string, timeout time.Duration) (string, error
 		if src != "" {
 			d.LocalAddr = &net.TCPAddr{IP: net.ParseIP(src)}
 		}
-		c, err := d.Dial("tcp4", dst)
+		c, err := d.Dial(network("tcp", dst), dst)
 		if err != nil {
 			return err
 		}
@@ -262,11 +322,11 @@ func (n *Namespace) SendUDP(tb testing.TB, src, dst string) {
 		if src != "" {
 			laddr = &net.UDPAddr{IP: net.ParseIP(src)}
 		}
-		raddr, err := net.ResolveUDPAddr("udp4", dst)
+		raddr, err := net.ResolveUDPAddr(network("udp", dst), dst)
 		if err != nil {
 			return err
 		}
-		c, err := net.DialUDP("udp4", laddr, raddr)
+		c, err := net.DialUDP(network("udp", dst), laddr, raddr)
 		if err != nil {
 			return err
 		}
@@ -277,4 +337,14 @@ func (n *Namespace) SendUDP(tb testing.TB, src, dst string) {
 	if err != nil {
 		tb.Fatalf("sending UDP to %s from %q in %s: %v", dst, src, n.Name, err)
 	}
+}
+
+// network is proto restricted to the family of addr (host:port): "tcp6"
+// for "[2001:db8::1]:80", "tcp4" otherwise, so an IPv4 test never gets a
+// dual-stack socket.
+func network(proto, addr string) string {
+	if strings.HasPrefix(addr, "[") {
+		return proto + "6"
+	}
+	return proto + "4"
 }
