@@ -2,6 +2,7 @@ package v1alpha1
 
 import (
 	"net/netip"
+	"slices"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -116,12 +117,19 @@ type NodeRoutingStatus struct {
 	// +optional
 	ENIs []RoutedENI `json:"enis,omitempty"`
 
-	// RoutedENIs and RoutedIPs count ENIs and their addresses, for
-	// kubectl get.
+	// RoutedENIs and RoutedIPs count ENIs and their IPv4 addresses (a
+	// prefix counting every address inside it), for kubectl get.
 	// +optional
 	RoutedENIs int32 `json:"routedENIs,omitempty"`
 	// +optional
 	RoutedIPs int32 `json:"routedIPs,omitempty"`
+	// RoutedIPv6 counts the routed IPv6 addresses and RoutedIPv6Prefixes
+	// the routed IPv6 prefixes (a /80 holds 2^48 addresses, too many to
+	// count as addresses).
+	// +optional
+	RoutedIPv6 int32 `json:"routedIPv6,omitempty"`
+	// +optional
+	RoutedIPv6Prefixes int32 `json:"routedIPv6Prefixes,omitempty"`
 
 	// Endpoints answers the spec's endpointQueries; absent when there
 	// are none.
@@ -276,15 +284,28 @@ type RoutedENI struct {
 	Number int32 `json:"number"`
 	// Table is the ENI's route table.
 	Table int32 `json:"table,omitempty"`
-	// IPs are the addresses whose rules are installed.
+	// IPs are the IPv4 addresses whose rules are installed.
 	// +listType=set
 	// +optional
 	IPs []string `json:"ips,omitempty"`
-	// Prefixes are delegated /28 prefixes whose rules are installed (one
-	// rule each), standing for every address inside them.
+	// Prefixes are delegated IPv4 /28 prefixes whose rules are installed
+	// (one set each), standing for every address inside them.
 	// +listType=set
 	// +optional
 	Prefixes []string `json:"prefixes,omitempty"`
+	// IPv6 are the IPv6 addresses the node routes on the ENI: on a
+	// secondary ENI those whose rules into its table are installed; on
+	// the primary ENI every one of its IPv6 addresses, which the main
+	// table routes with no rule of enipam's.
+	// +listType=set
+	// +optional
+	IPv6 []string `json:"ipv6,omitempty"`
+	// IPv6Prefixes are the delegated IPv6 prefixes (/80) the node routes
+	// on the ENI, by the same rule as IPv6, each standing for every
+	// address inside it.
+	// +listType=set
+	// +optional
+	IPv6Prefixes []string `json:"ipv6Prefixes,omitempty"`
 }
 
 // Condition types and reasons of a NodeRouting.
@@ -307,27 +328,25 @@ type NodeRoutingList struct {
 	Items           []NodeRouting `json:"items"`
 }
 
-// Routes reports whether the status lists ip as routed on the ENI eniID,
-// as a single address or inside one of its prefixes.
+// Routes reports whether the status lists ip (IPv4 or IPv6) as routed on
+// the ENI eniID, as a single address or inside one of its prefixes.
 func (s *NodeRoutingStatus) Routes(eniID, ip string) bool {
 	for i := range s.ENIs {
 		e := &s.ENIs[i]
 		if e.ID != eniID {
 			continue
 		}
-		for _, a := range e.IPs {
-			if a == ip {
-				return true
-			}
+		if slices.Contains(e.IPs, ip) || slices.Contains(e.IPv6, ip) {
+			return true
 		}
-		return prefixesContain(e.Prefixes, ip)
+		return prefixesContain(e.Prefixes, ip) || prefixesContain(e.IPv6Prefixes, ip)
 	}
 	return false
 }
 
 // Routed indexes the status for lookups: it returns a function reporting
-// whether ip (an address or, parsed, one inside a routed prefix) is routed
-// on the ENI eniID.
+// whether ip (an address of either family or, parsed, one inside a routed
+// prefix) is routed on the ENI eniID.
 func (s *NodeRoutingStatus) Routed() func(eniID string, ip netip.Addr) bool {
 	type key struct {
 		eni string
@@ -337,12 +356,12 @@ func (s *NodeRoutingStatus) Routed() func(eniID string, ip netip.Addr) bool {
 	prefixes := map[string][]netip.Prefix{}
 	for i := range s.ENIs {
 		e := &s.ENIs[i]
-		for _, a := range e.IPs {
+		for _, a := range slices.Concat(e.IPs, e.IPv6) {
 			if addr, err := netip.ParseAddr(a); err == nil {
 				ips[key{e.ID, addr}] = true
 			}
 		}
-		for _, p := range e.Prefixes {
+		for _, p := range slices.Concat(e.Prefixes, e.IPv6Prefixes) {
 			if pfx, err := netip.ParsePrefix(p); err == nil {
 				prefixes[e.ID] = append(prefixes[e.ID], pfx.Masked())
 			}

@@ -35,7 +35,9 @@ func (a *Agent) report(ctx context.Context, nr *enipamv1alpha1.NodeRouting, res 
 	status := *nr.Status.DeepCopy()
 	status.ObservedGeneration = nr.Generation
 	if res.Read { // else nothing was changed: the previous report stands
-		status.ENIs, status.RoutedENIs, status.RoutedIPs = routedENIs(res.Routed)
+		var n routedCounts
+		status.ENIs, n = routedENIs(res.Routed)
+		status.RoutedENIs, status.RoutedIPs, status.RoutedIPv6, status.RoutedIPv6Prefixes = n.enis, n.ips, n.ipv6, n.ipv6Prefixes
 	}
 	cond := metav1.Condition{Type: enipamv1alpha1.ConditionReady, ObservedGeneration: nr.Generation}
 	switch {
@@ -48,6 +50,9 @@ func (a *Agent) report(ctx context.Context, nr *enipamv1alpha1.NodeRouting, res 
 	default:
 		cond.Status, cond.Reason = metav1.ConditionTrue, enipamv1alpha1.ReasonRouted
 		cond.Message = fmt.Sprintf("%d ENIs and %d addresses routed", status.RoutedENIs, status.RoutedIPs)
+		if status.RoutedIPv6 > 0 || status.RoutedIPv6Prefixes > 0 {
+			cond.Message += fmt.Sprintf(", and %d IPv6 addresses and %d IPv6 prefixes", status.RoutedIPv6, status.RoutedIPv6Prefixes)
+		}
 	}
 	meta.SetStatusCondition(&status.Conditions, cond)
 	status.Endpoints = a.observeEndpoints(nr)
@@ -152,32 +157,49 @@ func (a *Agent) writeStatus(ctx context.Context, nr *enipamv1alpha1.NodeRouting,
 }
 
 // routedENIs turns the converge's routed ENIs into the report, sorted by
-// device number, addresses sorted; RoutedIPs counts every address a
-// prefix stands for.
-func routedENIs(routed []routing.RoutedENI) ([]enipamv1alpha1.RoutedENI, int32, int32) {
+// device number, each family's addresses and prefixes apart and sorted.
+// The counts are of ENIs, of IPv4 addresses (a prefix counting every
+// address it stands for), of IPv6 addresses and of IPv6 prefixes.
+func routedENIs(routed []routing.RoutedENI) ([]enipamv1alpha1.RoutedENI, routedCounts) {
 	routed = slices.Clone(routed)
 	slices.SortFunc(routed, func(a, b routing.RoutedENI) int {
 		return cmp.Or(cmp.Compare(a.Number, b.Number), strings.Compare(a.ID, b.ID))
 	})
 	var out []enipamv1alpha1.RoutedENI
-	var ips int32
+	var n routedCounts
 	for _, r := range routed {
 		e := enipamv1alpha1.RoutedENI{ID: r.ID, MAC: r.MAC.String(), Number: int32(r.Number), Table: int32(r.Table)}
 		addrs := slices.Clone(r.IPs)
 		slices.SortFunc(addrs, netip.Addr.Compare)
 		for _, ip := range addrs {
-			e.IPs = append(e.IPs, ip.String())
+			if ip.Is4() {
+				e.IPs = append(e.IPs, ip.String())
+				n.ips++
+			} else {
+				e.IPv6 = append(e.IPv6, ip.String())
+				n.ipv6++
+			}
 		}
 		prefixes := slices.Clone(r.Prefixes)
 		slices.SortFunc(prefixes, func(a, b netip.Prefix) int { return a.Addr().Compare(b.Addr()) })
 		for _, p := range prefixes {
-			e.Prefixes = append(e.Prefixes, p.String())
-			ips += int32(1) << (p.Addr().BitLen() - p.Bits())
+			if p.Addr().Is4() {
+				e.Prefixes = append(e.Prefixes, p.String())
+				n.ips += int32(1) << (32 - p.Bits())
+			} else {
+				e.IPv6Prefixes = append(e.IPv6Prefixes, p.String())
+				n.ipv6Prefixes++
+			}
 		}
-		ips += int32(len(addrs))
 		out = append(out, e)
 	}
-	return out, int32(len(out)), ips
+	n.enis = int32(len(out))
+	return out, n
+}
+
+// routedCounts are the report's counts.
+type routedCounts struct {
+	enis, ips, ipv6, ipv6Prefixes int32
 }
 
 func missingMessage(missing []routing.ENI) string {

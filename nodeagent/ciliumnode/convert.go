@@ -72,7 +72,9 @@ type Input struct {
 // its use late, so a held address may carry a pod at any moment.
 //
 // Per managed ENI in status.eni.enis, the addresses to route are its
-// status addresses, its prefixes and the held addresses it is named for,
+// status addresses, its IPv4 and IPv6 prefixes (prefixes,
+// ipv6-prefixes) and the held addresses it is named for, of both
+// families,
 // minus the released ones (a prefix holding a released address is routed
 // address by address). A held address names one ENI: it wins over another
 // ENI's status addresses. An ENI the spec does not select (device number
@@ -139,7 +141,7 @@ func ToNode(cn *ciliumv2.CiliumNode, spec *enipamv1alpha1.NodeRoutingSpec) (rout
 			// whatever routing they have.
 			for ip, resource := range held {
 				if resource == id {
-					in.Retained[netip.PrefixFrom(ip, 32)] = id
+					in.Retained[netip.PrefixFrom(ip, ip.BitLen())] = id
 				}
 			}
 			continue
@@ -161,7 +163,7 @@ func ToNode(cn *ciliumv2.CiliumNode, spec *enipamv1alpha1.NodeRoutingSpec) (rout
 	}
 	for ip, resource := range held {
 		if !known[resource] {
-			in.Retained[netip.PrefixFrom(ip, 32)] = resource
+			in.Retained[netip.PrefixFrom(ip, ip.BitLen())] = resource
 		}
 	}
 	node.Retain = slices.SortedFunc(maps.Keys(in.Retained), func(a, b netip.Prefix) int { return a.Addr().Compare(b.Addr()) })
@@ -192,8 +194,11 @@ func toENI(id string, eni *awstypes.ENI) (routing.ENI, error) {
 
 // addresses are a managed ENI's addresses and prefixes to route: its
 // status addresses that no other ENI holds, its prefixes, and the
-// addresses held on it; released addresses never. A prefix holding a
-// released address is routed address by address, that one left out.
+// addresses held on it; released addresses never. An IPv4 prefix
+// holding a released address is routed address by address, that one
+// left out; an IPv6 prefix (ipv6-prefixes, a /80) is routed whole: EC2
+// keeps it on the ENI until none of its addresses is pooled, and 2^48
+// addresses cannot be listed one by one.
 func addresses(id string, eni *awstypes.ENI, held map[netip.Addr]string, released map[netip.Addr]bool) ([]netip.Addr, []netip.Prefix) {
 	var ips []netip.Addr
 	for _, a := range eni.Addresses {
@@ -212,11 +217,17 @@ func addresses(id string, eni *awstypes.ENI, held map[netip.Addr]string, release
 		}
 	}
 	var prefixes []netip.Prefix
-	for _, p := range eni.Prefixes {
+	for _, p := range slices.Concat(eni.Prefixes, eni.IPv6Prefixes) {
 		if !p.IsValid() {
 			continue
 		}
 		pfx := p.Masked()
+		if pfx.Addr().Is6() {
+			// An IPv6 prefix stays whole on its ENI in EC2 until no address
+			// of it is pooled, released ones included: routed whole.
+			prefixes = append(prefixes, pfx)
+			continue
+		}
 		if !containsAny(pfx, released) {
 			prefixes = append(prefixes, pfx)
 			continue

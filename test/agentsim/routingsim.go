@@ -183,8 +183,11 @@ func (r *RoutingSim) report(ctx context.Context, name string) {
 	want := nr.DeepCopy()
 	want.Status.ENIs = Routed(cn, &nr.Spec, r.opts.Attached)
 	want.Status.RoutedENIs, want.Status.RoutedIPs = int32(len(want.Status.ENIs)), 0
+	want.Status.RoutedIPv6, want.Status.RoutedIPv6Prefixes = 0, 0
 	for _, e := range want.Status.ENIs {
 		want.Status.RoutedIPs += int32(len(e.IPs) + 16*len(e.Prefixes))
+		want.Status.RoutedIPv6 += int32(len(e.IPv6))
+		want.Status.RoutedIPv6Prefixes += int32(len(e.IPv6Prefixes))
 	}
 	want.Status.ObservedGeneration = nr.Generation
 	meta.SetStatusCondition(&want.Status.Conditions, metav1.Condition{
@@ -236,7 +239,11 @@ func (r *RoutingSim) endpoints(node string, nr *enipamv1alpha1.NodeRouting) *eni
 // the held addresses naming it alone (a prefix whose every address is
 // held stands for them), and is left out when there are none. Held
 // addresses are the pool's, then those in status.ipam.used that the pool
-// lacks; released ones never are.
+// lacks; released ones never are. IPv6 goes apart, as the agent reports
+// it: addresses in ipv6, a managed ENI's ipv6-prefixes (/80s) whole in
+// ipv6Prefixes, released addresses inside them included (EC2 keeps the
+// prefix on the ENI), and an address inside one of them not listed on
+// its own.
 func Routed(cn *ciliumv2.CiliumNode, spec *enipamv1alpha1.NodeRoutingSpec, attached func(string) bool) []enipamv1alpha1.RoutedENI {
 	held := map[string]string{}
 	for ip, e := range cn.Spec.IPAM.Pool {
@@ -273,12 +280,24 @@ func Routed(cn *ciliumv2.CiliumNode, spec *enipamv1alpha1.NodeRoutingSpec, attac
 			continue
 		}
 		r := enipamv1alpha1.RoutedENI{ID: id, MAC: eni.MAC, Number: int32(eni.Number), Table: int32(10 + eni.Number)}
+		var prefixes6 []netip.Prefix
+		if managed {
+			for _, p := range eni.IPv6Prefixes {
+				prefixes6 = append(prefixes6, p.Masked())
+				r.IPv6Prefixes = append(r.IPv6Prefixes, p.Masked().String())
+			}
+		}
 		for ip := range ips {
 			if cn.Status.IPAM.ReleaseIPs[ip] == ipamoption.IPAMReleased {
 				continue
 			}
-			if _, err := netip.ParseAddr(ip); err == nil {
+			addr, err := netip.ParseAddr(ip)
+			switch {
+			case err != nil:
+			case addr.Is4():
 				r.IPs = append(r.IPs, ip)
+			case !slices.ContainsFunc(prefixes6, func(p netip.Prefix) bool { return p.Contains(addr) }):
+				r.IPv6 = append(r.IPv6, ip)
 			}
 		}
 		for _, p := range eni.Prefixes {
@@ -288,6 +307,8 @@ func Routed(cn *ciliumv2.CiliumNode, spec *enipamv1alpha1.NodeRoutingSpec, attac
 		}
 		slices.Sort(r.IPs)
 		slices.Sort(r.Prefixes)
+		slices.Sort(r.IPv6)
+		slices.Sort(r.IPv6Prefixes)
 		out = append(out, r)
 	}
 	slices.SortFunc(out, func(a, b enipamv1alpha1.RoutedENI) int { return int(a.Number - b.Number) })

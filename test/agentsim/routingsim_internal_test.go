@@ -49,3 +49,37 @@ func TestRoutedListsTheHeldAddressesOfAnENIThePolicyDrops(t *testing.T) {
 		t.Errorf("nothing held on eni-1: %v, want eni-2 alone", got)
 	}
 }
+
+// TestRoutedReportsIPv6AsTheAgentDoes: eni-1 (device 1) lists
+// 2001:db8:2::10 and the /80 2001:db8:2:0:b::/80, and the pool holds
+// 10.0.2.10, 2001:db8:2::11 and two window addresses of the /80, one of
+// them released. Under first interface index 1 the ENI reports its IPv4
+// address in ips, the two IPv6 addresses outside the prefix in ipv6 and
+// the /80 whole in ipv6Prefixes, as enipam-agent does. Under 2 (the
+// policy drops the ENI) only the held addresses stay: 10.0.2.10, and
+// 2001:db8:2::11 and the free window address one by one.
+func TestRoutedReportsIPv6AsTheAgentDoes(t *testing.T) {
+	cn := &ciliumv2.CiliumNode{}
+	cn.Status.ENI.ENIs = map[string]awstypes.ENI{
+		"eni-1": {ID: "eni-1", Number: 1, MAC: "02:00:00:00:00:01",
+			Addresses:    []iputil.Addr{iputil.AddrFrom(netip.MustParseAddr("2001:db8:2::10"))},
+			IPv6Prefixes: []iputil.Prefix{iputil.PrefixFrom(netip.MustParsePrefix("2001:db8:2:0:b::/80"))}},
+	}
+	cn.Spec.IPAM.Pool = ipamtypes.AllocationMap{"10.0.2.10": {Resource: "eni-1"}, "2001:db8:2::11": {Resource: "eni-1"},
+		"2001:db8:2:0:b::1": {Resource: "eni-1"}, "2001:db8:2:0:b::2": {Resource: "eni-1"}}
+	cn.Status.IPAM.ReleaseIPs = map[string]ipamtypes.IPReleaseStatus{"2001:db8:2:0:b::2": "released"}
+
+	got := Routed(cn, &enipamv1alpha1.NodeRoutingSpec{FirstInterfaceIndex: 1}, nil)
+	if len(got) != 1 || !slices.Equal(got[0].IPs, []string{"10.0.2.10"}) || !slices.Equal(got[0].IPv6, []string{"2001:db8:2::10", "2001:db8:2::11"}) ||
+		!slices.Equal(got[0].IPv6Prefixes, []string{"2001:db8:2:0:b::/80"}) {
+		t.Errorf("managed: %+v", got)
+	}
+	status := enipamv1alpha1.NodeRoutingStatus{ENIs: got}
+	if !status.Routes("eni-1", "2001:db8:2:0:b::1") || status.Routes("eni-1", "2001:db8:3::1") {
+		t.Error("a window address inside the /80 is not reported routed, or one outside it is")
+	}
+	got = Routed(cn, &enipamv1alpha1.NodeRoutingSpec{FirstInterfaceIndex: 2}, nil)
+	if len(got) != 1 || !slices.Equal(got[0].IPv6, []string{"2001:db8:2:0:b::1", "2001:db8:2::11"}) || len(got[0].IPv6Prefixes) != 0 {
+		t.Errorf("dropped by the policy: %+v", got)
+	}
+}

@@ -1,0 +1,51 @@
+package agent_test
+
+import (
+	"net/netip"
+	"slices"
+	"testing"
+
+	awstypes "github.com/cilium/cilium/pkg/aws/types"
+	iputil "github.com/cilium/cilium/pkg/ip"
+)
+
+// TestAgentReportsIPv6ApartFromIPv4: a dual-stack node under first
+// interface index 0: the primary ENI holds the /80 2001:db8:1:0:a::/80,
+// eni-a (device 1) the address 2001:db8:2::10 and the /80
+// 2001:db8:2:0:b::/80, and the pool has 10.0.2.10 and a window address
+// of each prefix. The report lists the IPv6 address and prefixes in
+// their own fields (the primary's too: the main table routes it), keeps
+// IPv4 in ips, and counts each family apart; the status answers Routes
+// for a window address inside a routed /80.
+func TestAgentReportsIPv6ApartFromIPv4(t *testing.T) {
+	primary := awsENI("eni-primary", 0, "02:00:00:00:08:00", "10.0.1.0/24")
+	primary.IPv6Prefixes = []iputil.Prefix{iputil.PrefixFrom(netip.MustParsePrefix("2001:db8:1:0:a::/80"))}
+	eniA := awsENI("eni-a", 1, "02:00:00:00:08:01", "10.0.2.0/24")
+	eniA.Addresses = []iputil.Addr{iputil.AddrFrom(netip.MustParseAddr("2001:db8:2::10"))}
+	eniA.IPv6Prefixes = []iputil.Prefix{iputil.PrefixFrom(netip.MustParsePrefix("2001:db8:2:0:b::/80"))}
+	cn := createCiliumNodeOnly(t, []awstypes.ENI{primary, eniA}, map[string]string{
+		"10.0.2.10": "eni-a", "2001:db8:2:0:b::1": "eni-a", "2001:db8:1:0:a::1": "eni-primary",
+	})
+	createNodeRouting(t, cn.Name, 0)
+	startAgent(t, testConfig(cn.Name), env.Config, fakeHostWith("02:00:00:00:08:00", "02:00:00:00:08:01"))
+
+	eventually(t, "the IPv6 window addresses reported", func() bool {
+		return reported(t, cn.Name, "eni-a", "2001:db8:2:0:b::1") && reported(t, cn.Name, "eni-primary", "2001:db8:1:0:a::1")
+	})
+	nr := nodeRouting(t, cn.Name)
+	if nr.Status.RoutedENIs != 2 || nr.Status.RoutedIPs != 1 || nr.Status.RoutedIPv6 != 1 || nr.Status.RoutedIPv6Prefixes != 2 {
+		t.Errorf("counts: %d ENIs, %d IPv4, %d IPv6 addresses, %d IPv6 prefixes; want 2, 1, 1, 2",
+			nr.Status.RoutedENIs, nr.Status.RoutedIPs, nr.Status.RoutedIPv6, nr.Status.RoutedIPv6Prefixes)
+	}
+	p, a := nr.Status.ENIs[0], nr.Status.ENIs[1]
+	if p.ID != "eni-primary" || !slices.Equal(p.IPv6Prefixes, []string{"2001:db8:1:0:a::/80"}) || len(p.IPv6) != 0 {
+		t.Errorf("primary ENI reported %+v", p)
+	}
+	if a.ID != "eni-a" || !slices.Equal(a.IPs, []string{"10.0.2.10"}) || !slices.Equal(a.IPv6, []string{"2001:db8:2::10"}) ||
+		!slices.Equal(a.IPv6Prefixes, []string{"2001:db8:2:0:b::/80"}) || len(a.Prefixes) != 0 {
+		t.Errorf("eni-a reported %+v", a)
+	}
+	if nr.Status.Routes("eni-a", "2001:db8:3::1") {
+		t.Error("an address outside every routed prefix is reported routed")
+	}
+}
