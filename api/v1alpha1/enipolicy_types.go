@@ -1,6 +1,9 @@
 package v1alpha1
 
 import (
+	"fmt"
+	"slices"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -149,6 +152,19 @@ type ENIPolicySpec struct {
 	// +optional
 	ExcessIPReleaseDelay *metav1.Duration `json:"excessIPReleaseDelay,omitempty"`
 
+	// IPFamilies are the address families of the matched nodes' pods:
+	// [IPv4] (the default when unset), [IPv6], or both in either order
+	// (dual-stack), as a Service's spec.ipFamilies. enipam-agent routes
+	// the IPv6 addresses and /80 prefixes it finds on the nodes' ENIs;
+	// the operator does not put IPv6 addresses in the pools yet: pools
+	// are IPv4 until it does, and a policy asking for IPv6 says so in its
+	// IPFamilies condition.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=2
+	// +listType=set
+	// +optional
+	IPFamilies []IPFamily `json:"ipFamilies,omitempty"`
+
 	// Tags are added to every ENI the operator creates for the matched
 	// nodes, beside enipam's own tags (which they cannot override).
 	// +kubebuilder:validation:MaxProperties=32
@@ -170,6 +186,38 @@ const (
 	HeadroomAdaptive Headroom = "Adaptive"
 )
 
+// IPFamily is an address family of pod addresses.
+// +kubebuilder:validation:Enum=IPv4;IPv6
+type IPFamily string
+
+// Address families.
+const (
+	IPv4Family IPFamily = "IPv4"
+	IPv6Family IPFamily = "IPv6"
+)
+
+// ValidateIPFamilies says what is wrong with a policy's ipFamilies, or
+// nil: each must be IPv4 or IPv6, none twice, one or two of them. The
+// CRD's schema refuses such values on every write; this is for objects
+// stored before it did.
+func ValidateIPFamilies(families []IPFamily) error {
+	if len(families) > 2 {
+		return fmt.Errorf("ipFamilies lists %d families, at most 2 (IPv4, IPv6)", len(families))
+	}
+	for i, f := range families {
+		if f != IPv4Family && f != IPv6Family {
+			return fmt.Errorf("ipFamilies[%d]: %q is not IPv4 or IPv6", i, f)
+		}
+		if slices.Contains(families[:i], f) {
+			return fmt.Errorf("ipFamilies[%d]: %s listed twice", i, f)
+		}
+	}
+	return nil
+}
+
+// WantsIPv6 reports whether a valid ipFamilies asks for IPv6 addresses.
+func WantsIPv6(families []IPFamily) bool { return slices.Contains(families, IPv6Family) }
+
 // SubnetID is an EC2 subnet ID such as subnet-0a1b2c3d.
 // +kubebuilder:validation:Pattern=`^subnet-[0-9a-f]{8,17}$`
 type SubnetID string
@@ -186,11 +234,19 @@ const (
 	// ConditionConflict is True when another policy with a higher
 	// precedence matches some of this policy's nodes.
 	ConditionConflict = "Conflict"
+	// ConditionIPFamilies is True when the nodes' pools carry every
+	// family ipFamilies asks for: False with IPv6NotPooled while the
+	// operator pools IPv4 only, False with InvalidIPFamilies for a value
+	// the schema should have refused (the pools stay IPv4).
+	ConditionIPFamilies = "IPFamilies"
 
 	ReasonValid           = "Valid"
 	ReasonInvalidSelector = "InvalidSelector"
 	ReasonOverlap         = "Overlap"
 	ReasonNoOverlap       = "NoOverlap"
+	ReasonFamiliesPooled  = "FamiliesPooled"
+	ReasonIPv6NotPooled   = "IPv6NotPooled"
+	ReasonInvalidFamilies = "InvalidIPFamilies"
 )
 
 // ENIPolicyStatus is what the operator observed of a policy.
@@ -204,7 +260,7 @@ type ENIPolicyStatus struct {
 	// +optional
 	MatchedNodes int32 `json:"matchedNodes,omitempty"`
 
-	// Conditions: Accepted, Conflict.
+	// Conditions: Accepted, Conflict, IPFamilies.
 	// +listType=map
 	// +listMapKey=type
 	// +optional

@@ -167,6 +167,11 @@ func (in *ENIPolicySpec) DeepCopyInto(out *ENIPolicySpec) {
 		*out = new(v1.Duration)
 		**out = **in
 	}
+	if in.IPFamilies != nil {
+		in, out := &in.IPFamilies, &out.IPFamilies
+		*out = make([]IPFamily, len(*in))
+		copy(*out, *in)
+	}
 	if in.Tags != nil {
 		in, out := &in.Tags, &out.Tags
 		*out = make(map[string]string, len(*in))

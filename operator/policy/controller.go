@@ -94,6 +94,7 @@ func (r *StatusReconciler) Reconcile(ctx context.Context, _ reconcile.Request) (
 			}
 		}
 		apimeta.SetStatusCondition(&next.Status.Conditions, accepted)
+		apimeta.SetStatusCondition(&next.Status.Conditions, FamiliesCondition(p))
 		conflict := metav1.Condition{Type: enipamv1alpha1.ConditionConflict, Status: metav1.ConditionFalse,
 			Reason: enipamv1alpha1.ReasonNoOverlap, Message: "no other policy overrides this one", ObservedGeneration: p.Generation}
 		if winners := overriddenBy[p.Name]; len(winners) > 0 {
@@ -117,4 +118,24 @@ func (r *StatusReconciler) Reconcile(ctx context.Context, _ reconcile.Request) (
 		}
 	}
 	return reconcile.Result{}, nil
+}
+
+// FamiliesCondition is the policy's IPFamilies condition: whether the
+// pools carry the families its ipFamilies asks for. They carry IPv4 only
+// for now, whatever the policy says: IPv6 is refused in words, never by
+// failing the node's reconcile, and an invalid value leaves the pools
+// IPv4 as if unset.
+func FamiliesCondition(p *enipamv1alpha1.ENIPolicy) metav1.Condition {
+	c := metav1.Condition{Type: enipamv1alpha1.ConditionIPFamilies, Status: metav1.ConditionTrue,
+		Reason: enipamv1alpha1.ReasonFamiliesPooled, Message: "pools carry IPv4", ObservedGeneration: p.Generation}
+	families := p.Spec.IPFamilies
+	switch err := enipamv1alpha1.ValidateIPFamilies(families); {
+	case err != nil:
+		c.Status, c.Reason = metav1.ConditionFalse, enipamv1alpha1.ReasonInvalidFamilies
+		c.Message = err.Error() + "; pools carry IPv4 as with ipFamilies unset"
+	case enipamv1alpha1.WantsIPv6(families):
+		c.Status, c.Reason = metav1.ConditionFalse, enipamv1alpha1.ReasonIPv6NotPooled
+		c.Message = "the operator does not pool IPv6 addresses yet: pools carry IPv4 only; enipam-agent routes IPv6 addresses found on the ENIs"
+	}
+	return c
 }
