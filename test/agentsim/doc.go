@@ -50,5 +50,7 @@
 //
 // Where the simulator departs from Cilium, on purpose: a pod asking an
 // agent that has not started yet waits (Cilium's CNI would fail and the
-// kubelet retry); IPv4 only, spec.ipam.ipv6-pool is ignored.
+// kubelet retry); pods get IPv4 only, spec.ipam.ipv6-pool is ignored.
+// Its routing report (Routed) does carry IPv6 as enipam-agent reports
+// it: IPv6 addresses in ipv6, ipv6-prefixes whole in ipv6Prefixes.
 package agentsim

@@ -72,7 +72,9 @@ type report struct {
 	Source          string `json:"source"`
 	CardZeroENIs    int    `json:"cardZeroENIs"`
 	AddressesPerENI int    `json:"addressesPerENI"`
-	VCPUs           int    `json:"vcpus"`
+	// IPv6PerENI is the type's IPv6 addresses per ENI (0: no IPv6).
+	IPv6PerENI int `json:"ipv6AddressesPerENI"`
+	VCPUs      int `json:"vcpus"`
 	maxpods.Result
 }
 
@@ -104,7 +106,7 @@ func maxPods(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if opts.Output == "json" {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
-		_ = enc.Encode(report{InstanceType: t.Name, Source: source, CardZeroENIs: t.MaxENIs, AddressesPerENI: t.IPv4PerENI, VCPUs: t.VCPUs, Result: res})
+		_ = enc.Encode(report{InstanceType: t.Name, Source: source, CardZeroENIs: t.MaxENIs, AddressesPerENI: t.IPv4PerENI, IPv6PerENI: t.IPv6PerENI, VCPUs: t.VCPUs, Result: res})
 		return 0
 	}
 	n := res.Recommended

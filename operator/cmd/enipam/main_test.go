@@ -49,6 +49,35 @@ func TestMaxPodsFromCatalog(t *testing.T) {
 	}
 }
 
+// TestMaxPodsDualStackSaysWhatLimits: with the built-in catalog, a
+// dual-stack m5.large (nitro: one IPv6 /80) is limited by its IPv4 pool,
+// 27 as IPv4 alone; IPv6 alone by EKS's ceiling (110); a dual-stack
+// m4.large (xen: single IPv6 addresses, 2 ENIs × 10 less the node's own)
+// by its IPv4 pool still (18 < 19). The JSON says which limit applies;
+// m1.small has no IPv6 and says so.
+func TestMaxPodsDualStackSaysWhatLimits(t *testing.T) {
+	for _, c := range []struct {
+		args      []string
+		want      int
+		limitedBy string
+	}{
+		{[]string{"--instance-type", "m5.large", "--ip-families", "IPv4,IPv6"}, 27, "IPv4 addresses"},
+		{[]string{"--instance-type", "m5.large", "--ip-families", "IPv6"}, 110, "EKS ceiling"},
+		{[]string{"--instance-type", "m4.large", "--ip-families", "IPv6,IPv4"}, 18, "IPv4 addresses"},
+		{[]string{"--instance-type", "m4.large", "--ip-families", "IPv6", "--first-interface-index", "1"}, 10 - 2 + 2, "IPv6 addresses"},
+	} {
+		code, out, errOut := runCLI(t, append([]string{"max-pods", "--output", "json"}, c.args...)...)
+		var r report
+		if code != 0 || json.Unmarshal([]byte(out), &r) != nil || r.Recommended != c.want || r.LimitedBy != c.limitedBy {
+			t.Errorf("enipam max-pods %v = %s (exit %d, %s), want %d limited by %s", c.args, out, code, errOut, c.want, c.limitedBy)
+		}
+	}
+	code, _, errOut := runCLI(t, "max-pods", "--instance-type", "m1.small", "--ip-families", "IPv4,IPv6")
+	if code != 1 || !strings.Contains(errOut, "instance type has no IPv6 addresses") {
+		t.Errorf("dual-stack m1.small: exit %d, %q", code, errOut)
+	}
+}
+
 // TestMaxPodsRefusesBadInput: no type, an unknown type, a policy leaving
 // no ENI, bad flags: a non-zero exit and a message naming the problem.
 func TestMaxPodsRefusesBadInput(t *testing.T) {
@@ -62,6 +91,7 @@ func TestMaxPodsRefusesBadInput(t *testing.T) {
 		{[]string{"--instance-type", "m5.large", "--first-interface-index", "3"}, 1, "no ENI left for pods"},
 		{[]string{"--instance-type", "m5.large", "--output", "yaml"}, 2, "--output must be"},
 		{[]string{"--instance-type", "m5.large", "--bogus"}, 2, "bogus"},
+		{[]string{"--instance-type", "m5.large", "--ip-families", "ipv6"}, 2, `--ip-families "ipv6": want IPv4, IPv6 or IPv4,IPv6`},
 	} {
 		code, _, errOut := runCLI(t, append([]string{"max-pods"}, c.args...)...)
 		if code != c.code || !strings.Contains(errOut, c.msg) {
