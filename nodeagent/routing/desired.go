@@ -176,7 +176,7 @@ func linksByMAC(links []Link) map[string]Link {
 func routedAddresses(eni ENI) ([]netip.Addr, []netip.Prefix) {
 	var prefixes []netip.Prefix
 	for _, p := range eni.Prefixes {
-		if p.IsValid() && (p.Addr().Is4() || p.Addr().Is6() && !p.Addr().Is4In6()) {
+		if p.IsValid() {
 			prefixes = append(prefixes, p.Masked())
 		}
 	}

@@ -16,10 +16,10 @@ const EndpointLinkPrefix = "lxc"
 // addresses (ObserveEndpoints).
 type Endpoints struct {
 	// Routes: Cilium's endpoint routes are in use and complete on the
-	// node: at least one endpoint link, each the device of a /32 route in
-	// the main table.
+	// node: at least one endpoint link, each the device of a host route
+	// (/32, or /128 for IPv6) in the main table.
 	Routes bool
-	// Present are the addresses a /32 route of the main table leads to
+	// Present are the addresses a host route of the main table leads to
 	// through a link; Absent the others, only when Routes.
 	Present, Absent []netip.Addr
 }
@@ -53,8 +53,8 @@ type Endpoints struct {
 // sandbox the kubelet was still building for that deleted pod can be in
 // that window (see poolcontroller's staticfast.go).
 func ObserveEndpoints(ips []netip.Addr, routes []Route, links []Link) Endpoints {
-	routed := map[int]bool{}       // links some /32 of the main table leads to
-	hosts := map[netip.Addr]bool{} // /32 destinations through a link
+	routed := map[int]bool{}       // links some host route of the main table leads to
+	hosts := map[netip.Addr]bool{} // host route destinations through a link
 	for _, r := range routes {
 		if r.Table != MainTable || r.LinkIndex == 0 || !r.Dst.IsSingleIP() {
 			continue // unreachable routes (Cilium's unreachable-routes) have no link
