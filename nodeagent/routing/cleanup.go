@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/netip"
 )
 
 // RPFilterRestorer is a Host that remembers the rp_filter values it
@@ -81,7 +80,7 @@ func (c *Converger) Cleanup(ctx context.Context) (CleanupResult, error) {
 		keepConnmark = true
 	}
 	res.Plan = Diff(Desired{RPFilterAll: -1, KeepConnmark: keepConnmark}, rules, routes, connmark, c.cfg)
-	f := failures{enis: map[string]bool{}, tables: map[int]bool{}, addrs: map[netip.Prefix]bool{}}
+	f := newFailures()
 	if err := c.apply(ctx, res.Plan, res.Ops, &f); err != nil {
 		errs = append(errs, err)
 	}

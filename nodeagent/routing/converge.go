@@ -163,17 +163,33 @@ func (c *Converger) Converge(ctx context.Context, node Node) (Result, error) {
 	res.Missing, res.Problems = d.Missing, d.Problems
 	res.Plan = Diff(d, rules, routes, connmark, c.cfg)
 	res.Retained = len(retained(d.Retain, rules, c.cfg))
-	f := failures{enis: map[string]bool{}, tables: map[int]bool{}, addrs: map[netip.Prefix]bool{}}
+	f := newFailures()
 	err = c.apply(ctx, res.Plan, res.Ops, &f)
 	res.Routed = routed(d, f)
 	return res, err
 }
 
-// failures are what the failed writes of one converge touched.
+// failures are what the failed writes of one converge touched: ENIs'
+// links, tables (tables6: their IPv6 routes alone), addresses' rules.
 type failures struct {
-	enis   map[string]bool
-	tables map[int]bool
-	addrs  map[netip.Prefix]bool
+	enis    map[string]bool
+	tables  map[int]bool
+	tables6 map[int]bool
+	addrs   map[netip.Prefix]bool
+}
+
+func newFailures() failures {
+	return failures{enis: map[string]bool{}, tables: map[int]bool{}, tables6: map[int]bool{}, addrs: map[netip.Prefix]bool{}}
+}
+
+// route records a failed write of r: an IPv6 route fails the table for
+// IPv6 addresses only, an IPv4 route for the whole ENI.
+func (f *failures) route(r Route) {
+	if r.Dst.Addr().Is6() {
+		f.tables6[r.Table] = true
+	} else {
+		f.tables[r.Table] = true
+	}
 }
 
 func (f *failures) rule(r Rule) {
@@ -185,8 +201,9 @@ func (f *failures) rule(r Rule) {
 }
 
 // routed lists what the converge put in place: every ENI of d whose link
-// and table writes all succeeded, with the addresses none of whose rule
-// writes (added or deleted, on any ENI) failed.
+// and IPv4 table writes all succeeded, with the addresses none of whose
+// rule writes (added or deleted, on any ENI) failed, and its IPv6
+// addresses only if the table's IPv6 routes were written too.
 func routed(d Desired, f failures) []RoutedENI {
 	out := make([]RoutedENI, 0, len(d.ENIs))
 	for _, w := range d.ENIs {
@@ -195,12 +212,12 @@ func routed(d Desired, f failures) []RoutedENI {
 		}
 		r := RoutedENI{ID: w.ENI.ID, MAC: w.ENI.MAC, Number: w.ENI.Number, Table: w.Table}
 		for _, ip := range w.IPs {
-			if !f.addrs[netip.PrefixFrom(ip, ip.BitLen())] {
+			if !f.addrs[netip.PrefixFrom(ip, ip.BitLen())] && !(ip.Is6() && f.tables6[w.Table]) {
 				r.IPs = append(r.IPs, ip)
 			}
 		}
 		for _, p := range w.Prefixes {
-			if !f.addrs[p] {
+			if !f.addrs[p] && !(p.Addr().Is6() && f.tables6[w.Table]) {
 				r.Prefixes = append(r.Prefixes, p)
 			}
 		}
@@ -242,7 +259,7 @@ func (c *Converger) apply(ctx context.Context, p Plan, ops Ops, f *failures) err
 	}
 	for _, r := range p.ReplaceRoutes {
 		if !do(OpReplaceRoute, r.String(), nil, func() error { return c.host.ReplaceRoute(r) }) {
-			f.tables[r.Table] = true
+			f.route(r)
 		}
 	}
 	for _, r := range p.AddRules {
@@ -260,7 +277,7 @@ func (c *Converger) apply(ctx context.Context, p Plan, ops Ops, f *failures) err
 	}
 	for _, r := range p.DelRoutes {
 		if !do(OpDelRoute, r.String(), ErrNotFound, func() error { return c.host.DelRoute(r) }) {
-			f.tables[r.Table] = true
+			f.route(r)
 		}
 	}
 	if err := ctx.Err(); err != nil {

@@ -76,3 +76,25 @@ func TestConvergeIPv6RulesOfAMissingENIAreRetained(t *testing.T) {
 		t.Errorf("rules %v, want %v", after, before)
 	}
 }
+
+// TestConvergeIPv6RouteFailingLeavesIPv4Reported: the kernel refuses
+// eni-a's IPv6 default route (IPv6 disabled on the link, say). eni-a is
+// still reported with its IPv4 address; its IPv6 address and /80, whose
+// table is incomplete, are not.
+func TestConvergeIPv6RouteFailingLeavesIPv4Reported(t *testing.T) {
+	h, node := dualStackNode()
+	refused := errors.New("refused")
+	h.Fail = func(op string, obj any) error {
+		if r, ok := obj.(routing.Route); ok && op == routing.OpReplaceRoute && r.Dst == pfx("::/0") {
+			return refused
+		}
+		return nil
+	}
+	res, err := routing.NewConverger(h, layoutConfig()).Converge(context.Background(), node)
+	if !errors.Is(err, refused) {
+		t.Fatalf("converge error %v, want the refusal", err)
+	}
+	if len(res.Routed) != 1 || !slices.Equal(res.Routed[0].IPs, addrs("10.0.2.10")) || len(res.Routed[0].Prefixes) != 0 {
+		t.Errorf("routed %+v, want eni-a with 10.0.2.10 alone", res.Routed)
+	}
+}
