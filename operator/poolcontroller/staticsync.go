@@ -187,6 +187,7 @@ func (s *nodeSync) runStatic(ctx context.Context) {
 			s.fail(err, reasonFor(err))
 		}
 	}
+	s.askRemaps(ctx)
 	s.countPool()
 	busy := out.handshakes > 0 || out.waiting || len(out.place) > 0 || out.create != nil || out.secondary != ""
 	// Waiting only for old pods to go asks the apiserver about each of
