@@ -88,6 +88,9 @@ type Agent struct {
 	// watchEndpoints: an endpoint query is not answered absent yet, so
 	// every link's change wakes the loop.
 	watchEndpoints bool
+	// remapsPending: a remap query is not answered landed yet, so the
+	// metadata is read again after RemapPoll.
+	remapsPending bool
 }
 
 // Status is the agent's view of the node's routing, for readiness and tests.
@@ -247,12 +250,21 @@ func (a *Agent) Start(ctx context.Context) error {
 			}
 		}
 		a.setStatus(func(s *Status) { s.Heartbeat = a.now() })
+		var wait time.Duration
 		if a.pass(ctx, trigger, recorder) {
 			backoff = a.cfg.LinkWaitBackoff
-			continue
+		} else {
+			wait, backoff = backoff, min(2*backoff, a.cfg.ResyncInterval)
 		}
-		retry.Reset(backoff)
-		backoff = min(2*backoff, a.cfg.ResyncInterval)
+		a.mu.Lock()
+		pending := a.remapsPending
+		a.mu.Unlock()
+		if pending && (wait == 0 || a.cfg.RemapPoll < wait) {
+			wait = a.cfg.RemapPoll
+		}
+		if wait > 0 {
+			retry.Reset(wait)
+		}
 	}
 }
 
