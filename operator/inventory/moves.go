@@ -31,6 +31,11 @@ func (inv *Inventory) landed(e *cloud.ENI, start time.Time) {
 			delete(inv.moving, ip)
 		}
 	}
+	for ip, id := range inv.landedOn {
+		if id == e.ID && slices.Contains(e.IPs, ip) {
+			delete(inv.landedOn, ip) // describes caught up
+		}
+	}
 }
 
 // MovingOnto returns, for the addresses this process reassigned onto one
@@ -71,6 +76,9 @@ func (inv *Inventory) RecordLanded(ip netip.Addr, eniID string) {
 		}
 	}
 	known := inv.enis[eniID] != nil
+	if known {
+		inv.landedOn[ip] = eniID
+	}
 	inv.mu.Unlock()
 	if !known {
 		return
@@ -91,4 +99,28 @@ func (inv *Inventory) RecordLanded(ip netip.Addr, eniID string) {
 	inv.mu.Unlock()
 	// An Elastic IP associated with the address moved with it.
 	inv.addresses.recordMoved(ip, eniID, instance)
+}
+
+// overrideLanded returns e, or a copy of it that keeps the addresses
+// RecordLanded confirmed on this ENI and drops those it confirmed on
+// another: a describe may lag the remap. e itself is left as the describe
+// showed it, for landed. The caller holds mu.
+func (inv *Inventory) overrideLanded(e *cloud.ENI) *cloud.ENI {
+	out := e
+	for ip, id := range inv.landedOn {
+		has := slices.Contains(out.IPs, ip)
+		if (id == e.ID) == has {
+			continue
+		}
+		if out == e {
+			c := e.Clone()
+			out = &c
+		}
+		if has {
+			out.IPs = slices.DeleteFunc(out.IPs, func(a netip.Addr) bool { return a == ip })
+		} else {
+			out.IPs = append(out.IPs, ip)
+		}
+	}
+	return out
 }

@@ -92,10 +92,11 @@ timing: {reassignDelay: {min: 3s, max: 3s}}
 // TestLandedRemapIsTrustedBeforeDescribesShowIt: the node's agent read
 // the instance metadata listing a reassigned address on its new ENI
 // (RecordLanded). The address is trusted there at once, though describes
-// lag the remap by 3 s (every change, in this scenario): a describe of
-// both ENIs made in that window, showing the address still on the ENI it
-// left and not on the new one, neither takes it back off the new ENI
-// nor puts it on the old one.
+// lag the remap by 3 minutes (every change, in this scenario): a describe
+// of both ENIs made in that window, showing the address still on the ENI
+// it left and not on the new one, neither takes it back off the new ENI
+// nor puts it on the old one, within the consistency grace (a minute) or
+// after it; once describes show the remap, they are believed again.
 func TestLandedRemapIsTrustedBeforeDescribesShowIt(t *testing.T) {
 	sc, err := ec2sim.ParseScenario([]byte(`
 account: "111122223333"
@@ -109,7 +110,7 @@ vpcs:
 instances:
 - {id: i-0a000000000000001, type: m5.large, subnet: subnet-0a000000000000001, enis: [{deviceIndex: 1, secondaryIPs: 1}]}
 - {id: i-0a000000000000002, type: m5.large, subnet: subnet-0a000000000000001, enis: [{deviceIndex: 1}]}
-timing: {reassignDelay: {min: 2s, max: 2s}, lag: {reassign: {min: 3s, max: 3s}, share: 1}}
+timing: {reassignDelay: {min: 2s, max: 2s}, lag: {reassign: {min: 3m, max: 3m}, share: 1}}
 `))
 	if err != nil {
 		t.Fatal(err)
@@ -152,7 +153,7 @@ timing: {reassignDelay: {min: 2s, max: 2s}, lag: {reassign: {min: 3s, max: 3s}, 
 	if got := inv.MovingOnto([]string{from}); len(got) != 0 {
 		t.Fatalf("MovingOnto(%s) = %v, want none", from, got)
 	}
-	clock.Advance(2 * time.Second) // the remap lands; describes show it 3 s later
+	clock.Advance(2 * time.Second) // the remap lands; describes show it 3 minutes later
 	inv.RecordLanded(ip, to)
 	if !inv.Trusted(to, ip) {
 		t.Fatalf("%s not trusted on %s once the agent saw it there", ip, to)
@@ -170,16 +171,27 @@ timing: {reassignDelay: {min: 2s, max: 2s}, lag: {reassign: {min: 3s, max: 3s}, 
 			t.Fatalf("the scenario's describe should still lag the remap: %s shows %v", e.ID, e.IPs)
 		}
 	}
-	if err := inv.RefreshENIs(ctx, []string{from, to}); err != nil {
-		t.Fatal(err)
+	check := func(when string) {
+		t.Helper()
+		if err := inv.RefreshENIs(ctx, []string{from, to}); err != nil {
+			t.Fatal(err)
+		}
+		if err := inv.SyncOnce(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if !inv.Trusted(to, ip) {
+			t.Fatalf("%s: %s no longer trusted on %s", when, ip, to)
+		}
+		if loc := inv.Locate(ip); !loc.Found || loc.ENI.ID != to {
+			t.Fatalf("%s: %s is located on %+v, want %s", when, ip, loc.ENI.ID, to)
+		}
+		if h := inv.Holders([]netip.Addr{ip}); h[ip] != "i-0a000000000000002" {
+			t.Fatalf("%s: %s is held by %q, want i-0a000000000000002", when, ip, h[ip])
+		}
 	}
-	if !inv.Trusted(to, ip) {
-		t.Fatalf("%s no longer trusted on %s after a lagging describe", ip, to)
-	}
-	if loc := inv.Locate(ip); !loc.Found || loc.ENI.ID != to {
-		t.Fatalf("after a lagging describe %s is located on %+v, want %s", ip, loc.ENI.ID, to)
-	}
-	if h := inv.Holders([]netip.Addr{ip}); h[ip] != "i-0a000000000000002" {
-		t.Fatalf("after a lagging describe %s is held by %q, want i-0a000000000000002", ip, h[ip])
-	}
+	check("a lagging describe within the grace")
+	clock.Advance(2 * time.Minute)
+	check("a lagging describe after the grace")
+	clock.Advance(2 * time.Minute)
+	check("describes that show the remap")
 }
