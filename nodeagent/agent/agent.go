@@ -232,6 +232,9 @@ func (a *Agent) Start(ctx context.Context) error {
 	defer resync.Stop()
 	retry := time.NewTimer(0) // the first converge, right away
 	defer retry.Stop()
+	remap := time.NewTimer(a.cfg.RemapPoll)
+	remap.Stop()
+	defer remap.Stop()
 	backoff := a.cfg.LinkWaitBackoff
 	trigger := triggerStart
 	for {
@@ -248,23 +251,26 @@ func (a *Agent) Start(ctx context.Context) error {
 			if trigger != triggerStart {
 				trigger = triggerRetry
 			}
+		case <-remap.C:
+			// A remap asked about has not landed: the metadata alone is
+			// read again, not the kernel.
+			a.reportRemaps(ctx)
+			if a.remapsArePending() {
+				remap.Reset(a.cfg.RemapPoll)
+			}
+			continue
 		}
 		a.setStatus(func(s *Status) { s.Heartbeat = a.now() })
-		var wait time.Duration
-		if a.pass(ctx, trigger, recorder) {
+		ok := a.pass(ctx, trigger, recorder)
+		if a.remapsArePending() {
+			remap.Reset(a.cfg.RemapPoll)
+		}
+		if ok {
 			backoff = a.cfg.LinkWaitBackoff
-		} else {
-			wait, backoff = backoff, min(2*backoff, a.cfg.ResyncInterval)
+			continue
 		}
-		a.mu.Lock()
-		pending := a.remapsPending
-		a.mu.Unlock()
-		if pending && (wait == 0 || a.cfg.RemapPoll < wait) {
-			wait = a.cfg.RemapPoll
-		}
-		if wait > 0 {
-			retry.Reset(wait)
-		}
+		retry.Reset(backoff)
+		backoff = min(2*backoff, a.cfg.ResyncInterval)
 	}
 }
 

@@ -51,7 +51,7 @@ const (
 	DefaultResyncInterval  = time.Minute
 	DefaultLinkWaitBackoff = time.Second
 	DefaultLinkWaitTimeout = 2 * time.Minute
-	DefaultRemapPoll       = 250 * time.Millisecond
+	DefaultRemapPoll       = 100 * time.Millisecond
 )
 
 // DefaultConfig returns the configuration for the node called nodeName.

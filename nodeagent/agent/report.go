@@ -133,6 +133,33 @@ func (a *Agent) observeRemaps(ctx context.Context, nr *enipamv1alpha1.NodeRoutin
 	return r
 }
 
+// reportRemaps answers the remap queries alone, between converges, over
+// the last report (the agent's own write, when the watch has not
+// delivered it yet).
+func (a *Agent) reportRemaps(ctx context.Context) {
+	nr, ok := a.nrWatch.Current()
+	if !ok {
+		return
+	}
+	base := nr.Status
+	a.mu.Lock()
+	if w := a.written; w != nil && w.overVersion == nr.ResourceVersion {
+		base = w.status
+	}
+	a.mu.Unlock()
+	status := *base.DeepCopy()
+	status.Remaps = a.observeRemaps(ctx, nr)
+	if err := a.writeStatus(ctx, nr, status); err != nil {
+		a.log.Warn("writing the answer to the remap queries", "err", err)
+	}
+}
+
+func (a *Agent) remapsArePending() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.remapsPending
+}
+
 func (a *Agent) setRemapsPending(on bool) {
 	a.mu.Lock()
 	a.remapsPending = on

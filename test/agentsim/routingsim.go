@@ -60,7 +60,7 @@ type RoutingOptions struct {
 
 // RemapPollInterval is the real agent's default interval between reads of
 // the instance metadata while a remap it was asked about has not landed.
-const RemapPollInterval = 250 * time.Millisecond
+const RemapPollInterval = 100 * time.Millisecond
 
 // RoutingSim plays enipam-agent on many nodes at once: for each node's
 // NodeRouting it reports, in status, what the real agent would have routed
