@@ -151,6 +151,10 @@ profile: realistic
 	e.say("%s: %d pods placed; %d moves", s.Name(), s.Pods, s.Moves)
 	var toPool, toRunning []time.Duration
 	legs := map[string][]time.Duration{}
+	// remap is, per move, from the reassignment seen made to the remap
+	// seen landed (EC2's asynchronous remap, ec2sim's reassignDelay);
+	// rest is the rest of the move (deleted to stamped, less remap).
+	var remap, rest []time.Duration
 	sameIP := 0
 	for m := range s.Moves {
 		pod := fmt.Sprintf("db-%d", m%s.Pods)
@@ -180,6 +184,10 @@ profile: realistic
 			}
 		}
 		e.say("%s: move %d: %s from %s to %s: %s", s.Name(), m, pod, old, node, strings.Join(said, ", "))
+		if !lg.reassigned.IsZero() && !lg.landed.IsZero() {
+			remap = append(remap, lg.landed.Sub(lg.reassigned))
+			rest = append(rest, lg.stamped.Sub(t0)-lg.landed.Sub(lg.reassigned))
+		}
 		_, ip, err := w.runningStatic(ctx, pod, node, 2*time.Minute)
 		if err != nil {
 			return nil, fmt.Errorf("move %d of %s: %w", m, pod, err)
@@ -197,6 +205,8 @@ profile: realistic
 	for _, l := range legs {
 		slices.Sort(l)
 	}
+	slices.Sort(remap)
+	slices.Sort(rest)
 	fig := w.agents.Figures()
 	f, err := w.poolFindings(ctx)
 	if err != nil {
@@ -215,6 +225,12 @@ profile: realistic
 			rep.add(fmt.Sprintf("deleted to %s p50", l.name), agentsim.Percentile(d, 50), "")
 			rep.add(fmt.Sprintf("deleted to %s p99", l.name), agentsim.Percentile(d, 99), fmt.Sprintf("%d moves", len(d)))
 		}
+	}
+	if len(remap) > 0 {
+		rep.add("EC2's remap (reassignment made to landed) p50", agentsim.Percentile(remap, 50), "")
+		rep.add("EC2's remap (reassignment made to landed) p99", agentsim.Percentile(remap, 99), fmt.Sprintf("%d moves", len(remap)))
+		rep.add("the move less EC2's remap p50", agentsim.Percentile(rest, 50), "")
+		rep.add("the move less EC2's remap p99", agentsim.Percentile(rest, 99), fmt.Sprintf("%d moves", len(rest)))
 	}
 	rep.add("deleted to address in the new node's pool p50", agentsim.Percentile(toPool, 50), "")
 	rep.add("deleted to address in the new node's pool p99", agentsim.Percentile(toPool, 99), "")
