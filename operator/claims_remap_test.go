@@ -7,6 +7,7 @@ import (
 
 	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
 	"github.com/enipam/enipam/test/ec2sim"
+	"github.com/enipam/enipam/test/ec2sim/cloudfake"
 )
 
 // remaps plays enipam-agent's answer to the node's remap queries from its
@@ -89,5 +90,44 @@ func TestStaticIPMoveLandsOnTheAgentsMetadataWord(t *testing.T) {
 				t.Fatalf("a describe already shows %s on %s: the test proves nothing", ip, e.ID)
 			}
 		}
+	}
+}
+
+// TestStaticIPStampKeptAcrossARestartWhileDescribesLagTheRemap: as above,
+// db-0's address is stamped on node-2 on its agent's word that the remap
+// landed, describes showing the remap only 10 minutes later; then the
+// operator restarts. The new process's describes still show the address
+// on node-1's ENI and not on node-2's; before it trusts them (the
+// consistency grace after its start) it asks node-2's agent, which finds
+// the address in the instance metadata on the ENI the entry names: the
+// stamp stands, and the address is not reassigned again.
+func TestStaticIPStampKeptAcrossARestartWhileDescribesLagTheRemap(t *testing.T) {
+	w := newStaticWorld(t)
+	l := w.start()
+	ip := w.placed(l)
+	timing := w.state.Timing()
+	timing.ReassignDelay = ec2sim.Range{Min: ec2sim.Duration(300 * time.Millisecond), Max: ec2sim.Duration(300 * time.Millisecond)}
+	timing.Lag.Reassign = ec2sim.Range{Min: ec2sim.Duration(10 * time.Minute), Max: ec2sim.Duration(10 * time.Minute)}
+	timing.Lag.Share = 1
+	if err := w.state.SetTiming(timing); err != nil {
+		t.Fatal(err)
+	}
+	w.endpointRoutes["node-1"] = true
+	w.target("db-0", "node-2")
+	w.release("node-1", "default/db-0")
+	w.pod("db-0", "node-1", false)
+	w.until(l, "db-0's address stamped on node-2", func() bool { n, _ := w.stampedOn("default/db-0"); return n == "node-2" })
+	w.step(l)
+	w.moved(ip, "node-2", "i-0a000000000000002")
+	assigns := w.cloud.Calls()[cloudfake.AssignPrivateIpAddresses]
+
+	l.cancel()
+	l = w.start()
+	for range 5 {
+		w.step(l)
+	}
+	w.moved(ip, "node-2", "i-0a000000000000002")
+	if n := w.cloud.Calls()[cloudfake.AssignPrivateIpAddresses] - assigns; n != 0 {
+		t.Errorf("the restarted operator assigned addresses %d times; want none (the stamp's address is on its ENI)", n)
 	}
 }

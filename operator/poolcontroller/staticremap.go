@@ -58,9 +58,11 @@ import (
 // earlier process.
 
 // remapAsk is one address this process listed in spec.remapQueries.
+// missing: the agent answered that the metadata does not list it there.
 type remapAsk struct {
 	eni        string
 	generation int64
+	missing    bool
 }
 
 // confirmRemaps trusts, on their new ENIs, the reassigned addresses the
@@ -74,7 +76,15 @@ func (s *nodeSync) confirmRemaps() bool {
 	for _, q := range s.routing.Spec.RemapQueries {
 		ask, ok := s.mem.remapsAsked[q.Address]
 		ip, err := netip.ParseAddr(q.Address)
-		if !ok || err != nil || ask.eni != q.ENI || !s.routing.Status.Remaps.RemapLanded(q.Address, ask.generation) {
+		if !ok || err != nil || ask.eni != q.ENI {
+			continue
+		}
+		if s.routing.Status.Remaps.RemapMissing(q.Address, ask.generation) {
+			ask.missing = true
+			s.mem.remapsAsked[q.Address] = ask
+			continue
+		}
+		if !s.routing.Status.Remaps.RemapLanded(q.Address, ask.generation) {
 			continue
 		}
 		if !slices.ContainsFunc(s.snap.ENIs, func(e cloud.ENI) bool { return e.ID == q.ENI && e.InstanceID == s.instanceID }) {
@@ -87,11 +97,26 @@ func (s *nodeSync) confirmRemaps() bool {
 	return landed
 }
 
+// remapUnsure reports whether a stamped address the node's ENIs do not
+// hold in the inventory's view may still be on the ENI its entry names:
+// describes are not trusted yet (an operator restarted moments after a
+// stamp made on the agent's word sees describes that lag the remap), and
+// the node's agent has not answered that the metadata does not list it
+// there. Such an address is asked about rather than placed again.
+func (s *nodeSync) remapUnsure(ip netip.Addr, eniID string) bool {
+	if eniID == "" || !s.r.now().Before(s.r.inv.TrustFrom()) {
+		return false
+	}
+	ask, ok := s.mem.remapsAsked[ip.String()]
+	return !ok || ask.eni != eniID || !ask.missing
+}
+
 // askRemaps makes the NodeRouting's spec.remapQueries the addresses this
 // process reassigned onto the node's ENIs that are not confirmed there
-// yet (step 1). A query the spec lists that this process did not make
-// (an earlier process did, or its write was lost) is taken out.
-func (s *nodeSync) askRemaps(ctx context.Context) {
+// yet (step 1), and the stamped addresses to verify (remapUnsure). A
+// query the spec lists that this process did not make (an earlier
+// process did, or its write was lost) is taken out.
+func (s *nodeSync) askRemaps(ctx context.Context, verify []placement) {
 	if s.routing == nil {
 		return
 	}
@@ -102,6 +127,14 @@ func (s *nodeSync) askRemaps(ctx context.Context) {
 		macs[e.ID] = e.MAC
 	}
 	moving := s.r.inv.MovingOnto(ids)
+	for _, p := range verify {
+		if _, ok := moving[p.ip]; !ok {
+			if moving == nil {
+				moving = map[netip.Addr]string{}
+			}
+			moving[p.ip] = p.eniID
+		}
+	}
 	for ip, ask := range s.mem.remapsAsked {
 		if a, err := netip.ParseAddr(ip); err != nil || moving[a] != ask.eni {
 			delete(s.mem.remapsAsked, ip)
