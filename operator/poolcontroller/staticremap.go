@@ -49,7 +49,9 @@ import (
 // still lagging the remap do not undo it (RecordLanded counts as a local
 // change for the inventory's consistency grace). An operator restarted
 // meanwhile has no memory of the query: it takes it out of the spec, and
-// waits for describes as before. A report only the node's own agent can
+// waits for describes as before; a stamp its describes do not show on
+// the node yet is checked with the agent before anything is reassigned
+// (remapUnsure). A report only the node's own agent can
 // write (the chart's admission policy) is trusted as its routing report
 // is: an agent that lied could as well route nothing.
 //
