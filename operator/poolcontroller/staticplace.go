@@ -86,24 +86,13 @@ func (v *poolView) fromEC2(in *staticInputs, c *claims.Claim, snap *pool.Node, c
 		out.note(c.Owner, enipamv1alpha1.ReasonWrongZone, "%s lives in %s, %s; node %s is in %s", key, subnet.ID, subnet.AZ, in.node, snap.Instance.AZ)
 		return
 	}
-	// An ENI still attaching takes the address as well as an attached
-	// one: EC2 assigns and remaps addresses onto an ENI whatever its
-	// attachment, so the remap and the attachment run side by side
-	// rather than one after the other (an ENI created for this address
-	// attaches in seconds). Nothing is lost by it: the address enters the
-	// pool only once the node's agent has routed it, which it does only
-	// once the ENI's link is there, and once the remap is confirmed (the
-	// instance's metadata lists an ENI only once attached). An attached
-	// ENI is preferred.
 	var best *cloud.ENI
 	for i := range snap.ENIs {
 		e := &snap.ENIs[i]
-		attaching := e.AttachmentStatus == cloud.AttachmentAttaching
-		if !pool.Usable(e, cfg) || e.SubnetID != subnet.ID || (e.AttachmentStatus != cloud.AttachmentAttached && !attaching) || snap.Type.IPv4PerENI-e.Slots() <= 0 {
+		if !pool.Usable(e, cfg) || e.SubnetID != subnet.ID || e.AttachmentStatus != cloud.AttachmentAttached || snap.Type.IPv4PerENI-e.Slots() <= 0 {
 			continue
 		}
-		if best == nil || (best.AttachmentStatus == cloud.AttachmentAttaching && !attaching) ||
-			(best.AttachmentStatus == e.AttachmentStatus && cmp.Compare(e.Slots(), best.Slots()) < 0) {
+		if best == nil || cmp.Compare(e.Slots(), best.Slots()) < 0 {
 			best = e
 		}
 	}
