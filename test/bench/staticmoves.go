@@ -25,7 +25,11 @@ import (
 // at a time has its node cordoned and is deleted, and comes back on
 // another node with its address. It reports the rescheduling time: from
 // the deletion to the address stamped in the new node's pool (and to the
-// new pod running with it), p50 and p99.
+// new pod running with it), p50 and p99, with each leg of the move as
+// seen from outside (the claim asked onto the new node, the old node's
+// endpoint evidence, the address out of the old pool, the reassignment,
+// the remap landed in the new instance's metadata, the new node's agent
+// confirming it), and EC2's remap apart from the rest.
 type StaticMoves struct {
 	Nodes, Pods, Moves int
 	// AgentUpdate is Cilium's agent's CiliumNode update interval
