@@ -256,6 +256,7 @@ func (w *staticWorld) agentStep(node string) {
 	nr.Status.ENIs = agentsim.Routed(cn, &nr.Spec, func(id string) bool { return attached[id] })
 	if !w.quiet[node] {
 		nr.Status.Endpoints = w.endpoints(node, nr)
+		nr.Status.Remaps = w.remaps(nr)
 	}
 	if err := w.c.Status().Update(ctx, nr); err != nil {
 		w.t.Fatal(err)

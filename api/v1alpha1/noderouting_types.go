@@ -94,6 +94,28 @@ type NodeRoutingSpec struct {
 	// +listType=set
 	// +optional
 	EndpointQueries []string `json:"endpointQueries,omitempty"`
+
+	// RemapQueries are addresses the operator reassigned onto one of the
+	// node's ENIs (AssignPrivateIpAddresses with AllowReassignment),
+	// which EC2 remaps asynchronously: the agent answers in
+	// status.remaps whether the instance metadata lists each on its ENI
+	// (network/interfaces/macs/MAC/local-ipv4s), AWS's documented
+	// confirmation that a remap is complete. The operator lists an
+	// address here only after its reassignment call succeeded, so every
+	// answer observed for this generation or a later one was observed
+	// after the call.
+	// +listType=map
+	// +listMapKey=address
+	// +optional
+	RemapQueries []RemapQuery `json:"remapQueries,omitempty"`
+}
+
+// RemapQuery asks whether the instance metadata lists Address on the ENI
+// ENI, whose MAC is MAC.
+type RemapQuery struct {
+	Address string `json:"address"`
+	ENI     string `json:"eni"`
+	MAC     string `json:"mac"`
 }
 
 // NodeRoutingStatus is written by the node's enipam-agent only: what it
@@ -135,6 +157,10 @@ type NodeRoutingStatus struct {
 	// are none.
 	// +optional
 	Endpoints *EndpointReport `json:"endpoints,omitempty"`
+
+	// Remaps answers the spec's remapQueries; absent when there are none.
+	// +optional
+	Remaps *RemapReport `json:"remaps,omitempty"`
 
 	// Conditions: Ready is True when every ENI the agent must route is
 	// routed.
@@ -188,6 +214,39 @@ func (r *EndpointReport) EndpointGone(ip string, generation int64) bool {
 		}
 	}
 	return false
+}
+
+// RemapReport is the agent's answer to the spec's remapQueries, read from
+// the instance metadata (IMDS) of the node's own instance.
+type RemapReport struct {
+	// ObservedGeneration is the spec generation whose queries were
+	// answered: the agent read that spec before it read the metadata.
+	ObservedGeneration int64 `json:"observedGeneration"`
+	// Landed are the queried addresses the metadata listed in the
+	// local-ipv4s of the queried ENI's MAC: EC2 has completed their
+	// remap onto it.
+	// +listType=set
+	// +optional
+	Landed []string `json:"landed,omitempty"`
+	// Missing are the queried addresses it did not list there (the remap
+	// is not complete, or the address went elsewhere).
+	// +listType=set
+	// +optional
+	Missing []string `json:"missing,omitempty"`
+}
+
+// RemapLanded reports whether the report, answering generation
+// generation of the spec or a later one, says the metadata listed ip on
+// its queried ENI.
+func (r *RemapReport) RemapLanded(ip string, generation int64) bool {
+	return r != nil && r.ObservedGeneration >= generation && slices.Contains(r.Landed, ip)
+}
+
+// RemapMissing reports whether the report, answering generation
+// generation or a later one, says the metadata did not list ip on its
+// queried ENI.
+func (r *RemapReport) RemapMissing(ip string, generation int64) bool {
+	return r != nil && r.ObservedGeneration >= generation && slices.Contains(r.Missing, ip)
 }
 
 // NodeStaticIPFinalizer holds a NodeRouting whose spec.staticIP names

@@ -88,6 +88,9 @@ type Agent struct {
 	// watchEndpoints: an endpoint query is not answered absent yet, so
 	// every link's change wakes the loop.
 	watchEndpoints bool
+	// remapsPending: a remap query is not answered landed yet, so the
+	// metadata is read again after RemapPoll.
+	remapsPending bool
 }
 
 // Status is the agent's view of the node's routing, for readiness and tests.
@@ -229,6 +232,9 @@ func (a *Agent) Start(ctx context.Context) error {
 	defer resync.Stop()
 	retry := time.NewTimer(0) // the first converge, right away
 	defer retry.Stop()
+	remap := time.NewTimer(a.cfg.RemapPoll)
+	remap.Stop()
+	defer remap.Stop()
 	backoff := a.cfg.LinkWaitBackoff
 	trigger := triggerStart
 	for {
@@ -245,9 +251,21 @@ func (a *Agent) Start(ctx context.Context) error {
 			if trigger != triggerStart {
 				trigger = triggerRetry
 			}
+		case <-remap.C:
+			// A remap asked about has not landed: the metadata alone is
+			// read again, not the kernel.
+			a.reportRemaps(ctx)
+			if a.remapsArePending() {
+				remap.Reset(a.cfg.RemapPoll)
+			}
+			continue
 		}
 		a.setStatus(func(s *Status) { s.Heartbeat = a.now() })
-		if a.pass(ctx, trigger, recorder) {
+		ok := a.pass(ctx, trigger, recorder)
+		if a.remapsArePending() {
+			remap.Reset(a.cfg.RemapPoll)
+		}
+		if ok {
 			backoff = a.cfg.LinkWaitBackoff
 			continue
 		}

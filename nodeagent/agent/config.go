@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -29,6 +30,20 @@ type Config struct {
 	// StartupTaintKey names a taint the agent removes from its Node once
 	// routing is ready; empty turns that off.
 	StartupTaintKey string
+	// RemapPoll is how soon the instance metadata is read again while an
+	// address the operator asked about (spec.remapQueries) has not landed
+	// on its ENI yet.
+	RemapPoll time.Duration
+	// Metadata reads the instance metadata; nil answers no remap query
+	// (the operator then waits for EC2's describes).
+	Metadata Metadata
+}
+
+// Metadata is the part of the instance metadata the agent reads.
+type Metadata interface {
+	// LocalIPv4s returns the private addresses listed on the ENI with
+	// MAC mac (network/interfaces/macs/MAC/local-ipv4s).
+	LocalIPv4s(ctx context.Context, mac string) ([]string, error)
 }
 
 // Defaults of Config.
@@ -36,6 +51,7 @@ const (
 	DefaultResyncInterval  = time.Minute
 	DefaultLinkWaitBackoff = time.Second
 	DefaultLinkWaitTimeout = 2 * time.Minute
+	DefaultRemapPoll       = 100 * time.Millisecond
 )
 
 // DefaultConfig returns the configuration for the node called nodeName.
@@ -46,6 +62,7 @@ func DefaultConfig(nodeName string) Config {
 		ResyncInterval:  DefaultResyncInterval,
 		LinkWaitBackoff: DefaultLinkWaitBackoff,
 		LinkWaitTimeout: DefaultLinkWaitTimeout,
+		RemapPoll:       DefaultRemapPoll,
 	}
 }
 
@@ -63,6 +80,9 @@ func (c Config) Validate() error {
 	}
 	if c.LinkWaitBackoff <= 0 {
 		errs = append(errs, fmt.Errorf("link wait backoff %v must be positive", c.LinkWaitBackoff))
+	}
+	if c.RemapPoll <= 0 {
+		errs = append(errs, fmt.Errorf("remap poll interval %v must be positive", c.RemapPoll))
 	}
 	if c.LinkWaitTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("link wait timeout %v must be positive", c.LinkWaitTimeout))

@@ -56,6 +56,7 @@ func (a *Agent) report(ctx context.Context, nr *enipamv1alpha1.NodeRouting, res 
 	}
 	meta.SetStatusCondition(&status.Conditions, cond)
 	status.Endpoints = a.observeEndpoints(nr)
+	status.Remaps = a.observeRemaps(ctx, nr)
 	return a.writeStatus(ctx, nr, status)
 }
 
@@ -98,6 +99,76 @@ func (a *Agent) observeEndpoints(nr *enipamv1alpha1.NodeRouting) *enipamv1alpha1
 		r.Absent = append(r.Absent, ip.String())
 	}
 	return r
+}
+
+// observeRemaps answers the spec's remapQueries from the instance
+// metadata, read now, after nr: an address the metadata lists on the
+// queried MAC's local-ipv4s has landed there (AWS documents this as the
+// confirmation that a remap is complete). Nil when nothing is asked or
+// the metadata cannot be read: then no answer stands for this
+// generation. While one is missing, the loop looks again after
+// RemapPoll.
+func (a *Agent) observeRemaps(ctx context.Context, nr *enipamv1alpha1.NodeRouting) *enipamv1alpha1.RemapReport {
+	if len(nr.Spec.RemapQueries) == 0 || a.cfg.Metadata == nil {
+		a.setRemapsPending(false)
+		return nil
+	}
+	r := &enipamv1alpha1.RemapReport{ObservedGeneration: nr.Generation}
+	listed := map[string][]string{}
+	for _, q := range nr.Spec.RemapQueries {
+		ips, ok := listed[q.MAC]
+		if !ok {
+			var err error
+			if ips, err = a.cfg.Metadata.LocalIPv4s(ctx, q.MAC); err != nil {
+				a.log.Warn("reading the instance metadata for the remap queries", "mac", q.MAC, "err", err)
+				a.setRemapsPending(true)
+				return nil
+			}
+			listed[q.MAC] = ips
+		}
+		if slices.Contains(ips, q.Address) {
+			r.Landed = append(r.Landed, q.Address)
+		} else {
+			r.Missing = append(r.Missing, q.Address)
+		}
+	}
+	slices.Sort(r.Landed)
+	slices.Sort(r.Missing)
+	a.setRemapsPending(len(r.Missing) > 0)
+	return r
+}
+
+// reportRemaps answers the remap queries alone, between converges, over
+// the last report (the agent's own write, when the watch has not
+// delivered it yet).
+func (a *Agent) reportRemaps(ctx context.Context) {
+	nr, ok := a.nrWatch.Current()
+	if !ok {
+		return
+	}
+	base := nr.Status
+	a.mu.Lock()
+	if w := a.written; w != nil && w.overVersion == nr.ResourceVersion {
+		base = w.status
+	}
+	a.mu.Unlock()
+	status := *base.DeepCopy()
+	status.Remaps = a.observeRemaps(ctx, nr)
+	if err := a.writeStatus(ctx, nr, status); err != nil {
+		a.log.Warn("writing the answer to the remap queries", "err", err)
+	}
+}
+
+func (a *Agent) remapsArePending() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.remapsPending
+}
+
+func (a *Agent) setRemapsPending(on bool) {
+	a.mu.Lock()
+	a.remapsPending = on
+	a.mu.Unlock()
 }
 
 func (a *Agent) setWatchEndpoints(on bool) {

@@ -82,7 +82,12 @@ type Inventory struct {
 	// (RecordMoved) that no describe has shown there yet: EC2 remaps an
 	// address asynchronously, so until then it is not on the new ENI.
 	moving map[netip.Addr]move
-	types  map[string]cloud.InstanceType
+	// landedOn are the addresses the node's agent saw in the instance
+	// metadata on the ENI they were reassigned onto (RecordLanded), until
+	// a describe shows them there: trusted there whatever describes that
+	// lag the remap say meanwhile.
+	landedOn map[netip.Addr]string
+	types    map[string]cloud.InstanceType
 	// onAttached is called with each ENI whose attachment the attachment
 	// poll saw complete.
 	onAttached func(cloud.ENI)
@@ -134,6 +139,7 @@ func New(api cloud.API, opts Options, log *slog.Logger) *Inventory {
 		assignedHere: map[netip.Addr]struct{}{},
 		confirmed:    map[string]map[netip.Addr]struct{}{},
 		moving:       map[netip.Addr]move{},
+		landedOn:     map[netip.Addr]string{},
 		types:        map[string]cloud.InstanceType{},
 		synced:       make(chan struct{}),
 	}
@@ -365,6 +371,7 @@ func (inv *Inventory) putENI(e *cloud.ENI) {
 	if old, ok := inv.enis[e.ID]; ok && old.InstanceID != "" && old.InstanceID != e.InstanceID {
 		delete(inv.byInstance[old.InstanceID], e.ID)
 	}
+	e = inv.overrideLanded(e)
 	inv.enis[e.ID] = e
 	if e.AttachmentStatus == cloud.AttachmentAttaching {
 		inv.attaching[e.ID] = struct{}{}
@@ -397,6 +404,11 @@ func (inv *Inventory) dropENI(id string) {
 	delete(inv.enis, id)
 	delete(inv.describedAt, id)
 	delete(inv.confirmed, id)
+	for ip, on := range inv.landedOn {
+		if on == id {
+			delete(inv.landedOn, ip)
+		}
+	}
 	delete(inv.unattached, id)
 	delete(inv.attaching, id)
 }
@@ -459,6 +471,9 @@ func (inv *Inventory) Trusted(eniID string, ip netip.Addr) bool {
 	defer inv.mu.RUnlock()
 	if m, ok := inv.moving[ip]; ok && m.eni == eniID {
 		return false
+	}
+	if inv.landedOn[ip] == eniID {
+		return true
 	}
 	if t, ok := inv.describedAt[eniID]; !ok || !t.Before(inv.trustFrom) {
 		return true // fresh, or known only from this process's own changes

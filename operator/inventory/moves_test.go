@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"net/netip"
+	"slices"
 	"testing"
 	"time"
 
@@ -86,4 +87,111 @@ timing: {reassignDelay: {min: 3s, max: 3s}}
 	if !inv.Trusted(to, ip) {
 		t.Fatalf("%s not trusted on %s once EC2 shows it there", ip, to)
 	}
+}
+
+// TestLandedRemapIsTrustedBeforeDescribesShowIt: the node's agent read
+// the instance metadata listing a reassigned address on its new ENI
+// (RecordLanded). The address is trusted there at once, though describes
+// lag the remap by 3 minutes (every change, in this scenario): a describe
+// of both ENIs made in that window, showing the address still on the ENI
+// it left and not on the new one, neither takes it back off the new ENI
+// nor puts it on the old one, within the consistency grace (a minute) or
+// after it; once describes show the remap, they are believed again.
+func TestLandedRemapIsTrustedBeforeDescribesShowIt(t *testing.T) {
+	sc, err := ec2sim.ParseScenario([]byte(`
+account: "111122223333"
+region: eu-west-1
+zones: [eu-west-1a]
+vpcs:
+- id: vpc-0a000000000000001
+  cidrs: [10.1.0.0/16]
+  subnets:
+  - {id: subnet-0a000000000000001, cidr: 10.1.1.0/24, zone: eu-west-1a}
+instances:
+- {id: i-0a000000000000001, type: m5.large, subnet: subnet-0a000000000000001, enis: [{deviceIndex: 1, secondaryIPs: 1}]}
+- {id: i-0a000000000000002, type: m5.large, subnet: subnet-0a000000000000001, enis: [{deviceIndex: 1}]}
+timing: {reassignDelay: {min: 2s, max: 2s}, lag: {reassign: {min: 3m, max: 3m}, share: 1}}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := ec2sim.NewManualClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	st, err := ec2sim.NewState(sc, clock.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := cloudfake.New(st)
+	inv := New(c, Options{VPCIDs: []string{"vpc-0a000000000000001"}, ResyncInterval: time.Hour, ConsistencyGrace: time.Minute, NotFoundRetry: time.Minute},
+		slog.New(slog.NewTextHandler(io.Discard, nil)))
+	inv.now = clock.Now
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = inv.Start(ctx) }()
+	<-inv.Synced()
+
+	enis, err := c.ListENIs(ctx, "vpc-0a000000000000001")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var from, to string
+	var ip netip.Addr
+	for _, e := range enis {
+		switch {
+		case e.DeviceIndex == 1 && e.InstanceID == "i-0a000000000000001":
+			from, ip = e.ID, e.IPs[0]
+		case e.DeviceIndex == 1:
+			to = e.ID
+		}
+	}
+	if err := c.AssignAddresses(ctx, to, []netip.Addr{ip}, true); err != nil {
+		t.Fatal(err)
+	}
+	inv.RecordMoved(ip, to)
+	if got := inv.MovingOnto([]string{to}); got[ip] != to || len(got) != 1 {
+		t.Fatalf("MovingOnto(%s) = %v, want %s → %s", to, got, ip, to)
+	}
+	if got := inv.MovingOnto([]string{from}); len(got) != 0 {
+		t.Fatalf("MovingOnto(%s) = %v, want none", from, got)
+	}
+	clock.Advance(2 * time.Second) // the remap lands; describes show it 3 minutes later
+	inv.RecordLanded(ip, to)
+	if !inv.Trusted(to, ip) {
+		t.Fatalf("%s not trusted on %s once the agent saw it there", ip, to)
+	}
+	if got := inv.MovingOnto([]string{to}); len(got) != 0 {
+		t.Fatalf("MovingOnto after the confirmation = %v, want none", got)
+	}
+	clock.Advance(time.Second)
+	described, err := c.GetENIs(ctx, []string{from, to})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range described {
+		if (e.ID == from) != slices.Contains(e.IPs, ip) {
+			t.Fatalf("the scenario's describe should still lag the remap: %s shows %v", e.ID, e.IPs)
+		}
+	}
+	check := func(when string) {
+		t.Helper()
+		if err := inv.RefreshENIs(ctx, []string{from, to}); err != nil {
+			t.Fatal(err)
+		}
+		if err := inv.SyncOnce(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if !inv.Trusted(to, ip) {
+			t.Fatalf("%s: %s no longer trusted on %s", when, ip, to)
+		}
+		if loc := inv.Locate(ip); !loc.Found || loc.ENI.ID != to {
+			t.Fatalf("%s: %s is located on %+v, want %s", when, ip, loc.ENI.ID, to)
+		}
+		if h := inv.Holders([]netip.Addr{ip}); h[ip] != "i-0a000000000000002" {
+			t.Fatalf("%s: %s is held by %q, want i-0a000000000000002", when, ip, h[ip])
+		}
+	}
+	check("a lagging describe within the grace")
+	clock.Advance(2 * time.Minute)
+	check("a lagging describe after the grace")
+	clock.Advance(2 * time.Minute)
+	check("describes that show the remap")
 }

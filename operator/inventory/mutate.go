@@ -76,6 +76,11 @@ func (inv *Inventory) RecordUnassigned(eniID string, ips []netip.Addr) {
 	})
 	inv.mu.Lock()
 	inv.adjustSubnet(subnet, removed)
+	for _, ip := range ips {
+		if inv.landedOn[ip] == eniID {
+			delete(inv.landedOn, ip)
+		}
+	}
 	inv.mu.Unlock()
 }
 
@@ -252,6 +257,7 @@ func (inv *Inventory) InFlight(eniID string) bool {
 func (inv *Inventory) RecordMoved(ip netip.Addr, toENI string) {
 	inv.mu.Lock()
 	inv.moving[ip] = move{eni: toENI, at: inv.now()}
+	delete(inv.landedOn, ip)
 	var from []string
 	for id, e := range inv.enis {
 		if id != toENI && slices.Contains(e.IPs, ip) {

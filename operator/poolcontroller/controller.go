@@ -167,6 +167,10 @@ type memory struct {
 	// asked: for each address this process put into the NodeRouting's
 	// spec.endpointQueries, the generation its write made (staticfast.go).
 	asked map[string]int64
+	// remapsAsked: for each address this process put into the
+	// NodeRouting's spec.remapQueries, the ENI it asked about and the
+	// generation its write made (staticremap.go).
+	remapsAsked map[string]remapAsk
 }
 
 // repair is the backoff of a repair that did not stick.

@@ -117,7 +117,7 @@ func ownerRefs(refs []metav1.OwnerReference, cn *ciliumv2.CiliumNode) []metav1.O
 // not decide (capacity, the Elastic IP record and the endpoint queries,
 // written on their own) taken from have.
 func withOperatorWord(want, have enipamv1alpha1.NodeRoutingSpec) enipamv1alpha1.NodeRoutingSpec {
-	want.Capacity, want.StaticIP, want.EndpointQueries = have.Capacity, have.StaticIP, have.EndpointQueries
+	want.Capacity, want.StaticIP, want.EndpointQueries, want.RemapQueries = have.Capacity, have.StaticIP, have.EndpointQueries, have.RemapQueries
 	return want
 }
 

@@ -199,14 +199,14 @@ func reported(conds []metav1.Condition) []metav1.Condition {
 
 // routingReported passes NodeRouting events that can let addresses into a
 // pool or a claimed one out of it: a changed report of the agent (routed
-// ENIs, conditions, endpoints; the operator's own writes, all in the
+// ENIs, conditions, endpoints, remaps; the operator's own writes, all in the
 // spec, do not), and the start of its deletion (a static
 // IP's finalizer waits for the operator).
 var routingReported = predicate.Funcs{
 	UpdateFunc: func(e event.UpdateEvent) bool {
 		o, n := e.ObjectOld.(*enipamv1alpha1.NodeRouting), e.ObjectNew.(*enipamv1alpha1.NodeRouting)
 		return !sameJSON(o.Status.ENIs, n.Status.ENIs) || !sameJSON(reported(o.Status.Conditions), reported(n.Status.Conditions)) ||
-			!sameJSON(o.Status.Endpoints, n.Status.Endpoints) ||
+			!sameJSON(o.Status.Endpoints, n.Status.Endpoints) || !sameJSON(o.Status.Remaps, n.Status.Remaps) ||
 			(o.DeletionTimestamp == nil && n.DeletionTimestamp != nil)
 	},
 }

@@ -80,6 +80,11 @@ type staticInputs struct {
 	// the operator made after it saw the address's pod gone from the
 	// node, found no endpoint holding ip (staticfast.go); nil: never.
 	endpointGone func(ip string) bool
+	// remapUnsure reports whether a stamped address the node's ENIs do
+	// not hold in the inventory's view must first be checked with the
+	// node's agent on the ENI its entry names (staticremap.go); nil:
+	// never.
+	remapUnsure func(ip netip.Addr, eniID string) bool
 	// listed are the pool entries of the CiliumNode as read, before this
 	// pass added any (nil: all are taken as listed). See pickFree's use.
 	listed map[string]bool
@@ -108,6 +113,9 @@ type staticOutcome struct {
 	// their address moves away: nothing in this node's objects changes
 	// when such a pod goes, so the node is looked at again, slowly.
 	oldPods map[string]bool
+	// verify are stamped addresses the node's ENIs do not hold in the
+	// inventory's view, to ask the node's agent about (staticremap.go).
+	verify []placement
 	// queries are the addresses leaving the node whose pod is gone from
 	// it: the node's agent is asked whether an endpoint still holds them
 	// (staticfast.go). fast counts those that left on its answer.

@@ -32,11 +32,30 @@ func holder(snap *pool.Node, cfg *pool.Config, ip netip.Addr) *cloud.ENI {
 // does not have on the node's ENIs (an Unassign or a reassignment made
 // behind the operator's back, or sent by an earlier process): from EC2
 // as for a claim coming here, unless another pool lists it.
+//
+// The entry's own ENI is asked about first while describes may still lag
+// what an earlier process did (an operator restarted right after a stamp
+// made on its agent's word that the remap landed sees describes that do
+// not show the remap yet): the node's agent confirms from the instance
+// metadata that the address is there (then nothing moves), or says it
+// is not (then it is placed again), and once describes are trusted
+// nothing is asked.
 func (v *poolView) backStamp(in *staticInputs, c *claims.Claim, snap *pool.Node, cfg *pool.Config, out *staticOutcome) {
 	key := c.Addr.String()
 	if in.elsewhere(key) {
 		out.note(c.Owner, enipamv1alpha1.ReasonAddressTaken, "%s is stamped on node %s but another node's pool lists it", key, in.node)
 		return
+	}
+	resource := v.cn.Spec.IPAM.Pool[key].Resource
+	if in.remapUnsure != nil && in.remapUnsure(c.Addr, resource) {
+		for i := range snap.ENIs {
+			if e := &snap.ENIs[i]; e.ID == resource && e.MAC != "" {
+				out.verify = append(out.verify, placement{ip: c.Addr, owner: c.Owner, eniID: resource})
+				out.waiting = true
+				out.note(c.Owner, enipamv1alpha1.ReasonPlacing, "%s is stamped on %s of node %s; asking enipam-agent whether the instance metadata lists it there", key, resource, in.node)
+				return
+			}
+		}
 	}
 	v.fromEC2(in, c, snap, cfg, out)
 }

@@ -151,6 +151,7 @@ func (s *nodeSync) gatherStatic(ctx context.Context) bool {
 	in.locate = s.r.inv.Locate
 	in.routed = s.routed
 	in.endpointGone = s.endpointGone
+	in.remapUnsure = s.remapUnsure
 	in.subnetOf = s.r.inv.SubnetOf
 	in.ours = func(e *cloud.ENI) bool {
 		if e.Tags[cloud.TagCluster] == s.r.opts.Cluster {
@@ -187,6 +188,7 @@ func (s *nodeSync) runStatic(ctx context.Context) {
 			s.fail(err, reasonFor(err))
 		}
 	}
+	s.askRemaps(ctx, out.verify)
 	s.countPool()
 	busy := out.handshakes > 0 || out.waiting || len(out.place) > 0 || out.create != nil || out.secondary != ""
 	// Waiting only for old pods to go asks the apiserver about each of

@@ -109,6 +109,9 @@ func (s *nodeSync) run(ctx context.Context) {
 		s.fail(err, ReasonEC2Error)
 		return
 	}
+	if s.confirmRemaps() && !s.snapshot(ctx) {
+		return
+	}
 	s.refreshAttaching(ctx)
 	s.syncStaticIP(ctx)
 	if !s.gatherStatic(ctx) {
@@ -327,7 +330,12 @@ func (s *nodeSync) verifyUnpooled(ctx context.Context) {
 	if s.pool.unverified == 0 {
 		return
 	}
-	if wait := s.r.inv.TrustFrom().Sub(s.r.now()); wait > 0 {
+	// Before describes are trusted, only this process's own
+	// reassignments are worth a describe now: one started after the
+	// call shows whether the remap landed whenever it runs (inventory
+	// landed). Waiting for the trust would hold a move made in the
+	// operator's first minute for the rest of that minute.
+	if wait := s.r.inv.TrustFrom().Sub(s.r.now()); wait > 0 && len(s.r.inv.MovingOnto(s.pool.unverifiedENIs)) == 0 {
 		s.requeueWithin(wait)
 		return
 	}

@@ -48,7 +48,19 @@ type RoutingOptions struct {
 	// agent does on a node with Cilium's endpoint routes; nil answers as
 	// on a node without them (nothing absent).
 	Endpoints func(node string, ip netip.Addr) bool
+	// Metadata reads the instance metadata's local-ipv4s of the ENI with
+	// MAC mac on instance instanceID (network/interfaces/macs/MAC/
+	// local-ipv4s): with it, the agents answer the NodeRouting's remap
+	// queries as the real agent does; nil answers none.
+	Metadata func(ctx context.Context, instanceID, mac string) ([]string, error)
+	// RemapPoll is how soon an agent reads the metadata again while a
+	// queried address is missing from it; default RemapPollInterval.
+	RemapPoll time.Duration
 }
+
+// RemapPollInterval is the real agent's default interval between reads of
+// the instance metadata while a remap it was asked about has not landed.
+const RemapPollInterval = 100 * time.Millisecond
 
 // RoutingSim plays enipam-agent on many nodes at once: for each node's
 // NodeRouting it reports, in status, what the real agent would have routed
@@ -76,6 +88,9 @@ func NewRoutingSim(cfg *rest.Config, opts RoutingOptions) (*RoutingSim, error) {
 	}
 	if opts.Workers <= 0 {
 		opts.Workers = 8
+	}
+	if opts.RemapPoll <= 0 {
+		opts.RemapPoll = RemapPollInterval
 	}
 	if opts.QPS <= 0 {
 		opts.QPS, opts.Burst = 200, 400
@@ -195,6 +210,10 @@ func (r *RoutingSim) report(ctx context.Context, name string) {
 		Message: "simulated", ObservedGeneration: nr.Generation,
 	})
 	want.Status.Endpoints = r.endpoints(name, nr)
+	want.Status.Remaps = r.remaps(ctx, nr)
+	if want.Status.Remaps != nil && len(want.Status.Remaps.Missing) > 0 {
+		r.queue.AddAfter(name, r.opts.RemapPoll) // looked at again until they land
+	}
 	if sameJSON(nr.Status, want.Status) {
 		return
 	}
@@ -224,6 +243,36 @@ func (r *RoutingSim) endpoints(node string, nr *enipamv1alpha1.NodeRouting) *eni
 			rep.Absent = append(rep.Absent, s)
 		case r.opts.Endpoints != nil:
 			rep.Present = append(rep.Present, s)
+		}
+	}
+	return rep
+}
+
+// remaps answers the spec's remap queries as enipam-agent does
+// (nodeagent/agent): each address landed if the instance metadata lists
+// it on the queried MAC, missing otherwise; no answer when the metadata
+// cannot be read.
+func (r *RoutingSim) remaps(ctx context.Context, nr *enipamv1alpha1.NodeRouting) *enipamv1alpha1.RemapReport {
+	if len(nr.Spec.RemapQueries) == 0 || r.opts.Metadata == nil {
+		return nil
+	}
+	rep := &enipamv1alpha1.RemapReport{ObservedGeneration: nr.Generation}
+	listed := map[string][]string{}
+	for _, q := range nr.Spec.RemapQueries {
+		ips, ok := listed[q.MAC]
+		if !ok {
+			var err error
+			if ips, err = r.opts.Metadata(ctx, nr.Spec.InstanceID, q.MAC); err != nil {
+				r.log.Debug("reading the instance metadata failed", "node", nr.Name, "mac", q.MAC, "error", err)
+				r.queue.AddAfter(nr.Name, r.opts.RemapPoll)
+				return nr.Status.Remaps
+			}
+			listed[q.MAC] = ips
+		}
+		if slices.Contains(ips, q.Address) {
+			rep.Landed = append(rep.Landed, q.Address)
+		} else {
+			rep.Missing = append(rep.Missing, q.Address)
 		}
 	}
 	return rep

@@ -25,7 +25,11 @@ import (
 // at a time has its node cordoned and is deleted, and comes back on
 // another node with its address. It reports the rescheduling time: from
 // the deletion to the address stamped in the new node's pool (and to the
-// new pod running with it), p50 and p99.
+// new pod running with it), p50 and p99, with each leg of the move as
+// seen from outside (the claim asked onto the new node, the old node's
+// endpoint evidence, the address out of the old pool, the reassignment,
+// the remap landed in the new instance's metadata, the new node's agent
+// confirming it), and EC2's remap apart from the rest.
 type StaticMoves struct {
 	Nodes, Pods, Moves int
 	// AgentUpdate is Cilium's agent's CiliumNode update interval
@@ -149,7 +153,12 @@ profile: realistic
 		ips[pod] = ip
 	}
 	e.say("%s: %d pods placed; %d moves", s.Name(), s.Pods, s.Moves)
-	var toPool, toRunning, toAsked []time.Duration
+	var toPool, toRunning []time.Duration
+	legs := map[string][]time.Duration{}
+	// remap is, per move, from the reassignment seen made to the remap
+	// seen landed (EC2's asynchronous remap, ec2sim's reassignDelay);
+	// rest is the rest of the move (deleted to stamped, less remap).
+	var remap, rest []time.Duration
 	sameIP := 0
 	for m := range s.Moves {
 		pod := fmt.Sprintf("db-%d", m%s.Pods)
@@ -165,13 +174,24 @@ profile: realistic
 		if err := c.Delete(ctx, p); err != nil {
 			return nil, err
 		}
-		node, asked, err := w.stampedElsewhere(ctx, "default/"+pod, ips[pod], old, 2*time.Minute)
+		lg := &moveLegs{}
+		node, err := w.stampedElsewhere(ctx, "default/"+pod, ips[pod], old, lg, 2*time.Minute)
 		if err != nil {
 			return nil, fmt.Errorf("move %d of %s: %w", m, pod, err)
 		}
 		toPool = append(toPool, time.Since(t0))
-		toAsked = append(toAsked, asked.Sub(t0))
-		e.say("%s: move %d: %s from %s to %s: asked onto it after %.2f s, stamped after %.2f s", s.Name(), m, pod, old, node, asked.Sub(t0).Seconds(), time.Since(t0).Seconds())
+		var said []string
+		for _, l := range lg.list() {
+			if !l.at.IsZero() {
+				legs[l.name] = append(legs[l.name], l.at.Sub(t0))
+				said = append(said, fmt.Sprintf("%s %.2f s", l.name, l.at.Sub(t0).Seconds()))
+			}
+		}
+		e.say("%s: move %d: %s from %s to %s: %s", s.Name(), m, pod, old, node, strings.Join(said, ", "))
+		if !lg.reassigned.IsZero() && !lg.landed.IsZero() {
+			remap = append(remap, lg.landed.Sub(lg.reassigned))
+			rest = append(rest, lg.stamped.Sub(t0)-lg.landed.Sub(lg.reassigned))
+		}
 		_, ip, err := w.runningStatic(ctx, pod, node, 2*time.Minute)
 		if err != nil {
 			return nil, fmt.Errorf("move %d of %s: %w", m, pod, err)
@@ -186,7 +206,11 @@ profile: realistic
 	}
 	slices.Sort(toPool)
 	slices.Sort(toRunning)
-	slices.Sort(toAsked)
+	for _, l := range legs {
+		slices.Sort(l)
+	}
+	slices.Sort(remap)
+	slices.Sort(rest)
 	fig := w.agents.Figures()
 	f, err := w.poolFindings(ctx)
 	if err != nil {
@@ -194,8 +218,24 @@ profile: realistic
 	}
 	rep.add("moves", len(toPool), "")
 	rep.add("moves that kept the address", sameIP, "")
-	rep.add("deleted to the claim asked onto the new node p50", agentsim.Percentile(toAsked, 50), "")
-	rep.add("deleted to the claim asked onto the new node p99", agentsim.Percentile(toAsked, 99), "")
+	// The legs, each from the deletion, in the order a move takes them
+	// (a leg a move skipped, such as the endpoint evidence when the
+	// handshake answered first, counts only the moves that took it).
+	for _, l := range (&moveLegs{}).list() {
+		if l.name == legStamped {
+			continue // the figure below
+		}
+		if d := legs[l.name]; len(d) > 0 {
+			rep.add(fmt.Sprintf("deleted to %s p50", l.name), agentsim.Percentile(d, 50), "")
+			rep.add(fmt.Sprintf("deleted to %s p99", l.name), agentsim.Percentile(d, 99), fmt.Sprintf("%d moves", len(d)))
+		}
+	}
+	if len(remap) > 0 {
+		rep.add("EC2's remap (reassignment made to landed) p50", agentsim.Percentile(remap, 50), "")
+		rep.add("EC2's remap (reassignment made to landed) p99", agentsim.Percentile(remap, 99), fmt.Sprintf("%d moves", len(remap)))
+		rep.add("the move less EC2's remap p50", agentsim.Percentile(rest, 50), "")
+		rep.add("the move less EC2's remap p99", agentsim.Percentile(rest, 99), fmt.Sprintf("%d moves", len(rest)))
+	}
 	rep.add("deleted to address in the new node's pool p50", agentsim.Percentile(toPool, 50), "")
 	rep.add("deleted to address in the new node's pool p99", agentsim.Percentile(toPool, 99), "")
 	rep.add("deleted to new pod running with it p50", agentsim.Percentile(toRunning, 50), "")
@@ -233,33 +273,89 @@ func (w *world) runningStatic(ctx context.Context, pod, node string, timeout tim
 	return "", "", fmt.Errorf("%s never ran with its claim's address within %s", pod, timeout)
 }
 
+// Legs of a move, as the bench sees them from outside (each the first
+// time it saw it).
+const (
+	legAsked        = "the claim asked onto the new node (the extender's bind)"
+	legEndpointGone = "the old node's enipam-agent reporting no endpoint holding it"
+	legReleased     = "the address out of the old node's pool"
+	legReassigned   = "the reassignment made (the new node's agent asked to confirm it)"
+	legLanded       = "the remap landed (the new instance's metadata lists it)"
+	legConfirmed    = "the new node's agent reporting the remap landed"
+	legStamped      = "the address stamped in the new node's pool"
+)
+
+// moveLegs are when the bench first saw each leg of one move.
+type moveLegs struct {
+	asked, endpointGone, released, reassigned, landed, confirmed, stamped time.Time
+}
+
+type leg struct {
+	name string
+	at   time.Time
+}
+
+func (l *moveLegs) list() []leg {
+	return []leg{{legAsked, l.asked}, {legEndpointGone, l.endpointGone}, {legReleased, l.released}, {legReassigned, l.reassigned},
+		{legLanded, l.landed}, {legConfirmed, l.confirmed}, {legStamped, l.stamped}}
+}
+
+func seen(t *time.Time, now time.Time, ok bool) {
+	if ok && t.IsZero() {
+		*t = now
+	}
+}
+
 // stampedElsewhere waits until a node other than old has ip stamped for
-// owner in its pool, out of any handshake, and returns it, with when the
-// claim was first seen asking for a node other than old (enipam-
-// scheduler's bind).
-func (w *world) stampedElsewhere(ctx context.Context, owner, ip, old string, timeout time.Duration) (string, time.Time, error) {
-	var asked time.Time
+// owner in its pool, out of any handshake, and returns it, noting when
+// it first saw each leg of the move in lg.
+func (w *world) stampedElsewhere(ctx context.Context, owner, ip, old string, lg *moveLegs, timeout time.Duration) (string, error) {
 	ns, name, _ := strings.Cut(owner, "/")
+	c := w.cluster.Client
+	target := ""
 	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if cl := (&enipamv1alpha1.StaticIPClaim{}); asked.IsZero() && w.cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, cl) == nil &&
+		now := time.Now()
+		if cl := (&enipamv1alpha1.StaticIPClaim{}); target == "" && c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, cl) == nil &&
 			cl.Spec.NodeName != "" && cl.Spec.NodeName != old {
-			asked = time.Now()
+			target = cl.Spec.NodeName
+			seen(&lg.asked, now, true)
+		}
+		if nr := (&enipamv1alpha1.NodeRouting{}); c.Get(ctx, client.ObjectKey{Name: old}, nr) == nil && nr.Status.Endpoints != nil {
+			seen(&lg.endpointGone, now, slices.Contains(nr.Status.Endpoints.Absent, ip))
+		}
+		if nr := (&enipamv1alpha1.NodeRouting{}); target != "" && c.Get(ctx, client.ObjectKey{Name: target}, nr) == nil {
+			seen(&lg.reassigned, now, slices.ContainsFunc(nr.Spec.RemapQueries, func(q enipamv1alpha1.RemapQuery) bool { return q.Address == ip }))
+			seen(&lg.confirmed, now, nr.Status.Remaps != nil && slices.Contains(nr.Status.Remaps.Landed, ip))
+			if lg.landed.IsZero() && nr.Spec.InstanceID != "" {
+				cn := &ciliumv2.CiliumNode{}
+				if c.Get(ctx, client.ObjectKey{Name: target}, cn) == nil {
+					for _, e := range cn.Status.ENI.ENIs {
+						local, err := w.metadata(ctx, nr.Spec.InstanceID, e.MAC)
+						seen(&lg.landed, now, err == nil && slices.Contains(local, ip))
+					}
+				}
+			}
 		}
 		var list ciliumv2.CiliumNodeList
-		if err := w.cluster.Client.List(ctx, &list); err != nil {
+		if err := c.List(ctx, &list); err != nil {
 			continue
+		}
+		for _, cn := range list.Items {
+			if cn.Name == old {
+				_, pooled := cn.Spec.IPAM.Pool[ip]
+				seen(&lg.released, now, !pooled)
+			}
 		}
 		for _, cn := range list.Items {
 			_, hs := cn.Status.IPAM.ReleaseIPs[ip]
 			if e, ok := cn.Spec.IPAM.Pool[ip]; ok && cn.Name != old && e.Owner == owner && !hs {
-				if asked.IsZero() {
-					asked = time.Now()
-				}
-				return cn.Name, asked, nil
+				seen(&lg.asked, now, true)
+				seen(&lg.stamped, now, true)
+				return cn.Name, nil
 			}
 		}
 	}
-	return "", time.Time{}, fmt.Errorf("%s never stamped for %s off %s within %s", ip, owner, old, timeout)
+	return "", fmt.Errorf("%s never stamped for %s off %s within %s", ip, owner, old, timeout)
 }
 
 // setUnschedulable cordons or uncordons a node.

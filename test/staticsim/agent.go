@@ -8,6 +8,7 @@ import (
 	ipamoption "github.com/cilium/cilium/pkg/ipam/option"
 	ipamtypes "github.com/cilium/cilium/pkg/ipam/types"
 	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
@@ -186,12 +187,50 @@ func (w *world) route(name string) {
 		}
 	}
 	enis := agentsim.Routed(cn, &nr.Spec, func(id string) bool { return attached[id] })
-	if sameRouted(nr.Status.ENIs, enis) {
+	remaps := w.remaps(nr)
+	if sameRouted(nr.Status.ENIs, enis) && equality.Semantic.DeepEqual(nr.Status.Remaps, remaps) {
 		return
+	}
+	if remaps != nil {
+		for _, ip := range remaps.Landed {
+			if nr.Status.Remaps == nil || !slices.Contains(nr.Status.Remaps.Landed, ip) {
+				w.landings++
+				w.logf("agent %s: remap of %s landed (instance metadata)", name, ip)
+			}
+		}
 	}
 	nr.Status.ENIs = enis
 	nr.Status.RoutedENIs = int32(len(enis))
+	nr.Status.Remaps = remaps
 	_ = w.c.Status().Update(ctx, nr)
+}
+
+// remaps answers the NodeRouting's remap queries as enipam-agent does,
+// from its instance's metadata: EC2's state now (the metadata lists an
+// address on an ENI once its remap landed; describes may lag it), for
+// the spec's generation it read.
+func (w *world) remaps(nr *enipamv1alpha1.NodeRouting) *enipamv1alpha1.RemapReport {
+	if len(nr.Spec.RemapQueries) == 0 {
+		return nil
+	}
+	local := map[string][]string{}
+	for _, e := range w.dump().NetworkInterfaces {
+		if e.Attachment == nil || e.Attachment.InstanceID != nr.Spec.InstanceID || e.Attachment.Status != "attached" {
+			continue
+		}
+		for _, a := range e.PrivateIPAddresses {
+			local[e.MacAddress] = append(local[e.MacAddress], a.PrivateIPAddress)
+		}
+	}
+	r := &enipamv1alpha1.RemapReport{ObservedGeneration: nr.Generation}
+	for _, q := range nr.Spec.RemapQueries {
+		if slices.Contains(local[q.MAC], q.Address) {
+			r.Landed = append(r.Landed, q.Address)
+		} else {
+			r.Missing = append(r.Missing, q.Address)
+		}
+	}
+	return r
 }
 
 func sameRouted(a, b []enipamv1alpha1.RoutedENI) bool {

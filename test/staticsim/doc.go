@@ -41,7 +41,12 @@
 //     writes status.ipam.used with its answers by an UpdateStatus of its
 //     whole view, no more often than every 15 s (ciliumNodeUpdateRate),
 //     retried after a conflict.
-//   - enipam-agent of each node reports routed what agentsim.Routed says.
+//   - enipam-agent of each node reports routed what agentsim.Routed says,
+//     and answers the NodeRouting's remap queries as its instance's
+//     metadata would: an address landed once EC2's state has it on the
+//     queried ENI (its remap landed; describes may still lag it), for
+//     the spec generation it read (a spec change makes a new one, as in
+//     kube-apiserver).
 //   - Kubelets: a CNI ADD for a bound pod, a CNI DEL for a pod whose
 //     object is gone (a pod of the same name is started on a node only
 //     after the old one stopped there).

@@ -49,6 +49,9 @@ type Result struct {
 	// seen on another node than before), operator restarts (crashes
 	// included) and crashes at a write.
 	Binds, Starts, Moves, Restarts, Crashes int
+	// Landings counts the remaps an enipam-agent reported landed from its
+	// instance's metadata.
+	Landings int
 	// Trace is the run, step by step, for a failing seed.
 	Trace []string
 	Err   error
@@ -167,6 +170,7 @@ func Run(seed uint64, cfg Config) Result {
 	}
 	res.Kinds, res.Hash = string(w.kinds), h.Sum64()
 	res.Binds, res.Starts, res.Moves, res.Restarts, res.Crashes = w.binds, w.starts, w.moves, w.restarts, w.crashes
+	res.Landings = w.landings
 	res.Violations = w.violations[:min(len(w.violations), 5)]
 	if res.Failed() || cfg.Trace {
 		res.Trace = w.trace

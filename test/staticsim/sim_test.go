@@ -54,11 +54,12 @@ func TestSeeds(t *testing.T) {
 		close(results)
 	}()
 	steps, failed := 0, 0
-	var binds, starts, moves, restarts, crashes int
+	var binds, starts, moves, restarts, crashes, landings int
 	kinds, hashes := map[string]bool{}, map[uint64]bool{}
 	for r := range results {
 		steps += r.Steps
 		binds, starts, moves, restarts, crashes = binds+r.Binds, starts+r.Starts, moves+r.Moves, restarts+r.Restarts, crashes+r.Crashes
+		landings += r.Landings
 		kinds[r.Kinds] = true
 		hashes[r.Hash] = true
 		if !r.Failed() {
@@ -86,8 +87,8 @@ func TestSeeds(t *testing.T) {
 		}
 		t.Error(b.String())
 	}
-	t.Logf("%d seeds, %d steps, %d distinct step-kind sequences, %d distinct interleavings; %d binds, %d pod starts, %d moves, %d operator restarts (%d at a write); %d failed",
-		n, steps, len(kinds), len(hashes), binds, starts, moves, restarts, crashes, failed)
+	t.Logf("%d seeds, %d steps, %d distinct step-kind sequences, %d distinct interleavings; %d binds, %d pod starts, %d moves (%d remaps confirmed from an instance's metadata), %d operator restarts (%d at a write); %d failed",
+		n, steps, len(kinds), len(hashes), binds, starts, moves, landings, restarts, crashes, failed)
 }
 
 // TestDeterministic: a seed replays the same run, step for step, so its

@@ -15,6 +15,7 @@ import (
 	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	k8stypes "k8s.io/apimachinery/pkg/types"
@@ -104,8 +105,10 @@ type world struct {
 	ext  *extender.Extender
 	// restarts counts operator processes started after the first,
 	// crashes those that died at a write; binds, starts and moves count
-	// Bindings, CNI ADDs and stamps seen moving to another node.
-	restarts, crashes, binds, starts, moves int
+	// Bindings, CNI ADDs and stamps seen moving to another node;
+	// landings the remaps an enipam-agent reported landed from its
+	// instance's metadata.
+	restarts, crashes, binds, starts, moves, landings int
 	// stampedOn: where each owner's stamp was last seen.
 	stampedOn map[string]string
 	// changes counts the writes to the apiserver and the kubelets'
@@ -216,7 +219,25 @@ func newWorld(seed uint64) (*world, error) {
 			},
 			Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
 				w.changes++
-				return c.Patch(ctx, obj, patch, opts...)
+				nr, ok := obj.(*enipamv1alpha1.NodeRouting)
+				if !ok {
+					return c.Patch(ctx, obj, patch, opts...)
+				}
+				// As kube-apiserver does, a change of the spec makes a
+				// new generation (the agents' answers name the one they
+				// read).
+				before := &enipamv1alpha1.NodeRouting{}
+				if !w.store.get(client.ObjectKeyFromObject(nr), before) {
+					return c.Patch(ctx, obj, patch, opts...)
+				}
+				if err := c.Patch(ctx, obj, patch, opts...); err != nil {
+					return err
+				}
+				if equality.Semantic.DeepEqual(before.Spec, nr.Spec) {
+					return nil
+				}
+				nr.Generation = before.Generation + 1
+				return c.Update(ctx, nr)
 			},
 			Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
 				w.changes++

@@ -48,6 +48,7 @@ import (
 	"github.com/enipam/enipam/internal/version"
 	"github.com/enipam/enipam/nodeagent/agent"
 	"github.com/enipam/enipam/nodeagent/kernel"
+	"github.com/enipam/enipam/nodeagent/metadata"
 	"github.com/enipam/enipam/nodeagent/routing"
 	"github.com/enipam/enipam/nodeagent/uninstall"
 )
@@ -109,6 +110,9 @@ func run(ctx context.Context, args []string, nodeName string, stdout, stderr io.
 	}
 	defer nl.Close()
 
+	// The instance's metadata service, where the SDK looks for it
+	// (AWS_EC2_METADATA_SERVICE_ENDPOINT, else 169.254.169.254).
+	opts.Metadata = metadata.New(os.Getenv("AWS_EC2_METADATA_SERVICE_ENDPOINT"))
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	a, err := agent.New(opts.Config, kube, kernel.New(nl, netns.None(), kernel.WithProcSysNet(opts.ProcSysNet), kernel.WithStateDir(opts.StateDir)), reg, log)

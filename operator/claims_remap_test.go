@@ -1,0 +1,133 @@
+package operator_test
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
+	"github.com/enipam/enipam/test/ec2sim"
+	"github.com/enipam/enipam/test/ec2sim/cloudfake"
+)
+
+// remaps plays enipam-agent's answer to the node's remap queries from its
+// instance's metadata: an address EC2 has on the queried MAC (its remap
+// landed) is landed, another missing.
+func (w *staticWorld) remaps(nr *enipamv1alpha1.NodeRouting) *enipamv1alpha1.RemapReport {
+	if len(nr.Spec.RemapQueries) == 0 {
+		return nil
+	}
+	local := map[string][]string{}
+	for _, e := range w.state.Dump().NetworkInterfaces {
+		if e.Attachment == nil || e.Attachment.InstanceID != nr.Spec.InstanceID || e.Attachment.Status != "attached" {
+			continue
+		}
+		for _, a := range e.PrivateIPAddresses {
+			local[e.MacAddress] = append(local[e.MacAddress], a.PrivateIPAddress)
+		}
+	}
+	r := &enipamv1alpha1.RemapReport{ObservedGeneration: nr.Generation}
+	for _, q := range nr.Spec.RemapQueries {
+		if slices.Contains(local[q.MAC], q.Address) {
+			r.Landed = append(r.Landed, q.Address)
+		} else {
+			r.Missing = append(r.Missing, q.Address)
+		}
+	}
+	return r
+}
+
+// TestStaticIPMoveLandsOnTheAgentsMetadataWord: EC2 remaps db-0's address
+// onto node-2's ENI 1 s after the reassignment call, and describes show
+// the landed remap only 10 minutes later. The address is not pooled on
+// node-2 while EC2 still has it on node-1's ENI; once node-2's
+// enipam-agent reads it in the instance metadata (its answer to the
+// NodeRouting's remap query), it is stamped there, with no describe
+// showing it yet, and the query is withdrawn. Nodes: m5.large, first
+// interface index 1, pre-allocate 4; node-1 runs Cilium with endpoint
+// routes (the fast move).
+func TestStaticIPMoveLandsOnTheAgentsMetadataWord(t *testing.T) {
+	w := newStaticWorld(t)
+	l := w.start()
+	ip := w.placed(l)
+	timing := w.state.Timing()
+	timing.ReassignDelay = ec2sim.Range{Min: ec2sim.Duration(time.Second), Max: ec2sim.Duration(time.Second)}
+	timing.Lag.Reassign = ec2sim.Range{Min: ec2sim.Duration(10 * time.Minute), Max: ec2sim.Duration(10 * time.Minute)}
+	timing.Lag.Share = 1
+	if err := w.state.SetTiming(timing); err != nil {
+		t.Fatal(err)
+	}
+	w.endpointRoutes["node-1"] = true
+
+	w.target("db-0", "node-2")
+	w.release("node-1", "default/db-0")
+	w.pod("db-0", "node-1", false)
+	asked := false
+	w.until(l, "db-0's address stamped on node-2", func() bool {
+		_, in, _ := w.eniHolding(ip)
+		if w.inPoolOf("node-2", ip) && in != "i-0a000000000000002" {
+			t.Fatalf("%s in node-2's pool while EC2 has it on %q:%s", ip, in, w.describe())
+		}
+		asked = asked || slices.ContainsFunc(w.routingOf("node-2").Spec.RemapQueries, func(q enipamv1alpha1.RemapQuery) bool { return q.Address == ip })
+		n, _ := w.stampedOn("default/db-0")
+		return n == "node-2"
+	})
+	if !asked {
+		t.Error("node-2's agent was never asked about the remap")
+	}
+	w.step(l)
+	w.moved(ip, "node-2", "i-0a000000000000002")
+	if q := w.routingOf("node-2").Spec.RemapQueries; len(q) != 0 {
+		t.Errorf("node-2 still asked about %v after the remap was confirmed", q)
+	}
+	enis, err := w.cloud.GetENIs(t.Context(), []string{w.routingOf("node-2").Status.ENIs[0].ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range enis {
+		for _, a := range e.IPs {
+			if a.String() == ip {
+				t.Fatalf("a describe already shows %s on %s: the test proves nothing", ip, e.ID)
+			}
+		}
+	}
+}
+
+// TestStaticIPStampKeptAcrossARestartWhileDescribesLagTheRemap: as above,
+// db-0's address is stamped on node-2 on its agent's word that the remap
+// landed, describes showing the remap only 10 minutes later; then the
+// operator restarts. The new process's describes still show the address
+// on node-1's ENI and not on node-2's; before it trusts them (the
+// consistency grace after its start) it asks node-2's agent, which finds
+// the address in the instance metadata on the ENI the entry names: the
+// stamp stands, and the address is not reassigned again.
+func TestStaticIPStampKeptAcrossARestartWhileDescribesLagTheRemap(t *testing.T) {
+	w := newStaticWorld(t)
+	l := w.start()
+	ip := w.placed(l)
+	timing := w.state.Timing()
+	timing.ReassignDelay = ec2sim.Range{Min: ec2sim.Duration(300 * time.Millisecond), Max: ec2sim.Duration(300 * time.Millisecond)}
+	timing.Lag.Reassign = ec2sim.Range{Min: ec2sim.Duration(10 * time.Minute), Max: ec2sim.Duration(10 * time.Minute)}
+	timing.Lag.Share = 1
+	if err := w.state.SetTiming(timing); err != nil {
+		t.Fatal(err)
+	}
+	w.endpointRoutes["node-1"] = true
+	w.target("db-0", "node-2")
+	w.release("node-1", "default/db-0")
+	w.pod("db-0", "node-1", false)
+	w.until(l, "db-0's address stamped on node-2", func() bool { n, _ := w.stampedOn("default/db-0"); return n == "node-2" })
+	w.step(l)
+	w.moved(ip, "node-2", "i-0a000000000000002")
+	assigns := w.cloud.Calls()[cloudfake.AssignPrivateIpAddresses]
+
+	l.cancel()
+	l = w.start()
+	for range 5 {
+		w.step(l)
+	}
+	w.moved(ip, "node-2", "i-0a000000000000002")
+	if n := w.cloud.Calls()[cloudfake.AssignPrivateIpAddresses] - assigns; n != 0 {
+		t.Errorf("the restarted operator assigned addresses %d times; want none (the stamp's address is on its ENI)", n)
+	}
+}
