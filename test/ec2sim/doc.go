@@ -158,7 +158,8 @@
 //	admin := ec2sim.NewAdminClient(srv.URL, nil)
 //
 // In a controller test that needs no wire, package cloudfake puts a State
-// behind the operator's cloud.API directly, with call counts and hooks:
+// behind the operator's own EC2 adapter (operator/ec2, through its SDK
+// interface, without HTTP), with call counts and hooks:
 //
 //	st, err := ec2sim.NewState(sc, ec2sim.NewManualClock(start).Now)
 //	c := cloudfake.New(st)
