@@ -72,7 +72,9 @@
 // per-action token buckets
 // ([ThrottleConfig], EC2's defaults from [DefaultBucket]), latency
 // ([LatencyConfig]), fault injection ([FaultConfig]) and call [Counters];
-// it also serves IMDSv2 for each instance and the admin API.
+// it also serves IMDSv2 for each instance and the admin API. Throttling,
+// latency and faults are package behaviour, which knows neither the wire
+// nor the State; this package names its types for scenarios and callers.
 //
 // Served actions: DescribeInstances, DescribeInstanceTypes,
 // DescribeSubnets, DescribeVpcs, DescribeSecurityGroups,
