@@ -13,7 +13,9 @@
 // not on the host network, without an address and not finished (field
 // selectors spec.nodeName, spec.hostNetwork, status.podIP, status.phase,
 // all selectable fields of Pods), and the cache keeps of each only its
-// identity, node, deletion mark and whether it asks for a static address.
+// identity, node, deletion mark and static-address request: a
+// waiting.Pod, the model of pods waiting for an address that the
+// scheduler's tracker shares (internal/waiting).
 // A pod leaves the watch (a delete event) when it gets its address, ends
 // or is deleted.
 //
@@ -34,14 +36,12 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
+	"github.com/enipam/enipam/internal/waiting"
 )
 
 // Options tune the watch.
@@ -75,17 +75,8 @@ func (o Options) Validate() error {
 
 // Selector asks the apiserver for the pods that may still take a pool
 // address: bound to a node, not on the host network, no address yet, not
-// finished (Kubernetes 1.37.1, pkg/registry/core/pod/strategy.go
-// ToSelectableFields lists the fields a Pod can be selected by:
-// spec.nodeName, spec.hostNetwork, status.podIP and status.phase among
-// them).
-var Selector = fields.AndSelectors(
-	fields.OneTermNotEqualSelector("spec.nodeName", ""),
-	fields.OneTermEqualSelector("spec.hostNetwork", "false"),
-	fields.OneTermEqualSelector("status.podIP", ""),
-	fields.OneTermNotEqualSelector("status.phase", string(corev1.PodSucceeded)),
-	fields.OneTermNotEqualSelector("status.phase", string(corev1.PodFailed)),
-).String()
+// finished.
+var Selector = waiting.BoundSelector
 
 // Watch keeps every node's demand from the pod watch. Build it with New,
 // run it with Start; Waiting, Arrivals and HasSynced may be called from
@@ -97,10 +88,9 @@ type Watch struct {
 	now  func() time.Time
 
 	mu       sync.Mutex
-	pods     map[types.UID]*pod
-	byNode   map[string]map[types.UID]*pod
-	started  map[string]map[string]time.Time // node → owner → when it left the watch
-	arrivals map[string][]time.Time          // node → when pods were bound there, oldest first
+	pods     *waiting.Set
+	started  *waiting.Started
+	arrivals map[string][]time.Time // node → when pods were bound there, oldest first
 	notify   []func(node string)
 	synced   cache.InformerSynced
 }
@@ -109,9 +99,8 @@ type Watch struct {
 func New(c client.WithWatch, opts Options, log *slog.Logger) *Watch {
 	return &Watch{
 		c: c, opts: opts, log: log, now: time.Now,
-		pods:     map[types.UID]*pod{},
-		byNode:   map[string]map[types.UID]*pod{},
-		started:  map[string]map[string]time.Time{},
+		pods:     waiting.NewSet(),
+		started:  waiting.NewStarted(opts.StartedGrace),
 		arrivals: map[string][]time.Time{},
 	}
 }
@@ -140,7 +129,7 @@ func (w *Watch) Start(ctx context.Context) error {
 	_, ctrl := cache.NewInformerWithOptions(cache.InformerOptions{
 		ListerWatcher: lw,
 		ObjectType:    &corev1.Pod{},
-		Transform:     slim,
+		Transform:     waiting.Slim,
 		Handler: cache.ResourceEventHandlerDetailedFuncs{
 			AddFunc:    func(obj any, initial bool) { w.seen(obj, !initial) },
 			UpdateFunc: func(_, obj any) { w.seen(obj, false) },
@@ -187,23 +176,12 @@ func (w *Watch) Waiting(node string, listed func(owner string) bool) int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	n := 0
-	for _, p := range w.byNode[node] {
-		if !p.Deleting && !p.Static && !listed(p.owner()) {
+	for _, p := range w.pods.On(node) {
+		if !p.Deleting() && !p.Static() && !listed(p.Owner()) {
 			n++
 		}
 	}
-	for owner, at := range w.started[node] {
-		switch {
-		case now.Sub(at) > w.opts.StartedGrace || listed(owner):
-			delete(w.started[node], owner)
-		default:
-			n++
-		}
-	}
-	if len(w.started[node]) == 0 {
-		delete(w.started, node)
-	}
-	return n
+	return n + w.started.Count(node, now, listed)
 }
 
 // Arrivals returns when pods that take a pool address were bound to node
@@ -222,30 +200,23 @@ func (w *Watch) Arrivals(node string, since time.Duration) []time.Time {
 func (w *Watch) Counts() (pods, nodes int) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return len(w.pods), len(w.arrivals)
+	return w.pods.Len(), len(w.arrivals)
 }
 
 // seen files a pod without an address under its node; arrived says it
 // came into the watch now (bound now), not in the first list.
 func (w *Watch) seen(obj any, arrived bool) {
-	p, ok := obj.(*pod)
+	p, ok := obj.(*waiting.Pod)
 	if !ok {
 		return
 	}
 	w.mu.Lock()
-	old, known := w.pods[p.UID]
-	if known {
-		w.unindex(old)
-	}
-	w.pods[p.UID] = p
-	if w.byNode[p.Node] == nil {
-		w.byNode[p.Node] = map[types.UID]*pod{}
-	}
-	w.byNode[p.Node][p.UID] = p
-	if arrived && !known && !p.Deleting && !p.Static {
+	old := w.pods.Put(p)
+	known := old != nil
+	if arrived && !known && !p.Deleting() && !p.Static() {
 		w.arrived(p.Node, w.now())
 	}
-	changed := !known || old.Deleting != p.Deleting || old.Static != p.Static
+	changed := !known || old.Deleting() != p.Deleting() || old.Static() != p.Static()
 	notify := w.notify
 	w.mu.Unlock()
 	if changed {
@@ -262,21 +233,16 @@ func (w *Watch) gone(obj any) {
 	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = d.Obj
 	}
-	p, ok := obj.(*pod)
+	p, ok := obj.(*waiting.Pod)
 	if !ok {
 		return
 	}
 	w.mu.Lock()
-	if old, ok := w.pods[p.UID]; ok {
-		w.unindex(old)
-		delete(w.pods, p.UID)
+	if old := w.pods.Remove(p.UID); old != nil {
 		p = old
 	}
-	if !p.Deleting && !p.Static {
-		if w.started[p.Node] == nil {
-			w.started[p.Node] = map[string]time.Time{}
-		}
-		w.started[p.Node][p.owner()] = w.now()
+	if !p.Deleting() && !p.Static() {
+		w.started.Add(p.Node, p.Owner(), w.now())
 	}
 	notify := w.notify
 	w.mu.Unlock()
@@ -294,29 +260,12 @@ func (w *Watch) arrived(node string, at time.Time) {
 	w.arrivals[node] = a
 }
 
-// unindex removes p from the per-node index. Callers hold w.mu.
-func (w *Watch) unindex(p *pod) {
-	delete(w.byNode[p.Node], p.UID)
-	if len(w.byNode[p.Node]) == 0 {
-		delete(w.byNode, p.Node)
-	}
-}
-
 // sweep forgets expired started pods and arrivals older than History.
 func (w *Watch) sweep() {
 	now := w.now()
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for node, owners := range w.started {
-		for owner, at := range owners {
-			if now.Sub(at) > w.opts.StartedGrace {
-				delete(owners, owner)
-			}
-		}
-		if len(owners) == 0 {
-			delete(w.started, node)
-		}
-	}
+	w.started.Sweep(now)
 	from := now.Add(-w.opts.History)
 	for node, a := range w.arrivals {
 		i := 0
@@ -331,39 +280,4 @@ func (w *Watch) sweep() {
 			w.arrivals[node] = slices.Clone(a[i:])
 		}
 	}
-}
-
-// pod is all the watch keeps of a pod without an address.
-type pod struct {
-	metav1.TypeMeta
-	metav1.ObjectMeta
-	// Node is spec.nodeName.
-	Node string
-	// Deleting: the pod has a deletion timestamp; Static: it asks for a
-	// static address (enipam.io/static-ip).
-	Deleting, Static bool
-}
-
-// DeepCopyObject makes pod a runtime.Object for the informer.
-func (p *pod) DeepCopyObject() runtime.Object {
-	c := *p
-	p.ObjectMeta.DeepCopyInto(&c.ObjectMeta)
-	return &c
-}
-
-// owner is the pod's owner in Cilium's allocations: "namespace/name".
-func (p *pod) owner() string { return p.Namespace + "/" + p.Name }
-
-// slim is the informer's transform: a Pod becomes a pod.
-func slim(obj any) (any, error) {
-	p, ok := obj.(*corev1.Pod)
-	if !ok {
-		return obj, nil // a tombstone
-	}
-	return &pod{
-		ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, UID: p.UID, ResourceVersion: p.ResourceVersion},
-		Node:       p.Spec.NodeName,
-		Deleting:   p.DeletionTimestamp != nil,
-		Static:     p.Annotations[enipamv1alpha1.StaticIPAnnotation] != "",
-	}, nil
 }

@@ -58,7 +58,7 @@ func DefaultOptions() Options {
 
 // Client implements cloud.API on EC2.
 type Client struct {
-	sdk     *ec2.Client
+	sdk     SDK
 	opts    Options
 	buckets *Buckets
 	metrics *Metrics
@@ -70,15 +70,6 @@ var _ cloud.API = (*Client)(nil)
 // New returns a client for the region and credentials of cfg. Metrics are
 // registered on reg.
 func New(cfg aws.Config, opts Options, reg prometheus.Registerer) (*Client, error) {
-	if opts.RateScale <= 0 {
-		return nil, fmt.Errorf("EC2 rate scale must be positive, got %v", opts.RateScale)
-	}
-	if opts.InitialBucketFill < 0 || opts.InitialBucketFill > 1 {
-		return nil, fmt.Errorf("EC2 initial bucket fill must be in [0, 1], got %v", opts.InitialBucketFill)
-	}
-	if opts.MaxAttempts < 1 {
-		opts.MaxAttempts = 1
-	}
 	cfg = cfg.Copy()
 	cfg.Retryer = func() aws.Retryer { return aws.NopRetryer{} }
 	cfg.HTTPClient = newHTTPClient()
@@ -87,6 +78,21 @@ func New(cfg aws.Config, opts Options, reg prometheus.Registerer) (*Client, erro
 			o.BaseEndpoint = aws.String(opts.Endpoint)
 		}
 	})
+	return NewFromSDK(sdk, opts, reg)
+}
+
+// NewFromSDK returns a client that calls EC2 through sdk, with the
+// chokepoint of New (buckets, retries, error mapping, metrics on reg);
+// opts.Endpoint is not used. New passes the SDK's own client; tests pass
+// an in-memory EC2.
+func NewFromSDK(sdk SDK, opts Options, reg prometheus.Registerer) (*Client, error) {
+	if opts.RateScale <= 0 {
+		return nil, fmt.Errorf("EC2 rate scale must be positive, got %v", opts.RateScale)
+	}
+	if opts.InitialBucketFill < 0 || opts.InitialBucketFill > 1 {
+		return nil, fmt.Errorf("EC2 initial bucket fill must be in [0, 1], got %v", opts.InitialBucketFill)
+	}
+	opts.MaxAttempts = max(opts.MaxAttempts, 1)
 	metrics, err := NewMetrics(reg)
 	if err != nil {
 		return nil, err

@@ -74,12 +74,20 @@ func classify(action string, err error) error {
 	if errors.Is(err, context.Canceled) {
 		return err
 	}
+	// The SDK wraps every error of a call in an OperationError; what has
+	// neither that nor an API error did not come from EC2 (an in-memory
+	// EC2's injected failure, a process dying in a test) and is the
+	// caller's own.
+	var op *smithy.OperationError
+	var api smithy.APIError
+	if !errors.As(err, &op) && !errors.As(err, &api) {
+		return err
+	}
 	out := &cloud.Error{Action: action, Message: err.Error(), Kind: cloud.ErrUnavailable}
 	var re *awshttp.ResponseError
 	if errors.As(err, &re) {
 		out.RequestID = re.ServiceRequestID()
 	}
-	var api smithy.APIError
 	if errors.As(err, &api) {
 		out.Code, out.Message = api.ErrorCode(), api.ErrorMessage()
 		status := 0

@@ -21,7 +21,7 @@ import (
 	"time"
 
 	"github.com/enipam/enipam/operator/cloud"
-	"github.com/enipam/enipam/operator/pool"
+	"github.com/enipam/enipam/operator/snapshot"
 )
 
 // Options tune the inventory.
@@ -419,22 +419,22 @@ func (inv *Inventory) dropENI(id string) {
 // An instance not seen yet is looked up first (batched with other
 // lookups); it returns an error wrapping cloud.ErrNotFound if EC2 does not
 // know it or it is no longer live.
-func (inv *Inventory) Snapshot(ctx context.Context, instanceID, cluster string) (pool.Node, error) {
+func (inv *Inventory) Snapshot(ctx context.Context, instanceID, cluster string) (snapshot.Node, error) {
 	inst, err := inv.instance(ctx, instanceID)
 	if err != nil {
-		return pool.Node{}, err
+		return snapshot.Node{}, err
 	}
 	if err := inv.ensureVPC(ctx, inst.VPCID); err != nil {
-		return pool.Node{}, err
+		return snapshot.Node{}, err
 	}
 	typ, err := inv.InstanceType(ctx, inst.Type)
 	if err != nil {
-		return pool.Node{}, err
+		return snapshot.Node{}, err
 	}
 
 	inv.mu.RLock()
 	defer inv.mu.RUnlock()
-	n := pool.Node{Instance: inst, Type: typ}
+	n := snapshot.Node{Instance: inst, Type: typ}
 	for id := range inv.byInstance[instanceID] {
 		n.ENIs = append(n.ENIs, inv.enis[id].Clone())
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/enipam/enipam/operator/cloud"
+	"github.com/enipam/enipam/operator/snapshot"
 )
 
 // IPsPerPrefix is the number of addresses in a delegated /28.
@@ -42,27 +43,6 @@ type Config struct {
 	// Adaptive sizes the headroom from the node's arrivals (Headroom,
 	// AdaptiveKnobs) instead of keeping PreAllocate.
 	Adaptive bool
-}
-
-// Node is a snapshot of one node: its instance, the ENIs attached to it,
-// the VPC's subnets and security groups, and its pool.
-type Node struct {
-	Instance cloud.Instance
-	Type     cloud.InstanceType
-	// ENIs are attached to the instance.
-	ENIs []cloud.ENI
-	// Orphans are unattached ENIs created for this instance earlier (an
-	// attach that never happened); adopting one saves a Create.
-	Orphans        []cloud.ENI
-	Subnets        []cloud.Subnet
-	SecurityGroups []cloud.SecurityGroup
-	// Available counts the pool IPs the agent may hand out; Used the IPs
-	// it handed out.
-	Available, Used int
-	// Releasing counts addresses on the node's usable ENIs that are on
-	// their way out (acknowledged for release, their Unassign not done
-	// yet): their slots come back without a new ENI.
-	Releasing int
 }
 
 // Assign adds addresses (or prefixes) to an attached ENI.
@@ -127,7 +107,7 @@ func Usable(eni *cloud.ENI, cfg *Config) bool {
 // new ENI for what is still needed, unless the slots of addresses being
 // released cover it (Deferred). The MaxAboveWatermark extra is taken
 // where there is room but never causes a new ENI on its own.
-func Compute(n *Node, cfg *Config) Plan {
+func Compute(n *snapshot.Node, cfg *Config) Plan {
 	p := Plan{Needed: Needed(n.Available, n.Used, cfg.Knobs)}
 	if p.Needed == 0 {
 		return p
@@ -215,7 +195,7 @@ func fill(eniID string, room, want, free int, prefixes bool) (Assign, bool) {
 
 // FreeDeviceIndex returns the lowest device index a new ENI can take on
 // network card 0 (each card has its own indexes and limit).
-func FreeDeviceIndex(n *Node, cfg *Config) (int, bool) {
+func FreeDeviceIndex(n *snapshot.Node, cfg *Config) (int, bool) {
 	taken := make(map[int]bool, len(n.ENIs))
 	for _, e := range n.ENIs {
 		if e.NetworkCard == 0 {
@@ -235,7 +215,7 @@ func FreeDeviceIndex(n *Node, cfg *Config) (int, bool) {
 
 // atCapacity says the node's card 0 has no free slot and its usable ENIs
 // no free address slot; ENIs of other cards are not counted.
-func atCapacity(n *Node) error {
+func atCapacity(n *snapshot.Node) error {
 	onCard0 := 0
 	for _, e := range n.ENIs {
 		if e.NetworkCard == 0 {
@@ -247,7 +227,7 @@ func atCapacity(n *Node) error {
 }
 
 // adoptable returns an orphan in the instance's availability zone.
-func adoptable(n *Node) *cloud.ENI {
+func adoptable(n *snapshot.Node) *cloud.ENI {
 	for i := range n.Orphans {
 		if o := &n.Orphans[i]; o.Status == cloud.ENIAvailable && o.AZ == n.Instance.AZ {
 			return o
@@ -260,7 +240,7 @@ func adoptable(n *Node) *cloud.ENI {
 // in the node's zone, else among those matching the subnet tags, else the
 // node's own subnet — the one with the most free addresses. A tier that
 // names subnets in the zone decides, even if they are all full.
-func chooseSubnet(n *Node, cfg *Config) (cloud.Subnet, error) {
+func chooseSubnet(n *snapshot.Node, cfg *Config) (cloud.Subnet, error) {
 	inZone := func(s *cloud.Subnet) bool {
 		return s.AZ == n.Instance.AZ && s.VPCID == n.Instance.VPCID
 	}
@@ -298,7 +278,7 @@ func chooseSubnet(n *Node, cfg *Config) (cloud.Subnet, error) {
 
 // SecurityGroups picks the groups of a new ENI: the listed IDs, else
 // those matching the tags, else the primary ENI's.
-func SecurityGroups(n *Node, cfg *Config) ([]string, error) {
+func SecurityGroups(n *snapshot.Node, cfg *Config) ([]string, error) {
 	if len(cfg.SecurityGroupIDs) > 0 {
 		return slices.Clone(cfg.SecurityGroupIDs), nil
 	}
@@ -364,7 +344,7 @@ func MaxPoolIPs(t cloud.InstanceType, cfg *Config, reserved int) int {
 
 // Capacity computes a node's Room. It is pure, like Compute, and agrees
 // with it: CanGrow is true exactly when Compute could add an address.
-func Capacity(n *Node, cfg *Config) Room {
+func Capacity(n *snapshot.Node, cfg *Config) Room {
 	var r Room
 	subnetFree := map[string]int{}
 	for _, s := range n.Subnets {

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/enipam/enipam/operator/cloud"
+	"github.com/enipam/enipam/operator/snapshot"
 )
 
 var (
@@ -14,12 +15,12 @@ var (
 	t3med   = cloud.InstanceType{Name: "t3.medium", MaxENIs: 3, IPv4PerENI: 6, Hypervisor: "nitro"}
 )
 
-type nodeOpt func(*Node)
+type nodeOpt func(*snapshot.Node)
 
 // node builds a node in us-east-1a, subnet-a (200 free), with its primary
 // ENI (device 0, no secondary IPs) and security group sg-primary.
-func node(typ cloud.InstanceType, opts ...nodeOpt) *Node {
-	n := &Node{
+func node(typ cloud.InstanceType, opts ...nodeOpt) *snapshot.Node {
+	n := &snapshot.Node{
 		Instance: cloud.Instance{ID: "i-1", Type: typ.Name, AZ: "us-east-1a", VPCID: "vpc-1", SubnetID: "subnet-a"},
 		Type:     typ,
 		ENIs:     []cloud.ENI{{ID: "eni-0", DeviceIndex: 0, SubnetID: "subnet-a", SecurityGroups: []string{"sg-primary"}}},
@@ -42,7 +43,7 @@ func node(typ cloud.InstanceType, opts ...nodeOpt) *Node {
 
 // withIPs gives ENI device index idx count secondary IPs.
 func withIPs(idx, count int) nodeOpt {
-	return func(n *Node) {
+	return func(n *snapshot.Node) {
 		for i := range n.ENIs {
 			if n.ENIs[i].DeviceIndex == idx {
 				for j := 0; j < count; j++ {
@@ -54,17 +55,17 @@ func withIPs(idx, count int) nodeOpt {
 }
 
 func withENI(idx int, tags map[string]string) nodeOpt {
-	return func(n *Node) {
+	return func(n *snapshot.Node) {
 		n.ENIs = append(n.ENIs, cloud.ENI{ID: fmt.Sprintf("eni-%d", idx), DeviceIndex: idx, SubnetID: "subnet-b", Tags: tags})
 	}
 }
 
 func withPool(available, used int) nodeOpt {
-	return func(n *Node) { n.Available, n.Used = available, used }
+	return func(n *snapshot.Node) { n.Available, n.Used = available, used }
 }
 
 func withSubnetFree(id string, free int) nodeOpt {
-	return func(n *Node) {
+	return func(n *snapshot.Node) {
 		for i := range n.Subnets {
 			if n.Subnets[i].ID == id {
 				n.Subnets[i].Available = free
@@ -123,7 +124,7 @@ func TestComputeFillsThenCreates(t *testing.T) {
 // created that would outlive it; one more needed than they cover, and
 // the ENI is created.
 func TestComputeWaitsForSlotsBeingReleased(t *testing.T) {
-	releasing := func(n *Node) { n.Releasing = 4 }
+	releasing := func(n *snapshot.Node) { n.Releasing = 4 }
 	p := Compute(node(t3med, withIPs(0, 5), withPool(0, 1), releasing), &Config{Knobs: Knobs{PreAllocate: 3}})
 	if p.Needed != 4 || !p.Empty() || !p.Deferred || p.Blocked != nil {
 		t.Fatalf("plan = %+v, want needed 4, nothing asked, deferred", p)

@@ -4,6 +4,7 @@ import (
 	"slices"
 
 	"github.com/enipam/enipam/operator/cloud"
+	"github.com/enipam/enipam/operator/snapshot"
 )
 
 // Short returns the part of needed (Needed's answer for the node) that
@@ -14,7 +15,7 @@ import (
 // its ENIs full), however much the knobs ask for. Free addresses in the
 // subnets and security groups are not considered: a node they block
 // lacks what its instance could hold, and only a change of theirs helps.
-func Short(n *Node, cfg *Config, needed int) int {
+func Short(n *snapshot.Node, cfg *Config, needed int) int {
 	if needed <= 0 {
 		return 0
 	}
@@ -35,7 +36,7 @@ func Short(n *Node, cfg *Config, needed int) int {
 // freeENISlots counts the device indexes of card 0 a new usable ENI can
 // take: those at or above the first interface index (never 0) that no
 // ENI holds, within the instance's limit on ENIs.
-func freeENISlots(n *Node, cfg *Config) int {
+func freeENISlots(n *snapshot.Node, cfg *Config) int {
 	taken := 0
 	for _, e := range n.ENIs {
 		if e.NetworkCard == 0 {

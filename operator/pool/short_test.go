@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/enipam/enipam/operator/cloud"
+	"github.com/enipam/enipam/operator/snapshot"
 )
 
 // TestShortIsTheNeedTheInstanceHasRoomFor: m5.large (3 ENIs of 10
@@ -21,18 +22,18 @@ func TestShortIsTheNeedTheInstanceHasRoomFor(t *testing.T) {
 	cfg := &Config{Knobs: Knobs{PreAllocate: 8}, FirstInterfaceIndex: 1}
 	pd := &Config{Knobs: Knobs{PreAllocate: 8}, FirstInterfaceIndex: 1, PrefixDelegation: true}
 	full := func(idx, ips int) nodeOpt {
-		return func(n *Node) {
+		return func(n *snapshot.Node) {
 			withENI(idx, nil)(n)
 			withIPs(idx, ips)(n)
 		}
 	}
-	noFreeAddresses := func(n *Node) {
+	noFreeAddresses := func(n *snapshot.Node) {
 		for i := range n.Subnets {
 			n.Subnets[i].Available = 0
 		}
 	}
 	withPrefix := func(idx int) nodeOpt {
-		return func(n *Node) {
+		return func(n *snapshot.Node) {
 			for i := range n.ENIs {
 				if n.ENIs[i].DeviceIndex == idx {
 					n.ENIs[i].Prefixes = append(n.ENIs[i].Prefixes, netip.MustParsePrefix("10.1.0.0/28"))
@@ -42,7 +43,7 @@ func TestShortIsTheNeedTheInstanceHasRoomFor(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name   string
-		n      *Node
+		n      *snapshot.Node
 		cfg    *Config
 		needed int
 		want   int
@@ -53,7 +54,7 @@ func TestShortIsTheNeedTheInstanceHasRoomFor(t *testing.T) {
 		{"a free device index, a small need", node(m5large, full(1, 9)), cfg, 3, 3},
 		{"blocked by its subnets", node(m5large, full(1, 9), noFreeAddresses), cfg, 8, 8},
 		{"nothing needed", node(m5large), cfg, 0, 0},
-		{"prefix delegation, one slot left", node(m5large, full(1, 0), full(2, 0), func(n *Node) {
+		{"prefix delegation, one slot left", node(m5large, full(1, 0), full(2, 0), func(n *snapshot.Node) {
 			for range 8 {
 				withPrefix(1)(n)
 				withPrefix(2)(n)

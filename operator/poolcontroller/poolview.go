@@ -11,6 +11,7 @@ import (
 
 	"github.com/enipam/enipam/operator/cloud"
 	"github.com/enipam/enipam/operator/pool"
+	"github.com/enipam/enipam/operator/snapshot"
 )
 
 // poolView edits the desired spec.ipam.pool and status.ipam.release-ips
@@ -39,7 +40,7 @@ type poolView struct {
 // poolInputs are the facts a node's pool is derived from, besides the
 // CiliumNode itself.
 type poolInputs struct {
-	snap *pool.Node
+	snap *snapshot.Node
 	cfg  *pool.Config
 	// routed reports whether the node's agent has reported ip routed on
 	// the ENI; nil when the agent reports nothing.
@@ -264,7 +265,7 @@ func (v *poolView) inHandshake(ip string) bool {
 // Unassign is yet to be made (or failed, or is not seen yet), and their
 // slots come back when it is. A static address is never unassigned and
 // is not counted.
-func (v *poolView) releasing(snap *pool.Node, cfg *pool.Config) int {
+func (v *poolView) releasing(snap *snapshot.Node, cfg *pool.Config) int {
 	n := 0
 	for ip, state := range v.cn.Status.IPAM.ReleaseIPs {
 		if state != ipamoption.IPAMReadyForRelease && state != ipamoption.IPAMReleased {
@@ -318,7 +319,7 @@ func (v *poolView) counts() (available, used int) {
 // still shows on their ENI, and returns how many. Only marked ones: an IP
 // the agent acknowledged may already have been unassigned (the write
 // after the Unassign can be lost), so it is always released to the end.
-func (v *poolView) abortRelease(snap *pool.Node) int {
+func (v *poolView) abortRelease(snap *snapshot.Node) int {
 	n := 0
 	for ip, st := range v.cn.Status.IPAM.ReleaseIPs {
 		if st != ipamoption.IPAMMarkForRelease {
@@ -336,7 +337,7 @@ func (v *poolView) abortRelease(snap *pool.Node) int {
 }
 
 // onENI reports whether the snapshot shows ip on the ENI eniID.
-func onENI(snap *pool.Node, eniID string, ip netip.Addr) bool {
+func onENI(snap *snapshot.Node, eniID string, ip netip.Addr) bool {
 	for i := range snap.ENIs {
 		if e := &snap.ENIs[i]; e.ID == eniID {
 			return e.HasIP(ip)
@@ -360,7 +361,7 @@ func (v *poolView) outstanding() int {
 // unused, not in the handshake, on usable ENIs — from the highest device
 // index down, so later ENIs empty first. A delegated prefix goes only
 // whole: all 16 of its addresses free, and n leaving room for them.
-func (v *poolView) releaseCandidates(snap *pool.Node, cfg *pool.Config, n int) map[string][]netip.Addr {
+func (v *poolView) releaseCandidates(snap *snapshot.Node, cfg *pool.Config, n int) map[string][]netip.Addr {
 	enis := slices.Clone(snap.ENIs)
 	slices.SortFunc(enis, func(a, b cloud.ENI) int { return b.DeviceIndex - a.DeviceIndex })
 	out := map[string][]netip.Addr{}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/enipam/enipam/operator/cloud"
 	"github.com/enipam/enipam/operator/pool"
+	"github.com/enipam/enipam/operator/snapshot"
 )
 
 // poolCase is one row of TestPoolFollowsEC2: a node on instance i-1 with
@@ -109,7 +110,7 @@ func TestPoolFollowsEC2(t *testing.T) {
 				}
 				return out
 			}
-			snap := &pool.Node{Instance: cloud.Instance{ID: "i-1"}, ENIs: []cloud.ENI{eni}}
+			snap := &snapshot.Node{Instance: cloud.Instance{ID: "i-1"}, ENIs: []cloud.ENI{eni}}
 			v := &poolView{cn: cn}
 			v.reconcile(&poolInputs{snap: snap, cfg: &pool.Config{FirstInterfaceIndex: 1}, routed: routed, holders: holders,
 				missing: missing, now: now, grace: grace, elsewhere: func(ip string) bool { return slices.Contains(tc.listed, ip) }})
@@ -147,7 +148,7 @@ func TestAbortNeverRevivesAcknowledged(t *testing.T) {
 		"10.0.1.11": ipamoption.IPAMReadyForRelease,
 		"10.0.1.12": ipamoption.IPAMMarkForRelease, // gone from EC2
 	}
-	snap := &pool.Node{ENIs: []cloud.ENI{{ID: "eni-1", IPs: []netip.Addr{netip.MustParseAddr("10.0.1.10"), netip.MustParseAddr("10.0.1.11")}}}}
+	snap := &snapshot.Node{ENIs: []cloud.ENI{{ID: "eni-1", IPs: []netip.Addr{netip.MustParseAddr("10.0.1.10"), netip.MustParseAddr("10.0.1.11")}}}}
 	v := &poolView{cn: cn}
 	if n := v.abortRelease(snap); n != 1 {
 		t.Fatalf("aborted %d, want 1", n)

@@ -13,6 +13,7 @@ import (
 	"github.com/enipam/enipam/operator/cloud"
 	"github.com/enipam/enipam/operator/inventory"
 	"github.com/enipam/enipam/operator/pool"
+	"github.com/enipam/enipam/operator/snapshot"
 )
 
 // Static addresses in a node's pool. A claimed address is stamped with its
@@ -169,7 +170,7 @@ func (in *staticInputs) claimOf(ip netip.Addr) (owner string, here bool) {
 
 // reconcileStatic runs the static addresses' steps on the node's desired
 // pool (see the top of this file).
-func (v *poolView) reconcileStatic(in *staticInputs, snap *pool.Node, cfg *pool.Config) staticOutcome {
+func (v *poolView) reconcileStatic(in *staticInputs, snap *snapshot.Node, cfg *pool.Config) staticOutcome {
 	var out staticOutcome
 	ipam, st := &v.cn.Spec.IPAM, &v.cn.Status.IPAM
 	stamped := map[string]string{} // owner → address stamped here
@@ -356,7 +357,7 @@ func (v *poolView) reconcileStatic(in *staticInputs, snap *pool.Node, cfg *pool.
 
 // claimHere brings the address of a claim whose target is this node into
 // its pool, stamped: from this pool's own ordinary entries, or from EC2.
-func (v *poolView) claimHere(in *staticInputs, c *claims.Claim, snap *pool.Node, cfg *pool.Config, out *staticOutcome) {
+func (v *poolView) claimHere(in *staticInputs, c *claims.Claim, snap *snapshot.Node, cfg *pool.Config, out *staticOutcome) {
 	key := c.Addr.String()
 	if _, ok := v.cn.Spec.IPAM.Pool[key]; ok {
 		v.claimEntry(in, c, out)

@@ -15,6 +15,7 @@ import (
 	"github.com/enipam/enipam/operator/cloud"
 	"github.com/enipam/enipam/operator/inventory"
 	"github.com/enipam/enipam/operator/pool"
+	"github.com/enipam/enipam/operator/snapshot"
 )
 
 // staticCase is one row of TestStaticSteps: node n1 (instance i-1, m5.large:
@@ -182,7 +183,7 @@ func TestStaticSteps(t *testing.T) {
 					eni.IPs = append(eni.IPs, netip.AddrFrom4([4]byte{10, 0, 1, byte(20 + i)}))
 				}
 			}
-			snap := &pool.Node{Instance: cloud.Instance{ID: "i-1", AZ: "us-east-1a"}, Type: cloud.InstanceType{MaxENIs: 3, IPv4PerENI: 10},
+			snap := &snapshot.Node{Instance: cloud.Instance{ID: "i-1", AZ: "us-east-1a"}, Type: cloud.InstanceType{MaxENIs: 3, IPv4PerENI: 10},
 				ENIs: []cloud.ENI{{ID: "eni-0", DeviceIndex: 0, SubnetID: "subnet-n", AttachmentStatus: cloud.AttachmentAttached, SecurityGroups: []string{"sg-1"}}, eni}}
 			c := tc.claim
 			in := &staticInputs{

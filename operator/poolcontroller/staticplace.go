@@ -10,6 +10,7 @@ import (
 	"github.com/enipam/enipam/operator/claims"
 	"github.com/enipam/enipam/operator/cloud"
 	"github.com/enipam/enipam/operator/pool"
+	"github.com/enipam/enipam/operator/snapshot"
 )
 
 // Where a claimed address comes from when the pool does not hold it
@@ -19,7 +20,7 @@ import (
 
 // holder returns the node's usable ENI that holds ip in EC2 (the
 // snapshot, from the inventory); nil if none does.
-func holder(snap *pool.Node, cfg *pool.Config, ip netip.Addr) *cloud.ENI {
+func holder(snap *snapshot.Node, cfg *pool.Config, ip netip.Addr) *cloud.ENI {
 	for i := range snap.ENIs {
 		if e := &snap.ENIs[i]; pool.Usable(e, cfg) && e.HasIP(ip) {
 			return e
@@ -40,7 +41,7 @@ func holder(snap *pool.Node, cfg *pool.Config, ip netip.Addr) *cloud.ENI {
 // metadata that the address is there (then nothing moves), or says it
 // is not (then it is placed again), and once describes are trusted
 // nothing is asked.
-func (v *poolView) backStamp(in *staticInputs, c *claims.Claim, snap *pool.Node, cfg *pool.Config, out *staticOutcome) {
+func (v *poolView) backStamp(in *staticInputs, c *claims.Claim, snap *snapshot.Node, cfg *pool.Config, out *staticOutcome) {
 	key := c.Addr.String()
 	if in.elsewhere(key) {
 		out.note(c.Owner, enipamv1alpha1.ReasonAddressTaken, "%s is stamped on node %s but another node's pool lists it", key, in.node)
@@ -63,7 +64,7 @@ func (v *poolView) backStamp(in *staticInputs, c *claims.Claim, snap *pool.Node,
 // fromEC2 assigns a claim's address, which no pool lists, onto an ENI of
 // this node: reassigned from another ENI of the cluster, or taken free in
 // its subnet; or tells the claim why it cannot be.
-func (v *poolView) fromEC2(in *staticInputs, c *claims.Claim, snap *pool.Node, cfg *pool.Config, out *staticOutcome) {
+func (v *poolView) fromEC2(in *staticInputs, c *claims.Claim, snap *snapshot.Node, cfg *pool.Config, out *staticOutcome) {
 	key := c.Addr.String()
 	loc := in.locate(c.Addr)
 	switch {
@@ -119,7 +120,7 @@ func (v *poolView) fromEC2(in *staticInputs, c *claims.Claim, snap *pool.Node, c
 // not used, not in the handshake, on a usable attached ENI, and a
 // secondary address of it, never a member of a delegated /28 (a member
 // can only be released with its whole prefix, so it could never move).
-func (v *poolView) pickFree(snap *pool.Node, cfg *pool.Config, subnet string) (string, bool) {
+func (v *poolView) pickFree(snap *snapshot.Node, cfg *pool.Config, subnet string) (string, bool) {
 	usable := map[string]*cloud.ENI{}
 	for i := range snap.ENIs {
 		e := &snap.ENIs[i]
@@ -143,7 +144,7 @@ func (v *poolView) pickFree(snap *pool.Node, cfg *pool.Config, subnet string) (s
 
 // prefixed reports whether the node's pool holds or grows by delegated
 // /28 prefixes.
-func prefixed(snap *pool.Node, cfg *pool.Config) bool {
+func prefixed(snap *snapshot.Node, cfg *pool.Config) bool {
 	if cfg.PrefixDelegation && snap.Type.PrefixDelegation() {
 		return true
 	}
@@ -152,7 +153,7 @@ func prefixed(snap *pool.Node, cfg *pool.Config) bool {
 
 // secondarySlot names a usable attached ENI (in subnet, if set) with a
 // free address slot, the emptiest first; "" if none.
-func secondarySlot(snap *pool.Node, cfg *pool.Config, subnet string) string {
+func secondarySlot(snap *snapshot.Node, cfg *pool.Config, subnet string) string {
 	var best *cloud.ENI
 	for i := range snap.ENIs {
 		e := &snap.ENIs[i]

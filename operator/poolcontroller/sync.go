@@ -18,6 +18,7 @@ import (
 	"github.com/enipam/enipam/operator/cloud"
 	"github.com/enipam/enipam/operator/policy"
 	"github.com/enipam/enipam/operator/pool"
+	"github.com/enipam/enipam/operator/snapshot"
 )
 
 // nodeSync is one reconcile of one node: the object as read, the object
@@ -31,7 +32,7 @@ type nodeSync struct {
 
 	instanceID string
 	cfg        policy.Config
-	snap       pool.Node
+	snap       snapshot.Node
 	haveSnap   bool
 	pool       *poolView
 	// routing is the node's NodeRouting; routed its agent's report, nil

@@ -15,8 +15,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
+	"github.com/enipam/enipam/internal/waiting"
 	"github.com/enipam/enipam/scheduler/room"
-	"github.com/enipam/enipam/scheduler/tracker"
 )
 
 // Bind binds a pod to the node kube-scheduler chose. A pod without a
@@ -68,7 +68,7 @@ func result(err error) string {
 
 // placeStatic asks for the pod's node in its claim and waits for the
 // settled stamp there.
-func (e *Extender) placeStatic(ctx context.Context, args *extenderv1.ExtenderBindingArgs, intent tracker.Intent, hasClaim bool, claim *room.Claim) error {
+func (e *Extender) placeStatic(ctx context.Context, args *extenderv1.ExtenderBindingArgs, intent waiting.Intent, hasClaim bool, claim *room.Claim) error {
 	owner := args.PodNamespace + "/" + args.PodName
 	switch {
 	case hasClaim && claim.Deleting:
@@ -116,7 +116,7 @@ func (e *Extender) placeStatic(ctx context.Context, args *extenderv1.ExtenderBin
 
 // claimFor is the claim a pod's StaticIPAnnotation asks for, with the
 // Elastic IP its PublicIPAnnotation asks for.
-func claimFor(args *extenderv1.ExtenderBindingArgs, intent tracker.Intent) (*enipamv1alpha1.StaticIPClaim, error) {
+func claimFor(args *extenderv1.ExtenderBindingArgs, intent waiting.Intent) (*enipamv1alpha1.StaticIPClaim, error) {
 	c := &enipamv1alpha1.StaticIPClaim{
 		ObjectMeta: metav1.ObjectMeta{Namespace: args.PodNamespace, Name: args.PodName},
 		Spec:       enipamv1alpha1.StaticIPClaimSpec{NodeName: args.Node, ReclaimPolicy: enipamv1alpha1.ReclaimRetain},

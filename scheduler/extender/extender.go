@@ -34,8 +34,8 @@ import (
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/enipam/enipam/internal/waiting"
 	"github.com/enipam/enipam/scheduler/room"
-	"github.com/enipam/enipam/scheduler/tracker"
 )
 
 // State is what the extender reads: tracker.Tracker.
@@ -50,7 +50,7 @@ type State interface {
 	// Claim returns the named StaticIPClaim.
 	Claim(namespace, name string) (room.Claim, bool)
 	// Intent returns what a pod not started yet asks of a static address.
-	Intent(uid types.UID) (tracker.Intent, bool)
+	Intent(uid types.UID) (waiting.Intent, bool)
 	// Settled returns the address node's pool holds stamped for owner
 	// with no handshake under way, and a channel closed at the next
 	// change.

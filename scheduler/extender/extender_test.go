@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
+	"github.com/enipam/enipam/internal/waiting"
 	"github.com/enipam/enipam/scheduler/room"
 	"github.com/enipam/enipam/scheduler/tracker"
 )
@@ -38,13 +39,13 @@ type fakeState struct {
 	nodes   map[string]room.Node
 	holds   map[types.UID][]string
 	claims  map[string]room.Claim
-	intents map[types.UID]tracker.Intent
+	intents map[types.UID]waiting.Intent
 	changed chan struct{}
 }
 
 func newFakeState(nodes ...room.Node) *fakeState {
 	s := &fakeState{synced: true, nodes: map[string]room.Node{}, holds: map[types.UID][]string{},
-		claims: map[string]room.Claim{}, intents: map[types.UID]tracker.Intent{}, changed: make(chan struct{})}
+		claims: map[string]room.Claim{}, intents: map[types.UID]waiting.Intent{}, changed: make(chan struct{})}
 	for _, n := range nodes {
 		s.nodes[n.Name] = n
 	}
@@ -77,7 +78,7 @@ func (s *fakeState) Claim(namespace, name string) (room.Claim, bool) {
 	return c, ok
 }
 
-func (s *fakeState) Intent(uid types.UID) (tracker.Intent, bool) {
+func (s *fakeState) Intent(uid types.UID) (waiting.Intent, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	i, ok := s.intents[uid]

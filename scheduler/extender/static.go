@@ -10,8 +10,8 @@ import (
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
 	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
+	"github.com/enipam/enipam/internal/waiting"
 	"github.com/enipam/enipam/scheduler/room"
-	"github.com/enipam/enipam/scheduler/tracker"
 )
 
 // static reports whether pod is a static-IP pod (it carries
@@ -59,7 +59,7 @@ func (e *Extender) filterStatic(args *extenderv1.ExtenderArgs, pod *corev1.Pod, 
 
 // rememberedIntent is a static-IP pod's intent as filter saw it.
 type rememberedIntent struct {
-	intent tracker.Intent
+	intent waiting.Intent
 	at     time.Time
 }
 
@@ -71,7 +71,7 @@ const intentTTL = 10 * time.Minute
 // lags kube-scheduler's own).
 func (e *Extender) remember(pod *corev1.Pod) {
 	now := e.now()
-	in := tracker.Intent{
+	in := waiting.Intent{
 		Static:    pod.Annotations[enipamv1alpha1.StaticIPAnnotation],
 		UnusedTTL: pod.Annotations[enipamv1alpha1.StaticIPUnusedTTLAnnotation],
 		PublicIP:  pod.Annotations[enipamv1alpha1.PublicIPAnnotation],
@@ -90,12 +90,12 @@ func (e *Extender) remember(pod *corev1.Pod) {
 
 // intent returns what a pod asks of a static address: the tracker's word,
 // else filter's memory.
-func (e *Extender) intent(uid types.UID) tracker.Intent {
+func (e *Extender) intent(uid types.UID) waiting.Intent {
 	if in, ok := e.state.Intent(uid); ok {
 		return in
 	}
 	if v, ok := e.intents.Load(uid); ok {
 		return v.(rememberedIntent).intent
 	}
-	return tracker.Intent{}
+	return waiting.Intent{}
 }

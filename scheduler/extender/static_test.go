@@ -11,8 +11,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
+	"github.com/enipam/enipam/internal/waiting"
 	"github.com/enipam/enipam/scheduler/room"
-	"github.com/enipam/enipam/scheduler/tracker"
 )
 
 // zoneA is a node of us-east-1a whose ENIs have two free slots in
@@ -87,7 +87,7 @@ func TestAClaimNotReadyForPlacementIsSaidSo(t *testing.T) {
 func TestBindCreatesTheClaimAndBindsOnceTheAddressIsSettled(t *testing.T) {
 	s := staticCluster()
 	delete(s.claims, "web/db-0")
-	s.intents["uid-db-1"] = tracker.Intent{Static: "WithStatefulSet", StatefulSet: "db", SetUID: "uid-db", PublicIP: "tags:pool=web"}
+	s.intents["uid-db-1"] = waiting.Intent{Static: "WithStatefulSet", StatefulSet: "db", SetUID: "uid-db", PublicIP: "tags:pool=web"}
 	e, _, w := newBindingExtender(t, s, DefaultConfig())
 	done := make(chan *extenderv1.ExtenderBindingResult, 1)
 	go func() {
@@ -130,7 +130,7 @@ func TestBindRefusesABadPublicIPAnnotation(t *testing.T) {
 	for _, value := range []string{"yes", "tags:", "tags:enipam.io/cluster=x", "tags:a=1,b"} {
 		s := staticCluster()
 		delete(s.claims, "web/db-0")
-		s.intents["uid-db-0"] = tracker.Intent{Static: "true", PublicIP: value}
+		s.intents["uid-db-0"] = waiting.Intent{Static: "true", PublicIP: value}
 		e, _, w := newBindingExtender(t, s, DefaultConfig())
 		r := e.Bind(context.Background(), &extenderv1.ExtenderBindingArgs{PodNamespace: "web", PodName: "db-0", PodUID: "uid-db-0", Node: "roomy"})
 		if !strings.Contains(r.Error, enipamv1alpha1.PublicIPAnnotation) || len(w.bindings()) != 0 {

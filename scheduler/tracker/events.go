@@ -1,13 +1,11 @@
 package tracker
 
 import (
-	"time"
-
 	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 
 	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
+	"github.com/enipam/enipam/internal/waiting"
 	"github.com/enipam/enipam/scheduler/room"
 )
 
@@ -17,21 +15,14 @@ import (
 // podSeen files a pod without an address under the node it is bound to
 // or nominated for; once placed it needs no hold.
 func (t *Tracker) podSeen(obj any) {
-	p, ok := obj.(*pendingPod)
+	p, ok := obj.(*waiting.Pod)
 	if !ok {
 		return
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if old, ok := t.pods[p.UID]; ok {
-		t.unindex(old)
-	}
-	t.pods[p.UID] = p
-	if node := p.target(); node != "" {
-		if t.byNode[node] == nil {
-			t.byNode[node] = map[types.UID]*pendingPod{}
-		}
-		t.byNode[node][p.UID] = p
+	t.pods.Put(p)
+	if p.Target() != "" {
 		t.dropHold(p.UID)
 	}
 	t.notify()
@@ -45,40 +36,23 @@ func (t *Tracker) podGone(obj any) {
 	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = d.Obj
 	}
-	p, ok := obj.(*pendingPod)
+	p, ok := obj.(*waiting.Pod)
 	if !ok {
 		return
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if old, ok := t.pods[p.UID]; ok {
-		t.unindex(old)
-		delete(t.pods, p.UID)
+	if old := t.pods.Remove(p.UID); old != nil {
 		p = old
 	}
 	t.dropHold(p.UID)
-	if p.Node != "" && p.DeletionTimestamp == nil {
-		owner := p.owner()
+	if p.Node != "" && !p.Deleting() {
+		owner := p.Owner()
 		if pool := t.pools[p.Node]; pool == nil || !inUse(pool, owner) {
-			if t.started[p.Node] == nil {
-				t.started[p.Node] = map[string]time.Time{}
-			}
-			t.started[p.Node][owner] = t.now()
+			t.started.Add(p.Node, owner, t.now())
 		}
 	}
 	t.notify()
-}
-
-// unindex removes p from the per-node index. Callers hold t.mu.
-func (t *Tracker) unindex(p *pendingPod) {
-	node := p.target()
-	if node == "" {
-		return
-	}
-	delete(t.byNode[node], p.UID)
-	if len(t.byNode[node]) == 0 {
-		delete(t.byNode, node)
-	}
 }
 
 // ciliumNodeSeen digests a node's pool; started pods that the agent now
@@ -92,14 +66,7 @@ func (t *Tracker) ciliumNodeSeen(obj any) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.pools[cn.Name] = &pool
-	for owner := range t.started[cn.Name] {
-		if inUse(&pool, owner) {
-			delete(t.started[cn.Name], owner)
-		}
-	}
-	if len(t.started[cn.Name]) == 0 {
-		delete(t.started, cn.Name)
-	}
+	t.started.Forget(cn.Name, func(owner string) bool { return inUse(&pool, owner) })
 	t.notify()
 }
 

@@ -12,6 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/enipam/enipam/internal/waiting"
 )
 
 // BenchmarkMemoryPerPodNotStarted reports what one pod without an address
@@ -27,7 +29,7 @@ func BenchmarkMemoryPerPodNotStarted(b *testing.B) {
 		store := cache.NewStore(cache.MetaNamespaceKeyFunc)
 		tr := New(nil, DefaultConfig(), slog.New(slog.DiscardHandler))
 		for i := range n {
-			obj, _ := stripPod(&corev1.Pod{
+			obj, _ := waiting.Slim(&corev1.Pod{
 				ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: fmt.Sprintf("web-7d9f8c6b5-%05d", i),
 					UID: types.UID(fmt.Sprintf("3f8e2a4c-1b7d-4e9a-8c2f-%012d", i)), ResourceVersion: "123456789"},
 				Spec: corev1.PodSpec{NodeName: fmt.Sprintf("ip-10-0-%d-%d.ec2.internal", i%100, i%250)},

@@ -36,6 +36,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
+	"github.com/enipam/enipam/internal/waiting"
 	"github.com/enipam/enipam/scheduler/room"
 )
 
@@ -83,9 +84,8 @@ type Tracker struct {
 	mu      sync.Mutex
 	pools   map[string]*room.Pool
 	caps    map[string]*enipamv1alpha1.NodeCapacity
-	pods    map[types.UID]*pendingPod
-	byNode  map[string]map[types.UID]*pendingPod
-	started map[string]map[string]time.Time // node → owner → when it left the watch
+	pods    *waiting.Set
+	started *waiting.Started
 	holds   map[types.UID]*hold
 	held    map[string]map[types.UID]*hold // node → holds passing it
 	claims  map[string]room.Claim          // "namespace/name" → claim
@@ -105,9 +105,8 @@ func New(c client.WithWatch, cfg Config, log *slog.Logger) *Tracker {
 		c: c, cfg: cfg, log: log, now: time.Now,
 		pools:   map[string]*room.Pool{},
 		caps:    map[string]*enipamv1alpha1.NodeCapacity{},
-		pods:    map[types.UID]*pendingPod{},
-		byNode:  map[string]map[types.UID]*pendingPod{},
-		started: map[string]map[string]time.Time{},
+		pods:    waiting.NewSet(),
+		started: waiting.NewStarted(cfg.StartedGrace),
 		holds:   map[types.UID]*hold{},
 		held:    map[string]map[types.UID]*hold{},
 		claims:  map[string]room.Claim{},
@@ -118,7 +117,7 @@ func New(c client.WithWatch, cfg Config, log *slog.Logger) *Tracker {
 // Start runs the four informers, and sweeps expired promises, until ctx
 // ends.
 func (t *Tracker) Start(ctx context.Context) error {
-	pods := t.informer(&corev1.Pod{}, &corev1.PodList{}, notStartedSelector, stripPod, cache.ResourceEventHandlerFuncs{
+	pods := t.informer(&corev1.Pod{}, &corev1.PodList{}, waiting.Selector, waiting.Slim, cache.ResourceEventHandlerFuncs{
 		AddFunc:    t.podSeen,
 		UpdateFunc: func(_, obj any) { t.podSeen(obj) },
 		DeleteFunc: t.podGone,
@@ -209,16 +208,12 @@ func (t *Tracker) View(pod *corev1.Pod, names []string, youngSince time.Time) ([
 	for i, name := range names {
 		n := room.Node{Name: name, Pool: t.pools[name], Capacity: t.caps[name]}
 		hasIP := func(owner string) bool { return n.Pool != nil && inUse(n.Pool, owner) }
-		for uid, p := range t.byNode[name] {
-			if uid != pod.UID && p.DeletionTimestamp == nil && !hasIP(p.owner()) {
+		for uid, p := range t.pods.On(name) {
+			if uid != pod.UID && !p.Deleting() && !hasIP(p.Owner()) {
 				n.Promised++
 			}
 		}
-		for owner, at := range t.started[name] {
-			if now.Sub(at) <= t.cfg.StartedGrace && !hasIP(owner) {
-				n.Promised++
-			}
-		}
+		n.Promised += t.started.Count(name, now, hasIP)
 		for uid, h := range t.held[name] {
 			if uid == pod.UID || now.Sub(h.at) > t.cfg.HoldTTL {
 				continue
@@ -241,7 +236,7 @@ func (t *Tracker) Hold(pod *corev1.Pod, nodes []string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.dropHold(pod.UID)
-	if p, ok := t.pods[pod.UID]; (ok && p.Node != "") || len(nodes) == 0 {
+	if p, ok := t.pods.Get(pod.UID); (ok && p.Node != "") || len(nodes) == 0 {
 		return
 	}
 	h := &hold{nodes: nodes, at: t.now()}
@@ -267,12 +262,12 @@ func (t *Tracker) Claim(namespace, name string) (room.Claim, bool) {
 
 // Intent returns what a pod the tracker follows (not started yet) asks of
 // a static address.
-func (t *Tracker) Intent(uid types.UID) (Intent, bool) {
+func (t *Tracker) Intent(uid types.UID) (waiting.Intent, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	p, ok := t.pods[uid]
+	p, ok := t.pods.Get(uid)
 	if !ok {
-		return Intent{}, false
+		return waiting.Intent{}, false
 	}
 	return p.Intent, true
 }
@@ -294,7 +289,7 @@ func (t *Tracker) Settled(node, owner string) (string, <-chan struct{}) {
 func (t *Tracker) Counts() (pods, holds int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return len(t.pods), len(t.holds)
+	return t.pods.Len(), len(t.holds)
 }
 
 // dropHold forgets uid's hold. Callers hold t.mu.
@@ -328,14 +323,5 @@ func (t *Tracker) sweep() {
 			t.dropHold(uid)
 		}
 	}
-	for node, owners := range t.started {
-		for owner, at := range owners {
-			if now.Sub(at) > t.cfg.StartedGrace {
-				delete(owners, owner)
-			}
-		}
-		if len(owners) == 0 {
-			delete(t.started, node)
-		}
-	}
+	t.started.Sweep(now)
 }

@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
+	"github.com/enipam/enipam/internal/waiting"
 )
 
 // These tests drive the informers' handlers with the objects the
@@ -37,12 +38,12 @@ func newFixture(t *testing.T) *fixture {
 }
 
 // pod is a pod as the pod transform leaves it.
-func pod(name, node string) *pendingPod {
-	p, _ := stripPod(&corev1.Pod{
+func pod(name, node string) *waiting.Pod {
+	p, _ := waiting.Slim(&corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "web", Name: name, UID: types.UID("uid-" + name)},
 		Spec:       corev1.PodSpec{NodeName: node},
 	})
-	return p.(*pendingPod)
+	return p.(*waiting.Pod)
 }
 
 // incoming is the pod being placed.
@@ -116,7 +117,7 @@ func TestAStartedPodIsForgottenAfterTheGrace(t *testing.T) {
 	f.now = f.now.Add(DefaultConfig().StartedGrace + time.Second)
 	f.want("after the grace", f.promised("a"), 0)
 	f.tr.sweep()
-	if len(f.tr.started) != 0 {
+	if f.tr.started.Len() != 0 {
 		t.Errorf("started pods kept after the sweep: %v", f.tr.started)
 	}
 }
@@ -128,7 +129,7 @@ func TestADeletedPodPromisesNothing(t *testing.T) {
 	f.node("a", 3)
 	p := pod("web-1", "a")
 	f.tr.podSeen(p)
-	deleting := p.DeepCopyObject().(*pendingPod)
+	deleting := p.DeepCopyObject().(*waiting.Pod)
 	deleting.DeletionTimestamp = &metav1.Time{Time: f.now}
 	f.tr.podSeen(deleting)
 	f.want("being deleted", f.promised("a"), 0)

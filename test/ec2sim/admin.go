@@ -172,9 +172,9 @@ func (s *Sim) registerAdmin(mux *http.ServeMux) {
 	mux.HandleFunc("GET /admin/dump", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, s.state.Dump())
 	})
-	configEndpoint(mux, "faults", s.faults.config, s.SetFaults)
-	configEndpoint(mux, "latency", s.latency.config, s.SetLatency)
-	configEndpoint(mux, "throttling", s.throttle.config, s.SetThrottling)
+	configEndpoint(mux, "faults", s.faults.Config, s.SetFaults)
+	configEndpoint(mux, "latency", s.latency.Config, s.SetLatency)
+	configEndpoint(mux, "throttling", s.throttle.Config, s.SetThrottling)
 	configEndpoint(mux, "timing", s.state.Timing, s.state.SetTiming)
 }
 

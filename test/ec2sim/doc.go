@@ -72,7 +72,9 @@
 // per-action token buckets
 // ([ThrottleConfig], EC2's defaults from [DefaultBucket]), latency
 // ([LatencyConfig]), fault injection ([FaultConfig]) and call [Counters];
-// it also serves IMDSv2 for each instance and the admin API.
+// it also serves IMDSv2 for each instance and the admin API. Throttling,
+// latency and faults are package behaviour, which knows neither the wire
+// nor the State; this package names its types for scenarios and callers.
 //
 // Served actions: DescribeInstances, DescribeInstanceTypes,
 // DescribeSubnets, DescribeVpcs, DescribeSecurityGroups,
@@ -158,7 +160,8 @@
 //	admin := ec2sim.NewAdminClient(srv.URL, nil)
 //
 // In a controller test that needs no wire, package cloudfake puts a State
-// behind the operator's cloud.API directly, with call counts and hooks:
+// behind the operator's own EC2 adapter (operator/ec2, through its SDK
+// interface, without HTTP), with call counts and hooks:
 //
 //	st, err := ec2sim.NewState(sc, ec2sim.NewManualClock(start).Now)
 //	c := cloudfake.New(st)

@@ -70,15 +70,15 @@ func (s *Sim) serveEC2(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, rid, action, apiErr(codeInvalidAction, "The action %s is not valid for this web service.", truncate(name, 64)))
 		return
 	}
-	if !s.throttle.allow(action, unfiltered(r.Form)) {
+	if !s.throttle.Allow(action, unfiltered(r.Form)) {
 		s.counters.throttled(action)
 		writeError(w, rid, apiErr(codeRequestLimitExceeded, "Request limit exceeded."))
 		s.log.Debug("ec2 call throttled", "action", action)
 		return
 	}
-	s.latency.wait(r.Context(), action)
-	if e := s.faults.fire(action); e != nil {
-		s.fail(w, rid, action, e)
+	s.latency.Wait(r.Context(), action)
+	if rule, fired := s.faults.Fire(action); fired {
+		s.fail(w, rid, action, faultError(rule))
 		return
 	}
 	p := newParams(r.Form)

@@ -180,7 +180,7 @@ func (s *State) addAddresses(e *eni, r addressRequest) ([]netip.Addr, []netip.Pr
 	// the other delays' draws alone.
 	var delay time.Duration
 	if len(moved) > 0 {
-		delay = r.reassignDelay.sample(s.rng)
+		delay = r.reassignDelay.Sample(s.rng)
 	}
 	for _, off := range moved {
 		ip := sp.addr(off)

@@ -49,7 +49,7 @@ type LagConfig struct {
 // Validate rejects negative windows and a share outside 0..1.
 func (c LagConfig) Validate() error {
 	for name, r := range c.ranges() {
-		if err := r.validate(); err != nil {
+		if err := r.Validate(); err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
 	}
@@ -117,7 +117,7 @@ func (s *State) changeLag(r Range) time.Duration {
 	if share := s.timing.Lag.Share; share > 0 && share < 1 && s.changeRNG.Float64() >= share {
 		return 0
 	}
-	return r.sample(s.changeRNG)
+	return r.Sample(s.changeRNG)
 }
 
 // changing freezes what describes show of enis and addrs before a change

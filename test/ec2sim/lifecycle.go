@@ -32,7 +32,7 @@ func (s *State) TerminateInstance(id string) error {
 	if in.state == instanceTerminated || in.state == instanceShuttingDown {
 		return nil
 	}
-	d := s.timing.TerminateDelay.sample(s.rng)
+	d := s.timing.TerminateDelay.Sample(s.rng)
 	if d <= 0 {
 		s.terminate(in)
 		return nil
@@ -48,7 +48,7 @@ func (s *State) TerminateInstance(id string) error {
 		if a.deleteOnTermination {
 			continue // deleted at the end
 		}
-		due := s.now().Add(min(s.timing.DetachDelay.sample(s.rng), d))
+		due := s.now().Add(min(s.timing.DetachDelay.Sample(s.rng), d))
 		a.due = due
 		s.after(due, func() {
 			if a.status == detaching && a.eni.attachment == a {
@@ -94,7 +94,7 @@ func (s *State) StopInstance(id string) error {
 	default:
 		return apiErr(codeIncorrectInstanceState, "This instance '%s' is not in a state from which it can be stopped.", in.id)
 	}
-	d := s.timing.StopDelay.sample(s.rng)
+	d := s.timing.StopDelay.Sample(s.rng)
 	if d <= 0 {
 		in.state = instanceStopped
 		return nil

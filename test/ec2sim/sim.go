@@ -12,6 +12,8 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/enipam/enipam/test/ec2sim/behaviour"
 )
 
 // Sim is a running emulator: the State behind an ec2query HTTP handler with
@@ -21,9 +23,9 @@ import (
 type Sim struct {
 	state    *State
 	counters *counters
-	throttle *throttler
-	latency  *latencies
-	faults   *faults
+	throttle *behaviour.Throttler
+	latency  *behaviour.Latencies
+	faults   *behaviour.Faults
 	imds     *imdsService
 	log      *slog.Logger
 	// principals may call, by access key ID; wallClock dates signatures
@@ -87,9 +89,9 @@ func New(sc *Scenario, opts ...Option) (*Sim, error) {
 	s := &Sim{
 		state:      st,
 		counters:   newCounters(),
-		throttle:   newThrottler(o.now, throttling),
-		latency:    newLatencies(sc.Seed, latency),
-		faults:     newFaults(sc.Seed, sc.Faults),
+		throttle:   behaviour.NewThrottler(o.now, throttling),
+		latency:    behaviour.NewLatencies(sc.Seed, latency),
+		faults:     behaviour.NewFaults(sc.Seed, sc.Faults),
 		log:        o.logger,
 		principals: principals,
 		wallClock:  time.Now,
@@ -116,7 +118,7 @@ func (s *Sim) SetThrottling(c ThrottleConfig) error {
 	if err := c.Validate(); err != nil {
 		return err
 	}
-	s.throttle.set(c)
+	s.throttle.Set(c)
 	return nil
 }
 
@@ -125,7 +127,7 @@ func (s *Sim) SetLatency(c LatencyConfig) error {
 	if err := c.Validate(); err != nil {
 		return err
 	}
-	s.latency.set(c)
+	s.latency.Set(c)
 	return nil
 }
 
@@ -134,7 +136,7 @@ func (s *Sim) SetFaults(c FaultConfig) error {
 	if err := c.Validate(); err != nil {
 		return err
 	}
-	s.faults.set(c)
+	s.faults.Set(c)
 	return nil
 }
 

@@ -58,10 +58,10 @@ type TimingConfig struct {
 
 // Validate rejects negative durations and a share outside 0..1.
 func (c TimingConfig) Validate() error {
-	if err := c.AttachDelay.validate(); err != nil {
+	if err := c.AttachDelay.Validate(); err != nil {
 		return fmt.Errorf("attachDelay: %w", err)
 	}
-	if err := c.DetachDelay.validate(); err != nil {
+	if err := c.DetachDelay.Validate(); err != nil {
 		return fmt.Errorf("detachDelay: %w", err)
 	}
 	if c.EventualConsistency < 0 {
@@ -70,7 +70,7 @@ func (c TimingConfig) Validate() error {
 	if c.MutationConsistency < 0 {
 		return fmt.Errorf("mutationConsistency is negative")
 	}
-	if err := c.ReassignDelay.validate(); err != nil {
+	if err := c.ReassignDelay.Validate(); err != nil {
 		return fmt.Errorf("reassignDelay: %w", err)
 	}
 	if err := c.Lag.Validate(); err != nil {
@@ -79,10 +79,10 @@ func (c TimingConfig) Validate() error {
 	if c.ReleaseCooldown < 0 {
 		return fmt.Errorf("releaseCooldown is negative")
 	}
-	if err := c.TerminateDelay.validate(); err != nil {
+	if err := c.TerminateDelay.Validate(); err != nil {
 		return fmt.Errorf("terminateDelay: %w", err)
 	}
-	if err := c.StopDelay.validate(); err != nil {
+	if err := c.StopDelay.Validate(); err != nil {
 		return fmt.Errorf("stopDelay: %w", err)
 	}
 	if c.TokenTTL < 0 {
@@ -300,7 +300,7 @@ func (s *State) unlock() { s.mu.Unlock() }
 // schedule moves a to its next state after a delay drawn from r, at once
 // when the delay is zero.
 func (s *State) schedule(a *attachment, r Range) {
-	d := r.sample(s.rng)
+	d := r.Sample(s.rng)
 	if d <= 0 {
 		s.advance(a)
 		return

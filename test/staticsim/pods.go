@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
+	"github.com/enipam/enipam/internal/waiting"
 	"github.com/enipam/enipam/scheduler/extender"
 	"github.com/enipam/enipam/scheduler/room"
 	"github.com/enipam/enipam/scheduler/tracker"
@@ -95,15 +96,15 @@ func (s schedState) Claim(ns, name string) (room.Claim, bool) {
 	return tracker.ClaimOf(c), true
 }
 
-func (s schedState) Intent(uid types.UID) (tracker.Intent, bool) {
+func (s schedState) Intent(uid types.UID) (waiting.Intent, bool) {
 	var list corev1.PodList
 	s.w.store.list(&list)
 	for _, p := range list.Items {
 		if p.UID == uid {
-			return tracker.Intent{Static: p.Annotations[enipamv1alpha1.StaticIPAnnotation]}, true
+			return waiting.Intent{Static: p.Annotations[enipamv1alpha1.StaticIPAnnotation]}, true
 		}
 	}
-	return tracker.Intent{}, false
+	return waiting.Intent{}, false
 }
 
 // Settled answers with no channel: the simulation's bind never waits,

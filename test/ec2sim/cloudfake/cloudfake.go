@@ -1,19 +1,22 @@
-// Package cloudfake is an in-memory cloud.API for the operator's tests: the
-// emulator's own [ec2sim.State] called directly, without HTTP or XML, so a
-// controller test runs in milliseconds and sees exactly the EC2 that the
-// wire tests see (one model of EC2, no drift).
+// Package cloudfake is an in-memory EC2 for the operator's tests: the
+// emulator's own [ec2sim.State] called directly, without HTTP or XML,
+// behind the operator's real adapter (operator/ec2), so a controller test
+// runs in milliseconds, sees exactly the EC2 that the wire tests see (one
+// model of EC2, no drift) and exercises the adapter's own describe,
+// address and mutate logic.
 //
-// Each method makes the EC2 calls the SDK adapter (operator/ec2) makes, on
-// the same request values, and converts the answers to cloud types as the
-// adapter converts SDK types; EC2 errors become *cloud.Error with their
-// Kind from ec2.Kind, the adapter's one mapping of EC2 codes. The adapter's
-// client-side buckets and retries are not reproduced: every call is made
-// once and its answer, throttling included, reaches the caller.
+// [EC2] implements the adapter's narrow SDK interface ([ec2.SDK]) on a
+// State: each SDK operation becomes the State's action on the same
+// values, and EC2's errors come back as the SDK reports them, so the
+// adapter maps them onto cloud sentinels as it maps EC2's. [Cloud] is the
+// adapter over it, with the client-side buckets wide open and one attempt
+// a call: every call is made once and its answer, throttling included,
+// reaches the caller.
 //
-// For table tests the fake counts its EC2 calls per action and runs hooks
-// around the n-th call of an action: return an error instead of calling
-// EC2 (a refusal), or after EC2 acted (a lost answer, a crash right after
-// Unassign).
+// For table tests the in-memory EC2 counts its calls per action and runs
+// hooks around the n-th call of an action: return an error instead of
+// calling EC2 (a refusal), or after EC2 acted (a lost answer, a crash
+// right after Unassign).
 //
 //	st, _ := ec2sim.NewState(sc, clock.Now)
 //	c := cloudfake.New(st)
@@ -23,10 +26,9 @@
 package cloudfake
 
 import (
-	"context"
-	"errors"
-	"maps"
-	"sync"
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/enipam/enipam/operator/cloud"
 	"github.com/enipam/enipam/operator/ec2"
@@ -57,140 +59,51 @@ const (
 	ReleaseAddress                  = ec2.ReleaseAddress
 )
 
-// Cloud implements cloud.API on an ec2sim.State. It is safe for concurrent
-// use.
+// Cloud implements cloud.API: the operator's EC2 adapter over an
+// in-memory EC2. It is safe for concurrent use.
 type Cloud struct {
-	state *ec2sim.State
-
-	mu    sync.Mutex
-	calls map[Action]int
-	// seq counts every call of each action, never reset: hooks count
-	// their n from it.
-	seq   map[Action]int
-	hooks []hook
+	*ec2.Client
+	ec2 *EC2
 }
 
 var _ cloud.API = (*Cloud)(nil)
 
-// hook runs fn around the n-th call of action after the hook was added
-// (every call when n is 0).
-type hook struct {
-	action Action
-	n      int
-	base   int
-	after  bool
-	fn     func() error
+// New returns the adapter over an in-memory EC2 on state; it starts
+// nothing. Tests reach state directly too (ec2sim's admin methods:
+// AddInstance, TerminateInstance, SetTiming, Dump).
+func New(state *ec2sim.State) *Cloud {
+	sdk := NewEC2(state)
+	client, err := ec2.NewFromSDK(sdk, Options(), prometheus.NewRegistry())
+	if err != nil {
+		panic(fmt.Sprintf("cloudfake: the adapter refuses its options: %v", err)) // Options are valid
+	}
+	return &Cloud{Client: client, ec2: sdk}
 }
 
-// New returns a fake cloud over state; it starts nothing. Tests reach
-// state directly too (ec2sim's admin methods: AddInstance,
-// TerminateInstance, SetTiming, Dump).
-func New(state *ec2sim.State) *Cloud {
-	return &Cloud{state: state, calls: map[Action]int{}, seq: map[Action]int{}}
+// Options are the adapter's options for an in-memory EC2: buckets so wide
+// that no call waits for them, and a single attempt, so that a hook's
+// refusal or EC2's throttling reaches the caller as it was answered.
+func Options() ec2.Options {
+	opts := ec2.DefaultOptions()
+	opts.RateScale, opts.InitialBucketFill, opts.MaxAttempts = 1e6, 1, 1
+	return opts
 }
+
+// EC2 returns the in-memory EC2 behind the adapter.
+func (c *Cloud) EC2() *EC2 { return c.ec2 }
 
 // State returns the EC2 state behind the fake.
-func (c *Cloud) State() *ec2sim.State { return c.state }
+func (c *Cloud) State() *ec2sim.State { return c.ec2.State() }
 
-// Calls returns how many times each EC2 action was called: one per EC2
-// request, so a describe of three pages counts three, like ec2sim's
-// counters. Calls a Before hook refused count too.
-func (c *Cloud) Calls() map[Action]int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return maps.Clone(c.calls)
-}
+// Calls returns how many times each EC2 action was called (see EC2.Calls).
+func (c *Cloud) Calls() map[Action]int { return c.ec2.Calls() }
 
 // ResetCalls zeroes the call counts; hooks are not affected.
-func (c *Cloud) ResetCalls() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.calls = map[Action]int{}
-}
+func (c *Cloud) ResetCalls() { c.ec2.ResetCalls() }
 
-// Before runs fn before the n-th call of action from now on (1 is the
-// next; 0 is every call). If fn returns an error, EC2 is not called and
-// the caller gets that error: an *ec2sim.APIError (ec2sim.NewAPIError)
-// converted as EC2's answer would be, anything else unchanged.
-func (c *Cloud) Before(action Action, n int, fn func() error) {
-	c.add(hook{action: action, n: n, fn: fn})
-}
+// Before runs fn before the n-th call of action (see EC2.Before).
+func (c *Cloud) Before(action Action, n int, fn func() error) { c.ec2.Before(action, n, fn) }
 
-// After runs fn after EC2 answered the n-th call of action from now on (1
-// is the next; 0 is every call). Whatever EC2 did stays done; if fn
-// returns an error, the caller gets it (converted as for Before) instead
-// of EC2's answer, as when the answer is lost or the operator dies right
-// after the call.
-func (c *Cloud) After(action Action, n int, fn func() error) {
-	c.add(hook{action: action, n: n, after: true, fn: fn})
-}
-
-// Fail is a hook that answers err.
-func Fail(err error) func() error { return func() error { return err } }
-
-func (c *Cloud) add(h hook) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	h.base = c.seq[h.action]
-	c.hooks = append(c.hooks, h)
-}
-
-// seen counts one call of action and returns the hooks due around it;
-// hooks for one n are dropped once due.
-func (c *Cloud) seen(action Action) (before, after []func() error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.calls[action]++
-	c.seq[action]++
-	kept := c.hooks[:0]
-	for _, h := range c.hooks {
-		due := h.action == action && (h.n == 0 || c.seq[action]-h.base == h.n)
-		switch {
-		case due && h.after:
-			after = append(after, h.fn)
-		case due:
-			before = append(before, h.fn)
-		}
-		if !due || h.n == 0 {
-			kept = append(kept, h)
-		}
-	}
-	c.hooks = kept
-	return before, after
-}
-
-// call is the fake's one chokepoint, in the adapter's order: context,
-// count, Before hooks, the State's action, After hooks, the mapping of
-// EC2's error onto a cloud sentinel.
-func call[T any](ctx context.Context, c *Cloud, action Action, fn func() (T, error)) (T, error) {
-	var zero T
-	if err := ctx.Err(); err != nil {
-		return zero, err
-	}
-	before, after := c.seen(action)
-	for _, h := range before {
-		if err := h(); err != nil {
-			return zero, classify(action, err)
-		}
-	}
-	out, err := fn()
-	for _, h := range after {
-		if herr := h(); herr != nil {
-			return zero, classify(action, herr)
-		}
-	}
-	if err != nil {
-		return zero, classify(action, err)
-	}
-	return out, nil
-}
-
-// classify turns EC2's answer into a *cloud.Error as the adapter does;
-// other errors pass unchanged.
-func classify(action Action, err error) error {
-	var ae *ec2sim.APIError
-	if !errors.As(err, &ae) {
-		return err
-	}
-	return &cloud.Error{Action: string(action), Code: ae.Code, Message: ae.Message, Kind: ec2.Kind(ae.Code, ae.Message, ae.HTTPStatus)}
-}
+// After runs fn after EC2 answered the n-th call of action (see
+// EC2.After).
+func (c *Cloud) After(action Action, n int, fn func() error) { c.ec2.After(action, n, fn) }

@@ -1,90 +1,222 @@
 package cloudfake
 
 import (
-	"net/netip"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
-	"github.com/enipam/enipam/operator/cloud"
 	"github.com/enipam/enipam/test/ec2sim"
 )
 
-// The conversions below turn ec2sim's views into cloud types field by field
-// as operator/ec2's convert.go turns the SDK's types; TestFakeMatchesAdapter
-// holds the two together.
+// The conversions below turn the SDK's request values into ec2sim's and
+// ec2sim's views into the SDK's types, field for field, as the SDK would
+// read ec2sim's XML; TestFakeMatchesAdapter holds the two paths together.
 
-func tagsFrom(tags []ec2sim.Tag) map[string]string {
-	if len(tags) == 0 {
+func filters(in []types.Filter) []ec2sim.Filter {
+	out := make([]ec2sim.Filter, 0, len(in))
+	for _, f := range in {
+		out = append(out, ec2sim.Filter{Name: aws.ToString(f.Name), Values: f.Values})
+	}
+	return out
+}
+
+func page(maxResults *int32, nextToken *string) ec2sim.Page {
+	return ec2sim.Page{MaxResults: int(aws.ToInt32(maxResults)), NextToken: aws.ToString(nextToken)}
+}
+
+// token is a NextToken as the SDK reads it: absent when empty.
+func token(t string) *string {
+	if t == "" {
 		return nil
 	}
-	m := make(map[string]string, len(tags))
-	for _, t := range tags {
-		m[t.Key] = t.Value
-	}
-	return m
+	return aws.String(t)
 }
 
-func subnetFrom(s ec2sim.Subnet) cloud.Subnet {
-	out := cloud.Subnet{ID: s.SubnetID, VPCID: s.VpcID, AZ: s.AvailabilityZone, Available: s.AvailableIPAddressCount, Tags: tagsFrom(s.Tags)}
-	out.CIDR, _ = netip.ParsePrefix(s.CidrBlock)
+func each[In, Out any](in []In, f func(In) Out) []Out {
+	if len(in) == 0 {
+		return nil
+	}
+	out := make([]Out, 0, len(in))
+	for _, v := range in {
+		out = append(out, f(v))
+	}
 	return out
 }
 
-func instanceFrom(in ec2sim.Instance) cloud.Instance {
-	out := cloud.Instance{
-		ID: in.InstanceID, Type: in.InstanceType, VPCID: in.VpcID, SubnetID: in.SubnetID, Tags: tagsFrom(in.Tags),
-		AZ: in.Placement.AvailabilityZone, State: in.State.Name,
-	}
-	out.PrivateIP, _ = netip.ParseAddr(in.PrivateIPAddress)
-	return out
-}
-
-func eniFrom(e ec2sim.NetworkInterface) cloud.ENI {
-	out := cloud.ENI{
-		ID: e.NetworkInterfaceID, MAC: e.MacAddress, Description: e.Description,
-		SubnetID: e.SubnetID, VPCID: e.VpcID, AZ: e.AvailabilityZone,
-		Status: e.Status, Tags: tagsFrom(e.Tags), RequesterManaged: e.RequesterManaged,
-		InterfaceType: e.InterfaceType,
-	}
-	out.PrimaryIP, _ = netip.ParseAddr(e.PrivateIPAddress)
-	if a := e.Attachment; a != nil {
-		out.InstanceID = a.InstanceID
-		out.DeviceIndex = a.DeviceIndex
-		out.AttachmentID = a.AttachmentID
-		out.DeleteOnTermination = a.DeleteOnTermination
-		out.AttachmentStatus = a.Status
-		out.NetworkCard = a.NetworkCardIndex
-		if a.Status == "detached" {
-			out.InstanceID, out.AttachmentID, out.AttachmentStatus = "", "", ""
+func tagSpecs(in []types.TagSpecification) []ec2sim.TagSpecification {
+	var out []ec2sim.TagSpecification
+	for _, s := range in {
+		spec := ec2sim.TagSpecification{ResourceType: string(s.ResourceType)}
+		for _, t := range s.Tags {
+			spec.Tags = append(spec.Tags, ec2sim.Tag{Key: aws.ToString(t.Key), Value: aws.ToString(t.Value)})
 		}
+		out = append(out, spec)
 	}
-	for _, g := range e.Groups {
-		out.SecurityGroups = append(out.SecurityGroups, g.GroupID)
+	return out
+}
+
+func tagTo(t ec2sim.Tag) types.Tag {
+	return types.Tag{Key: aws.String(t.Key), Value: aws.String(t.Value)}
+}
+
+func vpcTo(v ec2sim.Vpc) types.Vpc {
+	out := types.Vpc{
+		VpcId: aws.String(v.VpcID), OwnerId: aws.String(v.OwnerID), State: types.VpcState(v.State), CidrBlock: aws.String(v.CidrBlock),
+		DhcpOptionsId: aws.String(v.DhcpOptionsID), InstanceTenancy: types.Tenancy(v.InstanceTenancy), IsDefault: aws.Bool(v.IsDefault),
+		Tags: each(v.Tags, tagTo),
+	}
+	for _, a := range v.CidrAssociations {
+		out.CidrBlockAssociationSet = append(out.CidrBlockAssociationSet, types.VpcCidrBlockAssociation{
+			AssociationId: aws.String(a.AssociationID), CidrBlock: aws.String(a.CidrBlock),
+			CidrBlockState: &types.VpcCidrBlockState{State: types.VpcCidrBlockStateCode(a.State)},
+		})
+	}
+	return out
+}
+
+func subnetTo(s ec2sim.Subnet) types.Subnet {
+	return types.Subnet{
+		SubnetId: aws.String(s.SubnetID), SubnetArn: aws.String(s.SubnetArn), State: types.SubnetState(s.State),
+		VpcId: aws.String(s.VpcID), OwnerId: aws.String(s.OwnerID), CidrBlock: aws.String(s.CidrBlock),
+		AvailableIpAddressCount: aws.Int32(int32(s.AvailableIPAddressCount)),
+		AvailabilityZone:        aws.String(s.AvailabilityZone), AvailabilityZoneId: aws.String(s.AvailabilityZoneID),
+		DefaultForAz: aws.Bool(s.DefaultForAz), MapPublicIpOnLaunch: aws.Bool(s.MapPublicIPOnLaunch), Tags: each(s.Tags, tagTo),
+	}
+}
+
+func groupTo(g ec2sim.SecurityGroup) types.SecurityGroup {
+	return types.SecurityGroup{
+		OwnerId: aws.String(g.OwnerID), GroupId: aws.String(g.GroupID), GroupName: aws.String(g.GroupName),
+		Description: aws.String(g.Description), VpcId: aws.String(g.VpcID), SecurityGroupArn: aws.String(g.Arn), Tags: each(g.Tags, tagTo),
+	}
+}
+
+func groupIdentifierTo(g ec2sim.GroupIdentifier) types.GroupIdentifier {
+	return types.GroupIdentifier{GroupId: aws.String(g.GroupID), GroupName: aws.String(g.GroupName)}
+}
+
+func reservationTo(r ec2sim.Reservation) types.Reservation {
+	return types.Reservation{ReservationId: aws.String(r.ReservationID), OwnerId: aws.String(r.OwnerID), Instances: each(r.Instances, instanceTo)}
+}
+
+func instanceTo(in ec2sim.Instance) types.Instance {
+	out := types.Instance{
+		InstanceId: aws.String(in.InstanceID), ImageId: aws.String(in.ImageID), InstanceType: types.InstanceType(in.InstanceType),
+		State:          &types.InstanceState{Code: aws.Int32(int32(in.State.Code)), Name: types.InstanceStateName(in.State.Name)},
+		PrivateDnsName: aws.String(in.PrivateDNSName),
+		Placement: &types.Placement{
+			AvailabilityZone: aws.String(in.Placement.AvailabilityZone), AvailabilityZoneId: aws.String(in.Placement.AvailabilityZoneID),
+			Tenancy: types.Tenancy(in.Placement.Tenancy),
+		},
+		SourceDestCheck: aws.Bool(in.SourceDestCheck), SecurityGroups: each(in.Groups, groupIdentifierTo),
+		Architecture: types.ArchitectureValues(in.Architecture), Hypervisor: types.HypervisorType(in.Hypervisor),
+		RootDeviceType: types.DeviceType(in.RootDeviceType), VirtualizationType: types.VirtualizationType(in.Virtualization),
+		Tags: each(in.Tags, tagTo),
+	}
+	// Omitted on the wire when empty, so absent for the SDK.
+	if in.SubnetID != "" {
+		out.SubnetId = aws.String(in.SubnetID)
+	}
+	if in.VpcID != "" {
+		out.VpcId = aws.String(in.VpcID)
+	}
+	if in.PrivateIPAddress != "" {
+		out.PrivateIpAddress = aws.String(in.PrivateIPAddress)
+	}
+	for _, e := range in.NetworkInterfaces {
+		out.NetworkInterfaces = append(out.NetworkInterfaces, types.InstanceNetworkInterface{
+			NetworkInterfaceId: aws.String(e.NetworkInterfaceID), SubnetId: aws.String(e.SubnetID), VpcId: aws.String(e.VpcID),
+			MacAddress: aws.String(e.MacAddress), PrivateIpAddress: aws.String(e.PrivateIPAddress), Status: types.NetworkInterfaceStatus(e.Status),
+		})
+	}
+	return out
+}
+
+func associationTo(a *ec2sim.Association) *types.NetworkInterfaceAssociation {
+	if a == nil {
+		return nil
+	}
+	return &types.NetworkInterfaceAssociation{
+		AllocationId: aws.String(a.AllocationID), AssociationId: aws.String(a.AssociationID), IpOwnerId: aws.String(a.IPOwnerID),
+		PublicIp: aws.String(a.PublicIP), PublicDnsName: aws.String(a.PublicDNSName),
+	}
+}
+
+func eniTo(e ec2sim.NetworkInterface) types.NetworkInterface {
+	out := types.NetworkInterface{
+		NetworkInterfaceId: aws.String(e.NetworkInterfaceID), SubnetId: aws.String(e.SubnetID), VpcId: aws.String(e.VpcID),
+		AvailabilityZone: aws.String(e.AvailabilityZone), AvailabilityZoneId: aws.String(e.AvailabilityZoneID),
+		Description: aws.String(e.Description), OwnerId: aws.String(e.OwnerID), RequesterManaged: aws.Bool(e.RequesterManaged),
+		Status: types.NetworkInterfaceStatus(e.Status), MacAddress: aws.String(e.MacAddress),
+		PrivateIpAddress: aws.String(e.PrivateIPAddress), PrivateDnsName: aws.String(e.PrivateDNSName),
+		SourceDestCheck: aws.Bool(e.SourceDestCheck), InterfaceType: types.NetworkInterfaceType(e.InterfaceType),
+		Groups: each(e.Groups, groupIdentifierTo), Association: associationTo(e.Association), TagSet: each(e.Tags, tagTo),
+	}
+	if a := e.Attachment; a != nil {
+		out.Attachment = &types.NetworkInterfaceAttachment{
+			AttachmentId: aws.String(a.AttachmentID), InstanceId: aws.String(a.InstanceID), InstanceOwnerId: aws.String(a.InstanceOwnerID),
+			DeviceIndex: aws.Int32(int32(a.DeviceIndex)), NetworkCardIndex: aws.Int32(int32(a.NetworkCardIndex)),
+			Status: types.AttachmentStatus(a.Status), DeleteOnTermination: aws.Bool(a.DeleteOnTermination),
+		}
 	}
 	for _, a := range e.PrivateIPAddresses {
-		if a.Primary {
-			continue
-		}
-		if ip, err := netip.ParseAddr(a.PrivateIPAddress); err == nil {
-			out.IPs = append(out.IPs, ip)
-		}
+		out.PrivateIpAddresses = append(out.PrivateIpAddresses, types.NetworkInterfacePrivateIpAddress{
+			PrivateIpAddress: aws.String(a.PrivateIPAddress), PrivateDnsName: aws.String(a.PrivateDNSName),
+			Primary: aws.Bool(a.Primary), Association: associationTo(a.Association),
+		})
 	}
 	for _, p := range e.IPv4Prefixes {
-		if pfx, err := netip.ParsePrefix(p.IPv4Prefix); err == nil {
-			out.Prefixes = append(out.Prefixes, pfx)
-		}
+		out.Ipv4Prefixes = append(out.Ipv4Prefixes, types.Ipv4PrefixSpecification{Ipv4Prefix: aws.String(p.IPv4Prefix)})
 	}
 	return out
 }
 
-func instanceTypeFrom(t ec2sim.InstanceTypeInfo) cloud.InstanceType {
+func instanceTypeTo(t ec2sim.InstanceTypeInfo) types.InstanceTypeInfo {
 	n := t.NetworkInfo
-	out := cloud.InstanceType{
-		Name: t.InstanceType, Hypervisor: t.Hypervisor, BareMetal: t.BareMetal, VCPUs: t.DefaultVCPUs,
-		MaxENIs: n.MaximumNetworkInterfaces, IPv4PerENI: n.IPv4AddressesPerInterface, IPv6PerENI: n.IPv6AddressesPerInterface,
+	out := types.InstanceTypeInfo{
+		InstanceType: types.InstanceType(t.InstanceType), CurrentGeneration: aws.Bool(t.CurrentGeneration), BareMetal: aws.Bool(t.BareMetal),
+		Hypervisor: types.InstanceTypeHypervisor(t.Hypervisor),
+		VCpuInfo:   &types.VCpuInfo{DefaultVCpus: aws.Int32(int32(t.DefaultVCPUs))},
+		MemoryInfo: &types.MemoryInfo{SizeInMiB: aws.Int64(int64(t.MemorySizeInMiB))},
+		NetworkInfo: &types.NetworkInfo{
+			MaximumNetworkInterfaces:  aws.Int32(int32(n.MaximumNetworkInterfaces)),
+			Ipv4AddressesPerInterface: aws.Int32(int32(n.IPv4AddressesPerInterface)),
+			Ipv6AddressesPerInterface: aws.Int32(int32(n.IPv6AddressesPerInterface)),
+			Ipv6Supported:             aws.Bool(n.IPv6Supported),
+			MaximumNetworkCards:       aws.Int32(int32(n.MaximumNetworkCards)),
+			DefaultNetworkCardIndex:   aws.Int32(int32(n.DefaultNetworkCardIndex)),
+			EnaSupport:                types.EnaSupport(n.EnaSupport),
+			EfaSupported:              aws.Bool(n.EfaSupported),
+		},
 	}
-	// Only network card 0 carries the ENIs enipam manages.
-	for _, card := range n.NetworkCards {
-		if card.NetworkCardIndex == 0 {
-			out.MaxENIs = card.MaximumNetworkInterfaces
+	if len(t.SupportedArchitectures) > 0 {
+		out.ProcessorInfo = &types.ProcessorInfo{}
+		for _, a := range t.SupportedArchitectures {
+			out.ProcessorInfo.SupportedArchitectures = append(out.ProcessorInfo.SupportedArchitectures, types.ArchitectureType(a))
+		}
+	}
+	for _, c := range n.NetworkCards {
+		out.NetworkInfo.NetworkCards = append(out.NetworkInfo.NetworkCards, types.NetworkCardInfo{
+			NetworkCardIndex: aws.Int32(int32(c.NetworkCardIndex)), MaximumNetworkInterfaces: aws.Int32(int32(c.MaximumNetworkInterfaces)),
+		})
+	}
+	if n.EfaInfo != nil {
+		out.NetworkInfo.EfaInfo = &types.EfaInfo{MaximumEfaInterfaces: aws.Int32(int32(n.EfaInfo.MaximumEfaInterfaces))}
+	}
+	return out
+}
+
+func addressTo(a ec2sim.Address) types.Address {
+	out := types.Address{
+		AllocationId: aws.String(a.AllocationID), PublicIp: aws.String(a.PublicIP), Domain: types.DomainType(a.Domain),
+		NetworkBorderGroup: aws.String(a.NetworkBorderGroup), PublicIpv4Pool: aws.String(a.PublicIPv4Pool), Tags: each(a.Tags, tagTo),
+	}
+	// Omitted on the wire when empty, so absent for the SDK.
+	for field, v := range map[**string]string{
+		&out.AssociationId: a.AssociationID, &out.InstanceId: a.InstanceID, &out.NetworkInterfaceId: a.NetworkInterfaceID,
+		&out.NetworkInterfaceOwnerId: a.NetworkInterfaceOwnerID, &out.PrivateIpAddress: a.PrivateIPAddress,
+	} {
+		if v != "" {
+			*field = aws.String(v)
 		}
 	}
 	return out

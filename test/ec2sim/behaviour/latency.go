@@ -1,4 +1,4 @@
-package ec2sim
+package behaviour
 
 import (
 	"context"
@@ -19,11 +19,11 @@ type LatencyConfig struct {
 
 // Validate rejects negative durations.
 func (c LatencyConfig) Validate() error {
-	if err := c.Default.validate(); err != nil {
+	if err := c.Default.Validate(); err != nil {
 		return fmt.Errorf("default: %w", err)
 	}
 	for a, r := range c.Actions {
-		if err := r.validate(); err != nil {
+		if err := r.Validate(); err != nil {
 			return fmt.Errorf("%s: %w", a, err)
 		}
 	}
@@ -31,11 +31,11 @@ func (c LatencyConfig) Validate() error {
 }
 
 // RealisticLatency is what EC2 answers in from inside a region: describes in
-// 50-150 ms, mutating calls in 150-400 ms.
-func RealisticLatency() LatencyConfig {
+// 50-150 ms, mutating calls in 150-400 ms, for actions (the actions served).
+func RealisticLatency(actions []string) LatencyConfig {
 	mutating := Range{Min: Duration(150 * time.Millisecond), Max: Duration(400 * time.Millisecond)}
 	c := LatencyConfig{Default: mutating, Actions: map[string]Range{}}
-	for _, a := range actionNames() {
+	for _, a := range actions {
 		if strings.HasPrefix(a, "Describe") {
 			c.Actions[a] = Range{Min: Duration(50 * time.Millisecond), Max: Duration(150 * time.Millisecond)}
 		}
@@ -43,41 +43,45 @@ func RealisticLatency() LatencyConfig {
 	return c
 }
 
-// latencies draws per-call delays from a seeded generator.
-type latencies struct {
+// Latencies draws per-call delays from a seeded generator.
+type Latencies struct {
 	mu  sync.Mutex
 	cfg LatencyConfig
 	rng *rand.Rand
 }
 
-func newLatencies(seed uint64, cfg LatencyConfig) *latencies {
-	return &latencies{cfg: cfg, rng: rand.New(rand.NewPCG(seed, 0x6c6174656e6379))}
+// NewLatencies returns the delays of cfg, drawn from a generator seeded
+// with seed.
+func NewLatencies(seed uint64, cfg LatencyConfig) *Latencies {
+	return &Latencies{cfg: cfg, rng: rand.New(rand.NewPCG(seed, 0x6c6174656e6379))}
 }
 
-func (l *latencies) set(cfg LatencyConfig) {
+// Set replaces the configuration.
+func (l *Latencies) Set(cfg LatencyConfig) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.cfg = cfg
 }
 
-func (l *latencies) config() LatencyConfig {
+// Config returns the configuration.
+func (l *Latencies) Config() LatencyConfig {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.cfg
 }
 
-func (l *latencies) draw(action string) time.Duration {
+func (l *Latencies) draw(action string) time.Duration {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	r, ok := l.cfg.Actions[action]
 	if !ok {
 		r = l.cfg.Default
 	}
-	return r.sample(l.rng)
+	return r.Sample(l.rng)
 }
 
-// wait sleeps for the action's latency or until ctx ends.
-func (l *latencies) wait(ctx context.Context, action string) {
+// Wait sleeps for the action's latency or until ctx ends.
+func (l *Latencies) Wait(ctx context.Context, action string) {
 	d := l.draw(action)
 	if d <= 0 {
 		return

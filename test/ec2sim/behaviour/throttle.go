@@ -1,4 +1,4 @@
-package ec2sim
+package behaviour
 
 import (
 	"fmt"
@@ -75,36 +75,40 @@ type bucket struct {
 	cfg    BucketConfig
 }
 
-// throttler holds the live buckets. Changing the config refills every bucket.
-type throttler struct {
+// Throttler holds the live buckets. Changing the config refills every
+// bucket.
+type Throttler struct {
 	mu      sync.Mutex
 	now     func() time.Time
 	cfg     ThrottleConfig
 	buckets map[string]*bucket
 }
 
-func newThrottler(now func() time.Time, cfg ThrottleConfig) *throttler {
-	t := &throttler{now: now}
-	t.set(cfg)
+// NewThrottler returns the buckets of cfg on the clock now.
+func NewThrottler(now func() time.Time, cfg ThrottleConfig) *Throttler {
+	t := &Throttler{now: now}
+	t.Set(cfg)
 	return t
 }
 
-func (t *throttler) set(cfg ThrottleConfig) {
+// Set replaces the configuration and refills every bucket.
+func (t *Throttler) Set(cfg ThrottleConfig) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.cfg = cfg
 	t.buckets = map[string]*bucket{}
 }
 
-func (t *throttler) config() ThrottleConfig {
+// Config returns the configuration.
+func (t *Throttler) Config() ThrottleConfig {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.cfg
 }
 
-// allow takes a token from the action's bucket, reporting false when it is
+// Allow takes a token from the action's bucket, reporting false when it is
 // empty. unfiltered selects the separate bucket of unfiltered describes.
-func (t *throttler) allow(action string, unfiltered bool) bool {
+func (t *Throttler) Allow(action string, unfiltered bool) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if !t.cfg.Enabled {

@@ -1,4 +1,4 @@
-package ec2sim
+package behaviour
 
 import (
 	"encoding/json"
@@ -41,8 +41,8 @@ type Range struct {
 	Max Duration `json:"max"`
 }
 
-// sample draws from r with rng.
-func (r Range) sample(rng *rand.Rand) time.Duration {
+// Sample draws from r with rng.
+func (r Range) Sample(rng *rand.Rand) time.Duration {
 	lo, hi := time.Duration(r.Min), time.Duration(r.Max)
 	if hi <= lo {
 		return lo
@@ -50,7 +50,8 @@ func (r Range) sample(rng *rand.Rand) time.Duration {
 	return lo + time.Duration(rng.Int64N(int64(hi-lo)+1))
 }
 
-func (r Range) validate() error {
+// Validate rejects a negative bound.
+func (r Range) Validate() error {
 	if r.Min < 0 || r.Max < 0 {
 		return fmt.Errorf("negative duration in range %v..%v", time.Duration(r.Min), time.Duration(r.Max))
 	}

@@ -1,4 +1,4 @@
-package ec2sim
+package behaviour
 
 import (
 	"fmt"
@@ -46,33 +46,38 @@ func (c FaultConfig) Validate() error {
 	return nil
 }
 
-// faults holds the live rules and the generator their rates draw from.
-type faults struct {
+// Faults holds the live rules and the generator their rates draw from.
+type Faults struct {
 	mu    sync.Mutex
 	rules []FaultRule
 	rng   *rand.Rand
 }
 
-func newFaults(seed uint64, cfg FaultConfig) *faults {
-	f := &faults{rng: rand.New(rand.NewPCG(seed, 0x6661756c7473))}
-	f.set(cfg)
+// NewFaults returns the rules of cfg, their rates drawn from a generator
+// seeded with seed.
+func NewFaults(seed uint64, cfg FaultConfig) *Faults {
+	f := &Faults{rng: rand.New(rand.NewPCG(seed, 0x6661756c7473))}
+	f.Set(cfg)
 	return f
 }
 
-func (f *faults) set(cfg FaultConfig) {
+// Set replaces the rules.
+func (f *Faults) Set(cfg FaultConfig) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.rules = append([]FaultRule(nil), cfg.Rules...)
 }
 
-func (f *faults) config() FaultConfig {
+// Config returns the live rules (spent ones are gone).
+func (f *Faults) Config() FaultConfig {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return FaultConfig{Rules: append([]FaultRule(nil), f.rules...)}
 }
 
-// fire returns the error to answer action with, or nil to serve it.
-func (f *faults) fire(action string) *APIError {
+// Fire returns the rule whose error answers a call of action, and false
+// to serve the call.
+func (f *Faults) Fire(action string) (FaultRule, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for i := range f.rules {
@@ -81,27 +86,16 @@ func (f *faults) fire(action string) *APIError {
 			continue
 		}
 		if r.Count > 0 {
-			e := r.err()
+			fired := *r
 			r.Count--
 			if r.Count == 0 {
 				f.rules = append(f.rules[:i], f.rules[i+1:]...)
 			}
-			return e
+			return fired, true
 		}
 		if r.Rate > 0 && f.rng.Float64() < r.Rate {
-			return r.err()
+			return *r, true
 		}
 	}
-	return nil
-}
-
-func (r FaultRule) err() *APIError {
-	e := apiErr(r.Code, "%s", r.Message)
-	if r.Message == "" {
-		e.Message = "Injected fault."
-	}
-	if r.HTTPStatus != 0 {
-		e.HTTPStatus = r.HTTPStatus
-	}
-	return e
+	return FaultRule{}, false
 }
