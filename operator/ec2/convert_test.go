@@ -21,7 +21,7 @@ func TestENIStringsShared(t *testing.T) {
 		return types.NetworkInterface{
 			NetworkInterfaceId: s(id), SubnetId: s("subnet-1"), VpcId: s("vpc-1"), AvailabilityZone: s("us-east-1a"),
 			Status: types.NetworkInterfaceStatus(strings.Clone("in-use")), Groups: []types.GroupIdentifier{{GroupId: s("sg-1")}},
-			TagSet: []types.Tag{{Key: s(cloud.TagCluster), Value: s("c1")}, {Key: s(cloud.TagCreatedAt), Value: s("2026-01-01T00:00:0" + id[len(id)-1:] + "Z")}},
+			TagSet:     []types.Tag{{Key: s(cloud.TagCluster), Value: s("c1")}, {Key: s(cloud.TagCreatedAt), Value: s("2026-01-01T00:00:0" + id[len(id)-1:] + "Z")}},
 			Attachment: &types.NetworkInterfaceAttachment{InstanceId: s("i-1"), Status: types.AttachmentStatusAttached},
 		}
 	}
