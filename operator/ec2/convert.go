@@ -2,29 +2,28 @@ package ec2
 
 import (
 	"net/netip"
-	"unique"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
+	"github.com/enipam/enipam/internal/intern"
 	"github.com/enipam/enipam/operator/cloud"
 )
 
-// str is s as one shared copy: the inventory keeps every ENI of the VPC
-// (20 000 at 10 000 nodes), whose subnets, zones, VPC, states, security
-// groups and tag keys repeat; each describe would otherwise store them
-// afresh.
+// str is s as one shared copy (package intern): the inventory keeps every
+// ENI of the VPC (20 000 at 10 000 nodes), whose subnets, zones, VPC,
+// states, security groups and tag keys repeat; each describe would
+// otherwise store them afresh.
 func str(s *string) string {
-	if s == nil || *s == "" {
+	if s == nil {
 		return ""
 	}
-	return unique.Make(*s).Value()
+	return intern.String(*s)
 }
 
 // strOf is str for the SDK's string enums.
 func strOf[T ~string](v T) string {
-	s := string(v)
-	return str(&s)
+	return intern.String(string(v))
 }
 
 func tagsFrom(tags []types.Tag) map[string]string {
@@ -34,8 +33,8 @@ func tagsFrom(tags []types.Tag) map[string]string {
 	m := make(map[string]string, len(tags))
 	for _, t := range tags {
 		v := aws.ToString(t.Value)
-		if aws.ToString(t.Key) != cloud.TagCreatedAt {
-			v = str(t.Value) // the creation time is each resource's own
+		if k := aws.ToString(t.Key); k != cloud.TagCreatedAt && k != cloud.TagInstance {
+			v = str(t.Value) // not the resource's own: its creation time, its instance
 		}
 		m[str(t.Key)] = v
 	}
@@ -53,7 +52,7 @@ func subnetFrom(s types.Subnet) cloud.Subnet {
 
 func instanceFrom(in types.Instance) cloud.Instance {
 	out := cloud.Instance{
-		ID: str(in.InstanceId), Type: strOf(in.InstanceType),
+		ID: aws.ToString(in.InstanceId), Type: strOf(in.InstanceType),
 		VPCID: str(in.VpcId), SubnetID: str(in.SubnetId), Tags: tagsFrom(in.Tags),
 	}
 	if in.Placement != nil {
@@ -75,7 +74,7 @@ func eniFrom(e types.NetworkInterface) cloud.ENI {
 	}
 	out.PrimaryIP, _ = netip.ParseAddr(aws.ToString(e.PrivateIpAddress))
 	if a := e.Attachment; a != nil {
-		out.InstanceID = str(a.InstanceId)
+		out.InstanceID = aws.ToString(a.InstanceId)
 		out.DeviceIndex = int(aws.ToInt32(a.DeviceIndex))
 		out.AttachmentID = aws.ToString(a.AttachmentId)
 		out.DeleteOnTermination = aws.ToBool(a.DeleteOnTermination)
