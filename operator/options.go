@@ -25,12 +25,7 @@ type Options struct {
 	EC2MaxAttempts int
 	Workers        int
 	// KubeAPIQPS and KubeAPIBurst bound the apiserver client's requests
-	// (client-side, before the apiserver's priority and fairness). A
-	// joining node costs about ten requests (its NodeRouting created,
-	// CiliumNode status and spec, capacity), so 200 nodes joining in
-	// 36 s ask for over 30 a second: controller-runtime's 20 (burst 30)
-	// held addresses attached and routed for up to 10 s before their
-	// pool write. 50 and 100 are kube-scheduler's defaults.
+	// (client-side, before the apiserver's priority and fairness).
 	KubeAPIQPS   float64
 	KubeAPIBurst int
 
@@ -74,8 +69,8 @@ func DefaultOptions() Options {
 		EC2RateScale:     1,
 		EC2MaxAttempts:   8,
 		Workers:          100,
-		KubeAPIQPS:       50,
-		KubeAPIBurst:     100,
+		KubeAPIQPS:       20,
+		KubeAPIBurst:     30,
 		GCInterval:       5 * time.Minute,
 		GCMaxPerPass:     25,
 		Knobs:            pool.Knobs{PreAllocate: 8, AgentEndpoints: 2},
