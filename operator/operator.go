@@ -98,6 +98,8 @@ func New(opts Options, restCfg *rest.Config, awsCfg aws.Config, reg prometheus.R
 				// Nodes are large; the operator needs their labels and
 				// providerID only.
 				&corev1.Node{}: {Transform: slimNode},
+				// Their repeated strings share one copy (intern.go).
+				&ciliumv2.CiliumNode{}: {Transform: slimCiliumNode},
 			},
 		},
 	})
@@ -301,7 +303,7 @@ func slimNode(obj any) (any, error) {
 	return &corev1.Node{
 		TypeMeta: n.TypeMeta,
 		ObjectMeta: metav1.ObjectMeta{
-			Name: n.Name, UID: n.UID, ResourceVersion: n.ResourceVersion, Labels: n.Labels,
+			Name: n.Name, UID: n.UID, ResourceVersion: n.ResourceVersion, Labels: internLabels(n.Labels),
 			CreationTimestamp: n.CreationTimestamp, DeletionTimestamp: n.DeletionTimestamp,
 		},
 		Spec: corev1.NodeSpec{ProviderID: n.Spec.ProviderID},

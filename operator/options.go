@@ -24,6 +24,10 @@ type Options struct {
 	EC2RateScale   float64
 	EC2MaxAttempts int
 	Workers        int
+	// KubeAPIQPS and KubeAPIBurst bound the apiserver client's requests
+	// (client-side, before the apiserver's priority and fairness).
+	KubeAPIQPS   float64
+	KubeAPIBurst int
 
 	GCInterval   time.Duration
 	GCMaxPerPass int
@@ -65,6 +69,8 @@ func DefaultOptions() Options {
 		EC2RateScale:     1,
 		EC2MaxAttempts:   8,
 		Workers:          100,
+		KubeAPIQPS:       20,
+		KubeAPIBurst:     30,
 		GCInterval:       5 * time.Minute,
 		GCMaxPerPass:     25,
 		Knobs:            pool.Knobs{PreAllocate: 8, AgentEndpoints: 2},
@@ -93,6 +99,8 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.Float64Var(&o.EC2RateScale, "ec2-rate-scale", o.EC2RateScale, "Scale of the client-side EC2 token buckets (1 = EC2's defaults; lower when other tools share the account).")
 	fs.IntVar(&o.EC2MaxAttempts, "ec2-max-attempts", o.EC2MaxAttempts, "Attempts per EC2 call under throttling or server errors.")
 	fs.IntVar(&o.Workers, "workers", o.Workers, "Nodes served in parallel.")
+	fs.Float64Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "Requests per second to the apiserver, sustained (client-side limit).")
+	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "Requests to the apiserver in a burst (client-side limit).")
 	fs.DurationVar(&o.GCInterval, "gc-interval", o.GCInterval, "Time between leaked-ENI collection passes.")
 	fs.IntVar(&o.GCMaxPerPass, "gc-max-per-pass", o.GCMaxPerPass, "Most leaked ENIs deleted (and, apart, leaked Elastic IPs released) per pass.")
 	fs.DurationVar(&o.GCMinAge, "gc-min-age", o.GCMinAge, "How old (by its creation tag) an unattached ENI, or an Elastic IP allocated for a claim that no claim records, must be to be collected on first sight (0 = twice the consistency grace, at least 1m). An ENI younger than that by its tag is never collected; one without a readable tag once seen on two passes, the first that long ago. Elastic IPs younger than that on their second sighting.")
@@ -131,6 +139,7 @@ func (o *Options) Validate() error {
 	check(o.EC2RateScale > 0 && o.EC2RateScale <= 100, "--ec2-rate-scale must be in (0, 100], got %v", o.EC2RateScale)
 	check(o.EC2MaxAttempts >= 1, "--ec2-max-attempts must be at least 1")
 	check(o.Workers >= 1 && o.Workers <= 10000, "--workers must be in [1, 10000], got %d", o.Workers)
+	check(o.KubeAPIQPS > 0 && o.KubeAPIBurst >= 1, "--kube-api-qps must be above 0 and --kube-api-burst at least 1, got %g and %d", o.KubeAPIQPS, o.KubeAPIBurst)
 	check(o.GCInterval >= 100*time.Millisecond, "--gc-interval must be at least 100ms")
 	check(o.GCMaxPerPass >= 0, "--gc-max-per-pass must not be negative")
 	check(o.GCMinAge >= 0, "--gc-min-age must not be negative")

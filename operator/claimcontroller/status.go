@@ -163,10 +163,8 @@ func (r *Reconciler) check(ctx context.Context, c *enipamv1alpha1.StaticIPClaim)
 	case loc.Found && loc.ENI.Tags[cloud.TagCluster] != r.opts.Cluster && r.nodeOf(ctx, loc.ENI.InstanceID) == "":
 		return addr, enipamv1alpha1.ReasonAddressTaken, fmt.Sprintf("%s is held by %s, an ENI enipam does not manage", addr, loc.ENI.ID)
 	}
-	var nodes ciliumv2.CiliumNodeList
-	if err := r.client.List(ctx, &nodes, client.MatchingFields{claims.IndexPoolIP: addr.String()}, client.UnsafeDisableDeepCopy); err == nil {
-		for i := range nodes.Items {
-			cn := &nodes.Items[i]
+	if nodes, err := claims.PoolNodes(ctx, r.client, addr.String()); err == nil {
+		for _, cn := range nodes {
 			key := addr.String()
 			if o := cn.Spec.IPAM.Pool[key].Owner; o != "" && o != c.Owner() {
 				return addr, enipamv1alpha1.ReasonAddressTaken, fmt.Sprintf("%s is kept for %s in node %s's pool", addr, o, cn.Name)

@@ -14,6 +14,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"slices"
 	"sync"
 
 	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
@@ -103,8 +104,9 @@ const (
 	IndexClaimNode = "enipam.io/claim-node"
 	// IndexClaimAddress indexes claims by spec.address and status.address.
 	IndexClaimAddress = "enipam.io/claim-address"
-	// IndexPoolIP indexes CiliumNodes by the addresses of spec.ipam.pool.
-	IndexPoolIP = "enipam.io/pool-ip"
+	// IndexPoolBlock indexes CiliumNodes by the blocks (PoolBlock) of the
+	// addresses of spec.ipam.pool; PoolNodes looks an address up.
+	IndexPoolBlock = "enipam.io/pool-block"
 	// IndexPoolOwner indexes CiliumNodes by the owners stamped in
 	// spec.ipam.pool.
 	IndexPoolOwner = "enipam.io/pool-owner"
@@ -130,11 +132,12 @@ func Indexes() []Index {
 			c := o.(*enipamv1alpha1.StaticIPClaim)
 			return nonEmpty(c.Spec.Address, c.Status.Address)
 		}},
-		{&ciliumv2.CiliumNode{}, IndexPoolIP, func(o client.Object) []string {
-			cn := o.(*ciliumv2.CiliumNode)
-			out := make([]string, 0, len(cn.Spec.IPAM.Pool))
-			for ip := range cn.Spec.IPAM.Pool {
-				out = append(out, ip)
+		{&ciliumv2.CiliumNode{}, IndexPoolBlock, func(o client.Object) []string {
+			var out []string
+			for ip := range o.(*ciliumv2.CiliumNode).Spec.IPAM.Pool {
+				if b := PoolBlock(ip); !slices.Contains(out, b) {
+					out = append(out, b)
+				}
 			}
 			return out
 		}},
@@ -162,6 +165,41 @@ func Register(ctx context.Context, fi client.FieldIndexer) error {
 		}
 	}
 	return nil
+}
+
+// PoolBlock is the index value of a pool address: the /24 (IPv6: /120)
+// holding it, or the key itself when it is no address. An index entry per
+// address (a set of node names each) cost 24 MiB at 90 000 pool
+// addresses; a node's addresses share a few blocks, as its ENIs' addresses
+// are mostly contiguous in their subnet.
+func PoolBlock(ip string) string {
+	a, err := netip.ParseAddr(ip)
+	if err != nil {
+		return ip
+	}
+	bits := 24
+	if a.Is6() && !a.Is4In6() {
+		bits = 120
+	}
+	p, _ := a.Prefix(bits)
+	return p.String()
+}
+
+// PoolNodes returns the cached CiliumNodes whose spec.ipam.pool lists ip
+// (a canonical address, as pool keys are), shared with the cache: the
+// caller must not change them.
+func PoolNodes(ctx context.Context, c client.Reader, ip string) ([]*ciliumv2.CiliumNode, error) {
+	var list ciliumv2.CiliumNodeList
+	if err := c.List(ctx, &list, client.MatchingFields{IndexPoolBlock: PoolBlock(ip)}, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, err
+	}
+	var out []*ciliumv2.CiliumNode
+	for i := range list.Items {
+		if _, ok := list.Items[i].Spec.IPAM.Pool[ip]; ok {
+			out = append(out, &list.Items[i])
+		}
+	}
+	return out, nil
 }
 
 func nonEmpty(vals ...string) []string {

@@ -321,3 +321,56 @@ func TestCompletedAttachmentIsTold(t *testing.T) {
 		t.Errorf("attaching after the poll: eni-1 %v, eni-2 %v; want false, true", inv.Attaching("eni-1"), inv.Attaching("eni-2"))
 	}
 }
+
+// TestLaggingDescribeKeepsOwnAttachment: an ENI this process just
+// attached, whose describes still show it as created (no attachment, as
+// EC2's eventual consistency allows), stays attaching and polled; it is
+// told attached once a describe shows so. The poll used to take the
+// lagging describe's word: the ENI left the poll, neither attaching nor
+// attached, and its addresses waited minutes for a resync past the grace.
+func TestLaggingDescribeKeepsOwnAttachment(t *testing.T) {
+	f := &fakeCloud{instances: []cloud.Instance{instance("i-1")}}
+	inv := newInventory(f)
+	var mu sync.Mutex
+	var told []string
+	inv.OnAttached(func(e cloud.ENI) { mu.Lock(); told = append(told, e.ID); mu.Unlock() })
+	ctx := context.Background()
+	if err := inv.syncVPC(ctx, "vpc-1"); err != nil {
+		t.Fatal(err)
+	}
+	ip := netip.MustParseAddr("10.0.0.9")
+	created := cloud.ENI{ID: "eni-new", VPCID: "vpc-1", SubnetID: "subnet-1", Status: cloud.ENIAvailable, IPs: []netip.Addr{ip}}
+	inv.RecordCreated(created)
+	inv.RecordAttached("eni-new", "i-1", 1, "attach-1")
+	f.mu.Lock()
+	f.enis = []cloud.ENI{created.Clone()} // the describe lags: as created
+	f.mu.Unlock()
+
+	for range 3 {
+		inv.pollAttachments(ctx)
+	}
+	if !inv.Attaching("eni-new") {
+		t.Fatal("a lagging describe took the ENI out of the attachment poll")
+	}
+	snap, err := inv.Snapshot(ctx, "i-1", "c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(snap.ENIs) != 1 || snap.ENIs[0].AttachmentStatus != cloud.AttachmentAttaching || snap.ENIs[0].InstanceID != "i-1" {
+		t.Fatalf("after lagging describes: %+v, want eni-new attaching to i-1", snap.ENIs)
+	}
+
+	f.mu.Lock()
+	f.enis[0].InstanceID, f.enis[0].DeviceIndex, f.enis[0].Status, f.enis[0].AttachmentStatus = "i-1", 1, cloud.ENIInUse, cloud.AttachmentAttached
+	f.mu.Unlock()
+	inv.pollAttachments(ctx)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(told) != 1 || told[0] != "eni-new" || inv.Attaching("eni-new") {
+		t.Fatalf("told %v, attaching %v once a describe shows the attachment; want [eni-new], false", told, inv.Attaching("eni-new"))
+	}
+	snap, _ = inv.Snapshot(ctx, "i-1", "c")
+	if len(snap.ENIs) != 1 || snap.ENIs[0].AttachmentStatus != cloud.AttachmentAttached {
+		t.Errorf("snapshot %+v, want eni-new attached", snap.ENIs)
+	}
+}

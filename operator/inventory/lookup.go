@@ -210,11 +210,16 @@ func (inv *Inventory) RefreshENIs(ctx context.Context, ids []string) error {
 		}
 		if old, ok := inv.enis[e.ID]; ok {
 			// A describe that started before a local change of the
-			// addresses may miss them; the attachment it reports is news.
+			// addresses may miss them, and may show the attachment as it
+			// was before this process attached the ENI (describes lag):
+			// only an attachment completing is news.
 			if inv.touchedRecently(e.ID) {
 				inv.confirm(&e, start)
 				c := old.Clone()
-				c.Status, c.AttachmentStatus, c.DeleteOnTermination = e.Status, e.AttachmentStatus, c.DeleteOnTermination || e.DeleteOnTermination
+				if attachmentCompleted(old, &e) {
+					c.Status, c.AttachmentStatus = e.Status, e.AttachmentStatus
+				}
+				c.DeleteOnTermination = c.DeleteOnTermination || e.DeleteOnTermination
 				e = c
 				inv.putENI(&e)
 				continue
@@ -224,6 +229,18 @@ func (inv *Inventory) RefreshENIs(ctx context.Context, ids []string) error {
 		inv.described(&e, start)
 	}
 	return nil
+}
+
+// attachmentCompleted reports whether a describe shows the attachment the
+// cache holds as attaching (to the same instance) now attached. Anything
+// else a describe shows of an ENI this process changed within the
+// consistency grace may predate the change: an ENI just attached shows no
+// attachment for a while, and taking that word would drop it from the
+// attachment poll, leaving its addresses out of the pool until the grace
+// ended (minutes-long stalls in a joining wave).
+func attachmentCompleted(cached, described *cloud.ENI) bool {
+	return cached.AttachmentStatus == cloud.AttachmentAttaching && described.AttachmentStatus == cloud.AttachmentAttached &&
+		described.InstanceID == cached.InstanceID
 }
 
 // RefreshInstance looks an instance and its attached ENIs up again now,

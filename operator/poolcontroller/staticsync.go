@@ -142,11 +142,11 @@ func (s *nodeSync) gatherStatic(ctx context.Context) bool {
 		return pod.Spec.NodeName
 	}
 	in.elsewhere = func(ip string) bool {
-		var nodes ciliumv2.CiliumNodeList
-		if err := s.r.client.List(ctx, &nodes, client.MatchingFields{claims.IndexPoolIP: ip}, client.UnsafeDisableDeepCopy); err != nil {
+		nodes, err := claims.PoolNodes(ctx, s.r.client, ip)
+		if err != nil {
 			return true
 		}
-		return slices.ContainsFunc(nodes.Items, func(cn ciliumv2.CiliumNode) bool { return cn.Name != s.cn.Name })
+		return slices.ContainsFunc(nodes, func(cn *ciliumv2.CiliumNode) bool { return cn.Name != s.cn.Name })
 	}
 	in.locate = s.r.inv.Locate
 	in.routed = s.routed

@@ -164,13 +164,8 @@ func (s *nodeSync) run(ctx context.Context) {
 		s.held = true
 		s.requeueWithin(heldRetry)
 	}
-	if !plan.Empty() && s.poolGrew() {
-		// Addresses ready for the pool are never held behind EC2's
-		// buckets: the write goes first, then the plan's calls.
-		if err := s.write(ctx); err != nil {
-			s.writeErr = err
-			return
-		}
+	if !plan.Empty() && !s.writePoolFirst(ctx) {
+		return
 	}
 	if !plan.Empty() && !r.slots.acquire(s.cn.Name, need.priority()) {
 		// Every EC2 slot is taken: no bucket reservation now; the node is
@@ -195,6 +190,9 @@ func (s *nodeSync) run(ctx context.Context) {
 			s.fail(err, reasonFor(err))
 			return
 		}
+	}
+	if !s.writePoolFirst(ctx) {
+		return
 	}
 	s.repairDeleteOnTermination(ctx)
 	if plan.Deferred {
@@ -259,6 +257,22 @@ func (s *nodeSync) need() nodeNeed {
 		Needed:    s.needed(),
 		PoolReady: s.pool.awaiting > 0,
 	}
+}
+
+// writePoolFirst writes the node now when its pool grew, ahead of EC2
+// calls that may wait in EC2's buckets (the plan's, the repair of an
+// ENI's delete-on-termination): addresses ready for the pool are never
+// held behind them. False when the write failed (s.writeErr; the
+// reconcile stops there).
+func (s *nodeSync) writePoolFirst(ctx context.Context) bool {
+	if !s.poolGrew() {
+		return true
+	}
+	if err := s.write(ctx); err != nil {
+		s.writeErr = err
+		return false
+	}
+	return true
 }
 
 // poolChanged reports whether the desired pool or release handshake

@@ -6,10 +6,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/netip"
+	"slices"
 	"time"
 
 	awstypes "github.com/cilium/cilium/pkg/aws/types"
 	ciliumip "github.com/cilium/cilium/pkg/ip"
+	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/enipam/enipam/operator/cloud"
@@ -136,6 +138,7 @@ func (s *nodeSync) write(ctx context.Context) error {
 			return fmt.Errorf("writing status of %s, %w", s.cn.Name, err)
 		}
 		s.r.metrics.writes.WithLabelValues("status").Inc()
+		s.r.log.Debug("CiliumNode status written", "node", s.cn.Name, "changed", statusChanges(&s.orig.Status, &s.cn.Status))
 		s.r.wrote(s.mem, obj.ResourceVersion)
 		s.orig.Status = *s.cn.Status.DeepCopy()
 	}
@@ -146,6 +149,7 @@ func (s *nodeSync) write(ctx context.Context) error {
 			return fmt.Errorf("writing spec of %s, %w", s.cn.Name, err)
 		}
 		s.r.metrics.writes.WithLabelValues("spec").Inc()
+		s.r.log.Debug("CiliumNode spec written", "node", s.cn.Name, "changed", specChanges(&s.orig.Spec, &s.cn.Spec))
 		s.r.wrote(s.mem, obj.ResourceVersion)
 		s.timeHandoffs()
 		s.orig.Spec = *s.cn.Spec.DeepCopy()
@@ -195,6 +199,66 @@ func (s *nodeSync) timeHandoffs() {
 				"queued", max(s.started.Sub(ready), 0), "reconcile", now.Sub(s.started))
 		}
 	}
+}
+
+// statusChanges names what a status write changes, for the debug log:
+// the ENIs listed or unlisted, the release handshake, the operator-status.
+func statusChanges(a, b *ciliumv2.NodeStatus) []string {
+	var out []string
+	for id := range b.ENI.ENIs {
+		if old, ok := a.ENI.ENIs[id]; !ok {
+			out = append(out, "listed "+id)
+		} else if !sameJSON(old, b.ENI.ENIs[id]) {
+			out = append(out, "changed "+id)
+		}
+	}
+	for id := range a.ENI.ENIs {
+		if _, ok := b.ENI.ENIs[id]; !ok {
+			out = append(out, "unlisted "+id)
+		}
+	}
+	if !sameJSON(a.IPAM.ReleaseIPs, b.IPAM.ReleaseIPs) {
+		out = append(out, "release-ips")
+	}
+	if a.IPAM.OperatorStatus != b.IPAM.OperatorStatus {
+		out = append(out, "operator-status")
+	}
+	slices.Sort(out)
+	return out
+}
+
+// specChanges names what a spec write changes, for the debug log: the
+// pool's additions and removals, the instance's fields.
+func specChanges(a, b *ciliumv2.NodeSpec) []string {
+	var out []string
+	added, dropped, restamped := 0, 0, 0
+	for ip, e := range b.IPAM.Pool {
+		if old, ok := a.IPAM.Pool[ip]; !ok {
+			added++
+		} else if old != e {
+			restamped++
+		}
+	}
+	for ip := range a.IPAM.Pool {
+		if _, ok := b.IPAM.Pool[ip]; !ok {
+			dropped++
+		}
+	}
+	for what, n := range map[string]int{"pooled": added, "unpooled": dropped, "restamped": restamped} {
+		if n > 0 {
+			out = append(out, fmt.Sprintf("%s %d", what, n))
+		}
+	}
+	if a.InstanceID != b.InstanceID || !sameJSON(a.ENI, b.ENI) {
+		out = append(out, "instance")
+	}
+	x, y := a.IPAM, b.IPAM
+	x.Pool, y.Pool = nil, nil
+	if !sameJSON(x, y) {
+		out = append(out, "ipam")
+	}
+	slices.Sort(out)
+	return out
 }
 
 // sameJSON compares two API values as the apiserver would store them

@@ -13,9 +13,12 @@ import (
 // pod subnet (tagged pods=true) per zone, and n instances of typ split
 // over the zones. instanceExtra is appended to each instance entry (seeded
 // addresses or ENIs); realistic turns on EC2's default throttling,
-// latencies and attach delays.
+// latencies and attach delays. A fleet too large for one /16 per zone (up
+// to 20 addresses per node: more than 6000 nodes) gets two node subnets
+// per zone instead, and no pod subnets (a VPC holds at most 5 CIDRs).
 func fleetScenario(n int, typ, instanceExtra string, realistic bool) string {
 	var b strings.Builder
+	large := n > 6000
 	b.WriteString(`account: "123456789012"
 clusterName: bench
 region: us-east-1
@@ -27,9 +30,17 @@ vpcs:
   subnets:
   - {id: subnet-0b0000000000000a1, name: nodes-a, cidr: 10.0.0.0/16, zone: us-east-1a}
   - {id: subnet-0b0000000000000b1, name: nodes-b, cidr: 10.1.0.0/16, zone: us-east-1b}
-  - {id: subnet-0b0000000000000a2, name: pods-a, cidr: 10.2.0.0/16, zone: us-east-1a, tags: {pods: "true"}}
+`)
+	if large {
+		b.WriteString(`  - {id: subnet-0b0000000000000a3, name: nodes-a2, cidr: 10.2.0.0/16, zone: us-east-1a}
+  - {id: subnet-0b0000000000000b3, name: nodes-b2, cidr: 10.3.0.0/16, zone: us-east-1b}
+`)
+	} else {
+		b.WriteString(`  - {id: subnet-0b0000000000000a2, name: pods-a, cidr: 10.2.0.0/16, zone: us-east-1a, tags: {pods: "true"}}
   - {id: subnet-0b0000000000000b2, name: pods-b, cidr: 10.3.0.0/16, zone: us-east-1b, tags: {pods: "true"}}
-  securityGroups:
+`)
+	}
+	b.WriteString(`  securityGroups:
   - {id: sg-0b0000000000000b1, name: nodes}
   - {id: sg-0b0000000000000b2, name: pods, tags: {pods: "true"}}
 instances:
@@ -39,10 +50,20 @@ instances:
 		if i == 0 {
 			count = n - n/2
 		}
-		if count == 0 {
-			continue
+		subnets := []string{"nodes-" + zone}
+		if large {
+			subnets = append(subnets, "nodes-"+zone+"2")
 		}
-		fmt.Fprintf(&b, "- {name: node-%s, count: %d, type: %s, subnet: nodes-%s, securityGroups: [nodes]%s}\n", zone, count, typ, zone, instanceExtra)
+		for j, subnet := range subnets {
+			c := count / len(subnets)
+			if j == 0 {
+				c = count - (len(subnets)-1)*(count/len(subnets))
+			}
+			if c == 0 {
+				continue
+			}
+			fmt.Fprintf(&b, "- {name: %s, count: %d, type: %s, subnet: %s, securityGroups: [nodes]%s}\n", strings.Replace(subnet, "nodes", "node", 1), c, typ, subnet, instanceExtra)
+		}
 	}
 	if realistic {
 		b.WriteString("profile: realistic\n")

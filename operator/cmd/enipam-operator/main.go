@@ -79,6 +79,7 @@ func run() error {
 	if err != nil {
 		return fmt.Errorf("kubernetes config, %w", err)
 	}
+	restCfg.QPS, restCfg.Burst = float32(opts.KubeAPIQPS), opts.KubeAPIBurst
 	loadOpts := []func(*awsconfig.LoadOptions) error{awsconfig.WithEC2IMDSRegion()}
 	if opts.Region != "" {
 		loadOpts = append(loadOpts, awsconfig.WithRegion(opts.Region))

@@ -1,0 +1,108 @@
+package operator
+
+import (
+	awstypes "github.com/cilium/cilium/pkg/aws/types"
+	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
+
+	"github.com/enipam/enipam/internal/intern"
+	"github.com/enipam/enipam/operator/cloud"
+)
+
+// The cache holds every CiliumNode as decoded, each string its own copy:
+// at 5000 nodes the ENI IDs of the pool's entries (one per address), the
+// zones, subnets, VPCs, security groups and tag keys of the ENIs, and the
+// label keys and values of the Nodes repeat tens of thousands of times.
+// The cache's transforms make equal strings share one copy: within an
+// object for what is the object's own (its ENIs' IDs, its instance), in
+// the process's bounded table (package intern) for what repeats across
+// objects. Only the strings' storage changes, never a value: the
+// operator's writes are merge patches computed from the cached object, so
+// a cached object must say exactly what the apiserver holds.
+
+// internMap returns m with its keys, and the values of the keys value
+// says to, shared; value returns the string to keep. m itself when empty.
+func internMap(m map[string]string, value func(k, v string) string) map[string]string {
+	if len(m) == 0 {
+		return m
+	}
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		if value != nil {
+			v = value(k, v)
+		} else {
+			v = intern.String(v)
+		}
+		out[intern.String(k)] = v
+	}
+	return out
+}
+
+// slimCiliumNode is the cache's transform of CiliumNodes: managed fields
+// dropped (as every object's), repeated strings shared.
+func slimCiliumNode(obj any) (any, error) {
+	cn, ok := obj.(*ciliumv2.CiliumNode)
+	if !ok {
+		return obj, nil
+	}
+	cn.ManagedFields = nil
+	cn.Labels = internMap(cn.Labels, nil)
+	instance := cn.Spec.InstanceID
+	e := &cn.Spec.ENI
+	e.InstanceType, e.VpcID = intern.String(e.InstanceType), intern.String(e.VpcID)
+	e.AvailabilityZone, e.NodeSubnetID = intern.String(e.AvailabilityZone), intern.String(e.NodeSubnetID)
+	for i, sg := range e.SecurityGroups {
+		e.SecurityGroups[i] = intern.String(sg)
+	}
+
+	// The node's own ENI IDs: the keys of status.eni.enis, shared by
+	// each ENI's id and every pool and used entry naming it.
+	ids := make(map[string]string, len(cn.Status.ENI.ENIs))
+	var enis map[string]awstypes.ENI
+	if cn.Status.ENI.ENIs != nil {
+		enis = make(map[string]awstypes.ENI, len(cn.Status.ENI.ENIs))
+	}
+	for id, eni := range cn.Status.ENI.ENIs {
+		ids[id] = id
+		if eni.ID == id {
+			eni.ID = id
+		}
+		eni.AvailabilityZone, eni.Description = intern.String(eni.AvailabilityZone), intern.String(eni.Description)
+		eni.Subnet.ID, eni.VPC.ID = intern.String(eni.Subnet.ID), intern.String(eni.VPC.ID)
+		for i, sg := range eni.SecurityGroups {
+			eni.SecurityGroups[i] = intern.String(sg)
+		}
+		eni.Tags = internMap(eni.Tags, func(k, v string) string {
+			switch {
+			case k == cloud.TagInstance && v == instance:
+				return instance
+			case k == cloud.TagCreatedAt || k == cloud.TagInstance:
+				return v // each ENI's own
+			}
+			return intern.String(v)
+		})
+		enis[id] = eni
+	}
+	cn.Status.ENI.ENIs = enis
+	own := func(resource string) string {
+		if id, ok := ids[resource]; ok {
+			return id
+		}
+		return resource
+	}
+	for ip, a := range cn.Spec.IPAM.Pool {
+		a.Resource = own(a.Resource)
+		cn.Spec.IPAM.Pool[ip] = a
+	}
+	for ip, a := range cn.Status.IPAM.Used {
+		a.Resource = own(a.Resource)
+		cn.Status.IPAM.Used[ip] = a
+	}
+	return cn, nil
+}
+
+// internLabels is a Node's labels sharing keys and values with the other
+// nodes': the zone, instance type, architecture and the like repeat on
+// every node.
+func internLabels(labels map[string]string) map[string]string {
+	return internMap(labels, nil)
+}
