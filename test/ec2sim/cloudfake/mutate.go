@@ -56,6 +56,14 @@ func (c *Cloud) SetDeleteOnTermination(ctx context.Context, eniID, attachmentID 
 	return err
 }
 
+// DetachENI implements cloud.API.
+func (c *Cloud) DetachENI(ctx context.Context, attachmentID string) error {
+	_, err := call(ctx, c, DetachNetworkInterface, func() (*ec2sim.ReturnResponse, error) {
+		return c.state.DetachNetworkInterface(attachmentID, false)
+	})
+	return err
+}
+
 // DeleteENI implements cloud.API.
 func (c *Cloud) DeleteENI(ctx context.Context, eniID string) error {
 	_, err := call(ctx, c, DeleteNetworkInterface, func() (*ec2sim.ReturnResponse, error) {
