@@ -167,6 +167,8 @@ type memory struct {
 	// asked: for each address this process put into the NodeRouting's
 	// spec.endpointQueries, the generation its write made (staticfast.go).
 	asked map[string]int64
+	// consolidation: consolidate.go.
+	consolidation consolidationMemory
 }
 
 // repair is the backoff of a repair that did not stick.

@@ -125,6 +125,7 @@ func (s *nodeSync) run(ctx context.Context) {
 	r.metrics.observeNode(s.cn.Name, s.cfg.Policy, s.snap.Available, s.snap.Used-s.waiting, s.waiting, s.headroom, needed,
 		pool.Short(&s.snap, &s.cfg.Config, needed))
 
+	s.keepDraining(needed)
 	if needed > 0 {
 		// Demand is back: IPs marked but not yet acknowledged are handed
 		// back first.
@@ -181,6 +182,9 @@ func (s *nodeSync) run(ctx context.Context) {
 		// what its ordinary allocations (addresses on ENIs with room)
 		// take, so one ENI in a node's life does not inflate it.
 		s.mem.deficitENI = s.mem.deficitENI || plan.Create != nil || plan.Adopt != nil
+		if plan.Create != nil || plan.Adopt != nil {
+			s.mem.consolidation.grewAt = r.now()
+		}
 		err := s.apply(ctx, &plan)
 		r.slots.release()
 		// Whatever succeeded is in the inventory now; the pool follows it.
@@ -226,6 +230,7 @@ func (s *nodeSync) run(ctx context.Context) {
 		s.r.setState(s.mem, stateDeficit)
 	}
 	s.markExcess()
+	s.consolidateENIs(ctx)
 	// EC2 changes nothing in the apiserver: a node in shape is looked at
 	// again on the resync interval (in memory, no API call unless
 	// something changed), and sooner when a pool address is missing
