@@ -111,7 +111,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&o.ReleaseExcessIPs, "release-excess-ips", o.ReleaseExcessIPs, "Default: return excess IPs through Cilium's release handshake.")
 	fs.DurationVar(&o.ReleaseDelay, "excess-ip-release-delay", o.ReleaseDelay, "Default time IPs stay in excess before release.")
 	fs.BoolVar(&o.Consolidation.Enabled, "consolidate", o.Consolidation.Enabled, "Default: drain the least-used secondary ENI (or /28) of a node holding more than it needs, and delete ENIs left without addresses (with --release-excess-ips).")
-	fs.DurationVar(&o.Consolidation.Delay, "consolidation-delay", o.Consolidation.Delay, "Default time a secondary ENI stays without addresses, the node short of none, before it is detached and deleted.")
+	fs.DurationVar(&o.Consolidation.Delay, "consolidation-delay", o.Consolidation.Delay, "Default time a secondary ENI stays without addresses before it is detached and deleted (while the node's other ENIs have room for its headroom).")
 	fs.StringVar(&o.Headroom, "headroom", o.Headroom, "Default headroom policy: Fixed (pre-allocate free IPs ahead of the pods) or Adaptive (what each node's arrivals call for, at most pre-allocate; needs --pod-demand).")
 	fs.BoolVar(&o.PodDemand, "pod-demand", o.PodDemand, "Watch the pods bound to nodes without an address (a field-selected list and watch of pods), so pools grow for them before their CNI call.")
 	fs.StringVar(&o.MetricsAddress, "metrics-bind-address", o.MetricsAddress, "Prometheus metrics address (0 = off).")

@@ -167,8 +167,8 @@ type ENIPolicySpec struct {
 // no longer needs. The free addresses of the node's least-used secondary
 // ENI (or /28 prefix) are released first, so new pods land elsewhere and
 // it drains as its pods go; a secondary ENI left without addresses for
-// the delay, while the node needs none beyond what it holds, is detached
-// and deleted. Never the primary ENI, never an ENI holding an address in
+// the delay, while the node's other ENIs have room for its headroom, is
+// detached and deleted. Never the primary ENI, never an ENI holding an address in
 // use or a static IP, never below the pool's floor.
 type Consolidation struct {
 	// Enabled turns consolidation on or off; on by default (it acts only
@@ -176,9 +176,10 @@ type Consolidation struct {
 	// +optional
 	Enabled *bool `json:"enabled,omitempty"`
 
-	// Delay is how long a secondary ENI must have held no address, with
-	// the node short of none, before it is detached and deleted; a node
-	// that grew an ENI within it deletes none. Default 1m.
+	// Delay is how long a secondary ENI must have held no address before
+	// it is detached and deleted, which happens only while the node's
+	// other ENIs have room for its headroom; a node that grew an ENI
+	// within it deletes none. Default 1m.
 	// +optional
 	Delay *metav1.Duration `json:"delay,omitempty"`
 }

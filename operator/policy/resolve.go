@@ -49,8 +49,8 @@ type Consolidation struct {
 	// Enabled: the least-used secondary ENI (or /28) drains first and an
 	// ENI left without addresses is deleted.
 	Enabled bool
-	// Delay is how long a secondary ENI holds no address, the node short
-	// of none, before it is detached and deleted.
+	// Delay is how long a secondary ENI holds no address before it is
+	// detached and deleted.
 	Delay time.Duration
 }
 

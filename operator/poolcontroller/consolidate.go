@@ -24,8 +24,9 @@ import (
 // least-used /28 leave the pool together and its busy ones follow as
 // their pods go (the prefix's acknowledged members are held, never handed
 // out, until all 16 are). A secondary ENI that then holds no address for
-// the policy's delay, the node short of none meanwhile and grown by no
-// ENI, is detached, and deleted once EC2 shows it available. Never the
+// the policy's delay, the node grown by no ENI meanwhile and its other
+// ENIs with room for its headroom (so it is not needed back soon), is
+// detached, and deleted once EC2 shows it available. Never the
 // primary ENI, never an ENI of another owner, never an ENI with an address
 // (so none in use or stamped), never below the pool's floor: only excess
 // ever leaves (pool.Excess).
@@ -118,6 +119,24 @@ func emptyENIs(snap *pool.Node, cfg *pool.Config, cluster string, named func(eni
 		}
 	}
 	return out
+}
+
+// roomElsewhere counts the addresses the node's usable ENIs other than
+// except can still take without a new ENI (a free slot takes a /28 under
+// prefix delegation): an empty ENI is not needed within the headroom
+// when they cover it.
+func roomElsewhere(snap *pool.Node, cfg *pool.Config, except string) int {
+	perSlot := 1
+	if cfg.PrefixDelegation && snap.Type.PrefixDelegation() {
+		perSlot = pool.IPsPerPrefix
+	}
+	n := 0
+	for i := range snap.ENIs {
+		if e := &snap.ENIs[i]; e.ID != except && pool.Usable(e, cfg) {
+			n += max(snap.Type.IPv4PerENI-e.Slots(), 0) * perSlot
+		}
+	}
+	return n
 }
 
 // member is the state of one address of a prefix, as drainPrefix sees it.
@@ -310,8 +329,13 @@ func (s *nodeSync) consolidateENIs(ctx context.Context) {
 		s.finishDetach(ctx)
 		return
 	}
-	if !s.consolidating() || s.needed() > 0 || s.pool.awaiting > 0 || s.staticDemand > 0 || s.waiting > 0 || !s.snapshot(ctx) {
+	if !s.consolidating() {
 		clear(c.emptySince)
+		return
+	}
+	if s.needed() > 0 || s.pool.awaiting > 0 || s.staticDemand > 0 || !s.snapshot(ctx) {
+		// Growing: an ENI that stays empty meanwhile was not needed for
+		// it, and is looked at once the node is covered.
 		return
 	}
 	named := map[string]bool{}
@@ -343,7 +367,7 @@ func (s *nodeSync) consolidateENIs(ctx context.Context) {
 			s.requeueWithin(wait)
 			continue
 		}
-		if due == "" {
+		if due == "" && roomElsewhere(&s.snap, &s.cfg.Config, id) >= s.headroom+s.cfg.MaxAboveWatermark {
 			due = id
 		}
 	}
