@@ -2,6 +2,8 @@ package operator_test
 
 import (
 	"context"
+	"net/netip"
+	"slices"
 	"testing"
 	"time"
 
@@ -173,4 +175,148 @@ func labelledCounter(t *testing.T, reg *prometheus.Registry, name, label, value 
 		}
 	}
 	return 0
+}
+
+// TestLeastUsedPrefixDrainedWhole: m5.large with prefix delegation,
+// pre-allocate 4, excess released at once. The pool grows to three /28s;
+// then the pods left are 3 in one prefix (A) and 1 in another (B), none
+// in the third (C). Playing Cilium's agent, the test sees C released
+// whole, and B's 15 free members marked and, acknowledged, held out of
+// service (ready-for-release, still listed) while its pod runs; once that
+// pod goes its address follows, and B is released whole: EC2 keeps only
+// A, the pool holds A's 16 addresses (at most pre-allocate + 16 free),
+// enipam_consolidations_total{kind="prefix"} is 1 with a
+// PrefixConsolidated event, and no address in use ever left the pool.
+func TestLeastUsedPrefixDrainedWhole(t *testing.T) {
+	const node, instance = "node-frag", "i-0a000000000000001"
+	r := newRig(t, vpcScenario)
+	opts := r.options()
+	opts.ReleaseExcessIPs, opts.ReleaseDelay, opts.PrefixDelegation = true, 0, true
+	opts.Consolidation.Enabled = true
+	_, reg, _ := r.startOperator(opts)
+	r.addNode(node, instance, "us-east-1a", nil, ipamtypes.IPAMSpec{PreAllocate: 4})
+	r.waitNode(node, 20*time.Second, "one prefix", func(cn *ciliumv2.CiliumNode) bool { return len(cn.Spec.IPAM.Pool) == 16 })
+	r.use(node, 16)
+	r.waitNode(node, 20*time.Second, "two prefixes", func(cn *ciliumv2.CiliumNode) bool { return len(cn.Spec.IPAM.Pool) == 32 })
+	r.use(node, 14)
+	cn := r.waitNode(node, 20*time.Second, "three prefixes", func(cn *ciliumv2.CiliumNode) bool { return len(cn.Spec.IPAM.Pool) == 48 })
+	var prefixes []netip.Prefix
+	for _, e := range cn.Status.ENI.ENIs {
+		for _, p := range e.Prefixes {
+			prefixes = append(prefixes, netip.Prefix(p.Prefix))
+		}
+	}
+	if len(prefixes) != 3 {
+		t.Fatalf("prefixes %v, want 3", prefixes)
+	}
+	slices.SortFunc(prefixes, netip.Prefix.Compare)
+	a, b, c := prefixes[0], prefixes[1], prefixes[2]
+	members := func(p netip.Prefix) []string {
+		var out []string
+		for ip := p.Addr(); p.Contains(ip); ip = ip.Next() {
+			out = append(out, ip.String())
+		}
+		return out
+	}
+	keepA, keepB := members(a)[:3], members(b)[5]
+	r.agentUpdate(node, func(cn *ciliumv2.CiliumNode) {
+		used := ipamtypes.AllocationMap{}
+		for _, ip := range append(slices.Clone(keepA), keepB) {
+			used[ip] = ipamtypes.AllocationIP{Owner: "default/pod-" + ip, Resource: cn.Spec.IPAM.Pool[ip].Resource}
+		}
+		cn.Status.IPAM.Used = used
+	})
+
+	// ack acknowledges every marked address no pod uses, and checks that
+	// no address in use left the pool; it reports whether cond holds.
+	ack := func(cond func(cn *ciliumv2.CiliumNode) bool) wait.ConditionWithContextFunc {
+		return func(ctx context.Context) (bool, error) {
+			cn := r.node(node)
+			for ip := range cn.Status.IPAM.Used {
+				if _, ok := cn.Spec.IPAM.Pool[ip]; !ok {
+					t.Fatalf("address %s in use left the pool", ip)
+				}
+			}
+			marked := false
+			for _, st := range cn.Status.IPAM.ReleaseIPs {
+				marked = marked || st == ipamoption.IPAMMarkForRelease
+			}
+			if marked {
+				r.agentUpdate(node, func(cn *ciliumv2.CiliumNode) {
+					for ip, st := range cn.Status.IPAM.ReleaseIPs {
+						if st != ipamoption.IPAMMarkForRelease {
+							continue
+						}
+						if _, inUse := cn.Status.IPAM.Used[ip]; inUse {
+							cn.Status.IPAM.ReleaseIPs[ip] = ipamoption.IPAMDoNotRelease
+						} else {
+							cn.Status.IPAM.ReleaseIPs[ip] = ipamoption.IPAMReadyForRelease
+						}
+					}
+				})
+				return false, nil
+			}
+			return cond(cn), nil
+		}
+	}
+	held := func(cn *ciliumv2.CiliumNode) bool {
+		for _, ip := range members(b) {
+			if ip == keepB {
+				continue
+			}
+			if _, listed := cn.Spec.IPAM.Pool[ip]; !listed || cn.Status.IPAM.ReleaseIPs[ip] != ipamoption.IPAMReadyForRelease {
+				return false
+			}
+		}
+		return true
+	}
+	cGone := func(cn *ciliumv2.CiliumNode) bool {
+		_, listed := cn.Spec.IPAM.Pool[c.Addr().String()]
+		return !listed
+	}
+	if err := wait.PollUntilContextTimeout(r.ctx, 100*time.Millisecond, 30*time.Second, true, ack(func(cn *ciliumv2.CiliumNode) bool {
+		return cGone(cn) && held(cn)
+	})); err != nil {
+		cn := r.node(node)
+		t.Fatalf("C released and B's free members held: %v; pool %d, release-ips %v", err, len(cn.Spec.IPAM.Pool), cn.Status.IPAM.ReleaseIPs)
+	}
+	// B's members stay held, never taken back, while its pod runs.
+	for range 5 {
+		time.Sleep(time.Second)
+		if cn := r.node(node); !held(cn) {
+			t.Fatalf("B's acknowledged members were taken back while B drains: release-ips %v", cn.Status.IPAM.ReleaseIPs)
+		}
+	}
+
+	// B's pod goes.
+	r.agentUpdate(node, func(cn *ciliumv2.CiliumNode) { delete(cn.Status.IPAM.Used, keepB) })
+	if err := wait.PollUntilContextTimeout(r.ctx, 100*time.Millisecond, 30*time.Second, true, ack(func(cn *ciliumv2.CiliumNode) bool {
+		return len(cn.Spec.IPAM.Pool) == 16
+	})); err != nil {
+		cn := r.node(node)
+		t.Fatalf("B never released: %v; pool %d, release-ips %v", err, len(cn.Spec.IPAM.Pool), cn.Status.IPAM.ReleaseIPs)
+	}
+	cn = r.node(node)
+	for ip := range cn.Spec.IPAM.Pool {
+		if !a.Contains(netip.MustParseAddr(ip)) {
+			t.Errorf("pool keeps %s outside prefix %s", ip, a)
+		}
+	}
+	if free := freeIPs(cn); free > 4+16 {
+		t.Errorf("%d free addresses, want at most pre-allocate + 16", free)
+	}
+	attached, _ := r.enisOf(instance)
+	var inEC2 []string
+	for _, e := range attached {
+		for _, p := range e.IPv4Prefixes {
+			inEC2 = append(inEC2, p.IPv4Prefix)
+		}
+	}
+	if len(inEC2) != 1 || inEC2[0] != a.String() {
+		t.Errorf("EC2 shows prefixes %v, want only %s", inEC2, a)
+	}
+	r.waitEvent(node, "PrefixConsolidated")
+	if got := labelledCounter(t, reg, "enipam_consolidations_total", "kind", "prefix"); got != 1 {
+		t.Errorf("enipam_consolidations_total{kind=prefix} = %v, want 1", got)
+	}
 }
