@@ -12,11 +12,15 @@ import (
 	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/enipam/enipam/test/ec2sim"
 )
 
 // TestEmptiedSecondaryENIDetachedAndDeleted: m5.large (3 ENIs of 9
 // secondary addresses), pods on the primary ENI, pre-allocate 4, excess
-// released at once, consolidation after 2 s. 16 pods grow the pool over
+// released at once, consolidation after 2 s, ec2sim's realistic timing
+// (attachments and detachments taking seconds, describes lagging), the
+// ENI collector every half second. 16 pods grow the pool over
 // three ENIs; then every pod goes but those on the primary ENI and one on
 // the first secondary ENI. Playing Cilium's agent (acknowledging every
 // address marked that no pod uses), the test sees the last secondary ENI,
@@ -29,9 +33,15 @@ import (
 func TestEmptiedSecondaryENIDetachedAndDeleted(t *testing.T) {
 	const node, instance = "node-cons", "i-0a000000000000001"
 	r := newRig(t, vpcScenario)
+	if err := r.sim.State().SetTiming(ec2sim.RealisticTiming()); err != nil {
+		t.Fatal(err)
+	}
 	opts := r.options()
 	opts.ReleaseExcessIPs, opts.ReleaseDelay = true, 0
 	opts.Consolidation.Enabled, opts.Consolidation.Delay = true, 2*time.Second
+	// The collector runs often and takes any unattached ENI of the
+	// cluster older than a second: it may delete the detached ENI first.
+	opts.GCInterval, opts.GCMinAge = 500*time.Millisecond, time.Second
 	_, reg, _ := r.startOperator(opts)
 	r.addNode(node, instance, "us-east-1a", nil, ipamtypes.IPAMSpec{PreAllocate: 4})
 	for range 4 {
