@@ -60,6 +60,7 @@ func TestEmptiedSecondaryENIDetachedAndDeleted(t *testing.T) {
 		t.Fatalf("ENIs by device index %v, want 0, 1 and 2", byNumber)
 	}
 
+	grown := time.Now()
 	// Every pod goes but those on the primary ENI and one on device 1.
 	var pinned string
 	r.agentUpdate(node, func(cn *ciliumv2.CiliumNode) {
@@ -126,9 +127,9 @@ func TestEmptiedSecondaryENIDetachedAndDeleted(t *testing.T) {
 		t.Error("an address in use was marked for release")
 	}
 
-	cn = r.waitNode(node, 20*time.Second, "status without the deleted ENI", func(cn *ciliumv2.CiliumNode) bool {
+	cn = r.waitNode(node, 20*time.Second, "status without the deleted ENI, no operator-status error", func(cn *ciliumv2.CiliumNode) bool {
 		_, listed := cn.Status.ENI.ENIs[last]
-		return !listed
+		return !listed && cn.Status.IPAM.OperatorStatus.Error == ""
 	})
 	attached, orphans := r.enisOf(instance)
 	if len(attached) != 2 || len(orphans) != 0 {
@@ -157,6 +158,14 @@ func TestEmptiedSecondaryENIDetachedAndDeleted(t *testing.T) {
 		}
 	}
 	r.waitEvent(node, "ENIConsolidated")
+	// The attachments of the growth may outlast the rig's routing
+	// patience (2 s); once grown, no address waits for the agent.
+	for _, ev := range r.events(node) {
+		late := ev.EventTime.After(grown) || (ev.Series != nil && ev.Series.LastObservedTime.After(grown))
+		if ev.Reason == "AwaitingRouting" && late {
+			t.Errorf("event %s after the growth: %s", ev.Reason, ev.Note)
+		}
+	}
 	if got := labelledCounter(t, reg, "enipam_consolidations_total", "kind", "eni"); got != 1 {
 		t.Errorf("enipam_consolidations_total{kind=eni} = %v, want 1", got)
 	}
