@@ -29,7 +29,10 @@ import (
 // enipam_consolidations_total{kind="eni"} 1. The ENI carrying a pod is
 // never chosen and keeps its pod's address; no address in use ever
 // leaves the pool; the pool holds what EC2 shows; no ENI is left
-// unattached.
+// unattached. Then two pods stay on the primary ENI, which now carries
+// the node: device 1's free addresses go out of service around its pod
+// while the primary ENI takes the headroom, and once the pod goes the ENI
+// is deleted too (a second consolidation).
 func TestEmptiedSecondaryENIDetachedAndDeleted(t *testing.T) {
 	const node, instance = "node-cons", "i-0a000000000000001"
 	r := newRig(t, vpcScenario)
@@ -84,41 +87,46 @@ func TestEmptiedSecondaryENIDetachedAndDeleted(t *testing.T) {
 	// The agent acknowledges whatever is marked and unused, until the
 	// emptied ENI is gone from EC2.
 	var sawBusyMarked bool
-	err := wait.PollUntilContextTimeout(r.ctx, 100*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
-		cn := r.node(node)
-		for ip := range used {
-			if _, ok := cn.Spec.IPAM.Pool[ip]; !ok {
-				t.Fatalf("address %s in use left the pool", ip)
-			}
-			if st, ok := cn.Status.IPAM.ReleaseIPs[ip]; ok && st != ipamoption.IPAMDoNotRelease {
-				sawBusyMarked = true
-			}
-		}
-		ack := false
-		for _, st := range cn.Status.IPAM.ReleaseIPs {
-			ack = ack || st == ipamoption.IPAMMarkForRelease
-		}
-		if ack {
-			r.agentUpdate(node, func(cn *ciliumv2.CiliumNode) {
-				for ip, st := range cn.Status.IPAM.ReleaseIPs {
-					if st != ipamoption.IPAMMarkForRelease {
-						continue
-					}
-					if _, inUse := cn.Status.IPAM.Used[ip]; inUse {
-						cn.Status.IPAM.ReleaseIPs[ip] = ipamoption.IPAMDoNotRelease
-					} else {
-						cn.Status.IPAM.ReleaseIPs[ip] = ipamoption.IPAMReadyForRelease
-					}
+	ack := func(done func() bool) wait.ConditionWithContextFunc {
+		return func(ctx context.Context) (bool, error) {
+			cn := r.node(node)
+			for ip := range used {
+				if _, ok := cn.Spec.IPAM.Pool[ip]; !ok {
+					t.Fatalf("address %s in use left the pool", ip)
 				}
-			})
+				if st, ok := cn.Status.IPAM.ReleaseIPs[ip]; ok && st != ipamoption.IPAMDoNotRelease {
+					sawBusyMarked = true
+				}
+			}
+			ack := false
+			for _, st := range cn.Status.IPAM.ReleaseIPs {
+				ack = ack || st == ipamoption.IPAMMarkForRelease
+			}
+			if ack {
+				r.agentUpdate(node, func(cn *ciliumv2.CiliumNode) {
+					for ip, st := range cn.Status.IPAM.ReleaseIPs {
+						if st != ipamoption.IPAMMarkForRelease {
+							continue
+						}
+						if _, inUse := cn.Status.IPAM.Used[ip]; inUse {
+							cn.Status.IPAM.ReleaseIPs[ip] = ipamoption.IPAMDoNotRelease
+						} else {
+							cn.Status.IPAM.ReleaseIPs[ip] = ipamoption.IPAMReadyForRelease
+						}
+					}
+				})
+			}
+			return done(), nil
 		}
+	}
+	err := wait.PollUntilContextTimeout(r.ctx, 100*time.Millisecond, 60*time.Second, true, ack(func() bool {
 		for _, e := range r.dump().NetworkInterfaces {
 			if e.NetworkInterfaceID == last {
-				return false, nil
+				return false
 			}
 		}
-		return true, nil
-	})
+		return true
+	}))
 	if err != nil {
 		attached, _ := r.enisOf(instance)
 		t.Fatalf("ENI %s (device 2, no pod) never deleted: %v; attached %d ENIs", last, err, len(attached))
@@ -171,6 +179,64 @@ func TestEmptiedSecondaryENIDetachedAndDeleted(t *testing.T) {
 	}
 	if got := r.calls("DetachNetworkInterface"); got != 1 {
 		t.Errorf("DetachNetworkInterface calls = %d, want 1", got)
+	}
+
+	// The primary ENI carries the node's pods and headroom: device 1 is
+	// drained next, its free addresses out of service while its pod
+	// runs; once the pod goes, it is deleted too.
+	// Two pods stay on the primary ENI: device 1 goes out of service
+	// while its pod runs, the primary takes the headroom.
+	r.agentUpdate(node, func(cn *ciliumv2.CiliumNode) {
+		kept := ipamtypes.AllocationMap{pinned: cn.Status.IPAM.Used[pinned]}
+		for ip, a := range cn.Status.IPAM.Used {
+			if len(kept) < 3 && cn.Spec.IPAM.Pool[ip].Resource == primary {
+				kept[ip] = a
+			}
+		}
+		cn.Status.IPAM.Used = kept
+	})
+	used = r.node(node).Status.IPAM.Used
+	if err := wait.PollUntilContextTimeout(r.ctx, 100*time.Millisecond, 60*time.Second, true, ack(func() bool {
+		cn := r.node(node)
+		onPrimary := 0
+		for ip, e := range cn.Spec.IPAM.Pool {
+			_, leaving := cn.Status.IPAM.ReleaseIPs[ip]
+			if e.Resource == busy && ip != pinned && !leaving {
+				return false
+			}
+			if _, inUse := cn.Status.IPAM.Used[ip]; e.Resource == primary && !leaving && !inUse {
+				onPrimary++
+			}
+		}
+		return onPrimary >= 4
+	})); err != nil {
+		t.Fatalf("device 1 never drained around its pod (the headroom on the primary ENI): %v", err)
+	}
+	r.agentUpdate(node, func(cn *ciliumv2.CiliumNode) { delete(cn.Status.IPAM.Used, pinned) })
+	delete(used, pinned)
+	if err := wait.PollUntilContextTimeout(r.ctx, 100*time.Millisecond, 60*time.Second, true, ack(func() bool {
+		for _, e := range r.dump().NetworkInterfaces {
+			if e.NetworkInterfaceID == busy {
+				return false
+			}
+		}
+		return true
+	})); err != nil {
+		t.Fatalf("ENI %s (device 1) never deleted once its pod left: %v", busy, err)
+	}
+	r.waitNode(node, 20*time.Second, "the pool on the primary ENI alone, 4 free", func(cn *ciliumv2.CiliumNode) bool {
+		for _, e := range cn.Spec.IPAM.Pool {
+			if e.Resource != primary {
+				return false
+			}
+		}
+		return len(cn.Status.ENI.ENIs) == 1 && freeIPs(cn) >= 4
+	})
+	if got := labelledCounter(t, reg, "enipam_consolidations_total", "kind", "eni"); got != 2 {
+		t.Errorf("enipam_consolidations_total{kind=eni} = %v, want 2", got)
+	}
+	if attached, orphans := r.enisOf(instance); len(attached) != 1 || len(orphans) != 0 {
+		t.Errorf("EC2: %d ENIs attached, %d unattached of the cluster; want 1 and 0", len(attached), len(orphans))
 	}
 }
 

@@ -24,8 +24,8 @@ import (
 // least-used /28 leave the pool together and its busy ones follow as
 // their pods go (the prefix's acknowledged members are held, never handed
 // out, until all 16 are). A secondary ENI that then holds no address for
-// the policy's delay, the node grown by no ENI meanwhile and its other
-// ENIs with room for its headroom (so it is not needed back soon), is
+// the policy's delay, the node grown by no ENI meanwhile and its pods and
+// headroom fitting on its other ENIs (so it is not needed back soon), is
 // detached, and deleted once EC2 shows it available. Never the
 // primary ENI, never an ENI of another owner, never an ENI with an address
 // (so none in use or stamped), never below the pool's floor: only excess
@@ -59,6 +59,9 @@ type consolidationMemory struct {
 	detachedAt time.Time
 	// drainPrefix is the /28 whose members leave the pool as they free.
 	drainPrefix netip.Prefix
+	// drainENI is the secondary ENI whose free addresses leave the pool
+	// as they free, while the node's other ENIs can carry it.
+	drainENI string
 }
 
 // consolidating reports whether consolidation acts on the node.
@@ -119,24 +122,6 @@ func emptyENIs(snap *pool.Node, cfg *pool.Config, cluster string, named func(eni
 		}
 	}
 	return out
-}
-
-// roomElsewhere counts the addresses the node's usable ENIs other than
-// except can still take without a new ENI (a free slot takes a /28 under
-// prefix delegation): an empty ENI is not needed within the headroom
-// when they cover it.
-func roomElsewhere(snap *pool.Node, cfg *pool.Config, except string) int {
-	perSlot := 1
-	if cfg.PrefixDelegation && snap.Type.PrefixDelegation() {
-		perSlot = pool.IPsPerPrefix
-	}
-	n := 0
-	for i := range snap.ENIs {
-		if e := &snap.ENIs[i]; e.ID != except && pool.Usable(e, cfg) {
-			n += max(snap.Type.IPv4PerENI-e.Slots(), 0) * perSlot
-		}
-	}
-	return n
 }
 
 // member is the state of one address of a prefix, as drainPrefix sees it.
@@ -304,6 +289,94 @@ func (s *nodeSync) draining(ip netip.Addr) bool {
 	return p.IsValid() && p.Contains(ip)
 }
 
+// drainingENI returns the secondary ENI to drain, "" for none: the one
+// drained so far, or the first of drainOrder, while the node's pods and
+// headroom fit on its other ENIs (their address slots, primary
+// addresses apart) and it grew no ENI within the delay. Prefix-delegated
+// nodes drain /28s instead (drainPrefixes).
+func (s *nodeSync) drainingENI() string {
+	c := &s.mem.consolidation
+	if !s.consolidating() || s.cfg.PrefixDelegation || s.hasPrefixes() || s.r.now().Sub(c.grewAt) < s.cfg.Consolidation.Delay {
+		c.drainENI = ""
+		return ""
+	}
+	id := c.drainENI
+	if id == "" || !slices.ContainsFunc(s.snap.ENIs, func(e cloud.ENI) bool { return e.ID == id && consolidatable(&e, &s.cfg.Config, s.r.opts.Cluster) }) {
+		id = ""
+		if order := s.drainOrder(); len(order) > 0 {
+			id = order[0]
+		}
+	}
+	if id == "" || carriedElsewhere(&s.snap, &s.cfg.Config, id) < s.snap.Used+s.headroom+s.cfg.MaxAboveWatermark {
+		if c.drainENI != "" {
+			s.r.log.Info("ENI no longer drained: the node needs it", "node", s.cn.Name, "eni", c.drainENI)
+		}
+		c.drainENI = ""
+		return ""
+	}
+	if c.drainENI != id {
+		s.r.log.Info("draining the least-used ENI", "node", s.cn.Name, "eni", id)
+	}
+	c.drainENI = id
+	return id
+}
+
+// carriedElsewhere counts the addresses the node's usable ENIs other
+// than except can hold (each ENI's slots, its primary address apart; a
+// slot holds a /28 under prefix delegation): the node does not need
+// except while its pods and headroom fit in them.
+func carriedElsewhere(snap *pool.Node, cfg *pool.Config, except string) int {
+	perSlot := 1
+	if cfg.PrefixDelegation && snap.Type.PrefixDelegation() {
+		perSlot = pool.IPsPerPrefix
+	}
+	n := 0
+	for i := range snap.ENIs {
+		if e := &snap.ENIs[i]; e.ID != except && pool.Usable(e, cfg) {
+			n += max(snap.Type.IPv4PerENI-1, 0) * perSlot
+		}
+	}
+	return n
+}
+
+// stopDrainingENI puts the drained ENI back in service (its marked
+// addresses are taken back) and plans again.
+func (s *nodeSync) stopDrainingENI() pool.Plan {
+	s.r.log.Info("ENI no longer drained: the other ENIs cannot cover the node", "node", s.cn.Name, "eni", s.snap.Draining)
+	s.mem.consolidation.drainENI, s.snap.Draining = "", ""
+	if s.pool.abortRelease(&s.snap) > 0 {
+		s.countPool()
+	}
+	return pool.Compute(&s.snap, &s.cfg.Config)
+}
+
+// markDrainingENI marks every free address of the ENI being drained:
+// Cilium's agent hands none out, so new pods land on the other ENIs, and
+// the planner makes up for them there (pool.Node.Draining).
+func (s *nodeSync) markDrainingENI() {
+	id := s.mem.consolidation.drainENI
+	if id == "" {
+		return
+	}
+	n := 0
+	for key, entry := range s.cn.Spec.IPAM.Pool {
+		if entry.Resource != id || entry.Owner != "" || s.pool.inHandshake(key) {
+			continue
+		}
+		if _, used := s.cn.Status.IPAM.Used[key]; used {
+			continue
+		}
+		if ip, err := netip.ParseAddr(key); err != nil || s.claimed(ip) {
+			continue
+		}
+		s.pool.mark(key)
+		n++
+	}
+	if n > 0 {
+		s.r.log.Info("marked the free addresses of the ENI being drained", "node", s.cn.Name, "eni", id, "ips", n)
+	}
+}
+
 // outstandingRelease counts the addresses marked or acknowledged but not
 // released yet, apart from the drained prefix's (held until all 16 are
 // acknowledged, they must not stop other releases).
@@ -314,6 +387,9 @@ func (s *nodeSync) outstandingRelease() int {
 			continue
 		}
 		if ip, err := netip.ParseAddr(key); err == nil && s.draining(ip) {
+			continue
+		}
+		if d := s.snap.Draining; d != "" && s.cn.Spec.IPAM.Pool[key].Resource == d {
 			continue
 		}
 		n++
@@ -367,7 +443,7 @@ func (s *nodeSync) consolidateENIs(ctx context.Context) {
 			s.requeueWithin(wait)
 			continue
 		}
-		if due == "" && roomElsewhere(&s.snap, &s.cfg.Config, id) >= s.headroom+s.cfg.MaxAboveWatermark {
+		if due == "" && carriedElsewhere(&s.snap, &s.cfg.Config, id) >= s.snap.Used+s.headroom+s.cfg.MaxAboveWatermark {
 			due = id
 		}
 	}

@@ -108,19 +108,22 @@ func TestLeastUsedPrefixSkipsPinnedAndWhollyFree(t *testing.T) {
 	}
 }
 
-// TestRoomElsewhereCountsOtherUsableENIs: m5.xlarge (15 slots per ENI):
-// the room an empty ENI leaves behind is the free slots of the node's
-// other usable ENIs, 16 addresses a slot under prefix delegation.
-func TestRoomElsewhereCountsOtherUsableENIs(t *testing.T) {
+// TestCarriedElsewhereCountsOtherUsableENIs: m5.xlarge (15 slots per
+// ENI): what the node's other usable ENIs can hold, whatever they hold
+// now, 14 addresses each, 14 /28s under prefix delegation.
+func TestCarriedElsewhereCountsOtherUsableENIs(t *testing.T) {
 	snap := &pool.Node{Type: cloud.InstanceType{Name: "m5.xlarge", MaxENIs: 4, IPv4PerENI: 15, Hypervisor: "nitro"}, ENIs: []cloud.ENI{
 		{ID: "eni-0", DeviceIndex: 0, IPs: make([]netip.Addr, 10)},
 		{ID: "eni-1", DeviceIndex: 1, IPs: make([]netip.Addr, 14)},
 		{ID: "eni-2", DeviceIndex: 2},
 	}}
-	if got := roomElsewhere(snap, &pool.Config{}, "eni-2"); got != 4 {
-		t.Errorf("room besides eni-2 = %d, want 4 (eni-0's free slots)", got)
+	if got := carriedElsewhere(snap, &pool.Config{}, "eni-2"); got != 28 {
+		t.Errorf("carried besides eni-2 = %d, want 28", got)
 	}
-	if got := roomElsewhere(snap, &pool.Config{PrefixDelegation: true}, "eni-2"); got != 64 {
-		t.Errorf("room besides eni-2 under prefix delegation = %d, want 64", got)
+	if got := carriedElsewhere(snap, &pool.Config{FirstInterfaceIndex: 1}, "eni-2"); got != 14 {
+		t.Errorf("carried besides eni-2 from device 1 = %d, want 14", got)
+	}
+	if got := carriedElsewhere(snap, &pool.Config{PrefixDelegation: true}, "eni-2"); got != 28*16 {
+		t.Errorf("carried besides eni-2 under prefix delegation = %d, want %d", got, 28*16)
 	}
 }

@@ -318,6 +318,8 @@ func (v *poolView) counts() (available, used int) {
 // still shows on their ENI, and returns how many. Only marked ones: an IP
 // the agent acknowledged may already have been unassigned (the write
 // after the Unassign can be lost), so it is always released to the end.
+//
+// The addresses of the ENI being drained (snap.Draining) stay marked.
 func (v *poolView) abortRelease(snap *pool.Node) int {
 	n := 0
 	for ip, st := range v.cn.Status.IPAM.ReleaseIPs {
@@ -326,7 +328,7 @@ func (v *poolView) abortRelease(snap *pool.Node) int {
 		}
 		addr, err := netip.ParseAddr(ip)
 		entry, inPool := v.cn.Spec.IPAM.Pool[ip]
-		if err != nil || !inPool || entry.Owner != "" || !onENI(snap, entry.Resource, addr) {
+		if err != nil || !inPool || entry.Owner != "" || !onENI(snap, entry.Resource, addr) || (snap.Draining != "" && entry.Resource == snap.Draining) {
 			continue
 		}
 		delete(v.cn.Status.IPAM.ReleaseIPs, ip)

@@ -181,6 +181,7 @@ func (s *nodeSync) markExcess() {
 	if !s.cfg.ReleaseExcessIPs || s.pool == nil {
 		return
 	}
+	s.markDrainingENI()
 	available, used := s.pool.counts()
 	used += s.waiting
 	excess := pool.Excess(available, used, s.cfg.Knobs)

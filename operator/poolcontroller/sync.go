@@ -126,6 +126,7 @@ func (s *nodeSync) run(ctx context.Context) {
 		pool.Short(&s.snap, &s.cfg.Config, needed))
 
 	s.keepDraining(needed)
+	s.snap.Draining = s.drainingENI()
 	if needed > 0 {
 		// Demand is back: IPs marked but not yet acknowledged are handed
 		// back first.
@@ -145,6 +146,11 @@ func (s *nodeSync) run(ctx context.Context) {
 	}
 
 	plan := pool.Compute(&s.snap, &s.cfg.Config)
+	if s.snap.Draining != "" && (plan.Create != nil || plan.Adopt != nil || plan.Deferred || plan.Blocked != nil) {
+		// The other ENIs cannot carry the node: the drained one serves
+		// again.
+		plan = s.stopDrainingENI()
+	}
 	if plan.Needed > 0 && s.mem.deficitAt.IsZero() {
 		s.mem.deficitAt = r.now()
 	}
@@ -419,6 +425,7 @@ func (s *nodeSync) snapshot(ctx context.Context) bool {
 		return false
 	}
 	s.snap, s.haveSnap = snap, true
+	s.snap.Draining = s.mem.consolidation.drainENI
 	return true
 }
 
