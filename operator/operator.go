@@ -235,7 +235,8 @@ func (t *term) wire(opts Options, awsCfg aws.Config, log *slog.Logger) error {
 		Defaults: policy.Defaults{
 			Knobs: opts.Knobs, FirstInterfaceIndex: opts.FirstInterfaceIndex, PrefixDelegation: opts.PrefixDelegation,
 			ReleaseExcessIPs: opts.ReleaseExcessIPs, ReleaseDelay: opts.ReleaseDelay,
-			Adaptive: opts.Headroom == string(enipamv1alpha1.HeadroomAdaptive),
+			Consolidation: opts.Consolidation,
+			Adaptive:      opts.Headroom == string(enipamv1alpha1.HeadroomAdaptive),
 		},
 		Demand:           podDemand,
 		ConsistencyGrace: min(opts.ResyncInterval, 2*time.Minute),

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/enipam/enipam/operator/policy"
 	"github.com/enipam/enipam/operator/pool"
 )
 
@@ -41,6 +42,8 @@ type Options struct {
 	PrefixDelegation    bool
 	ReleaseExcessIPs    bool
 	ReleaseDelay        time.Duration
+	// Consolidation is the default of ENIPolicy's consolidation.
+	Consolidation policy.Consolidation
 	// Headroom is the default headroom policy: "Fixed" (pre-allocate) or
 	// "Adaptive" (learnt from each node's arrivals).
 	Headroom string
@@ -76,6 +79,7 @@ func DefaultOptions() Options {
 		Knobs:            pool.Knobs{PreAllocate: 8, AgentEndpoints: 2},
 		ReleaseExcessIPs: true,
 		ReleaseDelay:     3 * time.Minute,
+		Consolidation:    policy.Consolidation{Enabled: true, Delay: time.Minute},
 		Headroom:         "Fixed",
 		PodDemand:        true,
 		MetricsAddress:   ":9090",
@@ -114,6 +118,8 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&o.PrefixDelegation, "prefix-delegation", o.PrefixDelegation, "Default: allocate /28 prefixes on nitro and bare metal instances.")
 	fs.BoolVar(&o.ReleaseExcessIPs, "release-excess-ips", o.ReleaseExcessIPs, "Default: return excess IPs through Cilium's release handshake.")
 	fs.DurationVar(&o.ReleaseDelay, "excess-ip-release-delay", o.ReleaseDelay, "Default time IPs stay in excess before release.")
+	fs.BoolVar(&o.Consolidation.Enabled, "consolidate", o.Consolidation.Enabled, "Default: drain the least-used secondary ENI (or /28) of a node holding more than it needs, and delete ENIs left without addresses (with --release-excess-ips).")
+	fs.DurationVar(&o.Consolidation.Delay, "consolidation-delay", o.Consolidation.Delay, "Default time a secondary ENI stays without addresses before it is detached and deleted (while the node's other ENIs have room for its headroom).")
 	fs.StringVar(&o.Headroom, "headroom", o.Headroom, "Default headroom policy: Fixed (pre-allocate free IPs ahead of the pods) or Adaptive (what each node's arrivals call for, at most pre-allocate; needs --pod-demand).")
 	fs.BoolVar(&o.PodDemand, "pod-demand", o.PodDemand, "Watch the pods bound to nodes without an address (a field-selected list and watch of pods), so pools grow for them before their CNI call.")
 	fs.StringVar(&o.MetricsAddress, "metrics-bind-address", o.MetricsAddress, "Prometheus metrics address (0 = off).")
@@ -149,6 +155,7 @@ func (o *Options) Validate() error {
 	check(k.MaxAllocate == 0 || k.MinAllocate <= k.MaxAllocate, "--min-allocate %d exceeds --max-allocate %d", k.MinAllocate, k.MaxAllocate)
 	check(o.FirstInterfaceIndex >= 0 && o.FirstInterfaceIndex <= 15, "--first-interface-index must be in [0, 15]")
 	check(o.ReleaseDelay >= 0, "--excess-ip-release-delay must not be negative")
+	check(o.Consolidation.Delay >= 0, "--consolidation-delay must not be negative")
 	check(o.Headroom == "Fixed" || o.Headroom == "Adaptive", "--headroom must be Fixed or Adaptive, got %q", o.Headroom)
 	check(o.Headroom != "Adaptive" || o.PodDemand, "--headroom=Adaptive learns from the pod watch: it needs --pod-demand")
 	check(!o.LeaderElect || o.LeaderNamespace != "", "--leader-election-namespace is required with --leader-elect")

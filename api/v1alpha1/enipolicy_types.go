@@ -165,12 +165,39 @@ type ENIPolicySpec struct {
 	// +optional
 	IPFamilies []IPFamily `json:"ipFamilies,omitempty"`
 
+	// Consolidation gives whole secondary ENIs (and delegated /28s) back
+	// once a node no longer needs them. It acts only with
+	// releaseExcessIPs.
+	// +optional
+	Consolidation *Consolidation `json:"consolidation,omitempty"`
+
 	// Tags are added to every ENI the operator creates for the matched
 	// nodes, beside enipam's own tags (which they cannot override).
 	// +kubebuilder:validation:MaxProperties=32
 	// +kubebuilder:validation:XValidation:rule="self.all(k, !k.startsWith('enipam.io/') && !k.startsWith('aws:'))",message="tag keys starting with enipam.io/ or aws: are reserved"
 	// +optional
 	Tags map[string]string `json:"tags,omitempty"`
+}
+
+// Consolidation is how a node gives back the ENIs and prefixes its pool
+// no longer needs. The free addresses of the node's least-used secondary
+// ENI (or /28 prefix) are released first, so new pods land elsewhere and
+// it drains as its pods go; a secondary ENI left without addresses for
+// the delay, while the node's other ENIs have room for its headroom, is
+// detached and deleted. Never the primary ENI, never an ENI holding an address in
+// use or a static IP, never below the pool's floor.
+type Consolidation struct {
+	// Enabled turns consolidation on or off; on by default (it acts only
+	// when excess addresses are released).
+	// +optional
+	Enabled *bool `json:"enabled,omitempty"`
+
+	// Delay is how long a secondary ENI must have held no address before
+	// it is detached and deleted, which happens only while the node's
+	// other ENIs have room for its headroom; a node that grew an ENI
+	// within it deletes none. Default 1m.
+	// +optional
+	Delay *metav1.Duration `json:"delay,omitempty"`
 }
 
 // Headroom is how a pool's free addresses beyond its demand are sized.

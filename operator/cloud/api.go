@@ -38,6 +38,10 @@ type API interface {
 	AttachENI(ctx context.Context, eniID, instanceID string, deviceIndex int) (string, error)
 	// SetDeleteOnTermination makes EC2 delete the ENI with its instance.
 	SetDeleteOnTermination(ctx context.Context, eniID, attachmentID string) error
+	// DetachENI starts detaching an ENI from its instance (EC2 completes
+	// it asynchronously: the ENI is detaching, then available); it
+	// returns ErrNotFound if the attachment is already gone.
+	DetachENI(ctx context.Context, attachmentID string) error
 	// DeleteENI deletes an unattached ENI; it returns ErrNotFound if the
 	// ENI is already gone.
 	DeleteENI(ctx context.Context, eniID string) error

@@ -17,7 +17,10 @@ const (
 	CreateNetworkInterface          Action = "CreateNetworkInterface"
 	AttachNetworkInterface          Action = "AttachNetworkInterface"
 	ModifyNetworkInterfaceAttribute Action = "ModifyNetworkInterfaceAttribute"
-	DeleteNetworkInterface          Action = "DeleteNetworkInterface"
+	// DetachNetworkInterface detaches a secondary ENI a node no longer
+	// needs (consolidation), before it is deleted.
+	DetachNetworkInterface Action = "DetachNetworkInterface"
+	DeleteNetworkInterface Action = "DeleteNetworkInterface"
 	// AssignPrivateIpAddresses adds addresses and prefixes, and moves a
 	// static address between ENIs (AllowReassignment).
 	AssignPrivateIpAddresses   Action = "AssignPrivateIpAddresses"
@@ -36,7 +39,7 @@ const (
 var actions = []Action{
 	DescribeVpcs, DescribeSubnets, DescribeSecurityGroups, DescribeInstances,
 	DescribeNetworkInterfaces, DescribeInstanceTypes,
-	CreateNetworkInterface, AttachNetworkInterface, ModifyNetworkInterfaceAttribute,
+	CreateNetworkInterface, AttachNetworkInterface, ModifyNetworkInterfaceAttribute, DetachNetworkInterface,
 	DeleteNetworkInterface, AssignPrivateIpAddresses, UnassignPrivateIpAddresses,
 	DescribeAddresses, AssociateAddress, DisassociateAddress,
 	AllocateAddress, ReleaseAddress,

@@ -79,6 +79,14 @@ func (c *Client) SetDeleteOnTermination(ctx context.Context, eniID, attachmentID
 	})
 }
 
+// DetachENI implements cloud.API.
+func (c *Client) DetachENI(ctx context.Context, attachmentID string) error {
+	return c.call(ctx, DetachNetworkInterface, func(ctx context.Context) error {
+		_, err := c.sdk.DetachNetworkInterface(ctx, &ec2.DetachNetworkInterfaceInput{AttachmentId: aws.String(attachmentID)})
+		return err
+	})
+}
+
 // DeleteENI implements cloud.API.
 func (c *Client) DeleteENI(ctx context.Context, eniID string) error {
 	return c.call(ctx, DeleteNetworkInterface, func(ctx context.Context) error {

@@ -63,6 +63,7 @@ type Inventory struct {
 	attaching  map[string]struct{}            // IDs of ENIs whose attachment EC2 last showed attaching
 	touched    map[string]time.Time           // instance or ENI ID → last local change
 	deleted    map[string]time.Time           // ENI ID → deleted locally
+	detached   map[string]struct{}            // IDs of ENIs detached locally, not deleted yet
 	created    map[string]time.Time           // ENI ID → created by this operator
 	notFound   map[string]time.Time           // instance ID → EC2 did not know it
 	// describedAt is when the describe that last installed each ENI
@@ -402,6 +403,7 @@ func (inv *Inventory) dropENI(id string) {
 		}
 	}
 	delete(inv.enis, id)
+	delete(inv.detached, id)
 	delete(inv.describedAt, id)
 	delete(inv.confirmed, id)
 	for ip, on := range inv.landedOn {
@@ -440,6 +442,9 @@ func (inv *Inventory) Snapshot(ctx context.Context, instanceID, cluster string) 
 	}
 	slices.SortFunc(n.ENIs, func(a, b cloud.ENI) int { return a.DeviceIndex - b.DeviceIndex })
 	for id := range inv.unattached {
+		if _, leaving := inv.detached[id]; leaving {
+			continue // consolidated: deleted, never adopted again
+		}
 		if e := inv.enis[id]; e.Tags[cloud.TagInstance] == instanceID && e.Tags[cloud.TagCluster] == cluster {
 			n.Orphans = append(n.Orphans, e.Clone())
 		}

@@ -38,9 +38,20 @@ type Defaults struct {
 	PrefixDelegation    bool
 	ReleaseExcessIPs    bool
 	ReleaseDelay        time.Duration
+	Consolidation       Consolidation
 	// Adaptive is the default headroom policy: adaptive if true, fixed
 	// (pre-allocate) otherwise.
 	Adaptive bool
+}
+
+// Consolidation is a node's resolved ENIPolicy consolidation.
+type Consolidation struct {
+	// Enabled: the least-used secondary ENI (or /28) drains first and an
+	// ENI left without addresses is deleted.
+	Enabled bool
+	// Delay is how long a secondary ENI holds no address before it is
+	// detached and deleted.
+	Delay time.Duration
 }
 
 // Config is a node's resolved configuration.
@@ -48,6 +59,8 @@ type Config struct {
 	pool.Config
 	ReleaseExcessIPs bool
 	ReleaseDelay     time.Duration
+	// Consolidation acts only with ReleaseExcessIPs.
+	Consolidation Consolidation
 	// Tags go on every ENI created for the node.
 	Tags map[string]string
 	// Policy names the governing ENIPolicy, "" when none matched.
@@ -141,6 +154,15 @@ func Resolve(cn *ciliumv2.CiliumNode, p *enipamv1alpha1.ENIPolicy, d Defaults) C
 	}
 	if ps.ExcessIPReleaseDelay != nil {
 		c.ReleaseDelay = ps.ExcessIPReleaseDelay.Duration
+	}
+	c.Consolidation = d.Consolidation
+	if pc := ps.Consolidation; pc != nil {
+		if pc.Enabled != nil {
+			c.Consolidation.Enabled = *pc.Enabled
+		}
+		if pc.Delay != nil {
+			c.Consolidation.Delay = pc.Delay.Duration
+		}
 	}
 	c.Tags = ps.Tags
 	return c

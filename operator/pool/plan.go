@@ -93,10 +93,10 @@ func (p *Plan) Empty() bool { return len(p.Assign) == 0 && p.Adopt == nil && p.C
 
 // Usable reports whether eni may carry pod IPs under cfg: an ordinary ENI
 // on network card 0 (never EFA, trunk or branch), not the property of an
-// AWS service, at or above the first interface index, not excluded by
-// tags.
+// AWS service, at or above the first interface index, not detaching, not
+// excluded by tags.
 func Usable(eni *cloud.ENI, cfg *Config) bool {
-	if !eni.Ordinary() || eni.RequesterManaged || eni.DeviceIndex < cfg.FirstInterfaceIndex {
+	if !eni.Ordinary() || eni.RequesterManaged || eni.DeviceIndex < cfg.FirstInterfaceIndex || eni.AttachmentStatus == cloud.AttachmentDetaching {
 		return false
 	}
 	return !cloud.MatchTags(eni.Tags, cfg.ExcludeTags)
@@ -127,7 +127,7 @@ func Compute(n *snapshot.Node, cfg *Config) Plan {
 		if remaining <= 0 {
 			break
 		}
-		if !Usable(eni, cfg) {
+		if !Usable(eni, cfg) || eni.ID == n.Draining {
 			continue
 		}
 		room := n.Type.IPv4PerENI - eni.Slots()

@@ -309,3 +309,24 @@ func TestComputeOrdinaryCardZeroOnly(t *testing.T) {
 		t.Errorf("max IPs %d, want 9: one usable slot of card 0 left", room.MaxIPs)
 	}
 }
+
+// TestComputeAssignsNothingOnTheDrainedENI: m5.large, pre-allocate 4,
+// the primary ENI holding 3 addresses, eni-1 (device 1, 2 addresses)
+// being drained for consolidation: the need goes to the primary ENI
+// though eni-1 has room; with the primary full, the plan asks for a new
+// ENI (the caller then stops draining) rather than assigning on the
+// drained one.
+func TestComputeAssignsNothingOnTheDrainedENI(t *testing.T) {
+	cfg := &Config{Knobs: Knobs{PreAllocate: 4}}
+	n := node(m5large, withIPs(0, 3), withENI(1, nil), withIPs(1, 2), withPool(5, 5))
+	n.Draining = "eni-1"
+	p := Compute(n, cfg)
+	if len(p.Assign) != 1 || p.Assign[0].ENIID != "eni-0" || p.Assign[0].IPs != 4 || p.Create != nil {
+		t.Fatalf("plan = %+v, want 4 on eni-0 only", p)
+	}
+	n = node(m5large, withIPs(0, 9), withENI(1, nil), withIPs(1, 2), withPool(5, 5))
+	n.Draining = "eni-1"
+	if p := Compute(n, cfg); len(p.Assign) != 0 || p.Create == nil {
+		t.Fatalf("plan = %+v, want a new ENI and nothing on the drained eni-1", p)
+	}
+}

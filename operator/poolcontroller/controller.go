@@ -171,6 +171,8 @@ type memory struct {
 	// NodeRouting's spec.remapQueries, the ENI it asked about and the
 	// generation its write made (staticremap.go).
 	remapsAsked map[string]remapAsk
+	// consolidation: consolidate.go.
+	consolidation consolidationMemory
 }
 
 // repair is the backoff of a repair that did not stick.

@@ -17,6 +17,7 @@ type Metrics struct {
 	writes            *prometheus.CounterVec
 	staticPlaced      prometheus.Counter
 	staticFastMoves   prometheus.Counter
+	consolidations    *prometheus.CounterVec
 }
 
 // NewMetrics registers the controller's metrics on reg.
@@ -51,8 +52,11 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		staticFastMoves: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "enipam_static_ips_fast_moves_total", Help: "Claimed static addresses that left a node's pool on enipam-agent's report that no endpoint there holds them, before Cilium's agent answered the release handshake.",
 		}),
+		consolidations: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "enipam_consolidations_total", Help: "Secondary ENIs detached and deleted (kind eni) and partly used /28 prefixes drained and released (kind prefix) because their node no longer needed them.",
+		}, []string{"kind"}),
 	}
-	for _, c := range []prometheus.Collector{m.nodes, m.enisCreated, m.ipsAssigned, m.ipsReleased, m.allocationLatency, m.poolHandoff, m.writes, m.staticPlaced, m.staticFastMoves} {
+	for _, c := range []prometheus.Collector{m.consolidations, m.nodes, m.enisCreated, m.ipsAssigned, m.ipsReleased, m.allocationLatency, m.poolHandoff, m.writes, m.staticPlaced, m.staticFastMoves} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -319,6 +319,8 @@ func (v *poolView) counts() (available, used int) {
 // still shows on their ENI, and returns how many. Only marked ones: an IP
 // the agent acknowledged may already have been unassigned (the write
 // after the Unassign can be lost), so it is always released to the end.
+//
+// The addresses of the ENI being drained (snap.Draining) stay marked.
 func (v *poolView) abortRelease(snap *snapshot.Node) int {
 	n := 0
 	for ip, st := range v.cn.Status.IPAM.ReleaseIPs {
@@ -327,7 +329,7 @@ func (v *poolView) abortRelease(snap *snapshot.Node) int {
 		}
 		addr, err := netip.ParseAddr(ip)
 		entry, inPool := v.cn.Spec.IPAM.Pool[ip]
-		if err != nil || !inPool || entry.Owner != "" || !onENI(snap, entry.Resource, addr) {
+		if err != nil || !inPool || entry.Owner != "" || !onENI(snap, entry.Resource, addr) || (snap.Draining != "" && entry.Resource == snap.Draining) {
 			continue
 		}
 		delete(v.cn.Status.IPAM.ReleaseIPs, ip)
@@ -346,24 +348,26 @@ func onENI(snap *snapshot.Node, eniID string, ip netip.Addr) bool {
 	return false
 }
 
-// outstanding counts IPs marked or acknowledged but not released yet.
-func (v *poolView) outstanding() int {
-	n := 0
-	for _, st := range v.cn.Status.IPAM.ReleaseIPs {
-		if st == ipamoption.IPAMMarkForRelease || st == ipamoption.IPAMReadyForRelease {
-			n++
-		}
-	}
-	return n
-}
-
 // releaseCandidates picks up to n free addresses to release: unowned,
-// unused, not in the handshake, on usable ENIs — from the highest device
-// index down, so later ENIs empty first. A delegated prefix goes only
-// whole: all 16 of its addresses free, and n leaving room for them.
-func (v *poolView) releaseCandidates(snap *snapshot.Node, cfg *pool.Config, n int) map[string][]netip.Addr {
+// unused, not in the handshake, on usable ENIs — from the ENIs in order
+// (their IDs, first emptied first; consolidation's drainOrder), the others
+// after them from the highest device index down, so later ENIs empty
+// first. A delegated prefix goes only whole: all 16 of its addresses
+// free, and n leaving room for them.
+func (v *poolView) releaseCandidates(snap *snapshot.Node, cfg *pool.Config, n int, order []string) map[string][]netip.Addr {
 	enis := slices.Clone(snap.ENIs)
-	slices.SortFunc(enis, func(a, b cloud.ENI) int { return b.DeviceIndex - a.DeviceIndex })
+	rank := func(e cloud.ENI) int {
+		if i := slices.Index(order, e.ID); i >= 0 {
+			return i
+		}
+		return len(order)
+	}
+	slices.SortFunc(enis, func(a, b cloud.ENI) int {
+		if ra, rb := rank(a), rank(b); ra != rb {
+			return ra - rb
+		}
+		return b.DeviceIndex - a.DeviceIndex
+	})
 	out := map[string][]netip.Addr{}
 	free := func(eni *cloud.ENI, ip netip.Addr) bool {
 		key := ip.String()

@@ -78,7 +78,8 @@ func (s *nodeSync) finishRelease(ctx context.Context) error {
 // no longer be released whole (a member refused, or left the handshake)
 // are taken back: no Unassign was ever sent for them, since one is sent
 // only for a whole prefix and the agent never turns an acknowledgement
-// into a refusal.
+// into a refusal. The prefix consolidation drains keeps them (the agent
+// hands none out) until its busy members follow.
 func (s *nodeSync) finishPrefixes(ctx context.Context, eniID string, ips []netip.Addr) ([]netip.Addr, error) {
 	var eni *cloud.ENI
 	for i := range s.snap.ENIs {
@@ -106,6 +107,9 @@ func (s *nodeSync) finishPrefixes(ctx context.Context, eniID string, ips []netip
 		if len(ready) == pool.IPsPerPrefix {
 			whole = append(whole, p)
 			continue
+		}
+		if p == s.mem.consolidation.drainPrefix {
+			continue // draining: its members are held until all 16 are acknowledged
 		}
 		pending := false
 		for ip := p.Masked().Addr(); p.Contains(ip); ip = ip.Next() {
@@ -177,9 +181,15 @@ func (s *nodeSync) markExcess() {
 	if !s.cfg.ReleaseExcessIPs || s.pool == nil {
 		return
 	}
+	s.markDrainingENI()
 	available, used := s.pool.counts()
 	used += s.waiting
 	excess := pool.Excess(available, used, s.cfg.Knobs)
+	if s.mem.consolidation.drainPrefix.IsValid() && excess > 0 {
+		// Members of the prefix being drained that freed since leave at
+		// once, within the excess.
+		excess -= s.drainPrefixes(excess)
+	}
 	now := s.r.now()
 	mem := s.mem
 	if mem.excessWindow.IsZero() {
@@ -199,19 +209,22 @@ func (s *nodeSync) markExcess() {
 		mem.excessWindow, mem.excessFloor = now, excess
 		s.pool.pendingRelease = max(s.cfg.ReleaseDelay, time.Second)
 	}
-	if release == 0 || s.pool.outstanding() > 0 {
+	if release == 0 || s.outstandingRelease() > 0 {
 		return
 	}
-	picked := s.pool.releaseCandidates(&s.snap, &s.cfg.Config, release)
-	if len(picked) == 0 {
-		return
-	}
+	picked := s.pool.releaseCandidates(&s.snap, &s.cfg.Config, release, s.drainOrder())
 	n := 0
 	for _, ips := range picked {
 		for _, ip := range ips {
 			s.pool.mark(ip.String())
 			n++
 		}
+	}
+	if !s.mem.consolidation.drainPrefix.IsValid() {
+		n += s.drainPrefixes(release - n)
+	}
+	if n == 0 {
+		return
 	}
 	s.r.log.Info("marked excess IPs for release", "node", s.cn.Name, "ips", n, "available", available, "used", used)
 }

@@ -129,6 +129,8 @@ func (s *nodeSync) run(ctx context.Context) {
 	r.metrics.observeNode(s.cn.Name, s.cfg.Policy, s.snap.Available, s.snap.Used-s.waiting, s.waiting, s.headroom, needed,
 		pool.Short(&s.snap, &s.cfg.Config, needed))
 
+	s.keepDraining(needed)
+	s.snap.Draining = s.drainingENI()
 	if needed > 0 {
 		// Demand is back: IPs marked but not yet acknowledged are handed
 		// back first.
@@ -148,6 +150,11 @@ func (s *nodeSync) run(ctx context.Context) {
 	}
 
 	plan := pool.Compute(&s.snap, &s.cfg.Config)
+	if s.snap.Draining != "" && (plan.Create != nil || plan.Adopt != nil || plan.Deferred || plan.Blocked != nil) {
+		// The other ENIs cannot carry the node: the drained one serves
+		// again.
+		plan = s.stopDrainingENI()
+	}
 	if plan.Needed > 0 && s.mem.deficitAt.IsZero() {
 		s.mem.deficitAt = r.now()
 	}
@@ -180,6 +187,9 @@ func (s *nodeSync) run(ctx context.Context) {
 		// what its ordinary allocations (addresses on ENIs with room)
 		// take, so one ENI in a node's life does not inflate it.
 		s.mem.deficitENI = s.mem.deficitENI || plan.Create != nil || plan.Adopt != nil
+		if plan.Create != nil || plan.Adopt != nil {
+			s.mem.consolidation.grewAt = r.now()
+		}
 		err := s.apply(ctx, &plan)
 		r.slots.release()
 		// Whatever succeeded is in the inventory now; the pool follows it.
@@ -228,6 +238,7 @@ func (s *nodeSync) run(ctx context.Context) {
 		s.r.setState(s.mem, stateDeficit)
 	}
 	s.markExcess()
+	s.consolidateENIs(ctx)
 	// EC2 changes nothing in the apiserver: a node in shape is looked at
 	// again on the resync interval (in memory, no API call unless
 	// something changed), and sooner when a pool address is missing
@@ -437,6 +448,7 @@ func (s *nodeSync) snapshot(ctx context.Context) bool {
 		return false
 	}
 	s.snap, s.haveSnap = snap, true
+	s.snap.Draining = s.mem.consolidation.drainENI
 	return true
 }
 

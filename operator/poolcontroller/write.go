@@ -55,10 +55,11 @@ func (s *nodeSync) fill() {
 	}
 	// Only ordinary ENIs of card 0: the node agent routes what is listed,
 	// and device numbers repeat across cards (an EFA or trunk interface
-	// is never the agent's).
+	// is never the agent's). A detaching ENI is no longer listed, so the
+	// agent takes its routes down.
 	enis := make(map[string]awstypes.ENI, len(s.snap.ENIs))
 	for i := range s.snap.ENIs {
-		if e := &s.snap.ENIs[i]; e.Ordinary() {
+		if e := &s.snap.ENIs[i]; e.Ordinary() && e.AttachmentStatus != cloud.AttachmentDetaching {
 			enis[e.ID] = s.statusENI(e, vpc)
 		}
 	}
@@ -72,7 +73,7 @@ func (s *nodeSync) fill() {
 // Dropping the entry would make the node agent unroute its addresses
 // while a report that still lists them may be what the next reconcile
 // reads, so an address could be pooled unrouted. ENIs this process deleted
-// go at once, as do all of them when the node's instance changed.
+// or detached go at once, as do all of them when the node's instance changed.
 func (s *nodeSync) keepMissingENIs(enis map[string]awstypes.ENI) {
 	if s.orig.Spec.InstanceID != s.instanceID || s.cn.Status.ENI.ENIs == nil {
 		clear(s.mem.missingENIs)
@@ -80,7 +81,7 @@ func (s *nodeSync) keepMissingENIs(enis map[string]awstypes.ENI) {
 	}
 	now := s.r.now()
 	for id, old := range s.cn.Status.ENI.ENIs {
-		if _, seen := enis[id]; seen || s.r.inv.Deleted(id) {
+		if _, seen := enis[id]; seen || s.r.inv.Deleted(id) || s.r.inv.Detached(id) {
 			delete(s.mem.missingENIs, id)
 			continue
 		}

@@ -21,6 +21,9 @@ type Node struct {
 	// Available counts the pool IPs the agent may hand out; Used the IPs
 	// it handed out.
 	Available, Used int
+	// Draining is an ENI being emptied to be given back (consolidation):
+	// nothing is assigned on it.
+	Draining string
 	// Releasing counts addresses on the node's usable ENIs that are on
 	// their way out (acknowledged for release, their Unassign not done
 	// yet): their slots come back without a new ENI.

@@ -30,6 +30,9 @@ type Pools struct {
 	Trace    TraceSpec
 	CNIDelay time.Duration
 	Configs  []PoolConfig
+	// After is how long the measure goes on after the burst ends (the
+	// trace's Duration covers it): the after-burst figures (poolsafter.go).
+	After time.Duration
 }
 
 // PoolConfig is one policy compared: the operator's flags.
@@ -44,13 +47,17 @@ const (
 	// poolsMaxPods is the kubelet's max-pods for m5.xlarge as EKS sets
 	// it: ENIs × (IPs per ENI − 1) + 2 = 4 × 14 + 2.
 	poolsMaxPods = 58
+	// poolsPreAllocate is the pre-allocate of every configuration but the
+	// VPC CNI's.
+	poolsPreAllocate = 8
 )
 
-// PoolConfigs are the four policies the README compares: the defaults of
+// PoolConfigs are the policies the README compares: the defaults of
 // Cilium's operator and of the AWS VPC CNI, played by enipam-operator with
 // their knobs and no pod watch (neither watches pods), and enipam's own,
 // its defaults (fixed pre-allocate 8) and the adaptive headroom (capped
-// at 8), both releasing after releaseDelay.
+// at 8), both releasing after releaseDelay, the adaptive one also with
+// prefix delegation.
 func PoolConfigs(releaseDelay time.Duration) []PoolConfig {
 	release := "--excess-ip-release-delay=" + releaseDelay.String()
 	return []PoolConfig{
@@ -60,8 +67,10 @@ func PoolConfigs(releaseDelay time.Duration) []PoolConfig {
 			Args: []string{"--pre-allocate=14", "--max-above-watermark=13", "--release-excess-ips=true", "--excess-ip-release-delay=30s", "--pod-demand=false"}},
 		{Name: "enipam-fixed", About: "enipam's defaults (pod watch, pre-allocate 8), release after " + releaseDelay.String(),
 			Args: []string{"--pre-allocate=8", "--max-above-watermark=0", "--release-excess-ips=true", release}},
-		{Name: "enipam-adaptive", About: "enipam, pod watch, adaptive headroom capped at pre-allocate 8, release after " + releaseDelay.String(),
+		{Name: "enipam-adaptive", About: "enipam, pod watch, adaptive headroom capped at pre-allocate 8, release after " + releaseDelay.String() + ", consolidation (its default delay, 1 minute)",
 			Args: []string{"--headroom=Adaptive", "--pre-allocate=8", "--max-above-watermark=0", "--release-excess-ips=true", release}},
+		{Name: "enipam-adaptive-prefix", About: "enipam adaptive as above, with prefix delegation (/28s)",
+			Args: []string{"--headroom=Adaptive", "--pre-allocate=8", "--max-above-watermark=0", "--release-excess-ips=true", release, "--prefix-delegation=true"}},
 	}
 }
 
@@ -72,20 +81,21 @@ func PoolConfigs(releaseDelay time.Duration) []PoolConfig {
 const enipamReleaseDelay = 10 * time.Second
 
 // DefaultPools is 100 nodes, 10 pods/s with a mean lifetime of a
-// minute, measured for 5 minutes after a warm-up of 2, a burst of 300
-// pods 100 s into the measure held for 100 s, CNI calls 1 s after binding
-// (quick: 20 nodes, 2 pods/s, 1 + 2 minutes, a burst of 60).
+// minute, measured after a warm-up of 2 minutes, a burst of 300 pods
+// 100 s into the measure held for 100 s, the measure going on 5 minutes
+// after it, CNI calls 1 s after binding (quick: 20 nodes, 2 pods/s, a
+// burst of 60 40 s in held for 40 s, 2 minutes after it).
 func DefaultPools(quick bool) Pools {
-	p := Pools{Nodes: 100, CNIDelay: time.Second, Configs: PoolConfigs(enipamReleaseDelay), Trace: TraceSpec{
-		Seed: 11, Rate: 10, MeanLifetime: time.Minute, Warmup: 2 * time.Minute, Duration: 5 * time.Minute,
+	p := Pools{Nodes: 100, CNIDelay: time.Second, Configs: PoolConfigs(enipamReleaseDelay), After: 5 * time.Minute, Trace: TraceSpec{
+		Seed: 11, Rate: 10, MeanLifetime: time.Minute, Warmup: 2 * time.Minute,
 		BurstPods: 300, BurstAt: 100 * time.Second, BurstHold: 100 * time.Second,
 	}}
 	if quick {
-		p.Nodes = 20
-		p.Trace = TraceSpec{Seed: 11, Rate: 2, MeanLifetime: time.Minute, Warmup: time.Minute, Duration: 2 * time.Minute,
+		p.Nodes, p.After = 20, 2*time.Minute
+		p.Trace = TraceSpec{Seed: 11, Rate: 2, MeanLifetime: time.Minute, Warmup: time.Minute,
 			BurstPods: 60, BurstAt: 40 * time.Second, BurstHold: 40 * time.Second}
-		p.Configs = PoolConfigs(enipamReleaseDelay)
 	}
+	p.Trace.Duration = p.Trace.BurstAt + p.Trace.BurstHold + p.After
 	return p
 }
 
@@ -114,6 +124,7 @@ type poolFigures struct {
 	allocMean, allocP50, allocP99 float64
 	allocations                   float64
 	headroom, operatorFree        float64
+	around                        afterFigures
 }
 
 // Run runs every configuration on the trace and compares them.
@@ -141,9 +152,15 @@ func (s Pools) Run(ctx context.Context, e *Env) (*Report, error) {
 		all = append(all, f)
 		rep.Params["config "+cfg.Name] = cfg.About + " (" + strings.Join(cfg.Args, " ") + ")"
 		s.addFigures(rep, f)
+		s.addAfterFigures(rep, cfg.Name, f.around)
 	}
 	rep.Table = poolsTable(all)
 	s.addTargets(rep, all)
+	by := map[string]poolFigures{}
+	for _, f := range all {
+		by[f.config.Name] = f
+	}
+	s.addAfterTargets(rep, by)
 	rep.Ran = Seconds(time.Since(rep.Started))
 	return rep, nil
 }
@@ -236,6 +253,11 @@ func (s Pools) runOne(ctx context.Context, e *Env, cfg PoolConfig, trace Trace) 
 		h := readHistogram(m, allocationHistogram).since(allocBefore)
 		f.allocations, f.allocMean, f.allocP50, f.allocP99 = h.count, h.mean(), h.bound(0.5), h.bound(0.99)
 	}
+	f.around.before, f.around.peak, f.around.after = smp.aroundBurst(s.Trace, s.After)
+	f.around.freeBound = poolsPreAllocate + 16
+	if f.around.freeMax, f.around.overBound, f.around.freeMean, err = w.freeAtRest(ctx, f.around.freeBound); err != nil {
+		return f, err
+	}
 	f.violations = figures.Violations.Total() - beforeTrace.Violations.Total()
 	f.routedChecks = figures.RoutedChecks - beforeTrace.RoutedChecks
 
@@ -256,7 +278,8 @@ func (s Pools) runOne(ctx context.Context, e *Env, cfg PoolConfig, trace Trace) 
 	if f.statusErrors, err = w.statusErrors(ctx); err != nil {
 		return f, err
 	}
-	e.say("%s: idle per node %.2f (p99 %.0f), %d waits, %.2f addresses per running pod", name, f.idleMean, f.idleP99, f.waits, f.takenPerPod)
+	e.say("%s: idle per node %.2f (p99 %.0f), %d waits, %.2f addresses per running pod (before the burst %.2f, peak %.2f, %s after %.2f), free per node at the end max %d",
+		name, f.idleMean, f.idleP99, f.waits, f.takenPerPod, f.around.before, f.around.peak, s.After, f.around.after, f.around.freeMax)
 	return f, nil
 }
 
@@ -331,7 +354,7 @@ func (s Pools) addTargets(rep *Report, all []poolFigures) {
 
 // poolsTable is the comparison, one row per configuration.
 func poolsTable(all []poolFigures) *Table {
-	t := &Table{Header: []string{"configuration", "idle/node mean", "idle/node p99", "addresses/running pod", "pods waited", "wait p50", "wait p99", "EC2 mutating calls/min", "throttled"}}
+	t := &Table{Header: []string{"configuration", "idle/node mean", "idle/node p99", "addresses/running pod", "addresses/running pod before burst, at peak, after", "free/node at the end, max", "pods waited", "wait p50", "wait p99", "EC2 mutating calls/min", "throttled"}}
 	for _, f := range all {
 		mutating := 0.0
 		for action, r := range f.perMinute {
@@ -341,6 +364,7 @@ func poolsTable(all []poolFigures) *Table {
 		}
 		t.Rows = append(t.Rows, []string{
 			f.config.Name, fmt.Sprintf("%.2f", f.idleMean), fmt.Sprintf("%.0f", f.idleP99), fmt.Sprintf("%.2f", f.takenPerPod),
+			fmt.Sprintf("%.2f, %.2f, %.2f", f.around.before, f.around.peak, f.around.after), fmt.Sprint(f.around.freeMax),
 			fmt.Sprint(f.waits + f.waitingAtEnd), seconds(f.waitP50), seconds(f.waitP99), fmt.Sprintf("%.1f", mutating), fmt.Sprint(f.throttled),
 		})
 	}

@@ -14,8 +14,12 @@ import (
 type poolSampler struct {
 	idle           []float64
 	taken, running []float64
-	calls          []callSnapshot
-	throttled      int64
+	// at: when each taken/running sample was taken, since the measure
+	// began.
+	at        []time.Duration
+	start     time.Time
+	calls     []callSnapshot
+	throttled int64
 	// headroom: the operator's mean headroom per node, per sample; free:
 	// the free addresses it saw, per node (available - used - waiting).
 	headroom, free []float64
@@ -32,7 +36,7 @@ const samplePoolsEvery = 2 * time.Second
 
 // samplePools samples until ctx ends, then reads the counters once more.
 func (w *world) samplePools(ctx context.Context) *poolSampler {
-	s := &poolSampler{}
+	s := &poolSampler{start: time.Now()}
 	t := time.NewTicker(samplePoolsEvery)
 	defer t.Stop()
 	for {
@@ -65,6 +69,7 @@ func (s *poolSampler) sample(ctx context.Context, w *world) {
 	if dump, err := w.sim.Admin.Dump(ctx); err == nil {
 		s.taken = append(s.taken, float64(addressesTaken(dump)))
 		s.running = append(s.running, float64(running))
+		s.at = append(s.at, time.Since(s.start))
 	}
 	if c, err := w.sim.Admin.Counters(ctx); err == nil {
 		s.addCalls(c)

@@ -50,6 +50,7 @@ const (
 	AttachNetworkInterface          = ec2.AttachNetworkInterface
 	ModifyNetworkInterfaceAttribute = ec2.ModifyNetworkInterfaceAttribute
 	DeleteNetworkInterface          = ec2.DeleteNetworkInterface
+	DetachNetworkInterface          = ec2.DetachNetworkInterface
 	AssignPrivateIpAddresses        = ec2.AssignPrivateIpAddresses
 	UnassignPrivateIpAddresses      = ec2.UnassignPrivateIpAddresses
 	DescribeAddresses               = ec2.DescribeAddresses

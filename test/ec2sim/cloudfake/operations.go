@@ -115,6 +115,16 @@ func (e *EC2) ModifyNetworkInterfaceAttribute(ctx context.Context, in *ec2.Modif
 	})
 }
 
+// DetachNetworkInterface implements ec2.SDK.
+func (e *EC2) DetachNetworkInterface(ctx context.Context, in *ec2.DetachNetworkInterfaceInput, _ ...func(*ec2.Options)) (*ec2.DetachNetworkInterfaceOutput, error) {
+	detach := func(id string) (*ec2sim.ReturnResponse, error) {
+		return e.state.DetachNetworkInterface(id, aws.ToBool(in.Force))
+	}
+	return call(ctx, e, DetachNetworkInterface, aws.ToString(in.AttachmentId), detach, func(*ec2sim.ReturnResponse) *ec2.DetachNetworkInterfaceOutput {
+		return &ec2.DetachNetworkInterfaceOutput{}
+	})
+}
+
 // DeleteNetworkInterface implements ec2.SDK.
 func (e *EC2) DeleteNetworkInterface(ctx context.Context, in *ec2.DeleteNetworkInterfaceInput, _ ...func(*ec2.Options)) (*ec2.DeleteNetworkInterfaceOutput, error) {
 	return call(ctx, e, DeleteNetworkInterface, aws.ToString(in.NetworkInterfaceId), e.state.DeleteNetworkInterface, func(*ec2sim.ReturnResponse) *ec2.DeleteNetworkInterfaceOutput {

@@ -42,7 +42,7 @@ func main() {
 	watermark := flag.Int("churn-watermark", -1, "churn: max-above-watermark (default the scenario's)")
 	delay := flag.Duration("churn-release-delay", 0, "churn: excess IP release delay (default the scenario's)")
 	poolsNodes := flag.Int("pools-nodes", 0, "pools: nodes (default 100, quick 20)")
-	poolsConfigs := flag.String("pools-configs", "", "pools: comma-separated configurations to compare (default all: cilium,vpc-cni,enipam-fixed,enipam-adaptive)")
+	poolsConfigs := flag.String("pools-configs", "", "pools: comma-separated configurations to compare (default all: cilium,vpc-cni,enipam-fixed,enipam-adaptive,enipam-adaptive-prefix)")
 	cniDelay := flag.Duration("cni-delay", 0, "pools: time from a pod's binding to its CNI call (default 1s)")
 	steadyNodes := flag.Int("steady-nodes", 0, "steady: idle nodes (default 5000, quick 1000)")
 	outageNodes := flag.Int("outage-nodes", 0, "outage: nodes served before the outage (default 200, quick 50)")

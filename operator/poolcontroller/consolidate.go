@@ -1,0 +1,508 @@
+package poolcontroller
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"time"
+
+	ipamoption "github.com/cilium/cilium/pkg/ipam/option"
+
+	"github.com/enipam/enipam/operator/cloud"
+	"github.com/enipam/enipam/operator/pool"
+	"github.com/enipam/enipam/operator/snapshot"
+)
+
+// Consolidation gives back what a node no longer needs, whole: a
+// secondary ENI keeps its own primary address out of the subnet however
+// few pods it carries, and a delegated /28 goes back only when all 16 of
+// its addresses are free. So, when excess addresses are released, those
+// of the least-used secondary ENI go first (drainOrder), and new pods
+// land elsewhere; on a prefix-delegated node the free members of the
+// least-used /28 leave the pool together and its busy ones follow as
+// their pods go (the prefix's acknowledged members are held, never handed
+// out, until all 16 are). A secondary ENI that then holds no address for
+// the policy's delay, the node grown by no ENI meanwhile and its pods and
+// headroom fitting on its other ENIs (so it is not needed back soon), is
+// detached, and deleted once EC2 shows it available. Never the
+// primary ENI, never an ENI of another owner, never an ENI with an address
+// (so none in use or stamped), never below the pool's floor: only excess
+// ever leaves (pool.Excess).
+
+// Event reasons of consolidation.
+const (
+	ReasonENIConsolidated    = "ENIConsolidated"
+	ReasonPrefixConsolidated = "PrefixConsolidated"
+)
+
+// detachRetry is how soon a node whose consolidated ENI is detaching is
+// looked at again; detachResend how long a detach EC2 does not show may
+// take before it is sent again.
+const (
+	detachRetry  = 2 * time.Second
+	detachResend = time.Minute
+)
+
+// consolidationMemory is what consolidation remembers of a node between
+// reconciles.
+type consolidationMemory struct {
+	// emptySince: since when each secondary ENI has held no address, the
+	// node short of none.
+	emptySince map[string]time.Time
+	// grewAt is when the node last got a new ENI (created or adopted).
+	grewAt time.Time
+	// detaching is the ENI detached for consolidation, to be deleted once
+	// EC2 shows it available; detachedAt when the detach was sent.
+	detaching  string
+	detachedAt time.Time
+	// drainPrefix is the /28 whose members leave the pool as they free.
+	drainPrefix netip.Prefix
+	// drainENI is the secondary ENI whose free addresses leave the pool
+	// as they free, while the node's other ENIs can carry it.
+	drainENI string
+}
+
+// consolidating reports whether consolidation acts on the node.
+func (s *nodeSync) consolidating() bool {
+	return s.cfg.ReleaseExcessIPs && s.cfg.Consolidation.Enabled && s.pool != nil
+}
+
+// consolidatable reports whether an ENI may ever be consolidated: a
+// secondary (never the primary) usable ENI that this cluster's operator
+// created, attached.
+func consolidatable(eni *cloud.ENI, cfg *pool.Config, cluster string) bool {
+	return eni.DeviceIndex > 0 && pool.Usable(eni, cfg) && eni.Tags[cloud.TagCluster] == cluster &&
+		eni.AttachmentStatus == cloud.AttachmentAttached
+}
+
+// eniUse is what drainOrder knows of one ENI.
+type eniUse struct {
+	ID          string
+	DeviceIndex int
+	// Busy counts its addresses no pod may lose: in use, or promised.
+	Busy int
+	// Pinned: it holds a static address (stamped or claimed), so it is
+	// never consolidated.
+	Pinned bool
+	// Candidate: consolidatable.
+	Candidate bool
+}
+
+// drainOrder returns the IDs of the ENIs whose free addresses are
+// released first: the candidates holding no static address, least busy
+// first, ties to the highest device index (the last grown). The others
+// are left out, to releaseCandidates' default order after them.
+func drainOrder(uses []eniUse) []string {
+	var order []eniUse
+	for _, u := range uses {
+		if u.Candidate && !u.Pinned {
+			order = append(order, u)
+		}
+	}
+	slices.SortFunc(order, func(a, b eniUse) int {
+		return cmp.Or(cmp.Compare(a.Busy, b.Busy), cmp.Compare(b.DeviceIndex, a.DeviceIndex))
+	})
+	ids := make([]string, len(order))
+	for i, u := range order {
+		ids[i] = u.ID
+	}
+	return ids
+}
+
+// emptyENIs returns the consolidatable ENIs that hold no address and that
+// no pool entry names, highest device index first.
+func emptyENIs(snap *snapshot.Node, cfg *pool.Config, cluster string, named func(eniID string) bool) []string {
+	var out []string
+	for i := len(snap.ENIs) - 1; i >= 0; i-- {
+		e := &snap.ENIs[i]
+		if consolidatable(e, cfg, cluster) && len(e.IPs) == 0 && len(e.Prefixes) == 0 && !named(e.ID) {
+			out = append(out, e.ID)
+		}
+	}
+	return out
+}
+
+// member is the state of one address of a prefix, as drainPrefix sees it.
+type member int
+
+const (
+	memberFree    member = iota // pooled, unused, not in the handshake
+	memberBusy                  // used, or not pooled
+	memberLeaving               // in the handshake
+	memberPinned                // a static address: the prefix never drains
+)
+
+// leastUsedPrefix returns the prefix of a usable ENI that has free
+// members and the fewest busy ones (ties: the highest), with its free
+// members; a prefix with a pinned member, or none busy (a wholly free one
+// goes through releaseCandidates), is passed over. ok is false when none
+// qualifies.
+func leastUsedPrefix(snap *snapshot.Node, cfg *pool.Config, state func(netip.Addr) member) (p netip.Prefix, free []netip.Addr, ok bool) {
+	bestBusy := pool.IPsPerPrefix + 1
+	for i := range snap.ENIs {
+		e := &snap.ENIs[i]
+		if !pool.Usable(e, cfg) {
+			continue
+		}
+	prefixes:
+		for _, q := range e.Prefixes {
+			busy := 0
+			var members []netip.Addr
+			for ip := q.Masked().Addr(); q.Contains(ip); ip = ip.Next() {
+				switch state(ip) {
+				case memberPinned:
+					continue prefixes
+				case memberBusy:
+					busy++
+				case memberFree:
+					members = append(members, ip)
+				}
+			}
+			if busy == 0 || len(members) == 0 {
+				continue
+			}
+			if busy < bestBusy || (busy == bestBusy && q.Addr().Compare(p.Addr()) > 0) {
+				p, free, bestBusy, ok = q, members, busy, true
+			}
+		}
+	}
+	return p, free, ok
+}
+
+// memberState tells a prefix member's state from the node's objects.
+func (s *nodeSync) memberState(ip netip.Addr) member {
+	key := ip.String()
+	entry, inPool := s.cn.Spec.IPAM.Pool[key]
+	if entry.Owner != "" || s.claimed(ip) {
+		return memberPinned
+	}
+	if s.pool.inHandshake(key) {
+		return memberLeaving
+	}
+	if _, used := s.cn.Status.IPAM.Used[key]; used || !inPool {
+		return memberBusy
+	}
+	return memberFree
+}
+
+// drainOrder is the node's preferred release order (nil: consolidation
+// is off).
+func (s *nodeSync) drainOrder() []string {
+	if !s.consolidating() {
+		return nil
+	}
+	uses := map[string]*eniUse{}
+	var all []*eniUse
+	for i := range s.snap.ENIs {
+		e := &s.snap.ENIs[i]
+		u := &eniUse{ID: e.ID, DeviceIndex: e.DeviceIndex, Candidate: consolidatable(e, &s.cfg.Config, s.r.opts.Cluster)}
+		uses[e.ID] = u
+		all = append(all, u)
+	}
+	for key, entry := range s.cn.Spec.IPAM.Pool {
+		u := uses[entry.Resource]
+		if u == nil {
+			continue
+		}
+		if ip, err := netip.ParseAddr(key); entry.Owner != "" || err != nil || s.claimed(ip) {
+			u.Pinned = true
+			continue
+		}
+		if _, used := s.cn.Status.IPAM.Used[key]; used {
+			u.Busy++
+		}
+	}
+	list := make([]eniUse, len(all))
+	for i, u := range all {
+		list[i] = *u
+	}
+	return drainOrder(list)
+}
+
+// drainPrefixes keeps the /28 being drained draining: its members freed
+// since are marked, within the excess (so the node never needs them
+// back); and, with budget (excess no whole free address covered) to
+// spare, picks the least-used /28 whose free members fit in it. It
+// returns the addresses it marked.
+func (s *nodeSync) drainPrefixes(budget int) int {
+	if !s.consolidating() || !s.cfg.PrefixDelegation && !s.hasPrefixes() {
+		return 0
+	}
+	c := &s.mem.consolidation
+	marked := 0
+	if c.drainPrefix.IsValid() {
+		for ip := c.drainPrefix.Masked().Addr(); c.drainPrefix.Contains(ip) && budget > 0; ip = ip.Next() {
+			if s.memberState(ip) == memberFree {
+				s.pool.mark(ip.String())
+				marked++
+				budget--
+			}
+		}
+		return marked
+	}
+	p, free, ok := leastUsedPrefix(&s.snap, &s.cfg.Config, s.memberState)
+	if !ok || len(free) > budget {
+		return 0
+	}
+	for _, ip := range free {
+		s.pool.mark(ip.String())
+	}
+	c.drainPrefix = p
+	s.r.log.Info("draining the least-used prefix", "node", s.cn.Name, "prefix", p, "free", len(free))
+	return len(free)
+}
+
+// hasPrefixes reports whether the node's ENIs hold delegated prefixes.
+func (s *nodeSync) hasPrefixes() bool {
+	return slices.ContainsFunc(s.snap.ENIs, func(e cloud.ENI) bool { return len(e.Prefixes) > 0 })
+}
+
+// keepDraining is called as each reconcile begins its release work: the
+// prefix being drained stops when the node needs addresses again (its
+// acknowledged members are taken back by finishPrefixes: no Unassign was
+// sent for them) and is done when it left its ENI.
+func (s *nodeSync) keepDraining(needed int) {
+	c := &s.mem.consolidation
+	if !c.drainPrefix.IsValid() {
+		return
+	}
+	if needed > 0 || !s.consolidating() {
+		s.r.log.Info("prefix no longer drained: the node needs addresses", "node", s.cn.Name, "prefix", c.drainPrefix)
+		c.drainPrefix = netip.Prefix{}
+		return
+	}
+	for i := range s.snap.ENIs {
+		if slices.Contains(s.snap.ENIs[i].Prefixes, c.drainPrefix) {
+			return
+		}
+	}
+	s.r.metrics.consolidations.WithLabelValues("prefix").Inc()
+	s.r.events.Eventf(s.cn, nil, "Normal", ReasonPrefixConsolidated, "Consolidate", "Prefix %s drained and released", c.drainPrefix)
+	c.drainPrefix = netip.Prefix{}
+}
+
+// draining reports whether ip is a member of the prefix being drained.
+func (s *nodeSync) draining(ip netip.Addr) bool {
+	p := s.mem.consolidation.drainPrefix
+	return p.IsValid() && p.Contains(ip)
+}
+
+// drainingENI returns the secondary ENI to drain, "" for none: the one
+// drained so far, or the first of drainOrder, while the node's pods and
+// headroom fit on its other ENIs (their address slots, primary
+// addresses apart) and it grew no ENI within the delay. Prefix-delegated
+// nodes drain /28s instead (drainPrefixes).
+func (s *nodeSync) drainingENI() string {
+	c := &s.mem.consolidation
+	if !s.consolidating() || s.cfg.PrefixDelegation || s.hasPrefixes() || s.r.now().Sub(c.grewAt) < s.cfg.Consolidation.Delay {
+		c.drainENI = ""
+		return ""
+	}
+	id := c.drainENI
+	if id == "" || !slices.ContainsFunc(s.snap.ENIs, func(e cloud.ENI) bool { return e.ID == id && consolidatable(&e, &s.cfg.Config, s.r.opts.Cluster) }) {
+		id = ""
+		if order := s.drainOrder(); len(order) > 0 {
+			id = order[0]
+		}
+	}
+	if id == "" || carriedElsewhere(&s.snap, &s.cfg.Config, id) < s.snap.Used+s.headroom+s.cfg.MaxAboveWatermark {
+		if c.drainENI != "" {
+			s.r.log.Info("ENI no longer drained: the node needs it", "node", s.cn.Name, "eni", c.drainENI)
+		}
+		c.drainENI = ""
+		return ""
+	}
+	if c.drainENI != id {
+		s.r.log.Info("draining the least-used ENI", "node", s.cn.Name, "eni", id)
+	}
+	c.drainENI = id
+	return id
+}
+
+// carriedElsewhere counts the addresses the node's usable ENIs other
+// than except can hold (each ENI's slots, its primary address apart; a
+// slot holds a /28 under prefix delegation): the node does not need
+// except while its pods and headroom fit in them.
+func carriedElsewhere(snap *snapshot.Node, cfg *pool.Config, except string) int {
+	perSlot := 1
+	if cfg.PrefixDelegation && snap.Type.PrefixDelegation() {
+		perSlot = pool.IPsPerPrefix
+	}
+	n := 0
+	for i := range snap.ENIs {
+		if e := &snap.ENIs[i]; e.ID != except && pool.Usable(e, cfg) {
+			n += max(snap.Type.IPv4PerENI-1, 0) * perSlot
+		}
+	}
+	return n
+}
+
+// stopDrainingENI puts the drained ENI back in service (its marked
+// addresses are taken back) and plans again.
+func (s *nodeSync) stopDrainingENI() pool.Plan {
+	s.r.log.Info("ENI no longer drained: the other ENIs cannot cover the node", "node", s.cn.Name, "eni", s.snap.Draining)
+	s.mem.consolidation.drainENI, s.snap.Draining = "", ""
+	if s.pool.abortRelease(&s.snap) > 0 {
+		s.countPool()
+	}
+	return pool.Compute(&s.snap, &s.cfg.Config)
+}
+
+// markDrainingENI marks every free address of the ENI being drained:
+// Cilium's agent hands none out, so new pods land on the other ENIs, and
+// the planner makes up for them there (snapshot.Node.Draining).
+func (s *nodeSync) markDrainingENI() {
+	id := s.mem.consolidation.drainENI
+	if id == "" {
+		return
+	}
+	n := 0
+	for key, entry := range s.cn.Spec.IPAM.Pool {
+		if entry.Resource != id || entry.Owner != "" || s.pool.inHandshake(key) {
+			continue
+		}
+		if _, used := s.cn.Status.IPAM.Used[key]; used {
+			continue
+		}
+		if ip, err := netip.ParseAddr(key); err != nil || s.claimed(ip) {
+			continue
+		}
+		s.pool.mark(key)
+		n++
+	}
+	if n > 0 {
+		s.r.log.Info("marked the free addresses of the ENI being drained", "node", s.cn.Name, "eni", id, "ips", n)
+	}
+}
+
+// outstandingRelease counts the addresses marked or acknowledged but not
+// released yet, apart from the drained prefix's (held until all 16 are
+// acknowledged, they must not stop other releases).
+func (s *nodeSync) outstandingRelease() int {
+	n := 0
+	for key, st := range s.cn.Status.IPAM.ReleaseIPs {
+		if st != ipamoption.IPAMMarkForRelease && st != ipamoption.IPAMReadyForRelease {
+			continue
+		}
+		if ip, err := netip.ParseAddr(key); err == nil && s.draining(ip) {
+			continue
+		}
+		if d := s.snap.Draining; d != "" && s.cn.Spec.IPAM.Pool[key].Resource == d {
+			continue
+		}
+		n++
+	}
+	return n
+}
+
+// consolidateENIs detaches a secondary ENI left without addresses for the
+// delay, and deletes the one detached once EC2 shows it available.
+func (s *nodeSync) consolidateENIs(ctx context.Context) {
+	c := &s.mem.consolidation
+	if c.detaching != "" {
+		s.finishDetach(ctx)
+		return
+	}
+	if !s.consolidating() {
+		clear(c.emptySince)
+		return
+	}
+	if s.needed() > 0 || s.pool.awaiting > 0 || s.staticDemand > 0 || !s.snapshot(ctx) {
+		// Growing: an ENI that stays empty meanwhile was not needed for
+		// it, and is looked at once the node is covered.
+		return
+	}
+	named := map[string]bool{}
+	for _, entry := range s.cn.Spec.IPAM.Pool {
+		named[entry.Resource] = true
+	}
+	empty := emptyENIs(&s.snap, &s.cfg.Config, s.r.opts.Cluster, func(id string) bool { return named[id] })
+	for id := range c.emptySince {
+		if !slices.Contains(empty, id) {
+			delete(c.emptySince, id)
+		}
+	}
+	now, delay := s.r.now(), s.cfg.Consolidation.Delay
+	due := ""
+	for _, id := range empty {
+		if c.emptySince == nil {
+			c.emptySince = map[string]time.Time{}
+		}
+		since, ok := c.emptySince[id]
+		if !ok {
+			since = now
+			c.emptySince[id] = now
+		}
+		ready := since.Add(delay)
+		if grown := c.grewAt.Add(delay); grown.After(ready) {
+			ready = grown
+		}
+		if wait := ready.Sub(now); wait > 0 {
+			s.requeueWithin(wait)
+			continue
+		}
+		if due == "" && carriedElsewhere(&s.snap, &s.cfg.Config, id) >= s.snap.Used+s.headroom+s.cfg.MaxAboveWatermark {
+			due = id
+		}
+	}
+	if due == "" {
+		return
+	}
+	var eni *cloud.ENI
+	for i := range s.snap.ENIs {
+		if s.snap.ENIs[i].ID == due {
+			eni = &s.snap.ENIs[i]
+		}
+	}
+	if err := s.r.api.DetachENI(ctx, eni.AttachmentID); err != nil && !errors.Is(err, cloud.ErrNotFound) {
+		s.r.log.Info("detaching an emptied ENI failed; retrying", "node", s.cn.Name, "eni", due, "error", err)
+		s.requeueWithin(s.r.retryAfter(0))
+		return
+	}
+	s.r.inv.RecordDetaching(due)
+	delete(c.emptySince, due)
+	c.detaching, c.detachedAt = due, now
+	s.r.log.Info("detaching an emptied ENI", "node", s.cn.Name, "instance", s.instanceID, "eni", due, "device", eni.DeviceIndex)
+	s.requeueWithin(detachRetry)
+}
+
+// finishDetach deletes the ENI consolidation detached once EC2 shows it
+// available (the collector may have deleted it first: it carries the
+// cluster's tag).
+func (s *nodeSync) finishDetach(ctx context.Context) {
+	c := &s.mem.consolidation
+	id := c.detaching
+	if err := s.r.inv.RefreshENIs(ctx, []string{id}); err != nil {
+		s.requeueWithin(detachRetry)
+		return
+	}
+	eni, known := s.r.inv.ENI(id)
+	switch {
+	case known && eni.Status != cloud.ENIAvailable:
+		if eni.AttachmentStatus == cloud.AttachmentAttached && s.r.now().Sub(c.detachedAt) > detachResend {
+			// EC2 never took the detach (or a describe keeps lagging):
+			// sent again.
+			if err := s.r.api.DetachENI(ctx, eni.AttachmentID); err == nil {
+				s.r.inv.RecordDetaching(id)
+				c.detachedAt = s.r.now()
+			}
+		}
+		s.requeueWithin(detachRetry)
+		return
+	case known:
+		if err := s.r.api.DeleteENI(ctx, id); err != nil && !errors.Is(err, cloud.ErrNotFound) {
+			s.r.log.Info("deleting a detached ENI failed; retrying", "node", s.cn.Name, "eni", id, "error", err)
+			s.requeueWithin(s.r.retryAfter(0))
+			return
+		}
+		s.r.inv.RecordDeleted(id)
+	}
+	c.detaching = ""
+	s.r.metrics.consolidations.WithLabelValues("eni").Inc()
+	s.r.events.Eventf(s.cn, nil, "Normal", ReasonENIConsolidated, "Consolidate",
+		"%s", fmt.Sprintf("ENI %s held no address for %s: detached and deleted", id, s.cfg.Consolidation.Delay))
+	s.r.log.Info("emptied ENI deleted", "node", s.cn.Name, "instance", s.instanceID, "eni", id)
+}
