@@ -164,8 +164,11 @@ func startWorld(ctx context.Context, o Options) (_ *world, err error) {
 }
 
 // operatorArgs are the operator's flags in a run: short intervals so a
-// run converges in minutes, excess released through the handshake, and a
-// Lease when the run takes the apiserver away.
+// run converges in minutes, excess released through the handshake,
+// emptied ENIs consolidated after the same delay (so their detach and
+// delete fall inside the run and the end's look at unattached ENIs sees
+// them done, not a consolidation started after the quiet), and a Lease
+// when the run takes the apiserver away.
 func operatorArgs(o Options) []string {
 	args := []string{
 		"--vpc-id=" + vpcID,
@@ -175,6 +178,7 @@ func operatorArgs(o Options) []string {
 		fmt.Sprintf("--pre-allocate=%d", o.PreAllocate),
 		"--release-excess-ips=true",
 		"--excess-ip-release-delay=" + o.ReleaseDelay.String(),
+		"--consolidation-delay=" + o.ReleaseDelay.String(),
 	}
 	if o.leaderElection() {
 		args = append(args, "--leader-elect=true", "--leader-election-namespace=default", "--leader-election-id=enipam-operator")
