@@ -9,6 +9,7 @@ import (
 	"time"
 
 	awstypes "github.com/cilium/cilium/pkg/aws/types"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
@@ -39,13 +40,23 @@ func (m *fakeMetadata) set(mac string, ips ...string) {
 // the generation it made.
 func askRemaps(t *testing.T, node string, qs ...enipamv1alpha1.RemapQuery) int64 {
 	t.Helper()
-	nr := nodeRouting(t, node)
-	orig := nr.DeepCopy()
-	nr.Spec.RemapQueries = qs
-	if err := env.Client.Patch(context.Background(), nr, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
+	// The agent writes the status meanwhile: ask again on a conflict, as
+	// the operator's next pass would.
+	var gen int64
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		nr := nodeRouting(t, node)
+		orig := nr.DeepCopy()
+		nr.Spec.RemapQueries = qs
+		if err := env.Client.Patch(context.Background(), nr, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
+			return err
+		}
+		gen = nr.Generation
+		return nil
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
-	return nr.Generation
+	return gen
 }
 
 // TestAgentConfirmsRemapsFromInstanceMetadata: the operator asks the
