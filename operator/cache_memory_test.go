@@ -67,7 +67,7 @@ func heap() uint64 {
 // before, 38.7 MiB with the block index, 33.2 MiB with the transform too).
 func TestCachedCiliumNodesMemory(t *testing.T) {
 	if testing.Short() {
-		t.Skip("decodes 10 000 CiliumNodes")
+		t.Skip("decodes 5 000 CiliumNodes")
 	}
 	const n = 5000
 	raws := make([][]byte, n)
