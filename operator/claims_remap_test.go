@@ -6,6 +6,7 @@ import (
 	"time"
 
 	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
+	"github.com/enipam/enipam/test/agentsim"
 	"github.com/enipam/enipam/test/ec2sim"
 	"github.com/enipam/enipam/test/ec2sim/cloudfake"
 )
@@ -14,27 +15,7 @@ import (
 // instance's metadata: an address EC2 has on the queried MAC (its remap
 // landed) is landed, another missing.
 func (w *staticWorld) remaps(nr *enipamv1alpha1.NodeRouting) *enipamv1alpha1.RemapReport {
-	if len(nr.Spec.RemapQueries) == 0 {
-		return nil
-	}
-	local := map[string][]string{}
-	for _, e := range w.state.Dump().NetworkInterfaces {
-		if e.Attachment == nil || e.Attachment.InstanceID != nr.Spec.InstanceID || e.Attachment.Status != "attached" {
-			continue
-		}
-		for _, a := range e.PrivateIPAddresses {
-			local[e.MacAddress] = append(local[e.MacAddress], a.PrivateIPAddress)
-		}
-	}
-	r := &enipamv1alpha1.RemapReport{ObservedGeneration: nr.Generation}
-	for _, q := range nr.Spec.RemapQueries {
-		if slices.Contains(local[q.MAC], q.Address) {
-			r.Landed = append(r.Landed, q.Address)
-		} else {
-			r.Missing = append(r.Missing, q.Address)
-		}
-	}
-	return r
+	return agentsim.RemapsFromState(nr, w.state.Dump().NetworkInterfaces)
 }
 
 // TestStaticIPMoveLandsOnTheAgentsMetadataWord: EC2 remaps db-0's address

@@ -210,27 +210,7 @@ func (w *world) route(name string) {
 // address on an ENI once its remap landed; describes may lag it), for
 // the spec's generation it read.
 func (w *world) remaps(nr *enipamv1alpha1.NodeRouting) *enipamv1alpha1.RemapReport {
-	if len(nr.Spec.RemapQueries) == 0 {
-		return nil
-	}
-	local := map[string][]string{}
-	for _, e := range w.dump().NetworkInterfaces {
-		if e.Attachment == nil || e.Attachment.InstanceID != nr.Spec.InstanceID || e.Attachment.Status != "attached" {
-			continue
-		}
-		for _, a := range e.PrivateIPAddresses {
-			local[e.MacAddress] = append(local[e.MacAddress], a.PrivateIPAddress)
-		}
-	}
-	r := &enipamv1alpha1.RemapReport{ObservedGeneration: nr.Generation}
-	for _, q := range nr.Spec.RemapQueries {
-		if slices.Contains(local[q.MAC], q.Address) {
-			r.Landed = append(r.Landed, q.Address)
-		} else {
-			r.Missing = append(r.Missing, q.Address)
-		}
-	}
-	return r
+	return agentsim.RemapsFromState(nr, w.dump().NetworkInterfaces)
 }
 
 func sameRouted(a, b []enipamv1alpha1.RoutedENI) bool {
