@@ -152,7 +152,10 @@ func TestSecondaryENIRoutedBeforePooled(t *testing.T) {
 	}
 	nr = waitNodeRouting(t, ctx, name, "Ready", func(nr *enipamv1alpha1.NodeRouting) bool {
 		c := meta.FindStatusCondition(nr.Status.Conditions, enipamv1alpha1.ConditionReady)
-		return c != nil && c.Status == metav1.ConditionTrue && c.Reason == enipamv1alpha1.ReasonRouted
+		// The operator may write the spec again (a generation) after a
+		// Ready report; wait for the report of the current one.
+		return c != nil && c.Status == metav1.ConditionTrue && c.Reason == enipamv1alpha1.ReasonRouted &&
+			nr.Status.ObservedGeneration == nr.Generation
 	})
 	if nr.Status.ObservedGeneration != nr.Generation || nr.Status.RoutedENIs != 1 {
 		t.Errorf("status observes generation %d of %d and %d ENIs, want the current one and 1", nr.Status.ObservedGeneration, nr.Generation, nr.Status.RoutedENIs)
