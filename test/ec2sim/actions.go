@@ -1,6 +1,7 @@
 package ec2sim
 
 import (
+	"github.com/enipam/enipam/test/ec2sim/state"
 	"maps"
 	"slices"
 	"strconv"
@@ -68,14 +69,14 @@ var actions = map[string]decoder{
 		// IPv6 is not modelled: asking for it is an error, not a silent no.
 		for _, k := range []string{"Ipv6AddressCount", "Ipv6PrefixCount"} {
 			if p.integer(k) > 0 {
-				p.fail(apiErr(codeInvalidParameterValue, "%s: IPv6 is not enabled on this subnet", k))
+				p.fail(state.Errorf(state.CodeInvalidParameterValue, "%s: IPv6 is not enabled on this subnet", k))
 			}
 		}
-		return call(s, p, req, s.CreateNetworkInterface, needSubnet(req.SubnetID), needGroups(req.SecurityGroupIDs))
+		return call(s, p, req, s.CreateNetworkInterface, state.NeedSubnet(req.SubnetID), state.NeedGroups(req.SecurityGroupIDs))
 	},
 	"DeleteNetworkInterface": func(s *State, p *params) (any, error) {
 		id := p.required("NetworkInterfaceId")
-		return call(s, p, id, s.DeleteNetworkInterface, needENI(id))
+		return call(s, p, id, s.DeleteNetworkInterface, state.NeedENI(id))
 	},
 	"AttachNetworkInterface": func(s *State, p *params) (any, error) {
 		req := AttachNetworkInterfaceRequest{
@@ -85,13 +86,13 @@ var actions = map[string]decoder{
 			NetworkCardIndex:   p.integer("NetworkCardIndex"),
 		}
 		p.ignore("EnaSrdSpecification", "EnaQueueCount")
-		return call(s, p, req, s.AttachNetworkInterface, needENI(req.NetworkInterfaceID), needInstance(req.InstanceID))
+		return call(s, p, req, s.AttachNetworkInterface, state.NeedENI(req.NetworkInterfaceID), state.NeedInstance(req.InstanceID))
 	},
 	"DetachNetworkInterface": func(s *State, p *params) (any, error) {
 		id := p.required("AttachmentId")
 		force := p.boolean("Force")
 		return call(s, p, id, func(id string) (*ReturnResponse, error) { return s.DetachNetworkInterface(id, force != nil && *force) },
-			needAttachment(id))
+			state.NeedAttachment(id))
 	},
 	"ModifyNetworkInterfaceAttribute": func(s *State, p *params) (any, error) {
 		req := ModifyNetworkInterfaceAttributeRequest{
@@ -106,7 +107,7 @@ var actions = map[string]decoder{
 			req.Description = &d
 		}
 		p.ignore("EnaSrdSpecification", "ConnectionTrackingSpecification", "AssociatePublicIpAddress", "AssociatedSubnetId")
-		return call(s, p, req, s.ModifyNetworkInterfaceAttribute, needENI(req.NetworkInterfaceID), needGroups(req.SecurityGroupIDs))
+		return call(s, p, req, s.ModifyNetworkInterfaceAttribute, state.NeedENI(req.NetworkInterfaceID), state.NeedGroups(req.SecurityGroupIDs))
 	},
 	"AssignPrivateIpAddresses": func(s *State, p *params) (any, error) {
 		reassign := p.boolean("AllowReassignment")
@@ -118,7 +119,7 @@ var actions = map[string]decoder{
 			IPv4PrefixCount:                p.integer("Ipv4PrefixCount"),
 			AllowReassignment:              reassign != nil && *reassign,
 		}
-		return call(s, p, req, s.AssignPrivateIpAddresses, needENI(req.NetworkInterfaceID))
+		return call(s, p, req, s.AssignPrivateIpAddresses, state.NeedENI(req.NetworkInterfaceID))
 	},
 	"UnassignPrivateIpAddresses": func(s *State, p *params) (any, error) {
 		req := UnassignPrivateIpAddressesRequest{
@@ -126,11 +127,11 @@ var actions = map[string]decoder{
 			PrivateIPAddresses: p.list("PrivateIpAddress"),
 			IPv4Prefixes:       p.list("Ipv4Prefix"),
 		}
-		return call(s, p, req, s.UnassignPrivateIpAddresses, needENI(req.NetworkInterfaceID))
+		return call(s, p, req, s.UnassignPrivateIpAddresses, state.NeedENI(req.NetworkInterfaceID))
 	},
 	"CreateTags": func(s *State, p *params) (any, error) {
 		req := CreateTagsRequest{ResourceIDs: p.list("ResourceId"), Tags: p.tags("Tag")}
-		return call(s, p, req, s.CreateTags, needTaggable(req.ResourceIDs))
+		return call(s, p, req, s.CreateTags, state.NeedTaggable(req.ResourceIDs))
 	},
 	"DeleteTags": func(s *State, p *params) (any, error) {
 		req := DeleteTagsRequest{ResourceIDs: p.list("ResourceId")}
@@ -143,7 +144,7 @@ var actions = map[string]decoder{
 			}
 			req.Tags = append(req.Tags, t)
 		}
-		return call(s, p, req, s.DeleteTags, needTaggable(req.ResourceIDs))
+		return call(s, p, req, s.DeleteTags, state.NeedTaggable(req.ResourceIDs))
 	},
 	"AllocateAddress": func(s *State, p *params) (any, error) {
 		req := AllocateAddressRequest{Domain: p.str("Domain"), Address: p.str("Address"), TagSpecifications: p.tagSpecs()}
@@ -157,32 +158,32 @@ var actions = map[string]decoder{
 			NetworkInterfaceID: p.str("NetworkInterfaceId"), InstanceID: p.str("InstanceId"),
 			PrivateIPAddress: p.str("PrivateIpAddress"), AllowReassociation: re != nil && *re,
 		}
-		needs := []need{needAddress(req.AllocationID, req.PublicIP)}
+		needs := []state.Need{state.NeedAddress(req.AllocationID, req.PublicIP)}
 		if req.NetworkInterfaceID != "" {
-			needs = append(needs, needENI(req.NetworkInterfaceID))
+			needs = append(needs, state.NeedENI(req.NetworkInterfaceID))
 		} else if req.InstanceID != "" {
-			needs = append(needs, needInstance(req.InstanceID))
+			needs = append(needs, state.NeedInstance(req.InstanceID))
 		}
 		return call(s, p, req, s.AssociateAddress, needs...)
 	},
 	"DisassociateAddress": func(s *State, p *params) (any, error) {
 		id, ip := p.str("AssociationId"), p.str("PublicIp")
 		if id == "" && ip == "" {
-			p.fail(apiErr(codeMissingParameter, "Either AssociationId or PublicIp must be specified"))
+			p.fail(state.Errorf(state.CodeMissingParameter, "Either AssociationId or PublicIp must be specified"))
 		}
-		check := needAddress("", ip)
+		check := state.NeedAddress("", ip)
 		if id != "" {
-			check = needAssociation(id)
+			check = state.NeedAssociation(id)
 		}
 		return call(s, p, id, func(id string) (*ReturnResponse, error) { return s.DisassociateAddress(id, ip) }, check)
 	},
 	"ReleaseAddress": func(s *State, p *params) (any, error) {
 		id, ip := p.str("AllocationId"), p.str("PublicIp")
 		if id == "" && ip == "" {
-			p.fail(apiErr(codeMissingParameter, "Either AllocationId or PublicIp must be specified"))
+			p.fail(state.Errorf(state.CodeMissingParameter, "Either AllocationId or PublicIp must be specified"))
 		}
 		p.ignore("NetworkBorderGroup")
-		return call(s, p, id, func(id string) (*ReturnResponse, error) { return s.ReleaseAddress(id, ip) }, needAddress(id, ip))
+		return call(s, p, id, func(id string) (*ReturnResponse, error) { return s.ReleaseAddress(id, ip) }, state.NeedAddress(id, ip))
 	},
 	"DescribeAddresses": func(s *State, p *params) (any, error) {
 		req := DescribeRequest{IDs: p.list("AllocationId"), Names: p.list("PublicIp"), Filters: p.filters()}
@@ -195,7 +196,7 @@ var actions = map[string]decoder{
 // UnauthorizedOperation) and runs the action; under DryRun, a describe
 // runs and any other action's needs are checked, and both then answer
 // DryRunOperation (see dryrun.go).
-func call[Req any, Resp any](s *State, p *params, req Req, fn func(Req) (*Resp, error), needs ...need) (any, error) {
+func call[Req any, Resp any](s *State, p *params, req Req, fn func(Req) (*Resp, error), needs ...state.Need) (any, error) {
 	if err := p.done(); err != nil {
 		return nil, err
 	}
@@ -211,7 +212,7 @@ func call[Req any, Resp any](s *State, p *params, req Req, fn func(Req) (*Resp, 
 			}
 			needs = nil
 		}
-		return nil, s.dryRun(needs)
+		return nil, s.DryRun(needs)
 	}
 	resp, err := fn(req)
 	if err != nil {

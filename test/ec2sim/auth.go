@@ -4,9 +4,7 @@ import (
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
-	"encoding/base64"
 	"encoding/hex"
-	"encoding/json"
 	"net/http"
 	"net/url"
 	"strings"
@@ -14,6 +12,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
+	"github.com/enipam/enipam/test/ec2sim/iam"
+	"github.com/enipam/enipam/test/ec2sim/state"
 )
 
 // Every EC2 request is authenticated as EC2 does it (Signature Version 4
@@ -47,21 +47,21 @@ const (
 	codeNoSuchVersion     = "NoSuchVersion"
 )
 
-var errCredentials = apiErr(codeAuthFailure, "AWS was not able to validate the provided access credentials")
+var errCredentials = state.Errorf(codeAuthFailure, "AWS was not able to validate the provided access credentials")
 
 // authenticate checks the signature of r, whose body is body, and returns
 // the principal that signed it.
-func (s *Sim) authenticate(r *http.Request, body []byte) (*principal, *APIError) {
+func (s *Sim) authenticate(r *http.Request, body []byte) (*iam.Principal, *APIError) {
 	header := r.Header.Get("Authorization")
 	if header == "" {
 		if r.Form.Get("X-Amz-Signature") != "" || r.Form.Get("Signature") != "" {
-			return nil, apiErr(codeAuthFailure, "ec2sim accepts Signature Version 4 in the Authorization header only")
+			return nil, state.Errorf(codeAuthFailure, "ec2sim accepts Signature Version 4 in the Authorization header only")
 		}
-		return nil, apiErr(codeMissingParameter, "The request must contain the parameter AWSAccessKeyId")
+		return nil, state.Errorf(state.CodeMissingParameter, "The request must contain the parameter AWSAccessKeyId")
 	}
 	algorithm, fields, _ := strings.Cut(header, " ")
 	if algorithm != sigV4Algorithm {
-		return nil, apiErr(codeIncompleteSig, "Unsupported AWS 'algorithm': '%s'", truncate(algorithm, 32))
+		return nil, state.Errorf(codeIncompleteSig, "Unsupported AWS 'algorithm': '%s'", truncate(algorithm, 32))
 	}
 	parts := map[string]string{}
 	for _, f := range strings.Split(fields, ",") {
@@ -71,11 +71,11 @@ func (s *Sim) authenticate(r *http.Request, body []byte) (*principal, *APIError)
 	credential, signedHeaders, signature := parts["Credential"], parts["SignedHeaders"], parts["Signature"]
 	scope := strings.Split(credential, "/")
 	if len(scope) != 5 || signedHeaders == "" || signature == "" || scope[4] != "aws4_request" {
-		return nil, apiErr(codeIncompleteSig, "Authorization header requires 'Credential' (key/date/region/service/aws4_request), 'SignedHeaders' and 'Signature'")
+		return nil, state.Errorf(codeIncompleteSig, "Authorization header requires 'Credential' (key/date/region/service/aws4_request), 'SignedHeaders' and 'Signature'")
 	}
 	keyID, day, region, service := scope[0], scope[1], scope[2], scope[3]
 	p := s.principals[keyID]
-	if p == nil || region != s.state.region || service != "ec2" {
+	if p == nil || region != s.state.Region() || service != "ec2" {
 		return nil, errCredentials
 	}
 	signed, err := signingTime(r)
@@ -83,17 +83,17 @@ func (s *Sim) authenticate(r *http.Request, body []byte) (*principal, *APIError)
 		return nil, err
 	}
 	if now := s.wallClock(); signed.Before(now.Add(-maxClockSkew)) || signed.After(now.Add(maxClockSkew)) {
-		return nil, apiErr(codeRequestExpired, "Request has expired.")
+		return nil, state.Errorf(codeRequestExpired, "Request has expired.")
 	}
 	if day != signed.Format("20060102") {
-		return nil, apiErr(codeSignatureMismatch, "Date in Credential scope does not match YYYYMMDD from ISO-8601 version of date from HTTP: '%s' != '%s'", truncate(day, 16), signed.Format("20060102"))
+		return nil, state.Errorf(codeSignatureMismatch, "Date in Credential scope does not match YYYYMMDD from ISO-8601 version of date from HTTP: '%s' != '%s'", truncate(day, 16), signed.Format("20060102"))
 	}
-	want, err := resign(r, body, strings.Split(signedHeaders, ";"), aws.Credentials{AccessKeyID: keyID, SecretAccessKey: p.secret}, region, signed)
+	want, err := resign(r, body, strings.Split(signedHeaders, ";"), aws.Credentials{AccessKeyID: keyID, SecretAccessKey: p.Secret}, region, signed)
 	if err != nil {
 		return nil, err
 	}
 	if !hmac.Equal([]byte(want), []byte(signature)) {
-		return nil, apiErr(codeSignatureMismatch, "The request signature we calculated does not match the signature you provided. Check your AWS Secret Access Key and signing method. Consult the service documentation for details.")
+		return nil, state.Errorf(codeSignatureMismatch, "The request signature we calculated does not match the signature you provided. Check your AWS Secret Access Key and signing method. Consult the service documentation for details.")
 	}
 	return p, nil
 }
@@ -103,18 +103,18 @@ func signingTime(r *http.Request) (time.Time, *APIError) {
 	if v := r.Header.Get("X-Amz-Date"); v != "" {
 		t, err := time.Parse(amzDateFormat, v)
 		if err != nil {
-			return time.Time{}, apiErr(codeIncompleteSig, "X-Amz-Date %q is not in the form 20060102T150405Z", truncate(v, 32))
+			return time.Time{}, state.Errorf(codeIncompleteSig, "X-Amz-Date %q is not in the form 20060102T150405Z", truncate(v, 32))
 		}
 		return t, nil
 	}
 	if v := r.Header.Get("Date"); v != "" {
 		t, err := http.ParseTime(v)
 		if err != nil {
-			return time.Time{}, apiErr(codeIncompleteSig, "Date %q is not an HTTP date", truncate(v, 40))
+			return time.Time{}, state.Errorf(codeIncompleteSig, "Date %q is not an HTTP date", truncate(v, 40))
 		}
 		return t, nil
 	}
-	return time.Time{}, apiErr(codeIncompleteSig, "Authorization header requires existence of either a 'X-Amz-Date' or a 'Date' header.")
+	return time.Time{}, state.Errorf(codeIncompleteSig, "Authorization header requires existence of either a 'X-Amz-Date' or a 'Date' header.")
 }
 
 // resign signs a copy of r holding only the headers the client signed with
@@ -124,7 +124,7 @@ func resign(r *http.Request, body []byte, signedHeaders []string, creds aws.Cred
 	u.Scheme, u.Host = "http", r.Host
 	cp, err := http.NewRequest(r.Method, u.String(), nil)
 	if err != nil {
-		return "", apiErr(codeIncompleteSig, "The request URL cannot be signed: %v", err)
+		return "", state.Errorf(codeIncompleteSig, "The request URL cannot be signed: %v", err)
 	}
 	cp.Host = r.Host
 	hasHost := false
@@ -141,14 +141,14 @@ func resign(r *http.Request, body []byte, signedHeaders []string, creds aws.Cred
 		}
 	}
 	if !hasHost {
-		return "", apiErr(codeIncompleteSig, "'Host' must be a signed header")
+		return "", state.Errorf(codeIncompleteSig, "'Host' must be a signed header")
 	}
 	if creds.SessionToken = cp.Header.Get("X-Amz-Security-Token"); creds.SessionToken != "" {
 		return "", errCredentials // no principal has a session token
 	}
 	sum := sha256.Sum256(body)
 	if err := v4.NewSigner().SignHTTP(context.Background(), creds, cp, hex.EncodeToString(sum[:]), "ec2", region, at); err != nil {
-		return "", apiErr(codeIncompleteSig, "The request cannot be signed: %v", err)
+		return "", state.Errorf(codeIncompleteSig, "The request cannot be signed: %v", err)
 	}
 	_, sig, _ := strings.Cut(cp.Header.Get("Authorization"), "Signature=")
 	return sig, nil
@@ -161,83 +161,48 @@ func checkVersion(form url.Values) *APIError {
 	case APIVersion:
 		return nil
 	case "":
-		return apiErr(codeMissingParameter, "The request must contain the parameter Version")
+		return state.Errorf(state.CodeMissingParameter, "The request must contain the parameter Version")
 	default:
-		return apiErr(codeNoSuchVersion, "The requested version (%s) of service AmazonEC2 does not exist", truncate(v, 32))
+		return state.Errorf(codeNoSuchVersion, "The requested version (%s) of service AmazonEC2 does not exist", truncate(v, 32))
 	}
 }
 
 // authorize evaluates the principal's policy for action with the form v:
 // nil when every resource the action touches is allowed, else
 // UnauthorizedOperation (or the NotFound of a resource it names).
-func (s *State) authorize(p *principal, action string, v url.Values) error {
-	if p == nil || p.policy == nil {
+func authorize(s *State, p *iam.Principal, action string, v url.Values) error {
+	if p == nil || p.Policy == nil {
 		return nil
 	}
-	reqs, err := s.authzRequests(action, v)
+	reqs, err := authzRequests(s, action, v)
 	if err != nil {
 		return err
 	}
 	for _, r := range reqs {
 		asked := map[string][]string{}
-		keys := r.keys
-		r.keys = func(key string) ([]string, bool, error) {
+		keys := r.Keys
+		r.Keys = func(key string) ([]string, bool, error) {
 			vals, present, err := keys(key)
 			if present {
 				asked[key] = vals
 			}
 			return vals, present, err
 		}
-		d, err := p.policy.evaluate(r)
+		d, err := p.Policy.Evaluate(r)
 		if err != nil {
 			return err
 		}
-		if d.allowed && !d.explicit {
+		if d.Allowed && !d.Explicit {
 			continue
 		}
-		why := "because no identity-based policy allows the " + r.action + " action"
-		if d.explicit {
+		why := "because no identity-based policy allows the " + r.Action + " action"
+		if d.Explicit {
 			why = "with an explicit deny in an identity-based policy"
 		}
-		failure := AuthorizationFailure{Allowed: false, ExplicitDeny: d.explicit, DeniedBy: d.deniedBy,
-			Principal: p.arn, Action: r.action, Resource: r.resource, Conditions: asked}
-		return apiErr(codeUnauthorized, "You are not authorized to perform this operation. User: %s is not authorized to perform: %s on resource: %s %s. Encoded authorization failure message: %s",
-			p.arn, r.action, r.resource, why, failure.encode())
+		failure := iam.AuthorizationFailure{Allowed: false, ExplicitDeny: d.Explicit, DeniedBy: d.DeniedBy,
+			Principal: p.ARN, Action: r.Action, Resource: r.Resource, Conditions: asked}
+		return state.Errorf(codeUnauthorized, "You are not authorized to perform this operation. User: %s is not authorized to perform: %s on resource: %s %s. Encoded authorization failure message: %s",
+			p.ARN, r.Action, r.Resource, why, failure.Encode())
 	}
 	return nil
-}
-
-// AuthorizationFailure is what an UnauthorizedOperation's encoded message
-// holds, as sts:DecodeAuthorizationMessage shows it for EC2: the request
-// IAM refused and why. ec2sim encodes it as base64 JSON, not encrypted.
-type AuthorizationFailure struct {
-	Allowed      bool   `json:"allowed"`
-	ExplicitDeny bool   `json:"explicitDeny"`
-	DeniedBy     string `json:"deniedBy,omitempty"`
-	Principal    string `json:"principal"`
-	Action       string `json:"action"`
-	Resource     string `json:"resource"`
-	// Conditions are the condition keys the policy asked for that the
-	// request carried, with their values.
-	Conditions map[string][]string `json:"conditions,omitempty"`
-}
-
-func (f AuthorizationFailure) encode() string {
-	b, _ := json.Marshal(f) // plain strings and maps always marshal
-	return base64.RawURLEncoding.EncodeToString(b)
-}
-
-// DecodeAuthorizationMessage reads the encoded message at the end of an
-// UnauthorizedOperation's message (or the encoded message alone).
-func DecodeAuthorizationMessage(message string) (AuthorizationFailure, error) {
-	const marker = "Encoded authorization failure message: "
-	if i := strings.LastIndex(message, marker); i >= 0 {
-		message = message[i+len(marker):]
-	}
-	var f AuthorizationFailure
-	b, err := base64.RawURLEncoding.DecodeString(strings.TrimSpace(message))
-	if err != nil {
-		return f, err
-	}
-	return f, json.Unmarshal(b, &f)
 }

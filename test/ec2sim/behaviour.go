@@ -2,6 +2,7 @@ package ec2sim
 
 import (
 	"github.com/enipam/enipam/test/ec2sim/behaviour"
+	"github.com/enipam/enipam/test/ec2sim/state"
 )
 
 // The behaviour layer (package behaviour: throttling, latency, injected
@@ -39,7 +40,7 @@ func RealisticLatency() LatencyConfig { return behaviour.RealisticLatency(action
 // message ("Injected fault." when empty) and its HTTP status (EC2's for
 // the code when unset).
 func faultError(r FaultRule) *APIError {
-	e := apiErr(r.Code, "%s", r.Message)
+	e := state.Errorf(r.Code, "%s", r.Message)
 	if r.Message == "" {
 		e.Message = "Injected fault."
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/enipam/enipam/test/ec2sim/state"
 	"io"
 	"net/http"
 	"time"
@@ -24,12 +25,12 @@ func (s *Sim) serveEC2(w http.ResponseWriter, r *http.Request) {
 		if v := recover(); v != nil {
 			s.log.Error("panic serving EC2 call", "action", action, "panic", v)
 			s.counters.failed(action, "InternalError")
-			writeError(w, rid, apiErr("InternalError", "An internal error has occurred"))
+			writeError(w, rid, state.Errorf("InternalError", "An internal error has occurred"))
 		}
 	}()
 	if r.Method != http.MethodPost && r.Method != http.MethodGet {
 		s.counters.call(action)
-		s.fail(w, rid, action, apiErr(codeInvalidAction, "The HTTP method %s is not supported.", r.Method))
+		s.fail(w, rid, action, state.Errorf(state.CodeInvalidAction, "The HTTP method %s is not supported.", r.Method))
 		return
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, maxRequestBytes)
@@ -45,7 +46,7 @@ func (s *Sim) serveEC2(w http.ResponseWriter, r *http.Request) {
 			s.fail(w, rid, action, &APIError{Code: "RequestEntityTooLarge", Message: "Request body exceeds 1 MiB", HTTPStatus: http.StatusRequestEntityTooLarge})
 			return
 		}
-		s.fail(w, rid, action, apiErr("MalformedQueryString", "The query string is malformed: %v", err))
+		s.fail(w, rid, action, state.Errorf("MalformedQueryString", "The query string is malformed: %v", err))
 		return
 	}
 	name := r.Form.Get("Action")
@@ -64,15 +65,15 @@ func (s *Sim) serveEC2(w http.ResponseWriter, r *http.Request) {
 	}
 	switch {
 	case name == "":
-		s.fail(w, rid, action, apiErr(codeMissingAction, "The request must contain the parameter Action"))
+		s.fail(w, rid, action, state.Errorf(state.CodeMissingAction, "The request must contain the parameter Action"))
 		return
 	case !known:
-		s.fail(w, rid, action, apiErr(codeInvalidAction, "The action %s is not valid for this web service.", truncate(name, 64)))
+		s.fail(w, rid, action, state.Errorf(state.CodeInvalidAction, "The action %s is not valid for this web service.", truncate(name, 64)))
 		return
 	}
 	if !s.throttle.Allow(action, unfiltered(r.Form)) {
 		s.counters.throttled(action)
-		writeError(w, rid, apiErr(codeRequestLimitExceeded, "Request limit exceeded."))
+		writeError(w, rid, state.Errorf(state.CodeRequestLimitExceeded, "Request limit exceeded."))
 		s.log.Debug("ec2 call throttled", "action", action)
 		return
 	}
@@ -82,13 +83,13 @@ func (s *Sim) serveEC2(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p := newParams(r.Form)
-	p.authorize = func() error { return s.state.authorize(who, action, r.Form) }
+	p.authorize = func() error { return authorize(s.state, who, action, r.Form) }
 	resp, err := dec(s.state, p)
 	if err != nil {
 		var e *APIError
 		if !errors.As(err, &e) {
 			s.log.Error("engine returned an untyped error", "action", action, "err", err)
-			e = apiErr("InternalError", "An internal error has occurred")
+			e = state.Errorf("InternalError", "An internal error has occurred")
 		}
 		s.fail(w, rid, action, e)
 		return

@@ -1,6 +1,8 @@
 package ec2sim
 
 import (
+	"github.com/enipam/enipam/test/ec2sim/iam"
+	"github.com/enipam/enipam/test/ec2sim/state"
 	"net/url"
 	"strconv"
 	"strings"
@@ -34,12 +36,12 @@ type authzBuilder struct {
 	region  string
 	account string
 	v       url.Values
-	out     []authzRequest
+	out     []iam.Request
 }
 
 // authzRequests returns what IAM evaluates for action with the form v.
-func (s *State) authzRequests(action string, v url.Values) ([]authzRequest, error) {
-	b := &authzBuilder{s: s, region: s.region, account: s.account, v: v}
+func authzRequests(s *State, action string, v url.Values) ([]iam.Request, error) {
+	b := &authzBuilder{s: s, region: s.Region(), account: s.Account(), v: v}
 	ec2Action := "ec2:" + action
 	switch action {
 	case "CreateNetworkInterface":
@@ -54,7 +56,7 @@ func (s *State) authzRequests(action string, v url.Values) ([]authzRequest, erro
 		b.existing(ec2Action, v.Get("InstanceId"))
 		b.existing(ec2Action, v.Get("NetworkInterfaceId"))
 	case "DetachNetworkInterface":
-		eniID, instanceID, err := s.attachmentParties(v.Get("AttachmentId"))
+		eniID, instanceID, err := s.AttachmentParties(v.Get("AttachmentId"))
 		if err != nil {
 			return nil, err
 		}
@@ -73,7 +75,7 @@ func (s *State) authzRequests(action string, v url.Values) ([]authzRequest, erro
 			b.tagging(ec2Action, id, tags)
 		}
 	case "AssociateAddress", "DisassociateAddress", "ReleaseAddress":
-		alloc, err := s.allocationOf(v.Get("AllocationId"), v.Get("PublicIp"), v.Get("AssociationId"))
+		alloc, err := s.AllocationOf(v.Get("AllocationId"), v.Get("PublicIp"), v.Get("AssociationId"))
 		if err != nil {
 			return nil, err
 		}
@@ -95,8 +97,8 @@ func (s *State) authzRequests(action string, v url.Values) ([]authzRequest, erro
 }
 
 // add records one request whose keys are the common ones plus extra's.
-func (b *authzBuilder) add(action, resource string, extra conditionKeys) {
-	b.out = append(b.out, authzRequest{action: action, resource: resource, keys: func(key string) ([]string, bool, error) {
+func (b *authzBuilder) add(action, resource string, extra iam.ConditionKeys) {
+	b.out = append(b.out, iam.Request{Action: action, Resource: resource, Keys: func(key string) ([]string, bool, error) {
 		switch key {
 		case "aws:requestedregion", "ec2:region":
 			return []string{b.region}, true, nil
@@ -120,7 +122,7 @@ func (b *authzBuilder) existing(action, id string) {
 	if id == "" {
 		return
 	}
-	b.add(action, b.arn(arnType(id), id), b.resourceTags(id, nil))
+	b.add(action, b.arn(state.ResourceType(id), id), b.resourceTags(id, nil))
 }
 
 // created records action on a new resource of typ, with the tags of its
@@ -147,13 +149,13 @@ func (b *authzBuilder) created(action, typ string) {
 // tagging records CreateTags or DeleteTags on the resource id: the tags
 // given and the resource's own.
 func (b *authzBuilder) tagging(action, id string, tags []Tag) {
-	b.add(action, b.arn(arnType(id), id), requestTags(tags, b.resourceTags(id, nil)))
+	b.add(action, b.arn(state.ResourceType(id), id), requestTags(tags, b.resourceTags(id, nil)))
 }
 
 // resourceTags resolves aws:ResourceTag/<key> and ec2:ResourceTag/<key>
 // from the tags of id, looked up once and only when asked; other keys go
 // to next.
-func (b *authzBuilder) resourceTags(id string, next conditionKeys) conditionKeys {
+func (b *authzBuilder) resourceTags(id string, next iam.ConditionKeys) iam.ConditionKeys {
 	var tags map[string]string
 	var looked bool
 	return func(key string) ([]string, bool, error) {
@@ -169,7 +171,7 @@ func (b *authzBuilder) resourceTags(id string, next conditionKeys) conditionKeys
 		}
 		if !looked {
 			var err error
-			if tags, err = b.s.tagsOf(id); err != nil {
+			if tags, err = b.s.ResourceTags(id); err != nil {
 				return nil, false, err
 			}
 			looked = true
@@ -181,7 +183,7 @@ func (b *authzBuilder) resourceTags(id string, next conditionKeys) conditionKeys
 
 // requestTags resolves aws:RequestTag/<key> and aws:TagKeys from tags;
 // other keys go to next.
-func requestTags(tags []Tag, next conditionKeys) conditionKeys {
+func requestTags(tags []Tag, next iam.ConditionKeys) iam.ConditionKeys {
 	return func(key string) ([]string, bool, error) {
 		if key == "aws:tagkeys" {
 			if len(tags) == 0 {
@@ -206,113 +208,6 @@ func requestTags(tags []Tag, next conditionKeys) conditionKeys {
 		}
 		return nil, false, nil
 	}
-}
-
-// arnType is the ARN resource type of an EC2 ID.
-func arnType(id string) string {
-	prefix, _, _ := strings.Cut(id, "-")
-	switch prefix {
-	case "eni":
-		return "network-interface"
-	case "i":
-		return "instance"
-	case "sg":
-		return "security-group"
-	case "rtb":
-		return "route-table"
-	case "eipalloc":
-		return "elastic-ip"
-	}
-	return prefix // subnet, vpc
-}
-
-// tagsOf returns the tags of any resource, keyed by lower-case key (IAM
-// compares tag keys in condition keys without case). A missing resource
-// is the NotFound the action itself answers.
-func (s *State) tagsOf(id string) (map[string]string, error) {
-	s.lock()
-	defer s.unlock()
-	var tags []Tag
-	var err error
-	switch arnType(id) {
-	case "network-interface":
-		var e *eni
-		if e, err = s.eniToChange(id); err == nil {
-			tags = e.tags
-		}
-	case "elastic-ip":
-		var a *address
-		if a, err = s.addressByRef(id, ""); err == nil {
-			tags = a.tags
-		}
-	case "subnet":
-		var sn *subnet
-		if sn, err = s.subnetByID(id); err == nil {
-			tags = sn.tags
-		}
-	case "security-group":
-		var g *securityGroup
-		if g, err = s.groupByID(id); err == nil {
-			tags = g.tags
-		}
-	case "instance":
-		var in *instance
-		if in, err = s.instanceByID(id); err == nil {
-			tags = in.tags
-		}
-	default:
-		var m *meta
-		if m, err = s.taggable(id); err == nil {
-			tags = m.tags
-		}
-	}
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]string{}
-	for _, t := range tags {
-		out[strings.ToLower(t.Key)] = t.Value
-	}
-	return out, nil
-}
-
-// attachmentParties returns the ENI and instance of an attachment.
-func (s *State) attachmentParties(id string) (eniID, instanceID string, err error) {
-	if id == "" {
-		return "", "", nil
-	}
-	s.lock()
-	defer s.unlock()
-	a, err := s.attachmentByID(id)
-	if err != nil {
-		return "", "", err
-	}
-	return a.eni.id, a.instance.id, nil
-}
-
-// allocationOf returns the allocation ID of an Elastic IP named by
-// allocation ID, public IP or association ID.
-func (s *State) allocationOf(allocationID, publicIP, associationID string) (string, error) {
-	if allocationID != "" {
-		return allocationID, nil
-	}
-	s.lock()
-	defer s.unlock()
-	switch {
-	case associationID != "":
-		a, err := s.associationByID(associationID)
-		if err != nil {
-			return "", err
-		}
-		return a.id, nil
-	case publicIP != "":
-		a, err := s.addressByRef("", publicIP)
-		if err != nil {
-			return "", err
-		}
-		return a.id, nil
-	}
-	return "", nil
 }
 
 // formIndexes, formList and formTags read lists of a form as params does,

@@ -1,6 +1,7 @@
 package ec2sim
 
 import (
+	"github.com/enipam/enipam/test/ec2sim/state"
 	"net/url"
 	"sort"
 	"strconv"
@@ -73,7 +74,7 @@ func (p *params) str(name string) string {
 func (p *params) required(name string) string {
 	v := p.str(name)
 	if v == "" {
-		p.fail(apiErr(codeMissingParameter, "The request must contain the parameter %s", name))
+		p.fail(state.Errorf(state.CodeMissingParameter, "The request must contain the parameter %s", name))
 	}
 	return v
 }
@@ -86,7 +87,7 @@ func (p *params) integer(name string) int {
 	s := p.str(name)
 	n, err := strconv.ParseInt(s, 10, 32)
 	if err != nil {
-		p.fail(apiErr(codeInvalidParameterValue, "Invalid value '%s' for %s. Expecting an integer.", s, name))
+		p.fail(state.Errorf(state.CodeInvalidParameterValue, "Invalid value '%s' for %s. Expecting an integer.", s, name))
 	}
 	return int(n)
 }
@@ -95,7 +96,7 @@ func (p *params) integer(name string) int {
 func (p *params) requiredInt(name string) int {
 	if !p.has(name) {
 		p.used[name] = true
-		p.fail(apiErr(codeMissingParameter, "The request must contain the parameter %s", name))
+		p.fail(state.Errorf(state.CodeMissingParameter, "The request must contain the parameter %s", name))
 		return 0
 	}
 	return p.integer(name)
@@ -113,7 +114,7 @@ func (p *params) boolean(name string) *bool {
 		b = true
 	case "false":
 	default:
-		p.fail(apiErr(codeInvalidParameterValue, "Invalid value '%s' for %s. Expecting true or false.", s, name))
+		p.fail(state.Errorf(state.CodeInvalidParameterValue, "Invalid value '%s' for %s. Expecting true or false.", s, name))
 		return nil
 	}
 	return &b
@@ -191,7 +192,7 @@ func (p *params) tagSpecs() []TagSpecification {
 
 // page reads MaxResults and NextToken.
 func (p *params) page() Page {
-	return Page{MaxResults: p.integer("MaxResults"), NextToken: p.str("NextToken"), maxResultsGiven: p.has("MaxResults")}
+	return Page{MaxResults: p.integer("MaxResults"), NextToken: p.str("NextToken"), MaxResultsGiven: p.has("MaxResults")}
 }
 
 // ignore accepts parameters the emulator reads but does not model: the key
@@ -220,7 +221,7 @@ func (p *params) done() error {
 	}
 	if len(unknown) > 0 {
 		sort.Strings(unknown)
-		return apiErr(codeUnknownParameter, "The parameter %s is not recognized", unknown[0])
+		return state.Errorf(state.CodeUnknownParameter, "The parameter %s is not recognized", unknown[0])
 	}
 	return nil
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/enipam/enipam/test/ec2sim/behaviour"
+	"github.com/enipam/enipam/test/ec2sim/iam"
 )
 
 // Sim is a running emulator: the State behind an ec2query HTTP handler with
@@ -30,7 +31,7 @@ type Sim struct {
 	log      *slog.Logger
 	// principals may call, by access key ID; wallClock dates signatures
 	// (clients sign with the real time whatever clock the State runs on).
-	principals map[string]*principal
+	principals map[string]*iam.Principal
 	wallClock  func() time.Time
 
 	ridMu  sync.Mutex
@@ -73,7 +74,7 @@ func New(sc *Scenario, opts ...Option) (*Sim, error) {
 	if err != nil {
 		return nil, err
 	}
-	principals, err := sc.principals()
+	principals, err := sc.IAMPrincipals()
 	if err != nil {
 		return nil, err
 	}
@@ -233,7 +234,7 @@ func (s *Sim) serve(ctx context.Context, ln net.Listener, h http.Handler, cfg *t
 // IMDS client at it (imds.Options.Endpoint or
 // AWS_EC2_METADATA_SERVICE_ENDPOINT).
 func (s *Sim) IMDSEndpoint(instanceID string) (string, error) {
-	if _, err := s.state.instanceMetadata(instanceID); err != nil {
+	if _, err := s.state.InstanceMetadata(instanceID); err != nil {
 		return "", err
 	}
 	s.mu.Lock()

@@ -3,6 +3,7 @@ package ec2sim
 import (
 	"bytes"
 	"encoding/xml"
+	"github.com/enipam/enipam/test/ec2sim/state"
 	"net/http"
 	"strconv"
 )
@@ -69,7 +70,7 @@ func writeError(w http.ResponseWriter, requestID string, e *APIError) {
 	writeXMLHeaders(w, requestID, len(body))
 	status := e.HTTPStatus
 	if status == 0 {
-		status = statusForCode(e.Code)
+		status = state.StatusForCode(e.Code)
 	}
 	w.WriteHeader(status)
 	_, _ = w.Write(body)
