@@ -26,6 +26,9 @@ import (
 //
 // Errors answer {"code":..., "message":...} with a 4xx status.
 
+// maxBodyBytes bounds a request body.
+const maxBodyBytes = 1 << 20
+
 // adminError is the admin API's error body.
 type adminError struct {
 	Code    string `json:"code"`
@@ -108,7 +111,7 @@ func configEndpoint[C any](mux *http.ServeMux, name string, get func() C, set fu
 }
 
 func readJSON(w http.ResponseWriter, r *http.Request, v any) bool {
-	dec := json.NewDecoder(io.LimitReader(r.Body, maxRequestBytes))
+	dec := json.NewDecoder(io.LimitReader(r.Body, maxBodyBytes))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		writeJSON(w, http.StatusBadRequest, adminError{Code: "MalformedJSON", Message: err.Error()})

@@ -2,7 +2,7 @@ package ec2sim
 
 import (
 	"github.com/enipam/enipam/test/ec2sim/behaviour"
-	"github.com/enipam/enipam/test/ec2sim/state"
+	"github.com/enipam/enipam/test/ec2sim/wire"
 )
 
 // The behaviour layer (package behaviour: throttling, latency, injected
@@ -34,18 +34,4 @@ func DefaultBucket(action string, unfiltered bool) BucketConfig {
 // RealisticLatency is what EC2 answers in from inside a region, for every
 // action the emulator serves: describes in 50-150 ms, mutating calls in
 // 150-400 ms.
-func RealisticLatency() LatencyConfig { return behaviour.RealisticLatency(actionNames()) }
-
-// faultError is the answer of a fault rule that fired: its code, its
-// message ("Injected fault." when empty) and its HTTP status (EC2's for
-// the code when unset).
-func faultError(r FaultRule) *APIError {
-	e := state.Errorf(r.Code, "%s", r.Message)
-	if r.Message == "" {
-		e.Message = "Injected fault."
-	}
-	if r.HTTPStatus != 0 {
-		e.HTTPStatus = r.HTTPStatus
-	}
-	return e
-}
+func RealisticLatency() LatencyConfig { return behaviour.RealisticLatency(wire.ActionNames()) }

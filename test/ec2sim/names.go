@@ -5,6 +5,7 @@ import (
 
 	"github.com/enipam/enipam/test/ec2sim/iam"
 	"github.com/enipam/enipam/test/ec2sim/state"
+	"github.com/enipam/enipam/test/ec2sim/wire"
 )
 
 // The model (package state: the account, EC2's rules, its requests and
@@ -215,3 +216,12 @@ func DefaultPrincipal(clusterName string) PrincipalSpec { return iam.DefaultPrin
 
 // AllowAllPrincipal is iam.AllowAllPrincipal.
 func AllowAllPrincipal() PrincipalSpec { return iam.AllowAllPrincipal() }
+
+// The wire's names callers use (package wire).
+type (
+	// Counters is wire.Counters.
+	Counters = wire.Counters
+)
+
+// APIVersion is the only EC2 API version served (wire.APIVersion).
+const APIVersion = wire.APIVersion

@@ -7,14 +7,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"sync"
 	"time"
 
 	"github.com/enipam/enipam/test/ec2sim/behaviour"
-	"github.com/enipam/enipam/test/ec2sim/iam"
+	"github.com/enipam/enipam/test/ec2sim/wire"
 )
 
 // Sim is a running emulator: the State behind an ec2query HTTP handler with
@@ -23,19 +22,12 @@ import (
 // Start.
 type Sim struct {
 	state    *State
-	counters *counters
+	ec2      *wire.EC2
 	throttle *behaviour.Throttler
 	latency  *behaviour.Latencies
 	faults   *behaviour.Faults
-	imds     *imdsService
+	imds     *wire.IMDS
 	log      *slog.Logger
-	// principals may call, by access key ID; wallClock dates signatures
-	// (clients sign with the real time whatever clock the State runs on).
-	principals map[string]*iam.Principal
-	wallClock  func() time.Time
-
-	ridMu  sync.Mutex
-	ridRNG *rand.Rand
 
 	mu      sync.Mutex
 	host    string
@@ -88,19 +80,17 @@ func New(sc *Scenario, opts ...Option) (*Sim, error) {
 		latency = *sc.Latency
 	}
 	s := &Sim{
-		state:      st,
-		counters:   newCounters(),
-		throttle:   behaviour.NewThrottler(o.now, throttling),
-		latency:    behaviour.NewLatencies(sc.Seed, latency),
-		faults:     behaviour.NewFaults(sc.Seed, sc.Faults),
-		log:        o.logger,
-		principals: principals,
-		wallClock:  time.Now,
-		ridRNG:     rand.New(rand.NewPCG(sc.Seed, 0x726571)),
-		host:       "127.0.0.1",
-		imdsURL:    map[string]string{},
+		state:    st,
+		throttle: behaviour.NewThrottler(o.now, throttling),
+		latency:  behaviour.NewLatencies(sc.Seed, latency),
+		faults:   behaviour.NewFaults(sc.Seed, sc.Faults),
+		imds:     wire.NewIMDS(st, o.now, sc.Seed),
+		log:      o.logger,
+		host:     "127.0.0.1",
+		imdsURL:  map[string]string{},
 	}
-	s.imds = newIMDS(st, o.now, sc.Seed)
+	s.ec2 = wire.NewEC2(wire.Config{State: st, Principals: principals, Throttle: s.throttle, Latency: s.latency,
+		Faults: s.faults, Seed: sc.Seed, Log: o.logger})
 	return s, nil
 }
 
@@ -108,10 +98,10 @@ func New(sc *Scenario, opts ...Option) (*Sim, error) {
 func (s *Sim) State() *State { return s.state }
 
 // Counters returns the call counters.
-func (s *Sim) Counters() Counters { return s.counters.snapshot() }
+func (s *Sim) Counters() Counters { return s.ec2.Counters() }
 
 // ResetCounters zeroes the call counters.
-func (s *Sim) ResetCounters() { s.counters.reset() }
+func (s *Sim) ResetCounters() { s.ec2.ResetCounters() }
 
 // SetThrottling replaces the throttling configuration; every bucket starts
 // full again.
@@ -149,9 +139,9 @@ func (s *Sim) Handler() http.Handler {
 	s.registerAdmin(mux)
 	mux.Handle("/imds/{instance}/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := r.PathValue("instance")
-		http.StripPrefix("/imds/"+id, s.imds.handler(id)).ServeHTTP(w, r)
+		http.StripPrefix("/imds/"+id, s.imds.Handler(id)).ServeHTTP(w, r)
 	}))
-	mux.HandleFunc("/", s.serveEC2)
+	mux.Handle("/", s.ec2)
 	return mux
 }
 
@@ -246,7 +236,7 @@ func (s *Sim) IMDSEndpoint(instanceID string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("listening for IMDS of %s, %w", instanceID, err)
 	}
-	srv := &http.Server{Handler: s.imds.handler(instanceID), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: s.imds.Handler(instanceID), ReadHeaderTimeout: 10 * time.Second}
 	s.servers = append(s.servers, srv)
 	go func() { _ = srv.Serve(ln) }()
 	u := "http://" + ln.Addr().String()
@@ -266,12 +256,4 @@ func (s *Sim) Close() error {
 		errs = append(errs, srv.Close())
 	}
 	return errors.Join(errs...)
-}
-
-// requestID returns a UUID-shaped request ID, reproducible for a seed.
-func (s *Sim) requestID() string {
-	s.ridMu.Lock()
-	a, b := s.ridRNG.Uint64(), s.ridRNG.Uint64()
-	s.ridMu.Unlock()
-	return fmt.Sprintf("%08x-%04x-4%03x-%04x-%012x", a>>32, a>>16&0xffff, a&0xfff, 0x8000|b>>48&0x3fff, b&0xffffffffffff)
 }

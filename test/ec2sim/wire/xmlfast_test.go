@@ -1,8 +1,9 @@
-package ec2sim
+package wire
 
 import (
 	"bytes"
 	"encoding/xml"
+	"github.com/enipam/enipam/test/ec2sim/state"
 	"testing"
 )
 
@@ -11,17 +12,17 @@ import (
 // escapes, invalid UTF-8) with the hand-written writer and with
 // encoding/xml, and requires the same bytes.
 func TestFastXMLMatchesEncodingXML(t *testing.T) {
-	assoc := &Association{AllocationID: "eipalloc-1", AssociationID: "eipassoc-1", IPOwnerID: "1", PublicIP: "198.51.100.4", PublicDNSName: "x"}
-	resp := &DescribeNetworkInterfacesResponse{
-		NetworkInterfaces: []NetworkInterface{
+	assoc := &state.Association{AllocationID: "eipalloc-1", AssociationID: "eipassoc-1", IPOwnerID: "1", PublicIP: "198.51.100.4", PublicDNSName: "x"}
+	resp := &state.DescribeNetworkInterfacesResponse{
+		NetworkInterfaces: []state.NetworkInterface{
 			{
 				NetworkInterfaceID: "eni-1", Description: `a<b>&"c"'d` + "\t\n\xff é", Status: "in-use", SourceDestCheck: true,
-				Groups:             []GroupIdentifier{{GroupID: "sg-1", GroupName: "default"}},
-				Attachment:         &Attachment{AttachmentID: "eni-attach-1", InstanceID: "i-1", DeviceIndex: 2, Status: "attached", DeleteOnTermination: true},
+				Groups:             []state.GroupIdentifier{{GroupID: "sg-1", GroupName: "default"}},
+				Attachment:         &state.Attachment{AttachmentID: "eni-attach-1", InstanceID: "i-1", DeviceIndex: 2, Status: "attached", DeleteOnTermination: true},
 				Association:        assoc,
-				Tags:               []Tag{{Key: "k<", Value: "v&"}, {Key: "e", Value: ""}},
-				PrivateIPAddresses: []PrivateIPAddress{{PrivateIPAddress: "10.0.0.4", Primary: true, Association: assoc}, {PrivateIPAddress: "10.0.0.5"}},
-				IPv4Prefixes:       []IPv4Prefix{{IPv4Prefix: "10.0.0.16/28"}},
+				Tags:               []state.Tag{{Key: "k<", Value: "v&"}, {Key: "e", Value: ""}},
+				PrivateIPAddresses: []state.PrivateIPAddress{{PrivateIPAddress: "10.0.0.4", Primary: true, Association: assoc}, {PrivateIPAddress: "10.0.0.5"}},
+				IPv4Prefixes:       []state.IPv4Prefix{{IPv4Prefix: "10.0.0.16/28"}},
 			},
 			{NetworkInterfaceID: "eni-2"},
 		},

@@ -1,4 +1,4 @@
-package ec2sim
+package wire
 
 import (
 	"maps"

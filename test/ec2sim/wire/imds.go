@@ -1,4 +1,4 @@
-package ec2sim
+package wire
 
 import (
 	"crypto/hmac"
@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
+	"github.com/enipam/enipam/test/ec2sim/state"
 	"net/http"
 	"slices"
 	"strconv"
@@ -13,11 +14,11 @@ import (
 	"time"
 )
 
-// imdsService answers IMDSv2 for any instance: session tokens from
+// IMDS answers IMDSv2 for any instance: session tokens from
 // PUT /latest/api/token, then metadata with the token. Tokens are signed,
 // not stored: they carry their instance and expiry.
-type imdsService struct {
-	state *State
+type IMDS struct {
+	state *state.State
 	now   func() time.Time
 	key   []byte
 }
@@ -28,23 +29,25 @@ const (
 	imdsMaxTTL      = 21600
 )
 
-func newIMDS(st *State, now func() time.Time, seed uint64) *imdsService {
+// NewIMDS serves the instance metadata of st; now dates and expires
+// tokens, seed keys them.
+func NewIMDS(st *state.State, now func() time.Time, seed uint64) *IMDS {
 	key := binary.BigEndian.AppendUint64([]byte("ec2sim-imds"), seed)
-	return &imdsService{state: st, now: now, key: key}
+	return &IMDS{state: st, now: now, key: key}
 }
 
-func (m *imdsService) sign(payload string) string {
+func (m *IMDS) sign(payload string) string {
 	mac := hmac.New(sha256.New, m.key)
 	mac.Write([]byte(payload))
 	return base64.RawURLEncoding.EncodeToString(mac.Sum(nil))
 }
 
-func (m *imdsService) newToken(instanceID string, ttl time.Duration) string {
+func (m *IMDS) newToken(instanceID string, ttl time.Duration) string {
 	payload := instanceID + "|" + strconv.FormatInt(m.now().Add(ttl).UnixMilli(), 10)
 	return base64.RawURLEncoding.EncodeToString([]byte(payload)) + "." + m.sign(payload)
 }
 
-func (m *imdsService) validToken(instanceID, tok string) bool {
+func (m *IMDS) validToken(instanceID, tok string) bool {
 	enc, sig, ok := strings.Cut(tok, ".")
 	if !ok {
 		return false
@@ -58,8 +61,8 @@ func (m *imdsService) validToken(instanceID, tok string) bool {
 	return err == nil && id == instanceID && m.now().UnixMilli() < ms
 }
 
-// handler serves the IMDS of one instance.
-func (m *imdsService) handler(instanceID string) http.Handler {
+// Handler serves the IMDS of one instance.
+func (m *IMDS) Handler(instanceID string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Server", "EC2ws")
 		if r.URL.Path == "/latest/api/token" {
@@ -98,7 +101,7 @@ func (m *imdsService) handler(instanceID string) http.Handler {
 	})
 }
 
-func (m *imdsService) serveToken(w http.ResponseWriter, r *http.Request, instanceID string) {
+func (m *IMDS) serveToken(w http.ResponseWriter, r *http.Request, instanceID string) {
 	if r.Method != http.MethodPut {
 		http.Error(w, "Method Not Allowed", http.StatusMethodNotAllowed)
 		return

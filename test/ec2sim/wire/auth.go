@@ -1,4 +1,4 @@
-package ec2sim
+package wire
 
 import (
 	"context"
@@ -51,7 +51,7 @@ var errCredentials = state.Errorf(codeAuthFailure, "AWS was not able to validate
 
 // authenticate checks the signature of r, whose body is body, and returns
 // the principal that signed it.
-func (s *Sim) authenticate(r *http.Request, body []byte) (*iam.Principal, *APIError) {
+func (s *EC2) authenticate(r *http.Request, body []byte) (*iam.Principal, *state.APIError) {
 	header := r.Header.Get("Authorization")
 	if header == "" {
 		if r.Form.Get("X-Amz-Signature") != "" || r.Form.Get("Signature") != "" {
@@ -99,7 +99,7 @@ func (s *Sim) authenticate(r *http.Request, body []byte) (*iam.Principal, *APIEr
 }
 
 // signingTime reads X-Amz-Date, or Date.
-func signingTime(r *http.Request) (time.Time, *APIError) {
+func signingTime(r *http.Request) (time.Time, *state.APIError) {
 	if v := r.Header.Get("X-Amz-Date"); v != "" {
 		t, err := time.Parse(amzDateFormat, v)
 		if err != nil {
@@ -119,7 +119,7 @@ func signingTime(r *http.Request) (time.Time, *APIError) {
 
 // resign signs a copy of r holding only the headers the client signed with
 // the SDK's signer and returns the signature.
-func resign(r *http.Request, body []byte, signedHeaders []string, creds aws.Credentials, region string, at time.Time) (string, *APIError) {
+func resign(r *http.Request, body []byte, signedHeaders []string, creds aws.Credentials, region string, at time.Time) (string, *state.APIError) {
 	u := *r.URL
 	u.Scheme, u.Host = "http", r.Host
 	cp, err := http.NewRequest(r.Method, u.String(), nil)
@@ -156,7 +156,7 @@ func resign(r *http.Request, body []byte, signedHeaders []string, creds aws.Cred
 
 // checkVersion answers a request without Version, or for another API
 // version, as EC2 does.
-func checkVersion(form url.Values) *APIError {
+func checkVersion(form url.Values) *state.APIError {
 	switch v := form.Get("Version"); v {
 	case APIVersion:
 		return nil
@@ -170,7 +170,7 @@ func checkVersion(form url.Values) *APIError {
 // authorize evaluates the principal's policy for action with the form v:
 // nil when every resource the action touches is allowed, else
 // UnauthorizedOperation (or the NotFound of a resource it names).
-func authorize(s *State, p *iam.Principal, action string, v url.Values) error {
+func authorize(s *state.State, p *iam.Principal, action string, v url.Values) error {
 	if p == nil || p.Policy == nil {
 		return nil
 	}

@@ -1,4 +1,4 @@
-package ec2sim
+package wire
 
 import (
 	"github.com/enipam/enipam/test/ec2sim/iam"
@@ -32,7 +32,7 @@ import (
 
 // authzBuilder collects the requests of one call.
 type authzBuilder struct {
-	s       *State
+	s       *state.State
 	region  string
 	account string
 	v       url.Values
@@ -40,7 +40,7 @@ type authzBuilder struct {
 }
 
 // authzRequests returns what IAM evaluates for action with the form v.
-func authzRequests(s *State, action string, v url.Values) ([]iam.Request, error) {
+func authzRequests(s *state.State, action string, v url.Values) ([]iam.Request, error) {
 	b := &authzBuilder{s: s, region: s.Region(), account: s.Account(), v: v}
 	ec2Action := "ec2:" + action
 	switch action {
@@ -128,7 +128,7 @@ func (b *authzBuilder) existing(action, id string) {
 // created records action on a new resource of typ, with the tags of its
 // TagSpecification, and ec2:CreateTags on it when it is tagged at creation.
 func (b *authzBuilder) created(action, typ string) {
-	var tags []Tag
+	var tags []state.Tag
 	for _, n := range formIndexes(b.v, "TagSpecification") {
 		base := "TagSpecification." + strconv.Itoa(n)
 		if b.v.Get(base+".ResourceType") == typ {
@@ -148,7 +148,7 @@ func (b *authzBuilder) created(action, typ string) {
 
 // tagging records CreateTags or DeleteTags on the resource id: the tags
 // given and the resource's own.
-func (b *authzBuilder) tagging(action, id string, tags []Tag) {
+func (b *authzBuilder) tagging(action, id string, tags []state.Tag) {
 	b.add(action, b.arn(state.ResourceType(id), id), requestTags(tags, b.resourceTags(id, nil)))
 }
 
@@ -183,7 +183,7 @@ func (b *authzBuilder) resourceTags(id string, next iam.ConditionKeys) iam.Condi
 
 // requestTags resolves aws:RequestTag/<key> and aws:TagKeys from tags;
 // other keys go to next.
-func requestTags(tags []Tag, next iam.ConditionKeys) iam.ConditionKeys {
+func requestTags(tags []state.Tag, next iam.ConditionKeys) iam.ConditionKeys {
 	return func(key string) ([]string, bool, error) {
 		if key == "aws:tagkeys" {
 			if len(tags) == 0 {
@@ -222,7 +222,7 @@ func formList(v url.Values, prefix string) []string {
 	return p.list(prefix)
 }
 
-func formTags(v url.Values, prefix string) []Tag {
+func formTags(v url.Values, prefix string) []state.Tag {
 	p := &params{v: v, used: map[string]bool{}}
 	return p.tags(prefix)
 }

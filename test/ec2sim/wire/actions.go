@@ -1,4 +1,4 @@
-package ec2sim
+package wire
 
 import (
 	"github.com/enipam/enipam/test/ec2sim/state"
@@ -10,43 +10,43 @@ import (
 // decoder reads one action's parameters, calls the State and returns its
 // answer. Unmodelled parameters the SDK may send are accepted and ignored;
 // any other key is UnknownParameter.
-type decoder func(s *State, p *params) (any, error)
+type decoder func(s *state.State, p *params) (any, error)
 
 // actions is every EC2 action the emulator serves.
 var actions = map[string]decoder{
-	"DescribeInstances": func(s *State, p *params) (any, error) {
-		req := DescribeRequest{IDs: p.list("InstanceId"), Filters: p.filters(), Page: p.page()}
+	"DescribeInstances": func(s *state.State, p *params) (any, error) {
+		req := state.DescribeRequest{IDs: p.list("InstanceId"), Filters: p.filters(), Page: p.page()}
 		p.ignore("IncludeManagedResources")
 		return call(s, p, req, s.DescribeInstances)
 	},
-	"DescribeInstanceTypes": func(s *State, p *params) (any, error) {
-		req := DescribeInstanceTypesRequest{InstanceTypes: p.list("InstanceType"), Filters: p.filters(), Page: p.page()}
+	"DescribeInstanceTypes": func(s *state.State, p *params) (any, error) {
+		req := state.DescribeInstanceTypesRequest{InstanceTypes: p.list("InstanceType"), Filters: p.filters(), Page: p.page()}
 		p.ignore("IncludeUnsupportedInRegion")
 		return call(s, p, req, s.DescribeInstanceTypes)
 	},
-	"DescribeSubnets": func(s *State, p *params) (any, error) {
-		req := DescribeRequest{IDs: p.list("SubnetId"), Filters: p.filters(), Page: p.page()}
+	"DescribeSubnets": func(s *state.State, p *params) (any, error) {
+		req := state.DescribeRequest{IDs: p.list("SubnetId"), Filters: p.filters(), Page: p.page()}
 		return call(s, p, req, s.DescribeSubnets)
 	},
-	"DescribeVpcs": func(s *State, p *params) (any, error) {
-		req := DescribeRequest{IDs: p.list("VpcId"), Filters: p.filters(), Page: p.page()}
+	"DescribeVpcs": func(s *state.State, p *params) (any, error) {
+		req := state.DescribeRequest{IDs: p.list("VpcId"), Filters: p.filters(), Page: p.page()}
 		return call(s, p, req, s.DescribeVpcs)
 	},
-	"DescribeSecurityGroups": func(s *State, p *params) (any, error) {
-		req := DescribeRequest{IDs: p.list("GroupId"), Names: p.list("GroupName"), Filters: p.filters(), Page: p.page()}
+	"DescribeSecurityGroups": func(s *state.State, p *params) (any, error) {
+		req := state.DescribeRequest{IDs: p.list("GroupId"), Names: p.list("GroupName"), Filters: p.filters(), Page: p.page()}
 		return call(s, p, req, s.DescribeSecurityGroups)
 	},
-	"DescribeRouteTables": func(s *State, p *params) (any, error) {
-		req := DescribeRequest{IDs: p.list("RouteTableId"), Filters: p.filters(), Page: p.page()}
+	"DescribeRouteTables": func(s *state.State, p *params) (any, error) {
+		req := state.DescribeRequest{IDs: p.list("RouteTableId"), Filters: p.filters(), Page: p.page()}
 		return call(s, p, req, s.DescribeRouteTables)
 	},
-	"DescribeNetworkInterfaces": func(s *State, p *params) (any, error) {
-		req := DescribeNetworkInterfacesRequest{NetworkInterfaceIDs: p.list("NetworkInterfaceId"), Filters: p.filters(), Page: p.page()}
+	"DescribeNetworkInterfaces": func(s *state.State, p *params) (any, error) {
+		req := state.DescribeNetworkInterfacesRequest{NetworkInterfaceIDs: p.list("NetworkInterfaceId"), Filters: p.filters(), Page: p.page()}
 		p.ignore("IncludeManagedResources")
 		return call(s, p, req, s.DescribeNetworkInterfaces)
 	},
-	"CreateNetworkInterface": func(s *State, p *params) (any, error) {
-		req := CreateNetworkInterfaceRequest{
+	"CreateNetworkInterface": func(s *state.State, p *params) (any, error) {
+		req := state.CreateNetworkInterfaceRequest{
 			SubnetID:                       p.required("SubnetId"),
 			Description:                    p.str("Description"),
 			SecurityGroupIDs:               p.list("SecurityGroupId"),
@@ -60,7 +60,7 @@ var actions = map[string]decoder{
 		for _, n := range p.indexes("PrivateIpAddresses") {
 			base := "PrivateIpAddresses." + strconv.Itoa(n)
 			primary := p.boolean(base + ".Primary")
-			req.PrivateIPAddresses = append(req.PrivateIPAddresses, PrivateIPSpec{Address: p.required(base + ".PrivateIpAddress"), Primary: primary != nil && *primary})
+			req.PrivateIPAddresses = append(req.PrivateIPAddresses, state.PrivateIPSpec{Address: p.required(base + ".PrivateIpAddress"), Primary: primary != nil && *primary})
 		}
 		for _, n := range p.indexes("Ipv4Prefix") {
 			req.IPv4Prefixes = append(req.IPv4Prefixes, p.required("Ipv4Prefix."+strconv.Itoa(n)+".Ipv4Prefix"))
@@ -74,12 +74,12 @@ var actions = map[string]decoder{
 		}
 		return call(s, p, req, s.CreateNetworkInterface, state.NeedSubnet(req.SubnetID), state.NeedGroups(req.SecurityGroupIDs))
 	},
-	"DeleteNetworkInterface": func(s *State, p *params) (any, error) {
+	"DeleteNetworkInterface": func(s *state.State, p *params) (any, error) {
 		id := p.required("NetworkInterfaceId")
 		return call(s, p, id, s.DeleteNetworkInterface, state.NeedENI(id))
 	},
-	"AttachNetworkInterface": func(s *State, p *params) (any, error) {
-		req := AttachNetworkInterfaceRequest{
+	"AttachNetworkInterface": func(s *state.State, p *params) (any, error) {
+		req := state.AttachNetworkInterfaceRequest{
 			NetworkInterfaceID: p.required("NetworkInterfaceId"),
 			InstanceID:         p.required("InstanceId"),
 			DeviceIndex:        p.requiredInt("DeviceIndex"),
@@ -88,14 +88,16 @@ var actions = map[string]decoder{
 		p.ignore("EnaSrdSpecification", "EnaQueueCount")
 		return call(s, p, req, s.AttachNetworkInterface, state.NeedENI(req.NetworkInterfaceID), state.NeedInstance(req.InstanceID))
 	},
-	"DetachNetworkInterface": func(s *State, p *params) (any, error) {
+	"DetachNetworkInterface": func(s *state.State, p *params) (any, error) {
 		id := p.required("AttachmentId")
 		force := p.boolean("Force")
-		return call(s, p, id, func(id string) (*ReturnResponse, error) { return s.DetachNetworkInterface(id, force != nil && *force) },
+		return call(s, p, id, func(id string) (*state.ReturnResponse, error) {
+			return s.DetachNetworkInterface(id, force != nil && *force)
+		},
 			state.NeedAttachment(id))
 	},
-	"ModifyNetworkInterfaceAttribute": func(s *State, p *params) (any, error) {
-		req := ModifyNetworkInterfaceAttributeRequest{
+	"ModifyNetworkInterfaceAttribute": func(s *state.State, p *params) (any, error) {
+		req := state.ModifyNetworkInterfaceAttributeRequest{
 			NetworkInterfaceID:  p.required("NetworkInterfaceId"),
 			SourceDestCheck:     p.boolean("SourceDestCheck.Value"),
 			SecurityGroupIDs:    p.list("SecurityGroupId"),
@@ -109,9 +111,9 @@ var actions = map[string]decoder{
 		p.ignore("EnaSrdSpecification", "ConnectionTrackingSpecification", "AssociatePublicIpAddress", "AssociatedSubnetId")
 		return call(s, p, req, s.ModifyNetworkInterfaceAttribute, state.NeedENI(req.NetworkInterfaceID), state.NeedGroups(req.SecurityGroupIDs))
 	},
-	"AssignPrivateIpAddresses": func(s *State, p *params) (any, error) {
+	"AssignPrivateIpAddresses": func(s *state.State, p *params) (any, error) {
 		reassign := p.boolean("AllowReassignment")
-		req := AssignPrivateIpAddressesRequest{
+		req := state.AssignPrivateIpAddressesRequest{
 			NetworkInterfaceID:             p.required("NetworkInterfaceId"),
 			PrivateIPAddresses:             p.list("PrivateIpAddress"),
 			SecondaryPrivateIPAddressCount: p.integer("SecondaryPrivateIpAddressCount"),
@@ -121,23 +123,23 @@ var actions = map[string]decoder{
 		}
 		return call(s, p, req, s.AssignPrivateIpAddresses, state.NeedENI(req.NetworkInterfaceID))
 	},
-	"UnassignPrivateIpAddresses": func(s *State, p *params) (any, error) {
-		req := UnassignPrivateIpAddressesRequest{
+	"UnassignPrivateIpAddresses": func(s *state.State, p *params) (any, error) {
+		req := state.UnassignPrivateIpAddressesRequest{
 			NetworkInterfaceID: p.required("NetworkInterfaceId"),
 			PrivateIPAddresses: p.list("PrivateIpAddress"),
 			IPv4Prefixes:       p.list("Ipv4Prefix"),
 		}
 		return call(s, p, req, s.UnassignPrivateIpAddresses, state.NeedENI(req.NetworkInterfaceID))
 	},
-	"CreateTags": func(s *State, p *params) (any, error) {
-		req := CreateTagsRequest{ResourceIDs: p.list("ResourceId"), Tags: p.tags("Tag")}
+	"CreateTags": func(s *state.State, p *params) (any, error) {
+		req := state.CreateTagsRequest{ResourceIDs: p.list("ResourceId"), Tags: p.tags("Tag")}
 		return call(s, p, req, s.CreateTags, state.NeedTaggable(req.ResourceIDs))
 	},
-	"DeleteTags": func(s *State, p *params) (any, error) {
-		req := DeleteTagsRequest{ResourceIDs: p.list("ResourceId")}
+	"DeleteTags": func(s *state.State, p *params) (any, error) {
+		req := state.DeleteTagsRequest{ResourceIDs: p.list("ResourceId")}
 		for _, n := range p.indexes("Tag") {
 			base := "Tag." + strconv.Itoa(n)
-			t := DeleteTag{Key: p.required(base + ".Key")}
+			t := state.DeleteTag{Key: p.required(base + ".Key")}
 			if p.has(base + ".Value") {
 				v := p.str(base + ".Value")
 				t.Value = &v
@@ -146,14 +148,14 @@ var actions = map[string]decoder{
 		}
 		return call(s, p, req, s.DeleteTags, state.NeedTaggable(req.ResourceIDs))
 	},
-	"AllocateAddress": func(s *State, p *params) (any, error) {
-		req := AllocateAddressRequest{Domain: p.str("Domain"), Address: p.str("Address"), TagSpecifications: p.tagSpecs()}
+	"AllocateAddress": func(s *state.State, p *params) (any, error) {
+		req := state.AllocateAddressRequest{Domain: p.str("Domain"), Address: p.str("Address"), TagSpecifications: p.tagSpecs()}
 		p.ignore("NetworkBorderGroup", "PublicIpv4Pool", "CustomerOwnedIpv4Pool", "IpamPoolId")
 		return call(s, p, req, s.AllocateAddress)
 	},
-	"AssociateAddress": func(s *State, p *params) (any, error) {
+	"AssociateAddress": func(s *state.State, p *params) (any, error) {
 		re := p.boolean("AllowReassociation")
-		req := AssociateAddressRequest{
+		req := state.AssociateAddressRequest{
 			AllocationID: p.str("AllocationId"), PublicIP: p.str("PublicIp"),
 			NetworkInterfaceID: p.str("NetworkInterfaceId"), InstanceID: p.str("InstanceId"),
 			PrivateIPAddress: p.str("PrivateIpAddress"), AllowReassociation: re != nil && *re,
@@ -166,7 +168,7 @@ var actions = map[string]decoder{
 		}
 		return call(s, p, req, s.AssociateAddress, needs...)
 	},
-	"DisassociateAddress": func(s *State, p *params) (any, error) {
+	"DisassociateAddress": func(s *state.State, p *params) (any, error) {
 		id, ip := p.str("AssociationId"), p.str("PublicIp")
 		if id == "" && ip == "" {
 			p.fail(state.Errorf(state.CodeMissingParameter, "Either AssociationId or PublicIp must be specified"))
@@ -175,18 +177,18 @@ var actions = map[string]decoder{
 		if id != "" {
 			check = state.NeedAssociation(id)
 		}
-		return call(s, p, id, func(id string) (*ReturnResponse, error) { return s.DisassociateAddress(id, ip) }, check)
+		return call(s, p, id, func(id string) (*state.ReturnResponse, error) { return s.DisassociateAddress(id, ip) }, check)
 	},
-	"ReleaseAddress": func(s *State, p *params) (any, error) {
+	"ReleaseAddress": func(s *state.State, p *params) (any, error) {
 		id, ip := p.str("AllocationId"), p.str("PublicIp")
 		if id == "" && ip == "" {
 			p.fail(state.Errorf(state.CodeMissingParameter, "Either AllocationId or PublicIp must be specified"))
 		}
 		p.ignore("NetworkBorderGroup")
-		return call(s, p, id, func(id string) (*ReturnResponse, error) { return s.ReleaseAddress(id, ip) }, state.NeedAddress(id, ip))
+		return call(s, p, id, func(id string) (*state.ReturnResponse, error) { return s.ReleaseAddress(id, ip) }, state.NeedAddress(id, ip))
 	},
-	"DescribeAddresses": func(s *State, p *params) (any, error) {
-		req := DescribeRequest{IDs: p.list("AllocationId"), Names: p.list("PublicIp"), Filters: p.filters()}
+	"DescribeAddresses": func(s *state.State, p *params) (any, error) {
+		req := state.DescribeRequest{IDs: p.list("AllocationId"), Names: p.list("PublicIp"), Filters: p.filters()}
 		return call(s, p, req, s.DescribeAddresses)
 	},
 }
@@ -196,7 +198,7 @@ var actions = map[string]decoder{
 // UnauthorizedOperation) and runs the action; under DryRun, a describe
 // runs and any other action's needs are checked, and both then answer
 // DryRunOperation (see dryrun.go).
-func call[Req any, Resp any](s *State, p *params, req Req, fn func(Req) (*Resp, error), needs ...state.Need) (any, error) {
+func call[Req any, Resp any](s *state.State, p *params, req Req, fn func(Req) (*Resp, error), needs ...state.Need) (any, error) {
 	if err := p.done(); err != nil {
 		return nil, err
 	}
@@ -221,5 +223,5 @@ func call[Req any, Resp any](s *State, p *params, req Req, fn func(Req) (*Resp, 
 	return resp, nil
 }
 
-// actionNames lists the actions served, sorted.
-func actionNames() []string { return slices.Sorted(maps.Keys(actions)) }
+// ActionNames lists the actions served, sorted.
+func ActionNames() []string { return slices.Sorted(maps.Keys(actions)) }

@@ -1,4 +1,4 @@
-package ec2sim
+package wire
 
 import (
 	"bytes"
@@ -60,7 +60,7 @@ type xmlError struct {
 }
 
 // writeError writes e as EC2 does, with e's HTTP status.
-func writeError(w http.ResponseWriter, requestID string, e *APIError) {
+func writeError(w http.ResponseWriter, requestID string, e *state.APIError) {
 	b, err := xml.Marshal(xmlError{Code: e.Code, Message: e.Message, RequestID: requestID})
 	if err != nil {
 		// Strings always marshal.

@@ -1,8 +1,9 @@
-package ec2sim
+package wire
 
 import (
 	"bytes"
 	"encoding/xml"
+	"github.com/enipam/enipam/test/ec2sim/state"
 	"strconv"
 )
 
@@ -58,7 +59,7 @@ func (w *xmlWriter) escape(s string) {
 	w.b = append(w.b, s...)
 }
 
-func (w *xmlWriter) tags(tags []Tag) {
+func (w *xmlWriter) tags(tags []state.Tag) {
 	w.open("tagSet")
 	for _, t := range tags {
 		w.open("item")
@@ -69,7 +70,7 @@ func (w *xmlWriter) tags(tags []Tag) {
 	w.close("tagSet")
 }
 
-func (w *xmlWriter) association(a *Association) {
+func (w *xmlWriter) association(a *state.Association) {
 	if a == nil {
 		return
 	}
@@ -82,7 +83,7 @@ func (w *xmlWriter) association(a *Association) {
 	w.close("association")
 }
 
-func (w *xmlWriter) networkInterface(ni *NetworkInterface) {
+func (w *xmlWriter) networkInterface(ni *state.NetworkInterface) {
 	w.text("networkInterfaceId", ni.NetworkInterfaceID)
 	w.text("subnetId", ni.SubnetID)
 	w.text("vpcId", ni.VpcID)
@@ -142,7 +143,7 @@ func (w *xmlWriter) networkInterface(ni *NetworkInterface) {
 // fastFields returns the body fields of answers the hand-written writer
 // knows, or false.
 func fastFields(body any) ([]byte, bool) {
-	r, ok := body.(*DescribeNetworkInterfacesResponse)
+	r, ok := body.(*state.DescribeNetworkInterfacesResponse)
 	if !ok {
 		return nil, false
 	}

@@ -1,4 +1,4 @@
-package ec2sim
+package wire
 
 import (
 	"github.com/enipam/enipam/test/ec2sim/state"
@@ -52,7 +52,7 @@ func newParams(v url.Values) *params {
 	return p
 }
 
-func (p *params) fail(err *APIError) {
+func (p *params) fail(err *state.APIError) {
 	if p.err == nil {
 		p.err = err
 	}
@@ -160,39 +160,39 @@ func (p *params) list(prefix string) []string {
 }
 
 // filters reads Filter.N.Name and Filter.N.Value.M.
-func (p *params) filters() []Filter {
-	var out []Filter
+func (p *params) filters() []state.Filter {
+	var out []state.Filter
 	for _, n := range p.indexes("Filter") {
 		base := "Filter." + strconv.Itoa(n)
-		f := Filter{Name: p.required(base + ".Name"), Values: p.list(base + ".Value")}
+		f := state.Filter{Name: p.required(base + ".Name"), Values: p.list(base + ".Value")}
 		out = append(out, f)
 	}
 	return out
 }
 
 // tags reads prefix.N.Key and prefix.N.Value.
-func (p *params) tags(prefix string) []Tag {
-	var out []Tag
+func (p *params) tags(prefix string) []state.Tag {
+	var out []state.Tag
 	for _, n := range p.indexes(prefix) {
 		base := prefix + "." + strconv.Itoa(n)
-		out = append(out, Tag{Key: p.required(base + ".Key"), Value: p.str(base + ".Value")})
+		out = append(out, state.Tag{Key: p.required(base + ".Key"), Value: p.str(base + ".Value")})
 	}
 	return out
 }
 
 // tagSpecs reads TagSpecification.N.ResourceType and .Tag.M.
-func (p *params) tagSpecs() []TagSpecification {
-	var out []TagSpecification
+func (p *params) tagSpecs() []state.TagSpecification {
+	var out []state.TagSpecification
 	for _, n := range p.indexes("TagSpecification") {
 		base := "TagSpecification." + strconv.Itoa(n)
-		out = append(out, TagSpecification{ResourceType: p.required(base + ".ResourceType"), Tags: p.tags(base + ".Tag")})
+		out = append(out, state.TagSpecification{ResourceType: p.required(base + ".ResourceType"), Tags: p.tags(base + ".Tag")})
 	}
 	return out
 }
 
 // page reads MaxResults and NextToken.
-func (p *params) page() Page {
-	return Page{MaxResults: p.integer("MaxResults"), NextToken: p.str("NextToken"), MaxResultsGiven: p.has("MaxResults")}
+func (p *params) page() state.Page {
+	return state.Page{MaxResults: p.integer("MaxResults"), NextToken: p.str("NextToken"), MaxResultsGiven: p.has("MaxResults")}
 }
 
 // ignore accepts parameters the emulator reads but does not model: the key

@@ -1,23 +1,89 @@
-package ec2sim
+package wire
 
 import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/enipam/enipam/test/ec2sim/behaviour"
+	"github.com/enipam/enipam/test/ec2sim/iam"
 	"github.com/enipam/enipam/test/ec2sim/state"
 	"io"
+	"log/slog"
+	"math/rand/v2"
 	"net/http"
+	"sync"
 	"time"
 )
+
+// EC2 serves EC2's Query API over a State: it counts each call,
+// authenticates it and authorizes it by the caller's IAM policy, throttles,
+// delays and injects faults (package behaviour), decodes the form into the
+// State's request, and writes the answer or EC2's error as XML.
+type EC2 struct {
+	state    *state.State
+	counters *counters
+	throttle *behaviour.Throttler
+	latency  *behaviour.Latencies
+	faults   *behaviour.Faults
+	log      *slog.Logger
+	// principals may call, by access key ID; wallClock dates signatures
+	// (clients sign with the real time whatever clock the State runs on).
+	principals map[string]*iam.Principal
+	wallClock  func() time.Time
+
+	ridMu  sync.Mutex
+	ridRNG *rand.Rand
+}
+
+// Config is what an EC2 endpoint is made of.
+type Config struct {
+	State      *state.State
+	Principals map[string]*iam.Principal
+	Throttle   *behaviour.Throttler
+	Latency    *behaviour.Latencies
+	Faults     *behaviour.Faults
+	// Seed makes request IDs reproducible.
+	Seed uint64
+	Log  *slog.Logger
+}
+
+// NewEC2 returns the endpoint; it serves nothing until mounted.
+func NewEC2(c Config) *EC2 {
+	return &EC2{
+		state:      c.State,
+		counters:   newCounters(),
+		throttle:   c.Throttle,
+		latency:    c.Latency,
+		faults:     c.Faults,
+		log:        c.Log,
+		principals: c.Principals,
+		wallClock:  time.Now,
+		ridRNG:     rand.New(rand.NewPCG(c.Seed, 0x726571)),
+	}
+}
+
+// Counters returns the call counters.
+func (s *EC2) Counters() Counters { return s.counters.snapshot() }
+
+// ResetCounters zeroes the call counters.
+func (s *EC2) ResetCounters() { s.counters.reset() }
+
+// requestID returns a UUID-shaped request ID, reproducible for a seed.
+func (s *EC2) requestID() string {
+	s.ridMu.Lock()
+	a, b := s.ridRNG.Uint64(), s.ridRNG.Uint64()
+	s.ridMu.Unlock()
+	return fmt.Sprintf("%08x-%04x-4%03x-%04x-%012x", a>>32, a>>16&0xffff, a&0xfff, 0x8000|b>>48&0x3fff, b&0xffffffffffff)
+}
 
 // maxRequestBytes bounds a request body, as EC2 does.
 const maxRequestBytes = 1 << 20
 
-// serveEC2 is the ec2query endpoint: parse the form, count, authenticate
+// ServeHTTP is the ec2query endpoint: parse the form, count, authenticate
 // (auth.go), throttle, delay, inject faults, call the engine (which
 // authorizes after decoding), write XML. Nothing a client sends can make
 // it answer 500 except an injected InternalError.
-func (s *Sim) serveEC2(w http.ResponseWriter, r *http.Request) {
+func (s *EC2) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	rid := s.requestID()
 	action := "Unknown"
@@ -43,7 +109,7 @@ func (s *Sim) serveEC2(w http.ResponseWriter, r *http.Request) {
 		s.counters.call(action)
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			s.fail(w, rid, action, &APIError{Code: "RequestEntityTooLarge", Message: "Request body exceeds 1 MiB", HTTPStatus: http.StatusRequestEntityTooLarge})
+			s.fail(w, rid, action, &state.APIError{Code: "RequestEntityTooLarge", Message: "Request body exceeds 1 MiB", HTTPStatus: http.StatusRequestEntityTooLarge})
 			return
 		}
 		s.fail(w, rid, action, state.Errorf("MalformedQueryString", "The query string is malformed: %v", err))
@@ -86,7 +152,7 @@ func (s *Sim) serveEC2(w http.ResponseWriter, r *http.Request) {
 	p.authorize = func() error { return authorize(s.state, who, action, r.Form) }
 	resp, err := dec(s.state, p)
 	if err != nil {
-		var e *APIError
+		var e *state.APIError
 		if !errors.As(err, &e) {
 			s.log.Error("engine returned an untyped error", "action", action, "err", err)
 			e = state.Errorf("InternalError", "An internal error has occurred")
@@ -101,7 +167,7 @@ func (s *Sim) serveEC2(w http.ResponseWriter, r *http.Request) {
 }
 
 // fail counts and writes an error answer.
-func (s *Sim) fail(w http.ResponseWriter, rid, action string, e *APIError) {
+func (s *EC2) fail(w http.ResponseWriter, rid, action string, e *state.APIError) {
 	s.counters.failed(action, e.Code)
 	s.log.Debug("ec2 call failed", "action", action, "code", e.Code, "message", e.Message)
 	writeError(w, rid, e)
@@ -112,4 +178,18 @@ func truncate(s string, n int) string {
 		return fmt.Sprintf("%s...", s[:n])
 	}
 	return s
+}
+
+// faultError is the answer of a fault rule that fired: its code, its
+// message ("Injected fault." when empty) and its HTTP status (EC2's for
+// the code when unset).
+func faultError(r behaviour.FaultRule) *state.APIError {
+	e := state.Errorf(r.Code, "%s", r.Message)
+	if r.Message == "" {
+		e.Message = "Injected fault."
+	}
+	if r.HTTPStatus != 0 {
+		e.HTTPStatus = r.HTTPStatus
+	}
+	return e
 }
