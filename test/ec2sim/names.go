@@ -1,8 +1,10 @@
 package ec2sim
 
 import (
+	"net/http"
 	"time"
 
+	"github.com/enipam/enipam/test/ec2sim/admin"
 	"github.com/enipam/enipam/test/ec2sim/iam"
 	"github.com/enipam/enipam/test/ec2sim/state"
 	"github.com/enipam/enipam/test/ec2sim/wire"
@@ -225,3 +227,9 @@ type (
 
 // APIVersion is the only EC2 API version served (wire.APIVersion).
 const APIVersion = wire.APIVersion
+
+// AdminClient is a typed client of a Sim's admin API (admin.Client).
+type AdminClient = admin.Client
+
+// NewAdminClient is admin.NewClient.
+func NewAdminClient(base string, hc *http.Client) *AdminClient { return admin.NewClient(base, hc) }

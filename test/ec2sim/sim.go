@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/enipam/enipam/test/ec2sim/admin"
 	"github.com/enipam/enipam/test/ec2sim/behaviour"
 	"github.com/enipam/enipam/test/ec2sim/wire"
 )
@@ -103,6 +104,15 @@ func (s *Sim) Counters() Counters { return s.ec2.Counters() }
 // ResetCounters zeroes the call counters.
 func (s *Sim) ResetCounters() { s.ec2.ResetCounters() }
 
+// Throttling is the throttling configuration in force.
+func (s *Sim) Throttling() ThrottleConfig { return s.throttle.Config() }
+
+// Latency is the latency configuration in force.
+func (s *Sim) Latency() LatencyConfig { return s.latency.Config() }
+
+// Faults is the fault rules in force.
+func (s *Sim) Faults() FaultConfig { return s.faults.Config() }
+
 // SetThrottling replaces the throttling configuration; every bucket starts
 // full again.
 func (s *Sim) SetThrottling(c ThrottleConfig) error {
@@ -136,7 +146,7 @@ func (s *Sim) SetFaults(c FaultConfig) error {
 // prefix; the SDK does not, see IMDSEndpoint).
 func (s *Sim) Handler() http.Handler {
 	mux := http.NewServeMux()
-	s.registerAdmin(mux)
+	admin.Register(mux, s, s.log)
 	mux.Handle("/imds/{instance}/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := r.PathValue("instance")
 		http.StripPrefix("/imds/"+id, s.imds.Handler(id)).ServeHTTP(w, r)

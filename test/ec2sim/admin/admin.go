@@ -1,10 +1,13 @@
-package ec2sim
+package admin
 
 import (
 	"encoding/json"
 	"errors"
+	"github.com/enipam/enipam/test/ec2sim/behaviour"
 	"github.com/enipam/enipam/test/ec2sim/state"
+	"github.com/enipam/enipam/test/ec2sim/wire"
 	"io"
+	"log/slog"
 	"net/http"
 	"strings"
 )
@@ -35,37 +38,55 @@ type adminError struct {
 	Message string `json:"message"`
 }
 
-func (s *Sim) registerAdmin(mux *http.ServeMux) {
+// Target is what the admin API acts on: a running emulator.
+type Target interface {
+	State() *state.State
+	// IMDSEndpoint opens (once) and returns the IMDS of one instance.
+	IMDSEndpoint(instanceID string) (string, error)
+	Counters() wire.Counters
+	ResetCounters()
+	Faults() behaviour.FaultConfig
+	SetFaults(behaviour.FaultConfig) error
+	Latency() behaviour.LatencyConfig
+	SetLatency(behaviour.LatencyConfig) error
+	Throttling() behaviour.ThrottleConfig
+	SetThrottling(behaviour.ThrottleConfig) error
+}
+
+// Register mounts the admin API for t on mux; log records instances
+// added, terminated and stopped.
+func Register(mux *http.ServeMux, s Target, log *slog.Logger) {
+	st := s.State()
 	mux.HandleFunc("GET /admin/healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]bool{"ok": true})
 	})
 	mux.HandleFunc("POST /admin/instances", func(w http.ResponseWriter, r *http.Request) {
-		var req LaunchRequest
+		var req state.LaunchRequest
 		if !readJSON(w, r, &req) {
 			return
 		}
-		v, err := s.state.AddInstance(req)
+		v, err := st.AddInstance(req)
 		if err != nil {
 			writeAdminError(w, err)
 			return
 		}
-		s.log.Info("instance added", "instance", v.InstanceID, "type", v.InstanceType, "subnet", v.SubnetID)
+		log.Info("instance added", "instance", v.InstanceID, "type", v.InstanceType, "subnet", v.SubnetID)
 		writeJSON(w, http.StatusCreated, state.InfoOf(v))
 	})
 	mux.HandleFunc("DELETE /admin/instances/{id}", func(w http.ResponseWriter, r *http.Request) {
-		if err := s.state.TerminateInstance(r.PathValue("id")); err != nil {
+		if err := st.TerminateInstance(r.PathValue("id")); err != nil {
 			writeAdminError(w, err)
 			return
 		}
-		s.log.Info("instance terminated", "instance", r.PathValue("id"))
+		log.Info("instance terminated", "instance", r.PathValue("id"))
 		w.WriteHeader(http.StatusNoContent)
 	})
 	mux.HandleFunc("POST /admin/instances/{id}/stop", func(w http.ResponseWriter, r *http.Request) {
-		if err := s.state.StopInstance(r.PathValue("id")); err != nil {
+		if err := st.StopInstance(r.PathValue("id")); err != nil {
 			writeAdminError(w, err)
 			return
 		}
-		s.log.Info("instance stopped", "instance", r.PathValue("id"))
+		log.Info("instance stopped", "instance", r.PathValue("id"))
 		w.WriteHeader(http.StatusNoContent)
 	})
 	mux.HandleFunc("GET /admin/instances/{id}/imds", func(w http.ResponseWriter, r *http.Request) {
@@ -84,12 +105,12 @@ func (s *Sim) registerAdmin(mux *http.ServeMux) {
 		w.WriteHeader(http.StatusNoContent)
 	})
 	mux.HandleFunc("GET /admin/dump", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, s.state.Dump())
+		writeJSON(w, http.StatusOK, st.Dump())
 	})
-	configEndpoint(mux, "faults", s.faults.Config, s.SetFaults)
-	configEndpoint(mux, "latency", s.latency.Config, s.SetLatency)
-	configEndpoint(mux, "throttling", s.throttle.Config, s.SetThrottling)
-	configEndpoint(mux, "timing", s.state.Timing, s.state.SetTiming)
+	configEndpoint(mux, "faults", s.Faults, s.SetFaults)
+	configEndpoint(mux, "latency", s.Latency, s.SetLatency)
+	configEndpoint(mux, "throttling", s.Throttling, s.SetThrottling)
+	configEndpoint(mux, "timing", st.Timing, st.SetTiming)
 }
 
 // configEndpoint serves GET and PUT of one runtime configuration.
@@ -121,9 +142,9 @@ func readJSON(w http.ResponseWriter, r *http.Request, v any) bool {
 }
 
 func writeAdminError(w http.ResponseWriter, err error) {
-	var e *APIError
+	var e *state.APIError
 	if !errors.As(err, &e) {
-		e = &APIError{Code: state.CodeInvalidParameterValue, Message: err.Error(), HTTPStatus: http.StatusBadRequest}
+		e = &state.APIError{Code: state.CodeInvalidParameterValue, Message: err.Error(), HTTPStatus: http.StatusBadRequest}
 	}
 	status := e.HTTPStatus
 	if status == 0 || strings.HasSuffix(e.Code, ".NotFound") {

@@ -1,35 +1,38 @@
-package ec2sim
+package admin
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/enipam/enipam/test/ec2sim/behaviour"
+	"github.com/enipam/enipam/test/ec2sim/state"
+	"github.com/enipam/enipam/test/ec2sim/wire"
 	"io"
 	"net/http"
 	"net/url"
 	"strings"
 )
 
-// AdminClient is a typed client of a Sim's admin API. Errors the API answers
+// Client is a typed client of a Sim's admin API. Errors the API answers
 // come back as *APIError with the HTTP status.
-type AdminClient struct {
+type Client struct {
 	base string
 	hc   *http.Client
 }
 
-// NewAdminClient talks to the admin API at base (Endpoints.Admin); hc nil
+// NewClient talks to the admin API at base (Endpoints.Admin); hc nil
 // means http.DefaultClient.
-func NewAdminClient(base string, hc *http.Client) *AdminClient {
+func NewClient(base string, hc *http.Client) *Client {
 	if hc == nil {
 		hc = http.DefaultClient
 	}
-	return &AdminClient{base: strings.TrimSuffix(base, "/"), hc: hc}
+	return &Client{base: strings.TrimSuffix(base, "/"), hc: hc}
 }
 
 // AddInstance launches an instance (a node joins) and returns its summary.
-func (c *AdminClient) AddInstance(ctx context.Context, req LaunchRequest) (InstanceInfo, error) {
-	var out InstanceInfo
+func (c *Client) AddInstance(ctx context.Context, req state.LaunchRequest) (state.InstanceInfo, error) {
+	var out state.InstanceInfo
 	err := c.do(ctx, http.MethodPost, "/admin/instances", req, &out)
 	return out, err
 }
@@ -37,18 +40,18 @@ func (c *AdminClient) AddInstance(ctx context.Context, req LaunchRequest) (Insta
 // TerminateInstance terminates an instance (through shutting-down with a
 // TerminateDelay): DeleteOnTermination ENIs are deleted, others left
 // available.
-func (c *AdminClient) TerminateInstance(ctx context.Context, instanceID string) error {
+func (c *Client) TerminateInstance(ctx context.Context, instanceID string) error {
 	return c.do(ctx, http.MethodDelete, "/admin/instances/"+url.PathEscape(instanceID), nil, nil)
 }
 
 // StopInstance stops an instance (through stopping with a StopDelay); its
 // ENIs stay attached.
-func (c *AdminClient) StopInstance(ctx context.Context, instanceID string) error {
+func (c *Client) StopInstance(ctx context.Context, instanceID string) error {
 	return c.do(ctx, http.MethodPost, "/admin/instances/"+url.PathEscape(instanceID)+"/stop", nil, nil)
 }
 
 // IMDSEndpoint returns the base URL of the IMDS of one instance.
-func (c *AdminClient) IMDSEndpoint(ctx context.Context, instanceID string) (string, error) {
+func (c *Client) IMDSEndpoint(ctx context.Context, instanceID string) (string, error) {
 	var out struct {
 		Endpoint string `json:"endpoint"`
 	}
@@ -57,46 +60,46 @@ func (c *AdminClient) IMDSEndpoint(ctx context.Context, instanceID string) (stri
 }
 
 // Counters reads the call counters.
-func (c *AdminClient) Counters(ctx context.Context) (Counters, error) {
-	var out Counters
+func (c *Client) Counters(ctx context.Context) (wire.Counters, error) {
+	var out wire.Counters
 	err := c.do(ctx, http.MethodGet, "/admin/counters", nil, &out)
 	return out, err
 }
 
 // ResetCounters zeroes the call counters.
-func (c *AdminClient) ResetCounters(ctx context.Context) error {
+func (c *Client) ResetCounters(ctx context.Context) error {
 	return c.do(ctx, http.MethodDelete, "/admin/counters", nil, nil)
 }
 
 // SetFaults replaces the fault rules.
-func (c *AdminClient) SetFaults(ctx context.Context, cfg FaultConfig) error {
+func (c *Client) SetFaults(ctx context.Context, cfg behaviour.FaultConfig) error {
 	return c.do(ctx, http.MethodPut, "/admin/faults", cfg, nil)
 }
 
 // SetLatency replaces the latency configuration.
-func (c *AdminClient) SetLatency(ctx context.Context, cfg LatencyConfig) error {
+func (c *Client) SetLatency(ctx context.Context, cfg behaviour.LatencyConfig) error {
 	return c.do(ctx, http.MethodPut, "/admin/latency", cfg, nil)
 }
 
 // SetThrottling replaces the throttling configuration; buckets start full.
-func (c *AdminClient) SetThrottling(ctx context.Context, cfg ThrottleConfig) error {
+func (c *Client) SetThrottling(ctx context.Context, cfg behaviour.ThrottleConfig) error {
 	return c.do(ctx, http.MethodPut, "/admin/throttling", cfg, nil)
 }
 
 // SetTiming replaces attach/detach delays and the eventual-consistency
 // window.
-func (c *AdminClient) SetTiming(ctx context.Context, cfg TimingConfig) error {
+func (c *Client) SetTiming(ctx context.Context, cfg state.TimingConfig) error {
 	return c.do(ctx, http.MethodPut, "/admin/timing", cfg, nil)
 }
 
 // Dump reads the whole state.
-func (c *AdminClient) Dump(ctx context.Context) (Dump, error) {
-	var out Dump
+func (c *Client) Dump(ctx context.Context) (state.Dump, error) {
+	var out state.Dump
 	err := c.do(ctx, http.MethodGet, "/admin/dump", nil, &out)
 	return out, err
 }
 
-func (c *AdminClient) do(ctx context.Context, method, path string, in, out any) error {
+func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
 	var body io.Reader
 	if in != nil {
 		b, err := json.Marshal(in)
@@ -123,7 +126,7 @@ func (c *AdminClient) do(ctx context.Context, method, path string, in, out any) 
 		if json.Unmarshal(b, &e) != nil || e.Code == "" {
 			e = adminError{Code: "HTTP" + resp.Status, Message: string(b)}
 		}
-		return &APIError{Code: e.Code, Message: e.Message, HTTPStatus: resp.StatusCode}
+		return &state.APIError{Code: e.Code, Message: e.Message, HTTPStatus: resp.StatusCode}
 	}
 	if out == nil {
 		return nil
