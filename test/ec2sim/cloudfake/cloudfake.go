@@ -1,5 +1,5 @@
 // Package cloudfake is an in-memory EC2 for the operator's tests: the
-// emulator's own [ec2sim.State] called directly, without HTTP or XML,
+// emulator's own [state.State] called directly, without HTTP or XML,
 // behind the operator's real adapter (operator/ec2), so a controller test
 // runs in milliseconds, sees exactly the EC2 that the wire tests see (one
 // model of EC2, no drift) and exercises the adapter's own describe,
@@ -18,7 +18,7 @@
 // calling EC2 (a refusal), or after EC2 acted (a lost answer, a crash
 // right after Unassign).
 //
-//	st, _ := ec2sim.NewState(sc, clock.Now)
+//	st, _ := state.NewState(sc, clock.Now)
 //	c := cloudfake.New(st)
 //	c.After(cloudfake.UnassignPrivateIpAddresses, 1, func() error { cancel(); return context.Canceled })
 //	err := reconcile(ctx, c)                     // dies right after EC2 unassigned
@@ -32,7 +32,7 @@ import (
 
 	"github.com/enipam/enipam/operator/cloud"
 	"github.com/enipam/enipam/operator/ec2"
-	"github.com/enipam/enipam/test/ec2sim"
+	"github.com/enipam/enipam/test/ec2sim/state"
 )
 
 // Action is an EC2 action the fake calls: the adapter's own constants.
@@ -69,11 +69,11 @@ type Cloud struct {
 
 var _ cloud.API = (*Cloud)(nil)
 
-// New returns the adapter over an in-memory EC2 on state; it starts
+// New returns the adapter over an in-memory EC2 on st; it starts
 // nothing. Tests reach state directly too (ec2sim's admin methods:
 // AddInstance, TerminateInstance, SetTiming, Dump).
-func New(state *ec2sim.State) *Cloud {
-	sdk := NewEC2(state)
+func New(st *state.State) *Cloud {
+	sdk := NewEC2(st)
 	client, err := ec2.NewFromSDK(sdk, Options(), prometheus.NewRegistry())
 	if err != nil {
 		panic(fmt.Sprintf("cloudfake: the adapter refuses its options: %v", err)) // Options are valid
@@ -94,7 +94,7 @@ func Options() ec2.Options {
 func (c *Cloud) EC2() *EC2 { return c.ec2 }
 
 // State returns the EC2 state behind the fake.
-func (c *Cloud) State() *ec2sim.State { return c.ec2.State() }
+func (c *Cloud) State() *state.State { return c.ec2.State() }
 
 // Calls returns how many times each EC2 action was called (see EC2.Calls).
 func (c *Cloud) Calls() map[Action]int { return c.ec2.Calls() }

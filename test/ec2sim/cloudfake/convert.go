@@ -4,23 +4,23 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
-	"github.com/enipam/enipam/test/ec2sim"
+	"github.com/enipam/enipam/test/ec2sim/state"
 )
 
 // The conversions below turn the SDK's request values into ec2sim's and
 // ec2sim's views into the SDK's types, field for field, as the SDK would
 // read ec2sim's XML; TestFakeMatchesAdapter holds the two paths together.
 
-func filters(in []types.Filter) []ec2sim.Filter {
-	out := make([]ec2sim.Filter, 0, len(in))
+func filters(in []types.Filter) []state.Filter {
+	out := make([]state.Filter, 0, len(in))
 	for _, f := range in {
-		out = append(out, ec2sim.Filter{Name: aws.ToString(f.Name), Values: f.Values})
+		out = append(out, state.Filter{Name: aws.ToString(f.Name), Values: f.Values})
 	}
 	return out
 }
 
-func page(maxResults *int32, nextToken *string) ec2sim.Page {
-	return ec2sim.Page{MaxResults: int(aws.ToInt32(maxResults)), NextToken: aws.ToString(nextToken)}
+func page(maxResults *int32, nextToken *string) state.Page {
+	return state.Page{MaxResults: int(aws.ToInt32(maxResults)), NextToken: aws.ToString(nextToken)}
 }
 
 // token is a NextToken as the SDK reads it: absent when empty.
@@ -42,23 +42,23 @@ func each[In, Out any](in []In, f func(In) Out) []Out {
 	return out
 }
 
-func tagSpecs(in []types.TagSpecification) []ec2sim.TagSpecification {
-	var out []ec2sim.TagSpecification
+func tagSpecs(in []types.TagSpecification) []state.TagSpecification {
+	var out []state.TagSpecification
 	for _, s := range in {
-		spec := ec2sim.TagSpecification{ResourceType: string(s.ResourceType)}
+		spec := state.TagSpecification{ResourceType: string(s.ResourceType)}
 		for _, t := range s.Tags {
-			spec.Tags = append(spec.Tags, ec2sim.Tag{Key: aws.ToString(t.Key), Value: aws.ToString(t.Value)})
+			spec.Tags = append(spec.Tags, state.Tag{Key: aws.ToString(t.Key), Value: aws.ToString(t.Value)})
 		}
 		out = append(out, spec)
 	}
 	return out
 }
 
-func tagTo(t ec2sim.Tag) types.Tag {
+func tagTo(t state.Tag) types.Tag {
 	return types.Tag{Key: aws.String(t.Key), Value: aws.String(t.Value)}
 }
 
-func vpcTo(v ec2sim.Vpc) types.Vpc {
+func vpcTo(v state.Vpc) types.Vpc {
 	out := types.Vpc{
 		VpcId: aws.String(v.VpcID), OwnerId: aws.String(v.OwnerID), State: types.VpcState(v.State), CidrBlock: aws.String(v.CidrBlock),
 		DhcpOptionsId: aws.String(v.DhcpOptionsID), InstanceTenancy: types.Tenancy(v.InstanceTenancy), IsDefault: aws.Bool(v.IsDefault),
@@ -73,7 +73,7 @@ func vpcTo(v ec2sim.Vpc) types.Vpc {
 	return out
 }
 
-func subnetTo(s ec2sim.Subnet) types.Subnet {
+func subnetTo(s state.Subnet) types.Subnet {
 	return types.Subnet{
 		SubnetId: aws.String(s.SubnetID), SubnetArn: aws.String(s.SubnetArn), State: types.SubnetState(s.State),
 		VpcId: aws.String(s.VpcID), OwnerId: aws.String(s.OwnerID), CidrBlock: aws.String(s.CidrBlock),
@@ -83,22 +83,22 @@ func subnetTo(s ec2sim.Subnet) types.Subnet {
 	}
 }
 
-func groupTo(g ec2sim.SecurityGroup) types.SecurityGroup {
+func groupTo(g state.SecurityGroup) types.SecurityGroup {
 	return types.SecurityGroup{
 		OwnerId: aws.String(g.OwnerID), GroupId: aws.String(g.GroupID), GroupName: aws.String(g.GroupName),
 		Description: aws.String(g.Description), VpcId: aws.String(g.VpcID), SecurityGroupArn: aws.String(g.Arn), Tags: each(g.Tags, tagTo),
 	}
 }
 
-func groupIdentifierTo(g ec2sim.GroupIdentifier) types.GroupIdentifier {
+func groupIdentifierTo(g state.GroupIdentifier) types.GroupIdentifier {
 	return types.GroupIdentifier{GroupId: aws.String(g.GroupID), GroupName: aws.String(g.GroupName)}
 }
 
-func reservationTo(r ec2sim.Reservation) types.Reservation {
+func reservationTo(r state.Reservation) types.Reservation {
 	return types.Reservation{ReservationId: aws.String(r.ReservationID), OwnerId: aws.String(r.OwnerID), Instances: each(r.Instances, instanceTo)}
 }
 
-func instanceTo(in ec2sim.Instance) types.Instance {
+func instanceTo(in state.Instance) types.Instance {
 	out := types.Instance{
 		InstanceId: aws.String(in.InstanceID), ImageId: aws.String(in.ImageID), InstanceType: types.InstanceType(in.InstanceType),
 		State:          &types.InstanceState{Code: aws.Int32(int32(in.State.Code)), Name: types.InstanceStateName(in.State.Name)},
@@ -131,7 +131,7 @@ func instanceTo(in ec2sim.Instance) types.Instance {
 	return out
 }
 
-func associationTo(a *ec2sim.Association) *types.NetworkInterfaceAssociation {
+func associationTo(a *state.Association) *types.NetworkInterfaceAssociation {
 	if a == nil {
 		return nil
 	}
@@ -141,7 +141,7 @@ func associationTo(a *ec2sim.Association) *types.NetworkInterfaceAssociation {
 	}
 }
 
-func eniTo(e ec2sim.NetworkInterface) types.NetworkInterface {
+func eniTo(e state.NetworkInterface) types.NetworkInterface {
 	out := types.NetworkInterface{
 		NetworkInterfaceId: aws.String(e.NetworkInterfaceID), SubnetId: aws.String(e.SubnetID), VpcId: aws.String(e.VpcID),
 		AvailabilityZone: aws.String(e.AvailabilityZone), AvailabilityZoneId: aws.String(e.AvailabilityZoneID),
@@ -170,7 +170,7 @@ func eniTo(e ec2sim.NetworkInterface) types.NetworkInterface {
 	return out
 }
 
-func instanceTypeTo(t ec2sim.InstanceTypeInfo) types.InstanceTypeInfo {
+func instanceTypeTo(t state.InstanceTypeInfo) types.InstanceTypeInfo {
 	n := t.NetworkInfo
 	out := types.InstanceTypeInfo{
 		InstanceType: types.InstanceType(t.InstanceType), CurrentGeneration: aws.Bool(t.CurrentGeneration), BareMetal: aws.Bool(t.BareMetal),
@@ -205,7 +205,7 @@ func instanceTypeTo(t ec2sim.InstanceTypeInfo) types.InstanceTypeInfo {
 	return out
 }
 
-func addressTo(a ec2sim.Address) types.Address {
+func addressTo(a state.Address) types.Address {
 	out := types.Address{
 		AllocationId: aws.String(a.AllocationID), PublicIp: aws.String(a.PublicIP), Domain: types.DomainType(a.Domain),
 		NetworkBorderGroup: aws.String(a.NetworkBorderGroup), PublicIpv4Pool: aws.String(a.PublicIPv4Pool), Tags: each(a.Tags, tagTo),

@@ -12,14 +12,14 @@ import (
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	"github.com/enipam/enipam/operator/ec2"
-	"github.com/enipam/enipam/test/ec2sim"
+	"github.com/enipam/enipam/test/ec2sim/state"
 )
 
-// EC2 implements the adapter's SDK interface on an ec2sim.State: each
+// EC2 implements the adapter's SDK interface on an state.State: each
 // operation is the State's action on the request's values, with no HTTP
 // or XML in between. It is safe for concurrent use.
 type EC2 struct {
-	state *ec2sim.State
+	state *state.State
 	mu    sync.Mutex
 	calls map[Action]int
 	// seq counts every call of each action, never reset: hooks count
@@ -40,13 +40,13 @@ type hook struct {
 	fn     func() error
 }
 
-// NewEC2 returns an in-memory EC2 on state.
-func NewEC2(state *ec2sim.State) *EC2 {
-	return &EC2{state: state, calls: map[Action]int{}, seq: map[Action]int{}}
+// NewEC2 returns an in-memory EC2 on st.
+func NewEC2(st *state.State) *EC2 {
+	return &EC2{state: st, calls: map[Action]int{}, seq: map[Action]int{}}
 }
 
 // State returns the EC2 state behind the fake.
-func (e *EC2) State() *ec2sim.State { return e.state }
+func (e *EC2) State() *state.State { return e.state }
 
 // Calls returns how many times each EC2 action was called: one per EC2
 // request, so a describe of three pages counts three, like ec2sim's
@@ -66,7 +66,7 @@ func (e *EC2) ResetCalls() {
 
 // Before runs fn before the n-th call of action from now on (1 is the
 // next; 0 is every call). If fn returns an error, EC2 is not called and
-// the caller gets that error: an *ec2sim.APIError (ec2sim.NewAPIError)
+// the caller gets that error: an *state.APIError (state.NewAPIError)
 // reported as EC2's answer would be, anything else unchanged.
 func (e *EC2) Before(action Action, n int, fn func() error) {
 	e.add(hook{action: action, n: n, fn: fn})
@@ -144,7 +144,7 @@ func call[Req, Resp, Out any](ctx context.Context, e *EC2, action Action, req Re
 // message as a smithy.APIError, under the response's HTTP status, inside
 // an OperationError. Other errors pass unchanged.
 func sdkError(action Action, err error) error {
-	var ae *ec2sim.APIError
+	var ae *state.APIError
 	if !errors.As(err, &ae) {
 		return err
 	}

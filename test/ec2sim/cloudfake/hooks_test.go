@@ -9,17 +9,17 @@ import (
 	"testing"
 
 	"github.com/enipam/enipam/operator/cloud"
-	"github.com/enipam/enipam/test/ec2sim"
+	"github.com/enipam/enipam/test/ec2sim/state"
 	"github.com/enipam/enipam/test/ec2sim/cloudfake"
 )
 
 func newFake(t *testing.T) *cloudfake.Cloud {
 	t.Helper()
-	sc, err := ec2sim.ParseScenario([]byte(scenarioYAML))
+	sc, err := state.ParseScenario([]byte(scenarioYAML))
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := ec2sim.NewState(sc, nil)
+	st, err := state.NewState(sc, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +48,7 @@ func TestHooksRefuseOrLoseTheNthCall(t *testing.T) {
 		return slices.Contains(got[0].IPs, ip)
 	}
 
-	c.Before(cloudfake.UnassignPrivateIpAddresses, 1, cloudfake.Fail(ec2sim.NewAPIError("RequestLimitExceeded", "Request limit exceeded.")))
+	c.Before(cloudfake.UnassignPrivateIpAddresses, 1, cloudfake.Fail(state.NewAPIError("RequestLimitExceeded", "Request limit exceeded.")))
 	err = c.UnassignIPs(ctx, eni.ID, eni.IPs[:1])
 	var ce *cloud.Error
 	if !errors.As(err, &ce) || !errors.Is(err, cloud.ErrThrottled) || ce.Action != "UnassignPrivateIpAddresses" || ce.Code != "RequestLimitExceeded" {

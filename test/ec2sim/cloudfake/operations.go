@@ -7,7 +7,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
-	"github.com/enipam/enipam/test/ec2sim"
+	"github.com/enipam/enipam/test/ec2sim/state"
 )
 
 // Each operation below reads the SDK's input as ec2sim's wire layer reads
@@ -16,58 +16,58 @@ import (
 
 // DescribeVpcs implements ec2.SDK.
 func (e *EC2) DescribeVpcs(ctx context.Context, in *ec2.DescribeVpcsInput, _ ...func(*ec2.Options)) (*ec2.DescribeVpcsOutput, error) {
-	req := ec2sim.DescribeRequest{IDs: in.VpcIds, Filters: filters(in.Filters), Page: page(in.MaxResults, in.NextToken)}
-	return call(ctx, e, DescribeVpcs, req, e.state.DescribeVpcs, func(r *ec2sim.DescribeVpcsResponse) *ec2.DescribeVpcsOutput {
+	req := state.DescribeRequest{IDs: in.VpcIds, Filters: filters(in.Filters), Page: page(in.MaxResults, in.NextToken)}
+	return call(ctx, e, DescribeVpcs, req, e.state.DescribeVpcs, func(r *state.DescribeVpcsResponse) *ec2.DescribeVpcsOutput {
 		return &ec2.DescribeVpcsOutput{Vpcs: each(r.Vpcs, vpcTo), NextToken: token(r.NextToken)}
 	})
 }
 
 // DescribeSubnets implements ec2.SDK.
 func (e *EC2) DescribeSubnets(ctx context.Context, in *ec2.DescribeSubnetsInput, _ ...func(*ec2.Options)) (*ec2.DescribeSubnetsOutput, error) {
-	req := ec2sim.DescribeRequest{IDs: in.SubnetIds, Filters: filters(in.Filters), Page: page(in.MaxResults, in.NextToken)}
-	return call(ctx, e, DescribeSubnets, req, e.state.DescribeSubnets, func(r *ec2sim.DescribeSubnetsResponse) *ec2.DescribeSubnetsOutput {
+	req := state.DescribeRequest{IDs: in.SubnetIds, Filters: filters(in.Filters), Page: page(in.MaxResults, in.NextToken)}
+	return call(ctx, e, DescribeSubnets, req, e.state.DescribeSubnets, func(r *state.DescribeSubnetsResponse) *ec2.DescribeSubnetsOutput {
 		return &ec2.DescribeSubnetsOutput{Subnets: each(r.Subnets, subnetTo), NextToken: token(r.NextToken)}
 	})
 }
 
 // DescribeSecurityGroups implements ec2.SDK.
 func (e *EC2) DescribeSecurityGroups(ctx context.Context, in *ec2.DescribeSecurityGroupsInput, _ ...func(*ec2.Options)) (*ec2.DescribeSecurityGroupsOutput, error) {
-	req := ec2sim.DescribeRequest{IDs: in.GroupIds, Names: in.GroupNames, Filters: filters(in.Filters), Page: page(in.MaxResults, in.NextToken)}
-	return call(ctx, e, DescribeSecurityGroups, req, e.state.DescribeSecurityGroups, func(r *ec2sim.DescribeSecurityGroupsResponse) *ec2.DescribeSecurityGroupsOutput {
+	req := state.DescribeRequest{IDs: in.GroupIds, Names: in.GroupNames, Filters: filters(in.Filters), Page: page(in.MaxResults, in.NextToken)}
+	return call(ctx, e, DescribeSecurityGroups, req, e.state.DescribeSecurityGroups, func(r *state.DescribeSecurityGroupsResponse) *ec2.DescribeSecurityGroupsOutput {
 		return &ec2.DescribeSecurityGroupsOutput{SecurityGroups: each(r.SecurityGroups, groupTo), NextToken: token(r.NextToken)}
 	})
 }
 
 // DescribeInstances implements ec2.SDK.
 func (e *EC2) DescribeInstances(ctx context.Context, in *ec2.DescribeInstancesInput, _ ...func(*ec2.Options)) (*ec2.DescribeInstancesOutput, error) {
-	req := ec2sim.DescribeRequest{IDs: in.InstanceIds, Filters: filters(in.Filters), Page: page(in.MaxResults, in.NextToken)}
-	return call(ctx, e, DescribeInstances, req, e.state.DescribeInstances, func(r *ec2sim.DescribeInstancesResponse) *ec2.DescribeInstancesOutput {
+	req := state.DescribeRequest{IDs: in.InstanceIds, Filters: filters(in.Filters), Page: page(in.MaxResults, in.NextToken)}
+	return call(ctx, e, DescribeInstances, req, e.state.DescribeInstances, func(r *state.DescribeInstancesResponse) *ec2.DescribeInstancesOutput {
 		return &ec2.DescribeInstancesOutput{Reservations: each(r.Reservations, reservationTo), NextToken: token(r.NextToken)}
 	})
 }
 
 // DescribeNetworkInterfaces implements ec2.SDK.
 func (e *EC2) DescribeNetworkInterfaces(ctx context.Context, in *ec2.DescribeNetworkInterfacesInput, _ ...func(*ec2.Options)) (*ec2.DescribeNetworkInterfacesOutput, error) {
-	req := ec2sim.DescribeNetworkInterfacesRequest{NetworkInterfaceIDs: in.NetworkInterfaceIds, Filters: filters(in.Filters), Page: page(in.MaxResults, in.NextToken)}
-	return call(ctx, e, DescribeNetworkInterfaces, req, e.state.DescribeNetworkInterfaces, func(r *ec2sim.DescribeNetworkInterfacesResponse) *ec2.DescribeNetworkInterfacesOutput {
+	req := state.DescribeNetworkInterfacesRequest{NetworkInterfaceIDs: in.NetworkInterfaceIds, Filters: filters(in.Filters), Page: page(in.MaxResults, in.NextToken)}
+	return call(ctx, e, DescribeNetworkInterfaces, req, e.state.DescribeNetworkInterfaces, func(r *state.DescribeNetworkInterfacesResponse) *ec2.DescribeNetworkInterfacesOutput {
 		return &ec2.DescribeNetworkInterfacesOutput{NetworkInterfaces: each(r.NetworkInterfaces, eniTo), NextToken: token(r.NextToken)}
 	})
 }
 
 // DescribeInstanceTypes implements ec2.SDK.
 func (e *EC2) DescribeInstanceTypes(ctx context.Context, in *ec2.DescribeInstanceTypesInput, _ ...func(*ec2.Options)) (*ec2.DescribeInstanceTypesOutput, error) {
-	req := ec2sim.DescribeInstanceTypesRequest{Filters: filters(in.Filters), Page: page(in.MaxResults, in.NextToken)}
+	req := state.DescribeInstanceTypesRequest{Filters: filters(in.Filters), Page: page(in.MaxResults, in.NextToken)}
 	for _, t := range in.InstanceTypes {
 		req.InstanceTypes = append(req.InstanceTypes, string(t))
 	}
-	return call(ctx, e, DescribeInstanceTypes, req, e.state.DescribeInstanceTypes, func(r *ec2sim.DescribeInstanceTypesResponse) *ec2.DescribeInstanceTypesOutput {
+	return call(ctx, e, DescribeInstanceTypes, req, e.state.DescribeInstanceTypes, func(r *state.DescribeInstanceTypesResponse) *ec2.DescribeInstanceTypesOutput {
 		return &ec2.DescribeInstanceTypesOutput{InstanceTypes: each(r.InstanceTypes, instanceTypeTo), NextToken: token(r.NextToken)}
 	})
 }
 
 // CreateNetworkInterface implements ec2.SDK.
 func (e *EC2) CreateNetworkInterface(ctx context.Context, in *ec2.CreateNetworkInterfaceInput, _ ...func(*ec2.Options)) (*ec2.CreateNetworkInterfaceOutput, error) {
-	req := ec2sim.CreateNetworkInterfaceRequest{
+	req := state.CreateNetworkInterfaceRequest{
 		SubnetID: aws.ToString(in.SubnetId), Description: aws.ToString(in.Description), SecurityGroupIDs: in.Groups,
 		ClientToken: aws.ToString(in.ClientToken), PrivateIPAddress: aws.ToString(in.PrivateIpAddress),
 		SecondaryPrivateIPAddressCount: int(aws.ToInt32(in.SecondaryPrivateIpAddressCount)),
@@ -76,12 +76,12 @@ func (e *EC2) CreateNetworkInterface(ctx context.Context, in *ec2.CreateNetworkI
 		TagSpecifications:              tagSpecs(in.TagSpecifications),
 	}
 	for _, a := range in.PrivateIpAddresses {
-		req.PrivateIPAddresses = append(req.PrivateIPAddresses, ec2sim.PrivateIPSpec{Address: aws.ToString(a.PrivateIpAddress), Primary: aws.ToBool(a.Primary)})
+		req.PrivateIPAddresses = append(req.PrivateIPAddresses, state.PrivateIPSpec{Address: aws.ToString(a.PrivateIpAddress), Primary: aws.ToBool(a.Primary)})
 	}
 	for _, p := range in.Ipv4Prefixes {
 		req.IPv4Prefixes = append(req.IPv4Prefixes, aws.ToString(p.Ipv4Prefix))
 	}
-	return call(ctx, e, CreateNetworkInterface, req, e.state.CreateNetworkInterface, func(r *ec2sim.CreateNetworkInterfaceResponse) *ec2.CreateNetworkInterfaceOutput {
+	return call(ctx, e, CreateNetworkInterface, req, e.state.CreateNetworkInterface, func(r *state.CreateNetworkInterfaceResponse) *ec2.CreateNetworkInterfaceOutput {
 		eni := eniTo(r.NetworkInterface)
 		return &ec2.CreateNetworkInterfaceOutput{NetworkInterface: &eni, ClientToken: token(r.ClientToken)}
 	})
@@ -89,18 +89,18 @@ func (e *EC2) CreateNetworkInterface(ctx context.Context, in *ec2.CreateNetworkI
 
 // AttachNetworkInterface implements ec2.SDK.
 func (e *EC2) AttachNetworkInterface(ctx context.Context, in *ec2.AttachNetworkInterfaceInput, _ ...func(*ec2.Options)) (*ec2.AttachNetworkInterfaceOutput, error) {
-	req := ec2sim.AttachNetworkInterfaceRequest{
+	req := state.AttachNetworkInterfaceRequest{
 		NetworkInterfaceID: aws.ToString(in.NetworkInterfaceId), InstanceID: aws.ToString(in.InstanceId),
 		DeviceIndex: int(aws.ToInt32(in.DeviceIndex)), NetworkCardIndex: int(aws.ToInt32(in.NetworkCardIndex)),
 	}
-	return call(ctx, e, AttachNetworkInterface, req, e.state.AttachNetworkInterface, func(r *ec2sim.AttachNetworkInterfaceResponse) *ec2.AttachNetworkInterfaceOutput {
+	return call(ctx, e, AttachNetworkInterface, req, e.state.AttachNetworkInterface, func(r *state.AttachNetworkInterfaceResponse) *ec2.AttachNetworkInterfaceOutput {
 		return &ec2.AttachNetworkInterfaceOutput{AttachmentId: aws.String(r.AttachmentID), NetworkCardIndex: aws.Int32(int32(r.NetworkCardIndex))}
 	})
 }
 
 // ModifyNetworkInterfaceAttribute implements ec2.SDK.
 func (e *EC2) ModifyNetworkInterfaceAttribute(ctx context.Context, in *ec2.ModifyNetworkInterfaceAttributeInput, _ ...func(*ec2.Options)) (*ec2.ModifyNetworkInterfaceAttributeOutput, error) {
-	req := ec2sim.ModifyNetworkInterfaceAttributeRequest{NetworkInterfaceID: aws.ToString(in.NetworkInterfaceId), SecurityGroupIDs: in.Groups}
+	req := state.ModifyNetworkInterfaceAttributeRequest{NetworkInterfaceID: aws.ToString(in.NetworkInterfaceId), SecurityGroupIDs: in.Groups}
 	if in.Description != nil {
 		req.Description = in.Description.Value
 	}
@@ -110,37 +110,37 @@ func (e *EC2) ModifyNetworkInterfaceAttribute(ctx context.Context, in *ec2.Modif
 	if a := in.Attachment; a != nil {
 		req.AttachmentID, req.DeleteOnTermination = aws.ToString(a.AttachmentId), a.DeleteOnTermination
 	}
-	return call(ctx, e, ModifyNetworkInterfaceAttribute, req, e.state.ModifyNetworkInterfaceAttribute, func(*ec2sim.ReturnResponse) *ec2.ModifyNetworkInterfaceAttributeOutput {
+	return call(ctx, e, ModifyNetworkInterfaceAttribute, req, e.state.ModifyNetworkInterfaceAttribute, func(*state.ReturnResponse) *ec2.ModifyNetworkInterfaceAttributeOutput {
 		return &ec2.ModifyNetworkInterfaceAttributeOutput{}
 	})
 }
 
 // DetachNetworkInterface implements ec2.SDK.
 func (e *EC2) DetachNetworkInterface(ctx context.Context, in *ec2.DetachNetworkInterfaceInput, _ ...func(*ec2.Options)) (*ec2.DetachNetworkInterfaceOutput, error) {
-	detach := func(id string) (*ec2sim.ReturnResponse, error) {
+	detach := func(id string) (*state.ReturnResponse, error) {
 		return e.state.DetachNetworkInterface(id, aws.ToBool(in.Force))
 	}
-	return call(ctx, e, DetachNetworkInterface, aws.ToString(in.AttachmentId), detach, func(*ec2sim.ReturnResponse) *ec2.DetachNetworkInterfaceOutput {
+	return call(ctx, e, DetachNetworkInterface, aws.ToString(in.AttachmentId), detach, func(*state.ReturnResponse) *ec2.DetachNetworkInterfaceOutput {
 		return &ec2.DetachNetworkInterfaceOutput{}
 	})
 }
 
 // DeleteNetworkInterface implements ec2.SDK.
 func (e *EC2) DeleteNetworkInterface(ctx context.Context, in *ec2.DeleteNetworkInterfaceInput, _ ...func(*ec2.Options)) (*ec2.DeleteNetworkInterfaceOutput, error) {
-	return call(ctx, e, DeleteNetworkInterface, aws.ToString(in.NetworkInterfaceId), e.state.DeleteNetworkInterface, func(*ec2sim.ReturnResponse) *ec2.DeleteNetworkInterfaceOutput {
+	return call(ctx, e, DeleteNetworkInterface, aws.ToString(in.NetworkInterfaceId), e.state.DeleteNetworkInterface, func(*state.ReturnResponse) *ec2.DeleteNetworkInterfaceOutput {
 		return &ec2.DeleteNetworkInterfaceOutput{}
 	})
 }
 
 // AssignPrivateIpAddresses implements ec2.SDK.
 func (e *EC2) AssignPrivateIpAddresses(ctx context.Context, in *ec2.AssignPrivateIpAddressesInput, _ ...func(*ec2.Options)) (*ec2.AssignPrivateIpAddressesOutput, error) {
-	req := ec2sim.AssignPrivateIpAddressesRequest{
+	req := state.AssignPrivateIpAddressesRequest{
 		NetworkInterfaceID: aws.ToString(in.NetworkInterfaceId), PrivateIPAddresses: in.PrivateIpAddresses,
 		SecondaryPrivateIPAddressCount: int(aws.ToInt32(in.SecondaryPrivateIpAddressCount)),
 		IPv4Prefixes:                   in.Ipv4Prefixes, IPv4PrefixCount: int(aws.ToInt32(in.Ipv4PrefixCount)),
 		AllowReassignment: aws.ToBool(in.AllowReassignment),
 	}
-	return call(ctx, e, AssignPrivateIpAddresses, req, e.state.AssignPrivateIpAddresses, func(r *ec2sim.AssignPrivateIpAddressesResponse) *ec2.AssignPrivateIpAddressesOutput {
+	return call(ctx, e, AssignPrivateIpAddresses, req, e.state.AssignPrivateIpAddresses, func(r *state.AssignPrivateIpAddressesResponse) *ec2.AssignPrivateIpAddressesOutput {
 		out := &ec2.AssignPrivateIpAddressesOutput{NetworkInterfaceId: aws.String(r.NetworkInterfaceID)}
 		for _, a := range r.AssignedPrivateIPs {
 			out.AssignedPrivateIpAddresses = append(out.AssignedPrivateIpAddresses, types.AssignedPrivateIpAddress{PrivateIpAddress: aws.String(a.PrivateIPAddress)})
@@ -154,30 +154,30 @@ func (e *EC2) AssignPrivateIpAddresses(ctx context.Context, in *ec2.AssignPrivat
 
 // UnassignPrivateIpAddresses implements ec2.SDK.
 func (e *EC2) UnassignPrivateIpAddresses(ctx context.Context, in *ec2.UnassignPrivateIpAddressesInput, _ ...func(*ec2.Options)) (*ec2.UnassignPrivateIpAddressesOutput, error) {
-	req := ec2sim.UnassignPrivateIpAddressesRequest{
+	req := state.UnassignPrivateIpAddressesRequest{
 		NetworkInterfaceID: aws.ToString(in.NetworkInterfaceId), PrivateIPAddresses: in.PrivateIpAddresses, IPv4Prefixes: in.Ipv4Prefixes,
 	}
-	return call(ctx, e, UnassignPrivateIpAddresses, req, e.state.UnassignPrivateIpAddresses, func(*ec2sim.ReturnResponse) *ec2.UnassignPrivateIpAddressesOutput {
+	return call(ctx, e, UnassignPrivateIpAddresses, req, e.state.UnassignPrivateIpAddresses, func(*state.ReturnResponse) *ec2.UnassignPrivateIpAddressesOutput {
 		return &ec2.UnassignPrivateIpAddressesOutput{}
 	})
 }
 
 // DescribeAddresses implements ec2.SDK.
 func (e *EC2) DescribeAddresses(ctx context.Context, in *ec2.DescribeAddressesInput, _ ...func(*ec2.Options)) (*ec2.DescribeAddressesOutput, error) {
-	req := ec2sim.DescribeRequest{IDs: in.AllocationIds, Names: in.PublicIps, Filters: filters(in.Filters)}
-	return call(ctx, e, DescribeAddresses, req, e.state.DescribeAddresses, func(r *ec2sim.DescribeAddressesResponse) *ec2.DescribeAddressesOutput {
+	req := state.DescribeRequest{IDs: in.AllocationIds, Names: in.PublicIps, Filters: filters(in.Filters)}
+	return call(ctx, e, DescribeAddresses, req, e.state.DescribeAddresses, func(r *state.DescribeAddressesResponse) *ec2.DescribeAddressesOutput {
 		return &ec2.DescribeAddressesOutput{Addresses: each(r.Addresses, addressTo)}
 	})
 }
 
 // AssociateAddress implements ec2.SDK.
 func (e *EC2) AssociateAddress(ctx context.Context, in *ec2.AssociateAddressInput, _ ...func(*ec2.Options)) (*ec2.AssociateAddressOutput, error) {
-	req := ec2sim.AssociateAddressRequest{
+	req := state.AssociateAddressRequest{
 		AllocationID: aws.ToString(in.AllocationId), PublicIP: aws.ToString(in.PublicIp),
 		NetworkInterfaceID: aws.ToString(in.NetworkInterfaceId), InstanceID: aws.ToString(in.InstanceId),
 		PrivateIPAddress: aws.ToString(in.PrivateIpAddress), AllowReassociation: aws.ToBool(in.AllowReassociation),
 	}
-	return call(ctx, e, AssociateAddress, req, e.state.AssociateAddress, func(r *ec2sim.AssociateAddressResponse) *ec2.AssociateAddressOutput {
+	return call(ctx, e, AssociateAddress, req, e.state.AssociateAddress, func(r *state.AssociateAddressResponse) *ec2.AssociateAddressOutput {
 		return &ec2.AssociateAddressOutput{AssociationId: aws.String(r.AssociationID)}
 	})
 }
@@ -185,16 +185,16 @@ func (e *EC2) AssociateAddress(ctx context.Context, in *ec2.AssociateAddressInpu
 // DisassociateAddress implements ec2.SDK.
 func (e *EC2) DisassociateAddress(ctx context.Context, in *ec2.DisassociateAddressInput, _ ...func(*ec2.Options)) (*ec2.DisassociateAddressOutput, error) {
 	publicIP := aws.ToString(in.PublicIp)
-	disassociate := func(id string) (*ec2sim.ReturnResponse, error) { return e.state.DisassociateAddress(id, publicIP) }
-	return call(ctx, e, DisassociateAddress, aws.ToString(in.AssociationId), disassociate, func(*ec2sim.ReturnResponse) *ec2.DisassociateAddressOutput {
+	disassociate := func(id string) (*state.ReturnResponse, error) { return e.state.DisassociateAddress(id, publicIP) }
+	return call(ctx, e, DisassociateAddress, aws.ToString(in.AssociationId), disassociate, func(*state.ReturnResponse) *ec2.DisassociateAddressOutput {
 		return &ec2.DisassociateAddressOutput{}
 	})
 }
 
 // AllocateAddress implements ec2.SDK.
 func (e *EC2) AllocateAddress(ctx context.Context, in *ec2.AllocateAddressInput, _ ...func(*ec2.Options)) (*ec2.AllocateAddressOutput, error) {
-	req := ec2sim.AllocateAddressRequest{Domain: string(in.Domain), Address: aws.ToString(in.Address), TagSpecifications: tagSpecs(in.TagSpecifications)}
-	return call(ctx, e, AllocateAddress, req, e.state.AllocateAddress, func(r *ec2sim.AllocateAddressResponse) *ec2.AllocateAddressOutput {
+	req := state.AllocateAddressRequest{Domain: string(in.Domain), Address: aws.ToString(in.Address), TagSpecifications: tagSpecs(in.TagSpecifications)}
+	return call(ctx, e, AllocateAddress, req, e.state.AllocateAddress, func(r *state.AllocateAddressResponse) *ec2.AllocateAddressOutput {
 		return &ec2.AllocateAddressOutput{
 			AllocationId: aws.String(r.AllocationID), PublicIp: aws.String(r.PublicIP), Domain: types.DomainType(r.Domain),
 			PublicIpv4Pool: aws.String(r.PublicIPv4Pool), NetworkBorderGroup: aws.String(r.NetworkBorderGroup),
@@ -205,8 +205,8 @@ func (e *EC2) AllocateAddress(ctx context.Context, in *ec2.AllocateAddressInput,
 // ReleaseAddress implements ec2.SDK.
 func (e *EC2) ReleaseAddress(ctx context.Context, in *ec2.ReleaseAddressInput, _ ...func(*ec2.Options)) (*ec2.ReleaseAddressOutput, error) {
 	publicIP := aws.ToString(in.PublicIp)
-	release := func(id string) (*ec2sim.ReturnResponse, error) { return e.state.ReleaseAddress(id, publicIP) }
-	return call(ctx, e, ReleaseAddress, aws.ToString(in.AllocationId), release, func(*ec2sim.ReturnResponse) *ec2.ReleaseAddressOutput {
+	release := func(id string) (*state.ReturnResponse, error) { return e.state.ReleaseAddress(id, publicIP) }
+	return call(ctx, e, ReleaseAddress, aws.ToString(in.AllocationId), release, func(*state.ReturnResponse) *ec2.ReleaseAddressOutput {
 		return &ec2.ReleaseAddressOutput{}
 	})
 }

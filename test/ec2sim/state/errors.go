@@ -3,7 +3,6 @@ package state
 import (
 	"errors"
 	"fmt"
-	"net/http"
 )
 
 // APIError is an EC2 error as the wire carries it: a code clients switch on,
@@ -43,17 +42,17 @@ func Errorf(code, format string, args ...any) *APIError {
 func StatusForCode(code string) int {
 	switch code {
 	case CodeRequestLimitExceeded, "Unavailable", "ServiceUnavailable":
-		return http.StatusServiceUnavailable
+		return 503 // Service Unavailable
 	case "InternalError", "InternalFailure":
-		return http.StatusInternalServerError
+		return 500 // Internal Server Error
 	case "UnauthorizedOperation", "SignatureDoesNotMatch", "Blocked":
-		return http.StatusForbidden
+		return 403 // Forbidden
 	case "AuthFailure":
-		return http.StatusUnauthorized
+		return 401 // Unauthorized
 	case CodeDryRunOperation:
-		return http.StatusPreconditionFailed
+		return 412 // Precondition Failed
 	default:
-		return http.StatusBadRequest
+		return 400 // Bad Request
 	}
 }
 
