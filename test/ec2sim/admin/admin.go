@@ -3,13 +3,14 @@ package admin
 import (
 	"encoding/json"
 	"errors"
-	"github.com/enipam/enipam/test/ec2sim/behaviour"
-	"github.com/enipam/enipam/test/ec2sim/state"
-	"github.com/enipam/enipam/test/ec2sim/wire"
 	"io"
 	"log/slog"
 	"net/http"
 	"strings"
+
+	"github.com/enipam/enipam/test/ec2sim/behaviour"
+	"github.com/enipam/enipam/test/ec2sim/state"
+	"github.com/enipam/enipam/test/ec2sim/wire"
 )
 
 // The admin API, JSON over HTTP under /admin/ on the EC2 listener:

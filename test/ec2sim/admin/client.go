@@ -5,13 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/enipam/enipam/test/ec2sim/behaviour"
-	"github.com/enipam/enipam/test/ec2sim/state"
-	"github.com/enipam/enipam/test/ec2sim/wire"
 	"io"
 	"net/http"
 	"net/url"
 	"strings"
+
+	"github.com/enipam/enipam/test/ec2sim/behaviour"
+	"github.com/enipam/enipam/test/ec2sim/state"
+	"github.com/enipam/enipam/test/ec2sim/wire"
 )
 
 // Client is a typed client of a Sim's admin API. Errors the API answers

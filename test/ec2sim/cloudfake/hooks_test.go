@@ -9,8 +9,8 @@ import (
 	"testing"
 
 	"github.com/enipam/enipam/operator/cloud"
-	"github.com/enipam/enipam/test/ec2sim/state"
 	"github.com/enipam/enipam/test/ec2sim/cloudfake"
+	"github.com/enipam/enipam/test/ec2sim/state"
 )
 
 func newFake(t *testing.T) *cloudfake.Cloud {

@@ -1,10 +1,11 @@
 package wire
 
 import (
-	"github.com/enipam/enipam/test/ec2sim/state"
 	"maps"
 	"slices"
 	"strconv"
+
+	"github.com/enipam/enipam/test/ec2sim/state"
 )
 
 // decoder reads one action's parameters, calls the State and returns its

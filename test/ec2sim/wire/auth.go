@@ -12,6 +12,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
+
 	"github.com/enipam/enipam/test/ec2sim/iam"
 	"github.com/enipam/enipam/test/ec2sim/state"
 )

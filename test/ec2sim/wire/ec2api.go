@@ -4,15 +4,16 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"github.com/enipam/enipam/test/ec2sim/behaviour"
-	"github.com/enipam/enipam/test/ec2sim/iam"
-	"github.com/enipam/enipam/test/ec2sim/state"
 	"io"
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/enipam/enipam/test/ec2sim/behaviour"
+	"github.com/enipam/enipam/test/ec2sim/iam"
+	"github.com/enipam/enipam/test/ec2sim/state"
 )
 
 // EC2 serves EC2's Query API over a State: it counts each call,

@@ -1,11 +1,12 @@
 package wire
 
 import (
-	"github.com/enipam/enipam/test/ec2sim/iam"
-	"github.com/enipam/enipam/test/ec2sim/state"
 	"net/url"
 	"strconv"
 	"strings"
+
+	"github.com/enipam/enipam/test/ec2sim/iam"
+	"github.com/enipam/enipam/test/ec2sim/state"
 )
 
 // What IAM evaluates for each EC2 action: the resources the action touches

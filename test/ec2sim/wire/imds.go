@@ -6,12 +6,13 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
-	"github.com/enipam/enipam/test/ec2sim/state"
 	"net/http"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/enipam/enipam/test/ec2sim/state"
 )
 
 // IMDS answers IMDSv2 for any instance: session tokens from

@@ -1,11 +1,12 @@
 package wire
 
 import (
-	"github.com/enipam/enipam/test/ec2sim/state"
 	"net/url"
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/enipam/enipam/test/ec2sim/state"
 )
 
 // params reads one ec2query form. Getters record the first problem as an

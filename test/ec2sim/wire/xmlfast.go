@@ -3,8 +3,9 @@ package wire
 import (
 	"bytes"
 	"encoding/xml"
-	"github.com/enipam/enipam/test/ec2sim/state"
 	"strconv"
+
+	"github.com/enipam/enipam/test/ec2sim/state"
 )
 
 // DescribeNetworkInterfaces pages of a thousand ENIs are the largest answers

@@ -3,8 +3,9 @@ package wire
 import (
 	"bytes"
 	"encoding/xml"
-	"github.com/enipam/enipam/test/ec2sim/state"
 	"testing"
+
+	"github.com/enipam/enipam/test/ec2sim/state"
 )
 
 // TestFastXMLMatchesEncodingXML renders a DescribeNetworkInterfaces answer

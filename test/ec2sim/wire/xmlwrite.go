@@ -3,9 +3,10 @@ package wire
 import (
 	"bytes"
 	"encoding/xml"
-	"github.com/enipam/enipam/test/ec2sim/state"
 	"net/http"
 	"strconv"
+
+	"github.com/enipam/enipam/test/ec2sim/state"
 )
 
 // ec2Namespace is the XML namespace of EC2 API version 2016-11-15, the only
