@@ -165,6 +165,19 @@ func parseIPs(ss []string) ([]netip.Addr, error) {
 	return out, nil
 }
 
+// parseAddresses reads the addresses and prefixes a call names.
+func parseAddresses(ips, prefixes []string) ([]netip.Addr, []netip.Prefix, error) {
+	as, err := parseIPs(ips)
+	if err != nil {
+		return nil, nil, err
+	}
+	ps, err := parsePrefixes(prefixes)
+	if err != nil {
+		return nil, nil, err
+	}
+	return as, ps, nil
+}
+
 func parsePrefixes(ss []string) ([]netip.Prefix, error) {
 	var out []netip.Prefix
 	for _, s := range ss {

@@ -49,11 +49,7 @@ func (s *State) AssignPrivateIpAddresses(req AssignPrivateIpAddressesRequest) (*
 	case len(req.PrivateIPAddresses) == 0 && req.SecondaryPrivateIPAddressCount == 0 && len(req.IPv4Prefixes) == 0 && req.IPv4PrefixCount == 0:
 		return nil, Errorf(CodeMissingParameter, "Either PrivateIpAddresses, SecondaryPrivateIpAddressCount, Ipv4Prefixes or Ipv4PrefixCount must be specified")
 	}
-	ips, err := parseIPs(req.PrivateIPAddresses)
-	if err != nil {
-		return nil, err
-	}
-	prefixes, err := parsePrefixes(req.IPv4Prefixes)
+	ips, prefixes, err := parseAddresses(req.PrivateIPAddresses, req.IPv4Prefixes)
 	if err != nil {
 		return nil, err
 	}
@@ -109,11 +105,7 @@ func (s *State) UnassignPrivateIpAddresses(req UnassignPrivateIpAddressesRequest
 	if len(req.PrivateIPAddresses) == 0 && len(req.IPv4Prefixes) == 0 {
 		return nil, Errorf(CodeMissingParameter, "Either PrivateIpAddresses or Ipv4Prefixes must be specified")
 	}
-	ips, err := parseIPs(req.PrivateIPAddresses)
-	if err != nil {
-		return nil, err
-	}
-	prefixes, err := parsePrefixes(req.IPv4Prefixes)
+	ips, prefixes, err := parseAddresses(req.PrivateIPAddresses, req.IPv4Prefixes)
 	if err != nil {
 		return nil, err
 	}

@@ -52,41 +52,23 @@ func (s *State) Dump() Dump {
 	s.lock()
 	defer s.unlock()
 	d := Dump{Account: s.account, Region: s.region}
-	live := func(m *meta) bool { return !m.removed }
-	for _, v := range s.vpcs.list {
-		if live(&v.meta) {
-			d.Vpcs = append(d.Vpcs, s.vpcView(v))
-		}
-	}
-	for _, sn := range s.subnets.list {
-		if live(&sn.meta) {
-			d.Subnets = append(d.Subnets, s.subnetView(sn))
-		}
-	}
-	for _, g := range s.groups.list {
-		if live(&g.meta) {
-			d.SecurityGroups = append(d.SecurityGroups, s.groupView(g))
-		}
-	}
-	for _, rt := range s.routeTables.list {
-		if live(&rt.meta) {
-			d.RouteTables = append(d.RouteTables, s.routeTableView(rt))
-		}
-	}
-	for _, in := range s.instances.list {
-		if live(&in.meta) {
-			d.Instances = append(d.Instances, s.instanceView(in))
-		}
-	}
-	for _, e := range s.enis.list {
-		if live(&e.meta) {
-			d.NetworkInterfaces = append(d.NetworkInterfaces, s.eniView(e))
-		}
-	}
-	for _, a := range s.addresses.list {
-		if live(&a.meta) {
-			d.Addresses = append(d.Addresses, s.addressView(a))
-		}
-	}
+	d.Vpcs = liveViews(s.vpcs.list, s.vpcView)
+	d.Subnets = liveViews(s.subnets.list, s.subnetView)
+	d.SecurityGroups = liveViews(s.groups.list, s.groupView)
+	d.RouteTables = liveViews(s.routeTables.list, s.routeTableView)
+	d.Instances = liveViews(s.instances.list, s.instanceView)
+	d.NetworkInterfaces = liveViews(s.enis.list, s.eniView)
+	d.Addresses = liveViews(s.addresses.list, s.addressView)
 	return d
+}
+
+// liveViews renders the resources of list not removed, in its order.
+func liveViews[T resource, V any](list []T, view func(T) V) []V {
+	var out []V
+	for _, r := range list {
+		if !r.base().removed {
+			out = append(out, view(r))
+		}
+	}
+	return out
 }

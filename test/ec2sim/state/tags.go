@@ -56,6 +56,15 @@ func tagsFor(resourceType string, specs []TagSpecification) ([]Tag, error) {
 	return out, nil
 }
 
+// metaIn finds id in r.
+func metaIn[T resource](r *registry[T], id string) (*meta, bool) {
+	v, ok := r.get(id)
+	if !ok {
+		return nil, false
+	}
+	return v.base(), true
+}
+
 // taggable finds any tagged resource by ID.
 func (s *State) taggable(id string) (*meta, error) {
 	var m *meta
@@ -71,35 +80,17 @@ func (s *State) taggable(id string) (*meta, error) {
 			found = false
 		}
 	case "i":
-		var in *instance
-		if in, found = s.instances.get(id); found {
-			m = &in.meta
-		}
+		m, found = metaIn(&s.instances, id)
 	case "subnet":
-		var sn *subnet
-		if sn, found = s.subnets.get(id); found {
-			m = &sn.meta
-		}
+		m, found = metaIn(&s.subnets, id)
 	case "vpc":
-		var v *vpc
-		if v, found = s.vpcs.get(id); found {
-			m = &v.meta
-		}
+		m, found = metaIn(&s.vpcs, id)
 	case "sg":
-		var g *securityGroup
-		if g, found = s.groups.get(id); found {
-			m = &g.meta
-		}
+		m, found = metaIn(&s.groups, id)
 	case "rtb":
-		var rt *routeTable
-		if rt, found = s.routeTables.get(id); found {
-			m = &rt.meta
-		}
+		m, found = metaIn(&s.routeTables, id)
 	case "eipalloc":
-		var a *address
-		if a, found = s.addresses.get(id); found {
-			m = &a.meta
-		}
+		m, found = metaIn(&s.addresses, id)
 	default:
 		return nil, Errorf(CodeInvalidID, "The ID '%s' is not valid", id)
 	}
