@@ -5,76 +5,55 @@
 //
 // # Layers
 //
-// A [State] is the account: VPCs, subnets, security groups, route tables,
-// instances, ENIs, addresses, prefixes and Elastic IPs, with one method per
-// EC2 action on plain request and response values and EC2's error codes as
-// [*APIError]. It holds every rule of EC2 behaviour and nothing of HTTP:
+// Each layer is a package under test/ec2sim; this package composes them
+// into a [Sim] and names their types for scenarios and callers (State,
+// Scenario, the request and response values, AdminClient, Counters and
+// the behaviour configurations are aliases), so a caller imports ec2sim
+// alone:
 //
-//   - subnets keep EC2's five reserved addresses and report an exact
-//     availableIpAddressCount; fresh addresses are the lowest free ones; a
-//     subnet without room answers in one of EC2's three forms
-//     (InsufficientFreeAddressesInSubnet; InvalidParameterValue "There
-//     aren't sufficient free Ipv4 addresses or prefixes";
-//     InsufficientCidrBlocks), by cause or forced (Scenario.SubnetFullError);
-//   - instance types carry their real ENI and per-ENI IPv4 limits
-//     (AttachmentLimitExceeded, PrivateIpAddressLimitExceeded), network
-//     cards each with its own interface limit and device indexes 0 to
-//     MaxENIs-1 (a card other than 0 has a device 0 of its own; Attach
-//     honours NetworkCardIndex and answers it), and EFA: at most
-//     EfaInfo.MaximumEfaInterfaces, attached only at launch, never
-//     detached from a running instance, an EFA-only interface holding no
-//     address and never the primary. DescribeInstanceTypes lists the
-//     cards (NetworkCards, maximumNetworkCards, interface types per card)
-//     and EFA (efaSupported, efaInfo); maximumNetworkInterfaces counts
-//     every card's interfaces, as on EC2. It pages every current type
-//     (over 1 300) in name order, 100 a page without MaxResults, 5 to 100
-//     with it;
-//   - an Elastic IP is associated with one private address of one ENI
-//     (AssociateAddress refuses an associated one without
-//     AllowReassociation: Resource.AlreadyAssociated); it moves with its
-//     address when AssignPrivateIpAddresses reassigns the address to
-//     another ENI, and is disassociated when the address is unassigned or
-//     its ENI deleted; an associated one cannot be released;
-//   - a reassignment (AssignPrivateIpAddresses with AllowReassignment) is
-//     asynchronous, as EC2 documents: the call answers with the address,
-//     which stays on its old ENI (describes, IMDS local-ipv4s, its Elastic
-//     IP) for TimingConfig.ReassignDelay and then lands; an address
-//     unassigned or freed with its ENI cools down for
-//     TimingConfig.ReleaseCooldown before anyone can have it again;
-//   - prefixes are aligned /28s taking one IPv4 slot each, and a fragmented
-//     subnet answers InsufficientCidrBlocks;
-//   - attachments go attaching -> attached and detaching -> detached after
-//     configurable delays; an attachment still attaching or already
-//     detaching cannot be detached (IncorrectState); an ENI attached,
-//     attaching or detaching cannot be deleted; the primary ENI cannot be
-//     detached; terminating an instance takes it through shutting-down
-//     (its attachments detaching) before it deletes its DeleteOnTermination
-//     ENIs and leaves the others available, stopping through stopping
-//     (lifecycle.go); IMDS shows public-ipv4, public-ipv4s and
-//     ipv4-associations/ for Elastic IPs; DNS names are the region's;
-//   - CreateNetworkInterface honours ClientToken, and a refused create
-//     consumes and names no ENI ID; describes filter (values OR'd, filters
-//     AND'd, * and ? wildcards, tag:key, tag-key; every documented filter
-//     of DescribeNetworkInterfaces and DescribeInstances' network-interface.*)
-//     and page in creation order as EC2 does: MaxResults resources scanned
-//     a page, so filtered pages come short or empty with a token; tokens
-//     are bound to their filters and expire (TimingConfig.TokenTTL);
-//   - eventual consistency ([TimingConfig]): a new ENI can be hidden from
-//     every describe for one window, and NotFound to the calls that change
-//     it for another, for all new ENIs or a seeded share of them; every
-//     change to an ENI or Elastic IP (assign, unassign, a landed
-//     reassignment, attach, detach, tags, association) can reach describes
-//     late ([LagConfig]). README.md lists each window, the realistic
-//     profile's figure and its source.
+//   - state: EC2's model, no HTTP. The account and every rule of EC2
+//     behaviour, with one method per action on plain values and EC2's
+//     error codes; eventual consistency, lag, asynchronous reassignment
+//     and the release cooldown (they decide what a describe shows); the
+//     Scenario it is built from; what IMDS shows an instance; dry-run
+//     checks. Everything the layers above ask of it is an exported
+//     operation named for what EC2 does. See its package documentation
+//     for the rules.
+//   - iam: the IAM policy language (parsing, evaluation, the scenario's
+//     principals, the encoded authorization failure), knowing neither EC2
+//     nor HTTP.
+//   - behaviour: throttling (token buckets shaped like EC2's), latency and
+//     injected faults, and the durations everything's timing is made of;
+//     it knows neither the wire nor the State.
+//   - wire: EC2's Query protocol at the edge ([wire.EC2]): form decoding
+//     into the State's requests, XML answers and errors, request IDs,
+//     Signature Version 4, IAM authorization of each request (which
+//     resources an action touches and their condition keys), call
+//     counters; and IMDSv2 ([wire.IMDS]).
+//   - admin: the admin API over HTTP and its client.
+//   - cloudfake: the operator's own EC2 adapter over a State, in process.
+//
+// Imports point down: state imports behaviour and iam; wire imports
+// state, behaviour and iam; admin imports state, wire and behaviour;
+// ec2sim imports them all. Nothing imports ec2sim but its callers.
+//
+// The rules of EC2 behaviour the State holds, in short: subnets keep
+// EC2's reserved addresses and answer "full" in EC2's three forms;
+// instance types carry their real ENI, address, network card and EFA
+// limits; an Elastic IP moves with its address; a reassignment lands
+// after TimingConfig.ReassignDelay and a released address cools down;
+// prefixes are aligned /28s; attachments and instance ends take time
+// (lifecycle.go); describes filter and page as EC2 does, tokens bound to
+// their filters and expiring; a new ENI can be hidden and any change can
+// reach describes late ([TimingConfig], [LagConfig]). README.md lists each
+// window, the realistic profile's figure and its source.
 //
 // A [Sim] puts a State behind EC2's Query protocol (form-encoded requests,
 // XML answers and errors, request IDs), authentication and IAM (below),
 // per-action token buckets
 // ([ThrottleConfig], EC2's defaults from [DefaultBucket]), latency
 // ([LatencyConfig]), fault injection ([FaultConfig]) and call [Counters];
-// it also serves IMDSv2 for each instance and the admin API. Throttling,
-// latency and faults are package behaviour, which knows neither the wire
-// nor the State; this package names its types for scenarios and callers.
+// it also serves IMDSv2 for each instance and the admin API.
 //
 // Served actions: DescribeInstances, DescribeInstanceTypes,
 // DescribeSubnets, DescribeVpcs, DescribeSecurityGroups,
@@ -129,7 +108,7 @@
 // StringNotEquals, StringEqualsIgnoreCase, StringLike, StringNotLike,
 // Null and Bool, with IfExists and ForAllValues/ForAnyValue. Each action
 // is evaluated on every resource it touches, with the condition keys EC2
-// gives that resource (iam_request.go): describes on "*";
+// gives that resource (wire/iam_request.go): describes on "*";
 // CreateNetworkInterface on its subnet, its security groups and
 // network-interface/* (aws:RequestTag and aws:TagKeys of its
 // TagSpecification); AllocateAddress on elastic-ip/* likewise; tagging
@@ -230,7 +209,7 @@
 //	instanceTypes: []            # add to or replace catalog entries
 //	elasticIPLimit: 5
 //	profile: realistic           # EC2's throttling, realistic latency and attach delays
-//	timing:                      # realistic: these, and a 1 s lag for 2% of new ENIs (state.go)
+//	timing:                      # realistic: these, and a 1 s lag for 2% of new ENIs (state/state.go)
 //	  attachDelay: {min: 2s, max: 5s}
 //	  detachDelay: {min: 1s, max: 3s}
 //	  eventualConsistency: 0s    # new ENIs hidden from every describe

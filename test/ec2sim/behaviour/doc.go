@@ -1,5 +1,5 @@
 // Package behaviour is how the emulated EC2 behaves around its model of
-// EC2 (package ec2sim's State): request throttling by token buckets shaped
+// EC2 (package state): request throttling by token buckets shaped
 // like EC2's, latency drawn per call, and injected faults, each with a
 // configuration that scenario YAML and the admin API read and write, and
 // the durations (Duration, Range) that these and the State's timing are

@@ -21,7 +21,7 @@ import (
 // in the Authorization header, scoped to the scenario's region and the
 // service ec2, dated within 15 minutes of the wall clock, by a principal
 // of the scenario), names API version 2016-11-15, and is then authorized
-// by the principal's IAM policy (iam.go, iam_request.go). The signature is
+// by the principal's IAM policy (package iam, iam_request.go). The signature is
 // recomputed with aws-sdk-go-v2's own signer over the headers the client
 // signed. The codes are EC2's: MissingParameter for an unsigned request
 // (EC2 asks for AWSAccessKeyId), AuthFailure (401) for an unknown access
