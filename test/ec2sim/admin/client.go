@@ -15,7 +15,7 @@ import (
 	"github.com/enipam/enipam/test/ec2sim/wire"
 )
 
-// Client is a typed client of a Sim's admin API. Errors the API answers
+// Client is a typed client of an ec2sim.Sim's admin API. Errors the API answers
 // come back as *APIError with the HTTP status.
 type Client struct {
 	base string

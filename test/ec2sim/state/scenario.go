@@ -31,7 +31,7 @@ type Scenario struct {
 	// Seed makes IDs, MACs, delays and fault draws reproducible.
 	Seed uint64 `json:"seed,omitempty"`
 	// Principals may call EC2, each signing with its access key and held
-	// to its IAM policy (principals.go). None: DefaultPrincipal, the
+	// to its IAM policy (package iam). None: DefaultPrincipal, the
 	// default credentials under the repository's policy for ClusterName.
 	Principals []iam.PrincipalSpec `json:"principals,omitempty"`
 	// ClusterName is the clusterName of the enipam cluster the account

@@ -198,7 +198,7 @@ var actions = map[string]decoder{
 // caller's IAM policy (DryRun or not: a dry run refused is
 // UnauthorizedOperation) and runs the action; under DryRun, a describe
 // runs and any other action's needs are checked, and both then answer
-// DryRunOperation (see dryrun.go).
+// DryRunOperation (see package state, dryrun.go).
 func call[Req any, Resp any](s *state.State, p *params, req Req, fn func(Req) (*Resp, error), needs ...state.Need) (any, error) {
 	if err := p.done(); err != nil {
 		return nil, err
