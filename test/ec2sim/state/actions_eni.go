@@ -36,8 +36,14 @@ type CreateNetworkInterfaceRequest struct {
 	SecondaryPrivateIPAddressCount int
 	IPv4Prefixes                   []string
 	IPv4PrefixCount                int
-	InterfaceType                  string
-	TagSpecifications              []TagSpecification
+	// IPv6Addresses, IPv6AddressCount, IPv6Prefixes (/80s) and
+	// IPv6PrefixCount exclude each other.
+	IPv6Addresses     []string
+	IPv6AddressCount  int
+	IPv6Prefixes      []string
+	IPv6PrefixCount   int
+	InterfaceType     string
+	TagSpecifications []TagSpecification
 	// ClientToken makes the call idempotent: the same token with the same
 	// parameters returns the first answer; with others,
 	// IdempotentParameterMismatch.
@@ -94,13 +100,21 @@ func (s *State) CreateNetworkInterface(req CreateNetworkInterfaceRequest) (*Crea
 	if err != nil {
 		return nil, err
 	}
+	v6ips, v6prefixes, err := parseIPv6(req.IPv6Addresses, req.IPv6Prefixes)
+	if err != nil {
+		return nil, err
+	}
+	v6 := ipv6Request{ips: v6ips, count: req.IPv6AddressCount, prefixes: v6prefixes, prefixCount: req.IPv6PrefixCount}
+	if err := ipv6Combination(v6, true); err != nil {
+		return nil, err
+	}
 	tags, err := tagsFor("network-interface", req.TagSpecifications)
 	if err != nil {
 		return nil, err
 	}
 	e, err := s.createENI(eniSpec{subnet: sn, groupIDs: req.SecurityGroupIDs, description: req.Description, tags: tags,
 		ips: ips, secondaries: req.SecondaryPrivateIPAddressCount, prefixes: prefixes, prefixCount: req.IPv4PrefixCount,
-		interfaceType: req.InterfaceType})
+		ipv6: v6, interfaceType: req.InterfaceType})
 	if err != nil {
 		return nil, err
 	}

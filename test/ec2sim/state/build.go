@@ -45,6 +45,10 @@ func (s *State) buildVPC(path string, vs VPCSpec) error {
 		v.cidrs = append(v.cidrs, netip.MustParsePrefix(c))
 		v.cidrAssoc = append(v.cidrAssoc, s.ids.newID("vpc-cidr-assoc"))
 	}
+	if vs.IPv6CIDR != "" {
+		v.ipv6CIDR = netip.MustParsePrefix(vs.IPv6CIDR)
+		v.ipv6Assoc = s.ids.newID("vpc-cidr-assoc")
+	}
 	s.vpcs.add(v)
 	v.defaultSG = &securityGroup{meta: s.newMeta("sg", ""), vpc: v, name: "default", description: "default VPC security group"}
 	s.groups.add(v.defaultSG)
@@ -58,6 +62,9 @@ func (s *State) buildVPC(path string, vs VPCSpec) error {
 		sn := &subnet{meta: s.newMeta("subnet", ss.ID), vpc: v, cidr: cidr, zone: s.zones[ss.Zone],
 			space: newAddrSpace(cidr), enis: map[*eni]struct{}{}}
 		sn.tags = tagsFromMap(ss.Tags, ss.Name)
+		if ss.IPv6CIDR != "" {
+			sn.ipv6 = newIPv6Space(netip.MustParsePrefix(ss.IPv6CIDR), s.ids.newID("subnet-cidr-assoc"))
+		}
 		s.subnets.add(sn)
 		v.subnets = append(v.subnets, sn)
 	}

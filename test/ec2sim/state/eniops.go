@@ -24,6 +24,8 @@ type eniSpec struct {
 	secondaries int
 	prefixes    []netip.Prefix
 	prefixCount int
+	// ipv6 are the IPv6 addresses and /80 prefixes.
+	ipv6 ipv6Request
 	// interfaceType is EC2's interfaceType; empty means "interface". An
 	// efa-only ENI has no address at all.
 	interfaceType string
@@ -42,11 +44,19 @@ func (s *State) createENI(sp eniSpec) (*eni, error) {
 		groups: groups, created: s.now(), sourceDestCheck: true,
 	}
 	if e.interfaceType == typeEFAOnly {
-		if len(sp.ips)+sp.secondaries+len(sp.prefixes)+sp.prefixCount > 0 {
+		if len(sp.ips)+sp.secondaries+len(sp.prefixes)+sp.prefixCount > 0 || !sp.ipv6.empty() {
 			return nil, errEFAOnlyAddresses("the new network interface")
 		}
-	} else if err := s.fillENI(e, sp.ips, sp.secondaries, sp.prefixes, sp.prefixCount); err != nil {
-		return nil, err
+	} else {
+		// IPv6 first: taking it back from a refused create leaves no
+		// cooldown behind, as the IPv4 addresses' release would.
+		if _, _, err := s.addIPv6(e, sp.ipv6); err != nil {
+			return nil, err
+		}
+		if err := s.fillENI(e, sp.ips, sp.secondaries, sp.prefixes, sp.prefixCount); err != nil {
+			s.releaseIPv6(e)
+			return nil, err
+		}
 	}
 	e.meta = s.newMeta("eni", "")
 	e.tags = sp.tags
@@ -265,6 +275,7 @@ func (s *State) deleteENI(e *eni) {
 		off, _ := sp.offset(p.Addr())
 		s.releasePrefix(sp, off)
 	}
+	s.releaseIPv6(e)
 	for len(e.eips) > 0 {
 		s.disassociate(e.eips[0])
 	}
@@ -312,6 +323,9 @@ func (s *State) attach(e *eni, in *instance, at slot, launch bool) (*attachment,
 			at.device, typ.Name, typ.MaxENIs, typ.MaxENIs-1)
 	case e.slotsUsed() > typ.IPv4PerENI:
 		return nil, Errorf(CodePrivateIPLimitExceeded, "Network interface %s has %d private addresses, more than %s allows (%d).", e.id, e.slotsUsed(), typ.Name, typ.IPv4PerENI)
+	case e.ipv6SlotsUsed() > typ.IPv6PerENI:
+		// EC2's answer is not documented; see doc.go.
+		return nil, Errorf(CodePrivateIPLimitExceeded, "Network interface %s has %d IPv6 addresses and prefixes, more than %s allows (%d).", e.id, e.ipv6SlotsUsed(), typ.Name, typ.IPv6PerENI)
 	}
 	if err := checkEFA(e, in, at, launch); err != nil {
 		return nil, err

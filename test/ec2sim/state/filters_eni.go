@@ -10,8 +10,8 @@ import (
 // The filters on ENIs: every filter EC2's API reference documents for
 // DescribeNetworkInterfaces (eniFields), and for DescribeInstances the
 // network-interface.* filters, which match an instance when any ENI it
-// shows matches (instanceENIFields). IPv6, carrier and customer-owned
-// addresses, Outposts and managed interfaces do not exist in ec2sim:
+// shows matches (instanceENIFields). Primary IPv6 addresses, carrier
+// and customer-owned addresses, Outposts and managed interfaces do not exist in ec2sim:
 // their filters are accepted and match nothing (operator.managed and
 // requester-managed match "false").
 
@@ -29,7 +29,7 @@ var eniFields = map[string]field[*eni]{
 	"operator.managed":             one(func(e *eni) string { return "false" }),
 	"operator.principal":           none,
 	"requester-id":                 none,
-	"ipv6-addresses.ipv6-address":  none,
+	"ipv6-addresses.ipv6-address":  eniIPv6s,
 	"source-dest-check":            one(func(e *eni) string { return boolString(e.sourceDestCheck) }),
 	"private-ip-address":           eniAddresses,
 	"addresses.private-ip-address": eniAddresses,
@@ -92,10 +92,10 @@ func (s *State) instanceFields() map[string]field[*instance] {
 		"attachment.network-card-index":           attachmentField(func(a *attachment) string { return strconv.Itoa(a.networkCard) }),
 		"deny-all-igw-traffic":                    none,
 		"ipv4-prefixes.ipv4-prefix":               eniPrefixes,
-		"ipv6-address":                            none,
-		"ipv6-addresses.is-primary-ipv6":          none,
+		"ipv6-address":                            eniIPv6s,
+		"ipv6-addresses.is-primary-ipv6":          eniIPv6Primary,
 		"ipv6-native":                             one(func(*eni) string { return "false" }),
-		"ipv6-prefixes.ipv6-prefix":               none,
+		"ipv6-prefixes.ipv6-prefix":               eniIPv6Prefixes,
 		"outpost-arn":                             none,
 		"public-dns-name":                         eniFs["association.public-dns-name"],
 		"tag-key": func(e *eni, match func(string) bool) bool {
@@ -130,6 +130,18 @@ func eniPrimary(e *eni, match func(string) bool) bool {
 
 func eniPrefixes(e *eni, match func(string) bool) bool {
 	return slices.ContainsFunc(e.prefixes, func(p netip.Prefix) bool { return match(p.String()) })
+}
+
+// eniIPv6s matches an ENI's IPv6 addresses in EC2's compressed form.
+func eniIPv6s(e *eni, match func(string) bool) bool {
+	return slices.ContainsFunc(e.ipv6s, func(a netip.Addr) bool { return match(a.String()) })
+}
+
+// eniIPv6Primary: no IPv6 address is primary in ec2sim (views.go).
+func eniIPv6Primary(e *eni, match func(string) bool) bool { return len(e.ipv6s) > 0 && match("false") }
+
+func eniIPv6Prefixes(e *eni, match func(string) bool) bool {
+	return slices.ContainsFunc(e.ipv6Prefixes, func(p netip.Prefix) bool { return match(p.String()) })
 }
 
 func eniGroups(get func(*securityGroup) string) field[*eni] {

@@ -10,8 +10,8 @@ import (
 // The other documented filters of the describes Cilium's operator and
 // enipam's use (DescribeSubnets, DescribeVpcs, DescribeSecurityGroups,
 // DescribeRouteTables, DescribeAddresses), beside those in describe.go and
-// actions_eip.go. What ec2sim does not model (IPv6, Outposts,
-// customer-owned pools, security group rules, routes other than the
+// actions_eip.go. What ec2sim does not model (IPv6 CIDRs
+// other than Amazon's, Outposts, customer-owned pools, security group rules, routes other than the
 // VPC's local ones) is accepted and matches nothing.
 
 // nothing is a filter on what ec2sim never has.
@@ -37,9 +37,9 @@ func (s *State) subnetFieldsOf() map[string]field[*subnet] {
 		"private-dns-name-options-on-launch.hostname-type": constant[*subnet]("ip-name"),
 		"customer-owned-ipv4-pool":                         nothing[*subnet](),
 		"enable-lni-at-device-index":                       nothing[*subnet](),
-		"ipv6-cidr-block-association.ipv6-cidr-block":      nothing[*subnet](),
-		"ipv6-cidr-block-association.association-id":       nothing[*subnet](),
-		"ipv6-cidr-block-association.state":                nothing[*subnet](),
+		"ipv6-cidr-block-association.ipv6-cidr-block":      subnetIPv6(func(v *ipv6Space) string { return v.cidr.String() }),
+		"ipv6-cidr-block-association.association-id":       subnetIPv6(func(v *ipv6Space) string { return v.assocID }),
+		"ipv6-cidr-block-association.state":                subnetIPv6(func(*ipv6Space) string { return "associated" }),
 		"outpost-arn":                                      nothing[*subnet](),
 	})
 }
@@ -51,11 +51,22 @@ func (s *State) vpcFieldsOf() map[string]field[*vpc] {
 			return slices.ContainsFunc(v.cidrAssoc, match)
 		},
 		"cidr-block-association.state":                nothing[*vpc](),
-		"ipv6-cidr-block-association.ipv6-cidr-block": nothing[*vpc](),
-		"ipv6-cidr-block-association.ipv6-pool":       nothing[*vpc](),
-		"ipv6-cidr-block-association.association-id":  nothing[*vpc](),
-		"ipv6-cidr-block-association.state":           nothing[*vpc](),
+		"ipv6-cidr-block-association.ipv6-cidr-block": vpcIPv6(func(v *vpc) string { return v.ipv6CIDR.String() }),
+		"ipv6-cidr-block-association.ipv6-pool":       vpcIPv6(func(*vpc) string { return "Amazon" }),
+		"ipv6-cidr-block-association.association-id":  vpcIPv6(func(v *vpc) string { return v.ipv6Assoc }),
+		"ipv6-cidr-block-association.state":           vpcIPv6(func(*vpc) string { return "associated" }),
 	})
+}
+
+// subnetIPv6 is a filter on a subnet's IPv6 CIDR; a subnet without one
+// matches nothing.
+func subnetIPv6(get func(*ipv6Space) string) field[*subnet] {
+	return func(sn *subnet, match func(string) bool) bool { return sn.ipv6 != nil && match(get(sn.ipv6)) }
+}
+
+// vpcIPv6 is as subnetIPv6 for a VPC's /56.
+func vpcIPv6(get func(*vpc) string) field[*vpc] {
+	return func(v *vpc, match func(string) bool) bool { return v.ipv6CIDR.IsValid() && match(get(v)) }
 }
 
 func (s *State) groupFieldsOf() map[string]field[*securityGroup] {

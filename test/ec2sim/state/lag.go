@@ -173,6 +173,8 @@ func (e *eni) frozen() *eni {
 	c.tags = slices.Clone(e.tags)
 	c.ips = slices.Clone(e.ips)
 	c.prefixes = slices.Clone(e.prefixes)
+	c.ipv6s = slices.Clone(e.ipv6s)
+	c.ipv6Prefixes = slices.Clone(e.ipv6Prefixes)
 	c.groups = slices.Clone(e.groups)
 	if e.attachment != nil {
 		a := *e.attachment

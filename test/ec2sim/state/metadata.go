@@ -20,7 +20,11 @@ type InstanceMetadata struct {
 type eniMeta struct {
 	mac, id, subnetID, subnetCIDR, vpcID string
 	vpcCIDRs, ips, prefixes, groupIDs    []string
-	groupNames                           []string
+	// ipv6s, ipv6Prefixes and the subnet's and VPC's IPv6 CIDRs; empty
+	// without IPv6.
+	ipv6s, ipv6Prefixes []string
+	subnetIPv6, vpcIPv6 string
+	groupNames          []string
 	// publicIPs are the Elastic IPs associated with the interface's
 	// addresses, in the order of the addresses, and privateOf the
 	// private address of each.
@@ -58,6 +62,18 @@ func (s *State) InstanceMetadata(id string) (InstanceMetadata, error) {
 		}
 		for _, p := range e.prefixes {
 			em.prefixes = append(em.prefixes, p.String())
+		}
+		for _, ip := range e.ipv6s {
+			em.ipv6s = append(em.ipv6s, ip.String())
+		}
+		for _, p := range e.ipv6Prefixes {
+			em.ipv6Prefixes = append(em.ipv6Prefixes, p.String())
+		}
+		if v := e.subnet.ipv6; v != nil {
+			em.subnetIPv6 = v.cidr.String()
+		}
+		if c := e.subnet.vpc.ipv6CIDR; c.IsValid() {
+			em.vpcIPv6 = c.String()
 		}
 		for _, g := range e.groups {
 			em.groupIDs = append(em.groupIDs, g.id)
@@ -123,6 +139,20 @@ func (md InstanceMetadata) Tree() map[string]string {
 		t[p+"vpc-ipv4-cidr-blocks"] = strings.Join(e.vpcCIDRs, "\n")
 		if len(e.prefixes) > 0 {
 			t[p+"ipv4-prefix"] = strings.Join(e.prefixes, "\n")
+		}
+		// IPv6: EC2 lists each key only when the interface, its subnet
+		// or its VPC has some.
+		if len(e.ipv6s) > 0 {
+			t[p+"ipv6s"] = strings.Join(e.ipv6s, "\n")
+		}
+		if len(e.ipv6Prefixes) > 0 {
+			t[p+"ipv6-prefix"] = strings.Join(e.ipv6Prefixes, "\n")
+		}
+		if e.subnetIPv6 != "" {
+			t[p+"subnet-ipv6-cidr-blocks"] = e.subnetIPv6
+		}
+		if e.vpcIPv6 != "" {
+			t[p+"vpc-ipv6-cidr-blocks"] = e.vpcIPv6
 		}
 		// An interface's public addresses and which private address each
 		// maps to; EC2 lists the keys only when there is one.

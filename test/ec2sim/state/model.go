@@ -104,8 +104,11 @@ type zone struct {
 
 type vpc struct {
 	meta
-	cidrs      []netip.Prefix
-	cidrAssoc  []string
+	cidrs     []netip.Prefix
+	cidrAssoc []string
+	// ipv6CIDR is the VPC's Amazon-provided /56, invalid when it has none.
+	ipv6CIDR   netip.Prefix
+	ipv6Assoc  string
 	dhcpID     string
 	subnets    []*subnet
 	defaultSG  *securityGroup
@@ -118,7 +121,10 @@ type subnet struct {
 	cidr  netip.Prefix
 	zone  zone
 	space *addrSpace
-	enis  map[*eni]struct{}
+	// ipv6 is the subnet's /64 and who holds what of it; nil when the
+	// subnet has no IPv6 CIDR.
+	ipv6 *ipv6Space
+	enis map[*eni]struct{}
 }
 
 type securityGroup struct {
@@ -203,6 +209,8 @@ type eni struct {
 	groups        []*securityGroup
 	ips           []netip.Addr // primary first
 	prefixes      []netip.Prefix
+	ipv6s         []netip.Addr
+	ipv6Prefixes  []netip.Prefix // /80s
 	attachment    *attachment
 	created       time.Time
 	// lags marks an ENI made by CreateNetworkInterface that the

@@ -64,6 +64,15 @@ func (s *State) eniView(e *eni) NetworkInterface {
 	for _, p := range e.prefixes {
 		v.IPv4Prefixes = append(v.IPv4Prefixes, IPv4Prefix{IPv4Prefix: p.String()})
 	}
+	for _, ip := range e.ipv6s {
+		v.IPv6Addresses = append(v.IPv6Addresses, IPv6Address{IPv6Address: ip.String()})
+	}
+	if len(e.ipv6s) > 0 {
+		v.IPv6Address = e.ipv6s[0].String()
+	}
+	for _, p := range e.ipv6Prefixes {
+		v.IPv6Prefixes = append(v.IPv6Prefixes, IPv6Prefix{IPv6Prefix: p.String()})
+	}
 	if a := e.attachment; a != nil {
 		v.Attachment = &Attachment{
 			AttachmentID: a.id, InstanceID: a.instance.id, InstanceOwnerID: s.account,
@@ -117,7 +126,7 @@ func sortedSlots(in *instance) []slot {
 }
 
 func (s *State) subnetView(sn *subnet) Subnet {
-	return Subnet{
+	v := Subnet{
 		SubnetID:                sn.id,
 		SubnetArn:               fmt.Sprintf("arn:aws:ec2:%s:%s:subnet/%s", s.region, s.account, sn.id),
 		State:                   "available",
@@ -129,6 +138,10 @@ func (s *State) subnetView(sn *subnet) Subnet {
 		AvailabilityZoneID:      sn.zone.id,
 		Tags:                    cloneTags(sn.tags),
 	}
+	if sn.ipv6 != nil {
+		v.IPv6Cidrs = []IPv6CidrBlockAssociation{{AssociationID: sn.ipv6.assocID, IPv6CidrBlock: sn.ipv6.cidr.String(), State: "associated"}}
+	}
+	return v
 }
 
 func (s *State) vpcView(v *vpc) Vpc {
@@ -136,6 +149,10 @@ func (s *State) vpcView(v *vpc) Vpc {
 		DhcpOptionsID: v.dhcpID, InstanceTenancy: "default", Tags: cloneTags(v.tags)}
 	for i, c := range v.cidrs {
 		out.CidrAssociations = append(out.CidrAssociations, CidrBlockAssociation{AssociationID: v.cidrAssoc[i], CidrBlock: c.String(), State: "associated"})
+	}
+	if v.ipv6CIDR.IsValid() {
+		out.IPv6Cidrs = []IPv6CidrBlockAssociation{{AssociationID: v.ipv6Assoc, IPv6CidrBlock: v.ipv6CIDR.String(), State: "associated",
+			IPv6Pool: "Amazon", NetworkBorderGroup: s.region}}
 	}
 	return out
 }

@@ -74,10 +74,13 @@ type ElasticIPSpec struct {
 // created with it, as EC2 does.
 type VPCSpec struct {
 	// ID is optional; one is generated when empty.
-	ID    string            `json:"id,omitempty"`
-	Name  string            `json:"name,omitempty"`
-	CIDRs []string          `json:"cidrs"`
-	Tags  map[string]string `json:"tags,omitempty"`
+	ID    string   `json:"id,omitempty"`
+	Name  string   `json:"name,omitempty"`
+	CIDRs []string `json:"cidrs"`
+	// IPv6CIDR is the VPC's Amazon-provided IPv6 /56, as EC2 assigns one
+	// (AmazonProvidedIpv6CidrBlock); empty for an IPv4-only VPC.
+	IPv6CIDR string            `json:"ipv6Cidr,omitempty"`
+	Tags     map[string]string `json:"tags,omitempty"`
 
 	Subnets        []SubnetSpec        `json:"subnets"`
 	SecurityGroups []SecurityGroupSpec `json:"securityGroups,omitempty"`
@@ -86,11 +89,14 @@ type VPCSpec struct {
 // SubnetSpec seeds one subnet. Name becomes the Name tag and is how instances
 // refer to the subnet (its ID works too).
 type SubnetSpec struct {
-	ID   string            `json:"id,omitempty"`
-	Name string            `json:"name,omitempty"`
-	CIDR string            `json:"cidr"`
-	Zone string            `json:"zone"`
-	Tags map[string]string `json:"tags,omitempty"`
+	ID   string `json:"id,omitempty"`
+	Name string `json:"name,omitempty"`
+	CIDR string `json:"cidr"`
+	// IPv6CIDR is a /64 of the VPC's /56; empty for a subnet without
+	// IPv6.
+	IPv6CIDR string            `json:"ipv6Cidr,omitempty"`
+	Zone     string            `json:"zone"`
+	Tags     map[string]string `json:"tags,omitempty"`
 }
 
 // SecurityGroupSpec seeds one security group.
@@ -307,6 +313,15 @@ func (v VPCSpec) validate(path string, zones map[string]bool) error {
 		}
 		cidrs = append(cidrs, p)
 	}
+	var vpc6 netip.Prefix
+	if v.IPv6CIDR != "" {
+		p, err := parseIPv6CIDR(v.IPv6CIDR, 56)
+		if err != nil {
+			return &ScenarioError{Path: path + ".ipv6Cidr", Err: err}
+		}
+		vpc6 = p
+	}
+	subnets6 := map[netip.Prefix]bool{}
 	var subnets []netip.Prefix
 	for j, s := range v.Subnets {
 		sp := fmt.Sprintf("%s.subnets[%d]", path, j)
@@ -332,6 +347,20 @@ func (v VPCSpec) validate(path string, zones map[string]bool) error {
 		subnets = append(subnets, p)
 		if !zones[s.Zone] {
 			return scenarioErr(sp+".zone", "%q is not one of the scenario's zones", s.Zone)
+		}
+		if s.IPv6CIDR != "" {
+			q, err := parseIPv6CIDR(s.IPv6CIDR, 64)
+			switch {
+			case err != nil:
+				return &ScenarioError{Path: sp + ".ipv6Cidr", Err: err}
+			case !vpc6.IsValid():
+				return scenarioErr(sp+".ipv6Cidr", "the VPC has no IPv6 CIDR (ipv6Cidr)")
+			case !vpc6.Contains(q.Addr()):
+				return scenarioErr(sp+".ipv6Cidr", "%s is not inside the VPC's IPv6 CIDR %s", q, vpc6)
+			case subnets6[q]:
+				return scenarioErr(sp+".ipv6Cidr", "%s is another subnet's too", q)
+			}
+			subnets6[q] = true
 		}
 	}
 	names := map[string]bool{"default": true}
@@ -378,6 +407,21 @@ func (in InstanceSpec) validate(path string) error {
 		}
 	}
 	return nil
+}
+
+// parseIPv6CIDR accepts an IPv6 network of exactly bits written in
+// canonical form: EC2 gives a VPC a /56 and a subnet a /64 of it.
+func parseIPv6CIDR(s string, bits int) (netip.Prefix, error) {
+	p, err := netip.ParsePrefix(s)
+	switch {
+	case err != nil || !p.Addr().Is6() || p.Addr().Is4In6():
+		return netip.Prefix{}, fmt.Errorf("%q is not an IPv6 CIDR", s)
+	case p.Bits() != bits:
+		return netip.Prefix{}, fmt.Errorf("%s is a /%d, EC2 assigns a /%d here", s, p.Bits(), bits)
+	case p.Masked() != p || p.String() != s:
+		return netip.Prefix{}, fmt.Errorf("%q is not in canonical form (%s)", s, p.Masked())
+	}
+	return p, nil
 }
 
 // parseCIDR accepts an IPv4 network of /16 to /28 written in canonical form,

@@ -146,6 +146,9 @@ type State struct {
 	types     map[string]*InstanceType
 	// maxIPv4PerENI bounds the addresses of an unattached ENI.
 	maxIPv4PerENI int
+	// maxIPv6PerENI bounds the IPv6 addresses and prefixes of an
+	// unattached ENI.
+	maxIPv6PerENI int
 	timing        TimingConfig
 	subnetFull    string
 	eipLimit      int
@@ -227,6 +230,7 @@ func NewState(sc *Scenario, now func() time.Time) (*State, error) {
 	}
 	for _, t := range types {
 		s.maxIPv4PerENI = max(s.maxIPv4PerENI, t.IPv4PerENI)
+		s.maxIPv6PerENI = max(s.maxIPv6PerENI, t.IPv6PerENI)
 	}
 	if sc.Timing != nil {
 		s.timing = *sc.Timing

@@ -50,6 +50,28 @@ type IPv4Prefix struct {
 	IPv4Prefix string `xml:"ipv4Prefix"`
 }
 
+// IPv6Address is one IPv6 address of an ENI. ec2sim does not model
+// primary IPv6 addresses (EnablePrimaryIpv6): none is primary.
+type IPv6Address struct {
+	IPv6Address   string `xml:"ipv6Address"`
+	IsPrimaryIPv6 bool   `xml:"isPrimaryIpv6"`
+}
+
+// IPv6Prefix is a /80 delegated to an ENI.
+type IPv6Prefix struct {
+	IPv6Prefix string `xml:"ipv6Prefix"`
+}
+
+// IPv6CidrBlockAssociation is a subnet's or a VPC's IPv6 CIDR; Pool and
+// NetworkBorderGroup are the VPC's only.
+type IPv6CidrBlockAssociation struct {
+	AssociationID      string `xml:"associationId"`
+	IPv6CidrBlock      string `xml:"ipv6CidrBlock"`
+	State              string `xml:"ipv6CidrBlockState>state"`
+	IPv6Pool           string `xml:"ipv6Pool,omitempty"`
+	NetworkBorderGroup string `xml:"networkBorderGroup,omitempty"`
+}
+
 // NetworkInterface is an ENI as DescribeNetworkInterfaces (and, minus a few
 // elements, DescribeInstances) shows it.
 type NetworkInterface struct {
@@ -73,6 +95,10 @@ type NetworkInterface struct {
 	Tags               []Tag              `xml:"tagSet>item"`
 	PrivateIPAddresses []PrivateIPAddress `xml:"privateIpAddressesSet>item"`
 	IPv4Prefixes       []IPv4Prefix       `xml:"ipv4PrefixSet>item"`
+	// IPv6Address is the ENI's first IPv6 address, empty without one.
+	IPv6Address   string        `xml:"ipv6Address,omitempty"`
+	IPv6Addresses []IPv6Address `xml:"ipv6AddressesSet>item"`
+	IPv6Prefixes  []IPv6Prefix  `xml:"ipv6PrefixSet>item"`
 }
 
 // InstanceState is an instance's lifecycle state with EC2's code.
@@ -174,6 +200,9 @@ type Subnet struct {
 	DefaultForAz            bool   `xml:"defaultForAz"`
 	MapPublicIPOnLaunch     bool   `xml:"mapPublicIpOnLaunch"`
 	Tags                    []Tag  `xml:"tagSet>item"`
+	// IPv6Cidrs holds the subnet's /64, if it has one.
+	IPv6Cidrs                   []IPv6CidrBlockAssociation `xml:"ipv6CidrBlockAssociationSet>item"`
+	AssignIPv6AddressOnCreation bool                       `xml:"assignIpv6AddressOnCreation"`
 }
 
 // CidrBlockAssociation is one IPv4 CIDR of a VPC.
@@ -190,10 +219,12 @@ type Vpc struct {
 	State            string                 `xml:"state"`
 	CidrBlock        string                 `xml:"cidrBlock"`
 	CidrAssociations []CidrBlockAssociation `xml:"cidrBlockAssociationSet>item"`
-	DhcpOptionsID    string                 `xml:"dhcpOptionsId"`
-	InstanceTenancy  string                 `xml:"instanceTenancy"`
-	IsDefault        bool                   `xml:"isDefault"`
-	Tags             []Tag                  `xml:"tagSet>item"`
+	// IPv6Cidrs holds the VPC's /56, if it has one.
+	IPv6Cidrs       []IPv6CidrBlockAssociation `xml:"ipv6CidrBlockAssociationSet>item"`
+	DhcpOptionsID   string                     `xml:"dhcpOptionsId"`
+	InstanceTenancy string                     `xml:"instanceTenancy"`
+	IsDefault       bool                       `xml:"isDefault"`
+	Tags            []Tag                      `xml:"tagSet>item"`
 }
 
 // SecurityGroup is a group as DescribeSecurityGroups shows it.

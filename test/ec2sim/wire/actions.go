@@ -66,13 +66,18 @@ var actions = map[string]decoder{
 		for _, n := range p.indexes("Ipv4Prefix") {
 			req.IPv4Prefixes = append(req.IPv4Prefixes, p.required("Ipv4Prefix."+strconv.Itoa(n)+".Ipv4Prefix"))
 		}
-		p.ignore("ConnectionTrackingSpecification", "EnablePrimaryIpv6", "Operator")
-		// IPv6 is not modelled: asking for it is an error, not a silent no.
-		for _, k := range []string{"Ipv6AddressCount", "Ipv6PrefixCount"} {
-			if p.integer(k) > 0 {
-				p.fail(state.Errorf(state.CodeInvalidParameterValue, "%s: IPv6 is not enabled on this subnet", k))
-			}
+		req.IPv6AddressCount = p.integer("Ipv6AddressCount")
+		req.IPv6PrefixCount = p.integer("Ipv6PrefixCount")
+		for _, n := range p.indexes("Ipv6Addresses") {
+			base := "Ipv6Addresses." + strconv.Itoa(n)
+			p.ignore(base + ".IsPrimaryIpv6")
+			req.IPv6Addresses = append(req.IPv6Addresses, p.required(base+".Ipv6Address"))
 		}
+		for _, n := range p.indexes("Ipv6Prefix") {
+			req.IPv6Prefixes = append(req.IPv6Prefixes, p.required("Ipv6Prefix."+strconv.Itoa(n)+".Ipv6Prefix"))
+		}
+		// Primary IPv6 addresses are not modelled (see package state).
+		p.ignore("ConnectionTrackingSpecification", "EnablePrimaryIpv6", "Operator")
 		return call(s, p, req, s.CreateNetworkInterface, state.NeedSubnet(req.SubnetID), state.NeedGroups(req.SecurityGroupIDs))
 	},
 	"DeleteNetworkInterface": func(s *state.State, p *params) (any, error) {
@@ -131,6 +136,24 @@ var actions = map[string]decoder{
 			IPv4Prefixes:       p.list("Ipv4Prefix"),
 		}
 		return call(s, p, req, s.UnassignPrivateIpAddresses, state.NeedENI(req.NetworkInterfaceID))
+	},
+	"AssignIpv6Addresses": func(s *state.State, p *params) (any, error) {
+		req := state.AssignIpv6AddressesRequest{
+			NetworkInterfaceID: p.required("NetworkInterfaceId"),
+			IPv6Addresses:      p.list("Ipv6Addresses"),
+			IPv6AddressCount:   p.integer("Ipv6AddressCount"),
+			IPv6Prefixes:       p.list("Ipv6Prefix"),
+			IPv6PrefixCount:    p.integer("Ipv6PrefixCount"),
+		}
+		return call(s, p, req, s.AssignIpv6Addresses, state.NeedENI(req.NetworkInterfaceID))
+	},
+	"UnassignIpv6Addresses": func(s *state.State, p *params) (any, error) {
+		req := state.UnassignIpv6AddressesRequest{
+			NetworkInterfaceID: p.required("NetworkInterfaceId"),
+			IPv6Addresses:      p.list("Ipv6Addresses"),
+			IPv6Prefixes:       p.list("Ipv6Prefix"),
+		}
+		return call(s, p, req, s.UnassignIpv6Addresses, state.NeedENI(req.NetworkInterfaceID))
 	},
 	"CreateTags": func(s *state.State, p *params) (any, error) {
 		req := state.CreateTagsRequest{ResourceIDs: p.list("ResourceId"), Tags: p.tags("Tag")}

@@ -68,7 +68,8 @@ func authzRequests(s *state.State, action string, v url.Values) ([]iam.Request, 
 		for _, g := range formList(v, "SecurityGroupId") {
 			b.existing(ec2Action, g)
 		}
-	case "DeleteNetworkInterface", "AssignPrivateIpAddresses", "UnassignPrivateIpAddresses":
+	case "DeleteNetworkInterface", "AssignPrivateIpAddresses", "UnassignPrivateIpAddresses",
+		"AssignIpv6Addresses", "UnassignIpv6Addresses":
 		b.existing(ec2Action, v.Get("NetworkInterfaceId"))
 	case "CreateTags", "DeleteTags":
 		tags := formTags(v, "Tag")

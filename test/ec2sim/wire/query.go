@@ -31,7 +31,10 @@ var commonParams = []string{"Action", "Version", "AWSAccessKeyId", "SignatureMet
 
 // noDryRun are the actions whose EC2 API has no DryRun parameter (as the
 // SDK's input types show): DryRun is an unknown parameter to them.
-var noDryRun = map[string]bool{"AssignPrivateIpAddresses": true, "UnassignPrivateIpAddresses": true}
+var noDryRun = map[string]bool{
+	"AssignPrivateIpAddresses": true, "UnassignPrivateIpAddresses": true,
+	"AssignIpv6Addresses": true, "UnassignIpv6Addresses": true,
+}
 
 func newParams(v url.Values) *params {
 	p := &params{v: v, used: map[string]bool{}}

@@ -139,6 +139,24 @@ func (w *xmlWriter) networkInterface(ni *state.NetworkInterface) {
 		w.close("item")
 	}
 	w.close("ipv4PrefixSet")
+	if ni.IPv6Address != "" {
+		w.text("ipv6Address", ni.IPv6Address)
+	}
+	w.open("ipv6AddressesSet")
+	for _, a := range ni.IPv6Addresses {
+		w.open("item")
+		w.text("ipv6Address", a.IPv6Address)
+		w.boolean("isPrimaryIpv6", a.IsPrimaryIPv6)
+		w.close("item")
+	}
+	w.close("ipv6AddressesSet")
+	w.open("ipv6PrefixSet")
+	for _, p := range ni.IPv6Prefixes {
+		w.open("item")
+		w.text("ipv6Prefix", p.IPv6Prefix)
+		w.close("item")
+	}
+	w.close("ipv6PrefixSet")
 }
 
 // fastFields returns the body fields of answers the hand-written writer
