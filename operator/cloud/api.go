@@ -64,6 +64,20 @@ type API interface {
 	// UnassignPrefixes removes delegated prefixes from the ENI, whole.
 	// Prefixes the ENI no longer holds are not an error.
 	UnassignPrefixes(ctx context.Context, eniID string, prefixes []netip.Prefix) error
+	// AssignIPv6Prefixes delegates count new IPv6 /80 prefixes to the ENI
+	// and returns them (AssignIpv6Addresses with Ipv6PrefixCount). A
+	// subnet without an IPv6 CIDR, or a type without IPv6, is ErrInvalid;
+	// past the type's IPv6PerENI, ErrIPLimit.
+	AssignIPv6Prefixes(ctx context.Context, eniID string, count int) ([]netip.Prefix, error)
+	// AssignIPv6s assigns count new IPv6 addresses to the ENI and returns
+	// them, for types that take no prefixes; errors as AssignIPv6Prefixes.
+	AssignIPv6s(ctx context.Context, eniID string, count int) ([]netip.Addr, error)
+	// UnassignIPv6Prefixes removes IPv6 prefixes from the ENI, whole.
+	// Prefixes the ENI no longer holds are not an error.
+	UnassignIPv6Prefixes(ctx context.Context, eniID string, prefixes []netip.Prefix) error
+	// UnassignIPv6s removes IPv6 addresses from the ENI. Addresses the
+	// ENI no longer holds are not an error.
+	UnassignIPv6s(ctx context.Context, eniID string, ips []netip.Addr) error
 
 	// ListAddresses returns every Elastic IP of the account in the region
 	// (DescribeAddresses has no pages).

@@ -21,7 +21,9 @@ type InstanceType struct {
 	// IPv4PerENI is the number of private IPv4 addresses one ENI may hold,
 	// its primary address included; a /28 prefix takes one of these slots.
 	IPv4PerENI int
-	// IPv6PerENI is the number of IPv6 addresses one ENI may hold.
+	// IPv6PerENI is the number of IPv6 addresses one ENI may hold
+	// (Ipv6AddressesPerInterface); a /80 prefix takes one of these slots.
+	// Zero: the type has no IPv6 (Ipv6Supported false).
 	IPv6PerENI int
 	// Hypervisor is "nitro" or "xen"; empty for bare metal.
 	Hypervisor string
@@ -93,7 +95,11 @@ type ENI struct {
 	// IPs are the secondary private IPv4 addresses.
 	IPs []netip.Addr
 	// Prefixes are delegated IPv4 prefixes (/28).
-	Prefixes       []netip.Prefix
+	Prefixes []netip.Prefix
+	// IPv6s are the ENI's IPv6 addresses and IPv6Prefixes its delegated
+	// IPv6 prefixes (/80); both count against the type's IPv6PerENI.
+	IPv6s          []netip.Addr
+	IPv6Prefixes   []netip.Prefix
 	SecurityGroups []string
 	Tags           map[string]string
 	// RequesterManaged ENIs belong to an AWS service; never touch them.
@@ -118,13 +124,22 @@ func (e *ENI) Ordinary() bool {
 // address, each secondary address and each prefix.
 func (e *ENI) Slots() int { return 1 + len(e.IPs) + len(e.Prefixes) }
 
+// IPv6Slots is how many of the ENI's IPv6 slots are taken: each IPv6
+// address and each /80 prefix.
+func (e *ENI) IPv6Slots() int { return len(e.IPv6s) + len(e.IPv6Prefixes) }
+
 // HasIP reports whether ip is one of the ENI's secondary addresses or lies
-// in one of its prefixes.
+// in one of its prefixes, of either family.
 func (e *ENI) HasIP(ip netip.Addr) bool {
-	if slices.Contains(e.IPs, ip) {
+	if slices.Contains(e.IPs, ip) || slices.Contains(e.IPv6s, ip) {
 		return true
 	}
 	for _, p := range e.Prefixes {
+		if p.Contains(ip) {
+			return true
+		}
+	}
+	for _, p := range e.IPv6Prefixes {
 		if p.Contains(ip) {
 			return true
 		}
@@ -136,6 +151,8 @@ func (e *ENI) HasIP(ip netip.Addr) bool {
 func (e ENI) Clone() ENI {
 	e.IPs = slices.Clone(e.IPs)
 	e.Prefixes = slices.Clone(e.Prefixes)
+	e.IPv6s = slices.Clone(e.IPv6s)
+	e.IPv6Prefixes = slices.Clone(e.IPv6Prefixes)
 	e.SecurityGroups = slices.Clone(e.SecurityGroups)
 	e.Tags = maps.Clone(e.Tags)
 	return e
@@ -147,7 +164,10 @@ type Subnet struct {
 	VPCID string
 	AZ    string
 	CIDR  netip.Prefix
-	// Available is EC2's availableIpAddressCount.
+	// IPv6CIDR is the subnet's IPv6 /64; not valid (IsValid false) when
+	// the subnet has none, and then its ENIs can hold no IPv6.
+	IPv6CIDR netip.Prefix
+	// Available is EC2's availableIpAddressCount (IPv4).
 	Available int
 	Tags      map[string]string
 }
@@ -160,10 +180,12 @@ type SecurityGroup struct {
 	Tags  map[string]string
 }
 
-// VPC is a virtual private cloud with its IPv4 CIDR blocks, primary first.
+// VPC is a virtual private cloud with its IPv4 CIDR blocks, primary first,
+// and its associated IPv6 CIDR blocks (none for an IPv4-only VPC).
 type VPC struct {
-	ID    string
-	CIDRs []netip.Prefix
+	ID        string
+	CIDRs     []netip.Prefix
+	IPv6CIDRs []netip.Prefix
 }
 
 // CreateENIRequest asks for a new ENI carrying its pod addresses.
@@ -176,6 +198,10 @@ type CreateENIRequest struct {
 	// new ENI costs no extra Assign call.
 	SecondaryIPs int
 	Prefixes     int
+	// IPv6Addresses or IPv6Prefixes (/80s; not both) are assigned at
+	// creation too, in a subnet with an IPv6 CIDR.
+	IPv6Addresses int
+	IPv6Prefixes  int
 	// ClientToken makes the call idempotent: a retry with the same token
 	// returns the ENI the first attempt created.
 	ClientToken string

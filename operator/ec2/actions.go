@@ -25,6 +25,10 @@ const (
 	// static address between ENIs (AllowReassignment).
 	AssignPrivateIpAddresses   Action = "AssignPrivateIpAddresses"
 	UnassignPrivateIpAddresses Action = "UnassignPrivateIpAddresses"
+	// AssignIpv6Addresses delegates IPv6 /80 prefixes (or addresses, on
+	// types without prefix delegation) to dual-stack and IPv6 nodes' ENIs.
+	AssignIpv6Addresses   Action = "AssignIpv6Addresses"
+	UnassignIpv6Addresses Action = "UnassignIpv6Addresses"
 	// The Elastic IPs of Cilium's node static IP and of static-IP claims.
 	DescribeAddresses   Action = "DescribeAddresses"
 	AssociateAddress    Action = "AssociateAddress"
@@ -41,6 +45,7 @@ var actions = []Action{
 	DescribeNetworkInterfaces, DescribeInstanceTypes,
 	CreateNetworkInterface, AttachNetworkInterface, ModifyNetworkInterfaceAttribute, DetachNetworkInterface,
 	DeleteNetworkInterface, AssignPrivateIpAddresses, UnassignPrivateIpAddresses,
+	AssignIpv6Addresses, UnassignIpv6Addresses,
 	DescribeAddresses, AssociateAddress, DisassociateAddress,
 	AllocateAddress, ReleaseAddress,
 }

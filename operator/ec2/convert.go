@@ -47,6 +47,31 @@ func subnetFrom(s types.Subnet) cloud.Subnet {
 		Available: int(aws.ToInt32(s.AvailableIpAddressCount)), Tags: tagsFrom(s.Tags),
 	}
 	out.CIDR, _ = netip.ParsePrefix(aws.ToString(s.CidrBlock))
+	if cidrs := ipv6CIDRs(s.Ipv6CidrBlockAssociationSet, func(a types.SubnetIpv6CidrBlockAssociation) (*string, string) {
+		if a.Ipv6CidrBlockState == nil {
+			return a.Ipv6CidrBlock, ""
+		}
+		return a.Ipv6CidrBlock, string(a.Ipv6CidrBlockState.State)
+	}); len(cidrs) > 0 {
+		out.IPv6CIDR = cidrs[0] // EC2 associates at most one /64 with a subnet
+	}
+	return out
+}
+
+// ipv6CIDRs returns the IPv6 CIDR blocks of a subnet's or a VPC's
+// associations that are associated: one being associated or
+// disassociated carries no addresses.
+func ipv6CIDRs[A any](assocs []A, get func(A) (cidr *string, state string)) []netip.Prefix {
+	var out []netip.Prefix
+	for _, a := range assocs {
+		cidr, state := get(a)
+		if state != "associated" {
+			continue
+		}
+		if p, err := netip.ParsePrefix(aws.ToString(cidr)); err == nil && p.Addr().Is6() {
+			out = append(out, p)
+		}
+	}
 	return out
 }
 
@@ -98,6 +123,16 @@ func eniFrom(e types.NetworkInterface) cloud.ENI {
 	for _, p := range e.Ipv4Prefixes {
 		if pfx, err := netip.ParsePrefix(aws.ToString(p.Ipv4Prefix)); err == nil {
 			out.Prefixes = append(out.Prefixes, pfx)
+		}
+	}
+	for _, a := range e.Ipv6Addresses {
+		if ip, err := netip.ParseAddr(aws.ToString(a.Ipv6Address)); err == nil && ip.Is6() {
+			out.IPv6s = append(out.IPv6s, ip)
+		}
+	}
+	for _, p := range e.Ipv6Prefixes {
+		if pfx, err := netip.ParsePrefix(aws.ToString(p.Ipv6Prefix)); err == nil && pfx.Addr().Is6() {
+			out.IPv6Prefixes = append(out.IPv6Prefixes, pfx)
 		}
 	}
 	return out

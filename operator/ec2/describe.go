@@ -42,6 +42,12 @@ func (c *Client) DescribeVPC(ctx context.Context, vpcID string) (cloud.VPC, erro
 			vpc.CIDRs = append(vpc.CIDRs, p)
 		}
 	}
+	vpc.IPv6CIDRs = ipv6CIDRs(v.Ipv6CidrBlockAssociationSet, func(a types.VpcIpv6CidrBlockAssociation) (*string, string) {
+		if a.Ipv6CidrBlockState == nil {
+			return a.Ipv6CidrBlock, ""
+		}
+		return a.Ipv6CidrBlock, string(a.Ipv6CidrBlockState.State)
+	})
 	return vpc, nil
 }
 

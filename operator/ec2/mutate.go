@@ -28,6 +28,12 @@ func (c *Client) CreateENI(ctx context.Context, req cloud.CreateENIRequest) (clo
 	if req.Prefixes > 0 {
 		in.Ipv4PrefixCount = aws.Int32(int32(req.Prefixes))
 	}
+	if req.IPv6Addresses > 0 {
+		in.Ipv6AddressCount = aws.Int32(int32(req.IPv6Addresses))
+	}
+	if req.IPv6Prefixes > 0 {
+		in.Ipv6PrefixCount = aws.Int32(int32(req.IPv6Prefixes))
+	}
 	if len(req.Tags) > 0 {
 		spec := types.TagSpecification{ResourceType: types.ResourceTypeNetworkInterface}
 		for _, k := range slices.Sorted(maps.Keys(req.Tags)) {

@@ -53,6 +53,8 @@ const (
 	DetachNetworkInterface          = ec2.DetachNetworkInterface
 	AssignPrivateIpAddresses        = ec2.AssignPrivateIpAddresses
 	UnassignPrivateIpAddresses      = ec2.UnassignPrivateIpAddresses
+	AssignIpv6Addresses             = ec2.AssignIpv6Addresses
+	UnassignIpv6Addresses           = ec2.UnassignIpv6Addresses
 	DescribeAddresses               = ec2.DescribeAddresses
 	AssociateAddress                = ec2.AssociateAddress
 	DisassociateAddress             = ec2.DisassociateAddress

@@ -70,17 +70,32 @@ func vpcTo(v state.Vpc) types.Vpc {
 			CidrBlockState: &types.VpcCidrBlockState{State: types.VpcCidrBlockStateCode(a.State)},
 		})
 	}
+	for _, a := range v.IPv6Cidrs {
+		out.Ipv6CidrBlockAssociationSet = append(out.Ipv6CidrBlockAssociationSet, types.VpcIpv6CidrBlockAssociation{
+			AssociationId: aws.String(a.AssociationID), Ipv6CidrBlock: aws.String(a.IPv6CidrBlock),
+			Ipv6CidrBlockState: &types.VpcCidrBlockState{State: types.VpcCidrBlockStateCode(a.State)},
+			Ipv6Pool:           aws.String(a.IPv6Pool), NetworkBorderGroup: aws.String(a.NetworkBorderGroup),
+		})
+	}
 	return out
 }
 
 func subnetTo(s state.Subnet) types.Subnet {
-	return types.Subnet{
+	out := types.Subnet{
 		SubnetId: aws.String(s.SubnetID), SubnetArn: aws.String(s.SubnetArn), State: types.SubnetState(s.State),
 		VpcId: aws.String(s.VpcID), OwnerId: aws.String(s.OwnerID), CidrBlock: aws.String(s.CidrBlock),
 		AvailableIpAddressCount: aws.Int32(int32(s.AvailableIPAddressCount)),
 		AvailabilityZone:        aws.String(s.AvailabilityZone), AvailabilityZoneId: aws.String(s.AvailabilityZoneID),
 		DefaultForAz: aws.Bool(s.DefaultForAz), MapPublicIpOnLaunch: aws.Bool(s.MapPublicIPOnLaunch), Tags: each(s.Tags, tagTo),
+		AssignIpv6AddressOnCreation: aws.Bool(s.AssignIPv6AddressOnCreation),
 	}
+	for _, a := range s.IPv6Cidrs {
+		out.Ipv6CidrBlockAssociationSet = append(out.Ipv6CidrBlockAssociationSet, types.SubnetIpv6CidrBlockAssociation{
+			AssociationId: aws.String(a.AssociationID), Ipv6CidrBlock: aws.String(a.IPv6CidrBlock),
+			Ipv6CidrBlockState: &types.SubnetCidrBlockState{State: types.SubnetCidrBlockStateCode(a.State)},
+		})
+	}
+	return out
 }
 
 func groupTo(g state.SecurityGroup) types.SecurityGroup {
@@ -166,6 +181,17 @@ func eniTo(e state.NetworkInterface) types.NetworkInterface {
 	}
 	for _, p := range e.IPv4Prefixes {
 		out.Ipv4Prefixes = append(out.Ipv4Prefixes, types.Ipv4PrefixSpecification{Ipv4Prefix: aws.String(p.IPv4Prefix)})
+	}
+	if e.IPv6Address != "" {
+		out.Ipv6Address = aws.String(e.IPv6Address)
+	}
+	for _, a := range e.IPv6Addresses {
+		out.Ipv6Addresses = append(out.Ipv6Addresses, types.NetworkInterfaceIpv6Address{
+			Ipv6Address: aws.String(a.IPv6Address), IsPrimaryIpv6: aws.Bool(a.IsPrimaryIPv6),
+		})
+	}
+	for _, p := range e.IPv6Prefixes {
+		out.Ipv6Prefixes = append(out.Ipv6Prefixes, types.Ipv6PrefixSpecification{Ipv6Prefix: aws.String(p.IPv6Prefix)})
 	}
 	return out
 }

@@ -81,6 +81,14 @@ func (e *EC2) CreateNetworkInterface(ctx context.Context, in *ec2.CreateNetworkI
 	for _, p := range in.Ipv4Prefixes {
 		req.IPv4Prefixes = append(req.IPv4Prefixes, aws.ToString(p.Ipv4Prefix))
 	}
+	req.IPv6AddressCount = int(aws.ToInt32(in.Ipv6AddressCount))
+	req.IPv6PrefixCount = int(aws.ToInt32(in.Ipv6PrefixCount))
+	for _, a := range in.Ipv6Addresses {
+		req.IPv6Addresses = append(req.IPv6Addresses, aws.ToString(a.Ipv6Address))
+	}
+	for _, p := range in.Ipv6Prefixes {
+		req.IPv6Prefixes = append(req.IPv6Prefixes, aws.ToString(p.Ipv6Prefix))
+	}
 	return call(ctx, e, CreateNetworkInterface, req, e.state.CreateNetworkInterface, func(r *state.CreateNetworkInterfaceResponse) *ec2.CreateNetworkInterfaceOutput {
 		eni := eniTo(r.NetworkInterface)
 		return &ec2.CreateNetworkInterfaceOutput{NetworkInterface: &eni, ClientToken: token(r.ClientToken)}
@@ -159,6 +167,32 @@ func (e *EC2) UnassignPrivateIpAddresses(ctx context.Context, in *ec2.UnassignPr
 	}
 	return call(ctx, e, UnassignPrivateIpAddresses, req, e.state.UnassignPrivateIpAddresses, func(*state.ReturnResponse) *ec2.UnassignPrivateIpAddressesOutput {
 		return &ec2.UnassignPrivateIpAddressesOutput{}
+	})
+}
+
+// AssignIpv6Addresses implements ec2.SDK.
+func (e *EC2) AssignIpv6Addresses(ctx context.Context, in *ec2.AssignIpv6AddressesInput, _ ...func(*ec2.Options)) (*ec2.AssignIpv6AddressesOutput, error) {
+	req := state.AssignIpv6AddressesRequest{
+		NetworkInterfaceID: aws.ToString(in.NetworkInterfaceId), IPv6Addresses: in.Ipv6Addresses,
+		IPv6AddressCount: int(aws.ToInt32(in.Ipv6AddressCount)),
+		IPv6Prefixes:     in.Ipv6Prefixes, IPv6PrefixCount: int(aws.ToInt32(in.Ipv6PrefixCount)),
+	}
+	return call(ctx, e, AssignIpv6Addresses, req, e.state.AssignIpv6Addresses, func(r *state.AssignIpv6AddressesResponse) *ec2.AssignIpv6AddressesOutput {
+		return &ec2.AssignIpv6AddressesOutput{
+			NetworkInterfaceId: aws.String(r.NetworkInterfaceID), AssignedIpv6Addresses: r.AssignedIPv6Addresses, AssignedIpv6Prefixes: r.AssignedIPv6Prefixes,
+		}
+	})
+}
+
+// UnassignIpv6Addresses implements ec2.SDK.
+func (e *EC2) UnassignIpv6Addresses(ctx context.Context, in *ec2.UnassignIpv6AddressesInput, _ ...func(*ec2.Options)) (*ec2.UnassignIpv6AddressesOutput, error) {
+	req := state.UnassignIpv6AddressesRequest{
+		NetworkInterfaceID: aws.ToString(in.NetworkInterfaceId), IPv6Addresses: in.Ipv6Addresses, IPv6Prefixes: in.Ipv6Prefixes,
+	}
+	return call(ctx, e, UnassignIpv6Addresses, req, e.state.UnassignIpv6Addresses, func(r *state.UnassignIpv6AddressesResponse) *ec2.UnassignIpv6AddressesOutput {
+		return &ec2.UnassignIpv6AddressesOutput{
+			NetworkInterfaceId: aws.String(r.NetworkInterfaceID), UnassignedIpv6Addresses: r.UnassignedIPv6Addresses, UnassignedIpv6Prefixes: r.UnassignedIPv6Prefixes,
+		}
 	})
 }
 
