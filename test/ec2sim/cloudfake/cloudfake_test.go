@@ -65,6 +65,12 @@ type twins struct {
 
 func newTwins(t *testing.T) *twins {
 	t.Helper()
+	return newTwinsOf(t, scenarioYAML)
+}
+
+// newTwinsOf is newTwins for another scenario.
+func newTwinsOf(t *testing.T, scenarioYAML string) *twins {
+	t.Helper()
 	sc, err := ec2sim.ParseScenario([]byte(scenarioYAML))
 	if err != nil {
 		t.Fatal(err)
