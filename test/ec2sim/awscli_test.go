@@ -179,3 +179,67 @@ func TestAWSCLIAgainstTheEmulator(t *testing.T) {
 		t.Errorf("counters %+v", c.Calls)
 	}
 }
+
+// TestAWSCLIOnIPv6 drives the IPv6 actions with the unmodified AWS CLI:
+// the subnet's /64, an ENI created with a /80 prefix, addresses assigned
+// and found by filter, unassigned, and a refusal as the CLI reports it.
+func TestAWSCLIOnIPv6(t *testing.T) {
+	e := newEnv(t, scenario(t, dualStackScenario))
+	cli := newAWSCLI(t, e.url)
+
+	var subnets struct {
+		Subnets []struct {
+			SubnetID                    string `json:"SubnetId"`
+			Ipv6CidrBlockAssociationSet []struct {
+				Ipv6CidrBlock      string
+				Ipv6CidrBlockState struct{ State string }
+			}
+		}
+	}
+	cli.json(&subnets, "describe-subnets", "--filters", "Name=ipv6-cidr-block-association.ipv6-cidr-block,Values="+dual64.String())
+	if len(subnets.Subnets) != 1 || len(subnets.Subnets[0].Ipv6CidrBlockAssociationSet) != 1 ||
+		subnets.Subnets[0].Ipv6CidrBlockAssociationSet[0].Ipv6CidrBlockState.State != "associated" {
+		t.Fatalf("subnets %+v", subnets)
+	}
+	type cliIPv6ENI struct {
+		NetworkInterfaceID string `json:"NetworkInterfaceId"`
+		Ipv6Addresses      []struct{ Ipv6Address string }
+		Ipv6Prefixes       []struct{ Ipv6Prefix string }
+	}
+	var created struct{ NetworkInterface cliIPv6ENI }
+	cli.json(&created, "create-network-interface", "--subnet-id", subnets.Subnets[0].SubnetID, "--ipv6-prefix-count", "1")
+	eni := created.NetworkInterface
+	if len(eni.Ipv6Prefixes) != 1 || !strings.HasSuffix(eni.Ipv6Prefixes[0].Ipv6Prefix, "/80") {
+		t.Fatalf("created %+v", eni)
+	}
+	var assigned struct {
+		NetworkInterfaceID    string `json:"NetworkInterfaceId"`
+		AssignedIpv6Addresses []string
+	}
+	cli.json(&assigned, "assign-ipv6-addresses", "--network-interface-id", eni.NetworkInterfaceID, "--ipv6-address-count", "2")
+	if assigned.NetworkInterfaceID != eni.NetworkInterfaceID || len(assigned.AssignedIpv6Addresses) != 2 {
+		t.Fatalf("assigned %+v", assigned)
+	}
+	var described struct{ NetworkInterfaces []cliIPv6ENI }
+	cli.json(&described, "describe-network-interfaces", "--filters", "Name=ipv6-addresses.ipv6-address,Values="+assigned.AssignedIpv6Addresses[1])
+	if len(described.NetworkInterfaces) != 1 || len(described.NetworkInterfaces[0].Ipv6Addresses) != 2 || len(described.NetworkInterfaces[0].Ipv6Prefixes) != 1 {
+		t.Fatalf("described %+v", described)
+	}
+	var unassigned struct {
+		UnassignedIpv6Addresses []string
+		UnassignedIpv6Prefixes  []string
+	}
+	cli.json(&unassigned, "unassign-ipv6-addresses", "--network-interface-id", eni.NetworkInterfaceID,
+		"--ipv6-addresses", assigned.AssignedIpv6Addresses[0], "--ipv6-prefixes", eni.Ipv6Prefixes[0].Ipv6Prefix)
+	if len(unassigned.UnassignedIpv6Addresses) != 1 || len(unassigned.UnassignedIpv6Prefixes) != 1 {
+		t.Errorf("unassigned %+v", unassigned)
+	}
+	_, errOut, err := cli.run("assign-ipv6-addresses", "--network-interface-id", eni.NetworkInterfaceID,
+		"--ipv6-addresses", "2600:1f18:abc:de01::100", "--ipv6-address-count", "1")
+	if err == nil || !strings.Contains(errOut, "InvalidParameterCombination") {
+		t.Errorf("addresses and a count: err %v, stderr %q", err, errOut)
+	}
+	if c := e.counters(); c.Calls["AssignIpv6Addresses"] != 2 || c.Calls["UnassignIpv6Addresses"] != 1 {
+		t.Errorf("counters %+v", c.Calls)
+	}
+}

@@ -57,6 +57,10 @@ func FuzzQuery(f *testing.F) {
 		f.Fatal(err)
 	}
 	sc.Principals = []ec2sim.PrincipalSpec{ec2sim.AllowAllPrincipal()}
+	// IPv6 on the VPC and its "big" subnet, so that the IPv6 actions reach
+	// the model rather than stop at a subnet without it.
+	sc.VPCs[0].IPv6CIDR = "2600:1f18:abc:de00::/56"
+	sc.VPCs[0].Subnets[1].IPv6CIDR = "2600:1f18:abc:de01::/64"
 	first, err := ec2sim.New(sc)
 	if err != nil {
 		f.Fatal(err)
@@ -69,6 +73,11 @@ func FuzzQuery(f *testing.F) {
 	f.Add("Action=AssignPrivateIpAddresses&NetworkInterfaceId=" + eni + "&Ipv4PrefixCount=2")
 	f.Add("Action=AssignPrivateIpAddresses&NetworkInterfaceId=" + eni + "&PrivateIpAddress.1=10.1.1.77&PrivateIpAddress.2=10.1.1.4")
 	f.Add("Action=AssociateAddress&InstanceId=" + inst)
+	f.Add("Action=AssignIpv6Addresses&NetworkInterfaceId=" + eni + "&Ipv6AddressCount=2&Ipv6PrefixCount=1")
+	f.Add("Action=AssignIpv6Addresses&NetworkInterfaceId=" + eni + "&Ipv6Addresses.1=2600:1f18:abc:de01::99&Ipv6Prefix.1=2600:1f18:abc:de01:7::/80")
+	f.Add("Action=UnassignIpv6Addresses&NetworkInterfaceId=" + eni + "&Ipv6Addresses.1=2600:1f18:abc:de01::99&Ipv6Prefix.1=2600:1f18:abc:de01:7::/80")
+	f.Add("Action=CreateNetworkInterface&SubnetId=" + d.Subnets[1].SubnetID + "&Ipv6PrefixCount=1&Ipv6Addresses.1.Ipv6Address=2600:1f18:abc:de01::5")
+	f.Add("Action=DescribeNetworkInterfaces&Filter.1.Name=ipv6-addresses.ipv6-address&Filter.1.Value.1=2600:1f18:abc:de01::*")
 	f.Fuzz(func(t *testing.T, body string) {
 		sim, err := ec2sim.New(sc)
 		if err != nil {

@@ -39,7 +39,9 @@ func assignIPv6s(eni string, n int) func(context.Context, cloud.API) (any, error
 }
 
 func unassignIPv6Prefixes(eni string, prefixes ...netip.Prefix) func(context.Context, cloud.API) (any, error) {
-	return func(ctx context.Context, api cloud.API) (any, error) { return nil, api.UnassignIPv6Prefixes(ctx, eni, prefixes) }
+	return func(ctx context.Context, api cloud.API) (any, error) {
+		return nil, api.UnassignIPv6Prefixes(ctx, eni, prefixes)
+	}
 }
 
 func unassignIPv6s(eni string, ips ...netip.Addr) func(context.Context, cloud.API) (any, error) {
