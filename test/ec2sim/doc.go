@@ -42,7 +42,9 @@
 // instance types carry their real ENI, address, network card and EFA
 // limits; an Elastic IP moves with its address; a reassignment lands
 // after TimingConfig.ReassignDelay and a released address cools down;
-// prefixes are aligned /28s; attachments and instance ends take time
+// prefixes are aligned /28s, IPv6 prefixes aligned /80s of a subnet's
+// /64 (IPv6 addresses and prefixes count against the type's
+// Ipv6AddressesPerInterface); attachments and instance ends take time
 // (lifecycle.go); describes filter and page as EC2 does, tokens bound to
 // their filters and expiring; a new ENI can be hidden and any change can
 // reach describes late ([TimingConfig], [LagConfig]). README.md lists each
@@ -60,11 +62,13 @@
 // DescribeRouteTables, DescribeNetworkInterfaces, CreateNetworkInterface,
 // AttachNetworkInterface, DetachNetworkInterface, DeleteNetworkInterface,
 // ModifyNetworkInterfaceAttribute, AssignPrivateIpAddresses,
-// UnassignPrivateIpAddresses, CreateTags, DeleteTags, AllocateAddress,
+// UnassignPrivateIpAddresses, AssignIpv6Addresses, UnassignIpv6Addresses,
+// CreateTags, DeleteTags, AllocateAddress,
 // AssociateAddress, DisassociateAddress, ReleaseAddress, DescribeAddresses.
 // Any other action is InvalidAction; a parameter an action does not know is
-// UnknownParameter (DryRun included, for AssignPrivateIpAddresses and
-// UnassignPrivateIpAddresses, which have none on EC2). DryRun validates the
+// UnknownParameter (DryRun included, for AssignPrivateIpAddresses,
+// UnassignPrivateIpAddresses and their IPv6 twins, which have none on
+// EC2). DryRun validates the
 // request, checks the caller's IAM policy (UnauthorizedOperation if it
 // refuses) and that the resources it names exist (a missing ENI is
 // InvalidNetworkInterfaceID.NotFound, as on EC2), then answers
@@ -286,4 +290,19 @@
 //     Whether a card holds more than one EFA is not documented; ec2sim
 //     limits only the instance's total. Whether IMDS lists local-ipv4s
 //     for an EFA-only interface is not documented; ec2sim answers 404.
+//   - IPv6: EC2 documents that an interface takes as many IPv6 addresses
+//     as its type's Ipv6AddressesPerInterface, that a prefix counts as one
+//     address, that addresses and their count (and prefixes and theirs)
+//     exclude each other, and for CreateNetworkInterface that all four do;
+//     not its codes. ec2sim answers PrivateIpAddressLimitExceeded past the
+//     limit (also for attaching an interface that holds more than the
+//     type allows), InvalidParameterCombination for parameters that
+//     exclude each other, InvalidParameterValue for a subnet without an
+//     IPv6 CIDR, a type without IPv6, an address outside the subnet's /64
+//     or reserved (its first four and last, as for IPv4), and a prefix that
+//     is not a free aligned /80, and InvalidIPAddress.InUse for an address
+//     another interface holds or one inside another's prefix. EC2 picks
+//     IPv6 addresses at random; ec2sim hands them out next-fit from the
+//     subnet's first /80 and prefixes from the /80s after it, so a released
+//     one is not handed out again soon (there is no IPv6 cooldown).
 package ec2sim
