@@ -42,3 +42,36 @@ func TestENIStringsShared(t *testing.T) {
 		}
 	}
 }
+
+// TestIPv6Converted: an ENI's IPv6 addresses and /80 prefixes reach
+// cloud.ENI (not its IPv4 lists), and a subnet's IPv6 CIDR only while its
+// association is associated; anything unparsable is left out.
+func TestIPv6Converted(t *testing.T) {
+	e := eniFrom(types.NetworkInterface{
+		PrivateIpAddress: aws.String("10.0.0.5"),
+		Ipv6Addresses: []types.NetworkInterfaceIpv6Address{
+			{Ipv6Address: aws.String("2600:1f18::10")}, {Ipv6Address: aws.String("10.0.0.9")}, {Ipv6Address: aws.String("nope")},
+		},
+		Ipv6Prefixes: []types.Ipv6PrefixSpecification{{Ipv6Prefix: aws.String("2600:1f18:0:0:1::/80")}, {Ipv6Prefix: aws.String("10.0.0.16/28")}},
+	})
+	if len(e.IPv6s) != 1 || e.IPv6s[0].String() != "2600:1f18::10" || len(e.IPv6Prefixes) != 1 || e.IPv6Prefixes[0].String() != "2600:1f18:0:0:1::/80" ||
+		len(e.IPs) != 0 || len(e.Prefixes) != 0 || e.IPv6Slots() != 2 {
+		t.Errorf("ENI %+v", e)
+	}
+	if !e.HasIP(e.IPv6s[0]) || !e.HasIP(e.IPv6Prefixes[0].Addr().Next()) {
+		t.Errorf("HasIP misses the ENI's IPv6")
+	}
+	subnet := func(state types.SubnetCidrBlockStateCode) cloud.Subnet {
+		return subnetFrom(types.Subnet{CidrBlock: aws.String("10.0.0.0/24"), Ipv6CidrBlockAssociationSet: []types.SubnetIpv6CidrBlockAssociation{
+			{Ipv6CidrBlock: aws.String("2600:1f18:0:1::/64"), Ipv6CidrBlockState: &types.SubnetCidrBlockState{State: state}},
+		}})
+	}
+	if s := subnet(types.SubnetCidrBlockStateCodeAssociated); s.IPv6CIDR.String() != "2600:1f18:0:1::/64" {
+		t.Errorf("associated: %v", s.IPv6CIDR)
+	}
+	for _, st := range []types.SubnetCidrBlockStateCode{types.SubnetCidrBlockStateCodeAssociating, types.SubnetCidrBlockStateCodeDisassociated} {
+		if s := subnet(st); s.IPv6CIDR.IsValid() {
+			t.Errorf("%s: %v", st, s.IPv6CIDR)
+		}
+	}
+}
