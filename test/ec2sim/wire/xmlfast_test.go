@@ -10,7 +10,7 @@ import (
 
 // TestFastXMLMatchesEncodingXML renders a DescribeNetworkInterfaces answer
 // full of awkward values (attachments, Elastic IPs, prefixes, tags needing
-// escapes, invalid UTF-8) with the hand-written writer and with
+// escapes, invalid UTF-8, IPv6 addresses and prefixes) with the hand-written writer and with
 // encoding/xml, and requires the same bytes.
 func TestFastXMLMatchesEncodingXML(t *testing.T) {
 	assoc := &state.Association{AllocationID: "eipalloc-1", AssociationID: "eipassoc-1", IPOwnerID: "1", PublicIP: "198.51.100.4", PublicDNSName: "x"}
@@ -24,6 +24,9 @@ func TestFastXMLMatchesEncodingXML(t *testing.T) {
 				Tags:               []state.Tag{{Key: "k<", Value: "v&"}, {Key: "e", Value: ""}},
 				PrivateIPAddresses: []state.PrivateIPAddress{{PrivateIPAddress: "10.0.0.4", Primary: true, Association: assoc}, {PrivateIPAddress: "10.0.0.5"}},
 				IPv4Prefixes:       []state.IPv4Prefix{{IPv4Prefix: "10.0.0.16/28"}},
+				IPv6Address:        "2600:1f18::10",
+				IPv6Addresses:      []state.IPv6Address{{IPv6Address: "2600:1f18::10"}, {IPv6Address: "2600:1f18::11", IsPrimaryIPv6: true}},
+				IPv6Prefixes:       []state.IPv6Prefix{{IPv6Prefix: "2600:1f18:0:0:1::/80"}},
 			},
 			{NetworkInterfaceID: "eni-2"},
 		},
