@@ -342,3 +342,36 @@ func TestIPv6ScenarioValidation(t *testing.T) {
 		}
 	}
 }
+
+// TestIPv6SeededInScenarios: a scenario's instances start with IPv6
+// prefixes on the primary ENI and addresses on a secondary one; asking for
+// IPv6 in a subnet without it, or past the type's limit, is refused with
+// the instance's path.
+func TestIPv6SeededInScenarios(t *testing.T) {
+	y := strings.Replace(dualStackScenario, "- {name: node-m5, type: m5.large, subnet: dual}",
+		"- {name: node-m5, type: m5.large, subnet: dual, ipv6Prefixes: 1, enis: [{deviceIndex: 1, ipv6Addresses: 2}]}", 1)
+	e := newEnv(t, scenario(t, y))
+	node := e.instanceByName("node-m5")
+	if len(node.NetworkInterfaces) != 2 {
+		t.Fatalf("node has %d ENIs", len(node.NetworkInterfaces))
+	}
+	for _, ni := range node.NetworkInterfaces {
+		got := e.eni(aws.ToString(ni.NetworkInterfaceId))
+		want := [2]int{1, 0} // prefixes, addresses
+		if aws.ToInt32(ni.Attachment.DeviceIndex) == 1 {
+			want = [2]int{0, 2}
+		}
+		if len(got.Ipv6Prefixes) != want[0] || len(got.Ipv6Addresses) != want[1] {
+			t.Errorf("device %d: prefixes %v, addresses %v", aws.ToInt32(ni.Attachment.DeviceIndex), ipv6PrefixesOf(got), ipv6sOf(got))
+		}
+	}
+	for _, bad := range []string{
+		"- {name: node-m5, type: m5.large, subnet: v4, ipv6Addresses: 1}",
+		"- {name: node-m5, type: m5.large, subnet: dual, ipv6Prefixes: 11}",
+	} {
+		_, err := ec2sim.New(scenario(t, strings.Replace(dualStackScenario, "- {name: node-m5, type: m5.large, subnet: dual}", bad, 1)))
+		if err == nil || !strings.Contains(err.Error(), "instances[0]") {
+			t.Errorf("%s: got %v, want a refusal at instances[0]", bad, err)
+		}
+	}
+}

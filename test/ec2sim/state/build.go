@@ -135,6 +135,9 @@ func (s *State) buildInstance(path string, is InstanceSpec) error {
 			return &ScenarioError{Path: path + ".secondaryIPs", Err: err}
 		}
 	}
+	if _, _, err := s.addIPv6(primary, ipv6Request{count: is.IPv6Addresses, prefixCount: is.IPv6Prefixes}); err != nil {
+		return &ScenarioError{Path: path, Err: err}
+	}
 	for k, es := range is.ENIs {
 		ep := fmt.Sprintf("%s.enis[%d]", path, k)
 		esn := sn
@@ -148,7 +151,8 @@ func (s *State) buildInstance(path string, is InstanceSpec) error {
 			groupIDs = append(groupIDs, g.id)
 		}
 		e, err := s.createENI(eniSpec{subnet: esn, groupIDs: groupIDs, description: es.Description,
-			tags: tagsFromMap(es.Tags, ""), secondaries: es.SecondaryIPs, prefixCount: es.Prefixes, interfaceType: es.InterfaceType})
+			tags: tagsFromMap(es.Tags, ""), secondaries: es.SecondaryIPs, prefixCount: es.Prefixes,
+			ipv6: ipv6Request{count: es.IPv6Addresses, prefixCount: es.IPv6Prefixes}, interfaceType: es.InterfaceType})
 		if err != nil {
 			return &ScenarioError{Path: ep, Err: err}
 		}

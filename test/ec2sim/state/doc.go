@@ -37,6 +37,11 @@
 //     TimingConfig.ReleaseCooldown before anyone can have it again;
 //   - prefixes are aligned /28s taking one IPv4 slot each, and a fragmented
 //     subnet answers InsufficientCidrBlocks;
+//   - IPv6 (ipv6.go): a VPC may have an Amazon /56 and a subnet a /64 of
+//     it; an ENI in such a subnet holds IPv6 addresses and aligned /80
+//     prefixes, each taking one of the type's Ipv6AddressesPerInterface
+//     slots (apart from the IPv4 ones), assigned and unassigned all or
+//     nothing, shown by describes (with the lag windows) and IMDS;
 //   - attachments go attaching -> attached and detaching -> detached after
 //     configurable delays; an attachment still attaching or already
 //     detaching cannot be detached (IncorrectState); an ENI attached,

@@ -123,6 +123,10 @@ type InstanceSpec struct {
 	Tags           map[string]string `json:"tags,omitempty"`
 	// SecondaryIPs are extra addresses already on the primary ENI.
 	SecondaryIPs int `json:"secondaryIPs,omitempty"`
+	// IPv6Addresses and IPv6Prefixes (/80s) are already on the primary
+	// ENI; its subnet needs an IPv6 CIDR.
+	IPv6Addresses int `json:"ipv6Addresses,omitempty"`
+	IPv6Prefixes  int `json:"ipv6Prefixes,omitempty"`
 	// ENIs are secondary ENIs already attached, to test adoption.
 	ENIs []ENISpec `json:"enis,omitempty"`
 	// Count > 1 creates that many alike instances, named Name-1, Name-2, ...;
@@ -140,10 +144,13 @@ type ENISpec struct {
 	// branch; an efa-only ENI holds no address.
 	InterfaceType string `json:"interfaceType,omitempty"`
 	// Subnet defaults to the instance's.
-	Subnet              string            `json:"subnet,omitempty"`
-	Description         string            `json:"description,omitempty"`
-	SecondaryIPs        int               `json:"secondaryIPs,omitempty"`
-	Prefixes            int               `json:"prefixes,omitempty"`
+	Subnet       string `json:"subnet,omitempty"`
+	Description  string `json:"description,omitempty"`
+	SecondaryIPs int    `json:"secondaryIPs,omitempty"`
+	Prefixes     int    `json:"prefixes,omitempty"`
+	// IPv6Addresses and IPv6Prefixes (/80s), in a subnet with IPv6.
+	IPv6Addresses       int               `json:"ipv6Addresses,omitempty"`
+	IPv6Prefixes        int               `json:"ipv6Prefixes,omitempty"`
 	DeleteOnTermination bool              `json:"deleteOnTermination,omitempty"`
 	Tags                map[string]string `json:"tags,omitempty"`
 }
@@ -398,11 +405,12 @@ func (in InstanceSpec) validate(path string) error {
 	if in.Count > 1 && (in.ID != "" || in.PrivateIP != "") {
 		return scenarioErr(path+".count", "id and privateIP cannot be repeated")
 	}
-	if in.SecondaryIPs < 0 {
-		return scenarioErr(path+".secondaryIPs", "negative")
+	if in.SecondaryIPs < 0 || in.IPv6Addresses < 0 || in.IPv6Prefixes < 0 {
+		return scenarioErr(path, "negative secondaryIPs, ipv6Addresses or ipv6Prefixes")
 	}
 	for k, e := range in.ENIs {
-		if (e.NetworkCard == 0 && e.DeviceIndex < 1) || e.DeviceIndex < 0 || e.NetworkCard < 0 || e.SecondaryIPs < 0 || e.Prefixes < 0 {
+		if (e.NetworkCard == 0 && e.DeviceIndex < 1) || e.DeviceIndex < 0 || e.NetworkCard < 0 || e.SecondaryIPs < 0 || e.Prefixes < 0 ||
+			e.IPv6Addresses < 0 || e.IPv6Prefixes < 0 {
 			return scenarioErr(fmt.Sprintf("%s.enis[%d]", path, k), "device index must be >= 1 on card 0 (>= 0 on others), card and counts >= 0")
 		}
 	}

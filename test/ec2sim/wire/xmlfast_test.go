@@ -10,8 +10,8 @@ import (
 
 // TestFastXMLMatchesEncodingXML renders a DescribeNetworkInterfaces answer
 // full of awkward values (attachments, Elastic IPs, prefixes, tags needing
-// escapes, invalid UTF-8, IPv6 addresses and prefixes) with the hand-written writer and with
-// encoding/xml, and requires the same bytes.
+// escapes, invalid UTF-8, IPv6 addresses and prefixes) with the
+// hand-written writer and with encoding/xml, and requires the same bytes.
 func TestFastXMLMatchesEncodingXML(t *testing.T) {
 	assoc := &state.Association{AllocationID: "eipalloc-1", AssociationID: "eipassoc-1", IPOwnerID: "1", PublicIP: "198.51.100.4", PublicDNSName: "x"}
 	resp := &state.DescribeNetworkInterfacesResponse{
