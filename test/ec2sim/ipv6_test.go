@@ -1,6 +1,7 @@
 package ec2sim_test
 
 import (
+	"errors"
 	"net/netip"
 	"slices"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/aws/smithy-go"
 
 	"github.com/enipam/enipam/test/ec2sim"
 )
@@ -373,5 +375,44 @@ func TestIPv6SeededInScenarios(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "instances[0]") {
 			t.Errorf("%s: got %v, want a refusal at instances[0]", bad, err)
 		}
+	}
+}
+
+// TestIPv6UnderIAM: the operator's policy (docs/iam/policy.json) allows
+// AssignIpv6Addresses and UnassignIpv6Addresses; a principal allowed only
+// describes is refused both, UnauthorizedOperation on the network
+// interface, and its refused assign changes nothing.
+func TestIPv6UnderIAM(t *testing.T) {
+	sc := scenario(t, dualStackScenario)
+	sc.ClusterName = "prod-1"
+	sc.Principals = []ec2sim.PrincipalSpec{ec2sim.DefaultPrincipal(""), {
+		Name: "reader", AccessKeyID: "AKIDREADER", SecretAccessKey: "s",
+		PolicyDocument: []byte(`{"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "ec2:Describe*", "Resource": "*"}]}`),
+	}}
+	e := newEnv(t, sc)
+	eniID := aws.ToString(e.instanceByName("node-m5").NetworkInterfaces[0].NetworkInterfaceId)
+	out, err := e.ec2.AssignIpv6Addresses(e.ctx, &ec2.AssignIpv6AddressesInput{NetworkInterfaceId: &eniID, Ipv6PrefixCount: aws.Int32(1)})
+	noErr(t, err)
+	_, err = e.ec2.UnassignIpv6Addresses(e.ctx, &ec2.UnassignIpv6AddressesInput{NetworkInterfaceId: &eniID, Ipv6Prefixes: out.AssignedIpv6Prefixes})
+	noErr(t, err)
+
+	reader := e.newEC2ClientAs(1, "AKIDREADER", "s")
+	arn := "arn:aws:ec2:eu-west-1:111122223333:network-interface/" + eniID
+	refused := func(err error, action string) {
+		t.Helper()
+		wantStatus(t, err, "UnauthorizedOperation", 403)
+		var ae smithy.APIError
+		errors.As(err, &ae)
+		f, derr := ec2sim.DecodeAuthorizationMessage(ae.ErrorMessage())
+		if derr != nil || f.Allowed || f.Action != action || f.Resource != arn || f.Principal != "arn:aws:iam::111122223333:user/reader" {
+			t.Errorf("authorization failure %+v (%v), want %s on %s", f, derr, action, arn)
+		}
+	}
+	_, err = reader.AssignIpv6Addresses(e.ctx, &ec2.AssignIpv6AddressesInput{NetworkInterfaceId: &eniID, Ipv6PrefixCount: aws.Int32(1)})
+	refused(err, "ec2:AssignIpv6Addresses")
+	_, err = reader.UnassignIpv6Addresses(e.ctx, &ec2.UnassignIpv6AddressesInput{NetworkInterfaceId: &eniID, Ipv6Prefixes: out.AssignedIpv6Prefixes})
+	refused(err, "ec2:UnassignIpv6Addresses")
+	if ni := e.eni(eniID); len(ni.Ipv6Prefixes) != 0 {
+		t.Errorf("a refused assign left %v", ipv6PrefixesOf(ni))
 	}
 }
