@@ -58,7 +58,9 @@ func ipv6PrefixesOf(ni types.NetworkInterface) []string {
 
 // TestIPv6CIDRsInDescribes: DescribeVpcs shows the VPC's /56 and
 // DescribeSubnets each subnet's /64 (none for the IPv4-only one), both
-// associated, and their ipv6-cidr-block-association filters select them.
+// associated, and their ipv6-cidr-block-association filters select them;
+// DescribeInstanceTypes' network-info.ipv6-supported selects the types
+// with IPv6.
 func TestIPv6CIDRsInDescribes(t *testing.T) {
 	e := newEnv(t, scenario(t, dualStackScenario))
 	vpcs, err := e.ec2.DescribeVpcs(e.ctx, &ec2.DescribeVpcsInput{Filters: []types.Filter{
@@ -80,6 +82,13 @@ func TestIPv6CIDRsInDescribes(t *testing.T) {
 	}
 	if len(v4.Ipv6CidrBlockAssociationSet) != 0 {
 		t.Errorf("IPv4-only subnet shows %+v", v4.Ipv6CidrBlockAssociationSet)
+	}
+	its, err := e.ec2.DescribeInstanceTypes(e.ctx, &ec2.DescribeInstanceTypesInput{InstanceTypes: []types.InstanceType{"m1.small", "m5.large"},
+		Filters: []types.Filter{{Name: aws.String("network-info.ipv6-supported"), Values: []string{"true"}}}})
+	noErr(t, err)
+	if len(its.InstanceTypes) != 1 || its.InstanceTypes[0].InstanceType != "m5.large" || !aws.ToBool(its.InstanceTypes[0].NetworkInfo.Ipv6Supported) ||
+		aws.ToInt32(its.InstanceTypes[0].NetworkInfo.Ipv6AddressesPerInterface) != 10 {
+		t.Errorf("types supporting IPv6: %+v", its.InstanceTypes)
 	}
 	subnets, err := e.ec2.DescribeSubnets(e.ctx, &ec2.DescribeSubnetsInput{Filters: []types.Filter{
 		{Name: aws.String("ipv6-cidr-block-association.state"), Values: []string{"associated"}},

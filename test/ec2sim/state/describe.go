@@ -316,6 +316,7 @@ var typeFields = map[string]field[*InstanceType]{
 	},
 	"network-info.ipv4-addresses-per-interface": one(func(t *InstanceType) string { return strconv.Itoa(t.IPv4PerENI) }),
 	"network-info.ipv6-addresses-per-interface": one(func(t *InstanceType) string { return strconv.Itoa(t.IPv6PerENI) }),
+	"network-info.ipv6-supported":               one(func(t *InstanceType) string { return boolString(t.IPv6PerENI > 0) }),
 	"processor-info.supported-architecture":     one(func(t *InstanceType) string { return architecture(t) }),
 }
 
