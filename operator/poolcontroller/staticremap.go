@@ -105,12 +105,12 @@ func (s *nodeSync) confirmRemaps() bool {
 // stamp made on the agent's word sees describes that lag the remap), and
 // the node's agent has not answered that the metadata does not list it
 // there. Such an address is asked about rather than placed again.
-func (s *nodeSync) remapUnsure(ip netip.Addr, eniID string) bool {
-	if eniID == "" || !s.r.now().Before(s.r.inv.TrustFrom()) {
+func (in *staticInputs) remapUnsure(ip netip.Addr, eniID string) bool {
+	if eniID == "" || in.describesTrusted {
 		return false
 	}
-	ask, ok := s.mem.remapsAsked[ip.String()]
-	return !ok || ask.eni != eniID || !ask.missing
+	missingOn, ok := in.remapsMissing[ip.String()]
+	return !ok || missingOn != eniID
 }
 
 // askRemaps makes the NodeRouting's spec.remapQueries the addresses this

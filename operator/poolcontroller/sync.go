@@ -120,7 +120,7 @@ func (s *nodeSync) run(ctx context.Context) {
 	}
 	s.pool = &poolView{cn: s.cn}
 	s.countDemand()
-	s.reconcilePool()
+	s.reconcilePool(ctx)
 	s.runStatic(ctx)
 	s.verifyUnpooled(ctx)
 	needed := s.needed()
@@ -194,7 +194,7 @@ func (s *nodeSync) run(ctx context.Context) {
 		r.slots.release()
 		// Whatever succeeded is in the inventory now; the pool follows it.
 		if s.snapshot(ctx) {
-			s.reconcilePool()
+			s.reconcilePool(ctx)
 		}
 		if err != nil {
 			s.fail(err, reasonFor(err))
@@ -305,14 +305,8 @@ func (s *nodeSync) poolGrew() bool {
 
 // reconcilePool derives the pool from the snapshot and the agent's report,
 // then counts it for planning.
-func (s *nodeSync) reconcilePool() {
-	in := &poolInputs{
-		snap: &s.snap, cfg: &s.cfg.Config, routed: s.routed, holders: s.r.inv.Holders, trusted: s.r.inv.Trusted,
-		missing: s.mem.missing, now: s.r.now(), grace: s.r.opts.ConsistencyGrace,
-	}
-	if s.static != nil {
-		in.claimOf, in.elsewhere = s.static.claimOf, s.static.elsewhere
-	}
+func (s *nodeSync) reconcilePool(ctx context.Context) {
+	in := s.readPoolInputs(ctx)
 	if ch := s.pool.reconcile(in); ch.any() || ch.usedOffENI > 0 {
 		s.r.log.Info("pool follows EC2", "node", s.cn.Name, "instance", s.instanceID, "added", ch.added,
 			"dropped", ch.dropped, "marked", ch.marked, "moved", ch.resourceFixed, "usedOffENI", ch.usedOffENI,
@@ -371,7 +365,7 @@ func (s *nodeSync) verifyUnpooled(ctx context.Context) {
 		return
 	}
 	if s.snapshot(ctx) {
-		s.reconcilePool()
+		s.reconcilePool(ctx)
 	}
 	if s.pool.unverified > 0 {
 		// Still unconfirmed: a reassignment EC2 has not completed yet
