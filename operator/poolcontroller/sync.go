@@ -139,7 +139,8 @@ func (s *nodeSync) run(ctx context.Context) {
 		}
 	}
 	released := s.releasedCount()
-	if err := s.finishRelease(ctx); err != nil {
+	steps := decideRelease(s.cn, &s.snap, s.static, s.mem.consolidation.drainPrefix)
+	if err := s.executeRelease(ctx, steps); err != nil {
 		s.fail(err, ReasonEC2Error)
 	}
 	if s.releasedCount() > released && s.snapshot(ctx) {
