@@ -240,6 +240,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	s.run(ctx)
 	r.needs.set(cn.Name, s.opErr == nil && s.pool != nil && s.need().empty())
 	if s.writeErr != nil {
+		// The NodeRouting's spec is the agent's to act on whatever became
+		// of the CiliumNode's write.
+		if err := s.writeRouting(ctx); err != nil && !apierrors.IsNotFound(err) {
+			r.log.Info("writing the NodeRouting failed", "node", cn.Name, "error", err)
+		}
 		if apierrors.IsNotFound(s.writeErr) {
 			return ctrl.Result{}, nil
 		}
@@ -247,8 +252,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	if s.turnedAway && !s.poolChanged() {
 		// The node comes back as a slot frees: what this reconcile
-		// would write (the instance's details, no address) is written
-		// then, once, with the ENI.
+		// would write of the CiliumNode (the instance's details, no
+		// address) and of the capacity is written then, once, with the
+		// ENI.
+		if err := s.writeRouting(ctx); err != nil && !apierrors.IsNotFound(err) {
+			return ctrl.Result{}, err
+		}
 		return s.result(), nil
 	}
 	if err := s.write(ctx); err != nil {
@@ -257,7 +266,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		return ctrl.Result{}, err
 	}
-	if err := s.writeCapacity(ctx); err != nil && !apierrors.IsNotFound(err) {
+	s.decideCapacity()
+	if err := s.writeRouting(ctx); err != nil && !apierrors.IsNotFound(err) {
 		return ctrl.Result{}, err
 	}
 	return s.result(), nil

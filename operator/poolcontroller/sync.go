@@ -39,6 +39,11 @@ type nodeSync struct {
 	// while the agent reports nothing.
 	routing *enipamv1alpha1.NodeRouting
 	routed  routedFunc
+	// routingRead is the NodeRouting as read (or as last written), the
+	// base of writeRouting's patch; routingWant the policy's values for
+	// its spec.
+	routingRead *enipamv1alpha1.NodeRouting
+	routingWant *enipamv1alpha1.NodeRoutingSpec
 	// static are the claims concerning the node (nil when none could be
 	// read); staticDemand the first placements waiting for a free address.
 	static       *staticInputs
@@ -115,6 +120,11 @@ func (s *nodeSync) run(ctx context.Context) {
 	}
 	s.refreshAttaching(ctx)
 	s.syncStaticIP(ctx)
+	if s.routing != nil {
+		// The Elastic IP's record is written on its own, with its
+		// finalizer: the spec's other fields are written from here on.
+		s.routingRead = s.routing.DeepCopy()
+	}
 	if !s.gatherStatic(ctx) {
 		return
 	}
