@@ -11,14 +11,11 @@ import (
 	ipamoption "github.com/cilium/cilium/pkg/ipam/option"
 	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
 	"github.com/enipam/enipam/operator/cloud"
-	"github.com/enipam/enipam/operator/policy"
 	"github.com/enipam/enipam/operator/pool"
-	"github.com/enipam/enipam/operator/snapshot"
 )
 
 // nodeSync is one reconcile of one node: the object as read, the object
@@ -30,29 +27,13 @@ type nodeSync struct {
 	cn       *ciliumv2.CiliumNode
 	policies []enipamv1alpha1.ENIPolicy
 
-	instanceID string
-	cfg        policy.Config
-	snap       snapshot.Node
-	haveSnap   bool
-	pool       *poolView
-	// routing is the node's NodeRouting; routed its agent's report, nil
-	// while the agent reports nothing.
-	routing *enipamv1alpha1.NodeRouting
-	routed  routedFunc
-	// routingRead is the NodeRouting as read (or as last written), the
-	// base of writeRouting's patch; routingWant the policy's values for
-	// its spec.
-	routingRead *enipamv1alpha1.NodeRouting
-	routingWant *enipamv1alpha1.NodeRoutingSpec
-	// static are the claims concerning the node (nil when none could be
-	// read); staticDemand the first placements waiting for a free address.
-	static       *staticInputs
+	// nodeState is what the reconcile decides on, read beforehand
+	// (read.go).
+	nodeState
+	pool *poolView
+	// staticDemand counts the first placements waiting for a free
+	// address.
 	staticDemand int
-
-	// waiting: pods bound to the node still waiting for an address
-	// (the pod watch); headroom: the free addresses kept ahead of them
-	// and the used ones.
-	waiting, headroom int
 
 	// opErr becomes status.ipam.operator-status.error; staticErr, the
 	// node's static IP's trouble, does when there is no opErr.
@@ -78,44 +59,7 @@ func (r *Reconciler) newSync(_ context.Context, cn *ciliumv2.CiliumNode, policie
 // run decides and executes everything; it never writes the CiliumNode.
 func (s *nodeSync) run(ctx context.Context) {
 	r := s.r
-	node := &corev1.Node{}
-	if err := r.client.Get(ctx, types.NamespacedName{Name: s.cn.Name}, node); err != nil {
-		node = nil
-	}
-	s.instanceID = s.resolveInstance(node)
-	if s.instanceID == "" {
-		s.fail(fmt.Errorf("%w: no aws:/// providerID on Node %q and no spec.instance-id", cloud.ErrNotFound, s.cn.Name), ReasonInstanceNotFound)
-		return
-	}
-	var nodeLabels map[string]string
-	if node != nil {
-		nodeLabels = node.Labels
-	} else {
-		nodeLabels = s.cn.Labels
-	}
-	winner, others := policy.Select(s.policies, nodeLabels)
-	if len(others) > 0 {
-		names := make([]string, len(others))
-		for i, p := range others {
-			names[i] = p.Name
-		}
-		r.warn(s.cn, s.mem, ReasonPolicyConflict, fmt.Sprintf("ENIPolicy %s governs this node; %s also match and are ignored", winner.Name, strings.Join(names, ", ")))
-	}
-	s.cfg = policy.Resolve(s.cn, winner, r.opts.Defaults)
-	if r.now().Before(s.mem.noPrefixesUntil) {
-		s.cfg.PrefixDelegation = false
-	}
-	s.adaptKnobs()
-
-	if !s.snapshot(ctx) {
-		return
-	}
-	s.findListedENIs(ctx)
-	if err := s.syncRouting(ctx); err != nil {
-		s.fail(err, ReasonEC2Error)
-		return
-	}
-	if s.confirmRemaps() && !s.snapshot(ctx) {
+	if !s.read(ctx) {
 		return
 	}
 	s.refreshAttaching(ctx)
@@ -125,11 +69,7 @@ func (s *nodeSync) run(ctx context.Context) {
 		// finalizer: the spec's other fields are written from here on.
 		s.routingRead = s.routing.DeepCopy()
 	}
-	if !s.gatherStatic(ctx) {
-		return
-	}
 	s.pool = &poolView{cn: s.cn}
-	s.countDemand()
 	s.reconcilePool(ctx)
 	s.runStatic(ctx)
 	s.verifyUnpooled(ctx)
