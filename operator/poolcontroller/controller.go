@@ -30,15 +30,20 @@
 //     (static.go); stamped addresses are never counted free, released or
 //     unassigned.
 //
-// One reconcile of a node: read the CiliumNode and Node from the informer
-// cache; resolve the instance and the policy; take a snapshot of the
-// instance from the inventory (no EC2 call when it is known); write the
-// policy's values for the agent into the NodeRouting and read its report;
-// derive the pool; plan (pure) and execute the plan; then write status,
-// then spec — each once, and only when it changed — with merge patches
+// One reconcile of a node: read (read.go) the CiliumNode and Node from
+// the informer cache, resolve the instance and the policy, take a
+// snapshot of the instance from the inventory (no EC2 call when it is
+// known), read the NodeRouting and its agent's report, the claims that
+// concern the node and the facts about them (statefacts.go: their pods,
+// the pools listing their addresses, where EC2 has them), all into plain
+// values; derive the pool and the static addresses from them without a
+// call (poolView.reconcile, reconcileStatic, decideRelease, pool.Compute)
+// and execute what they decided; then write the CiliumNode's status, then
+// its spec — each once, and only when it changed — with merge patches
 // that touch only the operator's fields, so the agent's concurrent writes
-// are never lost or conflicted. Nothing of the operator's is kept in the
-// CiliumNode's metadata, which Cilium's agent rewrites on every start.
+// are never lost or conflicted, and the NodeRouting's spec once
+// (writeRouting). Nothing of the operator's is kept in the CiliumNode's
+// metadata, which Cilium's agent rewrites on every start.
 package poolcontroller
 
 import (

@@ -46,15 +46,16 @@ func (s *nodeSync) readStaticFacts(ctx context.Context, in *staticInputs) {
 		}
 	}
 
-	// The claimed addresses the node's ENIs do not hold: they come from
-	// EC2 or wait for another pool (claimHere, backStamp, fromEC2).
+	// The claimed addresses that must be on this node and that its ENIs
+	// do not hold: they come from EC2 or wait for another pool
+	// (claimHere, backStamp, fromEC2).
 	in.pooledElsewhere = map[string]bool{}
 	in.located = map[netip.Addr]inventory.Location{}
 	in.subnets = map[netip.Addr]cloud.Subnet{}
 	in.ourInstances = map[string]bool{}
 	for _, owner := range slices.Sorted(maps.Keys(in.claims)) {
 		c := in.claims[owner]
-		if !c.Addr.IsValid() || holder(&s.snap, &s.cfg.Config, c.Addr) != nil {
+		if !c.Addr.IsValid() || c.Release || in.target(c) != in.node || holder(&s.snap, &s.cfg.Config, c.Addr) != nil {
 			continue
 		}
 		key := c.Addr.String()

@@ -56,7 +56,12 @@ func (r *Reconciler) newSync(_ context.Context, cn *ciliumv2.CiliumNode, policie
 	return &nodeSync{r: r, mem: r.memory(cn.Name), orig: cn, cn: cn.DeepCopy(), policies: policies, started: r.now()}
 }
 
-// run decides and executes everything; it never writes the CiliumNode.
+// run reads the node's state, then decides and executes; it writes the
+// CiliumNode only ahead of EC2 calls when the pool grew (writePoolFirst),
+// and the NodeRouting never (writeRouting, after it). Where an EC2 call
+// went through (a static address placed, an Unassign, the plan), the
+// snapshot is taken again and the pool derived once more, so the write
+// lists what EC2 now holds.
 func (s *nodeSync) run(ctx context.Context) {
 	r := s.r
 	if !s.read(ctx) {
