@@ -131,14 +131,14 @@ func (s *nodeSync) gatherStatic(ctx context.Context) bool {
 	return true
 }
 
-// runStatic runs the static addresses' pass on the derived pool, assigns
-// the claimed addresses that must come onto the node's ENIs, and tells
-// the claim controller where each claim stands.
-func (s *nodeSync) runStatic(ctx context.Context) {
+// runStatic carries out what the static addresses' pass decided (out,
+// from decide): it assigns the claimed addresses that must come onto the
+// node's ENIs, asks the node's agent about endpoints and remaps, and
+// tells the claim controller where each claim stands.
+func (s *nodeSync) runStatic(ctx context.Context, out staticOutcome) {
 	if s.static == nil {
 		return
 	}
-	out := s.pool.reconcileStatic(s.static, &s.snap, &s.cfg.Config)
 	s.staticDemand = out.demand
 	s.askEndpoints(ctx, out.queries)
 	s.r.metrics.staticFastMoves.Add(float64(out.fast))

@@ -75,8 +75,10 @@ func (s *nodeSync) run(ctx context.Context) {
 		s.routingRead = s.routing.DeepCopy()
 	}
 	s.pool = &poolView{cn: s.cn}
-	s.reconcilePool(ctx)
-	s.runStatic(ctx)
+	d := decide(s.pool, s.readPoolInputs(ctx))
+	s.logPoolChanges(d.pool)
+	s.countPool()
+	s.runStatic(ctx, d.static)
 	s.verifyUnpooled(ctx)
 	needed := s.needed()
 	r.log.Debug("pool sized", "node", s.cn.Name, "available", s.snap.Available, "used", s.snap.Used-s.waiting, "waiting", s.waiting,
@@ -262,13 +264,17 @@ func (s *nodeSync) poolGrew() bool {
 // reconcilePool derives the pool from the snapshot and the agent's report,
 // then counts it for planning.
 func (s *nodeSync) reconcilePool(ctx context.Context) {
-	in := s.readPoolInputs(ctx)
-	if ch := s.pool.reconcile(in); ch.any() || ch.usedOffENI > 0 {
+	s.logPoolChanges(s.pool.reconcile(s.readPoolInputs(ctx)))
+	s.countPool()
+}
+
+// logPoolChanges logs what a reconcile of the pool changed.
+func (s *nodeSync) logPoolChanges(ch poolChanges) {
+	if ch.any() || ch.usedOffENI > 0 {
 		s.r.log.Info("pool follows EC2", "node", s.cn.Name, "instance", s.instanceID, "added", ch.added,
 			"dropped", ch.dropped, "marked", ch.marked, "moved", ch.resourceFixed, "usedOffENI", ch.usedOffENI,
 			"awaitingRoute", s.pool.awaiting)
 	}
-	s.countPool()
 }
 
 // findListedENIs describes by ID the ENIs the node's status lists that
