@@ -102,7 +102,7 @@ func (s *nodeSync) gatherStatic(ctx context.Context) bool {
 		}
 	}
 	// Ordinary entries in the handshake: a claimed one is never
-	// unassigned (finishRelease), whichever node its claim names.
+	// unassigned (decideRelease), whichever node its claim names.
 	for ip := range s.cn.Status.IPAM.ReleaseIPs {
 		if e, pooled := s.cn.Spec.IPAM.Pool[ip]; pooled && e.Owner == "" && !byAddr(ip) {
 			return false
