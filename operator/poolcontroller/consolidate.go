@@ -262,7 +262,7 @@ func (s *nodeSync) hasPrefixes() bool {
 
 // keepDraining is called as each reconcile begins its release work: the
 // prefix being drained stops when the node needs addresses again (its
-// acknowledged members are taken back by finishPrefixes: no Unassign was
+// acknowledged members are taken back by wholePrefixes: no Unassign was
 // sent for them) and is done when it left its ENI.
 func (s *nodeSync) keepDraining(needed int) {
 	c := &s.mem.consolidation

@@ -30,15 +30,20 @@
 //     (static.go); stamped addresses are never counted free, released or
 //     unassigned.
 //
-// One reconcile of a node: read the CiliumNode and Node from the informer
-// cache; resolve the instance and the policy; take a snapshot of the
-// instance from the inventory (no EC2 call when it is known); write the
-// policy's values for the agent into the NodeRouting and read its report;
-// derive the pool; plan (pure) and execute the plan; then write status,
-// then spec — each once, and only when it changed — with merge patches
+// One reconcile of a node: read (read.go) the CiliumNode and Node from
+// the informer cache, resolve the instance and the policy, take a
+// snapshot of the instance from the inventory (no EC2 call when it is
+// known), read the NodeRouting and its agent's report, the claims that
+// concern the node and the facts about them (statefacts.go: their pods,
+// the pools listing their addresses, where EC2 has them), all into plain
+// values; derive the pool and the static addresses from them without a
+// call (poolView.reconcile, reconcileStatic, decideRelease, pool.Compute)
+// and execute what they decided; then write the CiliumNode's status, then
+// its spec — each once, and only when it changed — with merge patches
 // that touch only the operator's fields, so the agent's concurrent writes
-// are never lost or conflicted. Nothing of the operator's is kept in the
-// CiliumNode's metadata, which Cilium's agent rewrites on every start.
+// are never lost or conflicted, and the NodeRouting's spec once
+// (writeRouting). Nothing of the operator's is kept in the CiliumNode's
+// metadata, which Cilium's agent rewrites on every start.
 package poolcontroller
 
 import (
@@ -240,6 +245,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	s.run(ctx)
 	r.needs.set(cn.Name, s.opErr == nil && s.pool != nil && s.need().empty())
 	if s.writeErr != nil {
+		// The NodeRouting's spec is the agent's to act on whatever became
+		// of the CiliumNode's write.
+		if err := s.writeRouting(ctx); err != nil && !apierrors.IsNotFound(err) {
+			r.log.Info("writing the NodeRouting failed", "node", cn.Name, "error", err)
+		}
 		if apierrors.IsNotFound(s.writeErr) {
 			return ctrl.Result{}, nil
 		}
@@ -247,8 +257,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	if s.turnedAway && !s.poolChanged() {
 		// The node comes back as a slot frees: what this reconcile
-		// would write (the instance's details, no address) is written
-		// then, once, with the ENI.
+		// would write of the CiliumNode (the instance's details, no
+		// address) and of the capacity is written then, once, with the
+		// ENI.
+		if err := s.writeRouting(ctx); err != nil && !apierrors.IsNotFound(err) {
+			return ctrl.Result{}, err
+		}
 		return s.result(), nil
 	}
 	if err := s.write(ctx); err != nil {
@@ -257,7 +271,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		return ctrl.Result{}, err
 	}
-	if err := s.writeCapacity(ctx); err != nil && !apierrors.IsNotFound(err) {
+	s.decideCapacity()
+	if err := s.writeRouting(ctx); err != nil && !apierrors.IsNotFound(err) {
 		return ctrl.Result{}, err
 	}
 	return s.result(), nil

@@ -45,13 +45,13 @@ type poolInputs struct {
 	// routed reports whether the node's agent has reported ip routed on
 	// the ENI; nil when the agent reports nothing.
 	routed func(eniID string, ip netip.Addr) bool
-	// trusted reports whether the cache's word that ip is on the ENI may
-	// be believed (inventory.Trusted); nil: always.
-	trusted func(eniID string, ip netip.Addr) bool
-	// holders finds the instance whose ENI holds each address (""
-	// when the ENI is unattached); asked only for addresses missing from
-	// their ENI.
-	holders func([]netip.Addr) map[netip.Addr]string
+	// untrusted are the addresses, among those ready to enter the pool,
+	// for which the cache's word that they are on their ENI may not be
+	// believed yet (inventory.Trusted); nil: none.
+	untrusted map[netip.Addr]bool
+	// holders names the instance whose ENI holds each pool address
+	// missing from its ENI ("" when the ENI is unattached).
+	holders map[netip.Addr]string
 	// missing remembers since when each pool address has been missing
 	// from its ENI in EC2; edited in place.
 	missing map[string]time.Time
@@ -59,14 +59,15 @@ type poolInputs struct {
 	// grace is how long an address may be missing before it is taken out:
 	// EC2's describes are eventually consistent.
 	grace time.Duration
-	// claimOf tells, for an address the pool lacks, the owner its claim
-	// stamps it with and whether it belongs in this pool (see
-	// staticInputs.claimOf); nil: no address is claimed.
-	claimOf func(netip.Addr) (owner string, here bool)
-	// elsewhere reports whether another node's pool lists an address; an
-	// address enters this pool only once none does (no address in two
-	// pools).
-	elsewhere func(ip string) bool
+	// static tells, for an address the pool lacks, the owner its claim
+	// stamps it with and whether it belongs in this pool
+	// (staticInputs.claimOf); nil: no address is claimed.
+	static *staticInputs
+	// pooledElsewhere: whether another node's pool lists each address
+	// ready to enter this one; an address enters only once none does (no
+	// address in two pools). Nil: none is checked; an address missing
+	// from a map that is not nil counts as listed.
+	pooledElsewhere map[string]bool
 }
 
 // poolChanges counts what one reconcile of the pool changed, for logs.
@@ -165,13 +166,9 @@ func (v *poolView) reconcile(in *poolInputs) poolChanges {
 		gone = append(gone, ip)
 	}
 	if len(gone) > 0 {
-		var elsewhere map[netip.Addr]string
-		if in.holders != nil {
-			elsewhere = in.holders(gone)
-		}
 		for _, ip := range gone {
 			key := ip.String()
-			holder, held := elsewhere[ip]
+			holder, held := in.holders[ip]
 			onOther := held && holder != in.snap.Instance.ID
 			if !onOther && in.now.Sub(in.missing[key]) < in.grace {
 				continue
@@ -196,8 +193,8 @@ func (v *poolView) reconcile(in *poolInputs) poolChanges {
 			continue
 		}
 		owner, here := "", true
-		if in.claimOf != nil {
-			owner, here = in.claimOf(ip)
+		if in.static != nil {
+			owner, here = in.static.claimOf(ip)
 		}
 		if state, leaving := st.ReleaseIPs[key]; leaving {
 			if owner == "" || !here || state != ipamoption.IPAMReleased {
@@ -219,14 +216,14 @@ func (v *poolView) reconcile(in *poolInputs) poolChanges {
 			}
 			continue
 		}
-		if in.trusted != nil && !in.trusted(eni.ID, ip) {
+		if in.untrusted[ip] {
 			v.unverified++
 			if !slices.Contains(v.unverifiedENIs, eni.ID) {
 				v.unverifiedENIs = append(v.unverifiedENIs, eni.ID)
 			}
 			continue
 		}
-		if in.elsewhere != nil && in.elsewhere(key) {
+		if listed, read := in.pooledElsewhere[key]; in.pooledElsewhere != nil && (listed || !read) {
 			// Still listed in the pool it leaves: a static address on
 			// its move, or an ordinary one whose release a restart cut
 			// short after the Unassign, which EC2 then handed to this

@@ -101,19 +101,18 @@ func TestPoolFollowsEC2(t *testing.T) {
 				}
 				routed = func(id string, ip netip.Addr) bool { return id == "eni-1" && set[ip] }
 			}
-			holders := func(ips []netip.Addr) map[netip.Addr]string {
-				out := map[netip.Addr]string{}
-				for _, ip := range ips {
-					if in, ok := tc.elsewhere[ip.String()]; ok {
-						out[ip] = in
-					}
-				}
-				return out
+			holders := map[netip.Addr]string{}
+			for ip, in := range tc.elsewhere {
+				holders[netip.MustParseAddr(ip)] = in
+			}
+			listed := map[string]bool{}
+			for _, ip := range slices.Concat(tc.ec2, tc.routed) {
+				listed[ip] = slices.Contains(tc.listed, ip)
 			}
 			snap := &snapshot.Node{Instance: cloud.Instance{ID: "i-1"}, ENIs: []cloud.ENI{eni}}
 			v := &poolView{cn: cn}
 			v.reconcile(&poolInputs{snap: snap, cfg: &pool.Config{FirstInterfaceIndex: 1}, routed: routed, holders: holders,
-				missing: missing, now: now, grace: grace, elsewhere: func(ip string) bool { return slices.Contains(tc.listed, ip) }})
+				missing: missing, now: now, grace: grace, pooledElsewhere: listed})
 
 			if got := keys(cn.Spec.IPAM.Pool); !sameSet(got, tc.wantPool) {
 				t.Errorf("pool %v, want %v", got, tc.wantPool)

@@ -10,22 +10,39 @@ import (
 	"time"
 
 	ipamoption "github.com/cilium/cilium/pkg/ipam/option"
+	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
 
 	"github.com/enipam/enipam/operator/cloud"
 	"github.com/enipam/enipam/operator/pool"
+	"github.com/enipam/enipam/operator/snapshot"
 )
 
-// finishRelease completes the handshake for the IPs the agent
-// acknowledged, whatever the node needs now: unassign them in EC2 (those
-// EC2 still shows on their ENI; an address that moved elsewhere is never
-// unassigned from there), set released, and drop them from the pool
-// (status is written before spec, so the agent sees released while the IP
-// is still listed, and deletes the entry once it is gone; a spec write
-// lost after that is repaired by poolView.reconcile). IPs the agent
-// refused are forgotten. An acknowledged IP is never put back in service:
-// its Unassign may have been sent by a process that died before saying so.
-func (s *nodeSync) finishRelease(ctx context.Context) error {
-	st := &s.cn.Status.IPAM
+// releaseStep is one ENI's part of completing the release handshake:
+// whole delegated prefixes to unassign (members: their addresses,
+// released once the Unassign went through), and acknowledged single
+// addresses to release, of which held are those EC2 still shows on the
+// ENI (unassigned; none: released without a call).
+type releaseStep struct {
+	eniID    string
+	prefixes []netip.Prefix
+	members  []netip.Addr
+	ips      []netip.Addr
+	held     []netip.Addr
+}
+
+// decideRelease decides how the handshake completes for the IPs the
+// agent acknowledged, whatever the node needs now: unassign them in EC2
+// (those EC2 still shows on their ENI; an address that moved elsewhere
+// is never unassigned from there), then set released and drop them from
+// the pool (status is written before spec, so the agent sees released
+// while the IP is still listed, and deletes the entry once it is gone; a
+// spec write lost after that is repaired by poolView.reconcile). IPs the
+// agent refused are forgotten, in the desired status cn. An acknowledged
+// IP is never put back in service: its Unassign may have been sent by a
+// process that died before saying so. It makes no call; executeRelease
+// carries the steps out.
+func decideRelease(cn *ciliumv2.CiliumNode, snap *snapshot.Node, static *staticInputs, drainPrefix netip.Prefix) []releaseStep {
+	st := &cn.Status.IPAM
 	byENI := map[string][]netip.Addr{}
 	for ip, state := range st.ReleaseIPs {
 		switch state {
@@ -33,82 +50,68 @@ func (s *nodeSync) finishRelease(ctx context.Context) error {
 			delete(st.ReleaseIPs, ip)
 		case ipamoption.IPAMReadyForRelease:
 			addr, err := netip.ParseAddr(ip)
-			entry, inPool := s.cn.Spec.IPAM.Pool[ip]
+			entry, inPool := cn.Spec.IPAM.Pool[ip]
 			if err != nil || !inPool {
 				delete(st.ReleaseIPs, ip)
 				continue
 			}
-			if entry.Owner != "" || s.claimed(addr) {
+			if entry.Owner != "" || claimedIn(static, addr) {
 				continue // a static address: never unassigned (reconcileStatic)
 			}
 			byENI[entry.Resource] = append(byENI[entry.Resource], addr)
 		}
 	}
-	var errs []error
+	var steps []releaseStep
 	for _, eniID := range slices.Sorted(maps.Keys(byENI)) {
-		ips, err := s.finishPrefixes(ctx, eniID, byENI[eniID])
-		if err != nil {
-			errs = append(errs, err)
+		step := releaseStep{eniID: eniID}
+		step.ips, step.prefixes, step.members = wholePrefixes(cn, snap, eniID, byENI[eniID], drainPrefix)
+		step.held = heldBy(snap, eniID, step.ips)
+		if len(step.prefixes) > 0 || len(step.ips) > 0 {
+			steps = append(steps, step)
 		}
-		if len(ips) == 0 {
-			continue
-		}
-		// A stale read may show IPs this operator already unassigned; the
-		// inventory knows, and no call is made for them.
-		held := s.heldBy(eniID, ips)
-		if len(held) == 0 {
-			s.released(ips)
-			continue
-		}
-		if err := s.r.api.UnassignIPs(ctx, eniID, held); err != nil && !errors.Is(err, cloud.ErrNotFound) {
-			errs = append(errs, fmt.Errorf("releasing %d IPs of %s, %w", len(ips), eniID, err))
-			continue
-		}
-		s.r.inv.RecordUnassigned(eniID, ips)
-		s.r.metrics.ipsReleased.Add(float64(len(ips)))
-		s.released(ips)
 	}
-	return errors.Join(errs...)
+	return steps
 }
 
-// finishPrefixes releases the delegated prefixes of the ENI whose 16
-// addresses the agent all acknowledged, with one Unassign of the prefixes
-// (never a partial prefix), and returns the acknowledged addresses that
-// are not prefix members. The acknowledged members of a prefix that can
-// no longer be released whole (a member refused, or left the handshake)
-// are taken back: no Unassign was ever sent for them, since one is sent
-// only for a whole prefix and the agent never turns an acknowledgement
-// into a refusal. The prefix consolidation drains keeps them (the agent
-// hands none out) until its busy members follow.
-func (s *nodeSync) finishPrefixes(ctx context.Context, eniID string, ips []netip.Addr) ([]netip.Addr, error) {
+// wholePrefixes picks, of the addresses of the ENI the agent
+// acknowledged, the delegated prefixes whose 16 addresses it all
+// acknowledged, to release with one Unassign of the prefixes (never a
+// partial prefix), and returns the acknowledged addresses that are not
+// prefix members beside them. The acknowledged members of a prefix that
+// can no longer be released whole (a member refused, or left the
+// handshake) are taken back in the desired status: no Unassign was ever
+// sent for them, since one is sent only for a whole prefix and the agent
+// never turns an acknowledgement into a refusal. The prefix consolidation
+// drains (drainPrefix) keeps them (the agent hands none out) until its
+// busy members follow.
+func wholePrefixes(cn *ciliumv2.CiliumNode, snap *snapshot.Node, eniID string, ips []netip.Addr, drainPrefix netip.Prefix) (singles []netip.Addr, whole []netip.Prefix, members []netip.Addr) {
 	var eni *cloud.ENI
-	for i := range s.snap.ENIs {
-		if s.snap.ENIs[i].ID == eniID {
-			eni = &s.snap.ENIs[i]
+	for i := range snap.ENIs {
+		if snap.ENIs[i].ID == eniID {
+			eni = &snap.ENIs[i]
 		}
 	}
 	if eni == nil || len(eni.Prefixes) == 0 {
-		return ips, nil
+		return ips, nil, nil
 	}
-	st := &s.cn.Status.IPAM
-	members := map[netip.Prefix][]netip.Addr{}
-	var singles []netip.Addr
+	st := &cn.Status.IPAM
+	byPrefix := map[netip.Prefix][]netip.Addr{}
 	for _, ip := range ips {
 		i := slices.IndexFunc(eni.Prefixes, func(p netip.Prefix) bool { return p.Contains(ip) })
 		if i < 0 {
 			singles = append(singles, ip)
 			continue
 		}
-		members[eni.Prefixes[i]] = append(members[eni.Prefixes[i]], ip)
+		byPrefix[eni.Prefixes[i]] = append(byPrefix[eni.Prefixes[i]], ip)
 	}
-	var whole []netip.Prefix
-	for _, p := range slices.SortedFunc(maps.Keys(members), netip.Prefix.Compare) {
-		ready := members[p]
+	for _, p := range slices.SortedFunc(maps.Keys(byPrefix), netip.Prefix.Compare) {
+		ready := byPrefix[p]
 		if len(ready) == pool.IPsPerPrefix {
 			whole = append(whole, p)
+			members = append(members, ready...)
 			continue
 		}
-		if p == s.mem.consolidation.drainPrefix {
+		if p == drainPrefix {
 			continue // draining: its members are held until all 16 are acknowledged
 		}
 		pending := false
@@ -123,29 +126,60 @@ func (s *nodeSync) finishPrefixes(ctx context.Context, eniID string, ips []netip
 			}
 		}
 	}
-	if len(whole) == 0 {
-		return singles, nil
+	return singles, whole, members
+}
+
+// executeRelease makes the Unassigns of the release steps, records each
+// success in the inventory, and completes the handshake of what was
+// unassigned (released). A failed Unassign leaves its addresses
+// acknowledged, retried with the node.
+func (s *nodeSync) executeRelease(ctx context.Context, steps []releaseStep) error {
+	var errs []error
+	for _, step := range steps {
+		if len(step.prefixes) > 0 {
+			err := s.r.api.UnassignPrefixes(ctx, step.eniID, step.prefixes)
+			if err != nil && !errors.Is(err, cloud.ErrNotFound) {
+				errs = append(errs, fmt.Errorf("releasing %d prefixes of %s, %w", len(step.prefixes), step.eniID, err))
+			} else {
+				s.r.inv.RecordUnassignedPrefixes(step.eniID, step.prefixes)
+				s.r.metrics.ipsReleased.Add(float64(pool.IPsPerPrefix * len(step.prefixes)))
+				s.released(step.members)
+				s.r.log.Info("released prefixes", "node", s.cn.Name, "eni", step.eniID, "prefixes", len(step.prefixes))
+			}
+		}
+		if len(step.ips) == 0 {
+			continue
+		}
+		// A stale read may show IPs this operator already unassigned; the
+		// inventory knows, and no call is made for them.
+		if len(step.held) == 0 {
+			s.released(step.ips)
+			continue
+		}
+		if err := s.r.api.UnassignIPs(ctx, step.eniID, step.held); err != nil && !errors.Is(err, cloud.ErrNotFound) {
+			errs = append(errs, fmt.Errorf("releasing %d IPs of %s, %w", len(step.ips), step.eniID, err))
+			continue
+		}
+		s.r.inv.RecordUnassigned(step.eniID, step.ips)
+		s.r.metrics.ipsReleased.Add(float64(len(step.ips)))
+		s.released(step.ips)
 	}
-	err := s.r.api.UnassignPrefixes(ctx, eniID, whole)
-	if err != nil && !errors.Is(err, cloud.ErrNotFound) {
-		return singles, fmt.Errorf("releasing %d prefixes of %s, %w", len(whole), eniID, err)
-	}
-	s.r.inv.RecordUnassignedPrefixes(eniID, whole)
-	s.r.metrics.ipsReleased.Add(float64(pool.IPsPerPrefix * len(whole)))
-	for _, p := range whole {
-		s.released(members[p])
-	}
-	s.r.log.Info("released prefixes", "node", s.cn.Name, "eni", eniID, "prefixes", len(whole))
-	return singles, nil
+	return errors.Join(errs...)
 }
 
 // claimed reports whether a claim that is not being released records ip
 // (spec or status): such an address is never unassigned, even unstamped.
 func (s *nodeSync) claimed(ip netip.Addr) bool {
-	if s.static == nil {
-		return true // the claims could not be read: nothing is known free
+	return claimedIn(s.static, ip)
+}
+
+// claimedIn is claimed for the claims as read; with none read (nil),
+// nothing is known free.
+func claimedIn(static *staticInputs, ip netip.Addr) bool {
+	if static == nil {
+		return true
 	}
-	for _, c := range s.static.claims {
+	for _, c := range static.claims {
 		if c.Addr == ip && !c.Release && !c.Invalid {
 			return true
 		}
@@ -161,12 +195,12 @@ func (s *nodeSync) released(ips []netip.Addr) {
 	}
 }
 
-// heldBy returns the IPs the inventory still sees on the ENI, which must
+// heldBy returns the IPs the snapshot still shows on the ENI, which must
 // be one of the node's; none when the node has no such ENI (an ENI of
 // another instance is never touched).
-func (s *nodeSync) heldBy(eniID string, ips []netip.Addr) []netip.Addr {
-	for i := range s.snap.ENIs {
-		if e := &s.snap.ENIs[i]; e.ID == eniID {
+func heldBy(snap *snapshot.Node, eniID string, ips []netip.Addr) []netip.Addr {
+	for i := range snap.ENIs {
+		if e := &snap.ENIs[i]; e.ID == eniID {
 			return slices.DeleteFunc(slices.Clone(ips), func(ip netip.Addr) bool { return !e.HasIP(ip) })
 		}
 	}

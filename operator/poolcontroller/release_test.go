@@ -40,7 +40,7 @@ func TestExcessReleasedOnlyIfItStayedAWholeWindow(t *testing.T) {
 		for i := range used {
 			cn.Status.IPAM.Used[fmt.Sprintf("10.0.0.%d", 10+i)] = ipamtypes.AllocationIP{Owner: "p"}
 		}
-		s := &nodeSync{r: r, mem: mem, cn: cn, cfg: cfg, snap: snapshot.Node{ENIs: []cloud.ENI{eni}}, pool: &poolView{cn: cn}}
+		s := &nodeSync{r: r, mem: mem, cn: cn, nodeState: nodeState{cfg: cfg, snap: snapshot.Node{ENIs: []cloud.ENI{eni}}}, pool: &poolView{cn: cn}}
 		s.markExcess()
 		return s
 	}

@@ -25,9 +25,11 @@ import (
 // looked at again.
 const attachCheckInterval = time.Second
 
-// syncRouting makes the node's NodeRouting carry the effective policy
-// values its agent needs (creating it on first sight), and reads the
-// agent's report of what it has routed into s.routed.
+// syncRouting reads the node's NodeRouting (creating it on first sight,
+// with the effective policy values its agent needs) and the agent's
+// report of what it has routed into s.routed; the policy's values for
+// the spec wait in s.routingWant, and writeRouting writes the spec once,
+// at the end of the reconcile.
 func (s *nodeSync) syncRouting(ctx context.Context) error {
 	want := enipamv1alpha1.NodeRoutingSpec{
 		InstanceID:           s.instanceID,
@@ -47,16 +49,54 @@ func (s *nodeSync) syncRouting(ctx context.Context) error {
 		}
 	case err != nil:
 		return fmt.Errorf("reading NodeRouting %s, %w", s.cn.Name, err)
-	case !sameJSON(nr.Spec, withOperatorWord(want, nr.Spec)) || !ownedBy(nr, s.cn):
-		orig := nr.DeepCopy()
-		nr.Spec = withOperatorWord(want, nr.Spec)
-		nr.OwnerReferences = ownerRefs(nr.OwnerReferences, s.cn)
-		if err := s.r.client.Patch(ctx, nr, client.MergeFrom(orig)); err != nil {
-			return fmt.Errorf("writing NodeRouting %s, %w", s.cn.Name, err)
-		}
 	}
-	s.routing = nr
+	s.routing, s.routingRead, s.routingWant = nr, nr.DeepCopy(), &want
 	s.routed = s.ownReport(nr)
+	return nil
+}
+
+// writeRouting writes the NodeRouting's spec once per reconcile, when the
+// operator's word in it changed: the policy's values, the capacity, the
+// endpoint and remap queries. A write that changes the queries carries
+// an optimistic lock on the version read, so that the generation it
+// makes is the one the agent's answers are matched against; only then
+// does this process remember what it asked (staticfast.go,
+// staticremap.go).
+func (s *nodeSync) writeRouting(ctx context.Context) error {
+	if s.routing == nil || s.routingRead == nil || s.routingWant == nil {
+		return nil
+	}
+	orig := s.routingRead
+	s.routing.Spec = withOperatorWord(*s.routingWant, s.routing.Spec)
+	if !ownedBy(s.routing, s.cn) {
+		s.routing.OwnerReferences = ownerRefs(s.routing.OwnerReferences, s.cn)
+	}
+	if sameJSON(orig.Spec, s.routing.Spec) && sameJSON(orig.OwnerReferences, s.routing.OwnerReferences) {
+		return nil
+	}
+	endpoints := !slices.Equal(orig.Spec.EndpointQueries, s.routing.Spec.EndpointQueries)
+	remaps := !slices.Equal(orig.Spec.RemapQueries, s.routing.Spec.RemapQueries)
+	patch := client.MergeFrom(orig)
+	if endpoints || remaps {
+		patch = client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})
+	}
+	if err := s.r.client.Patch(ctx, s.routing, patch); err != nil {
+		if apierrors.IsConflict(err) && (endpoints || remaps) {
+			s.requeueWithin(staticRecheck) // the cache lags the last write
+			return nil
+		}
+		return fmt.Errorf("writing NodeRouting %s, %w", s.cn.Name, err)
+	}
+	if endpoints {
+		s.askedEndpoints(orig.Spec.EndpointQueries, s.routing.Spec.EndpointQueries, s.routing.Generation)
+	}
+	if remaps {
+		s.askedRemaps(orig.Spec.RemapQueries, s.routing.Spec.RemapQueries, s.routing.Generation)
+	}
+	if !sameJSON(orig.Spec.Capacity, s.routing.Spec.Capacity) {
+		s.mem.capacityWritten = s.r.now()
+	}
+	s.routingRead = s.routing.DeepCopy()
 	return nil
 }
 
@@ -114,8 +154,8 @@ func ownerRefs(refs []metav1.OwnerReference, cn *ciliumv2.CiliumNode) []metav1.O
 }
 
 // withOperatorWord is want with the fields of spec that syncRouting does
-// not decide (capacity, the Elastic IP record and the endpoint queries,
-// written on their own) taken from have.
+// not decide (capacity, the Elastic IP record and the endpoint and remap
+// queries, decided on their own) taken from have.
 func withOperatorWord(want, have enipamv1alpha1.NodeRoutingSpec) enipamv1alpha1.NodeRoutingSpec {
 	want.Capacity, want.StaticIP, want.EndpointQueries, want.RemapQueries = have.Capacity, have.StaticIP, have.EndpointQueries, have.RemapQueries
 	return want
@@ -182,12 +222,13 @@ func (s *nodeSync) requeueWithin(d time.Duration) {
 // routedFunc is the agent's report as a lookup.
 type routedFunc = func(eniID string, ip netip.Addr) bool
 
-// writeCapacity patches the NodeRouting's spec.capacity when it changed.
-// It is the operator's word, so it lives in the spec, where the node's
-// agent (which writes only the status) cannot change what schedulers read.
-func (s *nodeSync) writeCapacity(ctx context.Context) error {
+// decideCapacity sets the NodeRouting's spec.capacity in the desired
+// spec when it changed (writeRouting writes it). It is the operator's
+// word, so it lives in the spec, where the node's agent (which writes
+// only the status) cannot change what schedulers read.
+func (s *nodeSync) decideCapacity() {
 	if s.routing == nil || !s.haveSnap || s.pool == nil {
-		return nil
+		return
 	}
 	room := pool.Capacity(&s.snap, &s.cfg.Config)
 	available, used := s.pool.counts()
@@ -205,21 +246,15 @@ func (s *nodeSync) writeCapacity(ctx context.Context) error {
 	}
 	s.r.metrics.observeCapacity(s.cn.Name, s.pool.awaiting, room.MaxIPs)
 	if sameJSON(s.routing.Spec.Capacity, c) {
-		return nil
+		return
 	}
 	if have := s.routing.Spec.Capacity; have != nil && countsOnly(have, c) {
 		if wait := s.mem.capacityWritten.Add(countsEvery).Sub(s.r.now()); wait > 0 {
 			s.requeueWithin(wait)
-			return nil
+			return
 		}
 	}
-	orig := s.routing.DeepCopy()
 	s.routing.Spec.Capacity = c
-	if err := s.r.client.Patch(ctx, s.routing, client.MergeFrom(orig)); err != nil {
-		return fmt.Errorf("writing capacity of NodeRouting %s, %w", s.cn.Name, err)
-	}
-	s.mem.capacityWritten = s.r.now()
-	return nil
 }
 
 // countsEvery is how often at most a change of only the used and free

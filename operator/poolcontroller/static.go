@@ -52,7 +52,10 @@ import (
 // cluster is.
 
 // staticInputs are the facts a node's static addresses are derived from,
-// beside the pool and the snapshot.
+// beside the pool and the snapshot: plain values read beforehand
+// (readStatic), so the pass makes no call. The lookups on them
+// (podOn, elsewhere, locate, ours, subnetOf, routed, endpointGone,
+// remapUnsure; statefacts.go) answer from these values alone.
 type staticInputs struct {
 	node string
 	// claims are the claims that concern the node (asked onto it,
@@ -62,30 +65,36 @@ type staticInputs struct {
 	// gone are the owners stamped in the pool whose claim no longer
 	// exists (deleted without its finalizer): their stamps are removed.
 	gone map[string]bool
-	// podOn returns the node the pod of owner is bound to, "" when there
-	// is no such pod or it is not bound.
-	podOn func(owner string) string
-	// elsewhere reports whether another node's pool lists ip.
-	elsewhere func(ip string) bool
-	// locate finds where EC2 has an address (the inventory).
-	locate func(netip.Addr) inventory.Location
-	// ours reports whether an ENI holding a claimed address may give it
-	// up to a reassignment: an ENI of this cluster's nodes.
-	ours func(*cloud.ENI) bool
-	// subnetOf returns the subnet of an address.
-	subnetOf func(netip.Addr) (cloud.Subnet, bool)
-	// routed reports whether the node's agent has routed ip on the ENI;
-	// nil when it reports nothing.
-	routed routedFunc
-	// endpointGone reports whether the node's agent, answering a query
-	// the operator made after it saw the address's pod gone from the
-	// node, found no endpoint holding ip (staticfast.go); nil: never.
-	endpointGone func(ip string) bool
-	// remapUnsure reports whether a stamped address the node's ENIs do
-	// not hold in the inventory's view must first be checked with the
-	// node's agent on the ENI its entry names (staticremap.go); nil:
-	// never.
-	remapUnsure func(ip netip.Addr, eniID string) bool
+	// podNodes: the node the pod of each owner whose stamped address may
+	// leave the node is bound to, "" when there is no such pod or it is
+	// not bound. An owner not listed counts as bound here (podOn).
+	podNodes map[string]string
+	// pooledElsewhere: for the claimed addresses the node's ENIs do not
+	// hold, whether another node's pool lists them. An address not
+	// listed counts as listed elsewhere (elsewhere).
+	pooledElsewhere map[string]bool
+	// located: where EC2 has those addresses (the inventory).
+	located map[netip.Addr]inventory.Location
+	// cluster and ourInstances: an ENI holding a claimed address may give
+	// it up to a reassignment if it is tagged with the cluster or
+	// attached to an instance of one of its nodes (ours).
+	cluster      string
+	ourInstances map[string]bool
+	// subnets: the subnet of each of those addresses.
+	subnets map[netip.Addr]cloud.Subnet
+	// report is the node's agent's report of what it routed; nil when it
+	// reports nothing.
+	report routedFunc
+	// absent are the addresses the node's agent, answering a query the
+	// operator made after it saw the address's pod gone from the node,
+	// found no endpoint holding (staticfast.go).
+	absent map[string]bool
+	// describesTrusted: the inventory's describes are trusted (no remap
+	// is unsure then); remapsMissing: the addresses the node's agent
+	// answered the metadata does not list on the ENI asked about, by ENI
+	// (staticremap.go).
+	describesTrusted bool
+	remapsMissing    map[string]string
 	// listed are the pool entries of the CiliumNode as read, before this
 	// pass added any (nil: all are taken as listed). See pickFree's use.
 	listed map[string]bool
@@ -217,7 +226,7 @@ func (v *poolView) reconcileStatic(in *staticInputs, snap *snapshot.Node, cfg *p
 				// Placed back on another ENI of the node: the entry names
 				// it once routed there (Cilium's agent routes the pod by
 				// the entry's ENI).
-				if eni.AttachmentStatus != cloud.AttachmentAttached || in.routed == nil || !in.routed(eni.ID, ip) {
+				if eni.AttachmentStatus != cloud.AttachmentAttached || !in.routed(eni.ID, ip) {
 					out.note(c.Owner, enipamv1alpha1.ReasonAwaitingRouting, "%s is on %s of node %s; waiting for enipam-agent to route it", key, eni.ID, in.node)
 					continue
 				}
@@ -275,7 +284,7 @@ func (v *poolView) reconcileStatic(in *staticInputs, snap *snapshot.Node, cfg *p
 			delete(ipam.Pool, key)
 			out.note(c.Owner, enipamv1alpha1.ReasonPlacing, "%s left node %s's pool; moving to node %s", key, in.node, in.target(c))
 			continue
-		case state != ipamoption.IPAMDoNotRelease && in.endpointGone != nil && in.endpointGone(key):
+		case state != ipamoption.IPAMDoNotRelease && in.endpointGone(key):
 			// The fast move (staticfast.go): enipam-agent saw no
 			// endpoint holding it after the pod was gone.
 			st.ReleaseIPs[key] = ipamoption.IPAMReleased

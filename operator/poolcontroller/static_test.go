@@ -186,22 +186,29 @@ func TestStaticSteps(t *testing.T) {
 			snap := &snapshot.Node{Instance: cloud.Instance{ID: "i-1", AZ: "us-east-1a"}, Type: cloud.InstanceType{MaxENIs: 3, IPv4PerENI: 10},
 				ENIs: []cloud.ENI{{ID: "eni-0", DeviceIndex: 0, SubnetID: "subnet-n", AttachmentStatus: cloud.AttachmentAttached, SecurityGroups: []string{"sg-1"}}, eni}}
 			c := tc.claim
+			// The facts the pass reads beforehand (readStaticFacts): the
+			// pods of the stamps, the other pools, where EC2 has the
+			// addresses, their subnet.
 			in := &staticInputs{
-				node:   "n1",
-				claims: map[string]*claims.Claim{owner: &c},
-				gone:   tc.gone,
-				podOn: func(o string) string {
-					if o == owner {
-						return tc.podOn
-					}
-					return tc.othersOn
-				},
-				elsewhere: func(string) bool { return tc.elsewhere },
-				locate:    func(ip netip.Addr) inventory.Location { return tc.located[ip.String()] },
-				ours:      func(e *cloud.ENI) bool { return e.Tags[cloud.TagCluster] == "test" },
-				subnetOf: func(netip.Addr) (cloud.Subnet, bool) {
-					return cloud.Subnet{ID: "subnet-a", AZ: "us-east-1a"}, true
-				},
+				node:            "n1",
+				claims:          map[string]*claims.Claim{owner: &c},
+				gone:            tc.gone,
+				cluster:         "test",
+				podNodes:        map[string]string{owner: tc.podOn},
+				pooledElsewhere: map[string]bool{},
+				located:         map[netip.Addr]inventory.Location{},
+				subnets:         map[netip.Addr]cloud.Subnet{},
+			}
+			for key, e := range cn.Spec.IPAM.Pool {
+				if e.Owner != "" && e.Owner != owner {
+					in.podNodes[e.Owner] = tc.othersOn
+				}
+				in.pooledElsewhere[key] = tc.elsewhere
+			}
+			if c.Addr.IsValid() {
+				in.pooledElsewhere[c.Addr.String()] = tc.elsewhere
+				in.located[c.Addr] = tc.located[c.Addr.String()]
+				in.subnets[c.Addr] = cloud.Subnet{ID: "subnet-a", AZ: "us-east-1a"}
 			}
 			v := &poolView{cn: cn}
 			out := v.reconcileStatic(in, snap, &pool.Config{FirstInterfaceIndex: 1})

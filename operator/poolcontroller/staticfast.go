@@ -2,11 +2,7 @@ package poolcontroller
 
 import (
 	"context"
-	"fmt"
 	"slices"
-
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // The fast move. A claimed address leaving node A waits, in the slow
@@ -83,8 +79,9 @@ func (s *nodeSync) endpointGone(ip string) bool {
 	return s.routing.Status.Endpoints.EndpointGone(ip, g)
 }
 
-// askEndpoints makes the NodeRouting's spec.endpointQueries the addresses
-// leaving the node whose pod is gone (step 2). An address the spec
+// askEndpoints makes the desired NodeRouting's spec.endpointQueries the
+// addresses leaving the node whose pod is gone (step 2; writeRouting
+// writes it). An address the spec
 // already lists that this process did not ask about (an earlier process
 // did, or its write was lost) is taken out first and asked again at the
 // next look, so that its answer is one observed after this process saw
@@ -118,29 +115,25 @@ func (s *nodeSync) askEndpoints(ctx context.Context, queries []string) {
 	if slices.Equal(want, have) {
 		return
 	}
-	orig := s.routing.DeepCopy()
 	s.routing.Spec.EndpointQueries = want
-	err := s.r.client.Patch(ctx, s.routing, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}))
-	if err != nil {
-		s.routing = orig
-		if apierrors.IsConflict(err) {
-			s.requeueWithin(staticRecheck) // the cache lags the last write
-			return
-		}
-		s.fail(fmt.Errorf("writing the endpoint queries of NodeRouting %s, %w", s.cn.Name, err), ReasonEC2Error)
-		return
-	}
-	asked := map[string]int64{}
-	for _, ip := range want {
-		if g, ok := s.mem.asked[ip]; ok && slices.Contains(have, ip) {
-			asked[ip] = g
-		} else {
-			asked[ip] = s.routing.Generation
-		}
-	}
-	s.mem.asked = asked
 	if again {
 		s.requeueWithin(staticRecheck)
 	}
-	s.r.log.Debug("endpoint queries", "node", s.cn.Name, "addresses", want, "generation", s.routing.Generation)
+	s.r.log.Debug("endpoint queries", "node", s.cn.Name, "addresses", want)
+}
+
+// askedEndpoints remembers, once the NodeRouting's spec listing the
+// queries want was written with generation g, the generation each
+// address was asked at: the one it was first listed at by this process
+// when have listed it already, else g.
+func (s *nodeSync) askedEndpoints(have, want []string, g int64) {
+	asked := map[string]int64{}
+	for _, ip := range want {
+		if g0, ok := s.mem.asked[ip]; ok && slices.Contains(have, ip) {
+			asked[ip] = g0
+		} else {
+			asked[ip] = g
+		}
+	}
+	s.mem.asked = asked
 }

@@ -48,7 +48,7 @@ func (v *poolView) backStamp(in *staticInputs, c *claims.Claim, snap *snapshot.N
 		return
 	}
 	resource := v.cn.Spec.IPAM.Pool[key].Resource
-	if in.remapUnsure != nil && in.remapUnsure(c.Addr, resource) {
+	if in.remapUnsure(c.Addr, resource) {
 		for i := range snap.ENIs {
 			if e := &snap.ENIs[i]; e.ID == resource && e.MAC != "" {
 				out.verify = append(out.verify, placement{ip: c.Addr, owner: c.Owner, eniID: resource})

@@ -2,13 +2,9 @@ package poolcontroller
 
 import (
 	"context"
-	"fmt"
 	"net/netip"
 	"slices"
 	"strings"
-
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
 	"github.com/enipam/enipam/operator/cloud"
@@ -105,15 +101,16 @@ func (s *nodeSync) confirmRemaps() bool {
 // stamp made on the agent's word sees describes that lag the remap), and
 // the node's agent has not answered that the metadata does not list it
 // there. Such an address is asked about rather than placed again.
-func (s *nodeSync) remapUnsure(ip netip.Addr, eniID string) bool {
-	if eniID == "" || !s.r.now().Before(s.r.inv.TrustFrom()) {
+func (in *staticInputs) remapUnsure(ip netip.Addr, eniID string) bool {
+	if eniID == "" || in.describesTrusted {
 		return false
 	}
-	ask, ok := s.mem.remapsAsked[ip.String()]
-	return !ok || ask.eni != eniID || !ask.missing
+	missingOn, ok := in.remapsMissing[ip.String()]
+	return !ok || missingOn != eniID
 }
 
-// askRemaps makes the NodeRouting's spec.remapQueries the addresses this
+// askRemaps makes the desired NodeRouting's spec.remapQueries (written by
+// writeRouting) the addresses this
 // process reassigned onto the node's ENIs that are not confirmed there
 // yet (step 1), and the stamped addresses to verify (remapUnsure). A
 // query the spec lists that this process did not make (an earlier
@@ -166,30 +163,24 @@ func (s *nodeSync) askRemaps(ctx context.Context, verify []placement) {
 	if slices.Equal(next, have) {
 		return
 	}
-	want = next
-	orig := s.routing.DeepCopy()
-	s.routing.Spec.RemapQueries = want
-	err := s.r.client.Patch(ctx, s.routing, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}))
-	if err != nil {
-		s.routing = orig
-		if apierrors.IsConflict(err) {
-			s.requeueWithin(staticRecheck) // the cache lags the last write
-			return
-		}
-		s.fail(fmt.Errorf("writing the remap queries of NodeRouting %s, %w", s.cn.Name, err), ReasonEC2Error)
-		return
+	s.routing.Spec.RemapQueries = next
+	if again || len(next) > 0 {
+		s.requeueWithin(staticRecheck)
 	}
+	s.r.log.Debug("remap queries", "node", s.cn.Name, "queries", len(next))
+}
+
+// askedRemaps remembers, once the NodeRouting's spec listing the queries
+// want was written with generation g, what this process asked: a query
+// have listed already keeps the generation it was first asked at.
+func (s *nodeSync) askedRemaps(have, want []enipamv1alpha1.RemapQuery, g int64) {
 	asked := map[string]remapAsk{}
 	for _, q := range want {
 		if a, ok := s.mem.remapsAsked[q.Address]; ok && a.eni == q.ENI && slices.Contains(have, q) {
 			asked[q.Address] = a
 		} else {
-			asked[q.Address] = remapAsk{eni: q.ENI, generation: s.routing.Generation}
+			asked[q.Address] = remapAsk{eni: q.ENI, generation: g}
 		}
 	}
 	s.mem.remapsAsked = asked
-	if again || len(want) > 0 {
-		s.requeueWithin(staticRecheck)
-	}
-	s.r.log.Debug("remap queries", "node", s.cn.Name, "queries", len(want), "generation", s.routing.Generation)
 }

@@ -5,12 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"slices"
 	"strings"
 	"time"
 
-	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -105,7 +102,7 @@ func (s *nodeSync) gatherStatic(ctx context.Context) bool {
 		}
 	}
 	// Ordinary entries in the handshake: a claimed one is never
-	// unassigned (finishRelease), whichever node its claim names.
+	// unassigned (decideRelease), whichever node its claim names.
 	for ip := range s.cn.Status.IPAM.ReleaseIPs {
 		if e, pooled := s.cn.Spec.IPAM.Pool[ip]; pooled && e.Owner == "" && !byAddr(ip) {
 			return false
@@ -129,60 +126,26 @@ func (s *nodeSync) gatherStatic(ctx context.Context) bool {
 			}
 		}
 	}
-	in.podOn = func(owner string) string {
-		ns, name, _ := strings.Cut(owner, "/")
-		pod := &corev1.Pod{}
-		if err := s.r.pods().Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, pod); err != nil {
-			if !apierrors.IsNotFound(err) {
-				// Unknown counts as there: nothing moves on a guess.
-				return s.cn.Name
-			}
-			return ""
-		}
-		return pod.Spec.NodeName
-	}
-	in.elsewhere = func(ip string) bool {
-		nodes, err := claims.PoolNodes(ctx, s.r.client, ip)
-		if err != nil {
-			return true
-		}
-		return slices.ContainsFunc(nodes, func(cn *ciliumv2.CiliumNode) bool { return cn.Name != s.cn.Name })
-	}
-	in.locate = s.r.inv.Locate
-	in.routed = s.routed
-	in.endpointGone = s.endpointGone
-	in.remapUnsure = s.remapUnsure
-	in.subnetOf = s.r.inv.SubnetOf
-	in.ours = func(e *cloud.ENI) bool {
-		if e.Tags[cloud.TagCluster] == s.r.opts.Cluster {
-			return true
-		}
-		if e.InstanceID == "" {
-			return false
-		}
-		var nodes ciliumv2.CiliumNodeList
-		err := s.r.client.List(ctx, &nodes, client.MatchingFields{claims.IndexInstance: e.InstanceID}, client.UnsafeDisableDeepCopy)
-		return err == nil && len(nodes.Items) > 0
-	}
+	s.readStaticFacts(ctx, in)
 	s.static = in
 	return true
 }
 
-// runStatic runs the static addresses' pass on the derived pool, assigns
-// the claimed addresses that must come onto the node's ENIs, and tells
-// the claim controller where each claim stands.
-func (s *nodeSync) runStatic(ctx context.Context) {
+// runStatic carries out what the static addresses' pass decided (out,
+// from decide): it assigns the claimed addresses that must come onto the
+// node's ENIs, asks the node's agent about endpoints and remaps, and
+// tells the claim controller where each claim stands.
+func (s *nodeSync) runStatic(ctx context.Context, out staticOutcome) {
 	if s.static == nil {
 		return
 	}
-	out := s.pool.reconcileStatic(s.static, &s.snap, &s.cfg.Config)
 	s.staticDemand = out.demand
 	s.askEndpoints(ctx, out.queries)
 	s.r.metrics.staticFastMoves.Add(float64(out.fast))
 	if len(out.place) > 0 || out.create != nil || out.secondary != "" {
 		err := s.placeStatic(ctx, &out)
 		if s.snapshot(ctx) {
-			s.reconcilePool()
+			s.reconcilePool(ctx)
 		}
 		if err != nil {
 			s.fail(err, reasonFor(err))

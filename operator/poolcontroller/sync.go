@@ -11,14 +11,11 @@ import (
 	ipamoption "github.com/cilium/cilium/pkg/ipam/option"
 	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
 	"github.com/enipam/enipam/operator/cloud"
-	"github.com/enipam/enipam/operator/policy"
 	"github.com/enipam/enipam/operator/pool"
-	"github.com/enipam/enipam/operator/snapshot"
 )
 
 // nodeSync is one reconcile of one node: the object as read, the object
@@ -30,24 +27,13 @@ type nodeSync struct {
 	cn       *ciliumv2.CiliumNode
 	policies []enipamv1alpha1.ENIPolicy
 
-	instanceID string
-	cfg        policy.Config
-	snap       snapshot.Node
-	haveSnap   bool
-	pool       *poolView
-	// routing is the node's NodeRouting; routed its agent's report, nil
-	// while the agent reports nothing.
-	routing *enipamv1alpha1.NodeRouting
-	routed  routedFunc
-	// static are the claims concerning the node (nil when none could be
-	// read); staticDemand the first placements waiting for a free address.
-	static       *staticInputs
+	// nodeState is what the reconcile decides on, read beforehand
+	// (read.go).
+	nodeState
+	pool *poolView
+	// staticDemand counts the first placements waiting for a free
+	// address.
 	staticDemand int
-
-	// waiting: pods bound to the node still waiting for an address
-	// (the pod watch); headroom: the free addresses kept ahead of them
-	// and the used ones.
-	waiting, headroom int
 
 	// opErr becomes status.ipam.operator-status.error; staticErr, the
 	// node's static IP's trouble, does when there is no opErr.
@@ -70,58 +56,29 @@ func (r *Reconciler) newSync(_ context.Context, cn *ciliumv2.CiliumNode, policie
 	return &nodeSync{r: r, mem: r.memory(cn.Name), orig: cn, cn: cn.DeepCopy(), policies: policies, started: r.now()}
 }
 
-// run decides and executes everything; it never writes the CiliumNode.
+// run reads the node's state, then decides and executes; it writes the
+// CiliumNode only ahead of EC2 calls when the pool grew (writePoolFirst),
+// and the NodeRouting never (writeRouting, after it). Where an EC2 call
+// went through (a static address placed, an Unassign, the plan), the
+// snapshot is taken again and the pool derived once more, so the write
+// lists what EC2 now holds.
 func (s *nodeSync) run(ctx context.Context) {
 	r := s.r
-	node := &corev1.Node{}
-	if err := r.client.Get(ctx, types.NamespacedName{Name: s.cn.Name}, node); err != nil {
-		node = nil
-	}
-	s.instanceID = s.resolveInstance(node)
-	if s.instanceID == "" {
-		s.fail(fmt.Errorf("%w: no aws:/// providerID on Node %q and no spec.instance-id", cloud.ErrNotFound, s.cn.Name), ReasonInstanceNotFound)
-		return
-	}
-	var nodeLabels map[string]string
-	if node != nil {
-		nodeLabels = node.Labels
-	} else {
-		nodeLabels = s.cn.Labels
-	}
-	winner, others := policy.Select(s.policies, nodeLabels)
-	if len(others) > 0 {
-		names := make([]string, len(others))
-		for i, p := range others {
-			names[i] = p.Name
-		}
-		r.warn(s.cn, s.mem, ReasonPolicyConflict, fmt.Sprintf("ENIPolicy %s governs this node; %s also match and are ignored", winner.Name, strings.Join(names, ", ")))
-	}
-	s.cfg = policy.Resolve(s.cn, winner, r.opts.Defaults)
-	if r.now().Before(s.mem.noPrefixesUntil) {
-		s.cfg.PrefixDelegation = false
-	}
-	s.adaptKnobs()
-
-	if !s.snapshot(ctx) {
-		return
-	}
-	s.findListedENIs(ctx)
-	if err := s.syncRouting(ctx); err != nil {
-		s.fail(err, ReasonEC2Error)
-		return
-	}
-	if s.confirmRemaps() && !s.snapshot(ctx) {
+	if !s.read(ctx) {
 		return
 	}
 	s.refreshAttaching(ctx)
 	s.syncStaticIP(ctx)
-	if !s.gatherStatic(ctx) {
-		return
+	if s.routing != nil {
+		// The Elastic IP's record is written on its own, with its
+		// finalizer: the spec's other fields are written from here on.
+		s.routingRead = s.routing.DeepCopy()
 	}
 	s.pool = &poolView{cn: s.cn}
-	s.countDemand()
-	s.reconcilePool()
-	s.runStatic(ctx)
+	d := decide(s.pool, s.readPoolInputs(ctx))
+	s.logPoolChanges(d.pool)
+	s.countPool()
+	s.runStatic(ctx, d.static)
 	s.verifyUnpooled(ctx)
 	needed := s.needed()
 	r.log.Debug("pool sized", "node", s.cn.Name, "available", s.snap.Available, "used", s.snap.Used-s.waiting, "waiting", s.waiting,
@@ -139,7 +96,8 @@ func (s *nodeSync) run(ctx context.Context) {
 		}
 	}
 	released := s.releasedCount()
-	if err := s.finishRelease(ctx); err != nil {
+	steps := decideRelease(s.cn, &s.snap, s.static, s.mem.consolidation.drainPrefix)
+	if err := s.executeRelease(ctx, steps); err != nil {
 		s.fail(err, ReasonEC2Error)
 	}
 	if s.releasedCount() > released && s.snapshot(ctx) {
@@ -194,7 +152,7 @@ func (s *nodeSync) run(ctx context.Context) {
 		r.slots.release()
 		// Whatever succeeded is in the inventory now; the pool follows it.
 		if s.snapshot(ctx) {
-			s.reconcilePool()
+			s.reconcilePool(ctx)
 		}
 		if err != nil {
 			s.fail(err, reasonFor(err))
@@ -305,20 +263,18 @@ func (s *nodeSync) poolGrew() bool {
 
 // reconcilePool derives the pool from the snapshot and the agent's report,
 // then counts it for planning.
-func (s *nodeSync) reconcilePool() {
-	in := &poolInputs{
-		snap: &s.snap, cfg: &s.cfg.Config, routed: s.routed, holders: s.r.inv.Holders, trusted: s.r.inv.Trusted,
-		missing: s.mem.missing, now: s.r.now(), grace: s.r.opts.ConsistencyGrace,
-	}
-	if s.static != nil {
-		in.claimOf, in.elsewhere = s.static.claimOf, s.static.elsewhere
-	}
-	if ch := s.pool.reconcile(in); ch.any() || ch.usedOffENI > 0 {
+func (s *nodeSync) reconcilePool(ctx context.Context) {
+	s.logPoolChanges(s.pool.reconcile(s.readPoolInputs(ctx)))
+	s.countPool()
+}
+
+// logPoolChanges logs what a reconcile of the pool changed.
+func (s *nodeSync) logPoolChanges(ch poolChanges) {
+	if ch.any() || ch.usedOffENI > 0 {
 		s.r.log.Info("pool follows EC2", "node", s.cn.Name, "instance", s.instanceID, "added", ch.added,
 			"dropped", ch.dropped, "marked", ch.marked, "moved", ch.resourceFixed, "usedOffENI", ch.usedOffENI,
 			"awaitingRoute", s.pool.awaiting)
 	}
-	s.countPool()
 }
 
 // findListedENIs describes by ID the ENIs the node's status lists that
@@ -371,7 +327,7 @@ func (s *nodeSync) verifyUnpooled(ctx context.Context) {
 		return
 	}
 	if s.snapshot(ctx) {
-		s.reconcilePool()
+		s.reconcilePool(ctx)
 	}
 	if s.pool.unverified > 0 {
 		// Still unconfirmed: a reassignment EC2 has not completed yet

@@ -1,0 +1,25 @@
+package poolcontroller
+
+// decision is what one look at a node's state decides about its pool and
+// its static addresses, beyond the desired CiliumNode (the poolView's,
+// edited in place): what the pool's reconcile changed, and the static
+// addresses' outcome (the addresses to place on the node's ENIs, the ENI
+// to create or the secondary address to assign for them, the agent's
+// queries, the claims' notes and the first placements waiting).
+type decision struct {
+	pool   poolChanges
+	static staticOutcome
+}
+
+// decide derives the node's pool from EC2 and the release handshake
+// (poolView.reconcile), then runs the static addresses' steps on it
+// (reconcileStatic), from the facts in in alone: it makes no call and
+// reads no clock (in.now is the reconcile's). Its EC2 actions are carried
+// out by runStatic, the pool's plan by apply.
+func decide(v *poolView, in *poolInputs) decision {
+	d := decision{pool: v.reconcile(in)}
+	if in.static != nil {
+		d.static = v.reconcileStatic(in.static, in.snap, in.cfg)
+	}
+	return d
+}
