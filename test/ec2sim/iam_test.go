@@ -65,8 +65,9 @@ func clusterTag(value string) []types.TagSpecification {
 // is refused and leaves it, of the cluster's releases it; CreateTags is
 // allowed only as tag-on-create (CreateNetworkInterface with
 // TagSpecifications passes, CreateTags on the ENI afterwards does not);
-// an action the policy does not name (DetachNetworkInterface, DeleteTags)
-// is refused. DryRun answers by the policy: DryRunOperation (412) where
+// an action the policy does not name (DeleteTags) is refused, and
+// DetachNetworkInterface and DeleteNetworkInterface pass on the cluster's
+// ENI and are refused on an ENI without the cluster tag. DryRun answers by the policy: DryRunOperation (412) where
 // allowed, UnauthorizedOperation where not, and changes nothing.
 func TestOperatorPolicyRefusesWhatEC2Would(t *testing.T) {
 	sc := scenario(t, policyScenario)
@@ -132,8 +133,26 @@ func TestOperatorPolicyRefusesWhatEC2Would(t *testing.T) {
 	att, err := c.AttachNetworkInterface(ctx, &ec2.AttachNetworkInterfaceInput{NetworkInterfaceId: aws.String(eni), InstanceId: node.InstanceId, DeviceIndex: aws.Int32(1)})
 	noErr(t, err)
 	_, err = c.DetachNetworkInterface(ctx, &ec2.DetachNetworkInterfaceInput{AttachmentId: att.AttachmentId, DryRun: aws.Bool(true)})
-	// Allowed since consolidation detaches emptied ENIs.
+	// The cluster's ENI: consolidation detaches it once emptied.
 	wantStatus(t, err, "DryRunOperation", 412)
+	_, err = c.DeleteNetworkInterface(ctx, &ec2.DeleteNetworkInterfaceInput{NetworkInterfaceId: aws.String(eni), DryRun: aws.Bool(true)})
+	wantStatus(t, err, "DryRunOperation", 412)
+
+	// An ENI of another tool (no cluster tag) can be neither detached nor
+	// deleted.
+	foreign, err := c.CreateNetworkInterface(ctx, &ec2.CreateNetworkInterfaceInput{SubnetId: subnet})
+	noErr(t, err)
+	foreignID := aws.ToString(foreign.NetworkInterface.NetworkInterfaceId)
+	foreignARN := "arn:aws:ec2:us-east-1:123456789012:network-interface/" + foreignID
+	foreignAtt, err := c.AttachNetworkInterface(ctx, &ec2.AttachNetworkInterfaceInput{NetworkInterfaceId: aws.String(foreignID), InstanceId: node.InstanceId, DeviceIndex: aws.Int32(2)})
+	noErr(t, err)
+	_, err = c.DetachNetworkInterface(ctx, &ec2.DetachNetworkInterfaceInput{AttachmentId: foreignAtt.AttachmentId})
+	unauthorized(t, err, "ec2:DetachNetworkInterface", foreignARN)
+	_, err = c.DeleteNetworkInterface(ctx, &ec2.DeleteNetworkInterfaceInput{NetworkInterfaceId: aws.String(foreignID)})
+	unauthorized(t, err, "ec2:DeleteNetworkInterface", foreignARN)
+	if n := e.eni(foreignID); n.Attachment == nil {
+		t.Errorf("a refused detach detached the foreign ENI")
+	}
 	_, err = c.DescribeNetworkInterfaces(ctx, &ec2.DescribeNetworkInterfacesInput{DryRun: aws.Bool(true)})
 	wantStatus(t, err, "DryRunOperation", 412)
 	if n := e.eni(eni); len(n.TagSet) != 1 || n.Attachment == nil {
