@@ -45,6 +45,7 @@ var errKilled = errors.New("killed")
 // its first allocation needs a new ENI.
 const interruptScenario = `
 account: "123456789012"
+clusterName: test
 region: us-east-1
 seed: 11
 zones: [us-east-1a]
