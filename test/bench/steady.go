@@ -28,6 +28,11 @@ type Steady struct {
 	Nodes                    int
 	Window                   time.Duration
 	RunningPods, WaitingPods int
+	// Large names the run steady-large, the second size `make bench`
+	// measures.
+	Large bool
+	// OperatorArgs are added to the operator's arguments.
+	OperatorArgs []string
 }
 
 // DefaultSteady is 5000 nodes for 3 minutes (quick: 1000 for 1 minute),
@@ -39,8 +44,28 @@ func DefaultSteady(quick bool) Steady {
 	return Steady{Nodes: 5000, Window: 3 * time.Minute, RunningPods: 5, WaitingPods: 1}
 }
 
+// DefaultSteadyLarge is the same at 10 000 nodes (20 000 ENIs, 180 000
+// addresses; quick: 2000), the operator's RSS goal there 350 MiB. Its
+// client may send 100 requests a second (burst 200) instead of 20 so
+// that the join, one pool write and its routing per node, fits the
+// bench's time; the figures are taken when nothing is written.
+func DefaultSteadyLarge(quick bool) Steady {
+	s := DefaultSteady(quick)
+	s.Nodes, s.Large = 10000, true
+	if quick {
+		s.Nodes = 2000
+	}
+	s.OperatorArgs = []string{"--kube-api-qps=100", "--kube-api-burst=200"}
+	return s
+}
+
 // Name is the scenario's report name.
-func (Steady) Name() string { return "steady" }
+func (s Steady) Name() string {
+	if s.Large {
+		return "steady-large"
+	}
+	return "steady"
+}
 
 // rssLimit is the operator's RSS goal: 200 MiB up to 5000 nodes, 350 MiB
 // up to 10 000 (20 000 ENIs, 180 000 addresses), growing as that slope
@@ -72,6 +97,10 @@ func (s Steady) Run(ctx context.Context, e *Env) (*Report, error) {
 	}
 	args := []string{"--vpc-id=" + fleetVPC, "--pre-allocate=8", "--max-above-watermark=8", "--resync-interval=" + resync.String(),
 		"--pprof-bind-address=" + pprofAddr}
+	args = append(args, s.OperatorArgs...)
+	if len(s.OperatorArgs) > 0 {
+		rep.Params["operatorArgs"] = strings.Join(s.OperatorArgs, " ")
+	}
 	seeded := ", secondaryIPs: 9, enis: [{deviceIndex: 1, secondaryIPs: 9, deleteOnTermination: true}]"
 	w, err := e.startWorld(ctx, s.Name(), fleetScenario(s.Nodes, "m5.large", seeded, true), args,
 		agentsim.Options{UpdateInterval: 15 * time.Second, QPS: 1000, Burst: 2000, Writers: 32, SampleInterval: -1})
@@ -159,7 +188,8 @@ func (s Steady) Run(ctx context.Context, e *Env) (*Report, error) {
 	writes := sum(m1, "enipam_ciliumnode_writes_total", nil) - sum(m0, "enipam_ciliumnode_writes_total", nil)
 	rssMiB := float64(u1.RSSBytes) / (1 << 20)
 	heapPath := filepath.Join(w.dir, "operator.heap.pprof")
-	if err := fetch(ctx, "http://"+pprofAddr+"/debug/pprof/heap?gc=1", heapPath); err == nil {
+	heapErr := fetch(ctx, "http://"+pprofAddr+"/debug/pprof/heap?gc=1", heapPath)
+	if heapErr == nil {
 		rep.Params["heapProfile"] = heapPath
 	}
 
@@ -168,6 +198,9 @@ func (s Steady) Run(ctx context.Context, e *Env) (*Report, error) {
 	rep.add("operator peak RSS", float64(u1.PeakRSSBytes)/(1<<20), "MiB")
 	rep.add("operator Go heap in use", sum(m1, "go_memstats_heap_inuse_bytes", nil)/(1<<20), "MiB")
 	rep.add("operator goroutines", sum(m1, "go_goroutines", nil), "")
+	if heapErr == nil {
+		rep.addHeapTop(ctx, "end of the window", e.Bins.Operator, heapPath)
+	}
 	rep.add("operator CPU per minute", (u1.CPUSeconds-u0.CPUSeconds)/minutes, "s")
 	rep.add("EC2 describe calls per minute", float64(describes)/minutes, "")
 	rep.add("EC2 DescribeNetworkInterfaces per minute", float64(counters.Succeeded("DescribeNetworkInterfaces"))/minutes, "")
