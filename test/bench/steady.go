@@ -115,7 +115,7 @@ func (s Steady) Run(ctx context.Context, e *Env) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	e.say("steady: %d nodes join with full pools", len(specs))
+	e.say("%s: %d nodes join with full pools", s.Name(), len(specs))
 	t0 := time.Now()
 	names, err := w.join(ctx, specs)
 	if err != nil {
@@ -140,11 +140,11 @@ func (s Steady) Run(ctx context.Context, e *Env) (*Report, error) {
 		return nil, err
 	}
 	settle := time.Since(t0)
-	e.say("steady: every node served in %s; %d running and %d waiting pods", settle.Round(time.Second), s.Nodes*s.RunningPods, s.Nodes*s.WaitingPods)
+	e.say("%s: every node served in %s; %d running and %d waiting pods", s.Name(), settle.Round(time.Second), s.Nodes*s.RunningPods, s.Nodes*s.WaitingPods)
 	if err := w.createPods(ctx, names, s.RunningPods, s.WaitingPods); err != nil {
 		return nil, err
 	}
-	e.say("steady: pods created; letting it settle")
+	e.say("%s: pods created; letting it settle", s.Name())
 	time.Sleep(30 * time.Second)
 
 	if err := w.sim.Admin.ResetCounters(ctx); err != nil {
@@ -158,7 +158,7 @@ func (s Steady) Run(ctx context.Context, e *Env) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	e.say("steady: watching for %s", s.Window)
+	e.say("%s: watching for %s", s.Name(), s.Window)
 	select {
 	case <-ctx.Done():
 		return nil, ctx.Err()
@@ -238,7 +238,7 @@ func (s Steady) Run(ctx context.Context, e *Env) (*Report, error) {
 		if rss[i], heap[i], err = w.memory(ctx, pprofAddr, heapPath); err != nil {
 			return nil, err
 		}
-		e.say("steady: operator with pod watch %v: RSS %.1f MiB, heap in use %.1f MiB", demand, rss[i], heap[i])
+		e.say("%s: operator with pod watch %v: RSS %.1f MiB, heap in use %.1f MiB", s.Name(), demand, rss[i], heap[i])
 	}
 	rep.add("operator RSS restarted without the pod watch", rss[0], "MiB")
 	rep.add("operator RSS restarted with the pod watch", rss[1], "MiB")
