@@ -316,13 +316,12 @@ func (w *world) waitServed(ctx context.Context, n int, timeout time.Duration) er
 	}
 }
 
-// memory returns the operator's RSS, the mean of five looks 5 s apart
-// after a garbage collection (its heap profile, taken with gc=1, goes to
-// heapPath), and its Go heap in use, in MiB.
+// memory returns the operator's RSS, the mean of five looks 5 s apart,
+// and its Go heap in use, in MiB; then its heap profile goes to heapPath.
+// The profile comes last: writing one looks up the name and line of every
+// function in its stacks, which maps pages of the binary's symbol tables
+// the operator never reads otherwise into its RSS.
 func (w *world) memory(ctx context.Context, pprofAddr, heapPath string) (rss, heap float64, err error) {
-	if err := fetch(ctx, "http://"+pprofAddr+"/debug/pprof/heap?gc=1", heapPath); err != nil {
-		return 0, 0, err
-	}
 	for i := range 5 {
 		if i > 0 {
 			select {
@@ -339,6 +338,9 @@ func (w *world) memory(ctx context.Context, pprofAddr, heapPath string) (rss, he
 	}
 	m, err := w.metrics(ctx)
 	if err != nil {
+		return 0, 0, err
+	}
+	if err := fetch(ctx, "http://"+pprofAddr+"/debug/pprof/heap?gc=1", heapPath); err != nil {
 		return 0, 0, err
 	}
 	return rss, sum(m, "go_memstats_heap_inuse_bytes", nil) / (1 << 20), nil
