@@ -195,6 +195,7 @@ func (s Steady) Run(ctx context.Context, e *Env) (*Report, error) {
 
 	rep.add("time until every node was served", settle, "")
 	rep.add("operator RSS at the end", rssMiB, "MiB")
+	rep.add("operator RSS at the end mapping files (the binary's pages)", float64(u1.FileRSSBytes)/(1<<20), "MiB")
 	rep.add("operator peak RSS", float64(u1.PeakRSSBytes)/(1<<20), "MiB")
 	rep.add("operator Go heap in use", sum(m1, "go_memstats_heap_inuse_bytes", nil)/(1<<20), "MiB")
 	rep.add("operator goroutines", sum(m1, "go_goroutines", nil), "")
