@@ -134,7 +134,11 @@ func (s Steady) Run(ctx context.Context, e *Env) (*Report, error) {
 		if time.Since(t0) > s.joinTimeout() {
 			return nil, fmt.Errorf("only %d of %d nodes got their pools", served, len(names))
 		}
-		time.Sleep(time.Second)
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%d of %d nodes got their pools, %w", served, len(names), ctx.Err())
+		case <-time.After(time.Second):
+		}
 	}
 	if err := w.agents.WaitReady(ctx, len(names)); err != nil {
 		return nil, err
