@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"runtime/debug"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -213,14 +212,6 @@ func (t *term) wire(opts Options, awsCfg aws.Config, log *slog.Logger) error {
 			api.SetInitialBucketFill(fill)
 			log.Info("EC2 client buckets primed", "initialFill", fill)
 		},
-		// A resync decodes every instance and ENI of the VPC while the
-		// previous view is still held (27 MiB at 5000 nodes, 10 000
-		// ENIs): a collection during it sets the next heap goal from
-		// both, and the runtime keeps the pages of that peak. Collecting
-		// once the view is replaced and returning the freed pages keeps
-		// the process near what it holds: one collection a resync
-		// interval, beside the several the reconciles cause.
-		OnResynced: debug.FreeOSMemory,
 	}, log.With("component", "inventory"))
 	t.inv = inv
 	if err := reg.Register(inv); err != nil {

@@ -41,10 +41,6 @@ type Options struct {
 	// OnSynced, if set, runs once the first sync succeeded, before
 	// Synced is closed (before any allocation).
 	OnSynced func(*Inventory)
-	// OnResynced, if set, runs after every sync of all VPCs that
-	// succeeded, the first included (after OnSynced): what the describes
-	// decoded is garbage from then on.
-	OnResynced func()
 	// Now is the inventory's clock; nil is time.Now. A simulation that
 	// drives the inventory with SyncOnce instead of Start drives its own.
 	Now func() time.Time
@@ -185,7 +181,6 @@ func (inv *Inventory) Start(ctx context.Context) error {
 		}
 		close(inv.synced)
 	})
-	inv.resynced()
 	ticker := time.NewTicker(inv.opts.ResyncInterval)
 	defer ticker.Stop()
 	for {
@@ -195,16 +190,8 @@ func (inv *Inventory) Start(ctx context.Context) error {
 		case <-ticker.C:
 			if err := inv.resyncAll(ctx, inv.knownVPCs()); err != nil {
 				inv.log.Error("EC2 resync failed; keeping the previous view", "error", err)
-				continue
 			}
-			inv.resynced()
 		}
-	}
-}
-
-func (inv *Inventory) resynced() {
-	if inv.opts.OnResynced != nil {
-		inv.opts.OnResynced()
 	}
 }
 
