@@ -21,6 +21,7 @@ type heapEntry struct {
 // heap profile at path, and the profile's total, in MiB, read with go
 // tool pprof (the bench builds the binaries with the same toolchain).
 func heapTop(ctx context.Context, binary, path string, n int) ([]heapEntry, float64, error) {
+	// pprof's MB are MiB (its memory units are powers of 1024).
 	out, err := exec.CommandContext(ctx, "go", "tool", "pprof", "-sample_index=inuse_space", "-unit=MB", "-top",
 		fmt.Sprintf("-nodecount=%d", n), binary, path).Output()
 	if err != nil {
@@ -49,9 +50,9 @@ func heapTop(ctx context.Context, binary, path string, n int) ([]heapEntry, floa
 		if err != nil {
 			continue
 		}
-		top = append(top, heapEntry{Func: strings.Join(f[5:], " "), MiB: flat * 1e6 / (1 << 20)})
+		top = append(top, heapEntry{Func: strings.Join(f[5:], " "), MiB: flat})
 	}
-	return top, total * 1e6 / (1 << 20), nil
+	return top, total, nil
 }
 
 // addHeapTop adds the top entries of the heap profile at path to the
