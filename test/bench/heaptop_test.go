@@ -29,6 +29,8 @@ func TestHeapTopReadsPprof(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs go tool pprof")
 	}
+	retained = nil
+	runtime.GC()
 	retainSixteenMiB()
 	runtime.GC()
 	path := filepath.Join(t.TempDir(), "heap.pprof")
