@@ -112,6 +112,10 @@ func eniFrom(e types.NetworkInterface) cloud.ENI {
 	for _, g := range e.Groups {
 		out.SecurityGroups = append(out.SecurityGroups, str(g.GroupId))
 	}
+	if n := len(e.PrivateIpAddresses) - 1; n > 0 {
+		// Sized once: grown by append, nine addresses took a slice of 16.
+		out.IPs = make([]netip.Addr, 0, n)
+	}
 	for _, a := range e.PrivateIpAddresses {
 		if aws.ToBool(a.Primary) {
 			continue

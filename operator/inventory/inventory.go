@@ -322,13 +322,17 @@ func (inv *Inventory) install(start time.Time, vpc cloud.VPC, subnets []cloud.Su
 	}
 	inv.vpcs[vpc.ID] = d
 
+	// What is kept is copied out of the describe's slices: a pointer into
+	// one would keep the whole slice (thousands of entries and its
+	// append slack) alive for as long as any entry stays, and two
+	// resyncs' slices at once when one entry outlives a resync.
 	seen := make(map[string]bool, len(instances))
 	for i := range instances {
-		in := &instances[i]
+		in := instances[i]
 		seen[in.ID] = true
 		delete(inv.notFound, in.ID)
 		if !fresh(in.ID) {
-			inv.instances[in.ID] = in
+			inv.instances[in.ID] = &in
 		}
 	}
 	for id, in := range inv.instances {
@@ -350,8 +354,9 @@ func (inv *Inventory) install(start time.Time, vpc cloud.VPC, subnets []cloud.Su
 				continue // the local view is newer
 			}
 		}
-		inv.putENI(e)
-		inv.described(e, start)
+		kept := *e
+		inv.putENI(&kept)
+		inv.described(&kept, start)
 	}
 	for id, e := range inv.enis {
 		if e.VPCID == vpc.ID && !described[id] && !fresh(id) && !(e.InstanceID != "" && fresh(e.InstanceID)) {

@@ -28,6 +28,11 @@ type Steady struct {
 	Nodes                    int
 	Window                   time.Duration
 	RunningPods, WaitingPods int
+	// Large names the run steady-large, the second size `make bench`
+	// measures.
+	Large bool
+	// OperatorArgs are added to the operator's arguments.
+	OperatorArgs []string
 }
 
 // DefaultSteady is 5000 nodes for 3 minutes (quick: 1000 for 1 minute),
@@ -39,8 +44,28 @@ func DefaultSteady(quick bool) Steady {
 	return Steady{Nodes: 5000, Window: 3 * time.Minute, RunningPods: 5, WaitingPods: 1}
 }
 
+// DefaultSteadyLarge is the same at 10 000 nodes (20 000 ENIs, 180 000
+// addresses; quick: 2000), the operator's RSS goal there 350 MiB. Its
+// client may send 100 requests a second (burst 200) instead of 20 so
+// that the join, one pool write and its routing per node, fits the
+// bench's time; the figures are taken when nothing is written.
+func DefaultSteadyLarge(quick bool) Steady {
+	s := DefaultSteady(quick)
+	s.Nodes, s.Large = 10000, true
+	if quick {
+		s.Nodes = 2000
+	}
+	s.OperatorArgs = []string{"--kube-api-qps=100", "--kube-api-burst=200"}
+	return s
+}
+
 // Name is the scenario's report name.
-func (Steady) Name() string { return "steady" }
+func (s Steady) Name() string {
+	if s.Large {
+		return "steady-large"
+	}
+	return "steady"
+}
 
 // rssLimit is the operator's RSS goal: 200 MiB up to 5000 nodes, 350 MiB
 // up to 10 000 (20 000 ENIs, 180 000 addresses), growing as that slope
@@ -72,6 +97,10 @@ func (s Steady) Run(ctx context.Context, e *Env) (*Report, error) {
 	}
 	args := []string{"--vpc-id=" + fleetVPC, "--pre-allocate=8", "--max-above-watermark=8", "--resync-interval=" + resync.String(),
 		"--pprof-bind-address=" + pprofAddr}
+	args = append(args, s.OperatorArgs...)
+	if len(s.OperatorArgs) > 0 {
+		rep.Params["operatorArgs"] = strings.Join(s.OperatorArgs, " ")
+	}
 	seeded := ", secondaryIPs: 9, enis: [{deviceIndex: 1, secondaryIPs: 9, deleteOnTermination: true}]"
 	w, err := e.startWorld(ctx, s.Name(), fleetScenario(s.Nodes, "m5.large", seeded, true), args,
 		agentsim.Options{UpdateInterval: 15 * time.Second, QPS: 1000, Burst: 2000, Writers: 32, SampleInterval: -1})
@@ -86,7 +115,7 @@ func (s Steady) Run(ctx context.Context, e *Env) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	e.say("steady: %d nodes join with full pools", len(specs))
+	e.say("%s: %d nodes join with full pools", s.Name(), len(specs))
 	t0 := time.Now()
 	names, err := w.join(ctx, specs)
 	if err != nil {
@@ -105,17 +134,21 @@ func (s Steady) Run(ctx context.Context, e *Env) (*Report, error) {
 		if time.Since(t0) > s.joinTimeout() {
 			return nil, fmt.Errorf("only %d of %d nodes got their pools", served, len(names))
 		}
-		time.Sleep(time.Second)
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%d of %d nodes got their pools, %w", served, len(names), ctx.Err())
+		case <-time.After(time.Second):
+		}
 	}
 	if err := w.agents.WaitReady(ctx, len(names)); err != nil {
 		return nil, err
 	}
 	settle := time.Since(t0)
-	e.say("steady: every node served in %s; %d running and %d waiting pods", settle.Round(time.Second), s.Nodes*s.RunningPods, s.Nodes*s.WaitingPods)
+	e.say("%s: every node served in %s; %d running and %d waiting pods", s.Name(), settle.Round(time.Second), s.Nodes*s.RunningPods, s.Nodes*s.WaitingPods)
 	if err := w.createPods(ctx, names, s.RunningPods, s.WaitingPods); err != nil {
 		return nil, err
 	}
-	e.say("steady: pods created; letting it settle")
+	e.say("%s: pods created; letting it settle", s.Name())
 	time.Sleep(30 * time.Second)
 
 	if err := w.sim.Admin.ResetCounters(ctx); err != nil {
@@ -129,7 +162,7 @@ func (s Steady) Run(ctx context.Context, e *Env) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	e.say("steady: watching for %s", s.Window)
+	e.say("%s: watching for %s", s.Name(), s.Window)
 	select {
 	case <-ctx.Done():
 		return nil, ctx.Err()
@@ -159,15 +192,20 @@ func (s Steady) Run(ctx context.Context, e *Env) (*Report, error) {
 	writes := sum(m1, "enipam_ciliumnode_writes_total", nil) - sum(m0, "enipam_ciliumnode_writes_total", nil)
 	rssMiB := float64(u1.RSSBytes) / (1 << 20)
 	heapPath := filepath.Join(w.dir, "operator.heap.pprof")
-	if err := fetch(ctx, "http://"+pprofAddr+"/debug/pprof/heap?gc=1", heapPath); err == nil {
+	heapErr := fetch(ctx, "http://"+pprofAddr+"/debug/pprof/heap?gc=1", heapPath)
+	if heapErr == nil {
 		rep.Params["heapProfile"] = heapPath
 	}
 
 	rep.add("time until every node was served", settle, "")
 	rep.add("operator RSS at the end", rssMiB, "MiB")
+	rep.add("operator RSS at the end mapping files (the binary's pages)", float64(u1.FileRSSBytes)/(1<<20), "MiB")
 	rep.add("operator peak RSS", float64(u1.PeakRSSBytes)/(1<<20), "MiB")
 	rep.add("operator Go heap in use", sum(m1, "go_memstats_heap_inuse_bytes", nil)/(1<<20), "MiB")
 	rep.add("operator goroutines", sum(m1, "go_goroutines", nil), "")
+	if heapErr == nil {
+		rep.addHeapTop(ctx, "end of the window", e.Bins.Operator, heapPath)
+	}
 	rep.add("operator CPU per minute", (u1.CPUSeconds-u0.CPUSeconds)/minutes, "s")
 	rep.add("EC2 describe calls per minute", float64(describes)/minutes, "")
 	rep.add("EC2 DescribeNetworkInterfaces per minute", float64(counters.Succeeded("DescribeNetworkInterfaces"))/minutes, "")
@@ -205,7 +243,7 @@ func (s Steady) Run(ctx context.Context, e *Env) (*Report, error) {
 		if rss[i], heap[i], err = w.memory(ctx, pprofAddr, heapPath); err != nil {
 			return nil, err
 		}
-		e.say("steady: operator with pod watch %v: RSS %.1f MiB, heap in use %.1f MiB", demand, rss[i], heap[i])
+		e.say("%s: operator with pod watch %v: RSS %.1f MiB, heap in use %.1f MiB", s.Name(), demand, rss[i], heap[i])
 	}
 	rep.add("operator RSS restarted without the pod watch", rss[0], "MiB")
 	rep.add("operator RSS restarted with the pod watch", rss[1], "MiB")
@@ -283,13 +321,12 @@ func (w *world) waitServed(ctx context.Context, n int, timeout time.Duration) er
 	}
 }
 
-// memory returns the operator's RSS, the mean of five looks 5 s apart
-// after a garbage collection (its heap profile, taken with gc=1, goes to
-// heapPath), and its Go heap in use, in MiB.
+// memory returns the operator's RSS, the mean of five looks 5 s apart,
+// and its Go heap in use, in MiB; then its heap profile goes to heapPath.
+// The profile comes last: writing one looks up the name and line of every
+// function in its stacks, which maps pages of the binary's symbol tables
+// the operator never reads otherwise into its RSS.
 func (w *world) memory(ctx context.Context, pprofAddr, heapPath string) (rss, heap float64, err error) {
-	if err := fetch(ctx, "http://"+pprofAddr+"/debug/pprof/heap?gc=1", heapPath); err != nil {
-		return 0, 0, err
-	}
 	for i := range 5 {
 		if i > 0 {
 			select {
@@ -306,6 +343,9 @@ func (w *world) memory(ctx context.Context, pprofAddr, heapPath string) (rss, he
 	}
 	m, err := w.metrics(ctx)
 	if err != nil {
+		return 0, 0, err
+	}
+	if err := fetch(ctx, "http://"+pprofAddr+"/debug/pprof/heap?gc=1", heapPath); err != nil {
 		return 0, 0, err
 	}
 	return rss, sum(m, "go_memstats_heap_inuse_bytes", nil) / (1 << 20), nil

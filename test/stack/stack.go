@@ -162,6 +162,9 @@ type Usage struct {
 	// PeakRSSBytes is the high-water mark of its resident memory.
 	PeakRSSBytes int64
 	RSSBytes     int64
+	// FileRSSBytes is the part of RSSBytes that maps files: the binary's
+	// pages, whatever the process holds.
+	FileRSSBytes int64
 }
 
 // Usage reads /proc/<pid>/stat and status.
@@ -194,6 +197,8 @@ func (p *Process) Usage() (Usage, error) {
 			u.PeakRSSBytes = kb << 10
 		case "VmRSS":
 			u.RSSBytes = kb << 10
+		case "RssFile":
+			u.FileRSSBytes = kb << 10
 		}
 	}
 	return u, nil

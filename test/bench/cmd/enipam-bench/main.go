@@ -2,7 +2,10 @@
 // binaries and prints their figures; `make bench` runs it. Each scenario
 // also writes <out>/<scenario>.json.
 //
-//	enipam-bench [-quick] [-scenarios scale-up,churn,steady,placement,static-moves,pools,outage] [-out _out/bench]
+//	enipam-bench [-quick] [-scenarios scale-up,churn,steady,steady-large,placement,static-moves,pools,outage] [-out _out/bench]
+//
+// steady measures the idle operator at 5000 nodes (goal 200 MiB RSS),
+// steady-large at 10 000 (goal 350 MiB).
 //
 // scale-up runs the new-ENI scale-up on m5.large and m5.xlarge and the
 // primary-ENI one; scale-up-m5.large or scale-up-m5.xlarge runs one
@@ -36,7 +39,7 @@ type scenario interface {
 
 func main() {
 	quick := flag.Bool("quick", os.Getenv("BENCH_QUICK") == "1", "small runs (BENCH_QUICK=1): 200 nodes for scale-up")
-	only := flag.String("scenarios", "scale-up,churn,steady,placement,static-moves,pools,outage", "comma-separated scenarios to run")
+	only := flag.String("scenarios", "scale-up,churn,steady,steady-large,placement,static-moves,pools,outage", "comma-separated scenarios to run")
 	out := flag.String("out", "_out/bench", "directory for the JSON reports and logs")
 	nodes := flag.Int("nodes", 0, "scale-up nodes (default 1000, quick 200)")
 	watermark := flag.Int("churn-watermark", -1, "churn: max-above-watermark (default the scenario's)")
@@ -45,6 +48,7 @@ func main() {
 	poolsConfigs := flag.String("pools-configs", "", "pools: comma-separated configurations to compare (default all: cilium,vpc-cni,enipam-fixed,enipam-adaptive,enipam-adaptive-prefix)")
 	cniDelay := flag.Duration("cni-delay", 0, "pools: time from a pod's binding to its CNI call (default 1s)")
 	steadyNodes := flag.Int("steady-nodes", 0, "steady: idle nodes (default 5000, quick 1000)")
+	largeNodes := flag.Int("steady-large-nodes", 0, "steady-large: idle nodes (default 10000, quick 2000)")
 	outageNodes := flag.Int("outage-nodes", 0, "outage: nodes served before the outage (default 200, quick 50)")
 	outageJoining := flag.Int("outage-joining", 0, "outage: nodes joining during the outage (default 50, quick 20)")
 	operatorArgs := flag.String("operator-args", "", "space-separated arguments added to every operator's (e.g. --log-level=debug)")
@@ -85,6 +89,10 @@ func main() {
 	if *steadyNodes > 0 {
 		steady.Nodes = *steadyNodes
 	}
+	large := bench.DefaultSteadyLarge(*quick)
+	if *largeNodes > 0 {
+		large.Nodes = *largeNodes
+	}
 	outage := bench.DefaultOutage(*quick)
 	if *outageNodes > 0 {
 		outage.Nodes = *outageNodes
@@ -92,13 +100,13 @@ func main() {
 	if *outageJoining > 0 {
 		outage.Joining = *outageJoining
 	}
-	if err := run(ctx, *quick, *only, *out, *nodes, churn, pools, steady, outage, strings.Fields(*operatorArgs)); err != nil {
+	if err := run(ctx, *quick, *only, *out, *nodes, churn, pools, []bench.Steady{steady, large}, outage, strings.Fields(*operatorArgs)); err != nil {
 		fmt.Fprintln(os.Stderr, "enipam-bench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, quick bool, only, out string, nodes int, churn bench.Churn, pools bench.Pools, steady bench.Steady, outage bench.Outage, operatorArgs []string) error {
+func run(ctx context.Context, quick bool, only, out string, nodes int, churn bench.Churn, pools bench.Pools, steady []bench.Steady, outage bench.Outage, operatorArgs []string) error {
 	root, err := cluster.RepoRoot()
 	if err != nil {
 		return err
@@ -132,7 +140,9 @@ func run(ctx context.Context, quick bool, only, out string, nodes int, churn ben
 		case "churn":
 			scenarios = append(scenarios, churn)
 		case "steady":
-			scenarios = append(scenarios, steady)
+			scenarios = append(scenarios, steady[0])
+		case "steady-large":
+			scenarios = append(scenarios, steady[1])
 		case "placement":
 			scenarios = append(scenarios, bench.DefaultPlacement(quick))
 		case "static-moves":
@@ -146,7 +156,7 @@ func run(ctx context.Context, quick bool, only, out string, nodes int, churn ben
 		case "outage":
 			scenarios = append(scenarios, outage)
 		default:
-			return fmt.Errorf("unknown scenario %q (scale-up, scale-up-m5.large, scale-up-m5.xlarge, churn, steady, placement, static-moves, static-moves-handshake, pools, outage)", name)
+			return fmt.Errorf("unknown scenario %q (scale-up, scale-up-m5.large, scale-up-m5.xlarge, churn, steady, steady-large, placement, static-moves, static-moves-handshake, pools, outage)", name)
 		}
 	}
 	start := time.Now()
