@@ -85,9 +85,25 @@ func TestStaticSteps(t *testing.T) {
 		{name: "moving away, acknowledged: released and out of the pool, never unassigned", pool: map[string]string{a: owner, b: ""},
 			release: rs(a, ipamoption.IPAMReadyForRelease), claim: away,
 			wantPool: map[string]string{b: ""}, wantRelease: rs(a, ipamoption.IPAMReleased), wantReason: enipamv1alpha1.ReasonPlacing},
-		{name: "the claim released: an ordinary address again", pool: map[string]string{a: owner},
+		// The unanswered mark stays (unstamp): withdrawn with the status
+		// write, it would leave, should the spec write after it be lost,
+		// a stamp with no handshake, taken for one the agent confirmed.
+		{name: "the claim released: an ordinary address again, its unanswered mark left to the agent", pool: map[string]string{a: owner},
 			release: rs(a, ipamoption.IPAMMarkForRelease), claim: claims.Claim{Owner: owner, Addr: addr(a), Release: true, Ready: true},
+			wantPool: map[string]string{a: ""}, wantRelease: rs(a, ipamoption.IPAMMarkForRelease)},
+		{name: "the claim released after the agent answered: an ordinary address again, the answer withdrawn", pool: map[string]string{a: owner},
+			release: rs(a, ipamoption.IPAMReadyForRelease), claim: claims.Claim{Owner: owner, Addr: addr(a), Release: true, Ready: true},
 			wantPool: map[string]string{a: ""}, wantRelease: rs()},
+		// Seed 16861 of the static-IP simulation: a first placement
+		// stamped and marked an entry another pod had just been given;
+		// the claim then lost the address to an older claim recording
+		// it; the operator was killed between the status write (the mark
+		// withdrawn) and the spec write (the stamp removed); the next one
+		// took the stamp for confirmed and the claim became Bound to an
+		// address another pod holds.
+		{name: "a stamp whose claim lost the address, the agent not answered yet: unstamped, the mark stays", pool: map[string]string{a: owner},
+			release: rs(a, ipamoption.IPAMMarkForRelease), claim: claims.Claim{Owner: owner, Addr: addr(a), Subnet: "subnet-a", Target: "n1", Lost: true},
+			wantPool: map[string]string{a: ""}, wantRelease: rs(a, ipamoption.IPAMMarkForRelease)},
 		{name: "a claim not checked yet: nothing moves", pool: map[string]string{a: owner},
 			claim:    claims.Claim{Owner: owner, Addr: addr(a), Target: "n2"},
 			wantPool: map[string]string{a: owner}, wantRelease: rs()},
