@@ -139,14 +139,18 @@ func (s *nodeSync) finishPrefixes(ctx context.Context, eniID string, ips []netip
 	return singles, nil
 }
 
-// claimed reports whether a claim that is not being released records ip
+// claimed reports whether a claim that is not being released names ip
 // (spec or status): such an address is never unassigned, even unstamped.
+// A claim refused for now counts too: one that asks for an address
+// another claim held is refused until that claim is gone, and then gets
+// it; given back to EC2 in between, the address could be taken by
+// anything in the subnet.
 func (s *nodeSync) claimed(ip netip.Addr) bool {
 	if s.static == nil {
 		return true // the claims could not be read: nothing is known free
 	}
 	for _, c := range s.static.claims {
-		if c.Addr == ip && !c.Release && !c.Invalid {
+		if c.Addr == ip && !c.Release {
 			return true
 		}
 	}
