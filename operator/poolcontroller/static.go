@@ -67,6 +67,10 @@ type staticInputs struct {
 	podOn func(owner string) string
 	// elsewhere reports whether another node's pool lists ip.
 	elsewhere func(ip string) bool
+	// liveTarget reads owner's claim from the apiserver, not the cache,
+	// and returns its spec.nodeName; ok is false when it cannot be read.
+	// Asked right before a reassignment only; nil: never asked.
+	liveTarget func(owner string) (target string, ok bool)
 	// locate finds where EC2 has an address (the inventory).
 	locate func(netip.Addr) inventory.Location
 	// ours reports whether an ENI holding a claimed address may give it

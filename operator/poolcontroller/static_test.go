@@ -35,6 +35,9 @@ type staticCase struct {
 	fullENI   bool                          // eni-1 has no free slot
 	prefix    string                        // a /28 delegated to eni-1
 	gone      map[string]bool               // owners whose claim is gone
+	// liveTarget: the claim's spec.nodeName as the apiserver has it
+	// now (nil: as read, tc.claim.Target).
+	liveTarget *string
 
 	wantPool    map[string]string
 	wantRelease map[string]ipamtypes.IPReleaseStatus
@@ -169,6 +172,13 @@ func TestStaticSteps(t *testing.T) {
 			pool: map[string]string{a: owner, b: "ns/gone-0"}, release: rs(b, ipamoption.IPAMReadyForRelease), claim: here,
 			gone:     map[string]bool{"ns/gone-0": true},
 			wantPool: map[string]string{a: owner, b: ""}, wantRelease: rs()},
+		// kube-scheduler's bind retry asked the claim onto node n2 since
+		// the claims were read: n2's reconcile may be placing it too.
+		{name: "coming here from another node's ENI, the claim asked onto another node since: not reassigned", pool: map[string]string{b: ""},
+			claim:      claims.Claim{Owner: owner, Addr: addr(x), Subnet: "subnet-a", Target: "n1", Ready: true},
+			located:    map[string]inventory.Location{x: {Found: true, ENI: cloud.ENI{ID: "eni-9", InstanceID: "i-9", Tags: map[string]string{cloud.TagCluster: "test"}}}},
+			liveTarget: ptr("n2"),
+			wantPool:   map[string]string{b: ""}, wantRelease: rs(), wantReason: enipamv1alpha1.ReasonPlacing},
 		{name: "no slot on an ENI of the subnet: a new ENI there", pool: map[string]string{b: ""}, fullENI: true,
 			claim:    claims.Claim{Owner: owner, Addr: addr(x), Subnet: "subnet-a", Target: "n1", Ready: true},
 			wantPool: map[string]string{b: ""}, wantRelease: rs(), wantReason: enipamv1alpha1.ReasonPlacing, wantCreate: true},
@@ -213,8 +223,14 @@ func TestStaticSteps(t *testing.T) {
 					return tc.othersOn
 				},
 				elsewhere: func(string) bool { return tc.elsewhere },
-				locate:    func(ip netip.Addr) inventory.Location { return tc.located[ip.String()] },
-				ours:      func(e *cloud.ENI) bool { return e.Tags[cloud.TagCluster] == "test" },
+				liveTarget: func(string) (string, bool) {
+					if tc.liveTarget != nil {
+						return *tc.liveTarget, true
+					}
+					return tc.claim.Target, true
+				},
+				locate: func(ip netip.Addr) inventory.Location { return tc.located[ip.String()] },
+				ours:   func(e *cloud.ENI) bool { return e.Tags[cloud.TagCluster] == "test" },
 				subnetOf: func(netip.Addr) (cloud.Subnet, bool) {
 					return cloud.Subnet{ID: "subnet-a", AZ: "us-east-1a"}, true
 				},
@@ -250,3 +266,5 @@ func TestStaticSteps(t *testing.T) {
 		})
 	}
 }
+
+func ptr[T any](v T) *T { return &v }

@@ -148,6 +148,14 @@ func (s *nodeSync) gatherStatic(ctx context.Context) bool {
 		}
 		return slices.ContainsFunc(nodes, func(cn *ciliumv2.CiliumNode) bool { return cn.Name != s.cn.Name })
 	}
+	in.liveTarget = func(owner string) (string, bool) {
+		ns, name, _ := strings.Cut(owner, "/")
+		c := &enipamv1alpha1.StaticIPClaim{}
+		if err := s.r.pods().Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, c); err != nil || c.DeletionTimestamp != nil {
+			return "", false
+		}
+		return c.Spec.NodeName, true
+	}
 	in.locate = s.r.inv.Locate
 	in.routed = s.routed
 	in.endpointGone = s.endpointGone
