@@ -93,3 +93,47 @@ func wrongAddresses(t *testing.T, c prometheus.Collector) float64 {
 	t.Fatal("no enipam_static_ip_wrong_address_total")
 	return 0
 }
+
+// TestAPodRunningBeforeItsClaimWithAnotherAddressIsRestarted is the
+// regression test for seed 39108 of the static-IP simulation: pod db-0
+// (of StatefulSet db) runs on node-2 with an ordinary address (its
+// earlier claim was deleted while it ran). A claim db-0 is then made
+// asking for an address of node-1's pool; no bind asked it for a node
+// (spec.nodeName is empty), so the address is stamped where it is and
+// the claim is Bound, while its pod runs elsewhere with another address
+// for good. The claim controller reads the pod to learn its node, finds
+// it there with another address, and deletes it so its StatefulSet
+// recreates it, and the extender moves the address to it.
+func TestAPodRunningBeforeItsClaimWithAnotherAddressIsRestarted(t *testing.T) {
+	w := newStaticWorld(t)
+	l := w.start()
+	w.converge(l)
+	ctx := context.Background()
+	other := w.freeEntry("node-2")
+	w.used["node-2"][other] = "default/db-0"
+	yes := true
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "db-0",
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "db", UID: "uid-db", Controller: &yes}}},
+		Spec: corev1.PodSpec{NodeName: "node-2"}}
+	if err := w.c.Create(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	pod.Status.PodIP = other
+	if err := w.c.Status().Update(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	want := w.freeEntry("node-1")
+	w.createClaim("db-0", enipamv1alpha1.StaticIPClaimSpec{Address: want})
+	w.until(l, "the pod running with another address deleted", func() bool {
+		return apierrors.IsNotFound(w.c.Get(ctx, client.ObjectKeyFromObject(pod), &corev1.Pod{}))
+	})
+	if c := w.claim("db-0"); c.Status.Address != want || c.Spec.NodeName != "" {
+		t.Errorf("claim address %q node %q, want %s and no node asked", c.Status.Address, c.Spec.NodeName, want)
+	}
+	if !w.hasEvent(claimcontroller.EventWrongAddress) {
+		t.Error("no event says the pod had another address")
+	}
+	if got := wrongAddresses(t, l.claims); got != 1 {
+		t.Errorf("wrong-address count %v, want 1", got)
+	}
+}

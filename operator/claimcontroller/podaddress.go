@@ -32,15 +32,30 @@ var wrongAddressDesc = prometheus.NewDesc("enipam_static_ip_wrong_address_total"
 // st says so, with an event, and the count is kept. stamps are the
 // claim's stamps; a pod that already holds its stamped address is not
 // read.
+//
+// A claim no bind asked a node of (spec.nodeName empty: made for a pod
+// that was bound already, or whose earlier claim was deleted while it
+// ran) may have its pod running on any node, with an address it got
+// before the claim existed: the pod is read to learn its node.
 func (r *Reconciler) checkPodAddress(ctx context.Context, c *enipamv1alpha1.StaticIPClaim, st *enipamv1alpha1.StaticIPClaimStatus, stamps []stamp) {
 	node := c.Spec.NodeName
-	if st.Address == "" || node == "" {
+	if st.Address == "" {
 		return
 	}
 	for _, s := range stamps {
 		if s.ip == st.Address && s.used {
 			return
 		}
+	}
+	if node == "" {
+		pod := &corev1.Pod{}
+		if err := r.pods().Get(ctx, types.NamespacedName{Namespace: c.Namespace, Name: c.Name}, pod); err != nil {
+			return
+		}
+		node = pod.Spec.NodeName
+	}
+	if node == "" {
+		return
 	}
 	// The node's report first (cached): the pod is read only when the
 	// agent lists another address for its owner.

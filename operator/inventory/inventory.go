@@ -416,6 +416,13 @@ func (inv *Inventory) dropENI(id string) {
 			delete(inv.landedOn, ip)
 		}
 	}
+	// A remap onto a deleted ENI never lands: the address stays where it
+	// was, and is trusted there again (Trusted).
+	for ip, m := range inv.moving {
+		if m.eni == id {
+			delete(inv.moving, ip)
+		}
+	}
 	delete(inv.unattached, id)
 	delete(inv.attaching, id)
 }
@@ -474,12 +481,15 @@ func (inv *Inventory) Snapshot(ctx context.Context, instanceID, cluster string) 
 // pool lacks may be one an earlier process unassigned (EC2's describes
 // lag its changes), and must not be handed to pods on a stale word.
 //
-// An address this process reassigned onto the ENI is not trusted there
-// until a describe started after the reassignment shows it there.
+// An address this process reassigned is trusted on no ENI until a
+// describe started after the reassignment, or the instance metadata
+// (RecordLanded), shows it on the ENI it was reassigned onto: not there,
+// as the remap may not have landed, and not on the ENI it leaves, which
+// EC2 shows holding it until the remap lands and which loses it then.
 func (inv *Inventory) Trusted(eniID string, ip netip.Addr) bool {
 	inv.mu.RLock()
 	defer inv.mu.RUnlock()
-	if m, ok := inv.moving[ip]; ok && m.eni == eniID {
+	if _, ok := inv.moving[ip]; ok {
 		return false
 	}
 	if inv.landedOn[ip] == eniID {

@@ -64,9 +64,20 @@ func (inv *Inventory) MovingOnto(eniIDs []string) map[netip.Addr]string {
 // EC2's changes; one that still shows the address on the ENI it left,
 // or not on this one, does not undo this for the consistency grace (the
 // ENIs count as changed locally now, see install and RefreshENIs).
-func (inv *Inventory) RecordLanded(ip netip.Addr, eniID string) {
+//
+// It reports false, and records nothing, when this process has since
+// reassigned ip onto another ENI (RecordMoved) and that remap has not
+// landed: the agent's answer confirms an earlier call, and the later
+// one, still under way, will take the address off eniID. Trusting the
+// answer would let eniID's node pool the address and give it to a pod
+// moments before EC2 moves it away.
+func (inv *Inventory) RecordLanded(ip netip.Addr, eniID string) bool {
 	inv.mu.Lock()
-	if m, ok := inv.moving[ip]; ok && m.eni == eniID {
+	if m, ok := inv.moving[ip]; ok {
+		if m.eni != eniID {
+			inv.mu.Unlock()
+			return false
+		}
 		delete(inv.moving, ip)
 	}
 	var from []string
@@ -81,7 +92,7 @@ func (inv *Inventory) RecordLanded(ip netip.Addr, eniID string) {
 	}
 	inv.mu.Unlock()
 	if !known {
-		return
+		return false
 	}
 	for _, id := range from {
 		inv.update(id, func(e *cloud.ENI) {
@@ -99,6 +110,7 @@ func (inv *Inventory) RecordLanded(ip netip.Addr, eniID string) {
 	inv.mu.Unlock()
 	// An Elastic IP associated with the address moved with it.
 	inv.addresses.recordMoved(ip, eniID, instance)
+	return true
 }
 
 // overrideLanded returns e, or a copy of it that keeps the addresses

@@ -195,3 +195,105 @@ timing: {reassignDelay: {min: 2s, max: 2s}, lag: {reassign: {min: 3m, max: 3m}, 
 	clock.Advance(2 * time.Minute)
 	check("describes that show the remap")
 }
+
+// TestLandedAnswerOfASupersededReassignmentIsRefused is the regression
+// test for seed 13545 of the static-IP simulation: kube-scheduler's bind
+// retries asked a claim onto node 2, then node 3, then node 2 again. The
+// address was reassigned onto node 2's ENI (it landed), then onto node
+// 3's before node 2's agent answered; node 2's agent then reported it
+// Landed (true until the second remap lands), node 2 pooled it and its
+// pod started with it, and EC2 moved it to node 3. An answer about an
+// earlier reassignment is refused while a later one is under way, and
+// the address is trusted on no ENI until the later remap lands: neither
+// where the earlier one put it nor where it goes.
+func TestLandedAnswerOfASupersededReassignmentIsRefused(t *testing.T) {
+	sc, err := ec2sim.ParseScenario([]byte(`
+account: "111122223333"
+region: eu-west-1
+zones: [eu-west-1a]
+vpcs:
+- id: vpc-0a000000000000001
+  cidrs: [10.1.0.0/16]
+  subnets:
+  - {id: subnet-0a000000000000001, cidr: 10.1.1.0/24, zone: eu-west-1a}
+instances:
+- {id: i-0a000000000000001, type: m5.large, subnet: subnet-0a000000000000001, enis: [{deviceIndex: 1, secondaryIPs: 1}]}
+- {id: i-0a000000000000002, type: m5.large, subnet: subnet-0a000000000000001, enis: [{deviceIndex: 1}]}
+- {id: i-0a000000000000003, type: m5.large, subnet: subnet-0a000000000000001, enis: [{deviceIndex: 1}]}
+timing: {reassignDelay: {min: 3s, max: 3s}}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := ec2sim.NewManualClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	st, err := ec2sim.NewState(sc, clock.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := cloudfake.New(st)
+	inv := New(c, Options{VPCIDs: []string{"vpc-0a000000000000001"}, ResyncInterval: time.Hour, ConsistencyGrace: time.Minute, NotFoundRetry: time.Minute},
+		slog.New(slog.NewTextHandler(io.Discard, nil)))
+	inv.now = clock.Now
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = inv.Start(ctx) }()
+	<-inv.Synced()
+
+	enis, err := c.ListENIs(ctx, "vpc-0a000000000000001")
+	if err != nil {
+		t.Fatal(err)
+	}
+	eni := map[string]string{}
+	var ip netip.Addr
+	for _, e := range enis {
+		if e.DeviceIndex != 1 {
+			continue
+		}
+		eni[e.InstanceID] = e.ID
+		if e.InstanceID == "i-0a000000000000001" {
+			ip = e.IPs[0]
+		}
+	}
+	first, second := eni["i-0a000000000000002"], eni["i-0a000000000000003"]
+	reassign := func(to string) {
+		t.Helper()
+		if err := c.AssignAddresses(ctx, to, []netip.Addr{ip}, true); err != nil {
+			t.Fatal(err)
+		}
+		inv.RecordMoved(ip, to)
+	}
+	reassign(first)
+	clock.Advance(3 * time.Second) // the first remap lands
+	reassign(second)
+	clock.Advance(time.Second) // the second is under way: EC2 has it on first
+	described, err := c.GetENIs(ctx, []string{first, second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range described {
+		if (e.ID == first) != slices.Contains(e.IPs, ip) {
+			t.Fatalf("the scenario should have %s on %s alone now: %s shows %v", ip, first, e.ID, e.IPs)
+		}
+	}
+	if inv.RecordLanded(ip, first) {
+		t.Fatalf("the answer that %s landed on %s was taken while its reassignment onto %s is under way", ip, first, second)
+	}
+	if err := inv.RefreshENIs(ctx, []string{first, second}); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{first, second} {
+		if inv.Trusted(id, ip) {
+			t.Fatalf("%s trusted on %s while its reassignment onto %s is under way", ip, id, second)
+		}
+	}
+	clock.Advance(2 * time.Second) // the second remap lands
+	if !inv.RecordLanded(ip, second) {
+		t.Fatalf("the answer that %s landed on %s, where it was last reassigned, was refused", ip, second)
+	}
+	if !inv.Trusted(second, ip) {
+		t.Fatalf("%s not trusted on %s once its last remap landed", ip, second)
+	}
+	if loc := inv.Locate(ip); !loc.Found || loc.ENI.ID != second {
+		t.Fatalf("%s is located on %q, want %s", ip, loc.ENI.ID, second)
+	}
+}

@@ -167,8 +167,12 @@ func (s *nodeSync) executeRelease(ctx context.Context, steps []releaseStep) erro
 	return errors.Join(errs...)
 }
 
-// claimed reports whether a claim that is not being released records ip
+// claimed reports whether a claim that is not being released names ip
 // (spec or status): such an address is never unassigned, even unstamped.
+// A claim refused for now counts too: one that asks for an address
+// another claim held is refused until that claim is gone, and then gets
+// it; given back to EC2 in between, the address could be taken by
+// anything in the subnet.
 func (s *nodeSync) claimed(ip netip.Addr) bool {
 	return claimedIn(s.static, ip)
 }
@@ -180,7 +184,7 @@ func claimedIn(static *staticInputs, ip netip.Addr) bool {
 		return true
 	}
 	for _, c := range static.claims {
-		if c.Addr == ip && !c.Release && !c.Invalid {
+		if c.Addr == ip && !c.Release {
 			return true
 		}
 	}

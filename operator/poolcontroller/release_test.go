@@ -1,6 +1,7 @@
 package poolcontroller
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -11,8 +12,11 @@ import (
 	ipamoption "github.com/cilium/cilium/pkg/ipam/option"
 	ipamtypes "github.com/cilium/cilium/pkg/ipam/types"
 	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
+	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/enipam/enipam/operator/claims"
 	"github.com/enipam/enipam/operator/cloud"
+	"github.com/enipam/enipam/operator/inventory"
 	"github.com/enipam/enipam/operator/policy"
 	"github.com/enipam/enipam/operator/pool"
 	"github.com/enipam/enipam/operator/snapshot"
@@ -71,5 +75,60 @@ func TestExcessReleasedOnlyIfItStayedAWholeWindow(t *testing.T) {
 		if _, used := cn.Status.IPAM.Used[ip]; used {
 			t.Errorf("marked %s, which is in use", ip)
 		}
+	}
+}
+
+// unassignRecorder is an EC2 that records Unassign calls and refuses
+// every other call (the embedded nil interface panics).
+type unassignRecorder struct {
+	cloud.API
+	unassigned []netip.Addr
+}
+
+func (u *unassignRecorder) UnassignIPs(_ context.Context, _ string, ips []netip.Addr) error {
+	u.unassigned = append(u.unassigned, ips...)
+	return nil
+}
+
+// TestAcknowledgedAddressARefusedClaimAsksForIsNotUnassigned is the
+// regression test for seed 40038 of the static-IP simulation: claims
+// db-0 and db-2 asked (spec.address) for an address claim db-1 held, and
+// were refused (Invalid, AddressTaken). Once db-1 was deleted, its
+// address was an ordinary pool entry again, marked as excess and
+// acknowledged by the agent, and unassigned, while the refused claims,
+// whose turn had come, still asked for it: given back to EC2, anything
+// in the subnet could take it. An acknowledged entry a claim names is
+// kept (the claim, once checked again, has it stamped); one no claim
+// names is unassigned.
+func TestAcknowledgedAddressARefusedClaimAsksForIsNotUnassigned(t *testing.T) {
+	r := &Reconciler{now: time.Now, log: slog.New(slog.NewTextHandler(io.Discard, nil)), nodes: map[string]*memory{}}
+	claimed, free := netip.MustParseAddr("10.0.0.10"), netip.MustParseAddr("10.0.0.11")
+	eni := cloud.ENI{ID: "eni-1", DeviceIndex: 1, IPs: []netip.Addr{claimed, free}}
+	cn := &ciliumv2.CiliumNode{}
+	cn.Spec.IPAM.Pool = ipamtypes.AllocationMap{claimed.String(): {Resource: "eni-1"}, free.String(): {Resource: "eni-1"}}
+	cn.Status.IPAM.ReleaseIPs = map[string]ipamtypes.IPReleaseStatus{
+		claimed.String(): ipamoption.IPAMReadyForRelease, free.String(): ipamoption.IPAMReadyForRelease}
+	api := &unassignRecorder{}
+	r.api = api
+	r.inv = inventory.New(api, inventory.Options{}, r.log)
+	m, err := NewMetrics(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.metrics = m
+	s := &nodeSync{r: r, mem: &memory{}, cn: cn, pool: &poolView{cn: cn}, nodeState: nodeState{
+		snap: snapshot.Node{ENIs: []cloud.ENI{eni}},
+		static: &staticInputs{claims: map[string]*claims.Claim{
+			"ns/db-2": {Owner: "ns/db-2", Addr: claimed, Invalid: true},
+		}}}}
+	steps := decideRelease(cn, &s.snap, s.static, netip.Prefix{})
+	if err := s.executeRelease(context.Background(), steps); err != nil {
+		t.Fatal(err)
+	}
+	if len(api.unassigned) != 1 || api.unassigned[0] != free {
+		t.Fatalf("unassigned %v, want only %s (%s is asked for by a refused claim)", api.unassigned, free, claimed)
+	}
+	if _, ok := cn.Spec.IPAM.Pool[claimed.String()]; !ok || cn.Status.IPAM.ReleaseIPs[claimed.String()] != ipamoption.IPAMReadyForRelease {
+		t.Fatalf("%s: in the pool %v, handshake %q; want kept, acknowledged", claimed, ok, cn.Status.IPAM.ReleaseIPs[claimed.String()])
 	}
 }

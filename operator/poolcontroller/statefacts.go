@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
 	"github.com/enipam/enipam/operator/claims"
 	"github.com/enipam/enipam/operator/cloud"
 	"github.com/enipam/enipam/operator/inventory"
@@ -53,6 +54,7 @@ func (s *nodeSync) readStaticFacts(ctx context.Context, in *staticInputs) {
 	in.located = map[netip.Addr]inventory.Location{}
 	in.subnets = map[netip.Addr]cloud.Subnet{}
 	in.ourInstances = map[string]bool{}
+	in.liveTargets = map[string]string{}
 	for _, owner := range slices.Sorted(maps.Keys(in.claims)) {
 		c := in.claims[owner]
 		if !c.Addr.IsValid() || c.Release || in.target(c) != in.node || holder(&s.snap, &s.cfg.Config, c.Addr) != nil {
@@ -65,6 +67,11 @@ func (s *nodeSync) readStaticFacts(ctx context.Context, in *staticInputs) {
 		in.pooledElsewhere[key] = s.pooledElsewhere(ctx, key)
 		loc := s.r.inv.Locate(c.Addr)
 		in.located[c.Addr] = loc
+		if loc.Found {
+			if target, ok := s.liveTarget(ctx, owner); ok {
+				in.liveTargets[owner] = target
+			}
+		}
 		if id := loc.ENI.InstanceID; loc.Found && id != "" && loc.ENI.Tags[cloud.TagCluster] != in.cluster {
 			if _, done := in.ourInstances[id]; !done {
 				var nodes ciliumv2.CiliumNodeList
@@ -91,6 +98,18 @@ func (s *nodeSync) readStaticFacts(ctx context.Context, in *staticInputs) {
 		}
 		in.podNodes[e.Owner] = s.podNode(ctx, e.Owner)
 	}
+}
+
+// liveTarget reads owner's claim from the apiserver, not the cache, and
+// returns its spec.nodeName; ok is false when it cannot be read or is
+// being deleted.
+func (s *nodeSync) liveTarget(ctx context.Context, owner string) (target string, ok bool) {
+	ns, name, _ := strings.Cut(owner, "/")
+	c := &enipamv1alpha1.StaticIPClaim{}
+	if err := s.r.pods().Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, c); err != nil || c.DeletionTimestamp != nil {
+		return "", false
+	}
+	return c.Spec.NodeName, true
 }
 
 // podNode returns the node the pod owner ("namespace/name") is bound to,

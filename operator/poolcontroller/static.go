@@ -80,6 +80,13 @@ type staticInputs struct {
 	// attached to an instance of one of its nodes (ours).
 	cluster      string
 	ourInstances map[string]bool
+	// liveTargets: for the claims whose address another ENI holds (a
+	// reassignment), the claim's spec.nodeName read from the apiserver,
+	// not the cache, right before the decision; a claim missing from it
+	// could not be read. kube-scheduler's bind retries can ask a claim
+	// onto another node at any moment, and only its current target may
+	// take the address. nil: never read (every target taken as current).
+	liveTargets map[string]string
 	// subnets: the subnet of each of those addresses.
 	subnets map[netip.Addr]cloud.Subnet
 	// report is the node's agent's report of what it routed; nil when it
@@ -445,14 +452,23 @@ func (v *poolView) stampAndMark(key, owner string) {
 }
 
 // unstamp makes a stamped entry ordinary again, withdrawing a handshake
-// the stamp started (a stamped address is never unassigned, so none of
-// its handshakes may end in an Unassign).
+// the stamp started and Cilium's agent answered (a stamped address is
+// never unassigned, so none of its handshakes may end in an Unassign).
+//
+// A mark not answered yet stays, for the agent to answer as for any
+// ordinary entry (do-not-release, or ready-for-release: the pool's
+// release then decides, and never unassigns an address a claim
+// records). Withdrawn here, the mark's removal (the status write) would
+// land before the stamp's (the spec write): an operator killed between
+// the two leaves a stamp with no handshake, which the next one takes for
+// a stamp the agent confirmed, while another pod may hold the address
+// (the agent had not answered yet).
 func (v *poolView) unstamp(key string) {
 	entry := v.cn.Spec.IPAM.Pool[key]
 	entry.Owner = ""
 	v.cn.Spec.IPAM.Pool[key] = entry
 	switch v.cn.Status.IPAM.ReleaseIPs[key] {
-	case ipamoption.IPAMMarkForRelease, ipamoption.IPAMReadyForRelease, ipamoption.IPAMDoNotRelease:
+	case ipamoption.IPAMReadyForRelease, ipamoption.IPAMDoNotRelease:
 		delete(v.cn.Status.IPAM.ReleaseIPs, key)
 	}
 }

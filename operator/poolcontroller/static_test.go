@@ -35,6 +35,9 @@ type staticCase struct {
 	fullENI   bool                          // eni-1 has no free slot
 	prefix    string                        // a /28 delegated to eni-1
 	gone      map[string]bool               // owners whose claim is gone
+	// liveTarget: the claim's spec.nodeName as the apiserver has it
+	// now (nil: as read, tc.claim.Target).
+	liveTarget *string
 
 	wantPool    map[string]string
 	wantRelease map[string]ipamtypes.IPReleaseStatus
@@ -85,9 +88,25 @@ func TestStaticSteps(t *testing.T) {
 		{name: "moving away, acknowledged: released and out of the pool, never unassigned", pool: map[string]string{a: owner, b: ""},
 			release: rs(a, ipamoption.IPAMReadyForRelease), claim: away,
 			wantPool: map[string]string{b: ""}, wantRelease: rs(a, ipamoption.IPAMReleased), wantReason: enipamv1alpha1.ReasonPlacing},
-		{name: "the claim released: an ordinary address again", pool: map[string]string{a: owner},
+		// The unanswered mark stays (unstamp): withdrawn with the status
+		// write, it would leave, should the spec write after it be lost,
+		// a stamp with no handshake, taken for one the agent confirmed.
+		{name: "the claim released: an ordinary address again, its unanswered mark left to the agent", pool: map[string]string{a: owner},
 			release: rs(a, ipamoption.IPAMMarkForRelease), claim: claims.Claim{Owner: owner, Addr: addr(a), Release: true, Ready: true},
+			wantPool: map[string]string{a: ""}, wantRelease: rs(a, ipamoption.IPAMMarkForRelease)},
+		{name: "the claim released after the agent answered: an ordinary address again, the answer withdrawn", pool: map[string]string{a: owner},
+			release: rs(a, ipamoption.IPAMReadyForRelease), claim: claims.Claim{Owner: owner, Addr: addr(a), Release: true, Ready: true},
 			wantPool: map[string]string{a: ""}, wantRelease: rs()},
+		// Seed 16861 of the static-IP simulation: a first placement
+		// stamped and marked an entry another pod had just been given;
+		// the claim then lost the address to an older claim recording
+		// it; the operator was killed between the status write (the mark
+		// withdrawn) and the spec write (the stamp removed); the next one
+		// took the stamp for confirmed and the claim became Bound to an
+		// address another pod holds.
+		{name: "a stamp whose claim lost the address, the agent not answered yet: unstamped, the mark stays", pool: map[string]string{a: owner},
+			release: rs(a, ipamoption.IPAMMarkForRelease), claim: claims.Claim{Owner: owner, Addr: addr(a), Subnet: "subnet-a", Target: "n1", Lost: true},
+			wantPool: map[string]string{a: ""}, wantRelease: rs(a, ipamoption.IPAMMarkForRelease)},
 		{name: "a claim not checked yet: nothing moves", pool: map[string]string{a: owner},
 			claim:    claims.Claim{Owner: owner, Addr: addr(a), Target: "n2"},
 			wantPool: map[string]string{a: owner}, wantRelease: rs()},
@@ -153,6 +172,13 @@ func TestStaticSteps(t *testing.T) {
 			pool: map[string]string{a: owner, b: "ns/gone-0"}, release: rs(b, ipamoption.IPAMReadyForRelease), claim: here,
 			gone:     map[string]bool{"ns/gone-0": true},
 			wantPool: map[string]string{a: owner, b: ""}, wantRelease: rs()},
+		// kube-scheduler's bind retry asked the claim onto node n2 since
+		// the claims were read: n2's reconcile may be placing it too.
+		{name: "coming here from another node's ENI, the claim asked onto another node since: not reassigned", pool: map[string]string{b: ""},
+			claim:      claims.Claim{Owner: owner, Addr: addr(x), Subnet: "subnet-a", Target: "n1", Ready: true},
+			located:    map[string]inventory.Location{x: {Found: true, ENI: cloud.ENI{ID: "eni-9", InstanceID: "i-9", Tags: map[string]string{cloud.TagCluster: "test"}}}},
+			liveTarget: ptr("n2"),
+			wantPool:   map[string]string{b: ""}, wantRelease: rs(), wantReason: enipamv1alpha1.ReasonPlacing},
 		{name: "no slot on an ENI of the subnet: a new ENI there", pool: map[string]string{b: ""}, fullENI: true,
 			claim:    claims.Claim{Owner: owner, Addr: addr(x), Subnet: "subnet-a", Target: "n1", Ready: true},
 			wantPool: map[string]string{b: ""}, wantRelease: rs(), wantReason: enipamv1alpha1.ReasonPlacing, wantCreate: true},
@@ -198,6 +224,10 @@ func TestStaticSteps(t *testing.T) {
 				pooledElsewhere: map[string]bool{},
 				located:         map[netip.Addr]inventory.Location{},
 				subnets:         map[netip.Addr]cloud.Subnet{},
+				liveTargets:     map[string]string{owner: tc.claim.Target},
+			}
+			if tc.liveTarget != nil {
+				in.liveTargets[owner] = *tc.liveTarget
 			}
 			for key, e := range cn.Spec.IPAM.Pool {
 				if e.Owner != "" && e.Owner != owner {
@@ -241,3 +271,5 @@ func TestStaticSteps(t *testing.T) {
 		})
 	}
 }
+
+func ptr[T any](v T) *T { return &v }

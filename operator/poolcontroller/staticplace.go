@@ -110,6 +110,19 @@ func (v *poolView) fromEC2(in *staticInputs, c *claims.Claim, snap *snapshot.Nod
 		out.note(c.Owner, enipamv1alpha1.ReasonNoSlot, "node %s has no free address slot on an ENI in %s and no free ENI slot", in.node, subnet.ID)
 		return
 	}
+	if loc.Found && in.liveTargets != nil {
+		// A reassignment takes the address off another node's ENI, and
+		// only the claim's current target may take it: kube-scheduler's
+		// bind retries can ask the claim onto another node at any moment,
+		// and that node's reconcile may be placing it at the same time.
+		// The claim is read again, uncached, right before the decision
+		// (readStaticFacts).
+		if t, ok := in.liveTargets[c.Owner]; !ok || t != c.Target {
+			out.waiting = true
+			out.note(c.Owner, enipamv1alpha1.ReasonPlacing, "%s: the claim asks for another node than node %s now; placing it there", key, in.node)
+			return
+		}
+	}
 	out.place = append(out.place, placement{ip: c.Addr, owner: c.Owner, eniID: best.ID, reassign: loc.Found})
 	// One slot per placement in this pass.
 	best.IPs = append(best.IPs, c.Addr)

@@ -41,7 +41,13 @@ import (
 // onto its ENIs; the answer was read after the query, which was written
 // after the call, so it is the call's outcome and never an earlier state.
 // Nothing but this operator moves a claimed address afterwards, and it
-// moves it again only by a new reassignment, which asks anew. Describes
+// moves it again only by a new reassignment, which asks anew and voids
+// the earlier query's answer: a claim asked back and forth between two
+// nodes by kube-scheduler's bind retries has the address reassigned onto
+// one node, then onto the other before the first remap was confirmed;
+// the first node's agent then still reports it Landed, truly, for a
+// moment, and RecordLanded refuses that word while the later remap is
+// under way (the address is trusted on no ENI until it lands). Describes
 // still lagging the remap do not undo it (RecordLanded counts as a local
 // change for the inventory's consistency grace). An operator restarted
 // meanwhile has no memory of the query: it takes it out of the spec, and
@@ -88,7 +94,11 @@ func (s *nodeSync) confirmRemaps() bool {
 		if !slices.ContainsFunc(s.snap.ENIs, func(e cloud.ENI) bool { return e.ID == q.ENI && e.InstanceID == s.instanceID }) {
 			continue
 		}
-		s.r.inv.RecordLanded(ip, q.ENI)
+		if !s.r.inv.RecordLanded(ip, q.ENI) {
+			// Reassigned elsewhere since (the claim asked for another
+			// node meanwhile): this answer is about an earlier call.
+			continue
+		}
 		s.r.log.Debug("remap confirmed by enipam-agent", "node", s.cn.Name, "eni", q.ENI, "ip", ip, "generation", s.routing.Status.Remaps.ObservedGeneration)
 		landed = true
 	}

@@ -2,6 +2,7 @@ package extender
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -54,7 +55,33 @@ func (e *Extender) filterStatic(args *extenderv1.ExtenderArgs, pod *corev1.Pod, 
 		failed[nodes[i].Name] = v.Reason
 		e.metrics.refusals.WithLabelValues(v.Kind.String()).Inc()
 	}
+	passed = e.keepMoveTarget(owner, c, passed, failed)
 	return filterResult(args, passed, failed)
+}
+
+// keepMoveTarget narrows the nodes that passed to the claim's target
+// while its address moves there: the last bind asked the claim for that
+// node (spec.nodeName), the operator reassigned the address onto its ENIs
+// (status.nodeName names it) and has not stamped it there yet. A bind
+// retry onto another node would ask the claim elsewhere mid-move, and the
+// operator would move the address again as soon as it landed. Only while
+// the target itself passes (kube-scheduler's filters included: a cordoned
+// or vanished target lets every other node through).
+func (e *Extender) keepMoveTarget(owner string, c *room.Claim, passed []string, failed extenderv1.FailedNodesMap) []string {
+	t := c.Target
+	if t == "" || c.Holder != t || !slices.Contains(passed, t) {
+		return passed
+	}
+	if ip, _ := e.state.Settled(t, owner); ip != "" {
+		return passed
+	}
+	for _, n := range passed {
+		if n != t {
+			failed[n] = fmt.Sprintf("static IP %s is moving onto node %s", c.Address, t)
+			e.metrics.refusals.WithLabelValues("static_moving").Inc()
+		}
+	}
+	return []string{t}
 }
 
 // rememberedIntent is a static-IP pod's intent as filter saw it.

@@ -203,3 +203,36 @@ func TestBindUsesWhatFilterSawWhenTheTrackerLags(t *testing.T) {
 		t.Errorf("claim %+v (%v)", c.Spec, err)
 	}
 }
+
+// TestAStaticPodStaysWithItsAddressWhileItMovesThere: the last bind
+// asked claim db-0 onto node roomy, and the operator reassigned
+// 10.0.16.9 onto roomy's ENI (status.nodeName roomy) but has not stamped
+// it there yet. kube-scheduler's retry of the pod passes on roomy alone:
+// a bind onto another node would ask the claim elsewhere mid-move, and
+// the operator would move the address again once it landed. Once the
+// stamp is settled on roomy, or when roomy does not pass (cordoned,
+// gone), the other nodes pass again.
+func TestAStaticPodStaysWithItsAddressWhileItMovesThere(t *testing.T) {
+	s := staticCluster()
+	s.claims["web/db-0"] = room.Claim{Address: "10.0.16.9", Subnet: "subnet-a", Zone: "us-east-1a", Holder: "roomy", Target: "roomy", Checked: true,
+		Status: "Placing: 10.0.16.9 is on eni-2 of node roomy; waiting for enipam-agent to route it"}
+	e, _ := newExtender(t, s, DefaultConfig())
+	pod := podNamed("db-0", false)
+	res := e.Filter(context.Background(), &extenderv1.ExtenderArgs{Pod: pod, NodeNames: names("roomy", "eni-slot", "full")})
+	if res.Error != "" || !slicesEqual(*res.NodeNames, []string{"roomy"}) {
+		t.Fatalf("mid-move: filter passed %v (error %q), want roomy alone", res.NodeNames, res.Error)
+	}
+	if got := res.FailedAndUnresolvableNodes["eni-slot"]; got != "static IP 10.0.16.9 is moving onto node roomy" {
+		t.Errorf("eni-slot: %q", got)
+	}
+	res = e.Filter(context.Background(), &extenderv1.ExtenderArgs{Pod: pod, NodeNames: names("eni-slot", "full")})
+	if res.Error != "" || !slicesEqual(*res.NodeNames, []string{"eni-slot"}) {
+		t.Fatalf("mid-move, roomy not a candidate: filter passed %v (error %q), want eni-slot", res.NodeNames, res.Error)
+	}
+	s.set(room.Node{Name: "roomy", Pool: &room.Pool{Size: 10, Stamped: map[string]string{"web/db-0": "10.0.16.9"}, Settled: map[string]string{"web/db-0": "10.0.16.9"}},
+		Capacity: &enipamv1alpha1.NodeCapacity{MaxIPs: 27, PoolIPs: 27, AvailabilityZone: "us-east-1a", SubnetSlots: []enipamv1alpha1.SubnetSlots{{SubnetID: "subnet-a", Free: 2}}}})
+	res = e.Filter(context.Background(), &extenderv1.ExtenderArgs{Pod: pod, NodeNames: names("roomy", "eni-slot")})
+	if res.Error != "" || !slicesEqual(*res.NodeNames, []string{"roomy", "eni-slot"}) {
+		t.Fatalf("settled on roomy: filter passed %v (error %q), want roomy and eni-slot", res.NodeNames, res.Error)
+	}
+}

@@ -108,3 +108,27 @@ func TestDeterministic(t *testing.T) {
 		}
 	}
 }
+
+// regressionSeeds are seeds that once found a violation, each fixed in
+// the product: 13545, 18578 and 38355 (a remap confirmation of a
+// reassignment that a later one, to another node, had superseded: the
+// address was pooled and given to its pod on the node EC2 moved it
+// off), 16861 (an unstamp's withdrawn mark landed without the stamp's
+// removal: a stamp with no handshake taken for confirmed while another
+// pod held the address), 40038 (an address refused claims asked for,
+// unassigned once the claim that held it was deleted) and 39108 (a
+// claim made for a pod already running elsewhere with another address,
+// Bound while its pod kept that address).
+var regressionSeeds = []uint64{13545, 16861, 18578, 38355, 39108, 40038}
+
+// TestRegressionSeeds runs the seeds that once failed.
+func TestRegressionSeeds(t *testing.T) {
+	cfg := DefaultConfig()
+	for _, seed := range regressionSeeds {
+		r := Run(seed, cfg)
+		if r.Failed() {
+			t.Errorf("seed %d: error %v, violations %q, not at rest %q; reproduce with: go test ./test/staticsim -run TestSeeds -seed=%d -v",
+				seed, r.Err, r.Violations, r.Unsettled, seed)
+		}
+	}
+}

@@ -187,7 +187,7 @@ func newWorld(seed uint64) (*world, error) {
 		agents: map[string]*agent{}, pods: map[string]*pod{}, stampedOn: map[string]string{}, owned: map[string]string{},
 	}
 	if Log != nil {
-		w.log = slog.New(slog.NewTextHandler(Log, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		w.log = slog.New(simTimeHandler{slog.NewTextHandler(Log, &slog.HandlerOptions{Level: slog.LevelDebug}), w})
 	}
 	objs := []client.Object{&enipamv1alpha1.ENIPolicy{ObjectMeta: metav1.ObjectMeta{Name: "pods"}, Spec: enipamv1alpha1.ENIPolicySpec{
 		FirstInterfaceIndex: ptrTo(int32(1)), SubnetTags: map[string]string{"pods": "true"},
