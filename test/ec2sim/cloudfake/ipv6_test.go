@@ -15,6 +15,7 @@ import (
 // (no IPv6).
 const dualStackYAML = `
 account: "111122223333"
+clusterName: c1
 region: eu-west-1
 seed: 12
 zones: [eu-west-1a]
@@ -59,6 +60,9 @@ func TestFakeMatchesAdapterOnIPv6(t *testing.T) {
 	tw := newTwinsOf(t, dualStackYAML)
 	const dual, v4, m5, m1 = "subnet-0a000000000000001", "subnet-0a000000000000002", "i-0a000000000000001", "i-0a000000000000002"
 	sub64 := netip.MustParsePrefix("2600:1f18:abc:de01::/64")
+	// The cluster's tag: the operator's policy lets it delete only its
+	// cluster's ENIs.
+	ours := map[string]string{cloud.TagCluster: cluster}
 	res := tw.run(t, []step{
 		{"describe VPC", describeVPC(vpcID), nil},
 		{"list subnets", func(ctx context.Context, api cloud.API) (any, error) { return api.ListSubnets(ctx, vpcID) }, nil},
@@ -66,11 +70,11 @@ func TestFakeMatchesAdapterOnIPv6(t *testing.T) {
 			return api.InstanceTypes(ctx, []string{"m5.large", "m1.small"})
 		}, nil},
 		{"get instances", getInstances(m5, m1), nil},
-		{"create with an IPv6 prefix", create(cloud.CreateENIRequest{SubnetID: dual, SecondaryIPs: 1, IPv6Prefixes: 1}), nil},
-		{"create with IPv6 addresses", create(cloud.CreateENIRequest{SubnetID: dual, IPv6Addresses: 2}), nil},
-		{"create with IPv6 in an IPv4-only subnet", create(cloud.CreateENIRequest{SubnetID: v4, IPv6Prefixes: 1}), cloud.ErrInvalid},
-		{"create with IPv6 addresses and a prefix", create(cloud.CreateENIRequest{SubnetID: dual, IPv6Addresses: 1, IPv6Prefixes: 1}), cloud.ErrInvalid},
-		{"create past the IPv6 limit", create(cloud.CreateENIRequest{SubnetID: dual, IPv6Addresses: 500}), cloud.ErrIPLimit},
+		{"create with an IPv6 prefix", create(cloud.CreateENIRequest{SubnetID: dual, SecondaryIPs: 1, IPv6Prefixes: 1, Tags: ours}), nil},
+		{"create with IPv6 addresses", create(cloud.CreateENIRequest{SubnetID: dual, IPv6Addresses: 2, Tags: ours}), nil},
+		{"create with IPv6 in an IPv4-only subnet", create(cloud.CreateENIRequest{SubnetID: v4, IPv6Prefixes: 1, Tags: ours}), cloud.ErrInvalid},
+		{"create with IPv6 addresses and a prefix", create(cloud.CreateENIRequest{SubnetID: dual, IPv6Addresses: 1, IPv6Prefixes: 1, Tags: ours}), cloud.ErrInvalid},
+		{"create past the IPv6 limit", create(cloud.CreateENIRequest{SubnetID: dual, IPv6Addresses: 500, Tags: ours}), cloud.ErrIPLimit},
 	})
 	vpc := res[0].(cloud.VPC)
 	if want := netip.MustParsePrefix("2600:1f18:abc:de00::/56"); !slices.Equal(vpc.IPv6CIDRs, []netip.Prefix{want}) {
