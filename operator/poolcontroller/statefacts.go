@@ -62,15 +62,18 @@ func (s *nodeSync) readStaticFacts(ctx context.Context, in *staticInputs) {
 		}
 		key := c.Addr.String()
 		if _, done := in.pooledElsewhere[key]; done {
+			// Another claim asks for the same address: its facts are
+			// read; this claim's own target is read too.
+			if in.located[c.Addr].Found {
+				s.readLiveTarget(ctx, in, owner)
+			}
 			continue
 		}
 		in.pooledElsewhere[key] = s.pooledElsewhere(ctx, key)
 		loc := s.r.inv.Locate(c.Addr)
 		in.located[c.Addr] = loc
 		if loc.Found {
-			if target, ok := s.liveTarget(ctx, owner); ok {
-				in.liveTargets[owner] = target
-			}
+			s.readLiveTarget(ctx, in, owner)
 		}
 		if id := loc.ENI.InstanceID; loc.Found && id != "" && loc.ENI.Tags[cloud.TagCluster] != in.cluster {
 			if _, done := in.ourInstances[id]; !done {
@@ -97,6 +100,14 @@ func (s *nodeSync) readStaticFacts(ctx context.Context, in *staticInputs) {
 			continue
 		}
 		in.podNodes[e.Owner] = s.podNode(ctx, e.Owner)
+	}
+}
+
+// readLiveTarget records owner's claim's live target in in.liveTargets
+// (nothing when it cannot be read: no reassignment then).
+func (s *nodeSync) readLiveTarget(ctx context.Context, in *staticInputs, owner string) {
+	if target, ok := s.liveTarget(ctx, owner); ok {
+		in.liveTargets[owner] = target
 	}
 }
 

@@ -119,7 +119,7 @@ func TestDeterministic(t *testing.T) {
 // unassigned once the claim that held it was deleted) and 39108 (a
 // claim made for a pod already running elsewhere with another address,
 // Bound while its pod kept that address).
-var regressionSeeds = []uint64{13545, 16861, 18578, 38355, 39108, 40038}
+var regressionSeeds = []uint64{13545, 16861, 18578, 38355, 39108, 40038, 63370, 63862, 66855, 68929}
 
 // TestRegressionSeeds runs the seeds that once failed.
 func TestRegressionSeeds(t *testing.T) {
