@@ -16,6 +16,7 @@ import (
 
 	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
 	"github.com/enipam/enipam/test/agentsim"
+	"github.com/enipam/enipam/test/ec2sim"
 	"github.com/enipam/enipam/test/stack"
 )
 
@@ -29,7 +30,10 @@ import (
 // seen from outside (the claim asked onto the new node, the old node's
 // endpoint evidence, the address out of the old pool, the reassignment,
 // the remap landed in the new instance's metadata, the new node's agent
-// confirming it), and EC2's remap apart from the rest.
+// confirming it), and EC2's remap apart from the rest: as seen from
+// outside, and as ec2sim drew it (the delay of the remap that landed,
+// from its admin API), the move less that delay being enipam's share.
+// It counts the EC2 calls made during the moves (describes included).
 type StaticMoves struct {
 	Nodes, Pods, Moves int
 	// AgentUpdate is Cilium's agent's CiliumNode update interval
@@ -159,6 +163,10 @@ profile: realistic
 	// seen landed (EC2's asynchronous remap, ec2sim's reassignDelay);
 	// rest is the rest of the move (deleted to stamped, less remap).
 	var remap, rest []time.Duration
+	// drawn is, per move, the delay ec2sim drew for the remap that
+	// landed; share is the move (deleted to stamped) less drawn.
+	var drawn, share []time.Duration
+	var describes, calls int64
 	sameIP := 0
 	for m := range s.Moves {
 		pod := fmt.Sprintf("db-%d", m%s.Pods)
@@ -170,6 +178,10 @@ profile: realistic
 		if err := w.setUnschedulable(ctx, old, true); err != nil {
 			return nil, err
 		}
+		before, err := w.sim.Admin.Counters(ctx)
+		if err != nil {
+			return nil, err
+		}
 		t0 := time.Now()
 		if err := c.Delete(ctx, p); err != nil {
 			return nil, err
@@ -179,13 +191,32 @@ profile: realistic
 		if err != nil {
 			return nil, fmt.Errorf("move %d of %s: %w", m, pod, err)
 		}
-		toPool = append(toPool, time.Since(t0))
+		took := time.Since(t0)
+		toPool = append(toPool, took)
+		after, err := w.sim.Admin.Counters(ctx)
+		if err != nil {
+			return nil, err
+		}
+		describes += after.Calls["DescribeNetworkInterfaces"] - before.Calls["DescribeNetworkInterfaces"]
+		for _, n := range after.Calls {
+			calls += n
+		}
+		for _, n := range before.Calls {
+			calls -= n
+		}
 		var said []string
 		for _, l := range lg.list() {
 			if !l.at.IsZero() {
 				legs[l.name] = append(legs[l.name], l.at.Sub(t0))
 				said = append(said, fmt.Sprintf("%s %.2f s", l.name, l.at.Sub(t0).Seconds()))
 			}
+		}
+		if d, ok, err := w.remapDrawn(ctx, ips[pod], t0); err != nil {
+			return nil, err
+		} else if ok {
+			drawn = append(drawn, d)
+			share = append(share, took-d)
+			said = append(said, fmt.Sprintf("EC2's remap as ec2sim drew it %.2f s, the move less it %.2f s", d.Seconds(), (took-d).Seconds()))
 		}
 		e.say("%s: move %d: %s from %s to %s: %s", s.Name(), m, pod, old, node, strings.Join(said, ", "))
 		if !lg.reassigned.IsZero() && !lg.landed.IsZero() {
@@ -211,6 +242,8 @@ profile: realistic
 	}
 	slices.Sort(remap)
 	slices.Sort(rest)
+	slices.Sort(drawn)
+	slices.Sort(share)
 	fig := w.agents.Figures()
 	f, err := w.poolFindings(ctx)
 	if err != nil {
@@ -236,6 +269,14 @@ profile: realistic
 		rep.add("the move less EC2's remap p50", agentsim.Percentile(rest, 50), "")
 		rep.add("the move less EC2's remap p99", agentsim.Percentile(rest, 99), fmt.Sprintf("%d moves", len(rest)))
 	}
+	if len(drawn) > 0 {
+		rep.add("EC2's remap as ec2sim drew it p50", agentsim.Percentile(drawn, 50), "")
+		rep.add("EC2's remap as ec2sim drew it p99", agentsim.Percentile(drawn, 99), fmt.Sprintf("%d moves", len(drawn)))
+		rep.add("enipam's share (deleted to stamped, less the drawn remap) p50", agentsim.Percentile(share, 50), "")
+		rep.add("enipam's share (deleted to stamped, less the drawn remap) p99", agentsim.Percentile(share, 99), fmt.Sprintf("%d moves", len(share)))
+	}
+	rep.add("DescribeNetworkInterfaces calls per move (deleted to stamped)", float64(describes)/float64(max(len(toPool), 1)), fmt.Sprintf("%d in all", describes))
+	rep.add("EC2 calls per move (deleted to stamped)", float64(calls)/float64(max(len(toPool), 1)), fmt.Sprintf("%d in all", calls))
 	rep.add("deleted to address in the new node's pool p50", agentsim.Percentile(toPool, 50), "")
 	rep.add("deleted to address in the new node's pool p99", agentsim.Percentile(toPool, 99), "")
 	rep.add("deleted to new pod running with it p50", agentsim.Percentile(toRunning, 50), "")
@@ -254,6 +295,21 @@ profile: realistic
 	rep.addPoolFindings(f)
 	rep.Ran = Seconds(time.Since(rep.Started))
 	return rep, nil
+}
+
+// remapDrawn returns the delay ec2sim drew for the last remap of ip
+// asked at or after since that landed; false if none did.
+func (w *world) remapDrawn(ctx context.Context, ip string, since time.Time) (time.Duration, bool, error) {
+	remaps, err := w.sim.Admin.Remaps(ctx)
+	if err != nil {
+		return 0, false, fmt.Errorf("reading ec2sim's remaps, %w", err)
+	}
+	for i := len(remaps) - 1; i >= 0; i-- {
+		if r := remaps[i]; r.Address == ip && !r.Asked.Before(since) && r.Outcome == ec2sim.RemapLanded {
+			return time.Duration(r.Delay), true, nil
+		}
+	}
+	return 0, false, nil
 }
 
 // runningStatic waits until pod runs (on node, if set) with the address of
