@@ -228,13 +228,14 @@ func (s *nodeSync) need() nodeNeed {
 	}
 }
 
-// writePoolFirst writes the node now when its pool grew, ahead of EC2
+// writePoolFirst writes the node now when its pool grew, or let a
+// stamped address go to the node it moves to (staticLeft), ahead of EC2
 // calls that may wait in EC2's buckets (the plan's, the repair of an
-// ENI's delete-on-termination): addresses ready for the pool are never
-// held behind them. False when the write failed (s.writeErr; the
-// reconcile stops there).
+// ENI's delete-on-termination): addresses ready for the pool, and moves
+// waiting for this pool to let go, are never held behind them. False
+// when the write failed (s.writeErr; the reconcile stops there).
 func (s *nodeSync) writePoolFirst(ctx context.Context) bool {
-	if !s.poolGrew() {
+	if !s.poolGrew() && !s.staticLeft() {
 		return true
 	}
 	if err := s.write(ctx); err != nil {
