@@ -322,11 +322,16 @@ func (s *nodeSync) verifyUnpooled(ctx context.Context) {
 		s.requeueWithin(wait)
 		return
 	}
+	if wait := s.describeCanWait(); wait > 0 {
+		s.requeueWithin(wait)
+		return
+	}
 	if err := s.r.inv.RefreshENIs(ctx, s.pool.unverifiedENIs); err != nil {
 		s.r.log.Info("describing ENIs to confirm addresses failed; retrying", "node", s.cn.Name, "enis", s.pool.unverifiedENIs, "error", err)
 		s.requeueWithin(time.Second)
 		return
 	}
+	s.mem.remapsLooked = s.r.now()
 	if s.snapshot(ctx) {
 		s.reconcilePool(ctx)
 	}
