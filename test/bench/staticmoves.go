@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
@@ -187,11 +188,11 @@ profile: realistic
 			return nil, err
 		}
 		lg := &moveLegs{}
-		node, err := w.stampedElsewhere(ctx, "default/"+pod, ips[pod], old, lg, 2*time.Minute)
+		node, at, err := w.stampedElsewhere(ctx, "default/"+pod, ips[pod], old, lg, 2*time.Minute)
 		if err != nil {
 			return nil, fmt.Errorf("move %d of %s: %w", m, pod, err)
 		}
-		took := time.Since(t0)
+		took := at.Sub(t0)
 		toPool = append(toPool, took)
 		after, err := w.sim.Admin.Counters(ctx)
 		if err != nil {
@@ -363,39 +364,33 @@ func seen(t *time.Time, now time.Time, ok bool) {
 }
 
 // stampedElsewhere waits until a node other than old has ip stamped for
-// owner in its pool, out of any handshake, and returns it, noting when
-// it first saw each leg of the move in lg.
-func (w *world) stampedElsewhere(ctx context.Context, owner, ip, old string, lg *moveLegs, timeout time.Duration) (string, error) {
+// owner in its pool, out of any handshake, and returns it with when the
+// list that showed it returned, noting when it first saw each leg of the
+// move in lg. The stamp is looked for by a loop of its own, one list of
+// the CiliumNodes at a time, and the other legs (apiserver reads and the
+// new instance's metadata, slower) alongside: a loaded machine then
+// delays the stamp's sighting by one list, not by every leg's probe.
+func (w *world) stampedElsewhere(ctx context.Context, owner, ip, old string, lg *moveLegs, timeout time.Duration) (string, time.Time, error) {
 	ns, name, _ := strings.Cut(owner, "/")
 	c := w.cluster.Client
+	var mu sync.Mutex // guards lg and target
 	target := ""
-	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		now := time.Now()
-		if cl := (&enipamv1alpha1.StaticIPClaim{}); target == "" && c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, cl) == nil &&
-			cl.Spec.NodeName != "" && cl.Spec.NodeName != old {
-			target = cl.Spec.NodeName
-			seen(&lg.asked, now, true)
+	probing, stop := context.WithCancel(ctx)
+	probed := make(chan struct{})
+	defer func() { stop(); <-probed }()
+	go func() {
+		defer close(probed)
+		for ; probing.Err() == nil; time.Sleep(20 * time.Millisecond) {
+			w.probeLegs(probing, ns, name, ip, old, lg, &mu, &target)
 		}
-		if nr := (&enipamv1alpha1.NodeRouting{}); c.Get(ctx, client.ObjectKey{Name: old}, nr) == nil && nr.Status.Endpoints != nil {
-			seen(&lg.endpointGone, now, slices.Contains(nr.Status.Endpoints.Absent, ip))
-		}
-		if nr := (&enipamv1alpha1.NodeRouting{}); target != "" && c.Get(ctx, client.ObjectKey{Name: target}, nr) == nil {
-			seen(&lg.reassigned, now, slices.ContainsFunc(nr.Spec.RemapQueries, func(q enipamv1alpha1.RemapQuery) bool { return q.Address == ip }))
-			seen(&lg.confirmed, now, nr.Status.Remaps != nil && slices.Contains(nr.Status.Remaps.Landed, ip))
-			if lg.landed.IsZero() && nr.Spec.InstanceID != "" {
-				cn := &ciliumv2.CiliumNode{}
-				if c.Get(ctx, client.ObjectKey{Name: target}, cn) == nil {
-					for _, e := range cn.Status.ENI.ENIs {
-						local, err := w.metadata(ctx, nr.Spec.InstanceID, e.MAC)
-						seen(&lg.landed, now, err == nil && slices.Contains(local, ip))
-					}
-				}
-			}
-		}
+	}()
+	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 		var list ciliumv2.CiliumNodeList
 		if err := c.List(ctx, &list); err != nil {
 			continue
 		}
+		now := time.Now()
+		mu.Lock()
 		for _, cn := range list.Items {
 			if cn.Name == old {
 				_, pooled := cn.Spec.IPAM.Pool[ip]
@@ -407,11 +402,63 @@ func (w *world) stampedElsewhere(ctx context.Context, owner, ip, old string, lg 
 			if e, ok := cn.Spec.IPAM.Pool[ip]; ok && cn.Name != old && e.Owner == owner && !hs {
 				seen(&lg.asked, now, true)
 				seen(&lg.stamped, now, true)
-				return cn.Name, nil
+				mu.Unlock()
+				return cn.Name, now, nil
 			}
 		}
+		mu.Unlock()
 	}
-	return "", fmt.Errorf("%s never stamped for %s off %s within %s", ip, owner, old, timeout)
+	return "", time.Time{}, fmt.Errorf("%s never stamped for %s off %s within %s", ip, owner, old, timeout)
+}
+
+// probeLegs notes, once, the legs of a move seen from the claim, the
+// NodeRoutings of the old and the new node, and the new instance's
+// metadata (at the time each read returned).
+func (w *world) probeLegs(ctx context.Context, ns, name, ip, old string, lg *moveLegs, mu *sync.Mutex, target *string) {
+	c := w.cluster.Client
+	mu.Lock()
+	to := *target
+	mu.Unlock()
+	if cl := (&enipamv1alpha1.StaticIPClaim{}); to == "" && c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, cl) == nil &&
+		cl.Spec.NodeName != "" && cl.Spec.NodeName != old {
+		to = cl.Spec.NodeName
+		mu.Lock()
+		*target = to
+		seen(&lg.asked, time.Now(), true)
+		mu.Unlock()
+	}
+	if nr := (&enipamv1alpha1.NodeRouting{}); c.Get(ctx, client.ObjectKey{Name: old}, nr) == nil && nr.Status.Endpoints != nil {
+		mu.Lock()
+		seen(&lg.endpointGone, time.Now(), slices.Contains(nr.Status.Endpoints.Absent, ip))
+		mu.Unlock()
+	}
+	if to == "" {
+		return
+	}
+	nr := &enipamv1alpha1.NodeRouting{}
+	if c.Get(ctx, client.ObjectKey{Name: to}, nr) != nil {
+		return
+	}
+	now := time.Now()
+	mu.Lock()
+	seen(&lg.reassigned, now, slices.ContainsFunc(nr.Spec.RemapQueries, func(q enipamv1alpha1.RemapQuery) bool { return q.Address == ip }))
+	seen(&lg.confirmed, now, nr.Status.Remaps != nil && slices.Contains(nr.Status.Remaps.Landed, ip))
+	landed := !lg.landed.IsZero()
+	mu.Unlock()
+	if landed || nr.Spec.InstanceID == "" {
+		return
+	}
+	cn := &ciliumv2.CiliumNode{}
+	if c.Get(ctx, client.ObjectKey{Name: to}, cn) != nil {
+		return
+	}
+	for _, e := range cn.Status.ENI.ENIs {
+		local, err := w.metadata(ctx, nr.Spec.InstanceID, e.MAC)
+		now := time.Now()
+		mu.Lock()
+		seen(&lg.landed, now, err == nil && slices.Contains(local, ip))
+		mu.Unlock()
+	}
 }
 
 // setUnschedulable cordons or uncordons a node.
