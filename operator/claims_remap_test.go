@@ -112,3 +112,50 @@ func TestStaticIPStampKeptAcrossARestartWhileDescribesLagTheRemap(t *testing.T) 
 		t.Errorf("the restarted operator assigned addresses %d times; want none (the stamp's address is on its ENI)", n)
 	}
 }
+
+// TestAStaticMoveTheAgentWatchesIsNotDescribedOnEveryLook: EC2 remaps db-0's
+// address onto node-2's ENI 1.5 s after the reassignment call, and
+// describes lag it by 10 minutes. node-2's enipam-agent, asked about the
+// remap, answers Missing until the metadata lists it, then Landed. The
+// node is looked at many times meanwhile (every 20 ms here); the agent's
+// word is what lands the address, so its ENIs are not described on each
+// look: at most once per 2 s after the query (unverifiedRecheck). Nodes:
+// m5.large, first interface index 1, pre-allocate 4; node-1 runs Cilium
+// with endpoint routes (the fast move).
+func TestAStaticMoveTheAgentWatchesIsNotDescribedOnEveryLook(t *testing.T) {
+	w := newStaticWorld(t)
+	l := w.start()
+	ip := w.placed(l)
+	timing := w.state.Timing()
+	timing.ReassignDelay = ec2sim.Range{Min: ec2sim.Duration(1500 * time.Millisecond), Max: ec2sim.Duration(1500 * time.Millisecond)}
+	timing.Lag.Reassign = ec2sim.Range{Min: ec2sim.Duration(10 * time.Minute), Max: ec2sim.Duration(10 * time.Minute)}
+	timing.Lag.Share = 1
+	if err := w.state.SetTiming(timing); err != nil {
+		t.Fatal(err)
+	}
+	w.endpointRoutes["node-1"] = true
+
+	w.target("db-0", "node-2")
+	w.release("node-1", "default/db-0")
+	w.pod("db-0", "node-1", false)
+	w.until(l, "db-0's address reassigned onto node-2", func() bool {
+		return slices.ContainsFunc(w.routingOf("node-2").Spec.RemapQueries, func(q enipamv1alpha1.RemapQuery) bool { return q.Address == ip })
+	})
+	w.cloud.ResetCalls()
+	looks := 0
+	w.until(l, "db-0's address stamped on node-2", func() bool {
+		looks++
+		n, _ := w.stampedOn("default/db-0")
+		return n == "node-2"
+	})
+	describes := w.cloud.Calls()[cloudfake.DescribeNetworkInterfaces]
+	t.Logf("%d describes over %d looks at the nodes while the remap was under way", describes, looks)
+	if looks < 5 {
+		t.Fatalf("only %d looks during a 1.5 s remap: the test proves nothing", looks)
+	}
+	if describes > 1 {
+		t.Errorf("%d DescribeNetworkInterfaces calls while node-2's agent watched the remap, want at most 1", describes)
+	}
+	w.step(l)
+	w.moved(ip, "node-2", "i-0a000000000000002")
+}

@@ -176,6 +176,10 @@ type memory struct {
 	// NodeRouting's spec.remapQueries, the ENI it asked about and the
 	// generation its write made (staticremap.go).
 	remapsAsked map[string]remapAsk
+	// remapsLooked is when this process last asked the node's agent about
+	// a remap or described the node's ENIs to confirm one
+	// (describeCanWait).
+	remapsLooked time.Time
 	// consolidation: consolidate.go.
 	consolidation consolidationMemory
 }

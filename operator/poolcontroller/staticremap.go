@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"time"
 
 	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
 	"github.com/enipam/enipam/operator/cloud"
@@ -105,6 +106,32 @@ func (s *nodeSync) confirmRemaps() bool {
 	return landed
 }
 
+// describeCanWait returns how long verifyUnpooled's describe of the
+// node's unverified addresses can wait, 0 if it cannot: while each is a
+// reassignment this process made whose query the node's agent answered
+// Missing (it reads the metadata again every 100 ms and reports the
+// landing before any describe, which lags the remap, could show it),
+// describes only back it up, at most every unverifiedRecheck after the
+// last query or describe, rather than on every look at the node. An
+// agent that has not answered, and addresses that are no reassignment of
+// this process, are described at once, as before.
+func (s *nodeSync) describeCanWait() time.Duration {
+	wait := s.mem.remapsLooked.Add(unverifiedRecheck).Sub(s.r.now())
+	if wait <= 0 {
+		return 0
+	}
+	watched := 0
+	for ip := range s.r.inv.MovingOnto(s.pool.unverifiedENIs) {
+		if a, ok := s.mem.remapsAsked[ip.String()]; ok && a.missing {
+			watched++
+		}
+	}
+	if watched < s.pool.unverified {
+		return 0
+	}
+	return wait
+}
+
 // remapUnsure reports whether a stamped address the node's ENIs do not
 // hold in the inventory's view may still be on the ENI its entry names:
 // describes are not trusted yet (an operator restarted moments after a
@@ -190,6 +217,7 @@ func (s *nodeSync) askedRemaps(have, want []enipamv1alpha1.RemapQuery, g int64) 
 			asked[q.Address] = a
 		} else {
 			asked[q.Address] = remapAsk{eni: q.ENI, generation: g}
+			s.mem.remapsLooked = s.r.now()
 		}
 	}
 	s.mem.remapsAsked = asked

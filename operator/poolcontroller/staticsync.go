@@ -186,6 +186,20 @@ func (s *nodeSync) runStatic(ctx context.Context, out staticOutcome) {
 	}
 }
 
+// staticLeft reports whether the desired pool lets a stamped address go
+// that the node's object still lists (released once the old node's agent
+// or enipam-agent answered, reconcileStatic): the node it moves to
+// reassigns it in EC2 only once no pool lists it, so this write is the
+// move's next step and waits for no EC2 call of this node.
+func (s *nodeSync) staticLeft() bool {
+	for ip, e := range s.orig.Spec.IPAM.Pool {
+		if _, kept := s.cn.Spec.IPAM.Pool[ip]; !kept && e.Owner != "" {
+			return true
+		}
+	}
+	return false
+}
+
 // placeStatic assigns claimed addresses onto the node's ENIs, or creates
 // the ENI one needs; each success is recorded in the inventory at once.
 func (s *nodeSync) placeStatic(ctx context.Context, out *staticOutcome) error {

@@ -228,13 +228,14 @@ func (s *nodeSync) need() nodeNeed {
 	}
 }
 
-// writePoolFirst writes the node now when its pool grew, ahead of EC2
+// writePoolFirst writes the node now when its pool grew, or let a
+// stamped address go to the node it moves to (staticLeft), ahead of EC2
 // calls that may wait in EC2's buckets (the plan's, the repair of an
-// ENI's delete-on-termination): addresses ready for the pool are never
-// held behind them. False when the write failed (s.writeErr; the
-// reconcile stops there).
+// ENI's delete-on-termination): addresses ready for the pool, and moves
+// waiting for this pool to let go, are never held behind them. False
+// when the write failed (s.writeErr; the reconcile stops there).
 func (s *nodeSync) writePoolFirst(ctx context.Context) bool {
-	if !s.poolGrew() {
+	if !s.poolGrew() && !s.staticLeft() {
 		return true
 	}
 	if err := s.write(ctx); err != nil {
@@ -321,11 +322,16 @@ func (s *nodeSync) verifyUnpooled(ctx context.Context) {
 		s.requeueWithin(wait)
 		return
 	}
+	if wait := s.describeCanWait(); wait > 0 {
+		s.requeueWithin(wait)
+		return
+	}
 	if err := s.r.inv.RefreshENIs(ctx, s.pool.unverifiedENIs); err != nil {
 		s.r.log.Info("describing ENIs to confirm addresses failed; retrying", "node", s.cn.Name, "enis", s.pool.unverifiedENIs, "error", err)
 		s.requeueWithin(time.Second)
 		return
 	}
+	s.mem.remapsLooked = s.r.now()
 	if s.snapshot(ctx) {
 		s.reconcilePool(ctx)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
@@ -16,6 +17,7 @@ import (
 
 	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
 	"github.com/enipam/enipam/test/agentsim"
+	"github.com/enipam/enipam/test/ec2sim"
 	"github.com/enipam/enipam/test/stack"
 )
 
@@ -29,7 +31,10 @@ import (
 // seen from outside (the claim asked onto the new node, the old node's
 // endpoint evidence, the address out of the old pool, the reassignment,
 // the remap landed in the new instance's metadata, the new node's agent
-// confirming it), and EC2's remap apart from the rest.
+// confirming it), and EC2's remap apart from the rest: as seen from
+// outside, and as ec2sim drew it (the delay of the remap that landed,
+// from its admin API), the move less that delay being enipam's share.
+// It counts the EC2 calls made during the moves (describes included).
 type StaticMoves struct {
 	Nodes, Pods, Moves int
 	// AgentUpdate is Cilium's agent's CiliumNode update interval
@@ -159,6 +164,10 @@ profile: realistic
 	// seen landed (EC2's asynchronous remap, ec2sim's reassignDelay);
 	// rest is the rest of the move (deleted to stamped, less remap).
 	var remap, rest []time.Duration
+	// drawn is, per move, the delay ec2sim drew for the remap that
+	// landed; share is the move (deleted to stamped) less drawn.
+	var drawn, share []time.Duration
+	var describes, calls int64
 	sameIP := 0
 	for m := range s.Moves {
 		pod := fmt.Sprintf("db-%d", m%s.Pods)
@@ -170,22 +179,45 @@ profile: realistic
 		if err := w.setUnschedulable(ctx, old, true); err != nil {
 			return nil, err
 		}
+		before, err := w.sim.Admin.Counters(ctx)
+		if err != nil {
+			return nil, err
+		}
 		t0 := time.Now()
 		if err := c.Delete(ctx, p); err != nil {
 			return nil, err
 		}
 		lg := &moveLegs{}
-		node, err := w.stampedElsewhere(ctx, "default/"+pod, ips[pod], old, lg, 2*time.Minute)
+		node, at, err := w.stampedElsewhere(ctx, "default/"+pod, ips[pod], old, lg, 2*time.Minute)
 		if err != nil {
 			return nil, fmt.Errorf("move %d of %s: %w", m, pod, err)
 		}
-		toPool = append(toPool, time.Since(t0))
+		took := at.Sub(t0)
+		toPool = append(toPool, took)
+		after, err := w.sim.Admin.Counters(ctx)
+		if err != nil {
+			return nil, err
+		}
+		describes += after.Calls["DescribeNetworkInterfaces"] - before.Calls["DescribeNetworkInterfaces"]
+		for _, n := range after.Calls {
+			calls += n
+		}
+		for _, n := range before.Calls {
+			calls -= n
+		}
 		var said []string
 		for _, l := range lg.list() {
 			if !l.at.IsZero() {
 				legs[l.name] = append(legs[l.name], l.at.Sub(t0))
 				said = append(said, fmt.Sprintf("%s %.2f s", l.name, l.at.Sub(t0).Seconds()))
 			}
+		}
+		if d, ok, err := w.remapDrawn(ctx, ips[pod], t0); err != nil {
+			return nil, err
+		} else if ok {
+			drawn = append(drawn, d)
+			share = append(share, took-d)
+			said = append(said, fmt.Sprintf("EC2's remap as ec2sim drew it %.2f s, the move less it %.2f s", d.Seconds(), (took-d).Seconds()))
 		}
 		e.say("%s: move %d: %s from %s to %s: %s", s.Name(), m, pod, old, node, strings.Join(said, ", "))
 		if !lg.reassigned.IsZero() && !lg.landed.IsZero() {
@@ -211,6 +243,8 @@ profile: realistic
 	}
 	slices.Sort(remap)
 	slices.Sort(rest)
+	slices.Sort(drawn)
+	slices.Sort(share)
 	fig := w.agents.Figures()
 	f, err := w.poolFindings(ctx)
 	if err != nil {
@@ -236,6 +270,14 @@ profile: realistic
 		rep.add("the move less EC2's remap p50", agentsim.Percentile(rest, 50), "")
 		rep.add("the move less EC2's remap p99", agentsim.Percentile(rest, 99), fmt.Sprintf("%d moves", len(rest)))
 	}
+	if len(drawn) > 0 {
+		rep.add("EC2's remap as ec2sim drew it p50", agentsim.Percentile(drawn, 50), "")
+		rep.add("EC2's remap as ec2sim drew it p99", agentsim.Percentile(drawn, 99), fmt.Sprintf("%d moves", len(drawn)))
+		rep.add("enipam's share (deleted to stamped, less the drawn remap) p50", agentsim.Percentile(share, 50), "")
+		rep.add("enipam's share (deleted to stamped, less the drawn remap) p99", agentsim.Percentile(share, 99), fmt.Sprintf("%d moves", len(share)))
+	}
+	rep.add("DescribeNetworkInterfaces calls per move (deleted to stamped)", float64(describes)/float64(max(len(toPool), 1)), fmt.Sprintf("%d in all", describes))
+	rep.add("EC2 calls per move (deleted to stamped)", float64(calls)/float64(max(len(toPool), 1)), fmt.Sprintf("%d in all", calls))
 	rep.add("deleted to address in the new node's pool p50", agentsim.Percentile(toPool, 50), "")
 	rep.add("deleted to address in the new node's pool p99", agentsim.Percentile(toPool, 99), "")
 	rep.add("deleted to new pod running with it p50", agentsim.Percentile(toRunning, 50), "")
@@ -254,6 +296,21 @@ profile: realistic
 	rep.addPoolFindings(f)
 	rep.Ran = Seconds(time.Since(rep.Started))
 	return rep, nil
+}
+
+// remapDrawn returns the delay ec2sim drew for the last remap of ip
+// asked at or after since that landed; false if none did.
+func (w *world) remapDrawn(ctx context.Context, ip string, since time.Time) (time.Duration, bool, error) {
+	remaps, err := w.sim.Admin.Remaps(ctx)
+	if err != nil {
+		return 0, false, fmt.Errorf("reading ec2sim's remaps, %w", err)
+	}
+	for i := len(remaps) - 1; i >= 0; i-- {
+		if r := remaps[i]; r.Address == ip && !r.Asked.Before(since) && r.Outcome == ec2sim.RemapLanded {
+			return time.Duration(r.Delay), true, nil
+		}
+	}
+	return 0, false, nil
 }
 
 // runningStatic waits until pod runs (on node, if set) with the address of
@@ -307,39 +364,33 @@ func seen(t *time.Time, now time.Time, ok bool) {
 }
 
 // stampedElsewhere waits until a node other than old has ip stamped for
-// owner in its pool, out of any handshake, and returns it, noting when
-// it first saw each leg of the move in lg.
-func (w *world) stampedElsewhere(ctx context.Context, owner, ip, old string, lg *moveLegs, timeout time.Duration) (string, error) {
+// owner in its pool, out of any handshake, and returns it with when the
+// list that showed it returned, noting when it first saw each leg of the
+// move in lg. The stamp is looked for by a loop of its own, one list of
+// the CiliumNodes at a time, and the other legs (apiserver reads and the
+// new instance's metadata, slower) alongside: a loaded machine then
+// delays the stamp's sighting by one list, not by every leg's probe.
+func (w *world) stampedElsewhere(ctx context.Context, owner, ip, old string, lg *moveLegs, timeout time.Duration) (string, time.Time, error) {
 	ns, name, _ := strings.Cut(owner, "/")
 	c := w.cluster.Client
+	var mu sync.Mutex // guards lg and target
 	target := ""
-	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		now := time.Now()
-		if cl := (&enipamv1alpha1.StaticIPClaim{}); target == "" && c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, cl) == nil &&
-			cl.Spec.NodeName != "" && cl.Spec.NodeName != old {
-			target = cl.Spec.NodeName
-			seen(&lg.asked, now, true)
+	probing, stop := context.WithCancel(ctx)
+	probed := make(chan struct{})
+	defer func() { stop(); <-probed }()
+	go func() {
+		defer close(probed)
+		for ; probing.Err() == nil; time.Sleep(20 * time.Millisecond) {
+			w.probeLegs(probing, ns, name, ip, old, lg, &mu, &target)
 		}
-		if nr := (&enipamv1alpha1.NodeRouting{}); c.Get(ctx, client.ObjectKey{Name: old}, nr) == nil && nr.Status.Endpoints != nil {
-			seen(&lg.endpointGone, now, slices.Contains(nr.Status.Endpoints.Absent, ip))
-		}
-		if nr := (&enipamv1alpha1.NodeRouting{}); target != "" && c.Get(ctx, client.ObjectKey{Name: target}, nr) == nil {
-			seen(&lg.reassigned, now, slices.ContainsFunc(nr.Spec.RemapQueries, func(q enipamv1alpha1.RemapQuery) bool { return q.Address == ip }))
-			seen(&lg.confirmed, now, nr.Status.Remaps != nil && slices.Contains(nr.Status.Remaps.Landed, ip))
-			if lg.landed.IsZero() && nr.Spec.InstanceID != "" {
-				cn := &ciliumv2.CiliumNode{}
-				if c.Get(ctx, client.ObjectKey{Name: target}, cn) == nil {
-					for _, e := range cn.Status.ENI.ENIs {
-						local, err := w.metadata(ctx, nr.Spec.InstanceID, e.MAC)
-						seen(&lg.landed, now, err == nil && slices.Contains(local, ip))
-					}
-				}
-			}
-		}
+	}()
+	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 		var list ciliumv2.CiliumNodeList
 		if err := c.List(ctx, &list); err != nil {
 			continue
 		}
+		now := time.Now()
+		mu.Lock()
 		for _, cn := range list.Items {
 			if cn.Name == old {
 				_, pooled := cn.Spec.IPAM.Pool[ip]
@@ -351,11 +402,63 @@ func (w *world) stampedElsewhere(ctx context.Context, owner, ip, old string, lg 
 			if e, ok := cn.Spec.IPAM.Pool[ip]; ok && cn.Name != old && e.Owner == owner && !hs {
 				seen(&lg.asked, now, true)
 				seen(&lg.stamped, now, true)
-				return cn.Name, nil
+				mu.Unlock()
+				return cn.Name, now, nil
 			}
 		}
+		mu.Unlock()
 	}
-	return "", fmt.Errorf("%s never stamped for %s off %s within %s", ip, owner, old, timeout)
+	return "", time.Time{}, fmt.Errorf("%s never stamped for %s off %s within %s", ip, owner, old, timeout)
+}
+
+// probeLegs notes, once, the legs of a move seen from the claim, the
+// NodeRoutings of the old and the new node, and the new instance's
+// metadata (at the time each read returned).
+func (w *world) probeLegs(ctx context.Context, ns, name, ip, old string, lg *moveLegs, mu *sync.Mutex, target *string) {
+	c := w.cluster.Client
+	mu.Lock()
+	to := *target
+	mu.Unlock()
+	if cl := (&enipamv1alpha1.StaticIPClaim{}); to == "" && c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, cl) == nil &&
+		cl.Spec.NodeName != "" && cl.Spec.NodeName != old {
+		to = cl.Spec.NodeName
+		mu.Lock()
+		*target = to
+		seen(&lg.asked, time.Now(), true)
+		mu.Unlock()
+	}
+	if nr := (&enipamv1alpha1.NodeRouting{}); c.Get(ctx, client.ObjectKey{Name: old}, nr) == nil && nr.Status.Endpoints != nil {
+		mu.Lock()
+		seen(&lg.endpointGone, time.Now(), slices.Contains(nr.Status.Endpoints.Absent, ip))
+		mu.Unlock()
+	}
+	if to == "" {
+		return
+	}
+	nr := &enipamv1alpha1.NodeRouting{}
+	if c.Get(ctx, client.ObjectKey{Name: to}, nr) != nil {
+		return
+	}
+	now := time.Now()
+	mu.Lock()
+	seen(&lg.reassigned, now, slices.ContainsFunc(nr.Spec.RemapQueries, func(q enipamv1alpha1.RemapQuery) bool { return q.Address == ip }))
+	seen(&lg.confirmed, now, nr.Status.Remaps != nil && slices.Contains(nr.Status.Remaps.Landed, ip))
+	landed := !lg.landed.IsZero()
+	mu.Unlock()
+	if landed || nr.Spec.InstanceID == "" {
+		return
+	}
+	cn := &ciliumv2.CiliumNode{}
+	if c.Get(ctx, client.ObjectKey{Name: to}, cn) != nil {
+		return
+	}
+	for _, e := range cn.Status.ENI.ENIs {
+		local, err := w.metadata(ctx, nr.Spec.InstanceID, e.MAC)
+		now := time.Now()
+		mu.Lock()
+		seen(&lg.landed, now, err == nil && slices.Contains(local, ip))
+		mu.Unlock()
+	}
 }
 
 // setUnschedulable cordons or uncordons a node.

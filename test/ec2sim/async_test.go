@@ -225,3 +225,62 @@ func TestReassigningAgainKeepsTheMove(t *testing.T) {
 		t.Errorf("2 s after the first ask, the new ENI holds %v: want %s landed, 6 addresses", got, ip)
 	}
 }
+
+// TestRemapsRecorded: the admin API lists each reassignment's remap with
+// its drawn delay and outcome, through the same in-flight cases as
+// TestReassignmentInFlight: superseded by a later move, landed after the
+// address was released meanwhile, lost with its deleted target, landed,
+// and pending until its time.
+func TestRemapsRecorded(t *testing.T) {
+	e := newEnv(t, scenario(t, smallScenario))
+	noErr(t, e.admin.SetTiming(e.ctx, ec2sim.TimingConfig{ReassignDelay: fixed(2 * time.Second)}))
+	a, b, c := e.createENI("big", 4), e.createENI("big", 0), e.createENI("big", 0)
+	ips := addresses(a)[1:]
+	reassign := func(to types.NetworkInterface, ip string) {
+		t.Helper()
+		_, err := e.ec2.AssignPrivateIpAddresses(e.ctx, &ec2.AssignPrivateIpAddressesInput{NetworkInterfaceId: to.NetworkInterfaceId, PrivateIpAddresses: []string{ip}, AllowReassignment: aws.Bool(true)})
+		noErr(t, err)
+	}
+	start := e.clock.Now()
+	reassign(b, ips[0])
+	e.clock.Advance(time.Second)
+	reassign(c, ips[0]) // supersedes the move to b
+	reassign(b, ips[1])
+	_, err := e.ec2.UnassignPrivateIpAddresses(e.ctx, &ec2.UnassignPrivateIpAddressesInput{NetworkInterfaceId: a.NetworkInterfaceId, PrivateIpAddresses: []string{ips[1]}})
+	noErr(t, err)
+	reassign(c, ips[2])
+	_, err = e.ec2.DeleteNetworkInterface(e.ctx, &ec2.DeleteNetworkInterfaceInput{NetworkInterfaceId: c.NetworkInterfaceId})
+	noErr(t, err)
+	e.clock.Advance(2 * time.Second)
+	reassign(b, ips[3])
+	e.clock.Advance(time.Second)
+
+	got, err := e.admin.Remaps(e.ctx)
+	noErr(t, err)
+	at := func(d time.Duration) time.Time { return start.Add(d) }
+	b0, c0 := aws.ToString(b.NetworkInterfaceId), aws.ToString(c.NetworkInterfaceId)
+	want := []ec2sim.Remap{
+		{Address: ips[0], NetworkInterfaceID: b0, Asked: at(0), Outcome: ec2sim.RemapSuperseded, Ended: at(time.Second)},
+		{Address: ips[0], NetworkInterfaceID: c0, Asked: at(time.Second), Outcome: ec2sim.RemapLost, Ended: at(3 * time.Second)},
+		{Address: ips[1], NetworkInterfaceID: b0, Asked: at(time.Second), Outcome: ec2sim.RemapLanded, Ended: at(3 * time.Second)},
+		{Address: ips[2], NetworkInterfaceID: c0, Asked: at(time.Second), Outcome: ec2sim.RemapLost, Ended: at(3 * time.Second)},
+		{Address: ips[3], NetworkInterfaceID: b0, Asked: at(3 * time.Second), Outcome: ec2sim.RemapPending},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("remaps %+v, want %d", got, len(want))
+	}
+	for i, w := range want {
+		w.Delay = ec2sim.Duration(2 * time.Second)
+		g := got[i]
+		if g.Address != w.Address || g.NetworkInterfaceID != w.NetworkInterfaceID || !g.Asked.Equal(w.Asked) || g.Delay != w.Delay ||
+			g.Outcome != w.Outcome || !g.Ended.Equal(w.Ended) {
+			t.Errorf("remap %d: %+v, want %+v", i, g, w)
+		}
+	}
+	e.clock.Advance(time.Second)
+	got, err = e.admin.Remaps(e.ctx)
+	noErr(t, err)
+	if last := got[len(got)-1]; last.Outcome != ec2sim.RemapLanded || !last.Ended.Equal(at(5*time.Second)) {
+		t.Errorf("the last remap 2 s after its ask: %+v, want landed at 5 s", last)
+	}
+}

@@ -179,6 +179,7 @@
 //	GET|PUT /admin/throttling            ThrottleConfig (SetThrottling)
 //	GET|PUT /admin/timing                TimingConfig: delays, moves, cooldowns, eventual consistency (SetTiming)
 //	GET     /admin/dump                  Dump: every resource (Dump)
+//	GET     /admin/remaps                []Remap: each reassignment's remap, its drawn delay and outcome (Remaps)
 //
 // Counters read {"calls":{"AssignPrivateIpAddresses":3},"throttled":{...},
 // "errors":{"Action":{"Code":n}}}: every request counts in calls, those

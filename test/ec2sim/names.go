@@ -125,6 +125,8 @@ type (
 	PrivateIPAddress = state.PrivateIPAddress
 	// PrivateIPSpec is state.PrivateIPSpec.
 	PrivateIPSpec = state.PrivateIPSpec
+	// Remap is state.Remap.
+	Remap = state.Remap
 	// Reservation is state.Reservation.
 	Reservation = state.Reservation
 	// ReturnResponse is state.ReturnResponse.
@@ -173,6 +175,14 @@ type (
 
 // ProfileRealistic is state.ProfileRealistic.
 const ProfileRealistic = state.ProfileRealistic
+
+// The outcomes of a Remap (state.RemapPending and the others).
+const (
+	RemapPending    = state.RemapPending
+	RemapLanded     = state.RemapLanded
+	RemapSuperseded = state.RemapSuperseded
+	RemapLost       = state.RemapLost
+)
 
 // The default principal's credentials and the policies a principal can
 // name (see package iam).

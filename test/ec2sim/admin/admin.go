@@ -27,6 +27,7 @@ import (
 //	GET|PUT /admin/throttling              ThrottleConfig
 //	GET|PUT /admin/timing                  TimingConfig
 //	GET    /admin/dump                     Dump
+//	GET    /admin/remaps                   []Remap (the reassignments' remaps, oldest first)
 //
 // Errors answer {"code":..., "message":...} with a 4xx status.
 
@@ -107,6 +108,9 @@ func Register(mux *http.ServeMux, s Target, log *slog.Logger) {
 	})
 	mux.HandleFunc("GET /admin/dump", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, st.Dump())
+	})
+	mux.HandleFunc("GET /admin/remaps", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, st.Remaps())
 	})
 	configEndpoint(mux, "faults", s.Faults, s.SetFaults)
 	configEndpoint(mux, "latency", s.Latency, s.SetLatency)

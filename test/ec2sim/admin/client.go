@@ -100,6 +100,14 @@ func (c *Client) Dump(ctx context.Context) (state.Dump, error) {
 	return out, err
 }
 
+// Remaps reads the remaps of the reassignments EC2 was asked for, oldest
+// first, each with its drawn delay and outcome.
+func (c *Client) Remaps(ctx context.Context) ([]state.Remap, error) {
+	var out []state.Remap
+	err := c.do(ctx, http.MethodGet, "/admin/remaps", nil, &out)
+	return out, err
+}
+
 func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
 	var body io.Reader
 	if in != nil {

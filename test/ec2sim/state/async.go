@@ -70,6 +70,8 @@ type addrKey struct {
 type move struct {
 	key addrKey
 	to  *eni
+	// logged is its entry in the remap log (remaplog.go).
+	logged uint64
 }
 
 // startMove queues the move of the address at k onto to, landing after d.
@@ -81,8 +83,9 @@ func (s *State) startMove(k addrKey, to *eni, d time.Duration) {
 			return
 		}
 		old.to.incoming--
+		s.endRemap(old.logged, RemapSuperseded)
 	}
-	m := &move{key: k, to: to}
+	m := &move{key: k, to: to, logged: s.logRemap(k.space.addr(k.off).String(), to.id, d)}
 	s.moves[k] = m
 	to.incoming++
 	s.after(s.now().Add(d), func() { s.land(m) })
@@ -100,15 +103,18 @@ func (s *State) land(m *move) {
 	delete(s.moves, m.key)
 	m.to.incoming--
 	if m.to.removed {
+		s.endRemap(m.logged, RemapLost)
 		return
 	}
 	sp, off := m.key.space, m.key.off
 	ip := sp.addr(off)
 	switch owner := sp.owner(off); {
 	case owner == m.to:
+		s.endRemap(m.logged, RemapLanded)
 		return
 	case owner != nil:
 		if owner.ips[0] == ip || !slices.Contains(owner.ips, ip) {
+			s.endRemap(m.logged, RemapLost)
 			return
 		}
 		commit := s.changing(s.timing.Lag.Reassign, []*eni{owner, m.to}, owner.eips)
@@ -122,9 +128,11 @@ func (s *State) land(m *move) {
 		delete(s.cooling, m.key)
 		sp.reassign(off, m.to)
 	default:
+		s.endRemap(m.logged, RemapLost)
 		return // reserved, or held by a prefix
 	}
 	m.to.ips = append(m.to.ips, ip)
+	s.endRemap(m.logged, RemapLanded)
 }
 
 // takeOver moves the secondary address at off from old to e, with any

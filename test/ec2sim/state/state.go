@@ -170,6 +170,9 @@ type State struct {
 	eventSeq uint64
 	moves    map[addrKey]*move
 	cooling  map[addrKey]time.Time
+	// remapLog records the moves, remapSeq numbers them (remaplog.go).
+	remapLog []remapEntry
+	remapSeq uint64
 	// laggingENIs are the ENIs whose describes lag a change (lag.go).
 	laggingENIs map[*eni]struct{}
 	tokens      map[string]clientTokenRecord
