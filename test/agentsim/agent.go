@@ -78,9 +78,9 @@ type Agent struct {
 	reserved  map[string]string
 	allocated map[string]allocation
 	// owners maps an owner to its addresses, one per family (IPv4 first).
-	owners map[string][]string
-	waiters   list.List
-	pending   map[string]*waiter
+	owners  map[string][]string
+	waiters list.List
+	pending map[string]*waiter
 	// poolReady: the initial IPs were seen; started: router and health
 	// hold IPs, the node is Ready; announce: started, not yet told.
 	poolReady bool
