@@ -79,8 +79,12 @@ type window6 struct {
 	unassign []netip.Prefix
 	// problem says why the node gets no IPv6 now (nil: none).
 	problem error
-	// cursor is the window's cursor after the additions.
-	cursor netip.Addr
+	// cursor is the window's cursor after the additions; windowed the
+	// /80s known as the window's (in.windowed, and those of the primary
+	// ENI that hold a listed address: a process that took over learns
+	// them from the pool).
+	cursor   netip.Addr
+	windowed []netip.Prefix
 	// awaiting: the /80 is on the ENI, not yet routed or trusted.
 	awaiting bool
 	// added, released and marked count the window's changes; available
@@ -123,6 +127,12 @@ func decideWindow6(cn *ciliumv2.CiliumNode, in *window6Inputs) window6 {
 	inPrefix := func(ip netip.Addr) bool {
 		return slices.ContainsFunc(prefixes, func(p netip.Prefix) bool { return p.Contains(ip) })
 	}
+	out.windowed = slices.Clone(in.windowed)
+	for _, p := range prefixes {
+		if !slices.Contains(out.windowed, p) && lastListed(cn, p).IsValid() {
+			out.windowed = append(out.windowed, p)
+		}
+	}
 	for key, entry := range ipam.Pool {
 		ip, err := netip.ParseAddr(key)
 		if err != nil || !ip.Is6() || entry.Owner != "" || st.ReleaseIPs[key] != "" {
@@ -147,7 +157,7 @@ func decideWindow6(cn *ciliumv2.CiliumNode, in *window6Inputs) window6 {
 	}
 
 	if !in.want {
-		out.unassign = idleWindowed(cn, prefixes, in.windowed)
+		out.unassign = idleWindowed(cn, prefixes, out.windowed)
 		for key, entry := range ipam.Pool {
 			if _, used := st.Used[key]; isIPv6(key) && entry.Owner == "" && !used && st.ReleaseIPs[key] == "" {
 				markRelease(cn, key)
@@ -167,7 +177,7 @@ func decideWindow6(cn *ciliumv2.CiliumNode, in *window6Inputs) window6 {
 		out.problem = errNoIPv6Subnet
 		return out
 	}
-	prefix, ok := windowPrefix(prefixes, in.windowed)
+	prefix, ok := windowPrefix(prefixes, out.windowed)
 	if !ok {
 		if in.primary.IPv6Slots() >= in.perENI {
 			out.problem = fmt.Errorf("%w (%d of %d taken)", errNoIPv6Slot, in.primary.IPv6Slots(), in.perENI)
@@ -181,6 +191,11 @@ func decideWindow6(cn *ciliumv2.CiliumNode, in *window6Inputs) window6 {
 		return out
 	}
 
+	if !prefix.Contains(out.cursor) {
+		// No cursor in the /80 (a process that took over): the walk
+		// goes on past the highest address listed.
+		out.cursor = lastListed(cn, prefix)
+	}
 	out.available, out.used = window6Counts(cn)
 	used := out.used + in.waiting
 	n := pool.ToAllocate(out.available, used, pool.Needed(out.available, used, in.knobs), in.knobs)
@@ -200,6 +215,20 @@ func decideWindow6(cn *ciliumv2.CiliumNode, in *window6Inputs) window6 {
 		out.available++
 	}
 	return out
+}
+
+// lastListed returns the highest address of p the pool, the use or the
+// handshake lists; invalid when none.
+func lastListed(cn *ciliumv2.CiliumNode, p netip.Prefix) netip.Addr {
+	var last netip.Addr
+	for _, m := range []map[string]struct{}{keySet(cn.Spec.IPAM.Pool), keySet(cn.Status.IPAM.Used), keySet(cn.Status.IPAM.ReleaseIPs)} {
+		for key := range m {
+			if ip, err := netip.ParseAddr(key); err == nil && p.Contains(ip) && (!last.IsValid() || ip.Compare(last) > 0) {
+				last = ip
+			}
+		}
+	}
+	return last
 }
 
 // windowPrefix picks the /80 the window takes addresses from: one it

@@ -92,6 +92,7 @@ func TestDecideWindow6(t *testing.T) {
 		pool     []string
 		release  map[string]ipamtypes.IPReleaseStatus
 		cursor   netip.Addr
+		windowed []netip.Prefix
 	}{
 		{name: "no /80 yet: one is asked for on the primary ENI, nothing pooled",
 			cn: window6Node(nil, nil, nil), in: window6In(func(in *window6Inputs) { in.primary.IPv6Prefixes = nil }),
@@ -141,6 +142,16 @@ func TestDecideWindow6(t *testing.T) {
 		{name: "policy no longer asks for IPv6 and nothing of the /80 is listed: it goes back",
 			cn: window6Node(nil, nil, nil), in: window6In(func(in *window6Inputs) { in.want = false; in.windowed = []netip.Prefix{slash80} }),
 			unassign: []netip.Prefix{slash80}},
+		{name: "a process that took over: the walk goes on past the highest address listed",
+			cn:   window6Node([]string{v6(7), v6(9)}, []string{v6(7), v6(9)}, map[string]ipamtypes.IPReleaseStatus{v6(12): ipamoption.IPAMReleased}),
+			in:   window6In(nil),
+			pool: []string{v6(7), v6(9), v6(13), v6(14), v6(15)}, cursor: addrIn(15),
+			release: map[string]ipamtypes.IPReleaseStatus{v6(12): ipamoption.IPAMReleased}},
+		{name: "a process that took over, the policy no longer asking for IPv6: the /80 holding pool addresses is known as the window's",
+			cn:   window6Node([]string{v6(1)}, nil, nil),
+			in:   window6In(func(in *window6Inputs) { in.want = false }),
+			pool: []string{v6(1)}, release: map[string]ipamtypes.IPReleaseStatus{v6(1): ipamoption.IPAMMarkForRelease},
+			windowed: []netip.Prefix{slash80}},
 		{name: "an idle /80 this process never used is left alone",
 			cn: window6Node(nil, nil, nil), in: window6In(func(in *window6Inputs) { in.want = false })},
 	} {
@@ -164,6 +175,9 @@ func TestDecideWindow6(t *testing.T) {
 			}
 			if tc.cursor.IsValid() && d.cursor != tc.cursor {
 				t.Errorf("cursor %v, want %v", d.cursor, tc.cursor)
+			}
+			if tc.windowed != nil && !slices.Equal(d.windowed, tc.windowed) {
+				t.Errorf("windowed %v, want %v", d.windowed, tc.windowed)
 			}
 		})
 	}

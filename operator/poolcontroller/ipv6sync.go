@@ -64,7 +64,7 @@ func (s *nodeSync) syncWindow6(ctx context.Context) {
 	}
 	in := s.readWindow6()
 	d := decideWindow6(s.cn, in)
-	s.mem.window6.cursor = d.cursor
+	s.mem.window6.cursor, s.mem.window6.windowed = d.cursor, d.windowed
 	if d.added+d.released+d.marked > 0 {
 		s.r.log.Info("IPv6 window follows the pool", "node", s.cn.Name, "added", d.added, "released", d.released, "marked", d.marked,
 			"available", d.available, "used", d.used)
