@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 	"time"
 
 	ipamoption "github.com/cilium/cilium/pkg/ipam/option"
@@ -93,11 +94,10 @@ type window6 struct {
 	available, used         int
 }
 
-// isIPv6 reports whether a pool key is an IPv6 address.
-func isIPv6(key string) bool {
-	ip, err := netip.ParseAddr(key)
-	return err == nil && ip.Is6() && !ip.Is4In6()
-}
+// isIPv6 reports whether a pool key is of the IPv6 family, as Cilium's
+// DeriveFamily tells them apart: only IPv6 text has a colon. Counting the
+// pool on every reconcile, it parses nothing.
+func isIPv6(key string) bool { return strings.IndexByte(key, ':') >= 0 }
 
 // decideWindow6 derives the IPv6 part of the node's desired pool and
 // release handshake (cn, edited in place) from in: acknowledged window
@@ -221,14 +221,29 @@ func decideWindow6(cn *ciliumv2.CiliumNode, in *window6Inputs) window6 {
 // handshake lists; invalid when none.
 func lastListed(cn *ciliumv2.CiliumNode, p netip.Prefix) netip.Addr {
 	var last netip.Addr
-	for _, m := range []map[string]struct{}{keySet(cn.Spec.IPAM.Pool), keySet(cn.Status.IPAM.Used), keySet(cn.Status.IPAM.ReleaseIPs)} {
-		for key := range m {
-			if ip, err := netip.ParseAddr(key); err == nil && p.Contains(ip) && (!last.IsValid() || ip.Compare(last) > 0) {
-				last = ip
-			}
+	eachListed(cn, func(key string) {
+		if !isIPv6(key) {
+			return
 		}
-	}
+		if ip, err := netip.ParseAddr(key); err == nil && p.Contains(ip) && (!last.IsValid() || ip.Compare(last) > 0) {
+			last = ip
+		}
+	})
 	return last
+}
+
+// eachListed calls f with every address the pool, the use and the
+// handshake list (an address may come more than once).
+func eachListed(cn *ciliumv2.CiliumNode, f func(key string)) {
+	for key := range cn.Spec.IPAM.Pool {
+		f(key)
+	}
+	for key := range cn.Status.IPAM.Used {
+		f(key)
+	}
+	for key := range cn.Status.IPAM.ReleaseIPs {
+		f(key)
+	}
 }
 
 // windowPrefix picks the /80 the window takes addresses from: one it
@@ -325,26 +340,9 @@ func idleWindowed(cn *ciliumv2.CiliumNode, prefixes, windowed []netip.Prefix) []
 		if !slices.Contains(windowed, p) {
 			continue
 		}
-		busy := false
-		for _, m := range []map[string]struct{}{keySet(cn.Spec.IPAM.Pool), keySet(cn.Status.IPAM.Used), keySet(cn.Status.IPAM.ReleaseIPs)} {
-			for key := range m {
-				if ip, err := netip.ParseAddr(key); err == nil && p.Contains(ip) {
-					busy = true
-				}
-			}
-		}
-		if !busy {
+		if !lastListed(cn, p).IsValid() {
 			out = append(out, p)
 		}
-	}
-	return out
-}
-
-// keySet is the set of a map's keys.
-func keySet[V any](m map[string]V) map[string]struct{} {
-	out := make(map[string]struct{}, len(m))
-	for k := range m {
-		out[k] = struct{}{}
 	}
 	return out
 }

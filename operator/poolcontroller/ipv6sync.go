@@ -88,16 +88,9 @@ func (s *nodeSync) syncWindow6(ctx context.Context) {
 // hasIPv6Entries reports whether the node's pool, use or handshake
 // lists an IPv6 address.
 func (s *nodeSync) hasIPv6Entries() bool {
-	ipam := &s.cn.Spec.IPAM
-	st := &s.cn.Status.IPAM
-	for _, m := range []map[string]struct{}{keySet(ipam.Pool), keySet(st.Used), keySet(st.ReleaseIPs)} {
-		for key := range m {
-			if isIPv6(key) {
-				return true
-			}
-		}
-	}
-	return false
+	found := false
+	eachListed(s.cn, func(key string) { found = found || isIPv6(key) })
+	return found
 }
 
 // assignWindowPrefix asks EC2 for one /80 on the ENI and records it;

@@ -9,6 +9,7 @@ package room
 import (
 	"fmt"
 	"net/netip"
+	"strings"
 
 	ipamoption "github.com/cilium/cilium/pkg/ipam/option"
 	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
@@ -127,11 +128,10 @@ func Digest(cn *ciliumv2.CiliumNode) Pool {
 	return p
 }
 
-// isIPv6 reports whether a pool key is an IPv6 address.
-func isIPv6(ip string) bool {
-	addr, err := netip.ParseAddr(ip)
-	return err == nil && addr.Is6() && !addr.Is4In6()
-}
+// isIPv6 reports whether a pool key is of the IPv6 family: only IPv6
+// text has a colon (Digest runs on every CiliumNode event; it parses
+// nothing).
+func isIPv6(ip string) bool { return strings.IndexByte(ip, ':') >= 0 }
 
 // onENI reports whether the entry's ENI holds ip, as the operator last
 // wrote it in status.eni.enis (secondary addresses and /28 prefixes): a
