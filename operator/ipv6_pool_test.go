@@ -9,6 +9,7 @@ import (
 	ipamtypes "github.com/cilium/cilium/pkg/ipam/types"
 	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
 )
@@ -170,5 +171,86 @@ func TestIPv6OnlyPoolHasNoIPv4(t *testing.T) {
 	}
 	if n := r.calls("AssignIpv6Addresses"); n != 1 {
 		t.Errorf("%d AssignIpv6Addresses calls, want 1", n)
+	}
+}
+
+// TestIPv6WindowGivenBackWhenThePolicyDropsIPv6: m5.large under a
+// dual-stack policy, pre-allocate 3, its IPv6 window of 5 in the pool.
+// The policy drops IPv6: the window's addresses are marked for release
+// (the IPv4 pool stays), and the /80 stays on the primary ENI while any
+// of them is listed. Once the agent acknowledges them they leave the
+// pool (released, with no EC2 call), and once it drops their handshake
+// entries the /80 goes back with one UnassignIpv6Addresses.
+func TestIPv6WindowGivenBackWhenThePolicyDropsIPv6(t *testing.T) {
+	r := newRig(t, dualStackVPC)
+	p := &enipamv1alpha1.ENIPolicy{ObjectMeta: metav1.ObjectMeta{Name: "dual"}, Spec: enipamv1alpha1.ENIPolicySpec{
+		PreAllocate: i32(3), IPFamilies: []enipamv1alpha1.IPFamily{enipamv1alpha1.IPv4Family, enipamv1alpha1.IPv6Family}}}
+	if err := r.c.Create(r.ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	r.startOperator(r.options())
+	r.addNode("node-d", "i-0a000000000000001", "us-east-1a", nil, ipamtypes.IPAMSpec{})
+	r.waitNode("node-d", 30*time.Second, "5 IPv4 and 5 IPv6 pool addresses", func(cn *ciliumv2.CiliumNode) bool {
+		v4, v6 := family(cn.Spec.IPAM.Pool)
+		return len(v4) == 5 && len(v6) == 5
+	})
+
+	p = &enipamv1alpha1.ENIPolicy{}
+	if err := r.c.Get(r.ctx, client.ObjectKey{Name: "dual"}, p); err != nil {
+		t.Fatal(err)
+	}
+	p.Spec.IPFamilies = []enipamv1alpha1.IPFamily{enipamv1alpha1.IPv4Family}
+	if err := r.c.Update(r.ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	cn := r.waitNode("node-d", 30*time.Second, "the window's 5 addresses marked", func(cn *ciliumv2.CiliumNode) bool {
+		n := 0
+		for ip, st := range cn.Status.IPAM.ReleaseIPs {
+			if netip.MustParseAddr(ip).Is6() && st == "marked-for-release" {
+				n++
+			}
+		}
+		return n == 5
+	})
+	if v4, _ := family(cn.Spec.IPAM.Pool); len(v4) != 5 {
+		t.Errorf("IPv4 pool %d addresses once IPv6 is dropped, want 5", len(v4))
+	}
+	if _, prefixes := r.primaryPrefixes("i-0a000000000000001"); len(prefixes) != 1 {
+		t.Fatalf("primary ENI holds %v while the window is listed, want its /80", prefixes)
+	}
+
+	r.agentUpdate("node-d", func(cn *ciliumv2.CiliumNode) {
+		for ip := range cn.Status.IPAM.ReleaseIPs {
+			if netip.MustParseAddr(ip).Is6() {
+				cn.Status.IPAM.ReleaseIPs[ip] = "ready-for-release"
+			}
+		}
+	})
+	r.waitNode("node-d", 30*time.Second, "the window released and out of the pool", func(cn *ciliumv2.CiliumNode) bool {
+		_, v6 := family(cn.Spec.IPAM.Pool)
+		released := 0
+		for ip, st := range cn.Status.IPAM.ReleaseIPs {
+			if netip.MustParseAddr(ip).Is6() && st == "released" {
+				released++
+			}
+		}
+		return len(v6) == 0 && released == 5
+	})
+	if n := r.calls("UnassignIpv6Addresses"); n != 0 {
+		t.Errorf("%d UnassignIpv6Addresses calls while the handshake still lists the window", n)
+	}
+	r.agentUpdate("node-d", func(cn *ciliumv2.CiliumNode) {
+		for ip := range cn.Status.IPAM.ReleaseIPs {
+			if netip.MustParseAddr(ip).Is6() {
+				delete(cn.Status.IPAM.ReleaseIPs, ip)
+			}
+		}
+	})
+	r.waitFor("the /80 given back", 30*time.Second, func() bool {
+		_, prefixes := r.primaryPrefixes("i-0a000000000000001")
+		return len(prefixes) == 0
+	})
+	if n := r.calls("UnassignIpv6Addresses"); n != 1 {
+		t.Errorf("%d UnassignIpv6Addresses calls, want 1", n)
 	}
 }
