@@ -57,10 +57,12 @@ func (s *nodeSync) readWindow6() *window6Inputs {
 // syncWindow6 decides the node's IPv6 window and carries it out: the /80
 // asked for or given back, the node told why it gets no IPv6, and the
 // window's excess marked once it lasted a release delay. Nothing of it
-// touches the node's IPv4, and no failure of it fails the node.
-func (s *nodeSync) syncWindow6(ctx context.Context) {
+// touches the node's IPv4, and no failure of it fails the node. False
+// when the write it makes ahead of its EC2 call failed (s.writeErr; the
+// reconcile stops there).
+func (s *nodeSync) syncWindow6(ctx context.Context) bool {
 	if !s.cfg.IPv6 && len(s.mem.window6.windowed) == 0 && !s.hasIPv6Entries() {
-		return
+		return true
 	}
 	in := s.readWindow6()
 	d := decideWindow6(s.cn, in)
@@ -71,6 +73,11 @@ func (s *nodeSync) syncWindow6(ctx context.Context) {
 	}
 	problem := d.problem
 	if d.assign != "" {
+		// Addresses ready for the pool never wait behind an EC2 call
+		// (writePoolFirst): the /80's may wait in EC2's bucket.
+		if !s.writePoolFirst(ctx) {
+			return false
+		}
 		problem = s.assignWindowPrefix(ctx, d.assign)
 	}
 	if len(d.unassign) > 0 {
@@ -83,6 +90,7 @@ func (s *nodeSync) syncWindow6(ctx context.Context) {
 		s.requeueWithin(time.Second)
 	}
 	s.markWindow6Excess(in)
+	return true
 }
 
 // hasIPv6Entries reports whether the node's pool, use or handshake

@@ -80,7 +80,9 @@ func (s *nodeSync) run(ctx context.Context) {
 	s.countPool()
 	s.runStatic(ctx, d.static)
 	s.verifyUnpooled(ctx)
-	s.syncWindow6(ctx)
+	if !s.syncWindow6(ctx) {
+		return
+	}
 	needed := s.needed()
 	r.log.Debug("pool sized", "node", s.cn.Name, "available", s.snap.Available, "used", s.snap.Used-s.waiting, "waiting", s.waiting,
 		"headroom", s.headroom, "needed", needed, "lead", pool.Lead(s.mem.leads))
