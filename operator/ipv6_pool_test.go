@@ -254,3 +254,43 @@ func TestIPv6WindowGivenBackWhenThePolicyDropsIPv6(t *testing.T) {
 		t.Errorf("%d UnassignIpv6Addresses calls, want 1", n)
 	}
 }
+
+// TestIPv6WindowSurvivesARestart: m5.large under a dual-stack policy,
+// pre-allocate 3, its IPv6 window of 5 in the pool; the operator stops
+// and another starts. Its describes predate its grace, so it trusts the
+// /80 only once a later describe shows it; then, as pods take 4 IPv6
+// addresses, the window grows to 7 from the same /80, past the highest
+// address listed, with no second AssignIpv6Addresses.
+func TestIPv6WindowSurvivesARestart(t *testing.T) {
+	r := newRig(t, dualStackVPC)
+	if err := r.c.Create(r.ctx, &enipamv1alpha1.ENIPolicy{ObjectMeta: metav1.ObjectMeta{Name: "dual"}, Spec: enipamv1alpha1.ENIPolicySpec{
+		PreAllocate: i32(3), IPFamilies: []enipamv1alpha1.IPFamily{enipamv1alpha1.IPv4Family, enipamv1alpha1.IPv6Family}}}); err != nil {
+		t.Fatal(err)
+	}
+	_, _, stop := r.startOperator(r.options())
+	r.addNode("node-d", "i-0a000000000000001", "us-east-1a", nil, ipamtypes.IPAMSpec{})
+	cn := r.waitNode("node-d", 30*time.Second, "5 IPv6 pool addresses", func(cn *ciliumv2.CiliumNode) bool {
+		_, v6 := family(cn.Spec.IPAM.Pool)
+		return len(v6) == 5
+	})
+	_, v6 := family(cn.Spec.IPAM.Pool)
+	highest := v6[len(v6)-1]
+	stop()
+
+	r.startOperator(r.options())
+	r.useIPv6("node-d", 4)
+	cn = r.waitNode("node-d", 30*time.Second, "the IPv6 window grown to keep 3 free", func(cn *ciliumv2.CiliumNode) bool {
+		_, v6 := family(cn.Spec.IPAM.Pool)
+		return len(v6) == 7
+	})
+	_, prefixes := r.primaryPrefixes("i-0a000000000000001")
+	_, v6 = family(cn.Spec.IPAM.Pool)
+	for _, ip := range v6[5:] {
+		if ip.Compare(highest) <= 0 || len(prefixes) != 1 || !prefixes[0].Contains(ip) {
+			t.Errorf("window address %s after the restart is not past %s in the /80 %v", ip, highest, prefixes)
+		}
+	}
+	if n := r.calls("AssignIpv6Addresses"); n != 1 {
+		t.Errorf("%d AssignIpv6Addresses calls across the restart, want 1", n)
+	}
+}

@@ -86,8 +86,9 @@ type window6 struct {
 	// them from the pool).
 	cursor   netip.Addr
 	windowed []netip.Prefix
-	// awaiting: the /80 is on the ENI, not yet routed or trusted.
-	awaiting bool
+	// awaiting: the /80 is on the ENI, not yet routed or trusted;
+	// untrusted: routed, but the cache's word on it waits for a describe.
+	awaiting, untrusted bool
 	// added, released and marked count the window's changes; available
 	// and used are its counts after them.
 	added, released, marked int
@@ -186,8 +187,12 @@ func decideWindow6(cn *ciliumv2.CiliumNode, in *window6Inputs) window6 {
 		out.assign = in.primary.ID
 		return out
 	}
-	if !in.routed(in.primary.ID, prefix.Addr()) || !in.trusted(in.primary.ID, prefix.Addr()) {
+	if !in.routed(in.primary.ID, prefix.Addr()) {
 		out.awaiting = true
+		return out
+	}
+	if !in.trusted(in.primary.ID, prefix.Addr()) {
+		out.awaiting, out.untrusted = true, true
 		return out
 	}
 

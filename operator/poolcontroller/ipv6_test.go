@@ -82,17 +82,18 @@ func ipv6Keys(m ipamtypes.AllocationMap) []string {
 // and the handshake become, and why a node gets no IPv6.
 func TestDecideWindow6(t *testing.T) {
 	for _, tc := range []struct {
-		name     string
-		cn       *ciliumv2.CiliumNode
-		in       *window6Inputs
-		assign   string
-		unassign []netip.Prefix
-		problem  error
-		awaiting bool
-		pool     []string
-		release  map[string]ipamtypes.IPReleaseStatus
-		cursor   netip.Addr
-		windowed []netip.Prefix
+		name      string
+		cn        *ciliumv2.CiliumNode
+		in        *window6Inputs
+		assign    string
+		unassign  []netip.Prefix
+		problem   error
+		awaiting  bool
+		untrusted bool
+		pool      []string
+		release   map[string]ipamtypes.IPReleaseStatus
+		cursor    netip.Addr
+		windowed  []netip.Prefix
 	}{
 		{name: "no /80 yet: one is asked for on the primary ENI, nothing pooled",
 			cn: window6Node(nil, nil, nil), in: window6In(func(in *window6Inputs) { in.primary.IPv6Prefixes = nil }),
@@ -115,7 +116,7 @@ func TestDecideWindow6(t *testing.T) {
 			awaiting: true},
 		{name: "/80 shown by a describe not trusted yet: it waits",
 			cn: window6Node(nil, nil, nil), in: window6In(func(in *window6Inputs) { in.trusted = func(string, netip.Addr) bool { return false } }),
-			awaiting: true},
+			awaiting: true, untrusted: true},
 		{name: "fresh node: pre-allocate plus the agent's two, from the /80's first address on",
 			cn: window6Node(nil, nil, nil), in: window6In(nil),
 			pool: []string{v6(1), v6(2), v6(3), v6(4), v6(5)}, cursor: addrIn(5)},
@@ -158,7 +159,7 @@ func TestDecideWindow6(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			d := decideWindow6(tc.cn, tc.in)
 			if d.assign != tc.assign || !slices.Equal(d.unassign, tc.unassign) || !errors.Is(d.problem, tc.problem) || (tc.problem == nil) != (d.problem == nil) ||
-				d.awaiting != tc.awaiting {
+				d.awaiting != tc.awaiting || d.untrusted != tc.untrusted {
 				t.Errorf("assign %q unassign %v problem %v awaiting %v; want %q %v %v %v", d.assign, d.unassign, d.problem, d.awaiting,
 					tc.assign, tc.unassign, tc.problem, tc.awaiting)
 			}

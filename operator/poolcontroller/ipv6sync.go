@@ -84,6 +84,13 @@ func (s *nodeSync) syncWindow6(ctx context.Context) bool {
 		s.unassignWindowPrefixes(ctx, in.primary.ID, d.unassign)
 	}
 	s.tellIPv6Problem(problem)
+	if d.untrusted && !s.r.now().Before(s.r.inv.TrustFrom()) {
+		// A /80 shown by a describe older than this process's grace: one
+		// by ID now confirms it (verifyUnpooled does so for IPv4).
+		if err := s.r.inv.RefreshENIs(ctx, []string{in.primary.ID}); err != nil {
+			s.r.log.Info("describing the primary ENI to confirm its /80 failed; retrying", "node", s.cn.Name, "eni", in.primary.ID, "error", err)
+		}
+	}
 	if d.awaiting || d.assign != "" {
 		// The /80 waits for the agent's report (its NodeRouting's
 		// update wakes the node; this is the fallback).
