@@ -259,7 +259,7 @@ func (t *term) wire(opts Options, awsCfg aws.Config, log *slog.Logger) error {
 	if err := claims.SetupWithManager(mgr); err != nil {
 		return err
 	}
-	if err := policy.NewStatusReconciler(mgr.GetClient(), mgr.GetEventRecorder("enipam-operator")).SetupWithManager(mgr); err != nil {
+	if err := policy.NewStatusReconciler(mgr.GetClient(), mgr.GetEventRecorder("enipam-operator")).WithFamilyProblems(nodes.FamilyProblems()).SetupWithManager(mgr); err != nil {
 		return err
 	}
 	collector, err := gc.New(api, inv, mgr.GetClient(), gc.Options{

@@ -17,13 +17,15 @@ import (
 	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
 )
 
-// TestIPFamiliesValidatedAndIPv6NotYetPooled: the apiserver refuses an
-// ENIPolicy whose ipFamilies names an unknown family or one family twice,
-// with the field named in the error. A dual-stack policy (IPv4, IPv6;
-// pre-allocate 3) is accepted and governs its node, whose pool fills with
-// IPv4 addresses alone (3 + the agent's 2), and its IPFamilies condition
-// says IPv6NotPooled: the operator ignores IPv6 without failing.
-func TestIPFamiliesValidatedAndIPv6NotYetPooled(t *testing.T) {
+// TestIPFamiliesValidatedAndIPv6UnavailableWithoutIPv6Subnet: the
+// apiserver refuses an ENIPolicy whose ipFamilies names an unknown family
+// or one family twice, with the field named in the error. A dual-stack
+// policy (IPv4, IPv6; pre-allocate 3) is accepted and governs a node
+// whose subnet has no IPv6 CIDR (t3.medium in an IPv4-only VPC): its pool
+// fills with IPv4 addresses alone (3 + the agent's 2), no IPv6 is asked
+// of EC2, the node gets an IPv6Unavailable event and the policy's
+// IPFamilies condition says IPv6Unavailable, naming the node and why.
+func TestIPFamiliesValidatedAndIPv6UnavailableWithoutIPv6Subnet(t *testing.T) {
 	r := newRig(t, vpcScenario)
 	for _, bad := range []struct {
 		families []enipamv1alpha1.IPFamily
@@ -64,7 +66,21 @@ func TestIPFamiliesValidatedAndIPv6NotYetPooled(t *testing.T) {
 	if !apimeta.IsStatusConditionTrue(got.Status.Conditions, enipamv1alpha1.ConditionAccepted) {
 		t.Errorf("dual-stack policy not accepted: %+v", got.Status.Conditions)
 	}
-	if c := apimeta.FindStatusCondition(got.Status.Conditions, enipamv1alpha1.ConditionIPFamilies); c.Status != metav1.ConditionFalse || c.Reason != enipamv1alpha1.ReasonIPv6NotPooled {
-		t.Errorf("IPFamilies condition %+v, want False/IPv6NotPooled", c)
+	err = wait.PollUntilContextTimeout(r.ctx, 50*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
+		if err := r.c.Get(ctx, client.ObjectKey{Name: "dual"}, &got); err != nil {
+			return false, err
+		}
+		c := apimeta.FindStatusCondition(got.Status.Conditions, enipamv1alpha1.ConditionIPFamilies)
+		return c.Status == metav1.ConditionFalse && c.Reason == enipamv1alpha1.ReasonIPv6Unavailable, nil
+	})
+	c := apimeta.FindStatusCondition(got.Status.Conditions, enipamv1alpha1.ConditionIPFamilies)
+	if err != nil || !strings.Contains(c.Message, "node-d") || !strings.Contains(c.Message, "no IPv6 CIDR") {
+		t.Errorf("IPFamilies condition %+v, want False/IPv6Unavailable naming node-d and its subnet", c)
+	}
+	if ev := r.waitEvent("node-d", "IPv6Unavailable"); !strings.Contains(ev.Note, "no IPv6 CIDR") {
+		t.Errorf("IPv6Unavailable event %q does not say why", ev.Note)
+	}
+	if n := r.calls("AssignIpv6Addresses"); n != 0 {
+		t.Errorf("%d AssignIpv6Addresses calls for a node whose subnet has no IPv6", n)
 	}
 }

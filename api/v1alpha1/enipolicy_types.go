@@ -154,11 +154,13 @@ type ENIPolicySpec struct {
 
 	// IPFamilies are the address families of the matched nodes' pods:
 	// [IPv4] (the default when unset), [IPv6], or both in either order
-	// (dual-stack), as a Service's spec.ipFamilies. enipam-agent routes
-	// the IPv6 addresses and /80 prefixes it finds on the nodes' ENIs;
-	// the operator does not put IPv6 addresses in the pools yet: pools
-	// are IPv4 until it does, and a policy asking for IPv6 says so in its
-	// IPFamilies condition.
+	// (dual-stack), as a Service's spec.ipFamilies. For IPv6 the
+	// operator asks EC2 for one /80 prefix on each node's primary ENI and
+	// keeps a window of its addresses in the pool, sized by the same
+	// knobs as IPv4 (each family apart, as Cilium's agent sizes them);
+	// without IPv4 no IPv4 address is pooled. A node whose subnet or
+	// instance type has no IPv6 keeps its IPv4 and is named in the
+	// IPFamilies condition and an event.
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=2
 	// +listType=set
@@ -262,9 +264,10 @@ const (
 	// precedence matches some of this policy's nodes.
 	ConditionConflict = "Conflict"
 	// ConditionIPFamilies is True when the nodes' pools carry every
-	// family ipFamilies asks for: False with IPv6NotPooled while the
-	// operator pools IPv4 only, False with InvalidIPFamilies for a value
-	// the schema should have refused (the pools stay IPv4).
+	// family ipFamilies asks for: False with IPv6Unavailable while some
+	// of its nodes can get no IPv6 (their subnet or instance type has
+	// none; the message names one), False with InvalidIPFamilies for a
+	// value the schema should have refused (the pools stay IPv4).
 	ConditionIPFamilies = "IPFamilies"
 
 	ReasonValid           = "Valid"
@@ -272,7 +275,7 @@ const (
 	ReasonOverlap         = "Overlap"
 	ReasonNoOverlap       = "NoOverlap"
 	ReasonFamiliesPooled  = "FamiliesPooled"
-	ReasonIPv6NotPooled   = "IPv6NotPooled"
+	ReasonIPv6Unavailable = "IPv6Unavailable"
 	ReasonInvalidFamilies = "InvalidIPFamilies"
 )
 

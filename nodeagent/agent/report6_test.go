@@ -49,3 +49,34 @@ func TestAgentReportsIPv6ApartFromIPv4(t *testing.T) {
 		t.Error("an address outside every routed prefix is reported routed")
 	}
 }
+
+// TestAgentReportsPrimaryWindowUnderFirstInterfaceIndex1: the primary ENI
+// holds the node's IPv6 window, the /80 2001:db8:1:0:a::/80, and the
+// spec starts at device 1; nothing is pooled yet. The agent reports the
+// /80 on the primary ENI (the main table routes it), so the operator may
+// pool the window's addresses, and installs no rule for it.
+func TestAgentReportsPrimaryWindowUnderFirstInterfaceIndex1(t *testing.T) {
+	primary := awsENI("eni-primary", 0, "02:00:00:00:09:00", "10.0.1.0/24")
+	primary.IPv6Prefixes = []iputil.Prefix{iputil.PrefixFrom(netip.MustParsePrefix("2001:db8:1:0:a::/80"))}
+	cn := createCiliumNodeOnly(t, []awstypes.ENI{primary}, nil)
+	createNodeRouting(t, cn.Name, 1)
+	host := fakeHostWith("02:00:00:00:09:00")
+	startAgent(t, testConfig(cn.Name), env.Config, host)
+
+	eventually(t, "the primary ENI's /80 reported", func() bool {
+		return reported(t, cn.Name, "eni-primary", "2001:db8:1:0:a::1")
+	})
+	nr := nodeRouting(t, cn.Name)
+	if nr.Status.RoutedIPv6Prefixes != 1 || nr.Status.RoutedIPs != 0 {
+		t.Errorf("counts: %d IPv6 prefixes, %d IPv4; want 1, 0", nr.Status.RoutedIPv6Prefixes, nr.Status.RoutedIPs)
+	}
+	rules, err := host.Rules()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rules {
+		if r.IPv6 {
+			t.Errorf("IPv6 rule installed for the primary ENI's window: %+v", r)
+		}
+	}
+}

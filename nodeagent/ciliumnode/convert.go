@@ -131,7 +131,8 @@ func ToNode(cn *ciliumv2.CiliumNode, spec *enipamv1alpha1.NodeRoutingSpec) (rout
 			}
 		}
 		managed := Managed(spec, &eni)
-		if !managed && !holdsAny(id, held) {
+		window := primaryWindow(&eni)
+		if !managed && !holdsAny(id, held) && len(window) == 0 {
 			continue
 		}
 		e, err := toENI(id, &eni)
@@ -149,8 +150,16 @@ func ToNode(cn *ciliumv2.CiliumNode, spec *enipamv1alpha1.NodeRoutingSpec) (rout
 		if managed {
 			e.IPs, e.Prefixes = addresses(id, &eni, held, released)
 		} else {
-			e.Draining = true
 			e.IPs, e.Prefixes = heldAddresses(id, &eni, held)
+			// The primary ENI's /80s are the node's IPv6 window, routed
+			// by the main table whatever the spec selects: they stand
+			// for the window's addresses; the ENI drains only if it
+			// holds other addresses.
+			e.IPs = slices.DeleteFunc(e.IPs, func(ip netip.Addr) bool {
+				return slices.ContainsFunc(window, func(p netip.Prefix) bool { return p.Contains(ip) })
+			})
+			e.Draining = len(e.IPs)+len(e.Prefixes) > 0
+			e.Prefixes = append(e.Prefixes, window...)
 		}
 		if e.Primary() && eni.IP.IsValid() {
 			// The primary ENI's own address is the node's: never a pod's.
@@ -271,6 +280,22 @@ func heldAddresses(id string, eni *awstypes.ENI, held map[netip.Addr]string) ([]
 	}
 	slices.SortFunc(ips, netip.Addr.Compare)
 	return ips, prefixes
+}
+
+// primaryWindow returns the IPv6 /80s of the instance's primary ENI
+// (none for another ENI): the node's IPv6 window, which the main table
+// routes with no rule of enipam's.
+func primaryWindow(eni *awstypes.ENI) []netip.Prefix {
+	if eni.Number != 0 {
+		return nil
+	}
+	var out []netip.Prefix
+	for _, p := range eni.IPv6Prefixes {
+		if p.IsValid() && p.Addr().Is6() {
+			out = append(out, p.Masked())
+		}
+	}
+	return out
 }
 
 // maxSplitBits bounds the prefixes split into addresses around a released

@@ -67,3 +67,56 @@ func TestToNodeIPv6PoolAddressOfUnknownENIIsRetainedAsSingleAddress(t *testing.T
 		t.Errorf("retained %v, want 2001:db8:2::10/128", node.Retain)
 	}
 }
+
+// TestToNodePrimaryENIsIPv6WindowUnderFirstInterfaceIndex1: the primary
+// ENI (device 0) holds the node's IPv6 window, the /80
+// 2001:db8:1:0:a::/80, while the spec starts at device 1. Before any of
+// its addresses is pooled the /80 is already routed on the primary ENI
+// (so the agent reports it and the operator may pool from it); with
+// three window addresses pooled, one released, it is still the /80
+// whole, the addresses not listed one by one, no problem, and the ENI
+// is not draining. A held IPv4 address on the primary ENI still drains
+// as before, beside the /80.
+func TestToNodePrimaryENIsIPv6WindowUnderFirstInterfaceIndex1(t *testing.T) {
+	window := netip.MustParsePrefix("2001:db8:1:0:a::/80")
+	for _, tc := range []struct {
+		name     string
+		opts     []func(*ciliumv2.CiliumNode)
+		draining bool
+		ips      []netip.Addr
+	}{
+		{name: "nothing pooled yet"},
+		{name: "three window addresses pooled, one released", opts: []func(*ciliumv2.CiliumNode){
+			withPool("eni-p", "2001:db8:1:0:a::1", "2001:db8:1:0:a::2", "2001:db8:1:0:a::3"),
+			withRelease("2001:db8:1:0:a::3", "released"),
+		}},
+		{name: "an IPv4 address held on the primary ENI", opts: []func(*ciliumv2.CiliumNode){
+			withPool("eni-p", "10.0.1.20", "2001:db8:1:0:a::1"),
+		}, draining: true, ips: []netip.Addr{netip.MustParseAddr("10.0.1.20")}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			opts := append([]func(*ciliumv2.CiliumNode){
+				withENI("eni-p", 0, "02:00:00:00:00:00", "10.0.1.0/24", nil),
+				withIPv6Prefix("eni-p", window.String()),
+				withENI("eni-a", 1, "02:00:00:00:00:01", "10.0.2.0/24", nil),
+			}, tc.opts...)
+			node, in, problems := ciliumnode.ToNode(ciliumNode(opts...), spec(1))
+			if len(problems) != 0 {
+				t.Fatalf("problems %v", problems)
+			}
+			e := findENI(node, "eni-p")
+			if e == nil {
+				t.Fatal("the primary ENI's /80 is not routed")
+			}
+			if !slices.Equal(e.Prefixes, []netip.Prefix{window}) || !slices.Equal(e.IPs, tc.ips) || e.Draining != tc.draining {
+				t.Errorf("primary ENI: prefixes %v, IPs %v, draining %v; want [%s], %v, %v", e.Prefixes, e.IPs, e.Draining, window, tc.ips, tc.draining)
+			}
+			if _, listed := in.Draining["eni-p"]; listed != tc.draining {
+				t.Errorf("primary ENI in the draining log: %v, want %v", listed, tc.draining)
+			}
+			if len(node.Retain) != 0 {
+				t.Errorf("retained %v, want nothing", node.Retain)
+			}
+		})
+	}
+}

@@ -124,20 +124,8 @@ func eniFrom(e types.NetworkInterface) cloud.ENI {
 			out.IPs = append(out.IPs, ip)
 		}
 	}
-	for _, p := range e.Ipv4Prefixes {
-		if pfx, err := netip.ParsePrefix(aws.ToString(p.Ipv4Prefix)); err == nil {
-			out.Prefixes = append(out.Prefixes, pfx)
-		}
-	}
-	for _, a := range e.Ipv6Addresses {
-		if ip, err := netip.ParseAddr(aws.ToString(a.Ipv6Address)); err == nil && ip.Is6() {
-			out.IPv6s = append(out.IPv6s, ip)
-		}
-	}
-	for _, p := range e.Ipv6Prefixes {
-		if pfx, err := netip.ParsePrefix(aws.ToString(p.Ipv6Prefix)); err == nil && pfx.Addr().Is6() {
-			out.IPv6Prefixes = append(out.IPv6Prefixes, pfx)
-		}
-	}
+	out.Prefixes = parsePrefixes(e.Ipv4Prefixes, func(p types.Ipv4PrefixSpecification) string { return ptr(p.Ipv4Prefix) }, nil)
+	out.IPv6s = parseAddrs(e.Ipv6Addresses, func(a types.NetworkInterfaceIpv6Address) string { return ptr(a.Ipv6Address) }, is6)
+	out.IPv6Prefixes = parsePrefixes(e.Ipv6Prefixes, func(p types.Ipv6PrefixSpecification) string { return ptr(p.Ipv6Prefix) }, prefix6)
 	return out
 }

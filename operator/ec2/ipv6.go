@@ -20,13 +20,7 @@ func (c *Client) AssignIPv6Prefixes(ctx context.Context, eniID string, count int
 	if err != nil {
 		return nil, err
 	}
-	prefixes := make([]netip.Prefix, 0, len(out.AssignedIpv6Prefixes))
-	for _, s := range out.AssignedIpv6Prefixes {
-		if p, err := netip.ParsePrefix(s); err == nil && p.Addr().Is6() {
-			prefixes = append(prefixes, p)
-		}
-	}
-	return prefixes, nil
+	return parsePrefixes(out.AssignedIpv6Prefixes, plain, prefix6), nil
 }
 
 // AssignIPv6s implements cloud.API.
@@ -37,13 +31,7 @@ func (c *Client) AssignIPv6s(ctx context.Context, eniID string, count int) ([]ne
 	if err != nil {
 		return nil, err
 	}
-	ips := make([]netip.Addr, 0, len(out.AssignedIpv6Addresses))
-	for _, s := range out.AssignedIpv6Addresses {
-		if ip, err := netip.ParseAddr(s); err == nil && ip.Is6() {
-			ips = append(ips, ip)
-		}
-	}
-	return ips, nil
+	return parseAddrs(out.AssignedIpv6Addresses, plain, is6), nil
 }
 
 func (c *Client) assignIPv6(ctx context.Context, in *ec2.AssignIpv6AddressesInput) (*ec2.AssignIpv6AddressesOutput, error) {

@@ -109,13 +109,7 @@ func (c *Client) AssignIPs(ctx context.Context, eniID string, count int) ([]neti
 	if err != nil {
 		return nil, err
 	}
-	ips := make([]netip.Addr, 0, len(out.AssignedPrivateIpAddresses))
-	for _, a := range out.AssignedPrivateIpAddresses {
-		if ip, err := netip.ParseAddr(aws.ToString(a.PrivateIpAddress)); err == nil {
-			ips = append(ips, ip)
-		}
-	}
-	return ips, nil
+	return parseAddrs(out.AssignedPrivateIpAddresses, func(a types.AssignedPrivateIpAddress) string { return ptr(a.PrivateIpAddress) }, nil), nil
 }
 
 // AssignPrefixes implements cloud.API.
@@ -126,13 +120,7 @@ func (c *Client) AssignPrefixes(ctx context.Context, eniID string, count int) ([
 	if err != nil {
 		return nil, err
 	}
-	prefixes := make([]netip.Prefix, 0, len(out.AssignedIpv4Prefixes))
-	for _, p := range out.AssignedIpv4Prefixes {
-		if pfx, err := netip.ParsePrefix(aws.ToString(p.Ipv4Prefix)); err == nil {
-			prefixes = append(prefixes, pfx)
-		}
-	}
-	return prefixes, nil
+	return parsePrefixes(out.AssignedIpv4Prefixes, func(p types.Ipv4PrefixSpecification) string { return ptr(p.Ipv4Prefix) }, nil), nil
 }
 
 // AssignAddresses implements cloud.API.

@@ -79,6 +79,10 @@ type Inventory struct {
 	// trustFrom showed on an ENI whose cached view it could not replace
 	// (local changes were newer).
 	confirmed map[string]map[netip.Addr]struct{}
+	// assignedHere6 and confirmed6 are the same for IPv6 /80 prefixes,
+	// kept whole: a prefix holds 2^48 addresses.
+	assignedHere6 map[netip.Prefix]struct{}
+	confirmed6    map[string][]netip.Prefix
 	// moving are the addresses this process reassigned onto another ENI
 	// (RecordMoved) that no describe has shown there yet: EC2 remaps an
 	// address asynchronously, so until then it is not on the new ENI.
@@ -121,28 +125,30 @@ type vpcData struct {
 // Start.
 func New(api cloud.API, opts Options, log *slog.Logger) *Inventory {
 	inv := &Inventory{
-		api:          api,
-		opts:         opts,
-		log:          log,
-		now:          time.Now,
-		vpcs:         map[string]*vpcData{},
-		instances:    map[string]*cloud.Instance{},
-		enis:         map[string]*cloud.ENI{},
-		byInstance:   map[string]map[string]struct{}{},
-		unattached:   map[string]struct{}{},
-		inFlight:     map[string]inFlight{},
-		attaching:    map[string]struct{}{},
-		touched:      map[string]time.Time{},
-		deleted:      map[string]time.Time{},
-		created:      map[string]time.Time{},
-		notFound:     map[string]time.Time{},
-		describedAt:  map[string]time.Time{},
-		assignedHere: map[netip.Addr]struct{}{},
-		confirmed:    map[string]map[netip.Addr]struct{}{},
-		moving:       map[netip.Addr]move{},
-		landedOn:     map[netip.Addr]string{},
-		types:        map[string]cloud.InstanceType{},
-		synced:       make(chan struct{}),
+		api:           api,
+		opts:          opts,
+		log:           log,
+		now:           time.Now,
+		vpcs:          map[string]*vpcData{},
+		instances:     map[string]*cloud.Instance{},
+		enis:          map[string]*cloud.ENI{},
+		byInstance:    map[string]map[string]struct{}{},
+		unattached:    map[string]struct{}{},
+		inFlight:      map[string]inFlight{},
+		attaching:     map[string]struct{}{},
+		touched:       map[string]time.Time{},
+		deleted:       map[string]time.Time{},
+		created:       map[string]time.Time{},
+		notFound:      map[string]time.Time{},
+		describedAt:   map[string]time.Time{},
+		assignedHere:  map[netip.Addr]struct{}{},
+		assignedHere6: map[netip.Prefix]struct{}{},
+		confirmed6:    map[string][]netip.Prefix{},
+		confirmed:     map[string]map[netip.Addr]struct{}{},
+		moving:        map[netip.Addr]move{},
+		landedOn:      map[netip.Addr]string{},
+		types:         map[string]cloud.InstanceType{},
+		synced:        make(chan struct{}),
 	}
 	if opts.Now != nil {
 		inv.now = opts.Now
@@ -411,6 +417,7 @@ func (inv *Inventory) dropENI(id string) {
 	delete(inv.detached, id)
 	delete(inv.describedAt, id)
 	delete(inv.confirmed, id)
+	delete(inv.confirmed6, id)
 	for ip, on := range inv.landedOn {
 		if on == id {
 			delete(inv.landedOn, ip)
@@ -498,6 +505,14 @@ func (inv *Inventory) Trusted(eniID string, ip netip.Addr) bool {
 	if t, ok := inv.describedAt[eniID]; !ok || !t.Before(inv.trustFrom) {
 		return true // fresh, or known only from this process's own changes
 	}
+	if ip.Is6() {
+		for p := range inv.assignedHere6 {
+			if p.Contains(ip) {
+				return true
+			}
+		}
+		return slices.ContainsFunc(inv.confirmed6[eniID], func(p netip.Prefix) bool { return p.Contains(ip) })
+	}
 	if _, mine := inv.assignedHere[ip]; mine {
 		return true
 	}
@@ -513,6 +528,7 @@ func (inv *Inventory) described(e *cloud.ENI, start time.Time) {
 	inv.describedAt[eniID] = start
 	if !start.Before(inv.trustFrom) {
 		delete(inv.confirmed, eniID)
+		delete(inv.confirmed6, eniID)
 	}
 }
 
@@ -533,6 +549,7 @@ func (inv *Inventory) confirm(e *cloud.ENI, start time.Time) {
 		}
 	}
 	inv.confirmed[e.ID] = set
+	inv.confirmed6[e.ID] = slices.Clone(e.IPv6Prefixes)
 }
 
 // TrustFrom is when describes start to be believed without a check (see

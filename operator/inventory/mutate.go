@@ -21,6 +21,11 @@ func (inv *Inventory) RecordCreated(eni cloud.ENI) {
 	inv.touch(e.ID)
 	inv.created[e.ID] = inv.now()
 	inv.vouch(e.IPs, e.Prefixes)
+	if inv.now().Before(inv.trustFrom) {
+		for _, p := range e.IPv6Prefixes {
+			inv.assignedHere6[p.Masked()] = struct{}{}
+		}
+	}
 	inv.adjustSubnet(e.SubnetID, -(1 + len(e.IPs) + len(e.Prefixes)*16))
 }
 
@@ -96,6 +101,38 @@ func (inv *Inventory) RecordUnassignedPrefixes(eniID string, prefixes []netip.Pr
 	})
 	inv.mu.Lock()
 	inv.adjustSubnet(subnet, 16*removed)
+	inv.mu.Unlock()
+}
+
+// RecordAssignedIPv6Prefixes adds delegated IPv6 /80 prefixes to an ENI.
+// They take nothing of the subnet's IPv4 room.
+func (inv *Inventory) RecordAssignedIPv6Prefixes(eniID string, prefixes []netip.Prefix) {
+	inv.update(eniID, func(e *cloud.ENI) {
+		for _, p := range prefixes {
+			if !slices.Contains(e.IPv6Prefixes, p) {
+				e.IPv6Prefixes = append(e.IPv6Prefixes, p)
+			}
+		}
+	})
+	inv.mu.Lock()
+	if inv.now().Before(inv.trustFrom) {
+		for _, p := range prefixes {
+			inv.assignedHere6[p.Masked()] = struct{}{}
+		}
+	}
+	inv.mu.Unlock()
+}
+
+// RecordUnassignedIPv6Prefixes removes delegated IPv6 prefixes from an
+// ENI.
+func (inv *Inventory) RecordUnassignedIPv6Prefixes(eniID string, prefixes []netip.Prefix) {
+	inv.update(eniID, func(e *cloud.ENI) {
+		e.IPv6Prefixes = slices.DeleteFunc(e.IPv6Prefixes, func(p netip.Prefix) bool { return slices.Contains(prefixes, p) })
+	})
+	inv.mu.Lock()
+	for _, p := range prefixes {
+		delete(inv.assignedHere6, p.Masked())
+	}
 	inv.mu.Unlock()
 }
 

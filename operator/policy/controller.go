@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
 )
@@ -31,6 +32,16 @@ import (
 type StatusReconciler struct {
 	client client.Client
 	events events.EventRecorder
+	// problems are the pool controller's word on nodes without a family
+	// their policy asks for (nil: none known).
+	problems *FamilyProblems
+}
+
+// WithFamilyProblems has the IPFamilies conditions say which nodes get
+// no address of a family their policy asks for, as problems tells.
+func (r *StatusReconciler) WithFamilyProblems(problems *FamilyProblems) *StatusReconciler {
+	r.problems = problems
+	return r
 }
 
 // NewStatusReconciler returns the status controller.
@@ -48,11 +59,14 @@ func (r *StatusReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	labelsChanged := predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 		return !equality.Semantic.DeepEqual(e.ObjectOld.GetLabels(), e.ObjectNew.GetLabels())
 	}}
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		Named("enipolicy-status").
 		Watches(&enipamv1alpha1.ENIPolicy{}, all, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Watches(&corev1.Node{}, all, builder.WithPredicates(labelsChanged)).
-		Complete(r)
+		Watches(&corev1.Node{}, all, builder.WithPredicates(labelsChanged))
+	if r.problems != nil {
+		b = b.WatchesRawSource(source.Channel(r.problems.wake, all))
+	}
+	return b.Complete(r)
 }
 
 // Reconcile recomputes every policy's status.
@@ -94,7 +108,11 @@ func (r *StatusReconciler) Reconcile(ctx context.Context, _ reconcile.Request) (
 			}
 		}
 		apimeta.SetStatusCondition(&next.Status.Conditions, accepted)
-		apimeta.SetStatusCondition(&next.Status.Conditions, FamiliesCondition(p))
+		families := FamiliesCondition(p)
+		if n, first := r.problems.Of(p.Name); n > 0 && families.Status == metav1.ConditionTrue && enipamv1alpha1.WantsIPv6(p.Spec.IPFamilies) {
+			families.Status, families.Reason, families.Message = metav1.ConditionFalse, enipamv1alpha1.ReasonIPv6Unavailable, summary(n, first)
+		}
+		apimeta.SetStatusCondition(&next.Status.Conditions, families)
 		conflict := metav1.Condition{Type: enipamv1alpha1.ConditionConflict, Status: metav1.ConditionFalse,
 			Reason: enipamv1alpha1.ReasonNoOverlap, Message: "no other policy overrides this one", ObservedGeneration: p.Generation}
 		if winners := overriddenBy[p.Name]; len(winners) > 0 {
@@ -120,11 +138,12 @@ func (r *StatusReconciler) Reconcile(ctx context.Context, _ reconcile.Request) (
 	return reconcile.Result{}, nil
 }
 
-// FamiliesCondition is the policy's IPFamilies condition: whether the
-// pools carry the families its ipFamilies asks for. They carry IPv4 only
-// for now, whatever the policy says: IPv6 is refused in words, never by
-// failing the node's reconcile, and an invalid value leaves the pools
-// IPv4 as if unset.
+// FamiliesCondition is the policy's IPFamilies condition from its spec
+// alone: whether the pools carry the families its ipFamilies asks for.
+// An invalid value leaves the pools IPv4 as if unset. The status
+// controller turns it False (IPv6Unavailable) when some of the policy's
+// nodes can get no IPv6 (FamilyProblems); a node's IPv4 is never failed
+// for its IPv6.
 func FamiliesCondition(p *enipamv1alpha1.ENIPolicy) metav1.Condition {
 	c := metav1.Condition{Type: enipamv1alpha1.ConditionIPFamilies, Status: metav1.ConditionTrue,
 		Reason: enipamv1alpha1.ReasonFamiliesPooled, Message: "pools carry IPv4", ObservedGeneration: p.Generation}
@@ -133,9 +152,10 @@ func FamiliesCondition(p *enipamv1alpha1.ENIPolicy) metav1.Condition {
 	case err != nil:
 		c.Status, c.Reason = metav1.ConditionFalse, enipamv1alpha1.ReasonInvalidFamilies
 		c.Message = err.Error() + "; pools carry IPv4 as with ipFamilies unset"
+	case enipamv1alpha1.WantsIPv6(families) && slices.Contains(families, enipamv1alpha1.IPv4Family):
+		c.Message = "pools carry IPv4 and a window of an IPv6 /80 on each node's primary ENI"
 	case enipamv1alpha1.WantsIPv6(families):
-		c.Status, c.Reason = metav1.ConditionFalse, enipamv1alpha1.ReasonIPv6NotPooled
-		c.Message = "the operator does not pool IPv6 addresses yet: pools carry IPv4 only; enipam-agent routes IPv6 addresses found on the ENIs"
+		c.Message = "pools carry a window of an IPv6 /80 on each node's primary ENI, and no IPv4"
 	}
 	return c
 }

@@ -65,6 +65,9 @@ type Config struct {
 	Tags map[string]string
 	// Policy names the governing ENIPolicy, "" when none matched.
 	Policy string
+	// IPv4 and IPv6 are the families the node's pods get (the policy's
+	// ipFamilies; IPv4 alone when unset or invalid).
+	IPv4, IPv6 bool
 }
 
 // Matches reports whether a policy's selector selects a node's labels. A
@@ -165,6 +168,10 @@ func Resolve(cn *ciliumv2.CiliumNode, p *enipamv1alpha1.ENIPolicy, d Defaults) C
 		}
 	}
 	c.Tags = ps.Tags
+	c.IPv4, c.IPv6 = true, false
+	if fs := ps.IPFamilies; len(fs) > 0 && enipamv1alpha1.ValidateIPFamilies(fs) == nil {
+		c.IPv4, c.IPv6 = slices.Contains(fs, enipamv1alpha1.IPv4Family), enipamv1alpha1.WantsIPv6(fs)
+	}
 	return c
 }
 

@@ -387,8 +387,8 @@ func (s *nodeSync) outstandingRelease() int {
 		if st != ipamoption.IPAMMarkForRelease && st != ipamoption.IPAMReadyForRelease {
 			continue
 		}
-		if ip, err := netip.ParseAddr(key); err == nil && s.draining(ip) {
-			continue
+		if ip, err := netip.ParseAddr(key); err == nil && (s.draining(ip) || ip.Is6()) {
+			continue // the IPv6 window's release never waits on EC2
 		}
 		if d := s.snap.Draining; d != "" && s.cn.Spec.IPAM.Pool[key].Resource == d {
 			continue

@@ -127,6 +127,9 @@ type Reconciler struct {
 	needs    *needs
 	handoffs *handoffs
 	slots    *slots
+	// families: the nodes without a family their policy asks for, for
+	// the policies' IPFamilies conditions.
+	families *policy.FamilyProblems
 
 	mu    sync.Mutex
 	nodes map[string]*memory
@@ -182,6 +185,8 @@ type memory struct {
 	remapsLooked time.Time
 	// consolidation: consolidate.go.
 	consolidation consolidationMemory
+	// window6: the IPv6 window's memory (ipv6sync.go).
+	window6 window6Memory
 }
 
 // repair is the backoff of a repair that did not stick.
@@ -208,8 +213,13 @@ func New(c client.Client, api cloud.API, inv *inventory.Inventory, rec events.Ev
 	}
 	return &Reconciler{client: c, api: api, inv: inv, events: rec, metrics: m, opts: opts, log: log, now: now,
 		notes: claims.NewNotes(), nodes: map[string]*memory{}, needs: newNeeds(), handoffs: newHandoffs(),
-		slots: newSlots(slotsFor(opts.Workers))}
+		slots: newSlots(slotsFor(opts.Workers)), families: policy.NewFamilyProblems()}
 }
+
+// FamilyProblems are the controller's word on the nodes that get no
+// address of a family their policy asks for, for the policy status
+// controller.
+func (r *Reconciler) FamilyProblems() *policy.FamilyProblems { return r.families }
 
 // Notes are the controller's word on each static IP claim's placement,
 // for the claim controller.
@@ -329,6 +339,7 @@ func (r *Reconciler) forget(node string) {
 	r.mu.Unlock()
 	r.metrics.forget(node)
 	r.needs.forget(node)
+	r.families.Set(node, "", "")
 }
 
 // warn emits a warning event on the node, once per change of reason.
@@ -365,6 +376,10 @@ const (
 	// ReasonForeignENIReported: the node's NodeRouting reports as routed
 	// an ENI EC2 shows on another instance; ignored.
 	ReasonForeignENIReported = "ForeignENIReported"
+	// ReasonIPv6Unavailable: the policy asks for IPv6 and the node can
+	// get none (its subnet or instance type has no IPv6, its primary ENI
+	// no slot for a /80); its IPv4 is served as before.
+	ReasonIPv6Unavailable = "IPv6Unavailable"
 )
 
 // isBlocked reports reasons that no retry fixes without a change.

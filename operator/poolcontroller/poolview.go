@@ -141,8 +141,8 @@ func (v *poolView) reconcile(in *poolInputs) poolChanges {
 			continue
 		}
 		ip, err := netip.ParseAddr(key)
-		if err != nil {
-			continue
+		if err != nil || ip.Is6() {
+			continue // the IPv6 window is decideWindow6's
 		}
 		eni, ok := onENI[ip]
 		if ok && eni.ID == entry.Resource {
@@ -272,8 +272,8 @@ func (v *poolView) releasing(snap *snapshot.Node, cfg *pool.Config) int {
 			continue
 		}
 		addr, err := netip.ParseAddr(ip)
-		if err != nil {
-			continue
+		if err != nil || addr.Is6() {
+			continue // an IPv6 window address takes no slot of its own
 		}
 		for i := range snap.ENIs {
 			if e := &snap.ENIs[i]; pool.Usable(e, cfg) && e.HasIP(addr) {
@@ -294,18 +294,19 @@ func (v *poolView) leaving(ip string) bool {
 	return false
 }
 
-// counts returns the pool IPs the agent may hand out to any pod and the
-// IPs it reports used. A stamped entry is neither: it is its claim's pod's
-// alone, used or not.
+// counts returns the IPv4 pool IPs the agent may hand out to any pod and
+// the IPv4 IPs it reports used (Cilium sizes each family's pool apart;
+// the IPv6 window is counted by window6Counts). A stamped entry is
+// neither: it is its claim's pod's alone, used or not.
 func (v *poolView) counts() (available, used int) {
 	pool := v.cn.Spec.IPAM.Pool
 	for ip, e := range pool {
-		if !v.leaving(ip) && e.Owner == "" {
+		if !v.leaving(ip) && e.Owner == "" && !isIPv6(ip) {
 			available++
 		}
 	}
 	for ip := range v.cn.Status.IPAM.Used {
-		if pool[ip].Owner == "" {
+		if pool[ip].Owner == "" && !isIPv6(ip) {
 			used++
 		}
 	}
@@ -326,7 +327,7 @@ func (v *poolView) abortRelease(snap *snapshot.Node) int {
 		}
 		addr, err := netip.ParseAddr(ip)
 		entry, inPool := v.cn.Spec.IPAM.Pool[ip]
-		if err != nil || !inPool || entry.Owner != "" || !onENI(snap, entry.Resource, addr) || (snap.Draining != "" && entry.Resource == snap.Draining) {
+		if err != nil || addr.Is6() || !inPool || entry.Owner != "" || !onENI(snap, entry.Resource, addr) || (snap.Draining != "" && entry.Resource == snap.Draining) {
 			continue
 		}
 		delete(v.cn.Status.IPAM.ReleaseIPs, ip)

@@ -55,6 +55,9 @@ func decideRelease(cn *ciliumv2.CiliumNode, snap *snapshot.Node, static *staticI
 				delete(st.ReleaseIPs, ip)
 				continue
 			}
+			if addr.Is6() {
+				continue // the IPv6 window's: released without a call (decideWindow6)
+			}
 			if entry.Owner != "" || claimedIn(static, addr) {
 				continue // a static address: never unassigned (reconcileStatic)
 			}

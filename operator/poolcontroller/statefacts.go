@@ -165,7 +165,7 @@ func (s *nodeSync) readPoolInputs(ctx context.Context) *poolInputs {
 			continue
 		}
 		ip, err := netip.ParseAddr(key)
-		if err != nil || onENI(&s.snap, entry.Resource, ip) {
+		if err != nil || ip.Is6() || onENI(&s.snap, entry.Resource, ip) {
 			continue
 		}
 		gone = append(gone, ip)

@@ -80,6 +80,9 @@ func (s *nodeSync) run(ctx context.Context) {
 	s.countPool()
 	s.runStatic(ctx, d.static)
 	s.verifyUnpooled(ctx)
+	if !s.syncWindow6(ctx) {
+		return
+	}
 	needed := s.needed()
 	r.log.Debug("pool sized", "node", s.cn.Name, "available", s.snap.Available, "used", s.snap.Used-s.waiting, "waiting", s.waiting,
 		"headroom", s.headroom, "needed", needed, "lead", pool.Lead(s.mem.leads))
@@ -108,6 +111,10 @@ func (s *nodeSync) run(ctx context.Context) {
 	}
 
 	plan := pool.Compute(&s.snap, &s.cfg.Config)
+	if !s.cfg.IPv4 {
+		// IPv6 alone: the window is the pool; no IPv4 is asked for.
+		plan = pool.Plan{}
+	}
 	if s.snap.Draining != "" && (plan.Create != nil || plan.Adopt != nil || plan.Deferred || plan.Blocked != nil) {
 		// The other ENIs cannot carry the node: the drained one serves
 		// again.
@@ -369,7 +376,12 @@ func (s *nodeSync) countPool() {
 	s.snap.Releasing = s.pool.releasing(&s.snap, &s.cfg.Config)
 }
 
+// needed is what the node's IPv4 pool lacks: nothing when its pods get
+// IPv6 alone (the IPv6 window sizes itself, decideWindow6).
 func (s *nodeSync) needed() int {
+	if !s.cfg.IPv4 {
+		return 0
+	}
 	return pool.Needed(s.snap.Available, s.snap.Used, s.cfg.Knobs)
 }
 

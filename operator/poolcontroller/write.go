@@ -122,6 +122,12 @@ func (s *nodeSync) statusENI(e *cloud.ENI, vpc awstypes.AwsVPC) awstypes.ENI {
 	for _, p := range e.Prefixes {
 		out.Prefixes = append(out.Prefixes, ciliumip.PrefixFrom(netip.Prefix(p)))
 	}
+	// The /80s reach the node agent, which routes them (the primary
+	// ENI's by the main table) and reports them: the window's addresses
+	// enter the pool only then.
+	for _, p := range e.IPv6Prefixes {
+		out.IPv6Prefixes = append(out.IPv6Prefixes, ciliumip.PrefixFrom(p))
+	}
 	return out
 }
 

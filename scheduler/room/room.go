@@ -9,6 +9,7 @@ package room
 import (
 	"fmt"
 	"net/netip"
+	"strings"
 
 	ipamoption "github.com/cilium/cilium/pkg/ipam/option"
 	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
@@ -20,14 +21,20 @@ import (
 // Cilium's agent hands addresses out in ipam: crd mode (pkg/ipam/crd.go,
 // allocateNext).
 type Pool struct {
-	// Size counts spec.ipam.pool entries: each takes an address slot of
-	// the instance, whatever its state.
+	// Size counts spec.ipam.pool's IPv4 entries: each takes an address
+	// slot of the instance, whatever its state (the IPv6 window's
+	// addresses take none: they are one /80).
 	Size int
-	// Free counts the entries the agent may give any pod: no owner, not
-	// in status.ipam.used, not in the release handshake.
-	Free int
-	// Leaving counts entries the agent will not hand out because they are
-	// being released (marked-for-release, ready-for-release, released).
+	// Free counts what the agent may give any pod: entries with no
+	// owner, not in status.ipam.used, not in the release handshake, of
+	// the family the pool lists (IPv4, or IPv6 on an IPv6-only node); on
+	// a dual-stack node, whose pods each take one of both, the fewer of
+	// the two families' (Free4, Free6).
+	Free         int
+	Free4, Free6 int
+	// Leaving counts IPv4 entries the agent will not hand out because
+	// they are being released (marked-for-release, ready-for-release,
+	// released).
 	Leaving int
 	// Stamped maps the owner ("namespace/pod") of each owner-stamped entry
 	// not in use to its address: the agent gives that entry to that pod
@@ -65,7 +72,8 @@ func (p *Pool) InPrefix(ip string) bool {
 // Digest counts cn's pool. It reads cn and keeps none of it.
 func Digest(cn *ciliumv2.CiliumNode) Pool {
 	used := cn.Status.IPAM.Used
-	p := Pool{Size: len(cn.Spec.IPAM.Pool), UsedBy: make(map[string]struct{}, len(used))}
+	p := Pool{UsedBy: make(map[string]struct{}, len(used))}
+	var size6 int
 	for _, e := range cn.Status.ENI.ENIs {
 		for _, pfx := range e.Prefixes {
 			p.Prefixes = append(p.Prefixes, pfx.Prefix)
@@ -79,8 +87,15 @@ func Digest(cn *ciliumv2.CiliumNode) Pool {
 	for ip, e := range cn.Spec.IPAM.Pool {
 		_, inUse := used[ip]
 		leaving := Leaving(cn, ip)
-		if leaving {
+		v6 := isIPv6(ip)
+		switch {
+		case v6:
+			size6++
+		case leaving:
+			p.Size++
 			p.Leaving++
+		default:
+			p.Size++
 		}
 		if _, hs := cn.Status.IPAM.ReleaseIPs[ip]; e.Owner != "" && !hs && (!inUse || used[ip].Owner == e.Owner) && onENI(cn, e.Resource, ip) {
 			if p.Settled == nil {
@@ -96,12 +111,27 @@ func Digest(cn *ciliumv2.CiliumNode) Pool {
 				}
 				p.Stamped[e.Owner] = ip
 			}
+		case !inUse && !leaving && v6:
+			p.Free6++
 		case !inUse && !leaving:
-			p.Free++
+			p.Free4++
 		}
+	}
+	switch {
+	case size6 == 0:
+		p.Free = p.Free4
+	case p.Size == 0:
+		p.Free = p.Free6
+	default:
+		p.Free = min(p.Free4, p.Free6)
 	}
 	return p
 }
+
+// isIPv6 reports whether a pool key is of the IPv6 family: only IPv6
+// text has a colon (Digest runs on every CiliumNode event; it parses
+// nothing).
+func isIPv6(ip string) bool { return strings.IndexByte(ip, ':') >= 0 }
 
 // onENI reports whether the entry's ENI holds ip, as the operator last
 // wrote it in status.eni.enis (secondary addresses and /28 prefixes): a

@@ -1,6 +1,7 @@
 package room
 
 import (
+	"fmt"
 	"maps"
 	"net/netip"
 	"strings"
@@ -45,7 +46,7 @@ func TestDigestCountsAsCiliumHandsOut(t *testing.T) {
 	cn.Status.ENI.ENIs = map[string]awstypes.ENI{"eni-1": {ID: "eni-1", Addresses: addrs("10.0.1.10", "10.0.1.11", "10.0.1.12", "10.0.1.13", "10.0.1.14", "10.0.1.15", "10.0.1.16")}}
 	got := Digest(cn)
 	want := Pool{
-		Size: 7, Free: 2, Leaving: 2,
+		Size: 7, Free: 2, Free4: 2, Leaving: 2,
 		Stamped: map[string]string{"db/db-0": "10.0.1.14"},
 		// db-1's stamp is in the handshake: its placement is under way.
 		Settled: map[string]string{"db/db-0": "10.0.1.14"},
@@ -149,5 +150,33 @@ func TestAssess(t *testing.T) {
 				t.Errorf("Assess = %+v (%s), want %s score %d reason with %q", v, v.Kind, tc.want, tc.score, tc.reason)
 			}
 		})
+	}
+}
+
+// TestDigestCountsEachFamily: a dual-stack pool with 3 free IPv4 and 5
+// free IPv6 addresses (one more IPv6 used, one marked): each pod takes
+// one of both, so 3 are free; the IPv6 window's entries take no slot
+// (Size 4: the IPv4 entries) and are not counted leaving. An IPv6-only
+// pool (no IPv4 entry) has its IPv6 free addresses free.
+func TestDigestCountsEachFamily(t *testing.T) {
+	cn := &ciliumv2.CiliumNode{}
+	cn.Spec.IPAM.Pool = ipamtypes.AllocationMap{}
+	for _, ip := range []string{"10.0.1.10", "10.0.1.11", "10.0.1.12", "10.0.1.13"} {
+		cn.Spec.IPAM.Pool[ip] = ipamtypes.AllocationIP{Resource: "eni-1"}
+	}
+	for i := 1; i <= 7; i++ {
+		cn.Spec.IPAM.Pool[fmt.Sprintf("2001:db8::a:0:0:%d", i)] = ipamtypes.AllocationIP{Resource: "eni-0"}
+	}
+	cn.Status.IPAM.Used = ipamtypes.AllocationMap{"10.0.1.10": {Owner: "router"}, "2001:db8::a:0:0:1": {Owner: "router"}}
+	cn.Status.IPAM.ReleaseIPs = map[string]ipamtypes.IPReleaseStatus{"2001:db8::a:0:0:7": ipamoption.IPAMMarkForRelease}
+	got := Digest(cn)
+	if got.Size != 4 || got.Free4 != 3 || got.Free6 != 5 || got.Free != 3 || got.Leaving != 0 {
+		t.Errorf("dual-stack: size %d, free %d (IPv4 %d, IPv6 %d), leaving %d; want 4, 3 (3, 5), 0", got.Size, got.Free, got.Free4, got.Free6, got.Leaving)
+	}
+	for _, ip := range []string{"10.0.1.10", "10.0.1.11", "10.0.1.12", "10.0.1.13"} {
+		delete(cn.Spec.IPAM.Pool, ip)
+	}
+	if got := Digest(cn); got.Size != 0 || got.Free != 5 {
+		t.Errorf("IPv6 alone: size %d, free %d; want 0, 5", got.Size, got.Free)
 	}
 }

@@ -25,6 +25,9 @@ type agentDeps struct {
 	// onRelease, if set, is called with the node's name, without the
 	// agent's lock, after a pod's address was released (its CNI DEL).
 	onRelease func(node string)
+	// v4 and v6 are the families every pod gets an address of (Cilium's
+	// enable-ipv4 and enable-ipv6); neither is IPv4.
+	v4, v6 bool
 }
 
 // allocation is an IP handed out by an agent.
@@ -74,9 +77,10 @@ type Agent struct {
 	// reserved maps an owner to the pool entry reserved for it (static IP).
 	reserved  map[string]string
 	allocated map[string]allocation
-	owners    map[string]string
-	waiters   list.List
-	pending   map[string]*waiter
+	// owners maps an owner to its addresses, one per family (IPv4 first).
+	owners  map[string][]string
+	waiters list.List
+	pending map[string]*waiter
 	// poolReady: the initial IPs were seen; started: router and health
 	// hold IPs, the node is Ready; announce: started, not yet told.
 	poolReady bool
@@ -97,6 +101,9 @@ type Agent struct {
 }
 
 func newAgent(name string, deps agentDeps) *Agent {
+	if !deps.v4 && !deps.v6 {
+		deps.v4 = true // no family named: IPv4, as Cilium's default
+	}
 	return &Agent{
 		name:       name,
 		deps:       deps,
@@ -105,7 +112,7 @@ func newAgent(name string, deps agentDeps) *Agent {
 		pooledAt:   map[string]uint64{},
 		reserved:   map[string]string{},
 		allocated:  map[string]allocation{},
-		owners:     map[string]string{},
+		owners:     map[string][]string{},
 		pending:    map[string]*waiter{},
 	}
 }
@@ -382,8 +389,10 @@ func (a *Agent) stop(forget bool) {
 		e = next
 	}
 	if forget {
-		for owner, ip := range a.owners {
-			a.deps.ledger.drop(a.name, ip, owner)
+		for owner, ips := range a.owners {
+			for _, ip := range ips {
+				a.deps.ledger.drop(a.name, ip, owner)
+			}
 		}
 	}
 	a.mu.Unlock()

@@ -29,7 +29,11 @@ var (
 
 // Result is how an allocation ended: an IP, or an error and no IP.
 type Result struct {
-	IP netip.Addr
+	// IP is the pod's address of its first family (IPv4 unless the
+	// agent runs IPv6 alone); IPs are all of them, one per family the
+	// agent allocates, IPv4 first.
+	IP  netip.Addr
+	IPs []netip.Addr
 	// Waited is how long the pod waited for a free IP; 0 if the pool had one.
 	Waited time.Duration
 	Err    error
@@ -124,16 +128,18 @@ func (a *Agent) Release(owner string) bool {
 		finish([]finished{f})
 		return true
 	}
-	ip, ok := a.owners[owner]
+	ips, ok := a.owners[owner]
 	if !ok {
 		a.mu.Unlock()
 		return false
 	}
 	delete(a.owners, owner)
-	if al := a.allocated[ip]; al.owner == owner {
-		delete(a.allocated, ip)
+	for _, ip := range ips {
+		if al := a.allocated[ip]; al.owner == owner {
+			delete(a.allocated, ip)
+		}
+		a.deps.ledger.drop(a.name, ip, owner)
 	}
-	a.deps.ledger.drop(a.name, ip, owner)
 	a.triggerLocked(now)
 	a.unlockAndFinish(a.serveLocked(now))
 	if a.deps.onRelease != nil {
@@ -142,16 +148,28 @@ func (a *Agent) Release(owner string) bool {
 	return true
 }
 
-// IP returns the IP owner holds on this agent.
+// IP returns the IP owner holds on this agent (of its first family,
+// as Result.IP).
 func (a *Agent) IP(owner string) (netip.Addr, bool) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	ip, ok := a.owners[owner]
-	if !ok {
+	ips := a.IPs(owner)
+	if len(ips) == 0 {
 		return netip.Addr{}, false
 	}
-	addr, err := netip.ParseAddr(ip)
-	return addr, err == nil
+	return ips[0], true
+}
+
+// IPs returns every IP owner holds on this agent, one per family, IPv4
+// first.
+func (a *Agent) IPs(owner string) []netip.Addr {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var out []netip.Addr
+	for _, ip := range a.owners[owner] {
+		if addr, err := netip.ParseAddr(ip); err == nil {
+			out = append(out, addr)
+		}
+	}
+	return out
 }
 
 // expire ends w's wait with ErrTimeout, unless it already ended.
@@ -196,33 +214,59 @@ func (a *Agent) countWaitLocked(d time.Duration) {
 }
 
 // serveLocked hands IPs to waiters in arrival order, router and health
-// first, as long as there are IPs for them.
+// first, as long as there are IPs for them: one of each family the agent
+// allocates (Cilium's CNI ADD takes an IPv4 and an IPv6 address on a
+// dual-stack node and fails, to be retried, when one family has none; a
+// pod here waits for both).
 func (a *Agent) serveLocked(now time.Time) []finished {
 	if !a.poolReady || a.node == nil || a.waiters.Len() == 0 {
 		return nil
 	}
 	var done []finished
-	var free []string
+	var free4, free6 []string
 	scanned := false
 	for e := a.waiters.Front(); e != nil; {
 		next := e.Next()
 		w := e.Value.(*waiter)
-		ip, ok := a.reservedFreeLocked(w.owner)
-		if !ok {
-			if !scanned {
-				free, scanned = a.freeIPsLocked(), true
+		if !scanned {
+			free4, free6, scanned = a.freeIPsLocked(false), a.freeIPsLocked(true), true
+		}
+		var ips []string
+		ok := true
+		if a.deps.v4 {
+			ip, stamped := a.reservedFreeLocked(w.owner)
+			switch n := len(free4); {
+			case stamped:
+				ips = append(ips, ip)
+			case n > 0:
+				ips = append(ips, free4[n-1])
+			default:
+				ok = false
 			}
-			if n := len(free); n > 0 {
-				ip, free, ok = free[n-1], free[:n-1], true
+		}
+		if ok && a.deps.v6 {
+			if n := len(free6); n > 0 {
+				ips = append(ips, free6[n-1])
+			} else {
+				ok = false
 			}
 		}
 		switch {
 		case ok:
-			done = append(done, a.grantLocked(w, ip, now))
+			// Take what was granted off the free lists.
+			for _, ip := range ips {
+				if n := len(free4); n > 0 && free4[n-1] == ip {
+					free4 = free4[:n-1]
+				}
+				if n := len(free6); n > 0 && free6[n-1] == ip {
+					free6 = free6[:n-1]
+				}
+			}
+			done = append(done, a.grantLocked(w, ips, now))
 		case w.infra:
 			// Pods wait behind the agent's own endpoints.
 			return done
-		case len(free) == 0 && len(a.reserved) == 0:
+		case (a.deps.v4 && len(free4) == 0 && len(a.reserved) == 0) || (a.deps.v6 && len(free6) == 0):
 			return done
 		}
 		e = next
@@ -245,11 +289,11 @@ func (a *Agent) reservedFreeLocked(owner string) (string, bool) {
 	return ip, true
 }
 
-// freeIPsLocked lists the pool IPs anyone may take.
-func (a *Agent) freeIPsLocked() []string {
+// freeIPsLocked lists the pool IPs of one family anyone may take.
+func (a *Agent) freeIPsLocked(v6 bool) []string {
 	var free []string
 	for ip, e := range a.node.Spec.IPAM.Pool {
-		if e.Owner != "" || a.inUseLocked(ip) || inHandshake(a.release, ip) || !isIPv4(ip) {
+		if e.Owner != "" || a.inUseLocked(ip) || inHandshake(a.release, ip) || isIPv6(ip) != v6 || (!v6 && !isIPv4(ip)) {
 			continue
 		}
 		free = append(free, ip)
@@ -257,24 +301,31 @@ func (a *Agent) freeIPsLocked() []string {
 	return free
 }
 
+func isIPv6(ip string) bool {
+	addr, err := netip.ParseAddr(ip)
+	return err == nil && addr.Is6() && !addr.Is4In6()
+}
+
 func isIPv4(ip string) bool {
 	addr, err := netip.ParseAddr(ip)
 	return err == nil && addr.Is4()
 }
 
-// grantLocked hands ip to w and accounts it.
-func (a *Agent) grantLocked(w *waiter, ip string, now time.Time) finished {
+// grantLocked hands ips (one per family) to w and accounts them.
+func (a *Agent) grantLocked(w *waiter, ips []string, now time.Time) finished {
 	a.dequeueLocked(w)
-	resource := a.node.Spec.IPAM.Pool[ip].Resource
-	a.allocated[ip] = allocation{owner: w.owner, resource: resource}
-	a.owners[w.owner] = ip
-	a.deps.ledger.take(a.name, ip, w.owner, !w.infra, now)
-	a.deps.ledger.handedOut(a.name, resource, ip, w.owner, a.pooledAt[ip], now)
+	for _, ip := range ips {
+		resource := a.node.Spec.IPAM.Pool[ip].Resource
+		a.allocated[ip] = allocation{owner: w.owner, resource: resource}
+		a.deps.ledger.take(a.name, ip, w.owner, !w.infra, now)
+		a.deps.ledger.handedOut(a.name, resource, ip, w.owner, a.pooledAt[ip], now)
+	}
+	a.owners[w.owner] = ips
 	var waited time.Duration
 	if w.waited {
 		waited = now.Sub(w.since)
 	}
-	if w.infra && !a.started && a.owners[RouterOwner] != "" && a.owners[HealthOwner] != "" {
+	if w.infra && !a.started && len(a.owners[RouterOwner]) > 0 && len(a.owners[HealthOwner]) > 0 {
 		a.started, a.announce, a.readyAt = true, true, now
 	}
 	if !w.infra {
@@ -286,6 +337,11 @@ func (a *Agent) grantLocked(w *waiter, ip string, now time.Time) finished {
 		}
 	}
 	a.triggerLocked(now)
-	addr, _ := netip.ParseAddr(ip)
-	return finished{w: w, r: Result{IP: addr, Waited: waited}}
+	r := Result{Waited: waited}
+	for _, ip := range ips {
+		addr, _ := netip.ParseAddr(ip)
+		r.IPs = append(r.IPs, addr)
+	}
+	r.IP = r.IPs[0]
+	return finished{w: w, r: r}
 }

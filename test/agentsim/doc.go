@@ -50,7 +50,10 @@
 //
 // Where the simulator departs from Cilium, on purpose: a pod asking an
 // agent that has not started yet waits (Cilium's CNI would fail and the
-// kubelet retry); pods get IPv4 only, spec.ipam.ipv6-pool is ignored.
-// Its routing report (Routed) does carry IPv6 as enipam-agent reports
-// it: IPv6 addresses in ipv6, ipv6-prefixes whole in ipv6Prefixes.
+// kubelet retry); a dual-stack pod (Options.IPFamilies) waits until it
+// can get an address of each family, where Cilium's CNI ADD fails and the
+// kubelet retries; spec.ipam.ipv6-pool is ignored (enipam lists IPv6 in
+// spec.ipam.pool, which Cilium's crd allocator serves per family). Its
+// routing report (Routed) carries IPv6 as enipam-agent reports it: IPv6
+// addresses in ipv6, ipv6-prefixes whole in ipv6Prefixes.
 package agentsim

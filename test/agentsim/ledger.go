@@ -97,6 +97,7 @@ type Ledger struct {
 	// routed, the latest NodeRouting revision seen per node, the handouts
 	// waiting for that watch to catch up, and how many were judged.
 	routes        map[routeKey][]listing
+	routes6       map[prefixKey][]listing
 	routingRV     map[string]uint64
 	pendingRoutes []routedCheck
 	routedChecks  int
@@ -104,7 +105,7 @@ type Ledger struct {
 
 // NewLedger returns an empty ledger.
 func NewLedger() *Ledger {
-	return &Ledger{holders: map[string][]holder{}, routes: map[routeKey][]listing{}, routingRV: map[string]uint64{}}
+	return &Ledger{holders: map[string][]holder{}, routes: map[routeKey][]listing{}, routes6: map[prefixKey][]listing{}, routingRV: map[string]uint64{}}
 }
 
 // take records that owner on node now holds ip, and a DoubleAllocation if

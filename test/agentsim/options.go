@@ -3,7 +3,10 @@ package agentsim
 import (
 	"errors"
 	"log/slog"
+	"slices"
 	"time"
+
+	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
 )
 
 // Defaults of Options, Cilium's own where Cilium has one.
@@ -53,6 +56,20 @@ type Options struct {
 	// that endpoint routes are not in use, and the operator waits for the
 	// handshake.
 	EndpointRoutes bool
+	// IPFamilies are the families every pod gets an address of, as the
+	// ENIPolicy's ipFamilies (Cilium's enable-ipv4, enable-ipv6): IPv4
+	// when empty; both, dual-stack, each pod waiting for one of each.
+	IPFamilies []enipamv1alpha1.IPFamily
+}
+
+type families struct{ v4, v6 bool }
+
+// families reads IPFamilies; Validate refuses a bad one.
+func (o Options) families() families {
+	if len(o.IPFamilies) == 0 {
+		return families{v4: true}
+	}
+	return families{v4: slices.Contains(o.IPFamilies, enipamv1alpha1.IPv4Family), v6: enipamv1alpha1.WantsIPv6(o.IPFamilies)}
 }
 
 // Validate rejects negative limits.
@@ -69,6 +86,9 @@ func (o Options) Validate() error {
 	}
 	if o.AllocateTimeout < 0 {
 		errs = append(errs, errors.New("allocate timeout must not be negative"))
+	}
+	if err := enipamv1alpha1.ValidateIPFamilies(o.IPFamilies); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

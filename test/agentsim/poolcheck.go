@@ -12,7 +12,9 @@ import (
 )
 
 // PoolFindings count breaches of the pool/EC2 invariant (ARCHITECTURE.md,
-// invariant 1) seen in one look at the CiliumNodes and EC2's own state.
+// invariant 1) seen in one look at the CiliumNodes and EC2's own state,
+// for both families: an IPv6 pool address is on the ENI that holds it or
+// the /80 containing it.
 type PoolFindings struct {
 	// InTwoPools: addresses in the pools of two nodes or more.
 	InTwoPools int
@@ -64,6 +66,13 @@ func (c *PoolChecker) Check(nodes []ciliumv2.CiliumNode, dump ec2sim.Dump, now t
 	// Where EC2 has each address: ENI and the instance it is attached to.
 	type place struct{ eni, instance string }
 	at := map[string]place{}
+	// IPv6 /80s are kept whole: an address of the window is looked up by
+	// the prefix holding it.
+	type span struct {
+		p netip.Prefix
+		place
+	}
+	var spans []span
 	for _, e := range dump.NetworkInterfaces {
 		instance := ""
 		if e.Attachment != nil {
@@ -88,6 +97,38 @@ func (c *PoolChecker) Check(nodes []ciliumv2.CiliumNode, dump ec2sim.Dump, now t
 				}
 			}
 		}
+		for _, a := range e.IPv6Addresses {
+			if ip, err := netip.ParseAddr(a.IPv6Address); err == nil {
+				add(ip.String())
+			}
+		}
+		for _, p := range e.IPv6Prefixes {
+			pfx, err := netip.ParsePrefix(p.IPv6Prefix)
+			if err != nil {
+				continue
+			}
+			pfx = pfx.Masked()
+			for _, o := range spans {
+				if o.p.Overlaps(pfx) && o.eni != e.NetworkInterfaceID {
+					f.OnTwoENIs++
+					detail("%s on %s overlaps %s on %s in EC2", pfx, e.NetworkInterfaceID, o.p, o.eni)
+				}
+			}
+			spans = append(spans, span{pfx, place{e.NetworkInterfaceID, instance}})
+		}
+	}
+	locate := func(key string) place {
+		if p, ok := at[key]; ok {
+			return p
+		}
+		if ip, err := netip.ParseAddr(key); err == nil && ip.Is6() {
+			for _, s := range spans {
+				if s.p.Contains(ip) {
+					return s.place
+				}
+			}
+		}
+		return place{}
 	}
 	seen := map[string]bool{}
 	late := func(key string) bool {
@@ -116,7 +157,7 @@ func (c *PoolChecker) Check(nodes []ciliumv2.CiliumNode, dump ec2sim.Dump, now t
 				}
 				continue
 			}
-			p := at[ip]
+			p := locate(ip)
 			off := p.eni != entry.Resource || p.instance == "" || p.instance != cn.Spec.InstanceID
 			if entry.Owner != "" && !inHandshake {
 				if off && late(cn.Name+" "+ip+" stamped off") {

@@ -12,6 +12,13 @@ type routeKey struct {
 	node, eni, ip string
 }
 
+// prefixKey is an IPv6 prefix (/80) routed on an ENI of a node: kept
+// whole, it stands for every address inside it.
+type prefixKey struct {
+	node, eni string
+	prefix    netip.Prefix
+}
+
 // listing is a span of NodeRouting revisions in which the node's agent
 // listed an address as routed; to is 0 while it still does.
 type listing struct{ from, to uint64 }
@@ -28,8 +35,9 @@ type routedCheck struct {
 }
 
 // observeRouting takes a NodeRouting revision of a node: which addresses
-// its agent lists as routed on which ENI (prefixes stand for their 16
-// addresses). Then it judges the handouts that were waiting for it.
+// its agent lists as routed on which ENI, of both families (an IPv4
+// prefix stands for its 16 addresses, an IPv6 /80 for every address
+// inside it). Then it judges the handouts that were waiting for it.
 func (l *Ledger) observeRouting(node string, rv uint64, status *enipamv1alpha1.NodeRoutingStatus) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -38,9 +46,20 @@ func (l *Ledger) observeRouting(node string, rv uint64, status *enipamv1alpha1.N
 	}
 	l.routingRV[node] = rv
 	listed := map[routeKey]bool{}
+	listed6 := map[prefixKey]bool{}
 	for _, e := range status.ENIs {
 		for _, ip := range e.IPs {
 			listed[routeKey{node, e.ID, ip}] = true
+		}
+		for _, ip := range e.IPv6 {
+			if addr, err := netip.ParseAddr(ip); err == nil {
+				listed[routeKey{node, e.ID, addr.String()}] = true
+			}
+		}
+		for _, p := range e.IPv6Prefixes {
+			if pfx, err := netip.ParsePrefix(p); err == nil {
+				listed6[prefixKey{node, e.ID, pfx.Masked()}] = true
+			}
 		}
 		for _, p := range e.Prefixes {
 			pfx, err := netip.ParsePrefix(p)
@@ -60,6 +79,17 @@ func (l *Ledger) observeRouting(node string, rv uint64, status *enipamv1alpha1.N
 	}
 	for k, spans := range l.routes {
 		if k.node == node && !listed[k] && spans[len(spans)-1].to == 0 {
+			spans[len(spans)-1].to = rv
+		}
+	}
+	for k := range listed6 {
+		spans := l.routes6[k]
+		if n := len(spans); n == 0 || spans[n-1].to != 0 {
+			l.routes6[k] = append(spans, listing{from: rv})
+		}
+	}
+	for k, spans := range l.routes6 {
+		if k.node == node && !listed6[k] && spans[len(spans)-1].to == 0 {
 			spans[len(spans)-1].to = rv
 		}
 	}
@@ -92,9 +122,22 @@ func (l *Ledger) handedOut(node, eni, ip, owner string, pooled uint64, now time.
 
 func (l *Ledger) judgeLocked(c routedCheck) {
 	l.routedChecks++
-	for _, s := range l.routes[c.key] {
-		if s.from <= c.pooled && (s.to == 0 || s.to > c.pooled) {
-			return
+	covers := func(spans []listing) bool {
+		for _, s := range spans {
+			if s.from <= c.pooled && (s.to == 0 || s.to > c.pooled) {
+				return true
+			}
+		}
+		return false
+	}
+	if covers(l.routes[c.key]) {
+		return
+	}
+	if ip, err := netip.ParseAddr(c.key.ip); err == nil && ip.Is6() {
+		for k, spans := range l.routes6 {
+			if k.node == c.key.node && k.eni == c.key.eni && k.prefix.Contains(ip) && covers(spans) {
+				return
+			}
 		}
 	}
 	l.recordLocked(Violation{Kind: HandedBeforeRouted, Node: c.key.node, IP: c.key.ip, Owner: c.owner,

@@ -39,3 +39,29 @@ func TestHandedBeforeRoutedIsJudgedOnRevisions(t *testing.T) {
 		t.Fatalf("violations %+v, want 3 handed before routed", v)
 	}
 }
+
+// TestHandedBeforeRoutedIPv6: the agent of node n lists the /80
+// 2001:db8::a:0:0:0/80 on eni-p and 2001:db8::20 on eni-q from revision
+// 10, and no longer the /80 from 20. A window address pooled at 12 on
+// eni-p is fine; one pooled at 12 but named for eni-q (the /80 is not
+// routed there), one outside the /80 and one pooled at 21 are violations;
+// 2001:db8::20 pooled at 12 on eni-q is fine.
+func TestHandedBeforeRoutedIPv6(t *testing.T) {
+	l := NewLedger()
+	now := time.Now()
+	l.observeRouting("n", 10, &enipamv1alpha1.NodeRoutingStatus{ENIs: []enipamv1alpha1.RoutedENI{
+		{ID: "eni-p", IPv6Prefixes: []string{"2001:db8:0:0:a::/80"}}, {ID: "eni-q", IPv6: []string{"2001:db8::20"}}}})
+	l.observeRouting("n", 20, &enipamv1alpha1.NodeRoutingStatus{ENIs: []enipamv1alpha1.RoutedENI{{ID: "eni-q", IPv6: []string{"2001:db8::20"}}}})
+	l.handedOut("n", "eni-p", "2001:db8::a:0:0:1", "p1", 12, now)
+	l.handedOut("n", "eni-q", "2001:db8::a:0:0:2", "p2", 12, now)
+	l.handedOut("n", "eni-p", "2001:db8::b:0:0:1", "p3", 12, now)
+	l.handedOut("n", "eni-p", "2001:db8::a:0:0:3", "p4", 21, now)
+	l.handedOut("n", "eni-q", "2001:db8::20", "p5", 12, now)
+	l.observeRouting("n", 22, &enipamv1alpha1.NodeRoutingStatus{ENIs: []enipamv1alpha1.RoutedENI{{ID: "eni-q", IPv6: []string{"2001:db8::20"}}}})
+	if judged, pending := l.RoutedChecks(); judged != 5 || pending != 0 {
+		t.Fatalf("judged %d, pending %d; want 5 and 0", judged, pending)
+	}
+	if v := l.Violations(); v.HandedBeforeRouted != 3 {
+		t.Fatalf("violations %+v, want 3 handed before routed", v)
+	}
+}

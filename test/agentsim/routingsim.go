@@ -292,7 +292,9 @@ func (r *RoutingSim) remaps(ctx context.Context, nr *enipamv1alpha1.NodeRouting)
 // it: addresses in ipv6, a managed ENI's ipv6-prefixes (/80s) whole in
 // ipv6Prefixes, released addresses inside them included (EC2 keeps the
 // prefix on the ENI), and an address inside one of them not listed on
-// its own.
+// its own. The primary ENI's ipv6-prefixes are listed whether the spec
+// selects it or not: they hold the node's IPv6 window, which the main
+// table routes.
 func Routed(cn *ciliumv2.CiliumNode, spec *enipamv1alpha1.NodeRoutingSpec, attached func(string) bool) []enipamv1alpha1.RoutedENI {
 	held := map[string]string{}
 	for ip, e := range cn.Spec.IPAM.Pool {
@@ -325,12 +327,15 @@ func Routed(cn *ciliumv2.CiliumNode, spec *enipamv1alpha1.NodeRoutingSpec, attac
 				ips[ip] = true
 			}
 		}
-		if !managed && len(ips) == 0 {
+		// The primary ENI's /80s are the node's IPv6 window, routed by the
+		// main table whatever the first interface index.
+		primary6 := eni.Number == 0 && len(eni.IPv6Prefixes) > 0
+		if !managed && len(ips) == 0 && !primary6 {
 			continue
 		}
 		r := enipamv1alpha1.RoutedENI{ID: id, MAC: eni.MAC, Number: int32(eni.Number), Table: int32(10 + eni.Number)}
 		var prefixes6 []netip.Prefix
-		if managed {
+		if managed || primary6 {
 			for _, p := range eni.IPv6Prefixes {
 				prefixes6 = append(prefixes6, p.Masked())
 				r.IPv6Prefixes = append(r.IPv6Prefixes, p.Masked().String())

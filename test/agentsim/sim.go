@@ -208,6 +208,8 @@ func (s *Sim) AddAgent(name string) *Agent {
 		enqueue:         func(name string, delay time.Duration) { s.queue.AddAfter(name, delay) },
 		onReady:         s.markReady,
 		onRelease:       s.released,
+		v4:              s.opts.families().v4,
+		v6:              s.opts.families().v6,
 	})
 	s.agents[name] = a
 	s.mu.Unlock()

@@ -87,6 +87,10 @@ type (
 	GroupIdentifier = state.GroupIdentifier
 	// IPv4Prefix is state.IPv4Prefix.
 	IPv4Prefix = state.IPv4Prefix
+	// IPv6Address is state.IPv6Address.
+	IPv6Address = state.IPv6Address
+	// IPv6Prefix is state.IPv6Prefix.
+	IPv6Prefix = state.IPv6Prefix
 	// Instance is state.Instance.
 	Instance = state.Instance
 	// InstanceInfo is state.InstanceInfo.
