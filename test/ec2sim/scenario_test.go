@@ -2,6 +2,7 @@ package ec2sim_test
 
 import (
 	"errors"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -156,5 +157,20 @@ func TestScenarioIsDeterministic(t *testing.T) {
 		if it.MaxInterfaces() < 2 || it.IPv4PerENI < 2 {
 			t.Errorf("catalog entry %+v", it)
 		}
+	}
+}
+
+// TestDumpNetworkIsDumpsNetwork: DumpNetwork has Dump's network
+// interfaces and Elastic IPs, and nothing else.
+func TestDumpNetworkIsDumpsNetwork(t *testing.T) {
+	sim, err := ec2sim.New(ec2sim.DemoScenario())
+	noErr(t, err)
+	d, n := sim.State().Dump(), sim.State().DumpNetwork()
+	if len(d.NetworkInterfaces) == 0 || !reflect.DeepEqual(d.NetworkInterfaces, n.NetworkInterfaces) || !reflect.DeepEqual(d.Addresses, n.Addresses) {
+		t.Errorf("DumpNetwork has %d ENIs and %d addresses, Dump %d and %d, or they differ",
+			len(n.NetworkInterfaces), len(n.Addresses), len(d.NetworkInterfaces), len(d.Addresses))
+	}
+	if n.Instances != nil || n.Subnets != nil || n.Vpcs != nil {
+		t.Errorf("DumpNetwork has more than the network: %d instances, %d subnets, %d VPCs", len(n.Instances), len(n.Subnets), len(n.Vpcs))
 	}
 }

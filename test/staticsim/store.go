@@ -8,6 +8,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	clienttesting "k8s.io/client-go/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
@@ -22,21 +23,46 @@ import (
 type store struct {
 	tracker clienttesting.ObjectTracker
 	scheme  *runtime.Scheme
+	// changes is the world's count of writes; lists holds the last list
+	// of each kind, with that count when it was taken: it stands until
+	// the next write.
+	changes *int
+	lists   map[schema.GroupVersionResource]listed
 }
 
-// list fills list with every object of its kind.
+type listed struct {
+	at   int
+	list runtime.Object
+}
+
+// list fills list with every object of its kind (a copy the caller owns).
 func (s store) list(list client.ObjectList) {
+	reflect.ValueOf(list).Elem().Set(reflect.ValueOf(s.listed(list).DeepCopyObject()).Elem())
+}
+
+// view fills list with every object of its kind, shared with the store:
+// read only, and only until the next write.
+func (s store) view(list client.ObjectList) {
+	reflect.ValueOf(list).Elem().Set(reflect.ValueOf(s.listed(list)).Elem())
+}
+
+// listed is the list of list's kind as of the last write.
+func (s store) listed(list client.ObjectList) runtime.Object {
 	gvk, err := apiutil.GVKForObject(list, s.scheme)
 	if err != nil {
 		panic(err)
 	}
 	gvk.Kind = strings.TrimSuffix(gvk.Kind, "List")
 	gvr, _ := meta.UnsafeGuessKindToResource(gvk)
+	if l, ok := s.lists[gvr]; ok && l.at == *s.changes {
+		return l.list
+	}
 	got, err := s.tracker.List(gvr, gvk, "")
 	if err != nil {
 		panic(err)
 	}
-	reflect.ValueOf(list).Elem().Set(reflect.ValueOf(got).Elem())
+	s.lists[gvr] = listed{at: *s.changes, list: got}
+	return got
 }
 
 // get fills obj with the named object; false if there is none.
@@ -60,10 +86,12 @@ func (s store) get(key client.ObjectKey, obj client.Object) bool {
 func (s store) cachedList(list client.ObjectList, opts ...client.ListOption) error {
 	o := &client.ListOptions{}
 	o.ApplyOptions(opts)
-	s.list(list)
 	if o.FieldSelector == nil && o.Namespace == "" && o.LabelSelector == nil {
+		s.list(list)
 		return nil
 	}
+	// Filtered from the store's own list; what is kept, copied.
+	s.view(list)
 	if o.LabelSelector != nil && !o.LabelSelector.Empty() {
 		return fmt.Errorf("the simulation's cache has no label selectors (%s)", o.LabelSelector)
 	}
@@ -88,7 +116,7 @@ func (s store) cachedList(list client.ObjectList, opts ...client.ListOption) err
 		if field != "" && !slices.Contains(s.indexed(obj, field), value) {
 			continue
 		}
-		keep = append(keep, item)
+		keep = append(keep, item.DeepCopyObject())
 	}
 	return meta.SetList(list, keep)
 }

@@ -17,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	k8stypes "k8s.io/apimachinery/pkg/types"
 	clienttesting "k8s.io/client-go/testing"
@@ -131,6 +132,9 @@ type world struct {
 	dumped      *ec2sim.Dump
 	dumpedAt    time.Time
 	dumpedCalls int
+	// index is where EC2 has each address in the dump indexed.
+	index   addressIndex
+	indexed *ec2sim.Dump
 }
 
 // process is one run of enipam-operator: everything it keeps in memory
@@ -200,58 +204,89 @@ func newWorld(seed uint64) (*world, error) {
 	}
 	// The plain object tracker: the field-managed one (server-side
 	// apply, which no component here uses) costs ten times more a write.
-	w.store = store{tracker: clienttesting.NewObjectTracker(scheme, serializer.NewCodecFactory(scheme).UniversalDecoder()), scheme: scheme}
+	w.store = store{tracker: clienttesting.NewObjectTracker(scheme, serializer.NewCodecFactory(scheme).UniversalDecoder()), scheme: scheme,
+		changes: &w.changes, lists: map[schema.GroupVersionResource]listed{}}
 	b := fake.NewClientBuilder().WithScheme(scheme).WithGlobalResourceVersionCounter().WithObjectTracker(w.store.tracker)
 	for _, idx := range claims.Indexes() {
 		b = b.WithIndex(idx.Object, idx.Field, idx.Extract)
 	}
-	w.c = b.WithStatusSubresource(&ciliumv2.CiliumNode{}, &enipamv1alpha1.NodeRouting{}, &enipamv1alpha1.ENIPolicy{},
-		&enipamv1alpha1.StaticIPClaim{}, &corev1.Pod{}).
-		WithObjects(objs...).
-		WithInterceptorFuncs(interceptor.Funcs{
-			Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
-				w.changes++
-				return c.Create(ctx, obj, opts...)
-			},
-			Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
-				w.changes++
-				return c.Update(ctx, obj, opts...)
-			},
-			Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
-				w.changes++
-				nr, ok := obj.(*enipamv1alpha1.NodeRouting)
-				if !ok {
-					return c.Patch(ctx, obj, patch, opts...)
-				}
-				// As kube-apiserver does, a change of the spec makes a
-				// new generation (the agents' answers name the one they
-				// read).
-				before := &enipamv1alpha1.NodeRouting{}
-				if !w.store.get(client.ObjectKeyFromObject(nr), before) {
-					return c.Patch(ctx, obj, patch, opts...)
-				}
-				if err := c.Patch(ctx, obj, patch, opts...); err != nil {
+	statusObjs := []client.Object{&ciliumv2.CiliumNode{}, &enipamv1alpha1.NodeRouting{}, &enipamv1alpha1.ENIPolicy{},
+		&enipamv1alpha1.StaticIPClaim{}, &corev1.Pod{}}
+	fc := b.WithStatusSubresource(statusObjs...).WithObjects(objs...).Build()
+	wr, err := newWriter(fc, w.store.tracker, scheme, statusObjs...)
+	if err != nil {
+		return nil, err
+	}
+	patch := func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+		if len(opts) == 0 {
+			if handled, err := wr.patch(obj, patch, false); handled {
+				return err
+			}
+		}
+		return c.Patch(ctx, obj, patch, opts...)
+	}
+	update := func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
+		if len(opts) == 0 {
+			if handled, err := wr.update(obj, false); handled {
+				return err
+			}
+		}
+		return c.Update(ctx, obj, opts...)
+	}
+	w.c = interceptor.NewClient(fc, interceptor.Funcs{
+		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			w.changes++
+			return c.Create(ctx, obj, opts...)
+		},
+		Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
+			w.changes++
+			return update(ctx, c, obj, opts...)
+		},
+		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, p client.Patch, opts ...client.PatchOption) error {
+			w.changes++
+			nr, ok := obj.(*enipamv1alpha1.NodeRouting)
+			if !ok {
+				return patch(ctx, c, obj, p, opts...)
+			}
+			// As kube-apiserver does, a change of the spec makes a
+			// new generation (the agents' answers name the one they
+			// read).
+			before := &enipamv1alpha1.NodeRouting{}
+			if !w.store.get(client.ObjectKeyFromObject(nr), before) {
+				return patch(ctx, c, obj, p, opts...)
+			}
+			if err := patch(ctx, c, obj, p, opts...); err != nil {
+				return err
+			}
+			if equality.Semantic.DeepEqual(before.Spec, nr.Spec) {
+				return nil
+			}
+			nr.Generation = before.Generation + 1
+			return update(ctx, c, nr)
+		},
+		Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
+			w.changes++
+			return c.Delete(ctx, obj, opts...)
+		},
+		SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+			w.changes++
+			if sub == "status" && len(opts) == 0 {
+				if handled, err := wr.update(obj, true); handled {
 					return err
 				}
-				if equality.Semantic.DeepEqual(before.Spec, nr.Spec) {
-					return nil
+			}
+			return c.SubResource(sub).Update(ctx, obj, opts...)
+		},
+		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, p client.Patch, opts ...client.SubResourcePatchOption) error {
+			w.changes++
+			if sub == "status" && len(opts) == 0 {
+				if handled, err := wr.patch(obj, p, true); handled {
+					return err
 				}
-				nr.Generation = before.Generation + 1
-				return c.Update(ctx, nr)
-			},
-			Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
-				w.changes++
-				return c.Delete(ctx, obj, opts...)
-			},
-			SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
-				w.changes++
-				return c.SubResource(sub).Update(ctx, obj, opts...)
-			},
-			SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
-				w.changes++
-				return c.SubResource(sub).Patch(ctx, obj, patch, opts...)
-			},
-		}).Build()
+			}
+			return c.SubResource(sub).Patch(ctx, obj, p, opts...)
+		},
+	})
 	w.guardEC2()
 	if w.ext, err = w.newExtender(); err != nil {
 		return nil, err
@@ -469,7 +504,8 @@ func (w *world) restart() error {
 	return w.startOperator()
 }
 
-// dump is EC2's state, taken again only when the clock moved or EC2 was
+// dump is EC2's network interfaces and Elastic IPs (what the simulation
+// reads of EC2's state), taken again only when the clock moved or EC2 was
 // called since the last one.
 func (w *world) dump() ec2sim.Dump {
 	calls := 0
@@ -477,7 +513,7 @@ func (w *world) dump() ec2sim.Dump {
 		calls += n
 	}
 	if now := w.clock.Now(); w.dumped == nil || !now.Equal(w.dumpedAt) || calls != w.dumpedCalls {
-		d := w.state.Dump()
+		d := w.state.DumpNetwork()
 		w.dumped, w.dumpedAt, w.dumpedCalls = &d, now, calls
 	}
 	return *w.dumped
