@@ -469,14 +469,14 @@ func (w *world) startOperator() error {
 	if err != nil {
 		return err
 	}
-	p.pools = poolcontroller.New(p.c, api, p.inv, events.NewFakeRecorder(1<<16), m, poolcontroller.Options{
+	p.pools = poolcontroller.New(p.c, api, p.inv, &events.FakeRecorder{}, m, poolcontroller.Options{
 		Cluster: cluster, Workers: 1,
 		Defaults: policy.Defaults{Knobs: pool.Knobs{PreAllocate: 2, AgentEndpoints: 2}, ReleaseExcessIPs: true,
 			ReleaseDelay: 10 * time.Second},
 		ConsistencyGrace: 5 * time.Second, RoutingPatience: time.Minute,
 		RetryBase: time.Second, RetryMax: 10 * time.Second, BlockedRetry: 10 * time.Second, Now: w.clock.Now,
 	}, w.log)
-	p.claims = claimcontroller.New(p.c, api, p.inv, p.pools.Notes(), events.NewFakeRecorder(1<<16),
+	p.claims = claimcontroller.New(p.c, api, p.inv, p.pools.Notes(), &events.FakeRecorder{},
 		claimcontroller.Options{Cluster: cluster, PublicIPRetry: 5 * time.Second, Now: w.clock.Now}, w.log)
 	return nil
 }

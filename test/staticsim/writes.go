@@ -29,7 +29,9 @@ import (
 // patch twice, finds out whether it came through the status client by
 // formatting the goroutine's stack, and carries status between the old
 // and the new object through four JSON round trips; this takes one
-// merge and one decode. What it does not handle (other patch types,
+// merge and one decode, and for a patch made (client.MergeFrom) from
+// the very object stored, no merge: the result is the patched object.
+// What it does not handle (other patch types,
 // unstructured or partial objects, other subresources) goes to the fake
 // client.
 type writer struct {
@@ -100,23 +102,36 @@ func (wr *writer) patch(obj client.Object, patch client.Patch, status bool) (han
 	if err != nil {
 		return false, nil // the fake client's answer (NotFound)
 	}
-	data, err := patch.Data(obj)
-	if err != nil {
-		return true, err
-	}
+	curMeta := cur.(client.Object)
 	old, err := json.Marshal(cur)
 	if err != nil {
 		return true, err
 	}
-	merged, err := jsonpatch.MergePatch(old, data)
-	if err != nil {
-		return true, err
+	var next client.Object
+	if base, lock := mergeBase(patch); base != nil && reflect.DeepEqual(base, cur) && (!lock || base.GetResourceVersion() != "") {
+		// The patch was made from the stored object itself: merged
+		// onto it, it gives obj (through JSON); the optimistic lock
+		// puts the base's resourceVersion in the patch.
+		if next, err = wr.decodeLike(obj, curMeta); err != nil {
+			return true, err
+		}
+		if lock {
+			next.SetResourceVersion(base.GetResourceVersion())
+		}
+	} else {
+		data, err := patch.Data(obj)
+		if err != nil {
+			return true, err
+		}
+		merged, err := jsonpatch.MergePatch(old, data)
+		if err != nil {
+			return true, err
+		}
+		next = reflect.New(reflect.TypeOf(cur).Elem()).Interface().(client.Object)
+		if err := json.Unmarshal(merged, next); err != nil {
+			return true, err
+		}
 	}
-	next := reflect.New(reflect.TypeOf(cur).Elem()).Interface().(client.Object)
-	if err := json.Unmarshal(merged, next); err != nil {
-		return true, err
-	}
-	curMeta := cur.(client.Object)
 	if !deletionTimestampEqual(next, curMeta) {
 		return true, errors.New("rejected patch, metadata.deletionTimestamp immutable")
 	}
@@ -128,6 +143,26 @@ func (wr *writer) patch(obj client.Object, patch client.Patch, status bool) (han
 		next.SetResourceVersion(curMeta.GetResourceVersion())
 	}
 	return true, wr.store(gvr, curMeta, next, obj)
+}
+
+// mergeBase returns the object a client.MergeFrom patch was made from
+// and whether it takes the optimistic lock; nil for any other patch.
+func mergeBase(patch client.Patch) (client.Object, bool) {
+	v := reflect.ValueOf(patch)
+	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
+		return nil, false
+	}
+	t := v.Elem().Type()
+	if t.Name() != "mergeFromPatch" || t.PkgPath() != "sigs.k8s.io/controller-runtime/pkg/client" {
+		return nil, false
+	}
+	from, opts := v.Elem().FieldByName("from"), v.Elem().FieldByName("opts")
+	if !from.IsValid() || !opts.IsValid() || from.Type() != reflect.TypeFor[client.Object]() || opts.Type() != reflect.TypeFor[client.MergeFromOptions]() {
+		return nil, false
+	}
+	base, _ := reflect.NewAt(from.Type(), unsafe.Pointer(from.UnsafeAddr())).Elem().Interface().(client.Object)
+	lock := reflect.NewAt(opts.Type(), unsafe.Pointer(opts.UnsafeAddr())).Elem().Interface().(client.MergeFromOptions).OptimisticLock
+	return base, lock
 }
 
 // update replaces an object as the fake client's Update does (status:
