@@ -23,16 +23,11 @@ import (
 type store struct {
 	tracker clienttesting.ObjectTracker
 	scheme  *runtime.Scheme
-	// changes is the world's count of writes; lists holds the last list
-	// of each kind, with that count when it was taken: it stands until
-	// the next write.
-	changes *int
-	lists   map[schema.GroupVersionResource]listed
-}
-
-type listed struct {
-	at   int
-	list runtime.Object
+	// lists holds the last list of each kind: it stands until the next
+	// write of that kind (wrote).
+	lists map[schema.GroupVersionResource]runtime.Object
+	// indexes are the cache indexes (cacheIndexes).
+	indexes map[indexKey]client.IndexerFunc
 }
 
 // list fills list with every object of its kind (a copy the caller owns).
@@ -46,7 +41,7 @@ func (s store) view(list client.ObjectList) {
 	reflect.ValueOf(list).Elem().Set(reflect.ValueOf(s.listed(list)).Elem())
 }
 
-// listed is the list of list's kind as of the last write.
+// listed is the list of list's kind as of the last write of that kind.
 func (s store) listed(list client.ObjectList) runtime.Object {
 	gvk, err := apiutil.GVKForObject(list, s.scheme)
 	if err != nil {
@@ -54,14 +49,14 @@ func (s store) listed(list client.ObjectList) runtime.Object {
 	}
 	gvk.Kind = strings.TrimSuffix(gvk.Kind, "List")
 	gvr, _ := meta.UnsafeGuessKindToResource(gvk)
-	if l, ok := s.lists[gvr]; ok && l.at == *s.changes {
-		return l.list
+	if l, ok := s.lists[gvr]; ok {
+		return l
 	}
 	got, err := s.tracker.List(gvr, gvk, "")
 	if err != nil {
 		panic(err)
 	}
-	s.lists[gvr] = listed{at: *s.changes, list: got}
+	s.lists[gvr] = got
 	return got
 }
 
@@ -124,10 +119,39 @@ func (s store) cachedList(list client.ObjectList, opts ...client.ListOption) err
 // indexed returns the values of the named index for obj.
 func (s store) indexed(obj client.Object, field string) []string {
 	gvk, _ := apiutil.GVKForObject(obj, s.scheme)
-	for _, idx := range claims.Indexes() {
-		if g, _ := apiutil.GVKForObject(idx.Object, s.scheme); g == gvk && idx.Field == field {
-			return idx.Extract(obj)
-		}
+	if extract, ok := s.indexes[indexKey{gvk, field}]; ok {
+		return extract(obj)
 	}
 	panic("no index " + field + " for " + gvk.Kind)
+}
+
+// indexKey names one cache index: its kind and field.
+type indexKey struct {
+	gvk   schema.GroupVersionKind
+	field string
+}
+
+// cacheIndexes are the cache indexes of package claims, by kind and field.
+func cacheIndexes(scheme *runtime.Scheme) (map[indexKey]client.IndexerFunc, error) {
+	out := map[indexKey]client.IndexerFunc{}
+	for _, idx := range claims.Indexes() {
+		gvk, err := apiutil.GVKForObject(idx.Object, scheme)
+		if err != nil {
+			return nil, err
+		}
+		out[indexKey{gvk, idx.Field}] = idx.Extract
+	}
+	return out, nil
+}
+
+// wrote records a write of obj's kind: the store's list of that kind
+// is stale from now on.
+func (s store) wrote(obj client.Object) {
+	gvk, err := apiutil.GVKForObject(obj, s.scheme)
+	if err != nil {
+		clear(s.lists) // a kind the scheme does not name: every list
+		return
+	}
+	gvr, _ := meta.UnsafeGuessKindToResource(gvk)
+	delete(s.lists, gvr)
 }

@@ -17,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	k8stypes "k8s.io/apimachinery/pkg/types"
@@ -181,7 +182,7 @@ func newWorld(seed uint64) (*world, error) {
 			return nil, err
 		}
 	}
-	scheme, err := operator.Scheme()
+	scheme, err := takeScheme()
 	if err != nil {
 		return nil, err
 	}
@@ -204,8 +205,12 @@ func newWorld(seed uint64) (*world, error) {
 	}
 	// The plain object tracker: the field-managed one (server-side
 	// apply, which no component here uses) costs ten times more a write.
+	indexes, err := cacheIndexes(scheme)
+	if err != nil {
+		return nil, err
+	}
 	w.store = store{tracker: clienttesting.NewObjectTracker(scheme, serializer.NewCodecFactory(scheme).UniversalDecoder()), scheme: scheme,
-		changes: &w.changes, lists: map[schema.GroupVersionResource]listed{}}
+		lists: map[schema.GroupVersionResource]runtime.Object{}, indexes: indexes}
 	b := fake.NewClientBuilder().WithScheme(scheme).WithGlobalResourceVersionCounter().WithObjectTracker(w.store.tracker)
 	for _, idx := range claims.Indexes() {
 		b = b.WithIndex(idx.Object, idx.Field, idx.Extract)
@@ -235,15 +240,15 @@ func newWorld(seed uint64) (*world, error) {
 	}
 	w.c = interceptor.NewClient(fc, interceptor.Funcs{
 		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
-			w.changes++
+			w.wrote(obj)
 			return c.Create(ctx, obj, opts...)
 		},
 		Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
-			w.changes++
+			w.wrote(obj)
 			return update(ctx, c, obj, opts...)
 		},
 		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, p client.Patch, opts ...client.PatchOption) error {
-			w.changes++
+			w.wrote(obj)
 			nr, ok := obj.(*enipamv1alpha1.NodeRouting)
 			if !ok {
 				return patch(ctx, c, obj, p, opts...)
@@ -265,11 +270,11 @@ func newWorld(seed uint64) (*world, error) {
 			return update(ctx, c, nr)
 		},
 		Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
-			w.changes++
+			w.wrote(obj)
 			return c.Delete(ctx, obj, opts...)
 		},
 		SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
-			w.changes++
+			w.wrote(obj)
 			if sub == "status" && len(opts) == 0 {
 				if handled, err := wr.update(obj, true); handled {
 					return err
@@ -278,7 +283,7 @@ func newWorld(seed uint64) (*world, error) {
 			return c.SubResource(sub).Update(ctx, obj, opts...)
 		},
 		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, p client.Patch, opts ...client.SubResourcePatchOption) error {
-			w.changes++
+			w.wrote(obj)
 			if sub == "status" && len(opts) == 0 {
 				if handled, err := wr.patch(obj, p, true); handled {
 					return err
@@ -295,6 +300,27 @@ func newWorld(seed uint64) (*world, error) {
 		return nil, err
 	}
 	return w, nil
+}
+
+// schemes keeps the schemes of finished runs for the next ones: building
+// one costs more than many steps. A scheme serves one world at a time.
+var schemes = make(chan *runtime.Scheme, 64)
+
+func takeScheme() (*runtime.Scheme, error) {
+	select {
+	case s := <-schemes:
+		return s, nil
+	default:
+		return operator.Scheme()
+	}
+}
+
+// close gives the world's scheme back for the next run.
+func (w *world) close() {
+	select {
+	case schemes <- w.store.scheme:
+	default:
+	}
 }
 
 func nodeObjects(n *node) []client.Object {
@@ -517,6 +543,12 @@ func (w *world) dump() ec2sim.Dump {
 		w.dumped, w.dumpedAt, w.dumpedCalls = &d, now, calls
 	}
 	return *w.dumped
+}
+
+// wrote counts a write to the apiserver, before it is made.
+func (w *world) wrote(obj client.Object) {
+	w.changes++
+	w.store.wrote(obj)
 }
 
 func (w *world) violate(format string, args ...any) {
