@@ -128,11 +128,14 @@ type world struct {
 	violations []string
 	// kinds: the step kinds in order, for the interleaving count.
 	kinds []byte
-	// dumped is the last EC2 dump, taken at dumpedAt after dumpedCalls
-	// calls.
+	// dumped is the last EC2 dump, current at dumpedAt, taken after
+	// dumpedCalls calls.
 	dumped      *ec2sim.Dump
 	dumpedAt    time.Time
 	dumpedCalls int
+	// ec2Changes counts the world's own changes to EC2 (an instance
+	// terminated), dumpedChanges what it was at the last dump.
+	ec2Changes, dumpedChanges int
 	// index is where EC2 has each address in the dump indexed.
 	index   addressIndex
 	indexed *ec2sim.Dump
@@ -531,17 +534,25 @@ func (w *world) restart() error {
 }
 
 // dump is EC2's network interfaces and Elastic IPs (what the simulation
-// reads of EC2's state), taken again only when the clock moved or EC2 was
-// called since the last one.
+// reads of EC2's state), taken again only when EC2 was called or changed
+// by the world since the last one, or when asynchronous work in it has
+// come due (taking it runs that work, as any call would).
 func (w *world) dump() ec2sim.Dump {
 	calls := 0
 	for _, n := range w.cloud.Calls() {
 		calls += n
 	}
-	if now := w.clock.Now(); w.dumped == nil || !now.Equal(w.dumpedAt) || calls != w.dumpedCalls {
-		d := w.state.DumpNetwork()
-		w.dumped, w.dumpedAt, w.dumpedCalls = &d, now, calls
+	now := w.clock.Now()
+	stale := w.dumped == nil || calls != w.dumpedCalls || w.ec2Changes != w.dumpedChanges
+	if !stale && !now.Equal(w.dumpedAt) {
+		due, pending := w.state.NextDue()
+		stale = pending && !due.After(now)
 	}
+	if stale {
+		d := w.state.DumpNetwork()
+		w.dumped, w.dumpedCalls, w.dumpedChanges = &d, calls, w.ec2Changes
+	}
+	w.dumpedAt = now
 	return *w.dumped
 }
 
