@@ -91,8 +91,8 @@ func TestSeeds(t *testing.T) {
 		}
 		t.Error(b.String())
 	}
-	t.Logf("%d seeds, %d steps, %d distinct step-kind sequences, %d distinct interleavings; %d binds, %d pod starts, %d moves (%d remaps confirmed from an instance's metadata), %d operator restarts (%d at a write); %d failed",
-		n, steps, len(kinds), len(hashes), binds, starts, moves, landings, restarts, crashes, failed)
+	t.Logf("seeds %d-%d: %d seeds, %d steps, %d distinct step-kind sequences, %d distinct interleavings; %d binds, %d pod starts, %d moves (%d remaps confirmed from an instance's metadata), %d operator restarts (%d of them kills at a write); %d failed",
+		first, first+uint64(n)-1, n, steps, len(kinds), len(hashes), binds, starts, moves, landings, restarts, crashes, failed)
 }
 
 // TestDeterministic: a seed replays the same run, step for step, so its
