@@ -70,8 +70,10 @@ func newWriter(fake client.WithWatch, tracker clienttesting.ObjectTracker, schem
 }
 
 // typed returns obj's kind and resource when the writer handles it: a
-// typed object of the scheme.
-func (wr *writer) typed(obj client.Object) (schema.GroupVersionKind, schema.GroupVersionResource, bool) {
+// typed object of the scheme, written through the status subresource
+// only if its kind has one (the fake client writes the others' status
+// as it pleases).
+func (wr *writer) typed(obj client.Object, status bool) (schema.GroupVersionKind, schema.GroupVersionResource, bool) {
 	switch obj.(type) {
 	case runtime.Unstructured, *metav1.PartialObjectMetadata:
 		return schema.GroupVersionKind{}, schema.GroupVersionResource{}, false
@@ -80,7 +82,8 @@ func (wr *writer) typed(obj client.Object) (schema.GroupVersionKind, schema.Grou
 	if err != nil {
 		return schema.GroupVersionKind{}, schema.GroupVersionResource{}, false
 	}
-	if _, hasStatus := reflect.TypeOf(obj).Elem().FieldByName("Status"); wr.statusKinds[gvk] && !hasStatus {
+	if _, hasStatus := reflect.TypeOf(obj).Elem().FieldByName("Status"); (wr.statusKinds[gvk] || status) && !hasStatus ||
+		status && !wr.statusKinds[gvk] {
 		return schema.GroupVersionKind{}, schema.GroupVersionResource{}, false
 	}
 	gvr, _ := meta.UnsafeGuessKindToResource(gvk)
@@ -94,7 +97,7 @@ func (wr *writer) patch(obj client.Object, patch client.Patch, status bool) (han
 	if patch.Type() != types.MergePatchType {
 		return false, nil
 	}
-	gvk, gvr, ok := wr.typed(obj)
+	gvk, gvr, ok := wr.typed(obj, status)
 	if !ok {
 		return false, nil
 	}
@@ -135,7 +138,7 @@ func (wr *writer) patch(obj client.Object, patch client.Patch, status bool) (han
 	if !deletionTimestampEqual(next, curMeta) {
 		return true, errors.New("rejected patch, metadata.deletionTimestamp immutable")
 	}
-	next, err = wr.carryStatus(gvk, gvr, old, next, status)
+	next, err = wr.carryStatus(gvk, old, next, status)
 	if err != nil {
 		return true, err
 	}
@@ -168,7 +171,7 @@ func mergeBase(patch client.Patch) (client.Object, bool) {
 // update replaces an object as the fake client's Update does (status:
 // through the status subresource).
 func (wr *writer) update(obj client.Object, status bool) (handled bool, _ error) {
-	gvk, gvr, ok := wr.typed(obj)
+	gvk, gvr, ok := wr.typed(obj, status)
 	if !ok || obj.GetResourceVersion() == "" {
 		return false, nil // an unconditional update, as the fake client rules it
 	}
@@ -177,7 +180,7 @@ func (wr *writer) update(obj client.Object, status bool) (handled bool, _ error)
 		return false, nil // the fake client's answer (NotFound, or a create)
 	}
 	next := obj
-	if wr.statusKinds[gvk] || status {
+	if wr.statusKinds[gvk] {
 		old, err := json.Marshal(cur)
 		if err != nil {
 			return true, err
@@ -187,7 +190,7 @@ func (wr *writer) update(obj client.Object, status bool) (handled bool, _ error)
 		if next, err = wr.decodeLike(obj, obj); err != nil {
 			return true, err
 		}
-		if next, err = wr.carryStatus(gvk, gvr, old, next, status); err != nil {
+		if next, err = wr.carryStatus(gvk, old, next, status); err != nil {
 			return true, err
 		}
 	}
@@ -202,11 +205,8 @@ func (wr *writer) update(obj client.Object, status bool) (handled bool, _ error)
 // (and next's resourceVersion); through the main resource of a kind with
 // a status subresource, next with the stored status. old is the stored
 // object's JSON.
-func (wr *writer) carryStatus(gvk schema.GroupVersionKind, gvr schema.GroupVersionResource, old []byte, next client.Object, status bool) (client.Object, error) {
+func (wr *writer) carryStatus(gvk schema.GroupVersionKind, old []byte, next client.Object, status bool) (client.Object, error) {
 	if !wr.statusKinds[gvk] {
-		if status {
-			return nil, apierrors.NewNotFound(gvr.GroupResource(), next.GetName())
-		}
 		return next, nil
 	}
 	stored := reflect.New(reflect.TypeOf(next).Elem()).Interface().(client.Object)
