@@ -31,9 +31,10 @@ import (
 // and the new object through four JSON round trips; this takes one
 // merge and one decode, and for a patch made (client.MergeFrom) from
 // the very object stored, no merge: the result is the patched object.
-// What it does not handle (other patch types,
-// unstructured or partial objects, other subresources) goes to the fake
-// client.
+// What it does not handle (other patch types, unstructured or partial
+// objects, other subresources, unconditional updates, objects not
+// found) goes to the fake client. TestWriterIsTheFakeClient holds the
+// two to the same results.
 type writer struct {
 	tracker clienttesting.ObjectTracker
 	scheme  *runtime.Scheme
@@ -53,7 +54,11 @@ func newWriter(fake client.WithWatch, tracker clienttesting.ObjectTracker, schem
 	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
 		return nil, fmt.Errorf("the fake client is a %T, not the fake package's struct", fake)
 	}
-	counter := v.Elem().FieldByName("tracker").FieldByName("resourceVersionCounter")
+	tracked := v.Elem().FieldByName("tracker")
+	if !tracked.IsValid() || tracked.Kind() != reflect.Struct {
+		return nil, errors.New("the fake client keeps no tracker where this controller-runtime keeps it")
+	}
+	counter := tracked.FieldByName("resourceVersionCounter")
 	if !counter.IsValid() || counter.Type() != reflect.TypeFor[*atomic.Uint64]() || counter.IsNil() {
 		return nil, errors.New("the fake client has no global resourceVersion counter where this controller-runtime keeps it")
 	}
