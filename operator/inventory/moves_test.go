@@ -18,8 +18,9 @@ import (
 // address reassigned onto another node's ENI was pooled, routed and given
 // to its pod there while EC2 still had it on the old node's ENI (EC2
 // remaps asynchronously). After RecordMoved the address is not Trusted on
-// the new ENI; a describe before EC2 completed the move keeps it so; a
-// describe after it does not.
+// the new ENI; a describe before EC2 completed the move keeps it so, and
+// so does one after it within the consistency grace (a describe may show
+// a past state); a describe a grace after the move does not.
 func TestReassignedAddressIsNotTrustedUntilEC2ShowsIt(t *testing.T) {
 	sc, err := ec2sim.ParseScenario([]byte(`
 account: "111122223333"
@@ -84,8 +85,15 @@ timing: {reassignDelay: {min: 3s, max: 3s}}
 	if err := inv.RefreshENIs(ctx, []string{to}); err != nil {
 		t.Fatal(err)
 	}
+	if inv.Trusted(to, ip) {
+		t.Fatalf("%s trusted on %s on a describe within the consistency grace of the reassignment", ip, to)
+	}
+	clock.Advance(time.Minute)
+	if err := inv.RefreshENIs(ctx, []string{to}); err != nil {
+		t.Fatal(err)
+	}
 	if !inv.Trusted(to, ip) {
-		t.Fatalf("%s not trusted on %s once EC2 shows it there", ip, to)
+		t.Fatalf("%s not trusted on %s once EC2 shows it there, a grace after the reassignment", ip, to)
 	}
 }
 

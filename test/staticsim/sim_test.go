@@ -122,8 +122,13 @@ func TestDeterministic(t *testing.T) {
 // pod held the address), 40038 (an address refused claims asked for,
 // unassigned once the claim that held it was deleted) and 39108 (a
 // claim made for a pod already running elsewhere with another address,
-// Bound while its pod kept that address).
-var regressionSeeds = []uint64{13545, 16861, 18578, 38355, 39108, 40038, 63370, 63862, 66855, 68929}
+// Bound while its pod kept that address), 63370, 63862, 66855 and 68929
+// (a claim's live target not read when another claim asked for the same
+// address), 107518 (an address reassigned onto a node, away, and back:
+// a describe made right after it came back showed the ENI as it was
+// before the address last left it, and was taken for the new remap
+// landed; the pod started there while EC2 had the address elsewhere).
+var regressionSeeds = []uint64{13545, 16861, 18578, 38355, 39108, 40038, 63370, 63862, 66855, 68929, 107518}
 
 // TestRegressionSeeds runs the seeds that once failed.
 func TestRegressionSeeds(t *testing.T) {
