@@ -5,6 +5,11 @@ SHELL := bash
 .SHELLFLAGS := -euo pipefail -c
 BIN := $(CURDIR)/bin
 GO_TEST_FLAGS ?=
+# The seeds make bench runs through the static-IP simulation: SIM_SEEDS
+# from SIM_FROM (a run split across machines or processes gives each its
+# own range).
+SIM_FROM ?= 1
+SIM_SEEDS ?= 100000
 # Static binaries everywhere: the images need them (FROM scratch), and one
 # setting for tests, builds and images lets them share the build cache.
 export CGO_ENABLED := 0
@@ -38,13 +43,13 @@ test: tools
 	go test -count=1 -timeout 30m $(GO_TEST_FLAGS) ./test/chaos/
 	go test -run '^$$' -fuzz '^FuzzQuery$$' -fuzztime 10s ./test/ec2sim/
 
-## bench: scale-up, churn, steady (5000 and 10 000 idle nodes), placement, static-moves, pools and the apiserver outage with the real binaries (BENCH_QUICK=1: small runs), a kill campaign of 200 nodes and 30 SIGKILLs, then the node agent's Go benchmarks (among them the rules per node at 110 pods, with and without prefixes) and ec2sim's, then 100 000 seeds of the static-IP simulation (test/staticsim: steps and interleavings covered) and enipam max-pods held to the operator under every first-interface-index and prefix combination; reports in _out/bench
+## bench: scale-up, churn, steady (5000 and 10 000 idle nodes), placement, static-moves, pools and the apiserver outage with the real binaries (BENCH_QUICK=1: small runs), a kill campaign of 200 nodes and 30 SIGKILLs, then the node agent's Go benchmarks (among them the rules per node at 110 pods, with and without prefixes) and ec2sim's, then 100 000 seeds of the static-IP simulation (test/staticsim, on every core: steps, interleavings, binds, moves, restarts and kills covered; SIM_FROM and SIM_SEEDS choose the range) and enipam max-pods held to the operator under every first-interface-index and prefix combination; reports in _out/bench
 bench: tools
 	go run ./test/bench/cmd/enipam-bench -out _out/bench
 	go test -count=1 -timeout 60m -v ./test/chaos/ -args -chaos.nodes=200 -chaos.kills=30 -chaos.lease-faults
 	go test -run '^$$' -bench . -benchtime 20x ./nodeagent/kernel/
 	go test -run '^$$' -bench . -benchmem ./test/ec2sim/
-	go test -count=1 -timeout 180m -run '^TestSeeds$$' -v ./test/staticsim/ -args -seeds=100000
+	go test -count=1 -timeout 180m -run '^TestSeeds$$' -v ./test/staticsim/ -args -from=$(SIM_FROM) -seeds=$(SIM_SEEDS)
 	go test -count=1 -timeout 120m -run '^TestMaxPodsAgreesWithTheOperator$$' ./operator/cmd/enipam/ -args -maxpods.all-configs
 
 ## lint: gofmt, go vet, staticcheck, helm lint

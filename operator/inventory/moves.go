@@ -12,10 +12,10 @@ import (
 // AllowReassignment asynchronously ("check local-ipv4s in the instance
 // metadata to confirm that the remapping is complete"). RecordMoved
 // notes each move this process asked for; until a describe of the new
-// ENI started after it shows the address there, or the node's agent
-// reports the instance metadata listing it there (RecordLanded), Trusted
-// says no for the address on that ENI, so it is neither pooled nor
-// stamped there.
+// ENI started a grace after it shows the address there, or the node's
+// agent reports the instance metadata listing it there (RecordLanded),
+// Trusted says no for the address on that ENI, so it is neither pooled
+// nor stamped there.
 
 // move is an address reassigned onto eni at at.
 type move struct {
@@ -24,10 +24,14 @@ type move struct {
 }
 
 // landed ends the moves onto e that a describe of it started at start
-// shows complete; the caller holds mu.
+// shows complete: one that started a grace after the move, as describes
+// lag EC2's changes. A describe made sooner may show the ENI as it was
+// before the address last left it (the address reassigned away and now
+// back): the remap under way would be taken for done. The caller holds
+// mu.
 func (inv *Inventory) landed(e *cloud.ENI, start time.Time) {
 	for ip, m := range inv.moving {
-		if m.eni == e.ID && !start.Before(m.at) && slices.Contains(e.IPs, ip) {
+		if m.eni == e.ID && !start.Before(m.at.Add(inv.opts.ConsistencyGrace)) && slices.Contains(e.IPs, ip) {
 			delete(inv.moving, ip)
 		}
 	}

@@ -18,8 +18,9 @@ import (
 // address reassigned onto another node's ENI was pooled, routed and given
 // to its pod there while EC2 still had it on the old node's ENI (EC2
 // remaps asynchronously). After RecordMoved the address is not Trusted on
-// the new ENI; a describe before EC2 completed the move keeps it so; a
-// describe after it does not.
+// the new ENI; a describe before EC2 completed the move keeps it so, and
+// so does one after it within the consistency grace (a describe may show
+// a past state); a describe a grace after the move does not.
 func TestReassignedAddressIsNotTrustedUntilEC2ShowsIt(t *testing.T) {
 	sc, err := ec2sim.ParseScenario([]byte(`
 account: "111122223333"
@@ -84,8 +85,15 @@ timing: {reassignDelay: {min: 3s, max: 3s}}
 	if err := inv.RefreshENIs(ctx, []string{to}); err != nil {
 		t.Fatal(err)
 	}
+	if inv.Trusted(to, ip) {
+		t.Fatalf("%s trusted on %s on a describe within the consistency grace of the reassignment", ip, to)
+	}
+	clock.Advance(time.Minute)
+	if err := inv.RefreshENIs(ctx, []string{to}); err != nil {
+		t.Fatal(err)
+	}
 	if !inv.Trusted(to, ip) {
-		t.Fatalf("%s not trusted on %s once EC2 shows it there", ip, to)
+		t.Fatalf("%s not trusted on %s once EC2 shows it there, a grace after the reassignment", ip, to)
 	}
 }
 
@@ -295,5 +303,98 @@ timing: {reassignDelay: {min: 3s, max: 3s}}
 	}
 	if loc := inv.Locate(ip); !loc.Found || loc.ENI.ID != second {
 		t.Fatalf("%s is located on %q, want %s", ip, loc.ENI.ID, second)
+	}
+}
+
+// TestAnAddressMovedAwayAndBackIsNotTrustedOnAStaleDescribe (staticsim
+// seed 107518): an address reassigned from ENI A to B (the remap lands
+// after a second, describes show each landed remap 3 s late), then back
+// onto A. A describe of A
+// made right after the move back shows A as it was before the address
+// left it, with the address: that is no sign the move back landed (it
+// has not: EC2 has the address on B), so it is not trusted on A; a
+// describe a grace after the move back, once EC2 has it on A, is.
+func TestAnAddressMovedAwayAndBackIsNotTrustedOnAStaleDescribe(t *testing.T) {
+	sc, err := ec2sim.ParseScenario([]byte(`
+account: "111122223333"
+region: eu-west-1
+zones: [eu-west-1a]
+vpcs:
+- id: vpc-0a000000000000001
+  cidrs: [10.1.0.0/16]
+  subnets:
+  - {id: subnet-0a000000000000001, cidr: 10.1.1.0/24, zone: eu-west-1a}
+instances:
+- {id: i-0a000000000000001, type: m5.large, subnet: subnet-0a000000000000001, enis: [{deviceIndex: 1, secondaryIPs: 1}]}
+- {id: i-0a000000000000002, type: m5.large, subnet: subnet-0a000000000000001, enis: [{deviceIndex: 1}]}
+timing: {reassignDelay: {min: 1s, max: 1s}, lag: {reassign: {min: 3s, max: 3s}, share: 1}}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := ec2sim.NewManualClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	st, err := ec2sim.NewState(sc, clock.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := cloudfake.New(st)
+	inv := New(c, Options{VPCIDs: []string{"vpc-0a000000000000001"}, ResyncInterval: time.Hour, ConsistencyGrace: 5 * time.Second, NotFoundRetry: time.Minute},
+		slog.New(slog.NewTextHandler(io.Discard, nil)))
+	inv.now = clock.Now
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = inv.Start(ctx) }()
+	<-inv.Synced()
+
+	enis, err := c.ListENIs(ctx, "vpc-0a000000000000001")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var a, b string
+	var ip netip.Addr
+	for _, e := range enis {
+		switch {
+		case e.DeviceIndex == 1 && e.InstanceID == "i-0a000000000000001":
+			a, ip = e.ID, e.IPs[0]
+		case e.DeviceIndex == 1:
+			b = e.ID
+		}
+	}
+	// Away onto B; it lands at 1 s, describes show it at 4 s.
+	if err := c.AssignAddresses(ctx, b, []netip.Addr{ip}, true); err != nil {
+		t.Fatal(err)
+	}
+	inv.RecordMoved(ip, b)
+	clock.Advance(2 * time.Second)
+	inv.RecordLanded(ip, b) // B's agent saw it in the metadata
+	// Back onto A at 2 s: it lands at 3 s.
+	if err := c.AssignAddresses(ctx, a, []netip.Addr{ip}, true); err != nil {
+		t.Fatal(err)
+	}
+	inv.RecordMoved(ip, a)
+	described, err := c.GetENIs(ctx, []string{a})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(described) != 1 || !slices.Contains(described[0].IPs, ip) {
+		t.Fatalf("the scenario's describe of %s should still show %s, from before it left: %+v", a, ip, described)
+	}
+	if err := inv.RefreshENIs(ctx, []string{a}); err != nil {
+		t.Fatal(err)
+	}
+	if inv.Trusted(a, ip) {
+		t.Fatalf("%s trusted on %s on a describe showing it there from before it left, while EC2 has it on %s", ip, a, b)
+	}
+	// The move back lands at 3 s (ec2sim runs what is due when it is
+	// next looked at), describes show it at 6 s; a describe at 12 s,
+	// a grace after the move, is believed.
+	clock.Advance(time.Second)
+	st.DumpNetwork()
+	clock.Advance(9 * time.Second)
+	if err := inv.RefreshENIs(ctx, []string{a, b}); err != nil {
+		t.Fatal(err)
+	}
+	if !inv.Trusted(a, ip) {
+		t.Fatalf("%s not trusted on %s on a describe showing it there a grace after the move back", ip, a)
 	}
 }

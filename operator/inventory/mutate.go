@@ -289,7 +289,8 @@ func (inv *Inventory) InFlight(eniID string) bool {
 // with AllowReassignment): it leaves whichever cached ENI held it, and an
 // Elastic IP associated with it follows it, as in EC2. The subnet's free
 // count is unchanged. EC2 remaps the address asynchronously: until a
-// describe of toENI started after now shows it there, Trusted says no
+// describe of toENI started a grace after now shows it there (or the
+// node's agent saw it there, RecordLanded), Trusted says no
 // for it on toENI, so it is not pooled there on this process's word.
 func (inv *Inventory) RecordMoved(ip netip.Addr, toENI string) {
 	inv.mu.Lock()

@@ -212,6 +212,10 @@ func (s *nodeSync) placeStatic(ctx context.Context, out *staticOutcome) error {
 		case err == nil:
 			if p.reassign {
 				s.r.inv.RecordMoved(p.ip, p.eniID)
+				// A new remap: what the agent answered about an earlier
+				// one onto this ENI (the address since moved away and
+				// back) is no word about it. askRemaps asks anew.
+				delete(s.mem.remapsAsked, p.ip.String())
 			} else {
 				s.r.inv.RecordAssigned(p.eniID, []netip.Addr{p.ip}, nil)
 			}

@@ -321,9 +321,9 @@ func (s *nodeSync) verifyUnpooled(ctx context.Context) {
 		return
 	}
 	// Before describes are trusted, only this process's own
-	// reassignments are worth a describe now: one started after the
-	// call shows whether the remap landed whenever it runs (inventory
-	// landed). Waiting for the trust would hold a move made in the
+	// reassignments are worth a describe now: one started a consistency
+	// grace after the call shows whether the remap landed whenever it
+	// runs (inventory landed). Waiting for the trust would hold a move made in the
 	// operator's first minute for the rest of that minute.
 	if wait := s.r.inv.TrustFrom().Sub(s.r.now()); wait > 0 && len(s.r.inv.MovingOnto(s.pool.unverifiedENIs)) == 0 {
 		s.requeueWithin(wait)

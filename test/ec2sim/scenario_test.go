@@ -2,6 +2,7 @@ package ec2sim_test
 
 import (
 	"errors"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -156,5 +157,65 @@ func TestScenarioIsDeterministic(t *testing.T) {
 		if it.MaxInterfaces() < 2 || it.IPv4PerENI < 2 {
 			t.Errorf("catalog entry %+v", it)
 		}
+	}
+}
+
+// TestDumpNetworkIsDumpsNetwork: DumpNetwork has Dump's network
+// interfaces and Elastic IPs, and nothing else.
+func TestDumpNetworkIsDumpsNetwork(t *testing.T) {
+	sim, err := ec2sim.New(ec2sim.DemoScenario())
+	noErr(t, err)
+	d, n := sim.State().Dump(), sim.State().DumpNetwork()
+	if len(d.NetworkInterfaces) == 0 || !reflect.DeepEqual(d.NetworkInterfaces, n.NetworkInterfaces) || !reflect.DeepEqual(d.Addresses, n.Addresses) {
+		t.Errorf("DumpNetwork has %d ENIs and %d addresses, Dump %d and %d, or they differ",
+			len(n.NetworkInterfaces), len(n.Addresses), len(d.NetworkInterfaces), len(d.Addresses))
+	}
+	if n.Instances != nil || n.Subnets != nil || n.Vpcs != nil {
+		t.Errorf("DumpNetwork has more than the network: %d instances, %d subnets, %d VPCs", len(n.Instances), len(n.Subnets), len(n.Vpcs))
+	}
+}
+
+// TestNextDue: an attachment under realistic timing is pending until its
+// due time; once a dump taken at that time ran it, it is no more.
+func TestNextDue(t *testing.T) {
+	sc, err := ec2sim.ParseScenario([]byte(`
+account: "123456789012"
+region: us-east-1
+zones: [us-east-1a]
+vpcs:
+- id: vpc-0a000000000000001
+  cidrs: [10.0.0.0/16]
+  subnets:
+  - {id: subnet-0a000000000000001, name: nodes-a, cidr: 10.0.0.0/24, zone: us-east-1a}
+  securityGroups:
+  - {id: sg-0a000000000000001, name: nodes}
+instances:
+- {id: i-0a000000000000001, type: m5.large, subnet: nodes-a, securityGroups: [nodes]}
+`))
+	noErr(t, err)
+	clock := newManualClock()
+	st, err := ec2sim.NewState(sc, clock.Now)
+	noErr(t, err)
+	noErr(t, st.SetTiming(ec2sim.RealisticTiming()))
+	if due, pending := st.NextDue(); pending {
+		t.Fatalf("pending work at the start, due %v", due)
+	}
+	eni, err := st.CreateNetworkInterface(ec2sim.CreateNetworkInterfaceRequest{SubnetID: "subnet-0a000000000000001"})
+	noErr(t, err)
+	id := eni.NetworkInterface.NetworkInterfaceID
+	_, err = st.AttachNetworkInterface(ec2sim.AttachNetworkInterfaceRequest{NetworkInterfaceID: id, InstanceID: "i-0a000000000000001", DeviceIndex: 1})
+	noErr(t, err)
+	due, pending := st.NextDue()
+	if !pending || !due.After(clock.Now()) {
+		t.Fatalf("after an attach under realistic timing: pending %v, due %v (now %v)", pending, due, clock.Now())
+	}
+	clock.Advance(due.Sub(clock.Now()))
+	for _, e := range st.DumpNetwork().NetworkInterfaces {
+		if e.NetworkInterfaceID == id && (e.Attachment == nil || e.Attachment.Status != "attached") {
+			t.Errorf("at its due time, %s is %+v", id, e.Attachment)
+		}
+	}
+	if next, pending := st.NextDue(); pending && !next.After(due) {
+		t.Errorf("work due at %v still pending after a dump at %v", next, due)
 	}
 }

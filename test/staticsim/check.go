@@ -12,13 +12,19 @@ import (
 	"github.com/enipam/enipam/test/ec2sim"
 )
 
-// snapshot is the world as the checks read it, once per step.
+// snapshot is the world as the checks read it, once per step: shared
+// with the store and the last EC2 dump, read only.
 type snapshot struct {
 	claims []enipamv1alpha1.StaticIPClaim
 	nodes  []ciliumv2.CiliumNode
 	dump   ec2sim.Dump
-	// eniOf: address → the ENIs EC2 has it on; instanceOf: address → the
-	// instance of its (last) ENI.
+	addressIndex
+}
+
+// addressIndex is where EC2 has each address: eniOf, address → the
+// ENIs EC2 has it on; instanceOf, address → the instance of its (last)
+// ENI.
+type addressIndex struct {
 	eniOf      map[string][]string
 	instanceOf map[string]string
 }
@@ -26,14 +32,23 @@ type snapshot struct {
 func (w *world) snapshot() snapshot {
 	var s snapshot
 	var claims enipamv1alpha1.StaticIPClaimList
-	w.store.list(&claims)
+	w.store.view(&claims)
 	s.claims = claims.Items
 	var nodes ciliumv2.CiliumNodeList
-	w.store.list(&nodes)
+	w.store.view(&nodes)
 	s.nodes = nodes.Items
 	s.dump = w.dump()
-	s.eniOf, s.instanceOf = map[string][]string{}, map[string]string{}
-	for _, e := range s.dump.NetworkInterfaces {
+	if w.indexed != w.dumped {
+		w.index, w.indexed = indexAddresses(s.dump), w.dumped
+	}
+	s.addressIndex = w.index
+	return s
+}
+
+// indexAddresses indexes a dump's addresses.
+func indexAddresses(d ec2sim.Dump) addressIndex {
+	x := addressIndex{eniOf: map[string][]string{}, instanceOf: map[string]string{}}
+	for _, e := range d.NetworkInterfaces {
 		var ips []string
 		for _, a := range e.PrivateIPAddresses {
 			ips = append(ips, a.PrivateIPAddress)
@@ -45,13 +60,13 @@ func (w *world) snapshot() snapshot {
 			}
 		}
 		for _, ip := range ips {
-			s.eniOf[ip] = append(s.eniOf[ip], e.NetworkInterfaceID)
+			x.eniOf[ip] = append(x.eniOf[ip], e.NetworkInterfaceID)
 			if e.Attachment != nil {
-				s.instanceOf[ip] = e.Attachment.InstanceID
+				x.instanceOf[ip] = e.Attachment.InstanceID
 			}
 		}
 	}
-	return s
+	return x
 }
 
 // claimAddress is the address a claim records (status, else spec).

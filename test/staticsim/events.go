@@ -139,6 +139,7 @@ func (w *world) terminate() string {
 	}
 	ctx := context.Background()
 	n := w.nodeNamed(live[w.rng.IntN(len(live))])
+	w.ec2Changes++
 	if err := w.state.TerminateInstance(n.instance); err != nil {
 		w.violate("terminating %s: %v", n.instance, err)
 		return n.name

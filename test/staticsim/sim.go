@@ -134,6 +134,7 @@ func Run(seed uint64, cfg Config) Result {
 		res.Err = err
 		return res
 	}
+	defer w.close()
 	h := fnv.New64a()
 	w.ensurePods(cfg.Replicas)
 	for step := 0; step < cfg.Steps && len(w.violations) == 0; step++ {

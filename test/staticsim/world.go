@@ -17,6 +17,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	k8stypes "k8s.io/apimachinery/pkg/types"
 	clienttesting "k8s.io/client-go/testing"
@@ -126,11 +128,17 @@ type world struct {
 	violations []string
 	// kinds: the step kinds in order, for the interleaving count.
 	kinds []byte
-	// dumped is the last EC2 dump, taken at dumpedAt after dumpedCalls
-	// calls.
+	// dumped is the last EC2 dump, current at dumpedAt, taken after
+	// dumpedCalls calls.
 	dumped      *ec2sim.Dump
 	dumpedAt    time.Time
 	dumpedCalls int
+	// ec2Changes counts the world's own changes to EC2 (an instance
+	// terminated), dumpedChanges what it was at the last dump.
+	ec2Changes, dumpedChanges int
+	// index is where EC2 has each address in the dump indexed.
+	index   addressIndex
+	indexed *ec2sim.Dump
 }
 
 // process is one run of enipam-operator: everything it keeps in memory
@@ -177,7 +185,7 @@ func newWorld(seed uint64) (*world, error) {
 			return nil, err
 		}
 	}
-	scheme, err := operator.Scheme()
+	scheme, err := takeScheme()
 	if err != nil {
 		return nil, err
 	}
@@ -200,58 +208,93 @@ func newWorld(seed uint64) (*world, error) {
 	}
 	// The plain object tracker: the field-managed one (server-side
 	// apply, which no component here uses) costs ten times more a write.
-	w.store = store{tracker: clienttesting.NewObjectTracker(scheme, serializer.NewCodecFactory(scheme).UniversalDecoder()), scheme: scheme}
+	indexes, err := cacheIndexes(scheme)
+	if err != nil {
+		return nil, err
+	}
+	w.store = store{tracker: clienttesting.NewObjectTracker(scheme, serializer.NewCodecFactory(scheme).UniversalDecoder()), scheme: scheme,
+		lists: map[schema.GroupVersionResource]runtime.Object{}, indexes: indexes}
 	b := fake.NewClientBuilder().WithScheme(scheme).WithGlobalResourceVersionCounter().WithObjectTracker(w.store.tracker)
 	for _, idx := range claims.Indexes() {
 		b = b.WithIndex(idx.Object, idx.Field, idx.Extract)
 	}
-	w.c = b.WithStatusSubresource(&ciliumv2.CiliumNode{}, &enipamv1alpha1.NodeRouting{}, &enipamv1alpha1.ENIPolicy{},
-		&enipamv1alpha1.StaticIPClaim{}, &corev1.Pod{}).
-		WithObjects(objs...).
-		WithInterceptorFuncs(interceptor.Funcs{
-			Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
-				w.changes++
-				return c.Create(ctx, obj, opts...)
-			},
-			Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
-				w.changes++
-				return c.Update(ctx, obj, opts...)
-			},
-			Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
-				w.changes++
-				nr, ok := obj.(*enipamv1alpha1.NodeRouting)
-				if !ok {
-					return c.Patch(ctx, obj, patch, opts...)
-				}
-				// As kube-apiserver does, a change of the spec makes a
-				// new generation (the agents' answers name the one they
-				// read).
-				before := &enipamv1alpha1.NodeRouting{}
-				if !w.store.get(client.ObjectKeyFromObject(nr), before) {
-					return c.Patch(ctx, obj, patch, opts...)
-				}
-				if err := c.Patch(ctx, obj, patch, opts...); err != nil {
+	statusObjs := []client.Object{&ciliumv2.CiliumNode{}, &enipamv1alpha1.NodeRouting{}, &enipamv1alpha1.ENIPolicy{},
+		&enipamv1alpha1.StaticIPClaim{}, &corev1.Pod{}}
+	fc := b.WithStatusSubresource(statusObjs...).WithObjects(objs...).Build()
+	wr, err := newWriter(fc, w.store.tracker, scheme, statusObjs...)
+	if err != nil {
+		return nil, err
+	}
+	patch := func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+		if len(opts) == 0 {
+			if handled, err := wr.patch(obj, patch, false); handled {
+				return err
+			}
+		}
+		return c.Patch(ctx, obj, patch, opts...)
+	}
+	update := func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
+		if len(opts) == 0 {
+			if handled, err := wr.update(obj, false); handled {
+				return err
+			}
+		}
+		return c.Update(ctx, obj, opts...)
+	}
+	w.c = interceptor.NewClient(fc, interceptor.Funcs{
+		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			w.wrote(obj)
+			return c.Create(ctx, obj, opts...)
+		},
+		Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
+			w.wrote(obj)
+			return update(ctx, c, obj, opts...)
+		},
+		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, p client.Patch, opts ...client.PatchOption) error {
+			w.wrote(obj)
+			nr, ok := obj.(*enipamv1alpha1.NodeRouting)
+			if !ok {
+				return patch(ctx, c, obj, p, opts...)
+			}
+			// As kube-apiserver does, a change of the spec makes a
+			// new generation (the agents' answers name the one they
+			// read).
+			before := &enipamv1alpha1.NodeRouting{}
+			if !w.store.get(client.ObjectKeyFromObject(nr), before) {
+				return patch(ctx, c, obj, p, opts...)
+			}
+			if err := patch(ctx, c, obj, p, opts...); err != nil {
+				return err
+			}
+			if equality.Semantic.DeepEqual(before.Spec, nr.Spec) {
+				return nil
+			}
+			nr.Generation = before.Generation + 1
+			return update(ctx, c, nr)
+		},
+		Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
+			w.wrote(obj)
+			return c.Delete(ctx, obj, opts...)
+		},
+		SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+			w.wrote(obj)
+			if sub == "status" && len(opts) == 0 {
+				if handled, err := wr.update(obj, true); handled {
 					return err
 				}
-				if equality.Semantic.DeepEqual(before.Spec, nr.Spec) {
-					return nil
+			}
+			return c.SubResource(sub).Update(ctx, obj, opts...)
+		},
+		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, p client.Patch, opts ...client.SubResourcePatchOption) error {
+			w.wrote(obj)
+			if sub == "status" && len(opts) == 0 {
+				if handled, err := wr.patch(obj, p, true); handled {
+					return err
 				}
-				nr.Generation = before.Generation + 1
-				return c.Update(ctx, nr)
-			},
-			Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
-				w.changes++
-				return c.Delete(ctx, obj, opts...)
-			},
-			SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
-				w.changes++
-				return c.SubResource(sub).Update(ctx, obj, opts...)
-			},
-			SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
-				w.changes++
-				return c.SubResource(sub).Patch(ctx, obj, patch, opts...)
-			},
-		}).Build()
+			}
+			return c.SubResource(sub).Patch(ctx, obj, p, opts...)
+		},
+	})
 	w.guardEC2()
 	if w.ext, err = w.newExtender(); err != nil {
 		return nil, err
@@ -260,6 +303,27 @@ func newWorld(seed uint64) (*world, error) {
 		return nil, err
 	}
 	return w, nil
+}
+
+// schemes keeps the schemes of finished runs for the next ones: building
+// one costs more than many steps. A scheme serves one world at a time.
+var schemes = make(chan *runtime.Scheme, 64)
+
+func takeScheme() (*runtime.Scheme, error) {
+	select {
+	case s := <-schemes:
+		return s, nil
+	default:
+		return operator.Scheme()
+	}
+}
+
+// close gives the world's scheme back for the next run.
+func (w *world) close() {
+	select {
+	case schemes <- w.store.scheme:
+	default:
+	}
 }
 
 func nodeObjects(n *node) []client.Object {
@@ -434,14 +498,14 @@ func (w *world) startOperator() error {
 	if err != nil {
 		return err
 	}
-	p.pools = poolcontroller.New(p.c, api, p.inv, events.NewFakeRecorder(1<<16), m, poolcontroller.Options{
+	p.pools = poolcontroller.New(p.c, api, p.inv, &events.FakeRecorder{}, m, poolcontroller.Options{
 		Cluster: cluster, Workers: 1,
 		Defaults: policy.Defaults{Knobs: pool.Knobs{PreAllocate: 2, AgentEndpoints: 2}, ReleaseExcessIPs: true,
 			ReleaseDelay: 10 * time.Second},
 		ConsistencyGrace: 5 * time.Second, RoutingPatience: time.Minute,
 		RetryBase: time.Second, RetryMax: 10 * time.Second, BlockedRetry: 10 * time.Second, Now: w.clock.Now,
 	}, w.log)
-	p.claims = claimcontroller.New(p.c, api, p.inv, p.pools.Notes(), events.NewFakeRecorder(1<<16),
+	p.claims = claimcontroller.New(p.c, api, p.inv, p.pools.Notes(), &events.FakeRecorder{},
 		claimcontroller.Options{Cluster: cluster, PublicIPRetry: 5 * time.Second, Now: w.clock.Now}, w.log)
 	return nil
 }
@@ -469,18 +533,33 @@ func (w *world) restart() error {
 	return w.startOperator()
 }
 
-// dump is EC2's state, taken again only when the clock moved or EC2 was
-// called since the last one.
+// dump is EC2's network interfaces and Elastic IPs (what the simulation
+// reads of EC2's state), taken again only when EC2 was called or changed
+// by the world since the last one, or when asynchronous work in it has
+// come due (taking it runs that work, as any call would).
 func (w *world) dump() ec2sim.Dump {
 	calls := 0
 	for _, n := range w.cloud.Calls() {
 		calls += n
 	}
-	if now := w.clock.Now(); w.dumped == nil || !now.Equal(w.dumpedAt) || calls != w.dumpedCalls {
-		d := w.state.Dump()
-		w.dumped, w.dumpedAt, w.dumpedCalls = &d, now, calls
+	now := w.clock.Now()
+	stale := w.dumped == nil || calls != w.dumpedCalls || w.ec2Changes != w.dumpedChanges
+	if !stale && !now.Equal(w.dumpedAt) {
+		due, pending := w.state.NextDue()
+		stale = pending && !due.After(now)
 	}
+	if stale {
+		d := w.state.DumpNetwork()
+		w.dumped, w.dumpedCalls, w.dumpedChanges = &d, calls, w.ec2Changes
+	}
+	w.dumpedAt = now
 	return *w.dumped
+}
+
+// wrote counts a write to the apiserver, before it is made.
+func (w *world) wrote(obj client.Object) {
+	w.changes++
+	w.store.wrote(obj)
 }
 
 func (w *world) violate(format string, args ...any) {

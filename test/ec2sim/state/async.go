@@ -47,6 +47,19 @@ func (s *State) after(due time.Time, fire func()) {
 }
 
 // runDue runs the events due at now, in due order.
+// NextDue is when the earliest asynchronous work still pending (an
+// attachment, a detachment, an address move, a cooldown) is due; false
+// when none is. Until then, and until the next action, the state does
+// not change: a caller that polls it can skip its dumps.
+func (s *State) NextDue() (time.Time, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.pending) == 0 {
+		return time.Time{}, false
+	}
+	return s.pending[0].due, true
+}
+
 func (s *State) runDue(now time.Time) {
 	for len(s.pending) > 0 && !s.pending[0].due.After(now) {
 		heap.Pop(&s.pending).(event).fire()

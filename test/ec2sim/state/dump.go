@@ -62,6 +62,18 @@ func (s *State) Dump() Dump {
 	return d
 }
 
+// DumpNetwork snapshots the network interfaces and Elastic IPs alone, in
+// creation order, as Dump has them: for a test that checks addresses
+// after every step and need not pay for the rest.
+func (s *State) DumpNetwork() Dump {
+	s.lock()
+	defer s.unlock()
+	d := Dump{Account: s.account, Region: s.region}
+	d.NetworkInterfaces = liveViews(s.enis.list, s.eniView)
+	d.Addresses = liveViews(s.addresses.list, s.addressView)
+	return d
+}
+
 // liveViews renders the resources of list not removed, in its order.
 func liveViews[T resource, V any](list []T, view func(T) V) []V {
 	var out []V
