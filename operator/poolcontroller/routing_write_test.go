@@ -81,3 +81,72 @@ func TestNodeRoutingSpecWrittenOncePerReconcile(t *testing.T) {
 		t.Errorf("%d NodeRouting patches after a reconcile with nothing new, want still 1", len(patches))
 	}
 }
+
+// TestNodeRoutingCreatedOnceAtTheEnd: a node seen for the first time has
+// no NodeRouting while its reconcile reads and decides; the reconcile's
+// one NodeRouting write creates it, owned by the CiliumNode, with the
+// policy's values and the endpoint query asked meanwhile (remembered at
+// the generation the create made); the next reconcile, with nothing new,
+// writes nothing.
+func TestNodeRoutingCreatedOnceAtTheEnd(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := enipamv1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	creates, patches := 0, 0
+	c := fake.NewClientBuilder().WithScheme(scheme).WithInterceptorFuncs(interceptor.Funcs{
+		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			creates++
+			return c.Create(ctx, obj, opts...)
+		},
+		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+			patches++
+			return c.Patch(ctx, obj, patch, opts...)
+		},
+	}).Build()
+	r := &Reconciler{client: c, now: time.Now, log: slog.New(slog.NewTextHandler(io.Discard, nil)), nodes: map[string]*memory{}}
+	cn := &ciliumv2.CiliumNode{ObjectMeta: metav1.ObjectMeta{Name: "n1", UID: "uid-n1"}}
+	exists := func() bool {
+		return c.Get(context.Background(), types.NamespacedName{Name: "n1"}, &enipamv1alpha1.NodeRouting{}) == nil
+	}
+	reconcile := func() *nodeSync {
+		s := &nodeSync{r: r, mem: r.memory("n1"), orig: cn, cn: cn.DeepCopy()}
+		s.instanceID = "i-1"
+		s.cfg = policy.Config{}
+		s.cfg.FirstInterfaceIndex = 1
+		if err := s.syncRouting(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		s.askEndpoints(context.Background(), []string{"10.0.1.10"})
+		return s
+	}
+
+	s := reconcile()
+	if exists() || creates+patches != 0 {
+		t.Fatalf("NodeRouting written while the reconcile reads and decides (%d creates, %d patches)", creates, patches)
+	}
+	if err := s.writeRouting(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	got := &enipamv1alpha1.NodeRouting{}
+	if err := c.Get(context.Background(), types.NamespacedName{Name: "n1"}, got); err != nil {
+		t.Fatal(err)
+	}
+	if creates != 1 || patches != 0 {
+		t.Errorf("%d creates, %d patches; want the one create", creates, patches)
+	}
+	if got.Spec.InstanceID != "i-1" || got.Spec.FirstInterfaceIndex != 1 || !slices.Equal(got.Spec.EndpointQueries, []string{"10.0.1.10"}) || !ownedBy(got, cn) {
+		t.Errorf("created %+v owned by %+v, want i-1, first interface index 1, the query, owned by n1", got.Spec, got.OwnerReferences)
+	}
+	if g, ok := s.mem.asked["10.0.1.10"]; !ok || g != got.Generation {
+		t.Errorf("asked %v, want 10.0.1.10 at the created generation %d", s.mem.asked, got.Generation)
+	}
+
+	s = reconcile()
+	if err := s.writeRouting(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if creates != 1 || patches != 0 {
+		t.Errorf("%d creates, %d patches after a reconcile with nothing new; want still the one create", creates, patches)
+	}
+}
