@@ -247,6 +247,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	s := r.newSync(ctx, cn, policies.Items)
 	s.run(ctx)
 	r.needs.set(cn.Name, s.opErr == nil && s.pool != nil && s.need().empty())
+	if s.writeErr != nil {
+		// The NodeRouting's spec is the agent's to act on whatever became
+		// of the CiliumNode's write.
+		if err := s.writeRouting(ctx); err != nil && !apierrors.IsNotFound(err) {
+			r.log.Info("writing the NodeRouting failed", "node", cn.Name, "error", err)
+		}
+		if apierrors.IsNotFound(s.writeErr) {
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, s.writeErr
+	}
 	if s.turnedAway && !s.poolChanged() {
 		// The node comes back as a slot frees: what this reconcile
 		// would write of the CiliumNode (the instance's details, no

@@ -40,6 +40,9 @@ type nodeSync struct {
 	opErr     error
 	staticErr error
 	requeue   time.Duration
+	// writeErr: a write made before the plan's EC2 calls failed; the
+	// reconcile stops there.
+	writeErr error
 	// held: the node's new ENI waits for the nodes that have no address
 	// (serving by need, need.go).
 	held bool
@@ -53,10 +56,9 @@ func (r *Reconciler) newSync(_ context.Context, cn *ciliumv2.CiliumNode, policie
 	return &nodeSync{r: r, mem: r.memory(cn.Name), orig: cn, cn: cn.DeepCopy(), policies: policies, started: r.now()}
 }
 
-// run reads the node's state, then decides and executes; it writes
-// nothing (Reconcile writes the CiliumNode, then the NodeRouting, once
-// each, after it). When the pool grew, the EC2 calls that may wait in
-// EC2's buckets wait for the next reconcile instead (holdForWrite). Where an EC2 call
+// run reads the node's state, then decides and executes; it writes the
+// CiliumNode only ahead of EC2 calls when the pool grew (writePoolFirst),
+// and the NodeRouting never (writeRouting, after it). Where an EC2 call
 // went through (a static address placed, an Unassign, the plan), the
 // snapshot is taken again and the pool derived once more, so the write
 // lists what EC2 now holds.
@@ -127,9 +129,8 @@ func (s *nodeSync) run(ctx context.Context) {
 		s.held = true
 		s.requeueWithin(heldRetry)
 	}
-	if !plan.Empty() && s.poolGrew() {
-		s.holdForWrite()
-		plan.Assign, plan.Create, plan.Adopt = nil, nil, nil
+	if !plan.Empty() && !s.writePoolFirst(ctx) {
+		return
 	}
 	if !plan.Empty() && !r.slots.acquire(s.cn.Name, need.priority()) {
 		// Every EC2 slot is taken: no bucket reservation now; the node is
@@ -158,11 +159,10 @@ func (s *nodeSync) run(ctx context.Context) {
 			return
 		}
 	}
-	if len(d.repairs.due) > 0 && s.poolGrew() {
-		s.holdForWrite()
-	} else {
-		s.executeRepairs(ctx, d.repairs)
+	if !s.writePoolFirst(ctx) {
+		return
 	}
+	s.executeRepairs(ctx, d.repairs)
 	if plan.Deferred {
 		// The rest waits for the slots of addresses being released; their
 		// Unassign is retried with the node.
@@ -228,20 +228,21 @@ func (s *nodeSync) need() nodeNeed {
 	}
 }
 
-// holdForWrite holds the EC2 calls due (the plan's, the repair of an
-// ENI's delete-on-termination, both of which may wait in EC2's buckets)
-// when the desired pool lists addresses the node's object does not yet:
-// the reconcile writes them and makes no call; the write's own event
-// brings the node back, and the calls are decided again then. A
-// reconcile writes the CiliumNode once.
-func (s *nodeSync) holdForWrite() {
-	s.r.log.Debug("EC2 calls wait for the pool's write", "node", s.cn.Name)
-	s.requeueWithin(writeFirstRetry)
+// writePoolFirst writes the node now when its pool grew, ahead of EC2
+// calls that may wait in EC2's buckets (the plan's, the repair of an
+// ENI's delete-on-termination): addresses ready for the pool are never
+// held behind them. False when the write failed (s.writeErr; the
+// reconcile stops there).
+func (s *nodeSync) writePoolFirst(ctx context.Context) bool {
+	if !s.poolGrew() {
+		return true
+	}
+	if err := s.write(ctx); err != nil {
+		s.writeErr = err
+		return false
+	}
+	return true
 }
-
-// writeFirstRetry is how soon a node whose EC2 calls waited for its
-// pool's write is looked at again, should the write's event be missed.
-const writeFirstRetry = time.Second
 
 // poolChanged reports whether the desired pool or release handshake
 // differs from the node's object.

@@ -125,10 +125,11 @@ func (s *nodeSync) statusENI(e *cloud.ENI, vpc awstypes.AwsVPC) awstypes.ENI {
 	return out
 }
 
-// write patches status, then spec, each only if it changed, once per
-// reconcile, at its end (Reconcile). Merge patches carry only the fields
-// that changed, so the agent's status.ipam.used and anything else written
-// meanwhile is left alone.
+// write patches status, then spec, each only if it changed. Merge patches
+// carry only the fields that changed, so the agent's status.ipam.used and
+// anything else written meanwhile is left alone. A reconcile may write
+// twice (addresses ready for the pool go out before the plan's EC2
+// calls): what was written becomes the base of the next write's patch.
 func (s *nodeSync) write(ctx context.Context) error {
 	s.fill()
 	if !sameJSON(s.orig.Status, s.cn.Status) {
