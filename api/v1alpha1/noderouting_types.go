@@ -7,32 +7,18 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// Field managers of enipam's writers: each names its writes, so the
-// apiserver's managedFields show which writer owns which field.
-const (
-	// FieldManagerOperator is enipam-operator's pool controller: the
-	// NodeRouting's spec (and its finalizer), the CiliumNode's
-	// spec.ipam.pool, status.ipam.release-ips and status.eni.
-	FieldManagerOperator = "enipam-operator"
-	// FieldManagerAgent is a node's enipam-agent: its NodeRouting's
-	// status.
-	FieldManagerAgent = "enipam-agent"
-)
-
 // NodeRouting is the contract between enipam-operator and the enipam-agent
-// of one node, named after the node. One writer per field, each writing
-// under its field manager:
+// of one node, named after the node. One writer per field:
 //
-//   - the operator (FieldManagerOperator) writes the spec: what the agent
-//     must route there under the node's policy, and everything the
-//     operator decides and acts on (the node's capacity, its Elastic IP
-//     record). The agent has no RBAC on the main resource, so it cannot
-//     change any of it;
-//   - the agent of that node (FieldManagerAgent), and no other, writes the
-//     status through the status subresource: what it observed, the ENIs
-//     and addresses it has routed. The chart's ValidatingAdmissionPolicy
-//     refuses the write of an agent whose service-account token names
-//     another node. The operator writes nothing there.
+//   - the operator writes the spec: what the agent must route there under
+//     the node's policy, and everything the operator decides and acts on
+//     (the node's capacity, its Elastic IP record). The agent has no RBAC
+//     on the main resource, so it cannot change any of it;
+//   - the agent of that node, and no other, writes the status through the
+//     status subresource: what it observed, the ENIs and addresses it has
+//     routed. The chart's ValidatingAdmissionPolicy refuses the write of an
+//     agent whose service-account token names another node. The operator
+//     writes nothing there.
 //
 // An address enters the node's CiliumNode pool only once this status lists
 // it on an ENI EC2 shows on the node's instance, so no pod is ever given an

@@ -212,7 +212,7 @@ func (a *Agent) writeStatus(ctx context.Context, nr *enipamv1alpha1.NodeRouting,
 	}
 	obj := nr.DeepCopy()
 	obj.Status = status
-	err := a.client.Status().Patch(ctx, obj, client.MergeFrom(nr), client.FieldOwner(enipamv1alpha1.FieldManagerAgent))
+	err := a.client.Status().Patch(ctx, obj, client.MergeFrom(nr))
 	a.metrics.statusWrites.WithLabelValues(resultLabel(err)).Inc()
 	if err != nil {
 		if apierrors.IsNotFound(err) {

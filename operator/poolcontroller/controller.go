@@ -202,9 +202,6 @@ func New(c client.Client, api cloud.API, inv *inventory.Inventory, rec events.Ev
 	if opts.Now != nil {
 		now = opts.Now
 	}
-	// Every write names its writer (the NodeRouting's spec, the
-	// CiliumNode's pool and handshake are this controller's alone).
-	c = client.WithFieldOwner(c, enipamv1alpha1.FieldManagerOperator)
 	return &Reconciler{client: c, api: api, inv: inv, events: rec, metrics: m, opts: opts, log: log, now: now,
 		notes: claims.NewNotes(), nodes: map[string]*memory{}, needs: newNeeds(), handoffs: newHandoffs(),
 		slots: newSlots(slotsFor(opts.Workers))}

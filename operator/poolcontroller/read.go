@@ -35,9 +35,6 @@ type nodeState struct {
 	// its spec.
 	routingRead *enipamv1alpha1.NodeRouting
 	routingWant *enipamv1alpha1.NodeRoutingSpec
-	// routingNew: the node has no NodeRouting yet; routing is the one
-	// writeRouting creates.
-	routingNew bool
 	// static are the claims concerning the node and the facts about them
 	// (nil when none could be read).
 	static *staticInputs

@@ -25,12 +25,11 @@ import (
 // looked at again.
 const attachCheckInterval = time.Second
 
-// syncRouting reads the node's NodeRouting and the agent's report of
-// what it has routed into s.routed; the policy's values for the spec
-// wait in s.routingWant, and writeRouting writes the spec once, at the
-// end of the reconcile. A node seen for the first time has none yet:
-// s.routing is the object to create (s.routingNew), and writeRouting
-// creates it, with the operator's whole word, in that one write.
+// syncRouting reads the node's NodeRouting (creating it on first sight,
+// with the effective policy values its agent needs) and the agent's
+// report of what it has routed into s.routed; the policy's values for
+// the spec wait in s.routingWant, and writeRouting writes the spec once,
+// at the end of the reconcile.
 func (s *nodeSync) syncRouting(ctx context.Context) error {
 	want := enipamv1alpha1.NodeRoutingSpec{
 		InstanceID:           s.instanceID,
@@ -41,9 +40,13 @@ func (s *nodeSync) syncRouting(ctx context.Context) error {
 	err := s.r.client.Get(ctx, types.NamespacedName{Name: s.cn.Name}, nr)
 	switch {
 	case apierrors.IsNotFound(err):
-		nr = &enipamv1alpha1.NodeRouting{ObjectMeta: metav1.ObjectMeta{Name: s.cn.Name, OwnerReferences: ownerRefs(nil, s.cn)}}
-		s.routing, s.routingRead, s.routingWant, s.routingNew = nr, nil, &want, true
-		return nil
+		nr = &enipamv1alpha1.NodeRouting{
+			ObjectMeta: metav1.ObjectMeta{Name: s.cn.Name, OwnerReferences: ownerRefs(nil, s.cn)},
+			Spec:       want,
+		}
+		if err := s.r.client.Create(ctx, nr); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("creating NodeRouting %s, %w", s.cn.Name, err)
+		}
 	case err != nil:
 		return fmt.Errorf("reading NodeRouting %s, %w", s.cn.Name, err)
 	}
@@ -58,15 +61,9 @@ func (s *nodeSync) syncRouting(ctx context.Context) error {
 // an optimistic lock on the version read, so that the generation it
 // makes is the one the agent's answers are matched against; only then
 // does this process remember what it asked (staticfast.go,
-// staticremap.go). A NodeRouting seen for the first time is created.
+// staticremap.go).
 func (s *nodeSync) writeRouting(ctx context.Context) error {
-	if s.routing == nil || s.routingWant == nil {
-		return nil
-	}
-	if s.routingNew {
-		return s.createRouting(ctx)
-	}
-	if s.routingRead == nil {
+	if s.routing == nil || s.routingRead == nil || s.routingWant == nil {
 		return nil
 	}
 	orig := s.routingRead
@@ -97,33 +94,6 @@ func (s *nodeSync) writeRouting(ctx context.Context) error {
 		s.askedRemaps(orig.Spec.RemapQueries, s.routing.Spec.RemapQueries, s.routing.Generation)
 	}
 	if !sameJSON(orig.Spec.Capacity, s.routing.Spec.Capacity) {
-		s.mem.capacityWritten = s.r.now()
-	}
-	s.routingRead = s.routing.DeepCopy()
-	return nil
-}
-
-// createRouting creates the node's NodeRouting, seen for the first time,
-// with the operator's whole word in its spec; one that appeared meanwhile
-// (made by an earlier life of this process) is written by the next
-// reconcile.
-func (s *nodeSync) createRouting(ctx context.Context) error {
-	s.routing.Spec = withOperatorWord(*s.routingWant, s.routing.Spec)
-	if err := s.r.client.Create(ctx, s.routing); err != nil {
-		if apierrors.IsAlreadyExists(err) {
-			s.requeueWithin(staticRecheck)
-			return nil
-		}
-		return fmt.Errorf("creating NodeRouting %s, %w", s.cn.Name, err)
-	}
-	s.routingNew = false
-	if q := s.routing.Spec.EndpointQueries; len(q) > 0 {
-		s.askedEndpoints(nil, q, s.routing.Generation)
-	}
-	if q := s.routing.Spec.RemapQueries; len(q) > 0 {
-		s.askedRemaps(nil, q, s.routing.Generation)
-	}
-	if s.routing.Spec.Capacity != nil {
 		s.mem.capacityWritten = s.r.now()
 	}
 	s.routingRead = s.routing.DeepCopy()

@@ -170,7 +170,7 @@ func (s *nodeSync) executeStaticIP(ctx context.Context, step staticIPStep) bool 
 		}
 		s.r.events.Eventf(s.cn, nil, "Normal", ReasonStaticIPReleased, "StaticIP", "Elastic IP %s (%s) released from %s", rec.PublicIP, rec.AllocationID, rec.InstanceID)
 	case step.record != nil:
-		if err := s.recordStaticIP(ctx, step.record); err != nil {
+		if err := s.r.recordStaticIP(ctx, s.routing, step.record); err != nil {
 			s.staticFailed(err, ReasonEC2Error)
 			return false
 		}
@@ -203,7 +203,7 @@ func (s *nodeSync) associateStaticIP(ctx context.Context, a *staticIPAssociation
 	// Written before EC2 is asked: an association made by a process that
 	// dies right after is then found, and released with the node.
 	rec := &enipamv1alpha1.NodeStaticIP{AllocationID: pick.AllocationID, PublicIP: pick.PublicIP.String(), InstanceID: a.instanceID, ENIID: primary.ID}
-	if err := s.recordStaticIP(ctx, rec); err != nil {
+	if err := s.r.recordStaticIP(ctx, s.routing, rec); err != nil {
 		s.staticFailed(err, ReasonEC2Error)
 		return false
 	}
@@ -219,7 +219,7 @@ func (s *nodeSync) associateStaticIP(ctx context.Context, a *staticIPAssociation
 	}
 	book.RecordAssociated(pick.AllocationID, assoc, primary.ID, a.instanceID, primary.PrimaryIP)
 	rec.AssociationID = assoc
-	if err := s.recordStaticIP(ctx, rec); err != nil {
+	if err := s.r.recordStaticIP(ctx, s.routing, rec); err != nil {
 		// The association is made and the record names it: the next
 		// reconcile finds it on the primary address and records it.
 		s.r.log.Info("recording a static IP's association failed", "node", s.cn.Name, "error", err)
@@ -280,25 +280,6 @@ func onPrimary(addrs []cloud.Address, primary *cloud.ENI) (cloud.Address, bool) 
 		}
 	}
 	return cloud.Address{}, false
-}
-
-// recordStaticIP records rec in the node's NodeRouting (r.recordStaticIP);
-// a node seen for the first time has its NodeRouting created with the
-// record, ahead of the association, and written once more only if the
-// rest of its spec changes.
-func (s *nodeSync) recordStaticIP(ctx context.Context, rec *enipamv1alpha1.NodeStaticIP) error {
-	if !s.routingNew {
-		return s.r.recordStaticIP(ctx, s.routing, rec)
-	}
-	s.routing.Spec.StaticIP = rec
-	controllerutil.AddFinalizer(s.routing, enipamv1alpha1.NodeStaticIPFinalizer)
-	if err := s.createRouting(ctx); err != nil {
-		return err
-	}
-	if s.routingNew {
-		return fmt.Errorf("recording static IP %s: NodeRouting %s appeared meanwhile; recorded at the next reconcile", rec.PublicIP, s.cn.Name)
-	}
-	return nil
 }
 
 // recordStaticIP puts the finalizer and rec into the NodeRouting's spec,

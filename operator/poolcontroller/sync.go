@@ -69,7 +69,7 @@ func (s *nodeSync) run(ctx context.Context) {
 	}
 	s.refreshAttaching(ctx)
 	s.syncStaticIP(ctx)
-	if s.routing != nil && !s.routingNew {
+	if s.routing != nil {
 		// The Elastic IP's record is written on its own, with its
 		// finalizer: the spec's other fields are written from here on.
 		s.routingRead = s.routing.DeepCopy()

@@ -217,7 +217,7 @@ func (r *RoutingSim) report(ctx context.Context, name string) {
 	if sameJSON(nr.Status, want.Status) {
 		return
 	}
-	if err := r.client.Status().Patch(ctx, want, client.MergeFrom(nr), client.FieldOwner(enipamv1alpha1.FieldManagerAgent)); err != nil {
+	if err := r.client.Status().Patch(ctx, want, client.MergeFrom(nr)); err != nil {
 		r.log.Debug("routing report failed; retrying", "node", name, "error", err)
 		r.queue.AddAfter(name, r.opts.Delay)
 		return
