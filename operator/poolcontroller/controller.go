@@ -266,11 +266,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return s.result(), nil
 	}
 	if err := s.write(ctx); err != nil {
-		// The NodeRouting's spec is the agent's to act on whatever became
-		// of the CiliumNode's write.
-		if rerr := s.writeRouting(ctx); rerr != nil && !apierrors.IsNotFound(rerr) {
-			r.log.Info("writing the NodeRouting failed", "node", cn.Name, "error", rerr)
-		}
 		if apierrors.IsNotFound(err) {
 			return ctrl.Result{}, nil
 		}
