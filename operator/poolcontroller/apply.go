@@ -266,37 +266,6 @@ func (s *nodeSync) attachFailed(ctx context.Context, eniID string, err error) er
 	}
 }
 
-// repairDeleteOnTermination sets the flag on this cluster's attached ENIs
-// that lack it (an earlier reconcile died between Attach and Modify), so
-// nothing of enipam survives the instance. A repair that fails (or does
-// not stick) backs off per ENI and is reported, never resent on every
-// reconcile; it does not hold up the pool.
-func (s *nodeSync) repairDeleteOnTermination(ctx context.Context) {
-	now := s.r.now()
-	for _, e := range s.snap.ENIs {
-		if e.DeviceIndex == 0 || e.DeleteOnTermination || e.AttachmentID == "" || e.Tags[cloud.TagCluster] != s.r.opts.Cluster {
-			delete(s.mem.repairs, e.ID)
-			continue
-		}
-		rep := s.mem.repairs[e.ID]
-		if now.Before(rep.next) {
-			continue
-		}
-		err := s.r.api.SetDeleteOnTermination(ctx, e.ID, e.AttachmentID)
-		rep.failures++
-		rep.next = now.Add(s.r.retryAfter(rep.failures))
-		s.mem.repairs[e.ID] = rep
-		if err != nil {
-			s.r.warn(s.cn, s.mem, ReasonRepairFailing, fmt.Sprintf("setting delete-on-termination on %s failed %d times (next try in %s): %v",
-				e.ID, rep.failures, rep.next.Sub(now).Round(time.Second), err))
-			continue
-		}
-		// Counted as tried until a describe shows the flag: if EC2 keeps
-		// answering yes without keeping it, the tries still back off.
-		s.r.inv.RecordDeleteOnTermination(e.ID)
-	}
-}
-
 // eniTags are the tags of a new ENI: the policy's, then enipam's own
 // (which win).
 func (s *nodeSync) eniTags() map[string]string {

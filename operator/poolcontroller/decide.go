@@ -5,19 +5,23 @@ package poolcontroller
 // edited in place): what the pool's reconcile changed, and the static
 // addresses' outcome (the addresses to place on the node's ENIs, the ENI
 // to create or the secondary address to assign for them, the agent's
-// queries, the claims' notes and the first placements waiting).
+// queries, the claims' notes and the first placements waiting), and the
+// ENIs whose delete-on-termination is repaired.
 type decision struct {
-	pool   poolChanges
-	static staticOutcome
+	pool    poolChanges
+	static  staticOutcome
+	repairs repairs
 }
 
 // decide derives the node's pool from EC2 and the release handshake
 // (poolView.reconcile), then runs the static addresses' steps on it
 // (reconcileStatic), from the facts in in alone: it makes no call and
-// reads no clock (in.now is the reconcile's). Its EC2 actions are carried
-// out by runStatic, the pool's plan by apply.
+// reads no clock (in.now is the reconcile's). It also picks the repairs
+// of delete-on-termination due (decideRepairs). Its EC2 actions are
+// carried out by runStatic, the pool's plan by apply, the repairs by
+// executeRepairs.
 func decide(v *poolView, in *poolInputs) decision {
-	d := decision{pool: v.reconcile(in)}
+	d := decision{pool: v.reconcile(in), repairs: decideRepairs(in.snap, in.cluster, in.backoff, in.now)}
 	if in.static != nil {
 		d.static = v.reconcileStatic(in.static, in.snap, in.cfg)
 	}

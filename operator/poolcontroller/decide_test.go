@@ -24,7 +24,8 @@ import (
 // (attached, device 1) holds 10.0.1.10-13, all routed by the node's
 // agent; the pool lists .10 and .12, stamped for ns/db-0, whose claim
 // asks for node n2 and whose pod is bound nowhere; ns/web-0's claim
-// records .11 on n1.
+// records .11 on n1. Where eni-1 is the cluster's and lacks
+// delete-on-termination, its repair is decided too.
 func TestDecide(t *testing.T) {
 	const (
 		db  = "ns/db-0"
@@ -41,6 +42,11 @@ func TestDecide(t *testing.T) {
 		wantQueries []string
 		wantDBNote  string
 		wantWaiting int
+		// ours: eni-1 carries the cluster's tag, attached without
+		// delete-on-termination; backoff: its repair was tried and
+		// backs off until after now.
+		ours, backoff bool
+		wantRepairs   []string
 	}{
 		{name: "the claimed address enters stamped, the ordinary one plain, the leaving one is marked",
 			elsewhere: map[string]bool{"10.0.1.13": false}, podOfDB: "",
@@ -62,6 +68,17 @@ func TestDecide(t *testing.T) {
 			wantPool:    map[string]string{"10.0.1.10": "", "10.0.1.11": web, "10.0.1.12": db, "10.0.1.13": ""},
 			wantRelease: map[string]ipamtypes.IPReleaseStatus{},
 			wantAdded:   2, wantDBNote: enipamv1alpha1.ReasonWaitingForOldPod},
+		{name: "the cluster's ENI without delete-on-termination is repaired beside the pool's decision",
+			elsewhere: map[string]bool{"10.0.1.13": false}, podOfDB: "", ours: true,
+			wantPool:    map[string]string{"10.0.1.10": "", "10.0.1.11": web, "10.0.1.12": db, "10.0.1.13": ""},
+			wantRelease: map[string]ipamtypes.IPReleaseStatus{"10.0.1.12": ipamoption.IPAMMarkForRelease},
+			wantAdded:   2, wantQueries: []string{"10.0.1.12"}, wantDBNote: enipamv1alpha1.ReasonWaitingForOldPod,
+			wantRepairs: []string{"eni-1"}},
+		{name: "a repair that backs off is not decided again before its time",
+			elsewhere: map[string]bool{"10.0.1.13": false}, podOfDB: "", ours: true, backoff: true,
+			wantPool:    map[string]string{"10.0.1.10": "", "10.0.1.11": web, "10.0.1.12": db, "10.0.1.13": ""},
+			wantRelease: map[string]ipamtypes.IPReleaseStatus{"10.0.1.12": ipamoption.IPAMMarkForRelease},
+			wantAdded:   2, wantQueries: []string{"10.0.1.12"}, wantDBNote: enipamv1alpha1.ReasonWaitingForOldPod},
 	}
 	ip := netip.MustParseAddr
 	for _, tc := range cases {
@@ -73,6 +90,10 @@ func TestDecide(t *testing.T) {
 			snap := &snapshot.Node{Instance: cloud.Instance{ID: "i-1", AZ: "us-east-1a"}, Type: cloud.InstanceType{MaxENIs: 3, IPv4PerENI: 10},
 				ENIs: []cloud.ENI{{ID: "eni-1", DeviceIndex: 1, SubnetID: "subnet-a", InstanceID: "i-1", AttachmentStatus: cloud.AttachmentAttached,
 					IPs: []netip.Addr{ip("10.0.1.10"), ip("10.0.1.11"), ip("10.0.1.12"), ip("10.0.1.13")}}}}
+			if tc.ours {
+				snap.ENIs[0].Tags = map[string]string{cloud.TagCluster: "test"}
+				snap.ENIs[0].AttachmentID = "attach-1"
+			}
 			routed := func(eni string, a netip.Addr) bool { return eni == "eni-1" }
 			static := &staticInputs{
 				node: "n1",
@@ -89,6 +110,10 @@ func TestDecide(t *testing.T) {
 			}
 			in := &poolInputs{snap: snap, cfg: &pool.Config{FirstInterfaceIndex: 1}, routed: routed, missing: map[string]time.Time{},
 				now: time.Unix(1000, 0), grace: time.Minute, static: static, pooledElsewhere: maps.Clone(tc.elsewhere)}
+			in.cluster, in.backoff = "test", map[string]repair{}
+			if tc.backoff {
+				in.backoff["eni-1"] = repair{failures: 1, next: in.now.Add(time.Second)}
+			}
 			if in.pooledElsewhere == nil {
 				in.pooledElsewhere = map[string]bool{}
 			}
@@ -114,6 +139,13 @@ func TestDecide(t *testing.T) {
 			}
 			if n := d.static.notes[db]; n.Reason != tc.wantDBNote {
 				t.Errorf("db-0's note %+v, want %q", n, tc.wantDBNote)
+			}
+			var repaired []string
+			for _, r := range d.repairs.due {
+				repaired = append(repaired, r.eniID)
+			}
+			if !slices.Equal(repaired, tc.wantRepairs) {
+				t.Errorf("repairs %v, want %v", repaired, tc.wantRepairs)
 			}
 			if len(d.static.place) > 0 || d.static.create != nil {
 				t.Errorf("placements %+v, create %+v; want none (every claimed address is on the node)", d.static.place, d.static.create)

@@ -68,6 +68,10 @@ type poolInputs struct {
 	// address in two pools). Nil: none is checked; an address missing
 	// from a map that is not nil counts as listed.
 	pooledElsewhere map[string]bool
+	// cluster names the ENIs that are the operator's to repair; backoff
+	// remembers the repairs tried (decideRepairs).
+	cluster string
+	backoff map[string]repair
 }
 
 // poolChanges counts what one reconcile of the pool changed, for logs.

@@ -157,6 +157,7 @@ func (s *nodeSync) readPoolInputs(ctx context.Context) *poolInputs {
 	in := &poolInputs{
 		snap: &s.snap, cfg: &s.cfg.Config, routed: s.routed, static: s.static,
 		missing: s.mem.missing, now: s.r.now(), grace: s.r.opts.ConsistencyGrace,
+		cluster: s.r.opts.Cluster, backoff: s.mem.repairs,
 	}
 	ipam, st := &s.cn.Spec.IPAM, &s.cn.Status.IPAM
 	var gone []netip.Addr

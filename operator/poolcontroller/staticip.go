@@ -49,91 +49,163 @@ const (
 // syncStaticIP associates an Elastic IP with the node's primary address
 // when its CiliumNode asks for one, reports it in
 // status.ipam.assigned-static-ip, and releases what the node no longer
-// asks for. Failures land in s.staticErr, never blocking the pool.
+// asks for: read, decide, execute; after a release, read and decide
+// once more, so a node whose tags changed gets its new address in the
+// same reconcile. Failures land in s.staticErr, never blocking the pool.
 func (s *nodeSync) syncStaticIP(ctx context.Context) {
+	f, ok := s.readStaticIP(ctx)
+	if !ok {
+		return
+	}
+	step := decideStaticIP(f)
+	if !s.executeStaticIP(ctx, step) || !step.release || len(f.tags) == 0 {
+		return
+	}
+	if f, ok = s.readStaticIP(ctx); ok {
+		s.executeStaticIP(ctx, decideStaticIP(f))
+	}
+}
+
+// staticIPFacts is what the node's static IP is decided on, read
+// beforehand by readStaticIP: plain values, no client.
+type staticIPFacts struct {
+	// tags are the CiliumNode's static-ip-tags; record the NodeRouting's
+	// spec.staticIP; deleting: the NodeRouting is being deleted.
+	tags     map[string]string
+	record   *enipamv1alpha1.NodeStaticIP
+	deleting bool
+	// instanceID names the node's instance, primary its primary ENI (nil
+	// while EC2's view lacks it).
+	instanceID string
+	primary    *cloud.ENI
+	// addrs are the Elastic IPs as the address book lists them.
+	addrs []cloud.Address
+}
+
+// staticIPStep is what decideStaticIP decided: undo the recorded
+// association, record the Elastic IP found on the primary address, or
+// associate one (the recorded one while it is free, else one the address
+// book reserves), or why none can be.
+type staticIPStep struct {
+	release   bool
+	record    *enipamv1alpha1.NodeStaticIP
+	associate *staticIPAssociation
+	err       error
+	reason    string
+}
+
+// staticIPAssociation is an association to make: of pick (none when the
+// address book picks a free address carrying tags) with the primary
+// address of primary.
+type staticIPAssociation struct {
+	pick       cloud.Address
+	tags       map[string]string
+	primary    *cloud.ENI
+	instanceID string
+}
+
+// readStaticIP gathers the facts of the node's static IP; false when
+// there is nothing to decide (no NodeRouting, no tags and no record) or
+// the Elastic IPs cannot be listed (s.staticErr says why).
+func (s *nodeSync) readStaticIP(ctx context.Context) (staticIPFacts, bool) {
 	tags := s.cn.Spec.IPAM.StaticIPTags
 	if s.routing == nil || (len(tags) == 0 && s.routing.Spec.StaticIP == nil) {
-		return
+		return staticIPFacts{}, false
 	}
-	book := s.r.inv.Addresses()
-	addrs, err := book.List(ctx)
+	addrs, err := s.r.inv.Addresses().List(ctx)
 	if err != nil {
 		s.staticFailed(fmt.Errorf("listing Elastic IPs, %w", err), ReasonEC2Error)
-		return
+		return staticIPFacts{}, false
 	}
-	primary := s.primaryENI()
-	if rec := s.routing.Spec.StaticIP; rec != nil && !s.keepStaticIP(rec, addrs, primary) {
+	return staticIPFacts{tags: tags, record: s.routing.Spec.StaticIP, deleting: s.routing.DeletionTimestamp != nil,
+		instanceID: s.instanceID, primary: s.primaryENI(), addrs: addrs}, true
+}
+
+// decideStaticIP decides the node's static IP from f alone: it makes no
+// call.
+func decideStaticIP(f staticIPFacts) staticIPStep {
+	if f.record != nil && !keepStaticIP(f) {
+		return staticIPStep{release: true}
+	}
+	if f.deleting {
+		return staticIPStep{} // a new NodeRouting will be made; associate then
+	}
+	if f.primary == nil {
+		return staticIPStep{err: fmt.Errorf("no primary ENI of %s in EC2's view yet to carry a static IP", f.instanceID), reason: ReasonInstanceNotFound}
+	}
+	if held, ok := onPrimary(f.addrs, f.primary); ok {
+		if !cloud.MatchTags(held.Tags, f.tags) {
+			return staticIPStep{err: fmt.Errorf("%w: the primary address %s of %s already has Elastic IP %s (%s), which does not carry the static-ip-tags %s; disassociate it to let enipam assign one",
+				errStaticIPBlocked, f.primary.PrimaryIP, f.primary.ID, held.PublicIP, held.AllocationID, inventory.TagsString(f.tags)), reason: ReasonStaticIPConflict}
+		}
+		// Ours from a process that died before recording it, or the user's
+		// own tagged address: either way, the node's static IP.
+		return staticIPStep{record: &enipamv1alpha1.NodeStaticIP{AllocationID: held.AllocationID, PublicIP: held.PublicIP.String(),
+			InstanceID: f.instanceID, ENIID: f.primary.ID, AssociationID: held.AssociationID}}
+	}
+	a := &staticIPAssociation{tags: f.tags, primary: f.primary, instanceID: f.instanceID}
+	if rec := f.record; rec != nil {
+		if i := slices.IndexFunc(f.addrs, func(a cloud.Address) bool { return a.AllocationID == rec.AllocationID }); i >= 0 && !f.addrs[i].Associated() {
+			a.pick = f.addrs[i]
+		}
+	}
+	return staticIPStep{associate: a}
+}
+
+// executeStaticIP carries out a static-IP step; false when it failed
+// (s.staticErr says why).
+func (s *nodeSync) executeStaticIP(ctx context.Context, step staticIPStep) bool {
+	switch {
+	case step.err != nil:
+		s.staticFailed(step.err, step.reason)
+		return false
+	case step.release:
+		rec := s.routing.Spec.StaticIP
 		if err := s.r.releaseStaticIP(ctx, s.routing); err != nil {
 			s.staticFailed(err, ReasonEC2Error)
-			return
+			return false
 		}
 		if s.cn.Status.IPAM.AssignedStaticIP == rec.PublicIP {
 			s.cn.Status.IPAM.AssignedStaticIP = ""
 		}
 		s.r.events.Eventf(s.cn, nil, "Normal", ReasonStaticIPReleased, "StaticIP", "Elastic IP %s (%s) released from %s", rec.PublicIP, rec.AllocationID, rec.InstanceID)
-		if len(tags) == 0 {
-			return
-		}
-		if addrs, err = book.List(ctx); err != nil {
-			s.staticFailed(fmt.Errorf("listing Elastic IPs, %w", err), ReasonEC2Error)
-			return
-		}
-	}
-	if s.routing.DeletionTimestamp != nil {
-		return // a new NodeRouting will be made; associate then
-	}
-	if primary == nil {
-		s.staticFailed(fmt.Errorf("no primary ENI of %s in EC2's view yet to carry a static IP", s.instanceID), ReasonInstanceNotFound)
-		return
-	}
-	if held, ok := onPrimary(addrs, primary); ok {
-		if !cloud.MatchTags(held.Tags, tags) {
-			s.staticFailed(fmt.Errorf("%w: the primary address %s of %s already has Elastic IP %s (%s), which does not carry the static-ip-tags %s; disassociate it to let enipam assign one",
-				errStaticIPBlocked, primary.PrimaryIP, primary.ID, held.PublicIP, held.AllocationID, inventory.TagsString(tags)), ReasonStaticIPConflict)
-			return
-		}
-		// Ours from a process that died before recording it, or the user's
-		// own tagged address: either way, the node's static IP.
-		rec := &enipamv1alpha1.NodeStaticIP{AllocationID: held.AllocationID, PublicIP: held.PublicIP.String(), InstanceID: s.instanceID, ENIID: primary.ID, AssociationID: held.AssociationID}
-		if err := s.r.recordStaticIP(ctx, s.routing, rec); err != nil {
+	case step.record != nil:
+		if err := s.r.recordStaticIP(ctx, s.routing, step.record); err != nil {
 			s.staticFailed(err, ReasonEC2Error)
-			return
+			return false
 		}
-		s.cn.Status.IPAM.AssignedStaticIP = rec.PublicIP
-		return
+		s.cn.Status.IPAM.AssignedStaticIP = step.record.PublicIP
+	case step.associate != nil:
+		return s.associateStaticIP(ctx, step.associate)
 	}
-	s.associateStaticIP(ctx, addrs, primary)
+	return true
 }
 
 // errStaticIPBlocked marks static-IP failures that only a change fixes.
 var errStaticIPBlocked = errors.New("static IP blocked")
 
-// associateStaticIP picks a free tagged Elastic IP (the recorded one if it
-// is still free), records it, and associates it with the primary address.
-func (s *nodeSync) associateStaticIP(ctx context.Context, addrs []cloud.Address, primary *cloud.ENI) {
+// associateStaticIP associates a free tagged Elastic IP (a.pick, or one
+// the address book reserves) with the primary address, recording
+// it before EC2 is asked; false when it failed.
+func (s *nodeSync) associateStaticIP(ctx context.Context, a *staticIPAssociation) bool {
 	book := s.r.inv.Addresses()
 	defer book.Unreserve(s.cn.Name)
-	var pick cloud.Address
-	if rec := s.routing.Spec.StaticIP; rec != nil {
-		if i := slices.IndexFunc(addrs, func(a cloud.Address) bool { return a.AllocationID == rec.AllocationID }); i >= 0 && !addrs[i].Associated() {
-			pick = addrs[i]
-		}
-	}
-	tags := s.cn.Spec.IPAM.StaticIPTags
+	pick := a.pick
 	if pick.AllocationID == "" {
 		var ok bool
-		if pick, ok = book.Reserve(s.cn.Name, tags); !ok {
+		if pick, ok = book.Reserve(s.cn.Name, a.tags); !ok {
 			s.staticFailed(fmt.Errorf("%w: no free Elastic IP carries the static-ip-tags %s (EC2's view is refreshed every resync)",
-				errStaticIPBlocked, inventory.TagsString(tags)), ReasonStaticIPUnavailable)
-			return
+				errStaticIPBlocked, inventory.TagsString(a.tags)), ReasonStaticIPUnavailable)
+			return false
 		}
 	}
+	primary := a.primary
 	// Written before EC2 is asked: an association made by a process that
 	// dies right after is then found, and released with the node.
-	rec := &enipamv1alpha1.NodeStaticIP{AllocationID: pick.AllocationID, PublicIP: pick.PublicIP.String(), InstanceID: s.instanceID, ENIID: primary.ID}
+	rec := &enipamv1alpha1.NodeStaticIP{AllocationID: pick.AllocationID, PublicIP: pick.PublicIP.String(), InstanceID: a.instanceID, ENIID: primary.ID}
 	if err := s.r.recordStaticIP(ctx, s.routing, rec); err != nil {
 		s.staticFailed(err, ReasonEC2Error)
-		return
+		return false
 	}
 	assoc, err := s.r.api.AssociateAddress(ctx, pick.AllocationID, primary.ID, primary.PrimaryIP, false)
 	if err != nil {
@@ -143,9 +215,9 @@ func (s *nodeSync) associateStaticIP(ctx context.Context, addrs []cloud.Address,
 			s.requeueWithin(attachCheckInterval)
 		}
 		s.staticFailed(fmt.Errorf("associating Elastic IP %s with %s, %w", pick.PublicIP, primary.ID, err), ReasonEC2Error)
-		return
+		return false
 	}
-	book.RecordAssociated(pick.AllocationID, assoc, primary.ID, s.instanceID, primary.PrimaryIP)
+	book.RecordAssociated(pick.AllocationID, assoc, primary.ID, a.instanceID, primary.PrimaryIP)
 	rec.AssociationID = assoc
 	if err := s.r.recordStaticIP(ctx, s.routing, rec); err != nil {
 		// The association is made and the record names it: the next
@@ -154,23 +226,24 @@ func (s *nodeSync) associateStaticIP(ctx context.Context, addrs []cloud.Address,
 	}
 	s.cn.Status.IPAM.AssignedStaticIP = rec.PublicIP
 	s.r.events.Eventf(s.cn, nil, "Normal", ReasonStaticIPAssigned, "StaticIP", "Elastic IP %s (%s) associated with %s on %s", rec.PublicIP, rec.AllocationID, primary.PrimaryIP, primary.ID)
-	s.r.log.Info("static IP associated", "node", s.cn.Name, "instance", s.instanceID, "eni", primary.ID, "eip", rec.PublicIP)
+	s.r.log.Info("static IP associated", "node", s.cn.Name, "instance", a.instanceID, "eni", primary.ID, "eip", rec.PublicIP)
+	return true
 }
 
 // keepStaticIP reports whether the recorded static IP still serves the
 // node: same instance, tags still asked for and still on the address,
 // and the address not taken elsewhere.
-func (s *nodeSync) keepStaticIP(rec *enipamv1alpha1.NodeStaticIP, addrs []cloud.Address, primary *cloud.ENI) bool {
-	tags := s.cn.Spec.IPAM.StaticIPTags
-	if len(tags) == 0 || rec.InstanceID != s.instanceID || s.routing.DeletionTimestamp != nil {
+func keepStaticIP(f staticIPFacts) bool {
+	rec := f.record
+	if len(f.tags) == 0 || rec.InstanceID != f.instanceID || f.deleting {
 		return false
 	}
-	i := slices.IndexFunc(addrs, func(a cloud.Address) bool { return a.AllocationID == rec.AllocationID })
-	if i < 0 || !cloud.MatchTags(addrs[i].Tags, tags) {
+	i := slices.IndexFunc(f.addrs, func(a cloud.Address) bool { return a.AllocationID == rec.AllocationID })
+	if i < 0 || !cloud.MatchTags(f.addrs[i].Tags, f.tags) {
 		return false
 	}
-	a := addrs[i]
-	return !a.Associated() || (primary != nil && a.ENIID == primary.ID)
+	a := f.addrs[i]
+	return !a.Associated() || (f.primary != nil && a.ENIID == f.primary.ID)
 }
 
 // staticFailed records why the node's static IP is not served: the

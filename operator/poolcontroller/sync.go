@@ -169,7 +169,7 @@ func (s *nodeSync) run(ctx context.Context) {
 	if !s.writePoolFirst(ctx) {
 		return
 	}
-	s.repairDeleteOnTermination(ctx)
+	s.executeRepairs(ctx, d.repairs)
 	if plan.Deferred {
 		// The rest waits for the slots of addresses being released; their
 		// Unassign is retried with the node.

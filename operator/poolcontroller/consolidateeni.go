@@ -1,0 +1,221 @@
+package poolcontroller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/enipam/enipam/operator/cloud"
+	"github.com/enipam/enipam/operator/pool"
+	"github.com/enipam/enipam/operator/snapshot"
+)
+
+// consolidateENIs detaches a secondary ENI left without addresses for the
+// delay, and deletes the one detached once EC2 shows it available: read,
+// then decide, then execute.
+func (s *nodeSync) consolidateENIs(ctx context.Context) {
+	s.executeConsolidation(ctx, decideConsolidation(s.readConsolidation(ctx)))
+}
+
+// consolidationFacts is what the consolidation of a node's ENIs decides
+// on, read beforehand by readConsolidation: plain values, no client.
+type consolidationFacts struct {
+	// on: consolidation acts on the node (consolidating); growing: the
+	// node is short of addresses, waits for routes or for a static
+	// address to be placed.
+	on, growing bool
+	// snap is the inventory's view of the instance, taken afresh; nil
+	// when it was not needed or could not be taken.
+	snap *snapshot.Node
+	cfg  *pool.Config
+	// delay is the policy's consolidation delay; cluster names the ENIs
+	// that may go; named the ENIs the pool lists an address of.
+	delay   time.Duration
+	cluster string
+	named   map[string]bool
+	// used, headroom: what the node's other ENIs must carry.
+	used, headroom int
+	// mem is consolidation's memory of the node, as the reconcile began.
+	mem consolidationMemory
+	now time.Time
+	// detached is the ENI consolidation detached, as a describe by ID
+	// showed it (known: EC2 still has it; readErr: the describe failed).
+	detached      cloud.ENI
+	detachedKnown bool
+	readErr       error
+}
+
+// consolidationStep is what consolidation decided: at most one EC2 call
+// (detach an emptied ENI, detach again the one EC2 never showed
+// detaching, or delete the detached one), the ENIs' new emptySince, and
+// when to look again.
+type consolidationStep struct {
+	// detach is the emptied ENI to detach now; redetach the detached ENI
+	// whose detach is sent again; deleteENI the detached ENI EC2 shows
+	// available.
+	detach, redetach *cloud.ENI
+	deleteENI        string
+	// finished: the detached ENI is gone; consolidation of it is over.
+	finished bool
+	// emptySince replaces the memory's when keep is set.
+	emptySince map[string]time.Time
+	keep       bool
+	// wait: look at the node again within wait (0: no need).
+	wait time.Duration
+}
+
+// readConsolidation gathers what consolidation decides on: the detached
+// ENI described afresh by ID while one is detaching, else the instance's
+// snapshot taken again when consolidation may act (false when it could
+// not be, s.opErr says why).
+func (s *nodeSync) readConsolidation(ctx context.Context) consolidationFacts {
+	c := s.mem.consolidation
+	f := consolidationFacts{on: s.consolidating(), mem: c, now: s.r.now(), cluster: s.r.opts.Cluster}
+	if c.detaching != "" {
+		if f.readErr = s.r.inv.RefreshENIs(ctx, []string{c.detaching}); f.readErr == nil {
+			f.detached, f.detachedKnown = s.r.inv.ENI(c.detaching)
+		}
+		return f
+	}
+	if !f.on {
+		return f
+	}
+	f.growing = s.needed() > 0 || s.pool.awaiting > 0 || s.staticDemand > 0
+	if f.growing || !s.snapshot(ctx) {
+		return f
+	}
+	f.snap, f.cfg, f.delay, f.headroom = &s.snap, &s.cfg.Config, s.cfg.Consolidation.Delay, s.headroom
+	f.used = s.snap.Used
+	f.named = map[string]bool{}
+	for _, entry := range s.cn.Spec.IPAM.Pool {
+		f.named[entry.Resource] = true
+	}
+	return f
+}
+
+// decideConsolidation decides, from f alone, what consolidation does
+// now: with an ENI detaching, delete it once EC2 shows it available (or
+// send its detach again when EC2 still shows it attached past
+// detachResend); otherwise detach the first secondary ENI left without
+// addresses for the policy's delay, the node grown by no ENI meanwhile,
+// whose node its other ENIs can carry. It makes no call.
+func decideConsolidation(f consolidationFacts) consolidationStep {
+	c := f.mem
+	if c.detaching != "" {
+		switch {
+		case f.readErr != nil:
+			return consolidationStep{wait: detachRetry}
+		case f.detachedKnown && f.detached.Status != cloud.ENIAvailable:
+			step := consolidationStep{wait: detachRetry}
+			if f.detached.AttachmentStatus == cloud.AttachmentAttached && f.now.Sub(c.detachedAt) > detachResend {
+				// EC2 never took the detach (or a describe keeps
+				// lagging): sent again.
+				eni := f.detached
+				step.redetach = &eni
+			}
+			return step
+		case f.detachedKnown:
+			return consolidationStep{deleteENI: c.detaching, finished: true}
+		}
+		// Gone already (the collector may delete it first: it carries
+		// the cluster's tag).
+		return consolidationStep{finished: true}
+	}
+	if !f.on {
+		return consolidationStep{keep: true}
+	}
+	if f.growing || f.snap == nil {
+		// Growing: an ENI that stays empty meanwhile was not needed for
+		// it, and is looked at once the node is covered.
+		return consolidationStep{}
+	}
+	empty := emptyENIs(f.snap, f.cfg, f.cluster, func(id string) bool { return f.named[id] })
+	step := consolidationStep{keep: true, emptySince: map[string]time.Time{}}
+	for id, since := range c.emptySince {
+		if slices.Contains(empty, id) {
+			step.emptySince[id] = since
+		}
+	}
+	due := ""
+	for _, id := range empty {
+		since, ok := step.emptySince[id]
+		if !ok {
+			since = f.now
+			step.emptySince[id] = since
+		}
+		ready := since.Add(f.delay)
+		if grown := c.grewAt.Add(f.delay); grown.After(ready) {
+			ready = grown
+		}
+		if wait := ready.Sub(f.now); wait > 0 {
+			if step.wait == 0 || wait < step.wait {
+				step.wait = wait
+			}
+			continue
+		}
+		if due == "" && carriedElsewhere(f.snap, f.cfg, id) >= f.used+f.headroom+f.cfg.MaxAboveWatermark {
+			due = id
+		}
+	}
+	if due != "" {
+		i := slices.IndexFunc(f.snap.ENIs, func(e cloud.ENI) bool { return e.ID == due })
+		eni := f.snap.ENIs[i]
+		step.detach = &eni
+	}
+	return step
+}
+
+// executeConsolidation makes consolidation's EC2 call, records it in the
+// inventory and in consolidation's memory, and says when to look again.
+func (s *nodeSync) executeConsolidation(ctx context.Context, step consolidationStep) {
+	c := &s.mem.consolidation
+	if step.keep {
+		if len(step.emptySince) == 0 {
+			clear(c.emptySince)
+		} else {
+			c.emptySince = step.emptySince
+		}
+	}
+	if step.wait > 0 {
+		s.requeueWithin(step.wait)
+	}
+	now := s.r.now()
+	switch {
+	case step.detach != nil:
+		eni := step.detach
+		if err := s.r.api.DetachENI(ctx, eni.AttachmentID); err != nil && !errors.Is(err, cloud.ErrNotFound) {
+			s.r.log.Info("detaching an emptied ENI failed; retrying", "node", s.cn.Name, "eni", eni.ID, "error", err)
+			s.requeueWithin(s.r.retryAfter(0))
+			return
+		}
+		s.r.inv.RecordDetaching(eni.ID)
+		delete(c.emptySince, eni.ID)
+		c.detaching, c.detachedAt = eni.ID, now
+		s.r.log.Info("detaching an emptied ENI", "node", s.cn.Name, "instance", s.instanceID, "eni", eni.ID, "device", eni.DeviceIndex)
+		s.requeueWithin(detachRetry)
+		return
+	case step.redetach != nil:
+		if err := s.r.api.DetachENI(ctx, step.redetach.AttachmentID); err == nil {
+			s.r.inv.RecordDetaching(step.redetach.ID)
+			c.detachedAt = now
+		}
+		return
+	case step.deleteENI != "":
+		if err := s.r.api.DeleteENI(ctx, step.deleteENI); err != nil && !errors.Is(err, cloud.ErrNotFound) {
+			s.r.log.Info("deleting a detached ENI failed; retrying", "node", s.cn.Name, "eni", step.deleteENI, "error", err)
+			s.requeueWithin(s.r.retryAfter(0))
+			return
+		}
+		s.r.inv.RecordDeleted(step.deleteENI)
+	}
+	if step.finished {
+		id := c.detaching
+		c.detaching = ""
+		s.r.metrics.consolidations.WithLabelValues("eni").Inc()
+		s.r.events.Eventf(s.cn, nil, "Normal", ReasonENIConsolidated, "Consolidate",
+			"%s", fmt.Sprintf("ENI %s held no address for %s: detached and deleted", id, s.cfg.Consolidation.Delay))
+		s.r.log.Info("emptied ENI deleted", "node", s.cn.Name, "instance", s.instanceID, "eni", id)
+	}
+}
