@@ -86,6 +86,9 @@ func (s *nodeSync) readConsolidation(ctx context.Context) consolidationFacts {
 	if f.growing || !s.snapshot(ctx) {
 		return f
 	}
+	// A snapshot taken afresh carries no pool counts: the node's pods
+	// are counted again, so that its other ENIs must carry them too.
+	s.countPool()
 	f.snap, f.cfg, f.delay, f.headroom = &s.snap, &s.cfg.Config, s.cfg.Consolidation.Delay, s.headroom
 	f.used = s.snap.Used
 	f.named = map[string]bool{}
