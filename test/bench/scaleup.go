@@ -35,9 +35,9 @@ type ScaleUp struct {
 	// is full once each family holds pre-allocate beyond the router and
 	// health addresses.
 	IPFamilies []enipamv1alpha1.IPFamily
-	// Pods, after the scale-up, land on every node (an address of each
-	// family apiece), and the figures tell what EC2 calls their pools'
-	// growth cost: for IPv6, none while the /80 lasts.
+	// Pods, with IPv6, land on every node after the scale-up (an address
+	// of each family apiece), and the figures tell what EC2 calls their
+	// pools' growth cost: for IPv6, none while the /80 lasts.
 	Pods int
 }
 
