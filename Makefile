@@ -43,7 +43,7 @@ test: tools
 	go test -count=1 -timeout 30m $(GO_TEST_FLAGS) ./test/chaos/
 	go test -run '^$$' -fuzz '^FuzzQuery$$' -fuzztime 10s ./test/ec2sim/
 
-## bench: scale-up, churn, steady (5000 and 10 000 idle nodes), placement, static-moves, pools and the apiserver outage with the real binaries (BENCH_QUICK=1: small runs), a kill campaign of 200 nodes and 30 SIGKILLs, then the node agent's Go benchmarks (among them the rules per node at 110 pods, with and without prefixes) and ec2sim's, then 100 000 seeds of the static-IP simulation (test/staticsim, on every core: steps, interleavings, binds, moves, restarts and kills covered; SIM_FROM and SIM_SEEDS choose the range) and enipam max-pods held to the operator under every first-interface-index and prefix combination; reports in _out/bench
+## bench: scale-up, the dual-stack scale-up (IPv6 EC2 calls per node, then none while the /80 lasts), churn, steady (5000 and 10 000 idle nodes), placement, static-moves, pools and the apiserver outage with the real binaries (BENCH_QUICK=1: small runs), a kill campaign of 200 nodes and 30 SIGKILLs, then the node agent's Go benchmarks (among them the rules per node at 110 pods, with and without prefixes) and ec2sim's, then 100 000 seeds of the static-IP simulation (test/staticsim, on every core: steps, interleavings, binds, moves, restarts and kills covered; SIM_FROM and SIM_SEEDS choose the range) and enipam max-pods held to the operator under every first-interface-index and prefix combination; reports in _out/bench
 bench: tools
 	go run ./test/bench/cmd/enipam-bench -out _out/bench
 	go test -count=1 -timeout 60m -v ./test/chaos/ -args -chaos.nodes=200 -chaos.kills=30 -chaos.lease-faults

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -29,6 +30,29 @@ func TestFleetScenarioHoldsTenThousandSteadyNodes(t *testing.T) {
 	for _, want := range []string{"name: pods-a", "name: node-a, count: 50", "name: node-b, count: 50"} {
 		if !strings.Contains(small, want) {
 			t.Errorf("100-node fleet lacks %q:\n%s", want, small)
+		}
+	}
+}
+
+// TestDualStackFleetHasIPv6OnEverySubnet: the dual-stack scale-up's fleet
+// builds in ec2sim with the VPC's IPv6 /56 and a distinct /64 of it on
+// each of its four subnets.
+func TestDualStackFleetHasIPv6OnEverySubnet(t *testing.T) {
+	text := dualStackFleet(4, "m5.xlarge", true)
+	sc, err := ec2sim.ParseScenario([]byte(text))
+	if err != nil {
+		t.Fatalf("%v\n%s", err, text)
+	}
+	if _, err := ec2sim.New(sc); err != nil {
+		t.Fatalf("%v\n%s", err, text)
+	}
+	if got := strings.Count(text, "ipv6Cidr: "+fleetVPCIPv6); got != 1 {
+		t.Errorf("VPC IPv6 CIDR appears %d times, want 1:\n%s", got, text)
+	}
+	for i := 1; i <= 4; i++ {
+		want := fmt.Sprintf("ipv6Cidr: 2600:1f18:abc:de%02x::/64", i)
+		if strings.Count(text, want) != 1 {
+			t.Errorf("want one subnet with %q:\n%s", want, text)
 		}
 	}
 }

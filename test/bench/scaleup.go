@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
 	"github.com/enipam/enipam/operator/catalog"
 	"github.com/enipam/enipam/test/agentsim"
 )
@@ -28,10 +29,23 @@ type ScaleUp struct {
 	NewENI       bool
 	InstanceType string
 	PreAllocate  int
+	// IPFamilies, with IPv6, make it the dual-stack (or IPv6-only)
+	// scale-up: the VPC and subnets get IPv6 CIDRs, an ENIPolicy asks
+	// for the families, every agent takes an address of each, and a pool
+	// is full once each family holds pre-allocate beyond the router and
+	// health addresses.
+	IPFamilies []enipamv1alpha1.IPFamily
+	// Pods, with IPv6, land on every node after the scale-up (an address
+	// of each family apiece), and the figures tell what EC2 calls their
+	// pools' growth cost: for IPv6, none while the /80 lasts.
+	Pods int
 }
 
 // Name is the scenario's report name.
 func (s ScaleUp) Name() string {
+	if enipamv1alpha1.WantsIPv6(s.IPFamilies) {
+		return "scale-up-dualstack-" + s.InstanceType
+	}
 	if s.NewENI {
 		return "scale-up-new-eni-" + s.InstanceType
 	}
@@ -45,16 +59,27 @@ func (s ScaleUp) Run(ctx context.Context, e *Env) (*Report, error) {
 		"ec2":                 "ec2sim realistic: EC2 default buckets, mutating calls 150-400 ms, describes 50-150 ms, attach 2-5 s",
 		"agentUpdateInterval": "15s",
 	}}
+	dual := enipamv1alpha1.WantsIPv6(s.IPFamilies)
+	scenario := fleetScenario(0, s.InstanceType, "", true)
+	if dual {
+		rep.Params["ipFamilies"], rep.Params["podsPerNode"] = s.IPFamilies, s.Pods
+		scenario = dualStackFleet(0, s.InstanceType, true)
+	}
 	args := []string{fmt.Sprintf("--vpc-id=%s", fleetVPC), fmt.Sprintf("--pre-allocate=%d", s.PreAllocate)}
 	if s.NewENI {
 		args = append(args, "--first-interface-index=1")
 	}
-	w, err := e.startWorld(ctx, s.Name(), fleetScenario(0, s.InstanceType, "", true), args,
-		agentsim.Options{UpdateInterval: 15 * time.Second, QPS: 1000, Burst: 2000, Writers: 32})
+	w, err := e.startWorld(ctx, s.Name(), scenario, args,
+		agentsim.Options{UpdateInterval: 15 * time.Second, QPS: 1000, Burst: 2000, Writers: 32, IPFamilies: s.IPFamilies})
 	if err != nil {
 		return nil, err
 	}
 	defer w.stop()
+	if dual {
+		if err := w.applyPolicy(ctx, familyPolicy(s)); err != nil {
+			return nil, err
+		}
+	}
 	if err := w.waitSynced(ctx); err != nil {
 		return nil, err
 	}
@@ -78,9 +103,21 @@ func (s ScaleUp) Run(ctx context.Context, e *Env) (*Report, error) {
 	// A pool is full once it holds pre-allocate beyond the router and
 	// health addresses Cilium's agent takes first.
 	full := s.PreAllocate + 2
+	// Each family's pool is full apart (the agent's count is of both).
+	var watch *familyWatch
+	agentFull := full
+	if dual {
+		watch = newFamilyWatch(tJoin, full, s.IPFamilies)
+		agentFull = full * len(s.IPFamilies)
+	}
 	first, reached := map[string]time.Duration{}, map[string]time.Duration{}
 	deadline := time.Now().Add(time.Duration(s.Nodes)*time.Second + 5*time.Minute)
-	for len(reached) < len(names) {
+	for len(reached) < len(names) || (watch != nil && !watch.done(len(names))) {
+		if watch != nil {
+			if err := watch.look(ctx, w); err != nil {
+				return nil, err
+			}
+		}
 		for _, name := range names {
 			if _, ok := reached[name]; ok {
 				continue
@@ -91,14 +128,14 @@ func (s ScaleUp) Run(ctx context.Context, e *Env) (*Report, error) {
 					first[name] = at.Sub(tJoin)
 				}
 			}
-			if at, ok := a.PoolReachedAt(full); ok {
+			if at, ok := a.PoolReachedAt(agentFull); ok {
 				reached[name] = at.Sub(tJoin)
 			}
 		}
 		if time.Now().After(deadline) {
 			return nil, fmt.Errorf("%d of %d nodes reached %d IPs before the deadline (%d have addresses)", len(reached), len(names), full, len(first))
 		}
-		if len(reached) < len(names) {
+		if len(reached) < len(names) || (watch != nil && !watch.done(len(names))) {
 			time.Sleep(200 * time.Millisecond)
 		}
 	}
@@ -132,7 +169,11 @@ func (s ScaleUp) Run(ctx context.Context, e *Env) (*Report, error) {
 		enis = (full + t.IPv4PerENI - 2) / (t.IPv4PerENI - 1)
 	}
 	firstBound, firstBy := LowerBound(perNode(s.NewENI, s.Nodes, 1))
-	fullBound, fullBy := LowerBound(perNode(s.NewENI, s.Nodes, enis))
+	fullCalls := perNode(s.NewENI, s.Nodes, enis)
+	if dual {
+		fullCalls["AssignIpv6Addresses"] = s.Nodes
+	}
+	fullBound, fullBy := LowerBound(fullCalls)
 	firstMax, fullMax := firstTimes[len(firstTimes)-1], fullTimes[len(fullTimes)-1]
 
 	rep.add("instances launched and nodes created in", joined, "")
@@ -180,6 +221,38 @@ func (s ScaleUp) Run(ctx context.Context, e *Env) (*Report, error) {
 	rep.add("operator CPU", after.CPUSeconds-before.CPUSeconds, "s")
 	rep.add("operator peak RSS", float64(after.PeakRSSBytes)/(1<<20), "MiB")
 	rep.add("agent status writes per node", float64(figures.Writes)/n, "")
+	if dual {
+		v6Calls := ipv6Calls(counters)
+		rep.add("EC2 AssignIpv6Addresses per node", float64(counters.Succeeded("AssignIpv6Addresses"))/n, "")
+		rep.add("EC2 IPv6 calls per node (Assign/UnassignIpv6Addresses)", float64(v6Calls)/n, "")
+		rep.add("EC2 mutating calls per node, IPv4 alone", float64(mutating-v6Calls)/n, "")
+		for _, fam := range []struct {
+			name          string
+			on            bool
+			first, filled map[string]time.Duration
+		}{{"IPv4", watch.families4, watch.first4, watch.reached4}, {"IPv6", watch.families6, watch.first6, watch.reached6}} {
+			if !fam.on {
+				continue
+			}
+			firsts, fulls := sortedDurations(fam.first), sortedDurations(fam.filled)
+			rep.add("node joined → first "+fam.name+" pool address p50", percentile(firsts, 0.50), "")
+			rep.add("node joined → first "+fam.name+" pool address p99", percentile(firsts, 0.99), "")
+			rep.add("node joined → "+fam.name+" pool at pre-allocate p50", percentile(fulls, 0.50), "")
+			rep.add("node joined → "+fam.name+" pool at pre-allocate p99", percentile(fulls, 0.99), "")
+		}
+		rep.add("per-family times seen by lists of the CiliumNodes every 200 ms, longest list", watch.listDuration.Round(time.Millisecond), "")
+		rep.target("IPv6 EC2 calls per node ≤ 1", "≤ 1.00", fmt.Sprintf("%.2f", float64(v6Calls)/n), v6Calls <= int64(s.Nodes))
+		if s.Pods > 0 {
+			if err := s.podsPhase(ctx, e, w, rep, names, counters); err != nil {
+				return nil, err
+			}
+		}
+		figures = w.agents.Figures()
+		v4, v6 := violationsByFamily(w.agents.Ledger().ViolationDetails())
+		for _, kind := range []agentsim.ViolationKind{agentsim.DoubleAllocation, agentsim.RemovedWhileUsed, agentsim.ReleasedWithoutReady, agentsim.HandedBeforeRouted} {
+			rep.add(fmt.Sprintf("violations %s IPv4 / IPv6", kind), fmt.Sprintf("%d / %d", v4[kind], v6[kind]), "")
+		}
+	}
 	rep.add("violations", figures.Violations.Total(), "")
 	rep.add("handouts checked routed before handed (waiting)", fmt.Sprintf("%d (%d)", figures.RoutedChecks, figures.RoutedPending), "")
 	statusErrors, err := w.statusErrors(ctx)
@@ -205,11 +278,19 @@ func (s ScaleUp) Run(ctx context.Context, e *Env) (*Report, error) {
 	}
 	rep.target("no throttling surfaced as a node error", "0", fmt.Sprint(statusErrors), statusErrors == 0)
 	rep.target("zero violations", "0", fmt.Sprint(figures.Violations.Total()), figures.Violations.Total() == 0)
-	pools, err := w.poolFindings(ctx)
-	if err != nil {
-		return nil, err
+	if dual {
+		v4, v6, err := w.poolFindingsByFamily(ctx)
+		if err != nil {
+			return nil, err
+		}
+		rep.addFamilyPoolFindings(v4, v6)
+	} else {
+		pools, err := w.poolFindings(ctx)
+		if err != nil {
+			return nil, err
+		}
+		rep.addPoolFindings(pools)
 	}
-	rep.addPoolFindings(pools)
 	rep.Ran = Seconds(time.Since(rep.Started))
 	return rep, nil
 }

@@ -2,14 +2,19 @@
 // binaries and prints their figures; `make bench` runs it. Each scenario
 // also writes <out>/<scenario>.json.
 //
-//	enipam-bench [-quick] [-scenarios scale-up,churn,steady,steady-large,placement,static-moves,pools,outage] [-out _out/bench]
+//	enipam-bench [-quick] [-scenarios scale-up,scale-up-dualstack,churn,steady,steady-large,placement,static-moves,pools,outage] [-out _out/bench]
 //
 // steady measures the idle operator at 5000 nodes (goal 200 MiB RSS),
 // steady-large at 10 000 (goal 350 MiB).
 //
 // scale-up runs the new-ENI scale-up on m5.large and m5.xlarge and the
 // primary-ENI one; scale-up-m5.large or scale-up-m5.xlarge runs one
-// new-ENI scale-up alone.
+// new-ENI scale-up alone. scale-up-dualstack runs the new-ENI scale-up on
+// m5.xlarge dual-stack (ipFamilies IPv4 and IPv6): one new ENI per node
+// covers IPv4's pre-allocate there, so IPv4 costs what the IPv4 m5.xlarge
+// scale-up does and IPv6's /80 shows as the calls on top; then 10 pods
+// land on every node (two ENIs hold their IPv4) and the IPv6 windows
+// refill from the /80.
 package main
 
 import (
@@ -28,6 +33,7 @@ import (
 	"github.com/go-logr/logr"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
+	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
 	"github.com/enipam/enipam/test/bench"
 	"github.com/enipam/enipam/test/cluster"
 )
@@ -39,7 +45,7 @@ type scenario interface {
 
 func main() {
 	quick := flag.Bool("quick", os.Getenv("BENCH_QUICK") == "1", "small runs (BENCH_QUICK=1): 200 nodes for scale-up")
-	only := flag.String("scenarios", "scale-up,churn,steady,steady-large,placement,static-moves,pools,outage", "comma-separated scenarios to run")
+	only := flag.String("scenarios", "scale-up,scale-up-dualstack,churn,steady,steady-large,placement,static-moves,pools,outage", "comma-separated scenarios to run")
 	out := flag.String("out", "_out/bench", "directory for the JSON reports and logs")
 	nodes := flag.Int("nodes", 0, "scale-up nodes (default 1000, quick 200)")
 	watermark := flag.Int("churn-watermark", -1, "churn: max-above-watermark (default the scenario's)")
@@ -137,6 +143,9 @@ func run(ctx context.Context, quick bool, only, out string, nodes int, churn ben
 		case "scale-up-m5.large", "scale-up-m5.xlarge":
 			typ := strings.TrimPrefix(strings.TrimSpace(name), "scale-up-")
 			scenarios = append(scenarios, bench.ScaleUp{Nodes: nodes, NewENI: true, InstanceType: typ, PreAllocate: 8})
+		case "scale-up-dualstack":
+			scenarios = append(scenarios, bench.ScaleUp{Nodes: nodes, NewENI: true, InstanceType: "m5.xlarge", PreAllocate: 8,
+				IPFamilies: []enipamv1alpha1.IPFamily{enipamv1alpha1.IPv4Family, enipamv1alpha1.IPv6Family}, Pods: 10})
 		case "churn":
 			scenarios = append(scenarios, churn)
 		case "steady":
@@ -156,7 +165,7 @@ func run(ctx context.Context, quick bool, only, out string, nodes int, churn ben
 		case "outage":
 			scenarios = append(scenarios, outage)
 		default:
-			return fmt.Errorf("unknown scenario %q (scale-up, scale-up-m5.large, scale-up-m5.xlarge, churn, steady, steady-large, placement, static-moves, static-moves-handshake, pools, outage)", name)
+			return fmt.Errorf("unknown scenario %q (scale-up, scale-up-m5.large, scale-up-m5.xlarge, scale-up-dualstack, churn, steady, steady-large, placement, static-moves, static-moves-handshake, pools, outage)", name)
 		}
 	}
 	start := time.Now()
