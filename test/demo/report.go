@@ -136,10 +136,13 @@ func (d *world) summary(states []poolState) {
 	fmt.Fprintln(d.out, "ENIS counts the primary ENI; POOL, USED and FREE count IPv4 addresses; USED counts the pods' IPs and the agent's router and health IPs.")
 }
 
-// poolSubnets names the subnets the node's pool IPs come from.
+// poolSubnets names the subnets the node's IPv4 pool addresses come from.
 func (d *world) poolSubnets(s poolState) []string {
 	var out []string
-	for _, entry := range s.cn.Spec.IPAM.Pool {
+	for ip, entry := range s.cn.Spec.IPAM.Pool {
+		if isIPv6(ip) {
+			continue
+		}
 		eni, ok := s.cn.Status.ENI.ENIs[entry.Resource]
 		if !ok {
 			continue
