@@ -36,17 +36,17 @@ func (n node) dualStack() bool { return n.instanceType == dualStackType }
 // block, and returns its path.
 func (d *world) writeScenario() (string, error) {
 	sc := ec2sim.DemoScenario()
+	if len(sc.VPCs) != 1 {
+		return "", fmt.Errorf("the demo scenario has %d VPCs, want one", len(sc.VPCs))
+	}
 	vpc6 := netip.MustParsePrefix(vpcIPv6CIDR)
-	for i := range sc.VPCs {
-		if i > 0 {
-			return "", fmt.Errorf("the demo scenario has %d VPCs, want one", len(sc.VPCs))
-		}
-		sc.VPCs[i].IPv6CIDR = vpc6.String()
-		for j := range sc.VPCs[i].Subnets {
-			b := vpc6.Addr().As16()
-			b[7] = byte(j + 1)
-			sc.VPCs[i].Subnets[j].IPv6CIDR = netip.PrefixFrom(netip.AddrFrom16(b), 64).String()
-		}
+	vpc := &sc.VPCs[0]
+	vpc.IPv6CIDR = vpc6.String()
+	for i := range vpc.Subnets {
+		// The i+1-th /64 of the /56.
+		b := vpc6.Addr().As16()
+		b[7] = byte(i + 1)
+		vpc.Subnets[i].IPv6CIDR = netip.PrefixFrom(netip.AddrFrom16(b), 64).String()
 	}
 	data, err := yaml.Marshal(sc)
 	if err != nil {
