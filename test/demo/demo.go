@@ -53,8 +53,11 @@ type world struct {
 	operator *stack.Process
 	metrics  string
 	agents   *agentsim.Sim
+	// agents6 runs the dual-stack node's agent (agentsim's families are
+	// per Sim).
+	agents6 *agentsim.Sim
 	// stopAgents ends the agents' context; they are done when
-	// agents.Done() is closed.
+	// agents.Done() and agents6.Done() are closed.
 	stopAgents context.CancelFunc
 	nodes      []node
 	// sched is kube-scheduler with enipam's extender, kcm
@@ -113,8 +116,9 @@ func Run(ctx context.Context, o Options, out io.Writer) (err error) {
 	}{
 		{d.buildStepName(), d.build, nil},
 		{"starting etcd and kube-apiserver " + cluster.KubernetesVersion + " with the CiliumNode and ENIPolicy CRDs", d.startCluster, nil},
-		{"starting ec2sim with the demo VPC", func(context.Context) error { return d.startEC2(procCtx) }, d.describeVPC},
-		{"creating ENIPolicy " + policyName + ": pod IPs on secondary ENIs in the subnets and security group tagged " + podsTag + "=true", d.createPolicy, nil},
+		{"starting ec2sim with the demo VPC, IPv6 CIDRs added", func(context.Context) error { return d.startEC2(procCtx) }, d.describeVPC},
+		{"creating ENIPolicy " + policyName + ": pod IPs on secondary ENIs in the subnets and security group tagged " + podsTag + "=true, " +
+			"and ENIPolicy " + dualStackPolicyName + ": the same and IPv6 for the nodes labelled " + dualStackLabel + "=true (the " + dualStackType + ")", d.createPolicy, nil},
 		{"starting enipam-operator", func(context.Context) error { return d.startOperator(procCtx) }, nil},
 		{"joining the instances as nodes, each with a simulated cilium-agent, and waiting for their first IPs", d.joinNodes, nil},
 		{"starting pods: a few per node, more on larger instances", d.startPods, d.describePods},
@@ -245,7 +249,11 @@ func (d *world) startCluster(context.Context) error {
 }
 
 func (d *world) startEC2(procCtx context.Context) error {
-	sim, err := stack.StartEC2Sim(procCtx, d.bins.EC2Sim, d.logDir, "demo")
+	scenario, err := d.writeScenario()
+	if err != nil {
+		return err
+	}
+	sim, err := stack.StartEC2Sim(procCtx, d.bins.EC2Sim, d.logDir, scenario)
 	if err != nil {
 		return err
 	}
@@ -346,7 +354,11 @@ func (d *world) shutdown() error {
 		}
 		if d.stopAgents != nil {
 			d.stopAgents()
-			<-d.agents.Done()
+			for _, s := range []*agentsim.Sim{d.agents, d.agents6} {
+				if s != nil {
+					<-s.Done()
+				}
+			}
 		}
 		if d.cluster != nil {
 			if err := d.cluster.Stop(d.failed); err != nil {
@@ -422,6 +434,18 @@ func newVPCView(dump ec2sim.Dump) (vpcView, error) {
 		}
 	}
 	return v, nil
+}
+
+// vpcIPv6 names the VPC's IPv6 CIDR blocks, or says it has none.
+func vpcIPv6(vpc ec2sim.Vpc) string {
+	var out []string
+	for _, c := range vpc.IPv6Cidrs {
+		out = append(out, c.IPv6CidrBlock)
+	}
+	if len(out) == 0 {
+		return "(no IPv6)"
+	}
+	return strings.Join(out, ", ")
 }
 
 func tag(tags []ec2sim.Tag, key string) string {

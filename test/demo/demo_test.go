@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -64,9 +65,12 @@ func demoCommand(t *testing.T, ctx context.Context, out string, env ...string) *
 }
 
 // TestDemoOncePrintsFilledPools: `DEMO_ONCE=1 make demo`. The demo exits 0
-// after printing kubectl's view of the three nodes and of the ENIPolicy
-// (Accepted, governing 3 nodes), a summary where every pool holds the
-// pre-allocation free beside its pods' IPs, all from the pod subnets, the
+// after printing kubectl's view of the three nodes and of the ENIPolicies
+// (pods Accepted for 2 nodes, dual-stack for the t3.medium), a summary
+// where every pool holds the pre-allocation free beside its pods' IPs, all
+// from the pod subnets, the dual-stack node's IPv6 window (the /80 on its
+// primary ENI in ec2sim's state) and its pods, each with one IPv4 address
+// and one IPv6 address of that /80, the
 // StatefulSet pod's address before and after its reschedule (the same,
 // on another node, on that node's ENI only, out of the old pool), its
 // public IP (the same Elastic IP, mapped to the address on the new ENI),
@@ -97,9 +101,11 @@ func TestDemoOncePrintsFilledPools(t *testing.T) {
 		}
 	}
 	policies := kubectlSection(t, text, "$ kubectl get enipolicies -o wide")
-	if len(policies) != 2 || !regexp.MustCompile(`^pods\s+True\s+3\s+4\s`).MatchString(policies[1]) {
-		t.Errorf("kubectl get enipolicies printed %q, want pods Accepted for 3 nodes with pre-allocate 4", policies)
+	if len(policies) != 3 || !regexp.MustCompile(`^dual-stack\s+True\s+1\s+4\s`).MatchString(policies[1]) ||
+		!regexp.MustCompile(`^pods\s+10\s+True\s+2\s+4\s`).MatchString(policies[2]) {
+		t.Errorf("kubectl get enipolicies printed %q, want dual-stack Accepted for 1 node and pods (priority 10) for 2, both with pre-allocate 4", policies)
 	}
+	checkDualStack(t, text)
 
 	rows := summaryRows(t, text)
 	types := map[string]bool{}
@@ -120,6 +126,7 @@ func TestDemoOncePrintsFilledPools(t *testing.T) {
 		"pool IPs are on secondary ENIs in the subnets tagged enipam.io/pods=true",
 		"export KUBECONFIG=" + filepath.Join(out, "kubeconfig"),
 		"Invariants: 0 IPs in two pools, 0 on two ENIs, 0 free pool IPs off their ENI in EC2, 0 released IPs in a pool; 0 ledger violations",
+		"IPv4 pool IPs are on secondary ENIs",
 		"==> stopping kube-scheduler, kube-controller-manager, enipam-operator, ec2sim, the agents, kube-apiserver and etcd ...",
 	} {
 		if !strings.Contains(text, want) {
@@ -146,6 +153,69 @@ func TestDemoOncePrintsFilledPools(t *testing.T) {
 	}
 	if t.Failed() {
 		t.Logf("the demo printed:\n%s", text)
+	}
+}
+
+// checkDualStack checks the dual-stack node's part of the printout: its
+// IPv6 window holds the pre-allocation free beside its 3 pods, router and
+// health; EC2 shows one /80 on its primary ENI; each pod holds one IPv4
+// address of a pod subnet and one IPv6 address of that /80, none twice;
+// and both invariant lines counted IPv6 pool addresses, with no breach.
+func checkDualStack(t *testing.T, text string) {
+	t.Helper()
+	window := regexp.MustCompile(`(?m)^Dual-stack node (\S+) \(t3\.medium, label enipam\.io/dual-stack=true, ENIPolicy dual-stack with ipFamilies IPv4, IPv6\):\n` +
+		`\s+IPv6 window: (\d+) addresses in spec\.ipam\.pool, (\d+) used, (\d+) free; EC2 has (\S+) on (eni-\w+) \(its primary ENI\)\n`).FindStringSubmatchIndex(text)
+	if window == nil {
+		t.Error("the demo printed no dual-stack node with its IPv6 window")
+		return
+	}
+	group := func(i int) string { return text[window[2*i]:window[2*i+1]] }
+	pool, _ := strconv.Atoi(group(2))
+	used, _ := strconv.Atoi(group(3))
+	free, _ := strconv.Atoi(group(4))
+	if used != 3+2 || free < preAllocate || pool < used+free {
+		t.Errorf("dual-stack node %s: IPv6 pool %d, used %d, free %d; want %d free beside 3 pods, router and health", group(1), pool, used, free, preAllocate)
+	}
+	prefix, err := netip.ParsePrefix(group(5))
+	if err != nil || prefix.Bits() != 80 || !prefix.Addr().Is6() {
+		t.Errorf("dual-stack node %s: EC2 shows %q on its primary ENI, want one IPv6 /80", group(1), group(5))
+	}
+	pods := regexp.MustCompile(`^    pod (\S+): IPv4 (\S+), IPv6 (\S+)$`)
+	seen := map[string]bool{}
+	count := 0
+	for _, line := range strings.Split(text[window[1]:], "\n") {
+		m := pods.FindStringSubmatch(line)
+		if m == nil {
+			break
+		}
+		count++
+		v4, err4 := netip.ParseAddr(m[2])
+		v6, err6 := netip.ParseAddr(m[3])
+		if err4 != nil || !v4.Is4() || !strings.HasPrefix(m[2], "10.0.128.") {
+			t.Errorf("pod %s: IPv4 %q, want one address of demo-pods-b 10.0.128.0/18", m[1], m[2])
+		}
+		if err6 != nil || !prefix.Contains(v6) {
+			t.Errorf("pod %s: IPv6 %q, want one address of %s", m[1], m[3], prefix)
+		}
+		if seen[m[2]] || seen[m[3]] {
+			t.Errorf("pod %s: %s or %s is another pod's too", m[1], m[2], m[3])
+		}
+		seen[m[2]], seen[m[3]] = true, true
+	}
+	if count != 3 {
+		t.Errorf("the demo printed %d dual-stack pods, want the t3.medium's 3", count)
+	}
+	checked := regexp.MustCompile(`Invariants: 0 IPs in two pools, 0 on two ENIs, 0 free pool IPs off their ENI in EC2, 0 released IPs in a pool; 0 ledger violations .* both families: (\d+) IPv4 and (\d+) IPv6 pool addresses checked\.`).FindAllStringSubmatch(text, -1)
+	if len(checked) != 2 {
+		t.Errorf("the demo printed %d invariant lines of both families with no breach, want 2", len(checked))
+	}
+	for _, m := range checked {
+		if n4, _ := strconv.Atoi(m[1]); n4 == 0 {
+			t.Errorf("invariants checked no IPv4 pool address: %q", m[0])
+		}
+		if n6, _ := strconv.Atoi(m[2]); n6 < used+free {
+			t.Errorf("invariants checked %s IPv6 pool addresses, want the dual-stack node's %d at least: %q", m[2], used+free, m[0])
+		}
 	}
 }
 

@@ -32,6 +32,9 @@ func (d *world) report(ctx context.Context) error {
 	d.p.printf("\n")
 	d.summary(states)
 	d.p.printf("\n%s\n", d.placement(states))
+	if err := d.describeDualStack(ctx, states); err != nil {
+		return err
+	}
 	if err := d.invariants(ctx); err != nil {
 		return err
 	}
@@ -45,6 +48,7 @@ func (d *world) report(ctx context.Context) error {
 func (d *world) invariants(ctx context.Context) error {
 	checker := agentsim.NewPoolChecker(3 * time.Second)
 	var f agentsim.PoolFindings
+	var pooled4, pooled6 int
 	for look := range 2 {
 		if look > 0 {
 			select {
@@ -62,11 +66,22 @@ func (d *world) invariants(ctx context.Context) error {
 			return err
 		}
 		f = checker.Check(list.Items, dump, time.Now())
+		pooled4, pooled6 = 0, 0
+		for _, cn := range list.Items {
+			for ip := range cn.Spec.IPAM.Pool {
+				if isIPv6(ip) {
+					pooled6++
+				} else {
+					pooled4++
+				}
+			}
+		}
 	}
 	fig := d.agents.Figures()
 	d.p.printf("\nInvariants: %d IPs in two pools, %d on two ENIs, %d free pool IPs off their ENI in EC2, %d released IPs in a pool; "+
-		"%d ledger violations (IPs handed to two pods, removed while used or without ready-for-release, handed before routed) over %d handouts checked.\n",
-		f.InTwoPools, f.OnTwoENIs, f.FreeOffENI, f.ReleasedInPool, fig.Violations.Total(), fig.RoutedChecks)
+		"%d ledger violations (IPs handed to two pods, removed while used or without ready-for-release, handed before routed) over %d handouts checked; "+
+		"both families: %d IPv4 and %d IPv6 pool addresses checked.\n",
+		f.InTwoPools, f.OnTwoENIs, f.FreeOffENI, f.ReleasedInPool, fig.Violations.Total(), fig.RoutedChecks, pooled4, pooled6)
 	if n := f.Total() + fig.Violations.Total(); n > 0 {
 		return fmt.Errorf("%d invariant breaches: %v; ledger %+v", n, f.Details, fig.Violations)
 	}
@@ -118,13 +133,16 @@ func (d *world) summary(states []poolState) {
 			len(s.cn.Status.ENI.ENIs), s.pool, s.used, s.free, len(s.node.pods), strings.Join(d.poolSubnets(s), ", "))
 	}
 	tw.Flush()
-	fmt.Fprintln(d.out, "ENIS counts the primary ENI; USED counts the pods' IPs and the agent's router and health IPs.")
+	fmt.Fprintln(d.out, "ENIS counts the primary ENI; POOL, USED and FREE count IPv4 addresses; USED counts the pods' IPs and the agent's router and health IPs.")
 }
 
-// poolSubnets names the subnets the node's pool IPs come from.
+// poolSubnets names the subnets the node's IPv4 pool addresses come from.
 func (d *world) poolSubnets(s poolState) []string {
 	var out []string
-	for _, entry := range s.cn.Spec.IPAM.Pool {
+	for ip, entry := range s.cn.Spec.IPAM.Pool {
+		if isIPv6(ip) {
+			continue
+		}
 		eni, ok := s.cn.Status.ENI.ENIs[entry.Resource]
 		if !ok {
 			continue
@@ -149,6 +167,11 @@ func (d *world) placement(states []poolState) string {
 	ips := 0
 	for _, s := range states {
 		for ip, entry := range s.cn.Spec.IPAM.Pool {
+			if isIPv6(ip) {
+				// The IPv6 window is on the primary ENI's /80:
+				// describeDualStack checks it.
+				continue
+			}
 			ips++
 			eni, ok := s.cn.Status.ENI.ENIs[entry.Resource]
 			switch {
@@ -172,7 +195,7 @@ func (d *world) placement(states []poolState) string {
 		groups = append(groups, d.vpc.groupNames[id])
 	}
 	slices.Sort(groups)
-	return fmt.Sprintf("All %d pool IPs are on secondary ENIs in the subnets tagged %s=true, with security group %s,\n"+
+	return fmt.Sprintf("All %d IPv4 pool IPs are on secondary ENIs in the subnets tagged %s=true, with security group %s,\n"+
 		"as ENIPolicy %s asks; the primary ENIs and node subnets stay the hosts'.", ips, podsTag, strings.Join(groups, ", "), policyName)
 }
 

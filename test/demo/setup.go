@@ -82,7 +82,7 @@ func (d *world) describeVPC() {
 	for _, in := range v.dump.Instances {
 		instances = append(instances, fmt.Sprintf("%s %s", in.InstanceType, in.Placement.AvailabilityZone))
 	}
-	d.p.printf("    %s %s over %s\n", vpc.VpcID, vpc.CidrBlock, joinList(zones))
+	d.p.printf("    %s %s %s over %s\n", vpc.VpcID, vpc.CidrBlock, vpcIPv6(vpc), joinList(zones))
 	d.p.printf("    pod subnets (%s=true): %s\n", podsTag, strings.Join(podSubnets, ", "))
 	d.p.printf("    pod security group (%s=true): %s\n", podsTag, strings.Join(podGroups, ", "))
 	d.p.printf("    instances: %s\n", strings.Join(instances, ", "))
@@ -91,12 +91,14 @@ func (d *world) describeVPC() {
 // policy is the demo's ENIPolicy: every node's pod IPs on secondary ENIs
 // (the primary ENI and its node subnet stay the host's), in the subnets
 // and with the security group tagged podsTag=true, preAllocate free IPs
-// ahead of the pods.
+// ahead of the pods. Its priority lets dualStackPolicy win on the nodes
+// both match.
 func policy() *enipamv1alpha1.ENIPolicy {
 	one, pre := int32(1), int32(preAllocate)
 	return &enipamv1alpha1.ENIPolicy{
 		ObjectMeta: metav1.ObjectMeta{Name: policyName},
 		Spec: enipamv1alpha1.ENIPolicySpec{
+			Priority:            10,
 			FirstInterfaceIndex: &one,
 			SubnetTags:          map[string]string{podsTag: "true"},
 			SecurityGroupTags:   map[string]string{podsTag: "true"},
@@ -106,8 +108,10 @@ func policy() *enipamv1alpha1.ENIPolicy {
 }
 
 func (d *world) createPolicy(ctx context.Context) error {
-	if err := d.cluster.Client.Create(ctx, policy()); err != nil {
-		return fmt.Errorf("creating ENIPolicy %s, %w", policyName, err)
+	for _, p := range []*enipamv1alpha1.ENIPolicy{policy(), dualStackPolicy()} {
+		if err := d.cluster.Client.Create(ctx, p); err != nil {
+			return fmt.Errorf("creating ENIPolicy %s, %w", p.Name, err)
+		}
 	}
 	return nil
 }
@@ -138,29 +142,58 @@ func (d *world) joinNodes(ctx context.Context) error {
 			zone: in.Placement.AvailabilityZone, privateIP: in.PrivateIPAddress,
 		}
 		d.nodes = append(d.nodes, n)
-		specs = append(specs, agentsim.NodeSpec{
+		spec := agentsim.NodeSpec{
 			Name: n.name, InstanceID: n.instanceID, AvailabilityZone: n.zone,
 			InstanceType: n.instanceType, InternalIP: n.privateIP,
-		})
+		}
+		if n.dualStack() {
+			spec.Labels = map[string]string{dualStackLabel: "true"}
+		}
+		specs = append(specs, spec)
 	}
 	slices.SortFunc(d.nodes, func(a, b node) int { return strings.Compare(a.name, b.name) })
 
+	// agentsim's families are per Sim: the dual-stack node's agent runs in
+	// a Sim of its own, with both, sharing the ledger (one account of the
+	// handouts) and the first Sim's routing simulator (every node's
+	// NodeRouting).
+	ledger := agentsim.NewLedger()
 	sim, err := agentsim.New(d.cluster.Config, agentsim.Options{
 		UpdateInterval: agentUpdateInterval,
 		SampleInterval: -1,
+		Ledger:         ledger,
 		Logger:         d.log.With("component", "agentsim"),
 	})
 	if err != nil {
 		return err
 	}
+	sim6, err := agentsim.New(d.cluster.Config, agentsim.Options{
+		UpdateInterval: agentUpdateInterval,
+		SampleInterval: -1,
+		Ledger:         ledger,
+		NoRouting:      true,
+		IPFamilies:     []enipamv1alpha1.IPFamily{enipamv1alpha1.IPv4Family, enipamv1alpha1.IPv6Family},
+		Logger:         d.log.With("component", "agentsim-dual-stack"),
+	})
+	if err != nil {
+		return err
+	}
 	simCtx, cancel := context.WithCancel(context.Background())
+	d.stopAgents = cancel
 	if err := sim.Start(simCtx); err != nil {
-		cancel()
 		return fmt.Errorf("starting the agents, %w", err)
 	}
-	d.agents, d.stopAgents = sim, cancel
+	d.agents = sim
+	if err := sim6.Start(simCtx); err != nil {
+		return fmt.Errorf("starting the dual-stack agent, %w", err)
+	}
+	d.agents6 = sim6
 	for _, n := range d.nodes {
-		sim.AddAgent(n.name)
+		if n.dualStack() {
+			sim6.AddAgent(n.name)
+		} else {
+			sim.AddAgent(n.name)
+		}
 	}
 	if err := agentsim.CreateNodes(ctx, d.cluster.Client, specs, len(specs)); err != nil {
 		return err
@@ -176,7 +209,7 @@ func (d *world) joinNodes(ctx context.Context) error {
 // one (the simulated agents leave spec alone).
 func (d *world) announceRouterIPs(ctx context.Context) error {
 	for _, n := range d.nodes {
-		ip, ok := d.agents.Agent(n.name).IP(agentsim.RouterOwner)
+		ip, ok := d.agentOf(n).IP(agentsim.RouterOwner)
 		if !ok {
 			return fmt.Errorf("agent of %s is ready without a router IP", n.name)
 		}
@@ -193,11 +226,29 @@ func (d *world) announceRouterIPs(ctx context.Context) error {
 	return nil
 }
 
+// agentOf returns n's simulated agent.
+func (d *world) agentOf(n node) *agentsim.Agent {
+	if n.dualStack() {
+		return d.agents6.Agent(n.name)
+	}
+	return d.agents.Agent(n.name)
+}
+
 // waitReady waits until every agent is ready, within o.wait.
 func (d *world) waitReady(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, d.o.Wait)
 	defer cancel()
-	if err := d.agents.WaitReady(ctx, len(d.nodes)); err != nil {
+	dual := 0
+	for _, n := range d.nodes {
+		if n.dualStack() {
+			dual++
+		}
+	}
+	err := d.agents.WaitReady(ctx, len(d.nodes)-dual)
+	if err == nil {
+		err = d.agents6.WaitReady(ctx, dual)
+	}
+	if err != nil {
 		if procErr := d.checkProcesses(); procErr != nil {
 			return procErr
 		}
@@ -220,7 +271,7 @@ func (d *world) startPods(ctx context.Context) error {
 	seq := 0
 	for i := range d.nodes {
 		n := &d.nodes[i]
-		a := d.agents.Agent(n.name)
+		a := d.agentOf(*n)
 		for range podsFor(n.instanceType) {
 			seq++
 			owner := fmt.Sprintf("default/web-%d", seq)

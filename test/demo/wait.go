@@ -21,9 +21,11 @@ const pollEvery = 200 * time.Millisecond
 type poolState struct {
 	node node
 	cn   *ciliumv2.CiliumNode
-	// pool: IPs in spec.ipam.pool; used: in status.ipam.used; releasing:
-	// free IPs in the release handshake; free: the rest.
+	// pool: IPv4 addresses in spec.ipam.pool; used: in status.ipam.used;
+	// releasing: free ones in the release handshake; free: the rest.
 	pool, used, releasing, free int
+	// pool6, used6 and free6 count the IPv6 addresses the same way.
+	pool6, used6, free6 int
 }
 
 // pools reads the demo nodes' CiliumNodes; a node without one yet has a
@@ -41,10 +43,24 @@ func (d *world) pools(ctx context.Context) ([]poolState, error) {
 	for _, n := range d.nodes {
 		s := poolState{node: n, cn: byName[n.name]}
 		if s.cn != nil {
-			s.pool, s.used = len(s.cn.Spec.IPAM.Pool), len(s.cn.Status.IPAM.Used)
+			for ip := range s.cn.Status.IPAM.Used {
+				if isIPv6(ip) {
+					s.used6++
+				} else {
+					s.used++
+				}
+			}
 			for ip := range s.cn.Spec.IPAM.Pool {
 				_, used := s.cn.Status.IPAM.Used[ip]
 				_, leaving := s.cn.Status.IPAM.ReleaseIPs[ip]
+				if isIPv6(ip) {
+					s.pool6++
+					if !used && !leaving {
+						s.free6++
+					}
+					continue
+				}
+				s.pool++
 				switch {
 				case used:
 				case leaving:
@@ -62,9 +78,13 @@ func (d *world) pools(ctx context.Context) ([]poolState, error) {
 // unfilled says what keeps the pool from being filled, or "" if it is:
 // the agent has reported all its pods (and its router and health IPs) in
 // status.ipam.used, preAllocate IPs are free beside them, and the operator
-// reports no error.
+// reports no error; on the dual-stack node, for each family.
 func (s *poolState) unfilled() string {
-	switch want := len(s.node.pods) + 2; {
+	want, want6 := len(s.node.pods)+2, 0
+	if s.node.dualStack() {
+		want6 = want
+	}
+	switch {
 	case s.cn == nil:
 		return "no CiliumNode yet"
 	case s.cn.Status.IPAM.OperatorStatus.Error != "":
@@ -73,15 +93,19 @@ func (s *poolState) unfilled() string {
 		return fmt.Sprintf("status.ipam.used lists %d IPs, want %d (its pods, router and health)", s.used, want)
 	case s.free < preAllocate:
 		return fmt.Sprintf("%d IPs free in a pool of %d, want %d", s.free, s.pool, preAllocate)
+	case s.used6 != want6:
+		return fmt.Sprintf("status.ipam.used lists %d IPv6 addresses, want %d", s.used6, want6)
+	case want6 > 0 && s.free6 < preAllocate:
+		return fmt.Sprintf("%d IPv6 addresses free in a pool of %d, want %d", s.free6, s.pool6, preAllocate)
 	}
 	return ""
 }
 
-// policyUnready says why the demo's ENIPolicy does not yet show itself
-// Accepted for every node, or "".
-func (d *world) policyUnready(ctx context.Context) string {
+// policyUnready says why the demo's ENIPolicy name does not yet show
+// itself Accepted for its nodes (matching nodes of them), or "".
+func (d *world) policyUnready(ctx context.Context, name string, nodes int) string {
 	var p enipamv1alpha1.ENIPolicy
-	if err := d.cluster.Client.Get(ctx, client.ObjectKey{Name: policyName}, &p); err != nil {
+	if err := d.cluster.Client.Get(ctx, client.ObjectKey{Name: name}, &p); err != nil {
 		return err.Error()
 	}
 	c := apimeta.FindStatusCondition(p.Status.Conditions, enipamv1alpha1.ConditionAccepted)
@@ -90,14 +114,14 @@ func (d *world) policyUnready(ctx context.Context) string {
 		return "not yet observed by the operator"
 	case c.Status != metav1.ConditionTrue:
 		return fmt.Sprintf("Accepted is %s: %s", c.Status, c.Message)
-	case int(p.Status.MatchedNodes) != len(d.nodes):
-		return fmt.Sprintf("matches %d nodes, want %d", p.Status.MatchedNodes, len(d.nodes))
+	case int(p.Status.MatchedNodes) != nodes:
+		return fmt.Sprintf("matches %d nodes, want %d", p.Status.MatchedNodes, nodes)
 	}
 	return ""
 }
 
-// waitFilled waits until every pool is filled and the policy shows it
-// governs every node, within o.wait.
+// waitFilled waits until every pool is filled and each policy shows it
+// governs its nodes, within o.wait.
 func (d *world) waitFilled(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, d.o.Wait)
 	defer cancel()
@@ -114,8 +138,19 @@ func (d *world) waitFilled(ctx context.Context) error {
 				missing = append(missing, s.node.name+": "+why)
 			}
 		}
-		if why := d.policyUnready(ctx); why != "" {
-			missing = append(missing, "ENIPolicy "+policyName+": "+why)
+		dual := 0
+		for _, n := range d.nodes {
+			if n.dualStack() {
+				dual++
+			}
+		}
+		for _, p := range []struct {
+			name  string
+			nodes int
+		}{{policyName, len(d.nodes) - dual}, {dualStackPolicyName, dual}} {
+			if why := d.policyUnready(ctx, p.name, p.nodes); why != "" {
+				missing = append(missing, "ENIPolicy "+p.name+": "+why)
+			}
 		}
 		if len(missing) == 0 {
 			return nil
