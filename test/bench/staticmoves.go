@@ -453,7 +453,7 @@ func (w *world) probeLegs(ctx context.Context, ns, name, ip, old string, lg *mov
 		return
 	}
 	for _, e := range cn.Status.ENI.ENIs {
-		local, err := w.metadata(ctx, nr.Spec.InstanceID, e.MAC)
+		local, err := w.sim.LocalIPv4s(ctx, nr.Spec.InstanceID, e.MAC)
 		now := time.Now()
 		mu.Lock()
 		seen(&lg.landed, now, err == nil && slices.Contains(local, ip))

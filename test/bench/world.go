@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sync"
 	"time"
 
 	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
@@ -17,7 +16,6 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
-	"github.com/enipam/enipam/nodeagent/metadata"
 	"github.com/enipam/enipam/test/agentsim"
 	"github.com/enipam/enipam/test/cluster"
 	"github.com/enipam/enipam/test/stack"
@@ -71,9 +69,6 @@ type world struct {
 	// opArgs are the operator's arguments, for restarts.
 	opArgs []string
 	ops    int
-	// imds are the metadata readers of the instances, by ID.
-	imdsMu sync.Mutex
-	imds   map[string]*metadata.Reader
 }
 
 // startWorld starts everything but the agents' nodes.
@@ -126,7 +121,7 @@ func (e *Env) startWorld(ctx context.Context, name, scenarioYAML string, opArgs 
 		simOpts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	if simOpts.Routing.Metadata == nil {
-		simOpts.Routing.Metadata = w.metadata
+		simOpts.Routing.Metadata = w.sim.LocalIPv4s
 	}
 	if w.agents, err = agentsim.New(c.Config, simOpts); err != nil {
 		w.stop()
@@ -394,27 +389,4 @@ func (h histogram) bound(q float64) float64 {
 		}
 	}
 	return 0
-}
-
-// metadata reads, as enipam-agent on the instance would (through
-// nodeagent/metadata over HTTP), the local-ipv4s ec2sim's metadata
-// service of one instance lists on the ENI with MAC mac.
-func (w *world) metadata(ctx context.Context, instanceID, mac string) ([]string, error) {
-	w.imdsMu.Lock()
-	r, ok := w.imds[instanceID]
-	w.imdsMu.Unlock()
-	if !ok {
-		endpoint, err := w.sim.Admin.IMDSEndpoint(ctx, instanceID)
-		if err != nil {
-			return nil, err
-		}
-		r = metadata.New(endpoint)
-		w.imdsMu.Lock()
-		if w.imds == nil {
-			w.imds = map[string]*metadata.Reader{}
-		}
-		w.imds[instanceID] = r
-		w.imdsMu.Unlock()
-	}
-	return r.LocalIPv4s(ctx, mac)
 }

@@ -162,7 +162,10 @@ func (d *world) joinNodes(ctx context.Context) error {
 		UpdateInterval: agentUpdateInterval,
 		SampleInterval: -1,
 		Ledger:         ledger,
-		Logger:         d.log.With("component", "agentsim"),
+		// Each node's enipam-agent confirms a static address's remap
+		// from its instance's metadata, as on EC2.
+		Routing: agentsim.RoutingOptions{Metadata: d.sim.LocalIPv4s},
+		Logger:  d.log.With("component", "agentsim"),
 	})
 	if err != nil {
 		return err

@@ -17,9 +17,11 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
+	"github.com/enipam/enipam/nodeagent/metadata"
 	"github.com/enipam/enipam/test/ec2sim"
 )
 
@@ -209,6 +211,35 @@ type EC2Sim struct {
 	*Process
 	Endpoints ec2sim.Endpoints
 	Admin     *ec2sim.AdminClient
+
+	// imds are the metadata readers of the instances, by ID.
+	imdsMu sync.Mutex
+	imds   map[string]*metadata.Reader
+}
+
+// LocalIPv4s reads the instance metadata's local-ipv4s of the ENI with
+// mac on instanceID, as enipam-agent does to confirm a remap (the
+// confirmation AWS documents for a reassigned address), through the
+// instance's own IMDS endpoint. It answers agentsim's remap queries
+// (agentsim.RoutingOptions.Metadata).
+func (s *EC2Sim) LocalIPv4s(ctx context.Context, instanceID, mac string) ([]string, error) {
+	s.imdsMu.Lock()
+	r, ok := s.imds[instanceID]
+	s.imdsMu.Unlock()
+	if !ok {
+		endpoint, err := s.Admin.IMDSEndpoint(ctx, instanceID)
+		if err != nil {
+			return nil, err
+		}
+		r = metadata.New(endpoint)
+		s.imdsMu.Lock()
+		if s.imds == nil {
+			s.imds = map[string]*metadata.Reader{}
+		}
+		s.imds[instanceID] = r
+		s.imdsMu.Unlock()
+	}
+	return r.LocalIPv4s(ctx, mac)
 }
 
 // StartEC2Sim runs ec2sim with a scenario file (or "demo") on a free port
