@@ -3,6 +3,7 @@ package agent
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -13,6 +14,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/util/csaupgrade"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
@@ -197,7 +201,7 @@ func (a *Agent) reportStopped() {
 	}
 }
 
-// writeStatus patches status onto nr unless nr already holds it, or holds
+// writeStatus applies status onto nr unless nr already holds it, or holds
 // the version this agent last wrote over and that write was this status
 // (the watch has not delivered the write yet).
 func (a *Agent) writeStatus(ctx context.Context, nr *enipamv1alpha1.NodeRouting, status enipamv1alpha1.NodeRoutingStatus) error {
@@ -211,8 +215,7 @@ func (a *Agent) writeStatus(ctx context.Context, nr *enipamv1alpha1.NodeRouting,
 		return nil
 	}
 	obj := nr.DeepCopy()
-	obj.Status = status
-	err := a.client.Status().Patch(ctx, obj, client.MergeFrom(nr))
+	err := a.applyStatus(ctx, obj, status)
 	a.metrics.statusWrites.WithLabelValues(resultLabel(err)).Inc()
 	if err != nil {
 		if apierrors.IsNotFound(err) {
@@ -286,4 +289,62 @@ func resultLabel(err error) string {
 		return "error"
 	}
 	return "ok"
+}
+
+// statusApply is the agent's applied configuration of its NodeRouting:
+// the whole status, every field of which is the agent's alone.
+type statusApply struct {
+	APIVersion string                           `json:"apiVersion"`
+	Kind       string                           `json:"kind"`
+	Metadata   statusApplyMeta                  `json:"metadata"`
+	Status     enipamv1alpha1.NodeRoutingStatus `json:"status"`
+}
+
+type statusApplyMeta struct {
+	Name string `json:"name"`
+}
+
+// applyStatus writes status as the whole of obj's status by server-side
+// apply through the status subresource, under FieldManagerAgent: a field
+// the agent no longer reports is removed, and the managedFields name the
+// agent as the status's one writer. The status subresource never creates
+// the object: a NodeRouting deleted meanwhile answers NotFound. obj is
+// updated from the answer.
+func (a *Agent) applyStatus(ctx context.Context, obj *enipamv1alpha1.NodeRouting, status enipamv1alpha1.NodeRoutingStatus) error {
+	data, err := json.Marshal(statusApply{APIVersion: enipamv1alpha1.GroupVersion.String(), Kind: "NodeRouting",
+		Metadata: statusApplyMeta{Name: obj.Name}, Status: status})
+	if err != nil {
+		return err
+	}
+	if err := a.client.Status().Patch(ctx, obj, client.RawPatch(types.ApplyPatchType, data),
+		client.FieldOwner(enipamv1alpha1.FieldManagerAgent), client.ForceOwnership); err != nil {
+		return err
+	}
+	a.adoptLegacyStatus(ctx, obj)
+	return nil
+}
+
+// adoptLegacyStatus hands the status fields an earlier agent wrote by
+// merge patch (managedFields entries of operation Update on the status
+// subresource) to FieldManagerAgent's applied set, once: without it the
+// earlier writer would share them, and an ENI or answer the agent stops
+// reporting would stay. obj is the answer of an apply, which carries the
+// managedFields. A failure is logged and retried at the next apply.
+func (a *Agent) adoptLegacyStatus(ctx context.Context, obj *enipamv1alpha1.NodeRouting) {
+	legacy := sets.New[string]()
+	for _, m := range obj.ManagedFields {
+		if m.Operation == metav1.ManagedFieldsOperationUpdate && m.Subresource == "status" {
+			legacy.Insert(m.Manager)
+		}
+	}
+	if legacy.Len() == 0 {
+		return
+	}
+	patch, err := csaupgrade.UpgradeManagedFieldsPatch(obj, legacy, enipamv1alpha1.FieldManagerAgent, csaupgrade.Subresource("status"))
+	if err == nil && patch != nil {
+		err = a.client.Status().Patch(ctx, obj, client.RawPatch(types.JSONPatchType, patch))
+	}
+	if err != nil {
+		a.log.Warn("adopting an earlier writer's NodeRouting status fields", "managers", sets.List(legacy), "err", err)
+	}
 }
