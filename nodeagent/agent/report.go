@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -15,8 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/sets"
-	"k8s.io/client-go/util/csaupgrade"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
@@ -320,31 +319,28 @@ func (a *Agent) applyStatus(ctx context.Context, obj *enipamv1alpha1.NodeRouting
 		client.FieldOwner(enipamv1alpha1.FieldManagerAgent), client.ForceOwnership); err != nil {
 		return err
 	}
-	a.adoptLegacyStatus(ctx, obj)
-	return nil
+	return a.repairLegacyStatus(ctx, obj, status)
 }
 
-// adoptLegacyStatus hands the status fields an earlier agent wrote by
-// merge patch (managedFields entries of operation Update on the status
-// subresource) to FieldManagerAgent's applied set, once: without it the
-// earlier writer would share them, and an ENI or answer the agent stops
-// reporting would stay. obj is the answer of an apply, which carries the
-// managedFields. A failure is logged and retried at the next apply.
-func (a *Agent) adoptLegacyStatus(ctx context.Context, obj *enipamv1alpha1.NodeRouting) {
-	legacy := sets.New[string]()
-	for _, m := range obj.ManagedFields {
-		if m.Operation == metav1.ManagedFieldsOperationUpdate && m.Subresource == "status" {
-			legacy.Insert(m.Manager)
-		}
-	}
-	if legacy.Len() == 0 {
-		return
-	}
-	patch, err := csaupgrade.UpgradeManagedFieldsPatch(obj, legacy, enipamv1alpha1.FieldManagerAgent, csaupgrade.Subresource("status"))
-	if err == nil && patch != nil {
-		err = a.client.Status().Patch(ctx, obj, client.RawPatch(types.JSONPatchType, patch))
-	}
+// repairLegacyStatus makes obj's status status when the apply left
+// fields an earlier writer also owns (an agent that wrote by merge
+// patch, before the operator handed its fields to FieldManagerAgent; see
+// the operator's adoptLegacyWrites): one merge patch from the answer,
+// which removes them whoever owns them. obj is the apply's answer.
+func (a *Agent) repairLegacyStatus(ctx context.Context, obj *enipamv1alpha1.NodeRouting, status enipamv1alpha1.NodeRoutingStatus) error {
+	have, err := json.Marshal(obj.Status)
 	if err != nil {
-		a.log.Warn("adopting an earlier writer's NodeRouting status fields", "managers", sets.List(legacy), "err", err)
+		return err
 	}
+	want, err := json.Marshal(status) // as stored: times to the second
+	if err != nil || bytes.Equal(have, want) {
+		return err
+	}
+	answer := obj.DeepCopy()
+	obj.Status = status
+	if err := a.client.Status().Patch(ctx, obj, client.MergeFrom(answer), client.FieldOwner(enipamv1alpha1.FieldManagerAgent)); err != nil {
+		return fmt.Errorf("removing an earlier writer's fields from the status of NodeRouting %s, %w", obj.Name, err)
+	}
+	a.log.Info("status fields of an earlier writer removed", "noderouting", obj.Name)
+	return nil
 }

@@ -8,11 +8,10 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/sets"
-	"k8s.io/client-go/util/csaupgrade"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
+	"github.com/enipam/enipam/internal/fieldowners"
 )
 
 // The operator writes a NodeRouting by server-side apply alone, under
@@ -73,52 +72,38 @@ func (r *Reconciler) applyRouting(ctx context.Context, nr *enipamv1alpha1.NodeRo
 	return nil
 }
 
-// adoptLegacyWrites hands the fields an earlier operator wrote by merge
-// patch or create (managedFields entries of operation Update on the main
-// resource that own part of the spec, the finalizers or the owner
-// references) to FieldManagerOperator's applied set, once: without it,
-// those writers would share the fields, and a field the operator stops
-// applying would stay. nr is the answer of an apply, which carries the
-// managedFields the cache strips. A failure is logged and retried at the
-// next apply.
-func (r *Reconciler) adoptLegacyWrites(ctx context.Context, nr *enipamv1alpha1.NodeRouting) {
-	legacy := sets.New[string]()
-	for _, m := range nr.ManagedFields {
-		if m.Operation == metav1.ManagedFieldsOperationUpdate && m.Subresource == "" && m.FieldsV1 != nil && ownsOperatorFields(m.FieldsV1.Raw) {
-			legacy.Insert(m.Manager)
-		}
-	}
-	if legacy.Len() == 0 {
-		return
-	}
-	patch, err := csaupgrade.UpgradeManagedFieldsPatch(nr, legacy, enipamv1alpha1.FieldManagerOperator)
-	if err != nil || patch == nil {
-		if err != nil {
-			r.log.Info("adopting earlier writers' NodeRouting fields failed", "node", nr.Name, "error", err)
-		}
-		return
-	}
-	if err := r.client.Patch(ctx, nr, client.RawPatch(types.JSONPatchType, patch)); err != nil {
-		r.log.Info("adopting earlier writers' NodeRouting fields failed", "node", nr.Name, "managers", sets.List(legacy), "error", err)
-		return
-	}
-	r.log.Info("NodeRouting fields of earlier writers adopted by server-side apply", "node", nr.Name, "managers", sets.List(legacy))
+// legacyWriters are the moves of fields earlier versions of enipam wrote
+// by create and merge patch (managedFields entries of operation Update)
+// to the writers that now apply them: the spec and the finalizers to the
+// operator, the status to the agent. Owner references stay with whoever
+// wrote them: the operator never removes its own by an apply
+// (takeOverRouting drops an earlier node's).
+var legacyWriters = []fieldowners.Transfer{
+	{Manager: enipamv1alpha1.FieldManagerOperator, Roots: [][]string{{"f:spec"}, {"f:metadata", "f:finalizers"}}},
+	{Manager: enipamv1alpha1.FieldManagerAgent, Subresource: "status", Roots: [][]string{{"f:status"}}, Create: true},
 }
 
-// ownsOperatorFields reports whether a managedFields set (FieldsV1 JSON)
-// holds any of the fields the operator applies.
-func ownsOperatorFields(raw []byte) bool {
-	var set struct {
-		Spec     json.RawMessage `json:"f:spec"`
-		Metadata struct {
-			Finalizers      json.RawMessage `json:"f:finalizers"`
-			OwnerReferences json.RawMessage `json:"f:ownerReferences"`
-		} `json:"f:metadata"`
+// adoptLegacyWrites hands the fields earlier writers wrote by create or
+// merge patch to the writers that now apply them (legacyWriters), once:
+// without it, those writers would share the fields, and a field its
+// applier stops applying (a query answered, a record released with its
+// finalizer, an ENI no longer routed) would stay. The operator does it
+// for the agent too: the apiserver takes managedFields from a write of
+// the main resource only, which the agent may not make. nr is the answer
+// of an apply, which carries the managedFields the cache strips. A
+// failure is logged and retried at the next apply.
+func (r *Reconciler) adoptLegacyWrites(ctx context.Context, nr *enipamv1alpha1.NodeRouting) {
+	patch, from, err := fieldowners.Adoption(nr, legacyWriters...)
+	if err == nil && patch != nil {
+		err = r.client.Patch(ctx, nr, client.RawPatch(types.JSONPatchType, patch))
 	}
-	if err := json.Unmarshal(raw, &set); err != nil {
-		return false
+	if err != nil {
+		r.log.Info("adopting earlier writers' NodeRouting fields failed", "node", nr.Name, "managers", from, "error", err)
+		return
 	}
-	return set.Spec != nil || set.Metadata.Finalizers != nil || set.Metadata.OwnerReferences != nil
+	if patch != nil {
+		r.log.Info("NodeRouting fields of earlier writers adopted for server-side apply", "node", nr.Name, "managers", from)
+	}
 }
 
 // takeOverRouting drops from nr the owner references of an earlier
