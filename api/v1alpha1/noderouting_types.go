@@ -67,13 +67,15 @@ type NodeRouting struct {
 
 // NodeRoutingSpec is written by enipam-operator only (FieldManagerOperator,
 // one server-side apply of the whole spec per reconcile that changes it,
-// and one ahead of an Elastic IP's association, which must be recorded
-// before EC2 is asked): what it asks of the
-// node's agent (the effective values of the node's policy that decide
-// which ENIs carry pod addresses), and its own word on the node (capacity,
-// Elastic IP record), which it alone acts on. The ENIs themselves and
-// their addresses are in the CiliumNode's status.eni.enis and
-// spec.ipam.pool.
+// the first one creating the object, and one ahead of an Elastic IP's
+// association, which must be recorded before EC2 is asked; the record's
+// release, which must not make a deleted object again, is a merge patch
+// removing it and the finalizer under an optimistic lock): what it asks
+// of the node's agent (the effective values of the node's policy that
+// decide which ENIs carry pod addresses), and its own word on the node
+// (capacity, Elastic IP record), which it alone acts on. The ENIs
+// themselves and their addresses are in the CiliumNode's status.eni.enis
+// and spec.ipam.pool.
 type NodeRoutingSpec struct {
 	// InstanceID is the EC2 instance the operator serves for this node.
 	// +optional

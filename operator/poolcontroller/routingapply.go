@@ -40,7 +40,7 @@ type routingApplyMeta struct {
 // the operator's whole word, creating the NodeRouting when it does not
 // exist; nr is updated from the answer. With lock, the apply carries
 // nr's resourceVersion: it fails with a conflict if the object changed
-// since (or is gone), and never creates one.
+// since (the apiserver ignores it when the apply creates the object).
 func (r *Reconciler) applyRouting(ctx context.Context, nr *enipamv1alpha1.NodeRouting, lock bool) error {
 	cfg := routingApply{APIVersion: enipamv1alpha1.GroupVersion.String(), Kind: "NodeRouting", Spec: nr.Spec}
 	cfg.Metadata.Name = nr.Name
@@ -64,12 +64,19 @@ func (r *Reconciler) applyRouting(ctx context.Context, nr *enipamv1alpha1.NodeRo
 		return err
 	}
 	r.adoptLegacyWrites(ctx, nr)
+	r.rememberApplied(nr)
+	return nil
+}
+
+// rememberApplied keeps nr, as the apiserver answered this process's
+// write of it, as the base of the node's next apply while the cache has
+// not seen it (a node this process has forgotten keeps nothing).
+func (r *Reconciler) rememberApplied(nr *enipamv1alpha1.NodeRouting) {
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	if m, ok := r.nodes[nr.Name]; ok {
 		m.routingApplied = nr.DeepCopy()
 	}
-	r.mu.Unlock()
-	return nil
 }
 
 // legacyWriters are the moves of fields earlier versions of enipam wrote

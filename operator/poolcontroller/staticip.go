@@ -306,7 +306,7 @@ func (r *Reconciler) recordStaticIP(ctx context.Context, nr *enipamv1alpha1.Node
 // releaseStaticIP undoes the association the NodeRouting's record names,
 // when EC2 still has the address on the recorded ENI (anything else was
 // changed by someone else, and is left alone), then clears the record and
-// the finalizer, in one write. EC2's view is described afresh first: the association
+// the finalizer, in one write that never makes the object again. EC2's view is described afresh first: the association
 // may be younger than the cache.
 func (r *Reconciler) releaseStaticIP(ctx context.Context, nr *enipamv1alpha1.NodeRouting) error {
 	if rec := nr.Spec.StaticIP; rec != nil {
@@ -329,14 +329,19 @@ func (r *Reconciler) releaseStaticIP(ctx context.Context, nr *enipamv1alpha1.Nod
 		}
 	}
 	if controllerutil.ContainsFinalizer(nr, enipamv1alpha1.NodeStaticIPFinalizer) || nr.Spec.StaticIP != nil {
-		// Under an optimistic lock: the finalizer goes, and an object
-		// gone meanwhile must not be made again.
-		prev := nr.Spec.StaticIP
+		// The one write of the spec that is not an apply: a removal
+		// under an optimistic lock, which an apply cannot make (the
+		// apiserver makes an object gone meanwhile again, whatever
+		// resourceVersion an apply names). Removing, it leaves no owner
+		// behind: the fields go with enipam-operator's ownership.
+		orig := nr.DeepCopy()
 		nr.Spec.StaticIP = nil
-		if err := r.applyRouting(ctx, nr, true); err != nil {
-			nr.Spec.StaticIP = prev // still recorded: a later apply keeps it
+		controllerutil.RemoveFinalizer(nr, enipamv1alpha1.NodeStaticIPFinalizer)
+		if err := r.client.Patch(ctx, nr, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
+			orig.DeepCopyInto(nr) // still recorded: a later apply keeps it
 			return fmt.Errorf("clearing the static IP of NodeRouting %s, %w", nr.Name, err)
 		}
+		r.rememberApplied(nr)
 	}
 	return nil
 }
