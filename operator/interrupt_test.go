@@ -446,13 +446,14 @@ func (c *laggingCloud) lag(enis []cloud.ENI) []cloud.ENI {
 		return enis
 	}
 	for i := range enis {
-		enis[i].IPs = append(enis[i].IPs, c.stale[enis[i].ID]...)
+		// Clipped: an entry may share its list with the caller's view.
+		enis[i].IPs = append(slices.Clip(enis[i].IPs), c.stale[enis[i].ID]...)
 	}
 	return enis
 }
 
-func (c *laggingCloud) ListENIs(ctx context.Context, vpcID string) ([]cloud.ENI, error) {
-	enis, err := c.Cloud.ListENIs(ctx, vpcID)
+func (c *laggingCloud) ListENIs(ctx context.Context, vpcID string, known func(string) (cloud.ENI, bool)) ([]cloud.ENI, error) {
+	enis, err := c.Cloud.ListENIs(ctx, vpcID, known)
 	return c.lag(enis), err
 }
 
@@ -533,8 +534,8 @@ func (c *hidingCloud) hide(enis []cloud.ENI) []cloud.ENI {
 	return slices.DeleteFunc(enis, func(e cloud.ENI) bool { return c.hidden[e.ID] })
 }
 
-func (c *hidingCloud) ListENIs(ctx context.Context, vpcID string) ([]cloud.ENI, error) {
-	enis, err := c.Cloud.ListENIs(ctx, vpcID)
+func (c *hidingCloud) ListENIs(ctx context.Context, vpcID string, known func(string) (cloud.ENI, bool)) ([]cloud.ENI, error) {
+	enis, err := c.Cloud.ListENIs(ctx, vpcID, known)
 	return c.hide(enis), err
 }
 

@@ -18,8 +18,12 @@ type API interface {
 	ListSecurityGroups(ctx context.Context, vpcID string) ([]SecurityGroup, error)
 	// ListInstances returns the pending and running instances of the VPC.
 	ListInstances(ctx context.Context, vpcID string) ([]Instance, error)
-	// ListENIs returns every ENI of the VPC.
-	ListENIs(ctx context.Context, vpcID string) ([]ENI, error)
+	// ListENIs returns every ENI of the VPC. known, when not nil, gives
+	// the caller's own view of an ENI by ID: an ENI described Equal to
+	// it is returned as that view, sharing its lists and map, so that
+	// while the list of a VPC whose ENIs did not change is built it holds
+	// no second copy of them (the caller must not change a view it gave).
+	ListENIs(ctx context.Context, vpcID string, known func(eniID string) (ENI, bool)) ([]ENI, error)
 	// GetInstances returns the named instances that exist (unknown IDs are
 	// left out, not an error), every ENI attached to them, and the
 	// unattached ENIs tagged (TagInstance) for them.

@@ -147,6 +147,19 @@ func (e *ENI) HasIP(ip netip.Addr) bool {
 	return false
 }
 
+// Equal reports whether e and o describe the same ENI in every field (a
+// nil and an empty list or map being the same).
+func (e *ENI) Equal(o *ENI) bool {
+	return e.ID == o.ID && e.MAC == o.MAC && e.Description == o.Description &&
+		e.SubnetID == o.SubnetID && e.VPCID == o.VPCID && e.AZ == o.AZ && e.Status == o.Status &&
+		e.InstanceID == o.InstanceID && e.DeviceIndex == o.DeviceIndex && e.AttachmentID == o.AttachmentID &&
+		e.DeleteOnTermination == o.DeleteOnTermination && e.AttachmentStatus == o.AttachmentStatus &&
+		e.PrimaryIP == o.PrimaryIP && slices.Equal(e.IPs, o.IPs) && slices.Equal(e.Prefixes, o.Prefixes) &&
+		slices.Equal(e.IPv6s, o.IPv6s) && slices.Equal(e.IPv6Prefixes, o.IPv6Prefixes) &&
+		slices.Equal(e.SecurityGroups, o.SecurityGroups) && maps.Equal(e.Tags, o.Tags) &&
+		e.RequesterManaged == o.RequesterManaged && e.InterfaceType == o.InterfaceType && e.NetworkCard == o.NetworkCard
+}
+
 // Clone returns a deep copy.
 func (e ENI) Clone() ENI {
 	e.IPs = slices.Clone(e.IPs)

@@ -78,7 +78,7 @@ func New(cfg aws.Config, opts Options, reg prometheus.Registerer) (*Client, erro
 			o.BaseEndpoint = aws.String(opts.Endpoint)
 		}
 	})
-	return NewFromSDK(sdk, opts, reg)
+	return NewFromSDK(newSDKMethods(sdk), opts, reg)
 }
 
 // NewFromSDK returns a client that calls EC2 through sdk, with the

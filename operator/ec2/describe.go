@@ -115,11 +115,11 @@ func (c *Client) GetInstances(ctx context.Context, ids []string) ([]cloud.Instan
 	for _, in := range instances {
 		live = append(live, in.ID)
 	}
-	enis, err := c.describeENIs(ctx, filter("attachment.instance-id", live...))
+	enis, err := c.describeENIs(ctx, nil, filter("attachment.instance-id", live...))
 	if err != nil {
 		return instances, nil, err
 	}
-	orphans, err := c.describeENIs(ctx, filter("tag:"+cloud.TagInstance, live...), filter("status", cloud.ENIAvailable))
+	orphans, err := c.describeENIs(ctx, nil, filter("tag:"+cloud.TagInstance, live...), filter("status", cloud.ENIAvailable))
 	return instances, append(enis, orphans...), err
 }
 
@@ -149,11 +149,15 @@ func (c *Client) describeInstances(ctx context.Context, f types.Filter) ([]cloud
 }
 
 // ListENIs implements cloud.API.
-func (c *Client) ListENIs(ctx context.Context, vpcID string) ([]cloud.ENI, error) {
-	return c.describeENIs(ctx, filter("vpc-id", vpcID))
+func (c *Client) ListENIs(ctx context.Context, vpcID string, known func(string) (cloud.ENI, bool)) ([]cloud.ENI, error) {
+	return c.describeENIs(ctx, known, filter("vpc-id", vpcID))
 }
 
-func (c *Client) describeENIs(ctx context.Context, filters ...types.Filter) ([]cloud.ENI, error) {
+// describeENIs describes the ENIs filters select; an ENI known returns
+// Equal to what EC2 shows is kept as known's, the converted one left to
+// the collector at once (a VPC's describe of thousands of ENIs otherwise
+// holds a copy of each until the inventory installs it).
+func (c *Client) describeENIs(ctx context.Context, known func(string) (cloud.ENI, bool), filters ...types.Filter) ([]cloud.ENI, error) {
 	var enis []cloud.ENI
 	p := ec2.NewDescribeNetworkInterfacesPaginator(c.sdk, &ec2.DescribeNetworkInterfacesInput{
 		Filters: filters, MaxResults: aws.Int32(pageSize),
@@ -167,7 +171,13 @@ func (c *Client) describeENIs(ctx context.Context, filters ...types.Filter) ([]c
 			return nil, err
 		}
 		for _, e := range page.NetworkInterfaces {
-			enis = append(enis, eniFrom(e))
+			eni := eniFrom(e)
+			if known != nil {
+				if k, ok := known(eni.ID); ok && k.Equal(&eni) {
+					eni = k
+				}
+			}
+			enis = append(enis, eni)
 		}
 	}
 	return enis, nil
@@ -180,7 +190,7 @@ func (c *Client) GetENIs(ctx context.Context, ids []string) ([]cloud.ENI, error)
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	return c.describeENIs(ctx, filter("network-interface-id", ids...))
+	return c.describeENIs(ctx, nil, filter("network-interface-id", ids...))
 }
 
 // maxFilterValues is the most values EC2 takes in the filters of one

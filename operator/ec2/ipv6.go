@@ -61,7 +61,7 @@ func (c *Client) unassignIPv6Held(ctx context.Context, eniID string, ips []netip
 	if !errors.Is(err, cloud.ErrInvalid) {
 		return err
 	}
-	enis, derr := c.describeENIs(ctx, filter("network-interface-id", eniID))
+	enis, derr := c.describeENIs(ctx, nil, filter("network-interface-id", eniID))
 	if derr != nil {
 		return err
 	}

@@ -154,7 +154,7 @@ func (c *Client) UnassignIPs(ctx context.Context, eniID string, ips []netip.Addr
 	if !errors.Is(err, cloud.ErrInvalid) {
 		return err
 	}
-	enis, derr := c.describeENIs(ctx, filter("network-interface-id", eniID))
+	enis, derr := c.describeENIs(ctx, nil, filter("network-interface-id", eniID))
 	if derr != nil {
 		return err
 	}
@@ -177,7 +177,7 @@ func (c *Client) UnassignPrefixes(ctx context.Context, eniID string, prefixes []
 	if !errors.Is(err, cloud.ErrInvalid) {
 		return err
 	}
-	enis, derr := c.describeENIs(ctx, filter("network-interface-id", eniID))
+	enis, derr := c.describeENIs(ctx, nil, filter("network-interface-id", eniID))
 	if derr != nil {
 		return err
 	}

@@ -289,13 +289,25 @@ func (inv *Inventory) syncVPC(ctx context.Context, vpcID string) error {
 	if err != nil {
 		return fmt.Errorf("listing instances of %s, %w", vpcID, err)
 	}
-	enis, err := inv.api.ListENIs(ctx, vpcID)
+	enis, err := inv.api.ListENIs(ctx, vpcID, inv.known)
 	if err != nil {
 		return fmt.Errorf("listing ENIs of %s, %w", vpcID, err)
 	}
 	inv.install(start, vpc, subnets, groups, instances, enis)
 	inv.log.Debug("synced VPC", "vpc", vpcID, "instances", len(instances), "enis", len(enis), "subnets", len(subnets))
 	return nil
+}
+
+// known is the inventory's view of an ENI, for ListENIs to return in
+// place of an Equal one it describes. Entries are never changed in place
+// (see update), so the view may share their lists and map.
+func (inv *Inventory) known(eniID string) (cloud.ENI, bool) {
+	inv.mu.RLock()
+	defer inv.mu.RUnlock()
+	if e, ok := inv.enis[eniID]; ok {
+		return *e, true
+	}
+	return cloud.ENI{}, false
 }
 
 // install replaces what the inventory knows of a VPC with a describe
@@ -360,9 +372,15 @@ func (inv *Inventory) install(start time.Time, vpc cloud.VPC, subnets []cloud.Su
 				continue // the local view is newer
 			}
 		}
-		kept := *e
-		inv.putENI(&kept)
-		inv.described(&kept, start)
+		kept := e
+		if old, ok := inv.enis[e.ID]; ok && old.Equal(e) {
+			kept = old // unchanged: no new copy to keep for a minute
+		} else {
+			c := *e
+			kept = &c
+		}
+		inv.putENI(kept)
+		inv.described(kept, start)
 	}
 	for id, e := range inv.enis {
 		if e.VPCID == vpc.ID && !described[id] && !fresh(id) && !(e.InstanceID != "" && fresh(e.InstanceID)) {

@@ -42,7 +42,7 @@ func (f *fakeCloud) ListInstances(context.Context, string) ([]cloud.Instance, er
 	defer f.mu.Unlock()
 	return append([]cloud.Instance(nil), f.instances...), nil
 }
-func (f *fakeCloud) ListENIs(context.Context, string) ([]cloud.ENI, error) {
+func (f *fakeCloud) ListENIs(context.Context, string, func(string) (cloud.ENI, bool)) ([]cloud.ENI, error) {
 	if f.block != nil {
 		f.entered <- struct{}{}
 		<-f.block

@@ -53,7 +53,7 @@ timing: {reassignDelay: {min: 3s, max: 3s}}
 	go func() { _ = inv.Start(ctx) }()
 	<-inv.Synced()
 
-	enis, err := c.ListENIs(ctx, "vpc-0a000000000000001")
+	enis, err := c.ListENIs(ctx, "vpc-0a000000000000001", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +137,7 @@ timing: {reassignDelay: {min: 2s, max: 2s}, lag: {reassign: {min: 3m, max: 3m}, 
 	go func() { _ = inv.Start(ctx) }()
 	<-inv.Synced()
 
-	enis, err := c.ListENIs(ctx, "vpc-0a000000000000001")
+	enis, err := c.ListENIs(ctx, "vpc-0a000000000000001", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -247,7 +247,7 @@ timing: {reassignDelay: {min: 3s, max: 3s}}
 	go func() { _ = inv.Start(ctx) }()
 	<-inv.Synced()
 
-	enis, err := c.ListENIs(ctx, "vpc-0a000000000000001")
+	enis, err := c.ListENIs(ctx, "vpc-0a000000000000001", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -346,7 +346,7 @@ timing: {reassignDelay: {min: 1s, max: 1s}, lag: {reassign: {min: 3s, max: 3s}, 
 	go func() { _ = inv.Start(ctx) }()
 	<-inv.Synced()
 
-	enis, err := c.ListENIs(ctx, "vpc-0a000000000000001")
+	enis, err := c.ListENIs(ctx, "vpc-0a000000000000001", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

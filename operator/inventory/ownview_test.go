@@ -2,9 +2,12 @@ package inventory
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/netip"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -19,10 +22,10 @@ type keptCloud struct {
 	last []cloud.ENI
 }
 
-func (k *keptCloud) ListENIs(ctx context.Context, vpc string) ([]cloud.ENI, error) {
+func (k *keptCloud) ListENIs(ctx context.Context, vpc string, known func(string) (cloud.ENI, bool)) ([]cloud.ENI, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	out, err := k.fakeCloud.ListENIs(ctx, vpc)
+	out, err := k.fakeCloud.ListENIs(ctx, vpc, known)
 	k.last = out
 	return out, err
 }
@@ -54,5 +57,58 @@ func TestSyncKeepsItsOwnView(t *testing.T) {
 		if !ok || e.Status != cloud.ENIInUse || e.InstanceID != "i-1" {
 			t.Errorf("%s after its describe's slice changed: %+v (found %v), want in-use on i-1", id, e, ok)
 		}
+	}
+}
+
+// TestResyncKeepsTheEntriesOfUnchangedENIs: 100 ENIs synced, then one
+// gains an address in EC2 and the inventory resyncs. The 99 unchanged
+// ENIs keep the entries they had (a resync of a VPC that did not change
+// keeps no second copy of its ENIs, and what it described is garbage at
+// once instead of the cache's replacement); the changed one shows its new
+// address.
+func TestResyncKeepsTheEntriesOfUnchangedENIs(t *testing.T) {
+	f := &fakeCloud{instances: []cloud.Instance{instance("i-1")}}
+	for i := range 100 {
+		f.enis = append(f.enis, cloud.ENI{ID: fmt.Sprintf("eni-%d", i), VPCID: "vpc-1", SubnetID: "subnet-1", InstanceID: "i-1", DeviceIndex: i,
+			Status: cloud.ENIInUse, AttachmentStatus: cloud.AttachmentAttached, IPs: []netip.Addr{netip.AddrFrom4([4]byte{10, 0, byte(i), 1})},
+			Tags: map[string]string{cloud.TagInstance: "i-1"}})
+	}
+	inv := newInventory(f)
+	ctx := context.Background()
+	if err := inv.SyncOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	before := map[string]*cloud.ENI{}
+	inv.mu.RLock()
+	maps.Copy(before, inv.enis)
+	inv.mu.RUnlock()
+	added := netip.MustParseAddr("10.0.200.1")
+	f.mu.Lock()
+	f.enis[7].IPs = append(slices.Clip(f.enis[7].IPs), added)
+	f.mu.Unlock()
+	if err := inv.SyncOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	kept := 0
+	for id, old := range before {
+		e, ok := inv.ENI(id)
+		if !ok {
+			t.Fatalf("%s gone after the resync", id)
+		}
+		inv.mu.RLock()
+		same := inv.enis[id] == old
+		inv.mu.RUnlock()
+		if id == "eni-7" {
+			if same || !e.HasIP(added) {
+				t.Errorf("eni-7 after gaining %v in EC2: %v (entry kept: %v)", added, e.IPs, same)
+			}
+			continue
+		}
+		if same {
+			kept++
+		}
+	}
+	if kept != 99 {
+		t.Errorf("%d of the 99 unchanged ENIs kept their entry across the resync, want 99", kept)
 	}
 }

@@ -40,8 +40,9 @@ func main() {
 
 // defaultGCPercent replaces Go's 100: the operator's heap is mostly
 // long-lived caches and its CPU mostly idle, so collecting at 25% growth
-// keeps its memory near the live heap (a 5000-node cluster stays under
-// 200 MiB) for little CPU. GOGC in the environment wins.
+// keeps its memory near the live heap (about 200 MiB of RSS for a
+// 5000-node cluster, docs/performance.md) for little CPU. GOGC in the
+// environment wins.
 const defaultGCPercent = 25
 
 func run() error {

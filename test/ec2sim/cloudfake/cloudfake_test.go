@@ -224,7 +224,7 @@ func getInstances(ids ...string) func(context.Context, cloud.API) (any, error) {
 	}
 }
 
-func listENIs(ctx context.Context, api cloud.API) (any, error) { return api.ListENIs(ctx, vpcID) }
+func listENIs(ctx context.Context, api cloud.API) (any, error) { return api.ListENIs(ctx, vpcID, nil) }
 
 // TestFakeMatchesAdapter is the no-drift proof: the same script run through
 // the fake and through the operator's SDK adapter against ec2sim over HTTP
