@@ -189,17 +189,28 @@ func PoolBlock(ip string) string {
 // (a canonical address, as pool keys are), shared with the cache: the
 // caller must not change them.
 func PoolNodes(ctx context.Context, c client.Reader, ip string) ([]*ciliumv2.CiliumNode, error) {
-	var list ciliumv2.CiliumNodeList
-	if err := c.List(ctx, &list, client.MatchingFields{IndexPoolBlock: PoolBlock(ip)}, client.UnsafeDisableDeepCopy); err != nil {
+	block, err := BlockNodes(ctx, c, PoolBlock(ip))
+	if err != nil {
 		return nil, err
 	}
 	var out []*ciliumv2.CiliumNode
-	for i := range list.Items {
-		if _, ok := list.Items[i].Spec.IPAM.Pool[ip]; ok {
-			out = append(out, &list.Items[i])
+	for i := range block {
+		if _, ok := block[i].Spec.IPAM.Pool[ip]; ok {
+			out = append(out, &block[i])
 		}
 	}
 	return out, nil
+}
+
+// BlockNodes returns the cached CiliumNodes whose spec.ipam.pool lists an
+// address of block (a PoolBlock value), shared with the cache: the caller
+// must not change them. One list answers for every address of the block.
+func BlockNodes(ctx context.Context, c client.Reader, block string) ([]ciliumv2.CiliumNode, error) {
+	var list ciliumv2.CiliumNodeList
+	if err := c.List(ctx, &list, client.MatchingFields{IndexPoolBlock: block}, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, err
+	}
+	return list.Items, nil
 }
 
 func nonEmpty(vals ...string) []string {

@@ -80,6 +80,11 @@ type Plan struct {
 	Assign             []Assign
 	Adopt              *Adopt
 	Create             *Create
+	// More are the new ENIs after Create that a joining node's whole
+	// need takes (ComputeWhole), created in the same pass, so that the
+	// node's status lists them together and its pool takes them in one
+	// write. Never set without Create.
+	More []Create
 	// Blocked says why the plan covers less than Needed (wrapping one of
 	// the Err* reasons), nil otherwise.
 	Blocked error
@@ -89,7 +94,12 @@ type Plan struct {
 }
 
 // Empty reports whether the plan asks the cloud for nothing.
-func (p *Plan) Empty() bool { return len(p.Assign) == 0 && p.Adopt == nil && p.Create == nil }
+func (p *Plan) Empty() bool {
+	return len(p.Assign) == 0 && p.Adopt == nil && p.Create == nil && len(p.More) == 0
+}
+
+// DropNewENIs keeps of the plan only what the node's ENIs can hold.
+func (p *Plan) DropNewENIs() { p.Create, p.Adopt, p.More = nil, nil, nil }
 
 // Usable reports whether eni may carry pod IPs under cfg: an ordinary ENI
 // on network card 0 (never EFA, trunk or branch), not the property of an
@@ -176,6 +186,74 @@ func Compute(n *snapshot.Node, cfg *Config) Plan {
 		c.IPs, c.Prefixes, c.FallbackIPs = a.IPs, a.Prefixes, a.FallbackIPs
 	}
 	p.Create = c
+	return p
+}
+
+// ComputeWhole is Compute for a node whose whole need is known at once (a
+// joining node: pre-allocate or min-allocate plus the pods bound to it):
+// when Compute's new ENI does not cover what is needed, as many more new
+// ENIs as it takes are planned after it (More), each at the next free
+// device index, in the subnet Compute's rules pick once the ENIs planned
+// before it have taken their addresses. Planning stops at the first that
+// cannot be placed: the node then gets what could be planned, and its
+// next reconcile plans (and reports) the rest.
+func ComputeWhole(n *snapshot.Node, cfg *Config) Plan {
+	p := Compute(n, cfg)
+	if p.Create == nil || p.Blocked != nil || p.Deferred {
+		return p
+	}
+	covered := 0
+	for _, a := range p.Assign {
+		covered += a.IPs + a.Prefixes*IPsPerPrefix
+	}
+	// What the ENIs planned so far take: a device index each, and their
+	// primary and secondary addresses from their subnet.
+	planned := *n
+	planned.ENIs = slices.Clone(n.ENIs)
+	planned.Subnets = slices.Clone(n.Subnets)
+	take := func(c Create) {
+		got := c.IPs + c.Prefixes*IPsPerPrefix
+		covered += got
+		planned.ENIs = append(planned.ENIs, cloud.ENI{DeviceIndex: c.DeviceIndex, SubnetID: c.SubnetID, Status: cloud.ENIInUse})
+		for i := range planned.Subnets {
+			if planned.Subnets[i].ID == c.SubnetID {
+				planned.Subnets[i].Available -= 1 + got
+			}
+		}
+	}
+	// The whole need: what Compute's Needed counts, plus the addresses
+	// Cilium's agent takes for itself as a fresh node starts (they are
+	// a need, not a surplus: without them the node falls short of
+	// pre-allocate as soon as the agent starts). MaxAboveWatermark's
+	// extra never causes a new ENI, here as in Compute.
+	want := p.Needed
+	if n.Available == 0 && n.Used == 0 {
+		want += cfg.AgentEndpoints
+	}
+	if cfg.MaxAllocate > 0 {
+		want = min(want, cfg.MaxAllocate-n.Available)
+	}
+	want = max(want, p.Needed)
+	take(*p.Create)
+	for covered < want {
+		index, ok := FreeDeviceIndex(&planned, cfg)
+		if !ok {
+			break
+		}
+		subnet, err := chooseSubnet(&planned, cfg)
+		if err != nil {
+			break
+		}
+		c := Create{SubnetID: subnet.ID, SecurityGroups: p.Create.SecurityGroups, DeviceIndex: index}
+		prefixes := cfg.PrefixDelegation && n.Type.PrefixDelegation() && subnet.Available-1 >= IPsPerPrefix
+		a, ok := fill("", n.Type.IPv4PerENI-1, p.ToAllocate-covered, subnet.Available-1, prefixes)
+		if !ok {
+			break
+		}
+		c.IPs, c.Prefixes, c.FallbackIPs = a.IPs, a.Prefixes, a.FallbackIPs
+		p.More = append(p.More, c)
+		take(c)
+	}
 	return p
 }
 

@@ -40,42 +40,59 @@ func (s *nodeSync) apply(ctx context.Context, p *pool.Plan) error {
 		}
 		r.log.Info("adopted unattached ENI", "node", s.cn.Name, "instance", s.instanceID, "eni", p.Adopt.ENIID, "device", p.Adopt.DeviceIndex)
 	}
-	if c := p.Create; c != nil {
-		req := cloud.CreateENIRequest{
-			SubnetID:       c.SubnetID,
-			SecurityGroups: c.SecurityGroups,
-			Description:    fmt.Sprintf("enipam: pod IPs of node %s (cluster %s)", s.cn.Name, r.opts.Cluster),
-			Tags:           s.eniTags(),
-			SecondaryIPs:   c.IPs,
-			Prefixes:       c.Prefixes,
+	if p.Create != nil {
+		if err := s.create(ctx, p.Create); err != nil {
+			return err
 		}
-		req.ClientToken = clientToken(s.instanceID, c.DeviceIndex, req)
-		eni, err := r.api.CreateENI(ctx, req)
-		if c.Prefixes > 0 && c.FallbackIPs > 0 && errors.Is(err, cloud.ErrSubnetFull) {
-			s.prefixFallback(err)
-			req.Prefixes, req.SecondaryIPs = 0, c.FallbackIPs
-			req.ClientToken = clientToken(s.instanceID, c.DeviceIndex, req)
-			eni, err = r.api.CreateENI(ctx, req)
-		}
-		if err != nil {
-			if errors.Is(err, cloud.ErrSubnetFull) {
-				r.inv.RecordSubnetFull(c.SubnetID)
-			}
-			return fmt.Errorf("creating ENI in %s, %w", c.SubnetID, err)
-		}
-		// In flight from now until attached or given up: a failed
-		// attach leaves an unattached ENI tagged for this instance,
-		// which the next plans adopt and the collector leaves alone.
-		r.inv.MarkInFlight(eni.ID)
-		r.inv.RecordCreated(eni)
-		r.metrics.enisCreated.Inc()
-		r.metrics.ipsAssigned.Add(float64(len(eni.IPs) + pool.IPsPerPrefix*len(eni.Prefixes)))
-		if err := s.attach(ctx, eni.ID, c.DeviceIndex); err != nil {
-			return fmt.Errorf("attaching new ENI %s, %w", eni.ID, err)
-		}
-		r.log.Info("created ENI", "node", s.cn.Name, "instance", s.instanceID, "eni", eni.ID, "subnet", c.SubnetID,
-			"device", c.DeviceIndex, "ips", len(eni.IPs), "prefixes", len(eni.Prefixes))
 	}
+	// A joining node's further ENIs, in the same pass: its status lists
+	// them with the first, and its pool takes them all in one write.
+	for i := range p.More {
+		if err := s.create(ctx, &p.More[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// create makes a new ENI with its addresses and attaches it at its device
+// index; each step is recorded in the inventory as it succeeds.
+func (s *nodeSync) create(ctx context.Context, c *pool.Create) error {
+	r := s.r
+	req := cloud.CreateENIRequest{
+		SubnetID:       c.SubnetID,
+		SecurityGroups: c.SecurityGroups,
+		Description:    fmt.Sprintf("enipam: pod IPs of node %s (cluster %s)", s.cn.Name, r.opts.Cluster),
+		Tags:           s.eniTags(),
+		SecondaryIPs:   c.IPs,
+		Prefixes:       c.Prefixes,
+	}
+	req.ClientToken = clientToken(s.instanceID, c.DeviceIndex, req)
+	eni, err := r.api.CreateENI(ctx, req)
+	if c.Prefixes > 0 && c.FallbackIPs > 0 && errors.Is(err, cloud.ErrSubnetFull) {
+		s.prefixFallback(err)
+		req.Prefixes, req.SecondaryIPs = 0, c.FallbackIPs
+		req.ClientToken = clientToken(s.instanceID, c.DeviceIndex, req)
+		eni, err = r.api.CreateENI(ctx, req)
+	}
+	if err != nil {
+		if errors.Is(err, cloud.ErrSubnetFull) {
+			r.inv.RecordSubnetFull(c.SubnetID)
+		}
+		return fmt.Errorf("creating ENI in %s, %w", c.SubnetID, err)
+	}
+	// In flight from now until attached or given up: a failed
+	// attach leaves an unattached ENI tagged for this instance,
+	// which the next plans adopt and the collector leaves alone.
+	r.inv.MarkInFlight(eni.ID)
+	r.inv.RecordCreated(eni)
+	r.metrics.enisCreated.Inc()
+	r.metrics.ipsAssigned.Add(float64(len(eni.IPs) + pool.IPsPerPrefix*len(eni.Prefixes)))
+	if err := s.attach(ctx, eni.ID, c.DeviceIndex); err != nil {
+		return fmt.Errorf("attaching new ENI %s, %w", eni.ID, err)
+	}
+	r.log.Info("created ENI", "node", s.cn.Name, "instance", s.instanceID, "eni", eni.ID, "subnet", c.SubnetID,
+		"device", c.DeviceIndex, "ips", len(eni.IPs), "prefixes", len(eni.Prefixes))
 	return nil
 }
 

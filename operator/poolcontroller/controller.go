@@ -156,6 +156,9 @@ type memory struct {
 	missingENIs map[string]time.Time
 	// awaitingSince is when addresses began to wait for the agent.
 	awaitingSince time.Time
+	// joinHeldSince is when the node's first pool write was first held
+	// for the rest of its joining addresses (joiningPoolWaits).
+	joinHeldSince time.Time
 	// noPrefixesUntil: the subnet had no free /28; plans use single
 	// addresses until then.
 	noPrefixesUntil time.Time

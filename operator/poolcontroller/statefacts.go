@@ -178,6 +178,26 @@ func (s *nodeSync) readPoolInputs(ctx context.Context) *poolInputs {
 	if s.static != nil {
 		in.pooledElsewhere = map[string]bool{}
 	}
+	// One cache list per /24 of the addresses ready (a node's new ENI
+	// brings up to 49 at once), not one per address.
+	blocks := map[string][]ciliumv2.CiliumNode{}
+	elsewhere := func(key string) bool {
+		block := claims.PoolBlock(key)
+		nodes, ok := blocks[block]
+		if !ok {
+			var err error
+			if nodes, err = claims.BlockNodes(ctx, s.r.client, block); err != nil {
+				return true
+			}
+			blocks[block] = nodes
+		}
+		for i := range nodes {
+			if _, listed := nodes[i].Spec.IPAM.Pool[key]; listed && nodes[i].Name != s.cn.Name {
+				return true
+			}
+		}
+		return false
+	}
 	for i := range s.snap.ENIs {
 		eni := &s.snap.ENIs[i]
 		if !pool.Usable(eni, &s.cfg.Config) || eni.AttachmentStatus != cloud.AttachmentAttached || s.routed == nil {
@@ -195,7 +215,7 @@ func (s *nodeSync) readPoolInputs(ctx context.Context) *poolInputs {
 				in.untrusted[ip] = true
 			}
 			if in.pooledElsewhere != nil {
-				in.pooledElsewhere[key] = s.pooledElsewhere(ctx, key)
+				in.pooledElsewhere[key] = elsewhere(key)
 			}
 		}
 		for _, ip := range eni.IPs {

@@ -110,7 +110,7 @@ func (s *nodeSync) run(ctx context.Context) {
 		s.countPool()
 	}
 
-	plan := pool.Compute(&s.snap, &s.cfg.Config)
+	plan := s.computePlan()
 	if !s.cfg.IPv4 {
 		// IPv6 alone: the window is the pool; no IPv4 is asked for.
 		plan = pool.Plan{}
@@ -132,7 +132,7 @@ func (s *nodeSync) run(ctx context.Context) {
 		// then, and looked at again meanwhile in case the wake-up is
 		// missed).
 		r.log.Debug("new ENI held for nodes without addresses", "node", s.cn.Name, "free", need.Free)
-		plan.Create, plan.Adopt = nil, nil
+		plan.DropNewENIs()
 		s.held = true
 		s.requeueWithin(heldRetry)
 	}
@@ -143,7 +143,8 @@ func (s *nodeSync) run(ctx context.Context) {
 		// Every EC2 slot is taken: no bucket reservation now; the node is
 		// woken when one frees (and looked at again meanwhile).
 		r.log.Debug("EC2 calls wait for a slot", "node", s.cn.Name)
-		plan.Assign, plan.Create, plan.Adopt = nil, nil, nil
+		plan.Assign = nil
+		plan.DropNewENIs()
 		s.turnedAway = true
 		s.requeueWithin(slotRetry)
 	}
@@ -214,6 +215,20 @@ func (s *nodeSync) run(ctx context.Context) {
 	}
 }
 
+// computePlan plans the node's allocation. A joining node (nothing in
+// its pool, nothing on its way there) gets its whole need planned at
+// once, every new ENI it takes included (pool.ComputeWhole): its status
+// then lists them in one write and its pool takes them in one write once
+// routed, instead of one pair of writes per ENI. A node that has
+// addresses grows one new ENI at a time (pool.Compute), so that a top-up
+// can be held for nodes that have none (serving by need).
+func (s *nodeSync) computePlan() pool.Plan {
+	if s.snap.Available == 0 {
+		return pool.ComputeWhole(&s.snap, &s.cfg.Config)
+	}
+	return pool.Compute(&s.snap, &s.cfg.Config)
+}
+
 // slotRetry is how soon a node turned away from EC2 (every slot taken)
 // is looked at again, should its wake-up be missed.
 const slotRetry = 10 * time.Second
@@ -242,7 +257,7 @@ func (s *nodeSync) need() nodeNeed {
 // waiting for this pool to let go, are never held behind them. False
 // when the write failed (s.writeErr; the reconcile stops there).
 func (s *nodeSync) writePoolFirst(ctx context.Context) bool {
-	if !s.poolGrew() && !s.staticLeft() {
+	if (!s.poolGrew() || s.joiningPoolWaits()) && !s.staticLeft() {
 		return true
 	}
 	if err := s.write(ctx); err != nil {

@@ -149,7 +149,7 @@ func (s *nodeSync) write(ctx context.Context) error {
 		s.r.wrote(s.mem, obj.ResourceVersion)
 		s.orig.Status = *s.cn.Status.DeepCopy()
 	}
-	if !sameJSON(s.orig.Spec, s.cn.Spec) && !s.specWaitsForPool() {
+	if !sameJSON(s.orig.Spec, s.cn.Spec) && !s.specWaitsForPool() && !s.joiningPoolWaits() {
 		obj := s.orig.DeepCopy()
 		obj.Spec = *s.cn.Spec.DeepCopy()
 		if err := s.r.client.Patch(ctx, obj, client.MergeFrom(s.orig)); err != nil {
@@ -160,6 +160,9 @@ func (s *nodeSync) write(ctx context.Context) error {
 		s.r.wrote(s.mem, obj.ResourceVersion)
 		s.timeHandoffs()
 		s.orig.Spec = *s.cn.Spec.DeepCopy()
+		if len(s.orig.Spec.IPAM.Pool) > 0 {
+			s.mem.joinHeldSince = time.Time{}
+		}
 	}
 	return nil
 }
@@ -176,6 +179,49 @@ func (s *nodeSync) specWaitsForPool() bool {
 	}
 	return s.pool != nil && s.pool.awaiting > 0 && sameJSON(s.orig.Spec.IPAM, s.cn.Spec.IPAM)
 }
+
+// joiningPoolWaits reports whether a joining node's first pool write
+// waits for the rest of its addresses: nothing is in its pool yet, some
+// addresses are ready for it and others, on the ENIs created with them,
+// still attach or wait for the node agent's routes. The node's pool then
+// takes them all in one write instead of one per ENI. The wait is
+// bounded by joinHold from the first write it held back; past it, what is
+// ready is written and the rest follows as it comes. Only a pool that
+// grows from nothing, by ordinary addresses alone, waits: an owner's
+// stamped address, a dropped or changed entry never does.
+func (s *nodeSync) joiningPoolWaits() bool {
+	if s.pool == nil || s.pool.awaiting == 0 || len(s.orig.Spec.IPAM.Pool) > 0 || len(s.cn.Spec.IPAM.Pool) == 0 {
+		return false
+	}
+	if s.orig.Spec.InstanceID != "" && s.orig.Spec.InstanceID != s.cn.Spec.InstanceID {
+		return false
+	}
+	x, y := s.orig.Spec.IPAM, s.cn.Spec.IPAM
+	x.Pool, y.Pool = nil, nil
+	if !sameJSON(x, y) {
+		return false
+	}
+	for _, e := range s.cn.Spec.IPAM.Pool {
+		if e.Owner != "" {
+			return false
+		}
+	}
+	now := s.r.now()
+	if s.mem.joinHeldSince.IsZero() {
+		s.mem.joinHeldSince = now
+	}
+	wait := joinHold - now.Sub(s.mem.joinHeldSince)
+	if wait <= 0 {
+		return false
+	}
+	s.requeueWithin(wait)
+	return true
+}
+
+// joinHold bounds how long a joining node's ready addresses wait for the
+// others of its first ENIs (joiningPoolWaits): the attachments EC2
+// completes in 2-5 s and the node agent's routes after them.
+const joinHold = 10 * time.Second
 
 // slowHandoff is a wait of addresses ready for the pool worth a log line.
 const slowHandoff = 2 * time.Second
