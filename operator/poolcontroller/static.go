@@ -354,7 +354,7 @@ func (v *poolView) reconcileStatic(in *staticInputs, snap *snapshot.Node, cfg *p
 			continue
 		}
 		if !c.Addr.IsValid() {
-			if v.placeFirst(in, owner, first, waitingFirst, snap, cfg, &out) {
+			if v.placeFirst(in, c, first, waitingFirst, snap, cfg, &out) {
 				continue
 			}
 			key, ok := v.pickFree(snap, cfg, c.Subnet)

@@ -190,3 +190,25 @@ func TestFirstPlacementMarkForgottenWithTheProcess(t *testing.T) {
 		t.Fatalf("release-ips %v, want 10.0.1.11 marked for the claim", st.ReleaseIPs)
 	}
 }
+
+// TestFirstPlacementTakesAnotherClaimsMarkOnlyInItsSubnet: an entry
+// acknowledged for a first placement whose claim no longer waits serves
+// another claim of the node, but only one that may live in its subnet.
+func TestFirstPlacementTakesAnotherClaimsMarkOnlyInItsSubnet(t *testing.T) {
+	for _, tc := range []struct {
+		subnet, want string
+	}{{"subnet-a", "10.0.1.11"}, {"subnet-b", ""}} {
+		n := newFirstNode()
+		n.claim.Subnet = tc.subnet
+		n.cn.Status.IPAM.ReleaseIPs["10.0.1.11"] = ipamoption.IPAMReadyForRelease
+		n.marks = map[string]string{"10.0.1.11": "ns/db-0"} // placed elsewhere since
+		n.pass()
+		got := ""
+		if keys := n.stampedFor(firstOwner); len(keys) == 1 {
+			got = keys[0]
+		}
+		if got != tc.want {
+			t.Errorf("claim in %s: stamped %q, want %q", tc.subnet, got, tc.want)
+		}
+	}
+}

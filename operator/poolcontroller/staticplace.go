@@ -160,8 +160,9 @@ func (v *poolView) liveFirstMarks(in *staticInputs) map[string]string {
 // entry was in no handshake, so no Unassign can have been sent for it by
 // an earlier process, and the one in this pass's release (decideRelease)
 // comes after this pass, which keeps it from a stamped entry.
-func (v *poolView) placeFirst(in *staticInputs, owner string, first map[string]string, waitingFirst map[string]bool, snap *snapshot.Node, cfg *pool.Config, out *staticOutcome) bool {
+func (v *poolView) placeFirst(in *staticInputs, c *claims.Claim, first map[string]string, waitingFirst map[string]bool, snap *snapshot.Node, cfg *pool.Config, out *staticOutcome) bool {
 	st := &v.cn.Status.IPAM
+	owner := c.Owner
 	keys := slices.Sorted(maps.Keys(first))
 	slices.SortStableFunc(keys, func(a, b string) int {
 		return cmp.Compare(btoi(first[a] != owner), btoi(first[b] != owner))
@@ -171,19 +172,23 @@ func (v *poolView) placeFirst(in *staticInputs, owner string, first map[string]s
 		if o := first[key]; o != owner && waitingFirst[o] {
 			continue
 		}
+		entry := v.cn.Spec.IPAM.Pool[key]
+		ip, err := netip.ParseAddr(key)
+		if err != nil {
+			continue
+		}
+		e := holder(snap, cfg, ip)
+		if e == nil || e.ID != entry.Resource || e.AttachmentStatus != cloud.AttachmentAttached || (c.Subnet != "" && e.SubnetID != c.Subnet) {
+			continue // not on its ENI any more (released as any other), or not of the claim's subnet
+		}
 		switch st.ReleaseIPs[key] {
 		case ipamoption.IPAMMarkForRelease:
 			if pending == "" {
 				pending = key
 			}
 		case ipamoption.IPAMReadyForRelease:
-			entry := v.cn.Spec.IPAM.Pool[key]
-			ip, err := netip.ParseAddr(key)
-			if _, used := st.Used[key]; used || err != nil {
+			if _, used := st.Used[key]; used {
 				continue
-			}
-			if e := holder(snap, cfg, ip); e == nil || e.ID != entry.Resource {
-				continue // no longer on its ENI: released as any other
 			}
 			entry.Owner = owner
 			v.cn.Spec.IPAM.Pool[key] = entry
