@@ -398,3 +398,75 @@ timing: {reassignDelay: {min: 1s, max: 1s}, lag: {reassign: {min: 3s, max: 3s}, 
 		t.Fatalf("%s not trusted on %s on a describe showing it there a grace after the move back", ip, a)
 	}
 }
+
+// TestLandedAddressUnassignedLeavesItsENI (seed 60983 of the static-IP
+// simulation): a reassigned address the node's agent saw land
+// (RecordLanded), then unassigned by this process (its claim deleted,
+// released as excess): the cache no longer shows it on the ENI, so the
+// pool does not list it again.
+func TestLandedAddressUnassignedLeavesItsENI(t *testing.T) {
+	sc, err := ec2sim.ParseScenario([]byte(`
+account: "111122223333"
+region: eu-west-1
+zones: [eu-west-1a]
+vpcs:
+- id: vpc-0a000000000000001
+  cidrs: [10.1.0.0/16]
+  subnets:
+  - {id: subnet-0a000000000000001, cidr: 10.1.1.0/24, zone: eu-west-1a}
+instances:
+- {id: i-0a000000000000001, type: m5.large, subnet: subnet-0a000000000000001, enis: [{deviceIndex: 1, secondaryIPs: 1}]}
+- {id: i-0a000000000000002, type: m5.large, subnet: subnet-0a000000000000001, enis: [{deviceIndex: 1}]}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := ec2sim.NewManualClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	st, err := ec2sim.NewState(sc, clock.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := cloudfake.New(st)
+	inv := New(c, Options{VPCIDs: []string{"vpc-0a000000000000001"}, ResyncInterval: time.Hour, ConsistencyGrace: time.Minute, NotFoundRetry: time.Minute},
+		slog.New(slog.NewTextHandler(io.Discard, nil)))
+	inv.now = clock.Now
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = inv.Start(ctx) }()
+	<-inv.Synced()
+	enis, err := c.ListENIs(ctx, "vpc-0a000000000000001")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var to string
+	var ip netip.Addr
+	for _, e := range enis {
+		switch {
+		case e.DeviceIndex == 1 && e.InstanceID == "i-0a000000000000001":
+			ip = e.IPs[0]
+		case e.DeviceIndex == 1:
+			to = e.ID
+		}
+	}
+	if err := c.AssignAddresses(ctx, to, []netip.Addr{ip}, true); err != nil {
+		t.Fatal(err)
+	}
+	inv.RecordMoved(ip, to)
+	clock.Advance(5 * time.Second)
+	if !inv.RecordLanded(ip, to) {
+		t.Fatalf("RecordLanded(%s, %s) refused", ip, to)
+	}
+	if err := c.UnassignIPs(ctx, to, []netip.Addr{ip}); err != nil {
+		t.Fatal(err)
+	}
+	inv.RecordUnassigned(to, []netip.Addr{ip})
+	if loc := inv.Locate(ip); loc.Found {
+		t.Fatalf("%s unassigned from %s is still located on %s", ip, to, loc.ENI.ID)
+	}
+	if err := inv.RefreshENIs(ctx, []string{to}); err != nil {
+		t.Fatal(err)
+	}
+	if loc := inv.Locate(ip); loc.Found {
+		t.Fatalf("after a describe: %s unassigned from %s is located on %s", ip, to, loc.ENI.ID)
+	}
+}

@@ -69,8 +69,20 @@ func (inv *Inventory) RecordAssigned(eniID string, ips []netip.Addr, prefixes []
 	inv.mu.Unlock()
 }
 
-// RecordUnassigned removes addresses from an ENI.
+// RecordUnassigned removes addresses from an ENI. The instance
+// metadata's word that an address landed on it (RecordLanded) goes
+// first: kept, it would put the address back on the ENI as the change
+// is stored (putENI keeps landed addresses over any view), and the pool
+// would list an address EC2 no longer has (seed 60983 of the static-IP
+// simulation).
 func (inv *Inventory) RecordUnassigned(eniID string, ips []netip.Addr) {
+	inv.mu.Lock()
+	for _, ip := range ips {
+		if inv.landedOn[ip] == eniID {
+			delete(inv.landedOn, ip)
+		}
+	}
+	inv.mu.Unlock()
 	var subnet string
 	removed := 0
 	inv.update(eniID, func(e *cloud.ENI) {
@@ -81,11 +93,6 @@ func (inv *Inventory) RecordUnassigned(eniID string, ips []netip.Addr) {
 	})
 	inv.mu.Lock()
 	inv.adjustSubnet(subnet, removed)
-	for _, ip := range ips {
-		if inv.landedOn[ip] == eniID {
-			delete(inv.landedOn, ip)
-		}
-	}
 	inv.mu.Unlock()
 }
 

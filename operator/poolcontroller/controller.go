@@ -182,6 +182,9 @@ type memory struct {
 	// asked: for each address this process put into the NodeRouting's
 	// spec.endpointQueries, the generation its write made (staticfast.go).
 	asked map[string]int64
+	// firstMarks: the entries this process marked for release to stamp
+	// them for first placements once acknowledged (placeFirst).
+	firstMarks map[string]string
 	// remapsAsked: for each address this process put into the
 	// NodeRouting's spec.remapQueries, the ENI it asked about and the
 	// generation its write made (staticremap.go).

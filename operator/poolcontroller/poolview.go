@@ -35,6 +35,10 @@ type poolView struct {
 	unverified int
 	// unverifiedENIs are the ENIs of those addresses.
 	unverifiedENIs []string
+	// claimMarks are the entries marked for release so that a claim can
+	// be stamped on them once the agent acknowledges (reconcileStatic):
+	// abortRelease leaves them marked.
+	claimMarks map[string]bool
 }
 
 // poolInputs are the facts a node's pool is derived from, besides the
@@ -255,6 +259,15 @@ func (v *poolView) mark(ip string) {
 	st.ReleaseIPs[ip] = ipamoption.IPAMMarkForRelease
 }
 
+// keepMark keeps ip's mark for release from abortRelease: a claim waits
+// for the agent's answer to it.
+func (v *poolView) keepMark(ip string) {
+	if v.claimMarks == nil {
+		v.claimMarks = map[string]bool{}
+	}
+	v.claimMarks[ip] = true
+}
+
 // inHandshake reports whether ip has any release-ips entry.
 func (v *poolView) inHandshake(ip string) bool {
 	_, ok := v.cn.Status.IPAM.ReleaseIPs[ip]
@@ -322,11 +335,12 @@ func (v *poolView) counts() (available, used int) {
 // the agent acknowledged may already have been unassigned (the write
 // after the Unassign can be lost), so it is always released to the end.
 //
-// The addresses of the ENI being drained (snap.Draining) stay marked.
+// The addresses of the ENI being drained (snap.Draining) stay marked, and
+// so do those a claim waits on (claimMarks).
 func (v *poolView) abortRelease(snap *snapshot.Node) int {
 	n := 0
 	for ip, st := range v.cn.Status.IPAM.ReleaseIPs {
-		if st != ipamoption.IPAMMarkForRelease {
+		if st != ipamoption.IPAMMarkForRelease || v.claimMarks[ip] {
 			continue
 		}
 		addr, err := netip.ParseAddr(ip)

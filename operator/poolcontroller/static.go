@@ -23,13 +23,20 @@ import (
 // whatever the entry's state: in the release handshake, or held by
 // another pod (crdAllocator.markAllocated overwrites the holder). So:
 //
-//   - a stamp goes on a free address only together with a mark for release
-//     (status first): the agent answers ready-for-release if no pod holds
-//     it (then the mark is withdrawn and the stamp stands) or
-//     do-not-release if one does (then the stamp goes, and another address
-//     is picked). Until the mark is withdrawn the pod is not bound. An
-//     entry the same pass brings into the pool is stamped without a mark:
-//     it reaches the agent stamped, so no pod can hold it;
+//   - a stamp goes only on an address no other pod can hold: one its own
+//     pod holds, one the same pass brings into the pool (it reaches the
+//     agent stamped), or one the agent acknowledged for release. A pool
+//     entry is marked for release first, unstamped: the agent answers
+//     ready-for-release if no pod holds it (and hands it to none while it
+//     is in the handshake); it is then stamped, the answer kept, and the
+//     answer is withdrawn in a later pass, once the stamp is written, so
+//     the agent never sees it unstamped and out of the handshake in
+//     between. On do-not-release nothing was stamped, and another address
+//     is picked. A stamp is never written before that answer: the agent's
+//     view lags the pool, and a stamp it saw stays in it after the
+//     operator removed it, so the claim's pod, bound on another address
+//     of the node, would be handed that one while another pod holds it
+//     (seed 81238). Until the answer is withdrawn the pod is not bound;
 //   - an address moves between nodes only through the old node's
 //     handshake: marked there, with the stamp kept (only the claim's own
 //     pod could still get it, and it is bound nowhere), never while a pod
@@ -105,6 +112,11 @@ type staticInputs struct {
 	// listed are the pool entries of the CiliumNode as read, before this
 	// pass added any (nil: all are taken as listed). See pickFree's use.
 	listed map[string]bool
+	// firstMarks are the pool entries this process marked for release to
+	// stamp them for a first placement once acknowledged, with the owner
+	// each was marked for (placeFirst). Kept in memory only: lost with
+	// the process, they are ordinary entries in the handshake.
+	firstMarks map[string]string
 }
 
 // staticOutcome is what the pass decided beyond the pool edits.
@@ -138,6 +150,9 @@ type staticOutcome struct {
 	// (staticfast.go). fast counts those that left on its answer.
 	queries []string
 	fast    int
+	// firstMarks: the first placements' marks still unanswered, for the
+	// next pass (staticInputs.firstMarks).
+	firstMarks map[string]string
 }
 
 // placement is one claimed address to assign onto an ENI of the node.
@@ -314,6 +329,13 @@ func (v *poolView) reconcileStatic(in *staticInputs, snap *snapshot.Node, cfg *p
 		}
 	}
 
+	first := v.liveFirstMarks(in)
+	waitingFirst := map[string]bool{}
+	for owner, c := range in.claims {
+		if _, ok := stamped[owner]; !ok && !refused[owner] && !c.Release && c.Ready && !c.Addr.IsValid() && in.target(c) == in.node {
+			waitingFirst[owner] = true
+		}
+	}
 	for _, owner := range slices.Sorted(maps.Keys(in.claims)) {
 		c := in.claims[owner]
 		if c.Release || !c.Ready {
@@ -332,6 +354,9 @@ func (v *poolView) reconcileStatic(in *staticInputs, snap *snapshot.Node, cfg *p
 			continue
 		}
 		if !c.Addr.IsValid() {
+			if v.placeFirst(in, c, first, waitingFirst, snap, cfg, &out) {
+				continue
+			}
 			key, ok := v.pickFree(snap, cfg, c.Subnet)
 			switch {
 			case ok && in.listed != nil && !in.listed[key]:
@@ -347,9 +372,12 @@ func (v *poolView) reconcileStatic(in *staticInputs, snap *snapshot.Node, cfg *p
 				v.cn.Spec.IPAM.Pool[key] = entry
 				out.notes = notesDel(out.notes, owner)
 			case ok:
-				v.stampAndMark(key, owner)
+				// A listed entry: a pod the agent has not reported yet may
+				// hold it. Marked only; stamped once acknowledged.
+				v.mark(key)
+				first[key] = owner
 				out.handshakes++
-				out.note(owner, enipamv1alpha1.ReasonPlacing, "%s stamped on node %s; waiting for Cilium's agent to confirm no other pod holds it", key, in.node)
+				out.note(owner, enipamv1alpha1.ReasonPlacing, "%s marked on node %s; waiting for Cilium's agent to confirm no pod holds it before stamping it", key, in.node)
 			case out.secondary == "" && prefixed(snap, cfg):
 				// The pool grows by /28 prefixes here: a secondary address
 				// is asked for, and stamped once routed and pooled.
@@ -368,6 +396,7 @@ func (v *poolView) reconcileStatic(in *staticInputs, snap *snapshot.Node, cfg *p
 		}
 		v.claimHere(in, c, snap, cfg, &out)
 	}
+	v.keepFirstMarks(first, waitingFirst, &out)
 	return out
 }
 
@@ -399,7 +428,8 @@ func (v *poolView) claimHere(in *staticInputs, c *claims.Claim, snap *snapshot.N
 
 // claimEntry stamps a claim's address that is an ordinary entry of this
 // pool, whichever node the claim names: at once if its pod holds it, else
-// together with a mark, so the agent says whether another pod does.
+// once the agent acknowledged a mark for release (no other pod holds it),
+// the answer kept until a later pass (see the top of this file).
 func (v *poolView) claimEntry(in *staticInputs, c *claims.Claim, out *staticOutcome) {
 	key := c.Addr.String()
 	st := &v.cn.Status.IPAM
@@ -417,38 +447,35 @@ func (v *poolView) claimEntry(in *staticInputs, c *claims.Claim, out *staticOutc
 	case usedBy != "":
 		out.note(c.Owner, enipamv1alpha1.ReasonAddressTaken, "%s on node %s is in use by pod %s", key, in.node, usedBy)
 	case state == ipamoption.IPAMMarkForRelease:
-		delete(st.ReleaseIPs, key) // marked as excess: taken back
+		// Marked (for this claim, or as excess): the agent's answer says
+		// whether a pod holds it.
+		v.keepMark(key)
+		out.handshakes++
+		out.note(c.Owner, enipamv1alpha1.ReasonPlacing, "%s marked on node %s; waiting for Cilium's agent to confirm no pod holds it before stamping it", key, in.node)
 	case state == ipamoption.IPAMReadyForRelease:
-		// Acknowledged: no pod holds it. A claimed address is never
-		// unassigned: it is stamped again (an operator killed between a
-		// stamp-and-mark's status and spec writes leaves exactly this).
-		// Here, the mark is withdrawn; for another node, the
-		// acknowledgement lets it leave. Should an earlier process have
-		// sent its Unassign, the stamp's check against EC2 places it
-		// again.
-		if in.target(c) == in.node {
-			delete(st.ReleaseIPs, key)
-		}
+		// Acknowledged: no pod holds it, and the agent hands it to none
+		// while it is in the handshake. Stamped now, the answer kept: the
+		// stamped loop above withdraws it in a later pass (here), or lets
+		// the address leave (for another node). A claimed address is
+		// never unassigned: an operator killed between the writes leaves
+		// this again, and it is stamped again. Should an earlier process
+		// have sent an Unassign for it, the stamp's check against EC2
+		// places it again.
 		entry.Owner = c.Owner
 		v.cn.Spec.IPAM.Pool[key] = entry
+		out.handshakes++
+		out.note(c.Owner, enipamv1alpha1.ReasonPlacing, "%s stamped on node %s (Cilium's agent confirmed no pod holds it)", key, in.node)
 	case inHandshake && state != ipamoption.IPAMDoNotRelease:
 		// Released: it leaves the pool, and is placed again from EC2.
 		out.note(c.Owner, enipamv1alpha1.ReasonPlacing, "%s is being released from node %s's pool; placing it again afterwards", key, in.node)
 	default:
-		delete(st.ReleaseIPs, key)
-		v.stampAndMark(key, c.Owner)
+		// Not asked yet, or refused by a pod the agent has not listed
+		// yet: asked (again), nothing stamped.
+		v.mark(key)
+		v.keepMark(key)
 		out.handshakes++
-		out.note(c.Owner, enipamv1alpha1.ReasonPlacing, "%s stamped on node %s; waiting for Cilium's agent to confirm no other pod holds it", key, in.node)
+		out.note(c.Owner, enipamv1alpha1.ReasonPlacing, "%s marked on node %s; waiting for Cilium's agent to confirm no pod holds it before stamping it", key, in.node)
 	}
-}
-
-// stampAndMark stamps owner on a pool entry and marks it for release, so
-// the agent says whether a pod holds it before the stamp is trusted.
-func (v *poolView) stampAndMark(key, owner string) {
-	entry := v.cn.Spec.IPAM.Pool[key]
-	entry.Owner = owner
-	v.cn.Spec.IPAM.Pool[key] = entry
-	v.mark(key)
 }
 
 // unstamp makes a stamped entry ordinary again, withdrawing a handshake

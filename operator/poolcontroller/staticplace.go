@@ -6,6 +6,8 @@ import (
 	"net/netip"
 	"slices"
 
+	ipamoption "github.com/cilium/cilium/pkg/ipam/option"
+
 	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
 	"github.com/enipam/enipam/operator/claims"
 	"github.com/enipam/enipam/operator/cloud"
@@ -127,6 +129,108 @@ func (v *poolView) fromEC2(in *staticInputs, c *claims.Claim, snap *snapshot.Nod
 	// One slot per placement in this pass.
 	best.IPs = append(best.IPs, c.Addr)
 	out.note(c.Owner, enipamv1alpha1.ReasonPlacing, "placing %s on %s of node %s", key, best.ID, in.node)
+}
+
+// liveFirstMarks returns the first placements' marks (in.firstMarks)
+// that still stand: the entry pooled, unstamped, marked or acknowledged.
+// Any other is forgotten: refused (do-not-release), taken back, or
+// stamped.
+func (v *poolView) liveFirstMarks(in *staticInputs) map[string]string {
+	live := map[string]string{}
+	for key, owner := range in.firstMarks {
+		entry, pooled := v.cn.Spec.IPAM.Pool[key]
+		switch state := v.cn.Status.IPAM.ReleaseIPs[key]; {
+		case !pooled || entry.Owner != "":
+		case state == ipamoption.IPAMMarkForRelease, state == ipamoption.IPAMReadyForRelease:
+			live[key] = owner
+		}
+	}
+	return live
+}
+
+// placeFirst serves a first placement (owner's claim has no address yet
+// and is to be on this node) from the entries marked for one (first:
+// address → the owner it was marked for; its own first, then those of
+// owners no longer waiting): one the agent acknowledged is stamped, its
+// answer kept (a later pass withdraws it: see the top of static.go); an
+// unanswered one is waited on. It reports whether it served the claim;
+// if not, a free entry is to be marked.
+//
+// Only marks this process made are stamped: it marked each when the
+// entry was in no handshake, so no Unassign can have been sent for it by
+// an earlier process, and the one in this pass's release (decideRelease)
+// comes after this pass, which keeps it from a stamped entry.
+func (v *poolView) placeFirst(in *staticInputs, c *claims.Claim, first map[string]string, waitingFirst map[string]bool, snap *snapshot.Node, cfg *pool.Config, out *staticOutcome) bool {
+	st := &v.cn.Status.IPAM
+	owner := c.Owner
+	keys := slices.Sorted(maps.Keys(first))
+	slices.SortStableFunc(keys, func(a, b string) int {
+		return cmp.Compare(btoi(first[a] != owner), btoi(first[b] != owner))
+	})
+	pending := ""
+	for _, key := range keys {
+		if o := first[key]; o != owner && waitingFirst[o] {
+			continue
+		}
+		entry := v.cn.Spec.IPAM.Pool[key]
+		ip, err := netip.ParseAddr(key)
+		if err != nil {
+			continue
+		}
+		e := holder(snap, cfg, ip)
+		if e == nil || e.ID != entry.Resource || e.AttachmentStatus != cloud.AttachmentAttached || (c.Subnet != "" && e.SubnetID != c.Subnet) {
+			continue // not on its ENI any more (released as any other), or not of the claim's subnet
+		}
+		switch st.ReleaseIPs[key] {
+		case ipamoption.IPAMMarkForRelease:
+			if pending == "" {
+				pending = key
+			}
+		case ipamoption.IPAMReadyForRelease:
+			if _, used := st.Used[key]; used {
+				continue
+			}
+			entry.Owner = owner
+			v.cn.Spec.IPAM.Pool[key] = entry
+			delete(first, key)
+			waitingFirst[owner] = false
+			out.handshakes++
+			out.note(owner, enipamv1alpha1.ReasonPlacing, "%s stamped on node %s (Cilium's agent confirmed no pod holds it)", key, in.node)
+			return true
+		}
+	}
+	if pending == "" {
+		return false
+	}
+	first[pending] = owner
+	out.handshakes++
+	out.note(owner, enipamv1alpha1.ReasonPlacing, "%s marked on node %s; waiting for Cilium's agent to confirm no pod holds it before stamping it", pending, in.node)
+	return true
+}
+
+// keepFirstMarks hands the first placements' unanswered marks to the next
+// pass, and keeps those a claim still waits on from abortRelease. An
+// acknowledged one no claim took is released as any other.
+func (v *poolView) keepFirstMarks(first map[string]string, waitingFirst map[string]bool, out *staticOutcome) {
+	for key, owner := range first {
+		if v.cn.Status.IPAM.ReleaseIPs[key] != ipamoption.IPAMMarkForRelease {
+			continue
+		}
+		if out.firstMarks == nil {
+			out.firstMarks = map[string]string{}
+		}
+		out.firstMarks[key] = owner
+		if waitingFirst[owner] {
+			v.keepMark(key)
+		}
+	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // pickFree picks a free ordinary entry of the pool (in subnet, if set):

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
 	"strings"
 	"time"
@@ -33,7 +34,7 @@ const staticOldPodRecheck = 5 * time.Second
 // address its ENIs hold outside the pool. False when they cannot be read:
 // without them, a claimed address could be pooled as an ordinary one.
 func (s *nodeSync) gatherStatic(ctx context.Context) bool {
-	in := &staticInputs{node: s.cn.Name, claims: map[string]*claims.Claim{}, listed: map[string]bool{}}
+	in := &staticInputs{node: s.cn.Name, claims: map[string]*claims.Claim{}, listed: map[string]bool{}, firstMarks: maps.Clone(s.mem.firstMarks)}
 	for key := range s.cn.Spec.IPAM.Pool {
 		in.listed[key] = true
 	}
@@ -140,6 +141,7 @@ func (s *nodeSync) runStatic(ctx context.Context, out staticOutcome) {
 		return
 	}
 	s.staticDemand = out.demand
+	s.mem.firstMarks = out.firstMarks
 	s.askEndpoints(ctx, out.queries)
 	s.r.metrics.staticFastMoves.Add(float64(out.fast))
 	if len(out.place) > 0 || out.create != nil || out.secondary != "" {

@@ -127,8 +127,17 @@ func TestDeterministic(t *testing.T) {
 // address), 107518 (an address reassigned onto a node, away, and back:
 // a describe made right after it came back showed the ENI as it was
 // before the address last left it, and was taken for the new remap
-// landed; the pod started there while EC2 had the address elsewhere).
-var regressionSeeds = []uint64{13545, 16861, 18578, 38355, 39108, 40038, 63370, 63862, 66855, 68929, 107518}
+// landed; the pod started there while EC2 had the address elsewhere),
+// 81238 (a first placement stamped, with a mark, a pool entry a pod the
+// agent had not listed yet held; the agent refused, the stamp was
+// removed and the claim stamped on another entry, and its pod, bound
+// there, was handed the first one from the agent's view, which still
+// had the stamp), 60983 (an address reassigned onto a node, confirmed
+// landed by its agent, then unassigned as excess once its claim was
+// deleted: the inventory's record of the landing put it back on the ENI
+// as the Unassign was recorded, and it was pooled and given to a pod
+// while EC2 had it nowhere).
+var regressionSeeds = []uint64{13545, 16861, 18578, 38355, 39108, 40038, 60983, 63370, 63862, 66855, 68929, 81238, 107518}
 
 // TestRegressionSeeds runs the seeds that once failed.
 func TestRegressionSeeds(t *testing.T) {
