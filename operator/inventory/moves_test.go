@@ -434,7 +434,7 @@ instances:
 	defer cancel()
 	go func() { _ = inv.Start(ctx) }()
 	<-inv.Synced()
-	enis, err := c.ListENIs(ctx, "vpc-0a000000000000001")
+	enis, err := c.ListENIs(ctx, "vpc-0a000000000000001", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
