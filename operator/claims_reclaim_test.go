@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	ipamoption "github.com/cilium/cilium/pkg/ipam/option"
+	ipamtypes "github.com/cilium/cilium/pkg/ipam/types"
 	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -131,31 +133,46 @@ func TestWithStatefulSetReleasesBelowTheOrdinal(t *testing.T) {
 }
 
 // TestAFirstPlacementSkipsAnAddressAPodTookUnseen: the free address the
-// operator stamps for db-0 was handed to another pod moments before (the
-// agent has not reported it): the agent refuses to release it, the stamp
-// goes, and another address is stamped; no two pods hold one address.
+// operator marks for db-0's first placement was handed to another pod
+// moments before (the agent has not reported it): a first placement is
+// marked before it is stamped, so the agent refuses to release it, it is
+// never stamped for db-0, and another address is marked, acknowledged
+// and stamped; no two pods hold one address.
 func TestAFirstPlacementSkipsAnAddressAPodTookUnseen(t *testing.T) {
 	w := newStaticWorld(t)
 	l := w.start()
 	w.converge(l)
 	w.createClaim("db-0", enipamv1alpha1.StaticIPClaimSpec{})
 	w.target("db-0", "node-1")
+	before := map[string]ipamtypes.IPReleaseStatus{}
+	for ip, state := range w.node("node-1").Status.IPAM.ReleaseIPs {
+		before[ip] = state
+	}
 	ctx := context.Background()
 	_, _ = l.claims.Reconcile(ctx, reqClaim("db-0"))
 	_, _ = l.pools.Reconcile(ctx, reqNode("node-1"))
-	var stamped string
-	for ip, e := range w.node("node-1").Spec.IPAM.Pool {
+	cn := w.node("node-1")
+	for ip, e := range cn.Spec.IPAM.Pool {
 		if e.Owner == "default/db-0" {
-			stamped = ip
+			t.Fatalf("%s stamped for db-0 before the agent confirmed no pod holds it:%s", ip, w.describe())
 		}
 	}
-	if stamped == "" {
-		t.Fatalf("nothing stamped:%s", w.describe())
+	var marked string
+	for ip, state := range cn.Status.IPAM.ReleaseIPs {
+		if state == ipamoption.IPAMMarkForRelease && before[ip] != state {
+			marked = ip
+		}
 	}
-	w.used["node-1"][stamped] = "default/web-9" // handed out before the stamp, unreported
+	if marked == "" {
+		t.Fatalf("nothing marked for db-0:%s", w.describe())
+	}
+	w.used["node-1"][marked] = "default/web-9" // handed out before the mark, unreported
 	w.until(l, "db-0 bound", func() bool { return w.claim("db-0").Status.Phase == enipamv1alpha1.ClaimBound })
-	if got := w.claim("db-0").Status.Address; got == stamped {
+	if got := w.claim("db-0").Status.Address; got == marked {
 		t.Fatalf("db-0 bound to %s, which web-9 holds", got)
+	}
+	if e := w.node("node-1").Spec.IPAM.Pool[marked]; e.Owner == "default/db-0" {
+		t.Fatalf("%s, which web-9 holds, is stamped for db-0", marked)
 	}
 }
 
