@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
 	"github.com/enipam/enipam/operator/cloud"
@@ -28,10 +29,7 @@ const attachCheckInterval = time.Second
 // with the effective policy values its agent needs) and the agent's
 // report of what it has routed into s.routed; the policy's values for
 // the spec wait in s.routingWant, and writeRouting writes the spec once,
-// at the end of the reconcile. Both writes are server-side applies of
-// the operator's whole word (applyRouting). Where the cache has not yet
-// seen this process's last apply, the spec read is that apply's, so no
-// apply ever sends back an older word.
+// at the end of the reconcile.
 func (s *nodeSync) syncRouting(ctx context.Context) error {
 	want := enipamv1alpha1.NodeRoutingSpec{
 		InstanceID:           s.instanceID,
@@ -46,24 +44,11 @@ func (s *nodeSync) syncRouting(ctx context.Context) error {
 			ObjectMeta: metav1.ObjectMeta{Name: s.cn.Name, OwnerReferences: ownerRefs(nil, s.cn)},
 			Spec:       want,
 		}
-		if a := s.mem.routingApplied; a != nil {
-			// This process applied it, and the cache has not seen that
-			// yet (or it was deleted since): its last word, applied
-			// again, takes nothing back.
-			nr.Spec = *a.Spec.DeepCopy()
-		}
-		if err := s.r.applyRouting(ctx, nr, false); err != nil {
+		if err := s.r.client.Create(ctx, nr); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("creating NodeRouting %s, %w", s.cn.Name, err)
 		}
 	case err != nil:
 		return fmt.Errorf("reading NodeRouting %s, %w", s.cn.Name, err)
-	default:
-		if a := s.mem.routingApplied; a != nil && a.UID == nr.UID && a.Generation > nr.Generation {
-			nr.Spec, nr.Generation, nr.Finalizers = *a.Spec.DeepCopy(), a.Generation, slices.Clone(a.Finalizers)
-		}
-		if err := s.r.takeOverRouting(ctx, nr, ownerRefs(nil, s.cn)); err != nil {
-			return err
-		}
 	}
 	s.routing, s.routingRead, s.routingWant = nr, nr.DeepCopy(), &want
 	s.routed = s.ownReport(nr)
@@ -91,7 +76,11 @@ func (s *nodeSync) writeRouting(ctx context.Context) error {
 	}
 	endpoints := !slices.Equal(orig.Spec.EndpointQueries, s.routing.Spec.EndpointQueries)
 	remaps := !slices.Equal(orig.Spec.RemapQueries, s.routing.Spec.RemapQueries)
-	if err := s.r.applyRouting(ctx, s.routing, endpoints || remaps); err != nil {
+	patch := client.MergeFrom(orig)
+	if endpoints || remaps {
+		patch = client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})
+	}
+	if err := s.r.client.Patch(ctx, s.routing, patch); err != nil {
 		if apierrors.IsConflict(err) && (endpoints || remaps) {
 			s.requeueWithin(staticRecheck) // the cache lags the last write
 			return nil
