@@ -22,36 +22,11 @@ import (
 // so does one after it within the consistency grace (a describe may show
 // a past state); a describe a grace after the move does not.
 func TestReassignedAddressIsNotTrustedUntilEC2ShowsIt(t *testing.T) {
-	sc, err := ec2sim.ParseScenario([]byte(`
-account: "111122223333"
-region: eu-west-1
-zones: [eu-west-1a]
-vpcs:
-- id: vpc-0a000000000000001
-  cidrs: [10.1.0.0/16]
-  subnets:
-  - {id: subnet-0a000000000000001, cidr: 10.1.1.0/24, zone: eu-west-1a}
-instances:
+	c, inv, clock, ctx := startMoves(t, `
 - {id: i-0a000000000000001, type: m5.large, subnet: subnet-0a000000000000001, enis: [{deviceIndex: 1, secondaryIPs: 1}]}
 - {id: i-0a000000000000002, type: m5.large, subnet: subnet-0a000000000000001, enis: [{deviceIndex: 1}]}
 timing: {reassignDelay: {min: 3s, max: 3s}}
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	clock := ec2sim.NewManualClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
-	st, err := ec2sim.NewState(sc, clock.Now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := cloudfake.New(st)
-	inv := New(c, Options{VPCIDs: []string{"vpc-0a000000000000001"}, ResyncInterval: time.Hour, ConsistencyGrace: time.Minute, NotFoundRetry: time.Minute},
-		slog.New(slog.NewTextHandler(io.Discard, nil)))
-	inv.now = clock.Now
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() { _ = inv.Start(ctx) }()
-	<-inv.Synced()
+`)
 
 	enis, err := c.ListENIs(ctx, "vpc-0a000000000000001", nil)
 	if err != nil {
@@ -106,36 +81,11 @@ timing: {reassignDelay: {min: 3s, max: 3s}}
 // nor puts it on the old one, within the consistency grace (a minute) or
 // after it; once describes show the remap, they are believed again.
 func TestLandedRemapIsTrustedBeforeDescribesShowIt(t *testing.T) {
-	sc, err := ec2sim.ParseScenario([]byte(`
-account: "111122223333"
-region: eu-west-1
-zones: [eu-west-1a]
-vpcs:
-- id: vpc-0a000000000000001
-  cidrs: [10.1.0.0/16]
-  subnets:
-  - {id: subnet-0a000000000000001, cidr: 10.1.1.0/24, zone: eu-west-1a}
-instances:
+	c, inv, clock, ctx := startMoves(t, `
 - {id: i-0a000000000000001, type: m5.large, subnet: subnet-0a000000000000001, enis: [{deviceIndex: 1, secondaryIPs: 1}]}
 - {id: i-0a000000000000002, type: m5.large, subnet: subnet-0a000000000000001, enis: [{deviceIndex: 1}]}
 timing: {reassignDelay: {min: 2s, max: 2s}, lag: {reassign: {min: 3m, max: 3m}, share: 1}}
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	clock := ec2sim.NewManualClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
-	st, err := ec2sim.NewState(sc, clock.Now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := cloudfake.New(st)
-	inv := New(c, Options{VPCIDs: []string{"vpc-0a000000000000001"}, ResyncInterval: time.Hour, ConsistencyGrace: time.Minute, NotFoundRetry: time.Minute},
-		slog.New(slog.NewTextHandler(io.Discard, nil)))
-	inv.now = clock.Now
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() { _ = inv.Start(ctx) }()
-	<-inv.Synced()
+`)
 
 	enis, err := c.ListENIs(ctx, "vpc-0a000000000000001", nil)
 	if err != nil {
@@ -215,37 +165,12 @@ timing: {reassignDelay: {min: 2s, max: 2s}, lag: {reassign: {min: 3m, max: 3m}, 
 // the address is trusted on no ENI until the later remap lands: neither
 // where the earlier one put it nor where it goes.
 func TestLandedAnswerOfASupersededReassignmentIsRefused(t *testing.T) {
-	sc, err := ec2sim.ParseScenario([]byte(`
-account: "111122223333"
-region: eu-west-1
-zones: [eu-west-1a]
-vpcs:
-- id: vpc-0a000000000000001
-  cidrs: [10.1.0.0/16]
-  subnets:
-  - {id: subnet-0a000000000000001, cidr: 10.1.1.0/24, zone: eu-west-1a}
-instances:
+	c, inv, clock, ctx := startMoves(t, `
 - {id: i-0a000000000000001, type: m5.large, subnet: subnet-0a000000000000001, enis: [{deviceIndex: 1, secondaryIPs: 1}]}
 - {id: i-0a000000000000002, type: m5.large, subnet: subnet-0a000000000000001, enis: [{deviceIndex: 1}]}
 - {id: i-0a000000000000003, type: m5.large, subnet: subnet-0a000000000000001, enis: [{deviceIndex: 1}]}
 timing: {reassignDelay: {min: 3s, max: 3s}}
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	clock := ec2sim.NewManualClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
-	st, err := ec2sim.NewState(sc, clock.Now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := cloudfake.New(st)
-	inv := New(c, Options{VPCIDs: []string{"vpc-0a000000000000001"}, ResyncInterval: time.Hour, ConsistencyGrace: time.Minute, NotFoundRetry: time.Minute},
-		slog.New(slog.NewTextHandler(io.Discard, nil)))
-	inv.now = clock.Now
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() { _ = inv.Start(ctx) }()
-	<-inv.Synced()
+`)
 
 	enis, err := c.ListENIs(ctx, "vpc-0a000000000000001", nil)
 	if err != nil {
@@ -405,35 +330,10 @@ timing: {reassignDelay: {min: 1s, max: 1s}, lag: {reassign: {min: 3s, max: 3s}, 
 // released as excess): the cache no longer shows it on the ENI, so the
 // pool does not list it again.
 func TestLandedAddressUnassignedLeavesItsENI(t *testing.T) {
-	sc, err := ec2sim.ParseScenario([]byte(`
-account: "111122223333"
-region: eu-west-1
-zones: [eu-west-1a]
-vpcs:
-- id: vpc-0a000000000000001
-  cidrs: [10.1.0.0/16]
-  subnets:
-  - {id: subnet-0a000000000000001, cidr: 10.1.1.0/24, zone: eu-west-1a}
-instances:
+	c, inv, clock, ctx := startMoves(t, `
 - {id: i-0a000000000000001, type: m5.large, subnet: subnet-0a000000000000001, enis: [{deviceIndex: 1, secondaryIPs: 1}]}
 - {id: i-0a000000000000002, type: m5.large, subnet: subnet-0a000000000000001, enis: [{deviceIndex: 1}]}
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	clock := ec2sim.NewManualClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
-	st, err := ec2sim.NewState(sc, clock.Now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := cloudfake.New(st)
-	inv := New(c, Options{VPCIDs: []string{"vpc-0a000000000000001"}, ResyncInterval: time.Hour, ConsistencyGrace: time.Minute, NotFoundRetry: time.Minute},
-		slog.New(slog.NewTextHandler(io.Discard, nil)))
-	inv.now = clock.Now
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() { _ = inv.Start(ctx) }()
-	<-inv.Synced()
+`)
 	enis, err := c.ListENIs(ctx, "vpc-0a000000000000001", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -469,4 +369,39 @@ instances:
 	if loc := inv.Locate(ip); loc.Found {
 		t.Fatalf("after a describe: %s unassigned from %s is located on %s", ip, to, loc.ENI.ID)
 	}
+}
+
+// startMoves starts an inventory over the in-memory EC2 of a one-subnet
+// VPC holding instances (and timing, if given), its clock manual, and
+// returns once the inventory has synced.
+func startMoves(t *testing.T, instancesAndTiming string) (*cloudfake.Cloud, *Inventory, *ec2sim.ManualClock, context.Context) {
+	t.Helper()
+	sc, err := ec2sim.ParseScenario([]byte(`
+account: "111122223333"
+region: eu-west-1
+zones: [eu-west-1a]
+vpcs:
+- id: vpc-0a000000000000001
+  cidrs: [10.1.0.0/16]
+  subnets:
+  - {id: subnet-0a000000000000001, cidr: 10.1.1.0/24, zone: eu-west-1a}
+instances:
+` + instancesAndTiming))
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := ec2sim.NewManualClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	st, err := ec2sim.NewState(sc, clock.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := cloudfake.New(st)
+	inv := New(c, Options{VPCIDs: []string{"vpc-0a000000000000001"}, ResyncInterval: time.Hour, ConsistencyGrace: time.Minute, NotFoundRetry: time.Minute},
+		slog.New(slog.NewTextHandler(io.Discard, nil)))
+	inv.now = clock.Now
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go func() { _ = inv.Start(ctx) }()
+	<-inv.Synced()
+	return c, inv, clock, ctx
 }
