@@ -72,7 +72,7 @@ var staticNodes = []struct{ name, instance, zone string }{
 // staticWorld is EC2 (ec2sim's state behind the in-memory cloud), an
 // in-memory apiserver, and every node's two agents played step by step.
 type staticWorld struct {
-	t     *testing.T
+	t *testing.T
 	// lives counts the operator's runs (start).
 	lives int
 	state *ec2sim.State
