@@ -230,7 +230,8 @@ type StaticIPClaimStatus struct {
 type PlacementNote struct {
 	// Address is the claim's address the note is about: spec.address,
 	// else status.address, as the pool controller read them; empty for a
-	// first placement (no address chosen yet).
+	// first placement (no address recorded yet: the note is about the
+	// address the placement chooses, which the claim records next).
 	// +optional
 	Address string `json:"address,omitempty"`
 	// Node is the node whose pool the note speaks of.

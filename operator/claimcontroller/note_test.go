@@ -54,9 +54,10 @@ const noteTerm = "after-restart"
 // n1 (spec.nodeName). The pool controller's note in status.placement
 // says the address is taken. The claim controller drops the address (so
 // another is picked) only when the note is about the claim as it is and
-// of its own term: a note left by the process before a restart, about an
-// earlier generation of the spec, or about another address is not acted
-// on, and the address stays the claim's. A placing note is shown in the
+// of its own term (a note with no address is about the first placement,
+// whose address the claim records since): a note left by the process
+// before a restart, about an earlier generation of the spec, or about
+// another address is not acted on, and the address stays the claim's. A placing note is shown in the
 // Ready condition under the same rule.
 func TestPlacementNoteIsActedOnOnlyWhenCurrent(t *testing.T) {
 	const addr = "10.0.16.20"
@@ -75,7 +76,9 @@ func TestPlacementNoteIsActedOnOnlyWhenCurrent(t *testing.T) {
 		{"taken, left before a restart", note(taken, addr, 2, "before-restart"), addr, enipamv1alpha1.ReasonPlacing},
 		{"taken, about an earlier generation", note(taken, addr, 1, noteTerm), addr, enipamv1alpha1.ReasonPlacing},
 		{"taken, about another address", note(taken, "10.0.16.21", 2, noteTerm), addr, enipamv1alpha1.ReasonPlacing},
-		{"taken, about a first placement", note(taken, "", 2, noteTerm), addr, enipamv1alpha1.ReasonPlacing},
+		// The first placement's stamp, since recorded, found in use.
+		{"taken, about the first placement", note(taken, "", 2, noteTerm), "", taken},
+		{"taken, about the first placement, left before a restart", note(taken, "", 2, "before-restart"), addr, enipamv1alpha1.ReasonPlacing},
 		{"awaiting routing, current", note(routing, addr, 2, noteTerm), addr, routing},
 		{"awaiting routing, left before a restart", note(routing, addr, 2, "before-restart"), addr, enipamv1alpha1.ReasonPlacing},
 		{"no note", nil, addr, enipamv1alpha1.ReasonPlacing},

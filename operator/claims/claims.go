@@ -116,16 +116,18 @@ func RecordedAddress(c *enipamv1alpha1.StaticIPClaim) string {
 
 // CurrentNote returns the pool controller's note on c (status.placement)
 // when it is about c as it is: written in term (the operator's current
-// term), for c's generation and for the address c records. Otherwise
-// nil: the note is about a claim since changed, or was written by
-// controllers since gone, and may describe what no longer holds (an
-// address taken by a pod since deleted).
+// term), for c's generation and for the address c records, or for its
+// first placement (a note with no address: the claim recorded none then,
+// and records since the address that placement chose). Otherwise nil: the
+// note is about a claim since changed, or was written by controllers
+// since gone, and may describe what no longer holds (an address taken by
+// a pod since deleted).
 func CurrentNote(c *enipamv1alpha1.StaticIPClaim, term string) *enipamv1alpha1.PlacementNote {
 	n := c.Status.Placement
 	if n == nil || n.Term != term || n.ObservedGeneration != c.Generation {
 		return nil
 	}
-	if rec := RecordedAddress(c); n.Address != rec {
+	if rec := RecordedAddress(c); n.Address != "" && n.Address != rec {
 		a, errA := netip.ParseAddr(n.Address)
 		b, errB := netip.ParseAddr(rec)
 		if errA != nil || errB != nil || a != b {

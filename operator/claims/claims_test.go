@@ -114,7 +114,8 @@ func TestCurrentNote(t *testing.T) {
 		{"written by an earlier term", claim("", "10.0.1.5", 2, note("10.0.1.5", 2, "t1")), false},
 		{"about an earlier generation", claim("", "10.0.1.5", 2, note("10.0.1.5", 1, "t2")), false},
 		{"about another address", claim("", "10.0.1.6", 2, note("10.0.1.5", 2, "t2")), false},
-		{"about a first placement, the address since chosen", claim("", "10.0.1.6", 2, note("", 2, "t2")), false},
+		{"about a first placement, the address since chosen", claim("", "10.0.1.6", 2, note("", 2, "t2")), true},
+		{"about a first placement, left before a restart", claim("", "10.0.1.6", 2, note("", 2, "t1")), false},
 		{"about an address, none recorded any more", claim("", "", 2, note("10.0.1.5", 2, "t2")), false},
 	} {
 		got := CurrentNote(tc.c, "t2")
