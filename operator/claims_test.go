@@ -72,7 +72,9 @@ var staticNodes = []struct{ name, instance, zone string }{
 // staticWorld is EC2 (ec2sim's state behind the in-memory cloud), an
 // in-memory apiserver, and every node's two agents played step by step.
 type staticWorld struct {
-	t     *testing.T
+	t *testing.T
+	// lives counts the operator's runs (start).
+	lives int
 	state *ec2sim.State
 	cloud *cloudfake.Cloud
 	c     client.WithWatch
@@ -170,8 +172,13 @@ func (w *staticWorld) start() *staticLife {
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	pools := poolcontroller.New(w.c, api, inv, events.NewFakeRecorder(1000), m, interruptOptions(), log)
-	claims := claimcontroller.New(w.c, api, inv, pools.Notes(), w.recorder, claimcontroller.Options{Cluster: "test", PublicIPRetry: 50 * time.Millisecond}, log)
+	// Each run is a term of its own, as a restarted process is.
+	w.lives++
+	term := fmt.Sprintf("life-%d", w.lives)
+	opts := interruptOptions()
+	opts.Term = term
+	pools := poolcontroller.New(w.c, api, inv, events.NewFakeRecorder(1000), m, opts, log)
+	claims := claimcontroller.New(w.c, api, inv, w.recorder, claimcontroller.Options{Cluster: "test", PublicIPRetry: 50 * time.Millisecond, Term: term}, log)
 	collector, err := gc.New(api, inv, w.c, gc.Options{Cluster: "test", MaxPerPass: 25, MinAge: time.Nanosecond}, prometheus.NewRegistry(), log)
 	if err != nil {
 		w.t.Fatal(err)

@@ -2,6 +2,7 @@ package operator
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -228,8 +229,13 @@ func (t *term) wire(opts Options, awsCfg aws.Config, log *slog.Logger) error {
 	if t.demand != nil {
 		podDemand = t.demand
 	}
+	// The two controllers meet through the claims' status.placement; a
+	// note left by an earlier term (a process gone, a lost lease) is
+	// not acted on.
+	term := rand.Text()
 	nodes := poolcontroller.New(mgr.GetClient(), api, inv, mgr.GetEventRecorder("enipam-operator"), metrics, poolcontroller.Options{
 		Cluster: opts.ClusterName,
+		Term:    term,
 		Pods:    mgr.GetAPIReader(),
 		Workers: opts.Workers,
 		Defaults: policy.Defaults{
@@ -251,8 +257,8 @@ func (t *term) wire(opts Options, awsCfg aws.Config, log *slog.Logger) error {
 	if err := nodes.SetupWithManager(mgr); err != nil {
 		return err
 	}
-	claims := claimcontroller.New(mgr.GetClient(), api, inv, nodes.Notes(), mgr.GetEventRecorder("enipam-operator"),
-		claimcontroller.Options{Cluster: opts.ClusterName, Pods: mgr.GetAPIReader(), PublicIPRetry: opts.ResyncInterval}, log.With("component", "staticipclaim"))
+	claims := claimcontroller.New(mgr.GetClient(), api, inv, mgr.GetEventRecorder("enipam-operator"),
+		claimcontroller.Options{Cluster: opts.ClusterName, Pods: mgr.GetAPIReader(), PublicIPRetry: opts.ResyncInterval, Term: term}, log.With("component", "staticipclaim"))
 	if err := reg.Register(claims); err != nil {
 		return err
 	}

@@ -164,43 +164,93 @@ const (
 	ReasonPodHasOtherAddress = "PodHasOtherAddress"
 )
 
-// StaticIPClaimStatus is the operator's report.
+// StaticIPClaimStatus is the operator's report. Each field has one
+// writer: enipam-operator's claim controller writes every field but
+// Placement, which is the pool controller's alone (the one writer of the
+// pools). Both write by merge patches of the fields they change, so
+// neither overwrites the other's.
 type StaticIPClaimStatus struct {
-	// Address is the claimed address once chosen.
+	// Address is the claimed address once chosen. Writer: the claim
+	// controller.
 	// +optional
 	Address string `json:"address,omitempty"`
 	// SubnetID and AvailabilityZone are the address's subnet and its zone:
-	// the pod can only run in that zone.
+	// the pod can only run in that zone. Writer: the claim controller.
 	// +optional
 	SubnetID string `json:"subnetID,omitempty"`
 	// +optional
 	AvailabilityZone string `json:"availabilityZone,omitempty"`
 	// NodeName is the node whose instance has the address on an ENI (its
 	// pool holds the address stamped with the claim's owner once Bound);
-	// ENIID the ENI EC2 has it on.
+	// ENIID the ENI EC2 has it on. Writer: the claim controller.
 	// +optional
 	NodeName string `json:"nodeName,omitempty"`
 	// +optional
 	ENIID string `json:"eniID,omitempty"`
-	// Phase summarizes the conditions.
+	// Phase summarizes the conditions. Writer: the claim controller.
 	// +optional
 	Phase ClaimPhase `json:"phase,omitempty"`
 	// LastUsed is when the pod of the claim's name was last seen: set
 	// when it goes, cleared while one exists (the AfterUnused policy
-	// counts its TTL from it).
+	// counts its TTL from it). Writer: the claim controller.
 	// +optional
 	LastUsed *metav1.Time `json:"lastUsed,omitempty"`
 	// PublicIP is the claim's Elastic IP and where it is associated,
-	// recorded by enipam-operator before it asks EC2 for anything.
+	// recorded before EC2 is asked for anything. Writer: the claim
+	// controller (it serves the Elastic IPs).
 	// +optional
 	PublicIP *ClaimPublicIP `json:"publicIP,omitempty"`
 	// ObservedGeneration is the spec generation this status describes.
+	// Writer: the claim controller.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// Conditions: Ready (ClaimReady). Writer: the claim controller;
+	// while the claim is Placing, it copies reason and message from
+	// Placement when that note is about the claim as it is.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// Placement is the pool controller's word on the placement under way.
+	// Writer: the pool controller, alone; the claim controller reads it.
+	// +optional
+	Placement *PlacementNote `json:"placement,omitempty"`
+}
+
+// PlacementNote is enipam-operator's pool controller's word on a claim's
+// placement: what it did with the claim's address on a node, or why it
+// cannot. It is about the claim as the pool controller read it (Address,
+// ObservedGeneration), in one term of the operator (Term). The claim
+// controller reads it for the Ready condition while the claim is Placing,
+// and drops an address it picked itself that the note finds taken; it
+// ignores a note about another address, another generation of the spec
+// or another term: such a note may describe a state that has since
+// changed, and nothing rewrites it until the pool controller looks at the
+// claim again.
+type PlacementNote struct {
+	// Address is the claim's address the note is about: spec.address,
+	// else status.address, as the pool controller read them; empty for a
+	// first placement (no address recorded yet: the note is about the
+	// address the placement chooses, which the claim records next).
+	// +optional
+	Address string `json:"address,omitempty"`
+	// Node is the node whose pool the note speaks of.
+	// +optional
+	Node string `json:"node,omitempty"`
+	// ObservedGeneration is the claim's generation the note is about.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// Term names the operator's leadership term that wrote the note
+	// (random, new with each process and each time a replica leads): a
+	// note of an earlier term was written by controllers that are gone.
+	// +optional
+	Term string `json:"term,omitempty"`
+	// Reason is one of the claim reasons (Placing, AwaitingRouting,
+	// WaitingForOldPod, AddressTaken, NoSlotInSubnet, ...).
+	Reason string `json:"reason"`
+	// Message says it for people.
+	// +optional
+	Message string `json:"message,omitempty"`
 }
 
 // Owner is the pool-entry owner Cilium's CNI plugin asks for when it

@@ -2,8 +2,10 @@
 // (an address in a subnet enipam serves, held by nobody else), records
 // where the address is (status: address, subnet, zone, node, ENI, phase,
 // the Ready condition with the pool controller's word on a placement
-// under way), serves the claim's Elastic IP (spec.publicIP: allocated,
-// associated with the address, released), applies the reclaim policies,
+// under way, read from the claim's status.placement, the one status field
+// it does not write), serves the claim's Elastic IP (spec.publicIP:
+// allocated, associated with the address, released), applies the
+// reclaim policies,
 // and holds its finalizer until no pool stamps the address any more. It
 // never writes a CiliumNode, and its only EC2 calls are the claims'
 // Elastic IPs: moving and stamping addresses is the pool controller's,
@@ -59,6 +61,10 @@ type Options struct {
 	// Now is the controller's clock; nil is time.Now. A simulation that
 	// calls Reconcile step by step drives its own.
 	Now func() time.Time
+	// Term names the operator's term: the pool controller's notes
+	// (status.placement) are acted on only when written in this term
+	// (poolcontroller.Options.Term), never when left by an earlier one.
+	Term string
 }
 
 // Reconciler serves StaticIPClaims. Build it with New.
@@ -66,7 +72,6 @@ type Reconciler struct {
 	client client.Client
 	api    cloud.API
 	inv    *inventory.Inventory
-	notes  *claims.Notes
 	events events.EventRecorder
 	opts   Options
 	log    *slog.Logger
@@ -82,10 +87,9 @@ type Reconciler struct {
 	phases phaseClock
 }
 
-// New returns a reconciler reading the pool controller's notes and
-// calling api for the claims' Elastic IPs; it does nothing until
-// registered with a manager.
-func New(c client.Client, api cloud.API, inv *inventory.Inventory, notes *claims.Notes, rec events.EventRecorder, opts Options, log *slog.Logger) *Reconciler {
+// New returns a reconciler calling api for the claims' Elastic IPs; it
+// does nothing until registered with a manager.
+func New(c client.Client, api cloud.API, inv *inventory.Inventory, rec events.EventRecorder, opts Options, log *slog.Logger) *Reconciler {
 	if opts.Recheck <= 0 {
 		opts.Recheck = 10 * time.Second
 	}
@@ -96,7 +100,7 @@ func New(c client.Client, api cloud.API, inv *inventory.Inventory, notes *claims
 	if opts.Now != nil {
 		now = opts.Now
 	}
-	return &Reconciler{client: c, api: api, inv: inv, notes: notes, events: rec, opts: opts, log: log, now: now}
+	return &Reconciler{client: c, api: api, inv: inv, events: rec, opts: opts, log: log, now: now}
 }
 
 // Event reasons on claims; stable, for alerting.
@@ -111,7 +115,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	c := &enipamv1alpha1.StaticIPClaim{}
 	if err := r.client.Get(ctx, req.NamespacedName, c); err != nil {
 		if apierrors.IsNotFound(err) {
-			r.notes.Clear(req.Namespace + "/" + req.Name)
 			r.phases.forget(req.Namespace + "/" + req.Name)
 			return ctrl.Result{}, nil
 		}
@@ -225,7 +228,6 @@ func (r *Reconciler) release(ctx context.Context, c *enipamv1alpha1.StaticIPClai
 	if err := r.client.Patch(ctx, c, client.MergeFrom(orig)); err != nil && !apierrors.IsNotFound(err) {
 		return ctrl.Result{}, fmt.Errorf("removing the finalizer of claim %s, %w", c.Owner(), err)
 	}
-	r.notes.Clear(c.Owner())
 	r.phases.forget(c.Owner())
 	r.log.Info("static address released", "claim", c.Owner(), "ip", c.Status.Address)
 	return ctrl.Result{}, nil

@@ -6,40 +6,29 @@ import (
 
 	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
 	appsv1 "k8s.io/api/apps/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
-	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
 )
 
 // SetupWithManager registers the controller: claims; the pods of their
 // names (the old pod gone, the AfterUnused clock); CiliumNodes (stamps
-// appearing and leaving); StatefulSets (scaled, deleted); and the pool
-// controller's notes. The indexes of package claims must be registered
+// appearing and leaving); StatefulSets (scaled, deleted). The pool
+// controller's notes arrive as updates of the claims themselves
+// (status.placement). The indexes of package claims must be registered
 // first (claims.Register).
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
-	noted := make(chan event.GenericEvent, 1024)
-	r.notes.OnChange(func(owner string) {
-		ns, name, _ := strings.Cut(owner, "/")
-		select {
-		case noted <- event.GenericEvent{Object: &enipamv1alpha1.StaticIPClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}}:
-		default: // full: the claim's recheck catches up
-		}
-	})
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("staticipclaim").
 		For(&enipamv1alpha1.StaticIPClaim{}).
 		Watches(&ciliumv2.CiliumNode{}, handler.EnqueueRequestsFromMapFunc(stampedClaims)).
 		Watches(&appsv1.StatefulSet{}, handler.EnqueueRequestsFromMapFunc(r.setClaims), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		WatchesRawSource(source.Channel(noted, &handler.EnqueueRequestForObject{})).
 		Complete(r)
 }
 

@@ -23,12 +23,13 @@ import (
 )
 
 // status computes the claim's status from the spec, the pools, EC2 (the
-// inventory) and the pool controller's notes, and how soon to look again.
+// inventory) and the pool controller's note (status.placement, when it is
+// about the claim as it is), and how soon to look again.
 func (r *Reconciler) status(ctx context.Context, c *enipamv1alpha1.StaticIPClaim) (st *enipamv1alpha1.StaticIPClaimStatus, requeue time.Duration) {
 	st = c.Status.DeepCopy()
 	st.ObservedGeneration = c.Generation
 	owner := c.Owner()
-	note, noted := r.notes.Get(owner)
+	note := claims.CurrentNote(c, r.opts.Term)
 
 	stamps, err := r.stampedOn(ctx, owner)
 	if err != nil {
@@ -66,7 +67,7 @@ func (r *Reconciler) status(ctx context.Context, c *enipamv1alpha1.StaticIPClaim
 		}
 	} else {
 		addr, _ = netip.ParseAddr(st.Address)
-		if noted && note.Taken && !slices.ContainsFunc(stamps, func(s stamp) bool { return s.ip == st.Address }) {
+		if note != nil && note.Reason == enipamv1alpha1.ReasonAddressTaken && !slices.ContainsFunc(stamps, func(s stamp) bool { return s.ip == st.Address }) {
 			addr = netip.Addr{} // taken before its stamp held: another is picked
 		}
 		if addr.IsValid() && r.precededBy(ctx, c, addr) != "" {
@@ -126,7 +127,7 @@ func (r *Reconciler) status(ctx context.Context, c *enipamv1alpha1.StaticIPClaim
 		reason, msg = enipamv1alpha1.ReasonNodeUnknown, fmt.Sprintf("node %s has no CiliumNode: %v", target, err)
 	case st.AvailabilityZone != "" && cn.Spec.ENI.AvailabilityZone != "" && cn.Spec.ENI.AvailabilityZone != st.AvailabilityZone:
 		reason, msg = enipamv1alpha1.ReasonWrongZone, fmt.Sprintf("node %s is in %s; %s lives in %s, %s", target, cn.Spec.ENI.AvailabilityZone, st.Address, st.SubnetID, st.AvailabilityZone)
-	case noted:
+	case note != nil:
 		reason, msg = note.Reason, note.Message
 	}
 	setReady(st, metav1.ConditionFalse, reason, msg)

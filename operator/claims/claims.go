@@ -1,13 +1,15 @@
 // Package claims is what enipam-operator's two controllers share about
-// StaticIPClaims: the claim as a node's reconcile sees it (Claim), the
-// cache indexes both look claims and pools up with, and the notes the
-// pool controller leaves for the claim controller (Notes).
+// StaticIPClaims: the claim as a node's reconcile sees it (Claim) and the
+// cache indexes both look claims and pools up with.
 //
 // The split: the pool controller (the one writer of every CiliumNode's
 // spec.ipam.pool) places, stamps, moves and releases claimed addresses
-// as part of each node's pool; the claim controller (the one writer of
-// claims) checks what users ask for, records where the address is, and
-// applies the reclaim policies.
+// as part of each node's pool, and leaves its word on each placement in
+// the claim's status.placement (its one field of a claim); the claim
+// controller (the writer of the rest of the claims' status) checks what
+// users ask for, records where the address is, and applies the reclaim
+// policies. They meet through the API only: each reads the other's
+// fields from the cache.
 package claims
 
 import (
@@ -15,7 +17,6 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
-	"sync"
 
 	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -52,6 +53,11 @@ type Claim struct {
 	// one (Precedes); nothing moves for it, and its stamp goes unless
 	// its pod holds the address.
 	Lost bool
+	// Generation is the claim's metadata.generation as read.
+	Generation int64
+	// Placement is the pool controller's note as the claim's status holds
+	// it (nil: none).
+	Placement *enipamv1alpha1.PlacementNote
 }
 
 // Records reports whether claim o records addr as its own: asks for it
@@ -83,7 +89,8 @@ func Precedes(a, b *enipamv1alpha1.StaticIPClaim, addr string) bool {
 
 // FromObject converts a claim object.
 func FromObject(c *enipamv1alpha1.StaticIPClaim) *Claim {
-	out := &Claim{Owner: c.Owner(), Target: c.Spec.NodeName, Subnet: c.Spec.SubnetID, Release: c.DeletionTimestamp != nil && c.Status.PublicIP == nil}
+	out := &Claim{Owner: c.Owner(), Target: c.Spec.NodeName, Subnet: c.Spec.SubnetID, Release: c.DeletionTimestamp != nil && c.Status.PublicIP == nil,
+		Generation: c.Generation, Placement: c.Status.Placement.DeepCopy()}
 	addr := c.Spec.Address
 	if addr == "" {
 		addr = c.Status.Address
@@ -96,6 +103,38 @@ func FromObject(c *enipamv1alpha1.StaticIPClaim) *Claim {
 	out.Ready = checked && c.Status.Phase != enipamv1alpha1.ClaimInvalid
 	out.Invalid = checked && c.Status.Phase == enipamv1alpha1.ClaimInvalid
 	return out
+}
+
+// RecordedAddress is the address claim c records as read: spec.address,
+// else status.address; "" while none is chosen.
+func RecordedAddress(c *enipamv1alpha1.StaticIPClaim) string {
+	if c.Spec.Address != "" {
+		return c.Spec.Address
+	}
+	return c.Status.Address
+}
+
+// CurrentNote returns the pool controller's note on c (status.placement)
+// when it is about c as it is: written in term (the operator's current
+// term), for c's generation and for the address c records, or for its
+// first placement (a note with no address: the claim recorded none then,
+// and records since the address that placement chose). Otherwise nil: the
+// note is about a claim since changed, or was written by controllers
+// since gone, and may describe what no longer holds (an address taken by
+// a pod since deleted).
+func CurrentNote(c *enipamv1alpha1.StaticIPClaim, term string) *enipamv1alpha1.PlacementNote {
+	n := c.Status.Placement
+	if n == nil || n.Term != term || n.ObservedGeneration != c.Generation {
+		return nil
+	}
+	if rec := RecordedAddress(c); n.Address != "" && n.Address != rec {
+		a, errA := netip.ParseAddr(n.Address)
+		b, errB := netip.ParseAddr(rec)
+		if errA != nil || errB != nil || a != b {
+			return nil
+		}
+	}
+	return n
 }
 
 // Index names of the cache indexes (register them with Indexes).
@@ -221,61 +260,4 @@ func nonEmpty(vals ...string) []string {
 		}
 	}
 	return out
-}
-
-// Note is the pool controller's word on where a claim's placement stands,
-// for the claim's Ready condition.
-type Note struct {
-	// Reason is one of the claim reasons of package v1alpha1.
-	Reason  string
-	Message string
-	// Taken: the address is held by someone else; the claim controller
-	// drops an address it picked itself, so another is picked.
-	Taken bool
-}
-
-// Notes holds the latest Note per claim owner. Safe for concurrent use;
-// the zero value is not usable, use NewNotes.
-type Notes struct {
-	mu    sync.Mutex
-	notes map[string]Note
-	// onChange is told the owner whose note changed.
-	onChange func(owner string)
-}
-
-// NewNotes returns empty notes.
-func NewNotes() *Notes { return &Notes{notes: map[string]Note{}} }
-
-// OnChange sets the function told of each changed note (the claim
-// controller's enqueue). Call it before the controllers start.
-func (n *Notes) OnChange(f func(owner string)) { n.onChange = f }
-
-// Set records owner's note; the listener hears of it when it changed.
-func (n *Notes) Set(owner string, note Note) {
-	n.mu.Lock()
-	old, had := n.notes[owner]
-	n.notes[owner] = note
-	n.mu.Unlock()
-	if (!had || old != note) && n.onChange != nil {
-		n.onChange(owner)
-	}
-}
-
-// Clear forgets owner's note.
-func (n *Notes) Clear(owner string) {
-	n.mu.Lock()
-	_, had := n.notes[owner]
-	delete(n.notes, owner)
-	n.mu.Unlock()
-	if had && n.onChange != nil {
-		n.onChange(owner)
-	}
-}
-
-// Get returns owner's note.
-func (n *Notes) Get(owner string) (Note, bool) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	note, ok := n.notes[owner]
-	return note, ok
 }

@@ -11,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
 )
 
 func TestPoolBlock(t *testing.T) {
@@ -83,5 +85,45 @@ func TestPoolNodes(t *testing.T) {
 	}
 	if got := names("10.0.2.9"); !slices.Equal(got, []string{"a", "b"}) {
 		t.Errorf("after b's pool changed, PoolNodes(10.0.2.9) = %v, want [a b]", got)
+	}
+}
+
+// TestCurrentNote: the pool controller's note is acted on only when it is
+// about the claim as it is (the address it records, its generation) and
+// was written in the reader's term; a note of an earlier term (a process
+// since restarted) or about an earlier state of the claim is not.
+func TestCurrentNote(t *testing.T) {
+	claim := func(specAddr, statusAddr string, gen int64, n *enipamv1alpha1.PlacementNote) *enipamv1alpha1.StaticIPClaim {
+		c := &enipamv1alpha1.StaticIPClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "db-0", Generation: gen}}
+		c.Spec.Address, c.Status.Address, c.Status.Placement = specAddr, statusAddr, n
+		return c
+	}
+	note := func(addr string, gen int64, term string) *enipamv1alpha1.PlacementNote {
+		return &enipamv1alpha1.PlacementNote{Address: addr, Node: "n1", ObservedGeneration: gen, Term: term,
+			Reason: enipamv1alpha1.ReasonAddressTaken}
+	}
+	for _, tc := range []struct {
+		name string
+		c    *enipamv1alpha1.StaticIPClaim
+		want bool
+	}{
+		{"about the picked address, this generation, this term", claim("", "10.0.1.5", 2, note("10.0.1.5", 2, "t2")), true},
+		{"about the asked address", claim("10.0.1.5", "", 2, note("10.0.1.5", 2, "t2")), true},
+		{"about a first placement", claim("", "", 2, note("", 2, "t2")), true},
+		{"no note", claim("", "10.0.1.5", 2, nil), false},
+		{"written by an earlier term", claim("", "10.0.1.5", 2, note("10.0.1.5", 2, "t1")), false},
+		{"about an earlier generation", claim("", "10.0.1.5", 2, note("10.0.1.5", 1, "t2")), false},
+		{"about another address", claim("", "10.0.1.6", 2, note("10.0.1.5", 2, "t2")), false},
+		{"about a first placement, the address since chosen", claim("", "10.0.1.6", 2, note("", 2, "t2")), true},
+		{"about a first placement, left before a restart", claim("", "10.0.1.6", 2, note("", 2, "t1")), false},
+		{"about an address, none recorded any more", claim("", "", 2, note("10.0.1.5", 2, "t2")), false},
+	} {
+		got := CurrentNote(tc.c, "t2")
+		if (got != nil) != tc.want {
+			t.Errorf("%s: CurrentNote = %+v, want a note: %v", tc.name, got, tc.want)
+		}
+		if got != nil && got != tc.c.Status.Placement {
+			t.Errorf("%s: CurrentNote = %+v, not the claim's note", tc.name, got)
+		}
 	}
 }

@@ -61,7 +61,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
-	"github.com/enipam/enipam/operator/claims"
 	"github.com/enipam/enipam/operator/cloud"
 	"github.com/enipam/enipam/operator/inventory"
 	"github.com/enipam/enipam/operator/policy"
@@ -105,6 +104,10 @@ type Options struct {
 	// Now is the controller's clock; nil is time.Now. A simulation that
 	// calls Reconcile step by step drives its own.
 	Now func() time.Time
+	// Term names the operator's term in the notes the controller leaves
+	// on claims (status.placement.term); the claim controller of the
+	// same term is given the same name, and ignores the notes of others.
+	Term string
 }
 
 // Reconciler serves CiliumNodes.
@@ -117,10 +120,6 @@ type Reconciler struct {
 	opts    Options
 	log     *slog.Logger
 	now     func() time.Time
-
-	// notes tell the claim controller where each claim's placement
-	// stands.
-	notes *claims.Notes
 
 	// needs order the nodes when EC2's buckets bind; handoffs time new
 	// ENIs into their pools; slots keep some workers from EC2's buckets.
@@ -218,7 +217,7 @@ func New(c client.Client, api cloud.API, inv *inventory.Inventory, rec events.Ev
 		now = opts.Now
 	}
 	return &Reconciler{client: c, api: api, inv: inv, events: rec, metrics: m, opts: opts, log: log, now: now,
-		notes: claims.NewNotes(), nodes: map[string]*memory{}, needs: newNeeds(), handoffs: newHandoffs(),
+		nodes: map[string]*memory{}, needs: newNeeds(), handoffs: newHandoffs(),
 		slots: newSlots(slotsFor(opts.Workers)), families: policy.NewFamilyProblems()}
 }
 
@@ -226,10 +225,6 @@ func New(c client.Client, api cloud.API, inv *inventory.Inventory, rec events.Ev
 // address of a family their policy asks for, for the policy status
 // controller.
 func (r *Reconciler) FamilyProblems() *policy.FamilyProblems { return r.families }
-
-// Notes are the controller's word on each static IP claim's placement,
-// for the claim controller.
-func (r *Reconciler) Notes() *claims.Notes { return r.notes }
 
 // Reconcile serves one CiliumNode.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {

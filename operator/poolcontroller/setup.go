@@ -7,6 +7,7 @@ import (
 
 	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
@@ -51,7 +52,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		}), builder.WithPredicates(nodeChanged)).
 		Watches(&enipamv1alpha1.NodeRouting{}, r.routingHandler(), builder.WithPredicates(routingReported)).
 		Watches(&enipamv1alpha1.ENIPolicy{}, handler.EnqueueRequestsFromMapFunc(r.allNodes), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Watches(&enipamv1alpha1.StaticIPClaim{}, handler.EnqueueRequestsFromMapFunc(r.claimNodes)).
+		Watches(&enipamv1alpha1.StaticIPClaim{}, handler.EnqueueRequestsFromMapFunc(r.claimNodes), builder.WithPredicates(claimChanged)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.opts.Workers}).
 		Complete(r)
 }
@@ -208,6 +209,24 @@ var routingReported = predicate.Funcs{
 		return !sameJSON(o.Status.ENIs, n.Status.ENIs) || !sameJSON(reported(o.Status.Conditions), reported(n.Status.Conditions)) ||
 			!sameJSON(o.Status.Endpoints, n.Status.Endpoints) || !sameJSON(o.Status.Remaps, n.Status.Remaps) ||
 			(o.DeletionTimestamp == nil && n.DeletionTimestamp != nil)
+	},
+}
+
+// claimChanged passes claim events but an update that changes only
+// status.placement: the controller's own notes to the claim controller,
+// which change nothing of a pool.
+var claimChanged = predicate.Funcs{
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		o, okO := e.ObjectOld.(*enipamv1alpha1.StaticIPClaim)
+		n, okN := e.ObjectNew.(*enipamv1alpha1.StaticIPClaim)
+		if !okO || !okN {
+			return true
+		}
+		o, n = o.DeepCopy(), n.DeepCopy()
+		o.Status.Placement, n.Status.Placement = nil, nil
+		o.ResourceVersion, n.ResourceVersion = "", ""
+		o.ManagedFields, n.ManagedFields = nil, nil
+		return !equality.Semantic.DeepEqual(o, n)
 	},
 }
 

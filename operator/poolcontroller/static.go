@@ -125,8 +125,9 @@ type staticOutcome struct {
 	place []placement
 	// create asks for a new ENI in a subnet for a claimed address.
 	create *pool.Create
-	// notes per claim owner, for the claim controller.
-	notes map[string]claims.Note
+	// notes per claim owner, for the claim controller (written to each
+	// claim's status.placement by runStatic).
+	notes map[string]placementNote
 	// demand counts claims waiting for a free address of this pool (a
 	// first placement): planning adds them to what the pool must hold.
 	demand int
@@ -164,13 +165,20 @@ type placement struct {
 	reassign bool
 }
 
+// placementNote is the pass's word on one claim's placement. The zero
+// value says the node the address leaves has the word: this one writes
+// nothing.
+type placementNote struct {
+	// Reason is one of the claim reasons of package v1alpha1.
+	Reason  string
+	Message string
+}
+
 func (o *staticOutcome) note(owner, reason, format string, args ...any) {
 	if o.notes == nil {
-		o.notes = map[string]claims.Note{}
+		o.notes = map[string]placementNote{}
 	}
-	n := claims.Note{Reason: reason, Message: fmt.Sprintf(format, args...)}
-	n.Taken = reason == enipamv1alpha1.ReasonAddressTaken
-	o.notes[owner] = n
+	o.notes[owner] = placementNote{Reason: reason, Message: fmt.Sprintf(format, args...)}
 }
 
 // target is where a claim's address must be: spec.nodeName, else where it
@@ -418,9 +426,9 @@ func (v *poolView) claimHere(in *staticInputs, c *claims.Claim, snap *snapshot.N
 		// The node it leaves tells the claim why: no note of this one's.
 		out.waiting = true
 		if out.notes == nil {
-			out.notes = map[string]claims.Note{}
+			out.notes = map[string]placementNote{}
 		}
-		out.notes[c.Owner] = claims.Note{}
+		out.notes[c.Owner] = placementNote{}
 		return
 	}
 	v.fromEC2(in, c, snap, cfg, out)
@@ -500,7 +508,7 @@ func (v *poolView) unstamp(key string) {
 	}
 }
 
-func notesDel(m map[string]claims.Note, owner string) map[string]claims.Note {
+func notesDel(m map[string]placementNote, owner string) map[string]placementNote {
 	delete(m, owner)
 	return m
 }

@@ -174,10 +174,10 @@ func (s *nodeSync) runStatic(ctx context.Context, out staticOutcome) {
 		case noted && note.Reason == "":
 			// Another node's word stands.
 		case noted:
-			s.r.notes.Set(owner, note)
+			s.writeNote(ctx, c, s.placementFor(c, note))
 			busy = busy || (note.Reason != enipamv1alpha1.ReasonAddressTaken && !out.oldPods[owner])
 		case stamped[owner] || s.static.target(c) == s.cn.Name:
-			s.r.notes.Clear(owner)
+			s.writeNote(ctx, c, nil)
 		}
 	}
 	switch {

@@ -29,7 +29,9 @@ func stripClaim(obj any) (any, error) {
 		Spec:   c.Spec,
 		Status: c.Status,
 	}
-	out.Status.Conditions = nil
+	// The pool controller's note is the claim controller's to read; the
+	// Ready condition says what placement needs of it.
+	out.Status.Conditions, out.Status.Placement = nil, nil
 	if r := meta.FindStatusCondition(c.Status.Conditions, enipamv1alpha1.ClaimReady); r != nil {
 		out.Status.Conditions = []metav1.Condition{*r}
 	}

@@ -17,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	watchpkg "k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -418,6 +419,7 @@ func TestStatefulSetPodKeepsItsIPWhereverItIsRescheduled(t *testing.T) {
 	t.Logf("placed: %v on %v", ips, nodes)
 
 	old := nodes["db-1"]
+	notes := w.watchNotes("db-1")
 	w.cordon(old)
 	start := time.Now()
 	w.deletePod("db-1")
@@ -436,6 +438,23 @@ func TestStatefulSetPodKeepsItsIPWhereverItIsRescheduled(t *testing.T) {
 	if pools, owner := w.inPool(ip); !slices.Equal(pools, []string{node}) || owner != w.ns+"/db-1" {
 		t.Errorf("%s is in the pools of %v (owner %q), want %s's only, stamped", ip, pools, owner, node)
 	}
+	// The pool controller told of the move in the claim's
+	// status.placement, about the claim's address, and removes its note
+	// once the address is stamped.
+	w.eventually("db-1's placement note removed", 30*time.Second, func() bool {
+		c, ok := w.claim("db-1")
+		return ok && c.Status.Placement == nil
+	})
+	seen := notes()
+	if len(seen) == 0 {
+		t.Errorf("no placement note on db-1's claim during its move")
+	}
+	for _, n := range seen {
+		if n.Address != ip || n.Term == "" || n.Term != seen[0].Term || n.Reason == "" || (n.Node != old && n.Node != node) {
+			t.Errorf("placement note %+v during db-1's move of %s from %s to %s", n, ip, old, node)
+		}
+	}
+	t.Logf("db-1's placement notes: %d, reasons %v", len(seen), noteReasons(seen))
 
 	// Scaled down and up within the TTL: db-2 keeps its address.
 	w.scale(sts, 2)
@@ -457,6 +476,53 @@ func TestStatefulSetPodKeepsItsIPWhereverItIsRescheduled(t *testing.T) {
 		t.Errorf("ledger: %+v %v", v, w.sim.Ledger().ViolationDetails())
 	}
 	w.releases()
+}
+
+// watchNotes records every placement note the claim of name holds from
+// now until the test ends, but the one it holds now; the function
+// returned lists them.
+func (w *staticWorld) watchNotes(name string) func() []enipamv1alpha1.PlacementNote {
+	w.t.Helper()
+	watch, err := env.Client.Watch(w.ctx, &enipamv1alpha1.StaticIPClaimList{}, client.InNamespace(w.ns))
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	w.t.Cleanup(watch.Stop)
+	var mu sync.Mutex
+	var seen []enipamv1alpha1.PlacementNote
+	var before *enipamv1alpha1.PlacementNote
+	go func() {
+		for ev := range watch.ResultChan() {
+			c, ok := ev.Object.(*enipamv1alpha1.StaticIPClaim)
+			if !ok || c.Name != name {
+				continue
+			}
+			if ev.Type == watchpkg.Added {
+				before = c.Status.Placement
+			}
+			if c.Status.Placement == nil || (before != nil && *before == *c.Status.Placement) {
+				continue
+			}
+			mu.Lock()
+			if len(seen) == 0 || seen[len(seen)-1] != *c.Status.Placement {
+				seen = append(seen, *c.Status.Placement)
+			}
+			mu.Unlock()
+		}
+	}()
+	return func() []enipamv1alpha1.PlacementNote {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(seen)
+	}
+}
+
+func noteReasons(notes []enipamv1alpha1.PlacementNote) []string {
+	var out []string
+	for _, n := range notes {
+		out = append(out, n.Node+":"+n.Reason)
+	}
+	return out
 }
 
 // releases logs and returns how many addresses the operator unassigned

@@ -65,7 +65,8 @@
 //     pool, or an unused one) and deleted; nodes cordoned (and drained)
 //     and uncordoned; an instance terminated (its pods, Node, CiliumNode
 //     and NodeRouting gone with it); the operator restarted between steps
-//     (notes, inventory, marks and every memory lost); and the operator
+//     (inventory, marks and every memory lost; the pool controller's
+//     notes stay in the claims' status, of a term now gone); and the operator
 //     killed at its 1st–3rd next write to the apiserver or EC2, that write
 //     landing or not (a status patch lands and the spec patch after it is
 //     lost; an Unassign lands and its answer is lost).

@@ -142,7 +142,8 @@ type world struct {
 }
 
 // process is one run of enipam-operator: everything it keeps in memory
-// (inventory, notes, the controllers' marks) dies with it.
+// (inventory, the controllers' marks) dies with it; the notes it left
+// in the claims' status stay, written in its term.
 type process struct {
 	inv    *inventory.Inventory
 	pools  *poolcontroller.Reconciler
@@ -498,15 +499,19 @@ func (w *world) startOperator() error {
 	if err != nil {
 		return err
 	}
+	// Each process is a term of its own: the notes of the dead one stay
+	// in the claims' status, not to be acted on.
+	term := fmt.Sprintf("process-%d", w.restarts)
 	p.pools = poolcontroller.New(p.c, api, p.inv, &events.FakeRecorder{}, m, poolcontroller.Options{
 		Cluster: cluster, Workers: 1,
 		Defaults: policy.Defaults{Knobs: pool.Knobs{PreAllocate: 2, AgentEndpoints: 2}, ReleaseExcessIPs: true,
 			ReleaseDelay: 10 * time.Second},
 		ConsistencyGrace: 5 * time.Second, RoutingPatience: time.Minute,
 		RetryBase: time.Second, RetryMax: 10 * time.Second, BlockedRetry: 10 * time.Second, Now: w.clock.Now,
+		Term: term,
 	}, w.log)
-	p.claims = claimcontroller.New(p.c, api, p.inv, p.pools.Notes(), &events.FakeRecorder{},
-		claimcontroller.Options{Cluster: cluster, PublicIPRetry: 5 * time.Second, Now: w.clock.Now}, w.log)
+	p.claims = claimcontroller.New(p.c, api, p.inv, &events.FakeRecorder{},
+		claimcontroller.Options{Cluster: cluster, PublicIPRetry: 5 * time.Second, Now: w.clock.Now, Term: term}, w.log)
 	return nil
 }
 

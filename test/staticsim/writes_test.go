@@ -160,6 +160,29 @@ func TestWriterIsTheFakeClient(t *testing.T) {
 			n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1"}}
 			return n, c.Patch(ctx, n, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"unschedulable":true}}`)))
 		}},
+		{"claim status patched by the claim controller", func(c client.Client) (client.Object, error) {
+			cl := &enipamv1alpha1.StaticIPClaim{}
+			_ = c.Get(ctx, claimKey, cl)
+			orig := cl.DeepCopy()
+			cl.Status.Address, cl.Status.Phase = "10.0.16.5", enipamv1alpha1.ClaimPlacing
+			return cl, c.Status().Patch(ctx, cl, client.MergeFrom(orig))
+		}},
+		// The pool controller's note: a raw merge patch of
+		// status.placement alone, every field spelled out.
+		{"placement note written", func(c client.Client) (client.Object, error) {
+			cl := &enipamv1alpha1.StaticIPClaim{ObjectMeta: metav1.ObjectMeta{Name: "db-0", Namespace: namespace}}
+			return cl, c.Status().Patch(ctx, cl, client.RawPatch(types.MergePatchType,
+				[]byte(`{"status":{"placement":{"address":"10.0.16.5","node":"node-1","observedGeneration":1,"term":"t","reason":"Placing","message":"m"}}}`)))
+		}},
+		{"placement note rewritten", func(c client.Client) (client.Object, error) {
+			cl := &enipamv1alpha1.StaticIPClaim{ObjectMeta: metav1.ObjectMeta{Name: "db-0", Namespace: namespace}}
+			return cl, c.Status().Patch(ctx, cl, client.RawPatch(types.MergePatchType,
+				[]byte(`{"status":{"placement":{"address":"","node":"node-1","observedGeneration":1,"term":"t","reason":"AddressTaken","message":""}}}`)))
+		}},
+		{"placement note removed", func(c client.Client) (client.Object, error) {
+			cl := &enipamv1alpha1.StaticIPClaim{ObjectMeta: metav1.ObjectMeta{Name: "db-0", Namespace: namespace}}
+			return cl, c.Status().Patch(ctx, cl, client.RawPatch(types.MergePatchType, []byte(`{"status":{"placement":null}}`)))
+		}},
 		{"claim deleted", func(c client.Client) (client.Object, error) {
 			cl := &enipamv1alpha1.StaticIPClaim{ObjectMeta: metav1.ObjectMeta{Name: "db-0", Namespace: namespace}}
 			return cl, c.Delete(ctx, cl)
