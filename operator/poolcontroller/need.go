@@ -131,15 +131,26 @@ func (n *needs) setLocked(node string, empty bool) []string {
 func (n *needs) holdNewENI(node string, need nodeNeed) bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	elsewhere := len(n.empty)
-	if n.empty[node] {
-		elsewhere--
-	}
-	if !holdNewENI(need, elsewhere) {
+	if !holdNewENI(need, n.emptyElsewhereLocked(node)) {
 		return false
 	}
 	n.held[node] = true
 	return true
+}
+
+// emptyElsewhere counts the empty nodes other than node.
+func (n *needs) emptyElsewhere(node string) int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.emptyElsewhereLocked(node)
+}
+
+func (n *needs) emptyElsewhereLocked(node string) int {
+	elsewhere := len(n.empty)
+	if n.empty[node] {
+		elsewhere--
+	}
+	return elsewhere
 }
 
 // forget drops a node that is gone.
