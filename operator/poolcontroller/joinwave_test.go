@@ -17,18 +17,21 @@ import (
 // (first interface index 1: 9 secondaries an ENI, pre-allocate 8 plus
 // Cilium's 2 addresses need 10) gets both its ENIs planned at once while
 // fewer than wholeNeedEmptyNodes other nodes are empty; with more, its
-// first ENI alone, so that it comes ahead of no other node's first.
+// first ENI alone, so that it comes ahead of no other node's first,
+// unless pods already wait on it.
 func TestJoiningNodeInAWaveTakesItsFirstENIAlone(t *testing.T) {
 	for _, tt := range []struct {
 		emptyElsewhere int
+		waiting        int
 		newENIs        int
 	}{
-		{0, 2},
-		{wholeNeedEmptyNodes - 1, 2},
-		{wholeNeedEmptyNodes, 1},
-		{200, 1},
+		{0, 0, 2},
+		{wholeNeedEmptyNodes - 1, 0, 2},
+		{wholeNeedEmptyNodes, 0, 1},
+		{200, 0, 1},
+		{200, 3, 2}, // pods wait on it: its whole need at once
 	} {
-		t.Run(fmt.Sprintf("%d other nodes empty", tt.emptyElsewhere), func(t *testing.T) {
+		t.Run(fmt.Sprintf("%d other nodes empty, %d pods waiting", tt.emptyElsewhere, tt.waiting), func(t *testing.T) {
 			r := &Reconciler{needs: newNeeds(), nodes: map[string]*memory{}}
 			r.needs.set("n1", true)
 			for i := range tt.emptyElsewhere {
@@ -42,7 +45,7 @@ func TestJoiningNodeInAWaveTakesItsFirstENIAlone(t *testing.T) {
 			}
 			cfg := policy.Config{Config: pool.Config{Knobs: pool.Knobs{PreAllocate: 8, AgentEndpoints: 2}, FirstInterfaceIndex: 1}, IPv4: true}
 			cn := &ciliumv2.CiliumNode{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}
-			s := &nodeSync{r: r, mem: r.memory("n1"), cn: cn, pool: &poolView{cn: cn}, nodeState: nodeState{cfg: cfg, snap: snap, haveSnap: true}}
+			s := &nodeSync{r: r, mem: r.memory("n1"), cn: cn, pool: &poolView{cn: cn}, nodeState: nodeState{cfg: cfg, snap: snap, haveSnap: true, waiting: tt.waiting}}
 			plan := s.computePlan()
 			if plan.Create == nil {
 				t.Fatalf("no new ENI planned: %+v", plan)

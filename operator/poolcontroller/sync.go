@@ -227,10 +227,12 @@ func (s *nodeSync) run(ctx context.Context) {
 // for the whole wave's ENIs (2.6 times the first-ENI bound for 200
 // m5.large nodes, against 1.2 times). Empty pools come first: such a
 // node gets its first ENI alone, and the rest as a top-up (held while
-// nodes are empty), at the cost of a second pair of writes. A node that
-// has addresses grows one new ENI at a time (pool.Compute).
+// nodes are empty), at the cost of a second pair of writes. Pods already
+// waiting on the node are its need, as for a top-up (holdNewENI): it
+// then takes the whole need at once, wave or not. A node that has
+// addresses grows one new ENI at a time (pool.Compute).
 func (s *nodeSync) computePlan() pool.Plan {
-	if s.snap.Available == 0 && s.r.needs.emptyElsewhere(s.cn.Name) < wholeNeedEmptyNodes {
+	if s.snap.Available == 0 && (s.waiting+s.staticDemand > 0 || s.r.needs.emptyElsewhere(s.cn.Name) < wholeNeedEmptyNodes) {
 		return pool.ComputeWhole(&s.snap, &s.cfg.Config)
 	}
 	return pool.Compute(&s.snap, &s.cfg.Config)
