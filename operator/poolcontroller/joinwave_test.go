@@ -2,6 +2,7 @@ package poolcontroller
 
 import (
 	"fmt"
+	"net/netip"
 	"testing"
 
 	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
@@ -18,34 +19,56 @@ import (
 // Cilium's 2 addresses need 10) gets both its ENIs planned at once while
 // fewer than wholeNeedEmptyNodes other nodes are empty; with more, its
 // first ENI alone, so that it comes ahead of no other node's first,
-// unless pods already wait on it.
+// unless pods already wait on it. An m5.4xlarge that got its first ENI
+// alone in a wave (29 addresses, min-allocate 80) takes the rest of its
+// need, two ENIs, at once once the wave is through, one at a time while
+// it lasts.
 func TestJoiningNodeInAWaveTakesItsFirstENIAlone(t *testing.T) {
+	primary := cloud.ENI{ID: "eni-0", DeviceIndex: 0, SubnetID: "subnet-a", SecurityGroups: []string{"sg-1"}, Status: cloud.ENIInUse}
+	first := cloud.ENI{ID: "eni-1", DeviceIndex: 1, SubnetID: "subnet-a", SecurityGroups: []string{"sg-1"}, Status: cloud.ENIInUse,
+		AttachmentStatus: cloud.AttachmentAttached, InstanceID: "i-1"}
+	for i := range 29 {
+		first.IPs = append(first.IPs, netip.AddrFrom4([4]byte{10, 0, 1, byte(10 + i)}))
+	}
+	joining := func(typ cloud.InstanceType) snapshot.Node {
+		return snapshot.Node{
+			Instance: cloud.Instance{ID: "i-1", Type: typ.Name, AZ: "us-east-1a", VPCID: "vpc-1", SubnetID: "subnet-a"},
+			Type:     typ,
+			ENIs:     []cloud.ENI{primary},
+			Subnets:  []cloud.Subnet{{ID: "subnet-a", AZ: "us-east-1a", VPCID: "vpc-1", Available: 2000}},
+		}
+	}
+	m5large := joining(cloud.InstanceType{Name: "m5.large", MaxENIs: 3, IPv4PerENI: 10, Hypervisor: "nitro"})
+	grown := joining(cloud.InstanceType{Name: "m5.4xlarge", MaxENIs: 8, IPv4PerENI: 30, Hypervisor: "nitro"})
+	grown.ENIs = append(grown.ENIs, first)
+	grown.Available = 29
+	preAllocate := pool.Knobs{PreAllocate: 8, AgentEndpoints: 2}
+	minAllocate := pool.Knobs{PreAllocate: 8, MinAllocate: 80, AgentEndpoints: 2}
 	for _, tt := range []struct {
+		name           string
+		snap           snapshot.Node
+		knobs          pool.Knobs
 		emptyElsewhere int
 		waiting        int
 		newENIs        int
 	}{
-		{0, 0, 2},
-		{wholeNeedEmptyNodes - 1, 0, 2},
-		{wholeNeedEmptyNodes, 0, 1},
-		{200, 0, 1},
-		{200, 3, 2}, // pods wait on it: its whole need at once
+		{"m5.large joining", m5large, preAllocate, 0, 0, 2},
+		{"m5.large joining", m5large, preAllocate, wholeNeedEmptyNodes - 1, 0, 2},
+		{"m5.large joining", m5large, preAllocate, wholeNeedEmptyNodes, 0, 1},
+		{"m5.large joining", m5large, preAllocate, 200, 0, 1},
+		{"m5.large joining", m5large, preAllocate, 200, 3, 2}, // pods wait on it: its whole need at once
+		{"m5.4xlarge with its first ENI", grown, minAllocate, 0, 0, 2},
+		{"m5.4xlarge with its first ENI", grown, minAllocate, 200, 0, 1},
 	} {
-		t.Run(fmt.Sprintf("%d other nodes empty, %d pods waiting", tt.emptyElsewhere, tt.waiting), func(t *testing.T) {
+		t.Run(fmt.Sprintf("%s, %d other nodes empty, %d pods waiting", tt.name, tt.emptyElsewhere, tt.waiting), func(t *testing.T) {
 			r := &Reconciler{needs: newNeeds(), nodes: map[string]*memory{}}
-			r.needs.set("n1", true)
+			r.needs.set("n1", tt.snap.Available == 0)
 			for i := range tt.emptyElsewhere {
 				r.needs.set(fmt.Sprintf("other-%d", i), true)
 			}
-			snap := snapshot.Node{
-				Instance: cloud.Instance{ID: "i-1", Type: "m5.large", AZ: "us-east-1a", VPCID: "vpc-1", SubnetID: "subnet-a"},
-				Type:     cloud.InstanceType{Name: "m5.large", MaxENIs: 3, IPv4PerENI: 10, Hypervisor: "nitro"},
-				ENIs:     []cloud.ENI{{ID: "eni-0", DeviceIndex: 0, SubnetID: "subnet-a", SecurityGroups: []string{"sg-1"}, Status: cloud.ENIInUse}},
-				Subnets:  []cloud.Subnet{{ID: "subnet-a", AZ: "us-east-1a", VPCID: "vpc-1", Available: 200}},
-			}
-			cfg := policy.Config{Config: pool.Config{Knobs: pool.Knobs{PreAllocate: 8, AgentEndpoints: 2}, FirstInterfaceIndex: 1}, IPv4: true}
+			cfg := policy.Config{Config: pool.Config{Knobs: tt.knobs, FirstInterfaceIndex: 1}, IPv4: true}
 			cn := &ciliumv2.CiliumNode{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}
-			s := &nodeSync{r: r, mem: r.memory("n1"), cn: cn, pool: &poolView{cn: cn}, nodeState: nodeState{cfg: cfg, snap: snap, haveSnap: true, waiting: tt.waiting}}
+			s := &nodeSync{r: r, mem: r.memory("n1"), cn: cn, pool: &poolView{cn: cn}, nodeState: nodeState{cfg: cfg, snap: tt.snap, haveSnap: true, waiting: tt.waiting}}
 			plan := s.computePlan()
 			if plan.Create == nil {
 				t.Fatalf("no new ENI planned: %+v", plan)

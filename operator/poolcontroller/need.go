@@ -138,11 +138,30 @@ func (n *needs) holdNewENI(node string, need nodeNeed) bool {
 	return true
 }
 
-// emptyElsewhere counts the empty nodes other than node.
-func (n *needs) emptyElsewhere(node string) int {
+// planWhole reports whether a node's plan takes at once every new ENI its
+// need calls for (pool.ComputeWhole) rather than one (pool.Compute): when
+// pods wait on it (they are its need, as for a top-up), or while fewer
+// than wholeNeedEmptyNodes other nodes are empty. In a wave, EC2's Attach
+// bucket (burst 50, 5 a second) serves ENIs in the order they are asked
+// for: a node's second ENI asked for with its first would come ahead of
+// other nodes' first ENIs, and every node's first address would wait for
+// the whole wave's ENIs. Empty pools come first.
+func planWhole(n nodeNeed, emptyElsewhere int) bool {
+	return n.Waiting > 0 || emptyElsewhere < wholeNeedEmptyNodes
+}
+
+// wholeNeedEmptyNodes is how many other empty nodes let a node still take
+// its whole need at once: each ENI it asks for beyond its first delays
+// their first ENIs by at most one Attach token (0.2 s at EC2's refill),
+// so fewer than 10 cost any of them under 2 s, and only when the bucket
+// is dry.
+const wholeNeedEmptyNodes = 10
+
+// planWhole decides planWhole for node, counting the other empty nodes.
+func (n *needs) planWhole(node string, need nodeNeed) bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return n.emptyElsewhereLocked(node)
+	return planWhole(need, n.emptyElsewhereLocked(node))
 }
 
 func (n *needs) emptyElsewhereLocked(node string) int {

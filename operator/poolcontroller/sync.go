@@ -215,35 +215,21 @@ func (s *nodeSync) run(ctx context.Context) {
 	}
 }
 
-// computePlan plans the node's allocation. A joining node (nothing in
-// its pool, nothing on its way there) gets its whole need planned at
-// once, every new ENI it takes included (pool.ComputeWhole): its status
-// then lists them in one write and its pool takes them in one write once
-// routed, instead of one pair of writes per ENI. But only while few
-// other nodes are empty (wholeNeedEmptyNodes): in a wave, EC2's Attach
-// bucket (burst 50, 5 a second) serves ENIs in the order they are asked
-// for, and a node's second ENI asked for with its first would come ahead
-// of other nodes' first ENIs, so that every node's first address waited
-// for the whole wave's ENIs (2.6 times the first-ENI bound for 200
-// m5.large nodes, against 1.2 times). Empty pools come first: such a
-// node gets its first ENI alone, and the rest as a top-up (held while
-// nodes are empty), at the cost of a second pair of writes. Pods already
-// waiting on the node are its need, as for a top-up (holdNewENI): it
-// then takes the whole need at once, wave or not. A node that has
-// addresses grows one new ENI at a time (pool.Compute).
+// computePlan plans the node's allocation: its whole need at once,
+// every new ENI it takes included (pool.ComputeWhole), unless a wave of
+// empty nodes is served first (planWhole, need.go); then one new ENI
+// (pool.Compute), and the rest once the wave is through. A joining node
+// so planned has its status list its new ENIs in one write and its pool
+// take them in one write once routed, instead of one pair of writes per
+// ENI; in a wave its first ENI comes alone, ahead of no other node's
+// first, and the rest as a top-up (held while nodes are empty, need.go),
+// at the cost of a second pair of writes.
 func (s *nodeSync) computePlan() pool.Plan {
-	if s.snap.Available == 0 && (s.waiting+s.staticDemand > 0 || s.r.needs.emptyElsewhere(s.cn.Name) < wholeNeedEmptyNodes) {
+	if s.r.needs.planWhole(s.cn.Name, s.need()) {
 		return pool.ComputeWhole(&s.snap, &s.cfg.Config)
 	}
 	return pool.Compute(&s.snap, &s.cfg.Config)
 }
-
-// wholeNeedEmptyNodes is how many other empty nodes let a joining node
-// still take its whole need at once: each ENI it asks for beyond its
-// first delays their first ENIs by at most one Attach token (0.2 s at
-// EC2's refill), so fewer than 10 cost any of them under 2 s, and only
-// when the bucket is dry.
-const wholeNeedEmptyNodes = 10
 
 // slotRetry is how soon a node turned away from EC2 (every slot taken)
 // is looked at again, should its wake-up be missed.
