@@ -22,7 +22,8 @@ import (
 // unless pods already wait on it. An m5.4xlarge that got its first ENI
 // alone in a wave (29 addresses, min-allocate 80) takes the rest of its
 // need, two ENIs, at once once the wave is through, one at a time while
-// it lasts.
+// it lasts. In a wave whose every node's whole need EC2's client-side
+// buckets serve at once, a joining node takes its whole need.
 func TestJoiningNodeInAWaveTakesItsFirstENIAlone(t *testing.T) {
 	primary := cloud.ENI{ID: "eni-0", DeviceIndex: 0, SubnetID: "subnet-a", SecurityGroups: []string{"sg-1"}, Status: cloud.ENIInUse}
 	first := cloud.ENI{ID: "eni-1", DeviceIndex: 1, SubnetID: "subnet-a", SecurityGroups: []string{"sg-1"}, Status: cloud.ENIInUse,
@@ -50,18 +51,26 @@ func TestJoiningNodeInAWaveTakesItsFirstENIAlone(t *testing.T) {
 		knobs          pool.Knobs
 		emptyElsewhere int
 		waiting        int
-		newENIs        int
+		// tokens: new ENIs EC2's client-side buckets serve now; 0 unknown.
+		tokens  int
+		newENIs int
 	}{
-		{"m5.large joining", m5large, preAllocate, 0, 0, 2},
-		{"m5.large joining", m5large, preAllocate, wholeNeedEmptyNodes - 1, 0, 2},
-		{"m5.large joining", m5large, preAllocate, wholeNeedEmptyNodes, 0, 1},
-		{"m5.large joining", m5large, preAllocate, 200, 0, 1},
-		{"m5.large joining", m5large, preAllocate, 200, 3, 2}, // pods wait on it: its whole need at once
-		{"m5.4xlarge with its first ENI", grown, minAllocate, 0, 0, 2},
-		{"m5.4xlarge with its first ENI", grown, minAllocate, 200, 0, 1},
+		{"m5.large joining", m5large, preAllocate, 0, 0, 0, 2},
+		{"m5.large joining", m5large, preAllocate, wholeNeedEmptyNodes - 1, 0, 0, 2},
+		{"m5.large joining", m5large, preAllocate, wholeNeedEmptyNodes, 0, 0, 1},
+		{"m5.large joining", m5large, preAllocate, 200, 0, 0, 1},
+		{"m5.large joining", m5large, preAllocate, 200, 3, 0, 2}, // pods wait on it: its whole need at once
+		{"m5.4xlarge with its first ENI", grown, minAllocate, 0, 0, 0, 2},
+		{"m5.4xlarge with its first ENI", grown, minAllocate, 200, 0, 0, 1},
+		{"m5.large joining, buckets full", m5large, preAllocate, 19, 0, 50, 2}, // 20 nodes' two ENIs: 40 of 50 tokens
+		{"m5.large joining, buckets full", m5large, preAllocate, 30, 0, 50, 1},
+		{"m5.large joining, buckets low", m5large, preAllocate, 19, 0, 30, 1},
 	} {
 		t.Run(fmt.Sprintf("%s, %d other nodes empty, %d pods waiting", tt.name, tt.emptyElsewhere, tt.waiting), func(t *testing.T) {
 			r := &Reconciler{needs: newNeeds(), nodes: map[string]*memory{}}
+			if tt.tokens > 0 {
+				r.opts.NewENITokens = func() int { return tt.tokens }
+			}
 			r.needs.set("n1", tt.snap.Available == 0)
 			for i := range tt.emptyElsewhere {
 				r.needs.set(fmt.Sprintf("other-%d", i), true)

@@ -139,15 +139,22 @@ func (n *needs) holdNewENI(node string, need nodeNeed) bool {
 }
 
 // planWhole reports whether a node's plan takes at once every new ENI its
-// need calls for (pool.ComputeWhole) rather than one (pool.Compute): when
-// pods wait on it (they are its need, as for a top-up), or while fewer
-// than wholeNeedEmptyNodes other nodes are empty. In a wave, EC2's Attach
-// bucket (burst 50, 5 a second) serves ENIs in the order they are asked
-// for: a node's second ENI asked for with its first would come ahead of
-// other nodes' first ENIs, and every node's first address would wait for
-// the whole wave's ENIs. Empty pools come first.
-func planWhole(n nodeNeed, emptyElsewhere int) bool {
-	return n.Waiting > 0 || emptyElsewhere < wholeNeedEmptyNodes
+// need calls for (pool.ComputeWhole: extra new ENIs beyond the first)
+// rather than one (pool.Compute). EC2's Create and Attach buckets (5 a
+// second each) serve ENIs in the order they are asked for: in a wave, a
+// node's second ENI asked for with its first would come ahead of other
+// nodes' first ENIs, and every node's first address would wait for the
+// whole wave's ENIs. Empty pools come first, so the whole need at once
+// only when pods wait on the node (they are its need, as for a top-up),
+// while fewer than wholeNeedEmptyNodes other nodes are empty, or while
+// the client-side buckets would serve at once (tokens: new ENIs they
+// grant now without a wait; negative when unknown) the whole need of
+// every empty node, each counted as needing as many ENIs as this one.
+func planWhole(n nodeNeed, emptyElsewhere, extra, tokens int) bool {
+	if n.Waiting > 0 || emptyElsewhere < wholeNeedEmptyNodes {
+		return true
+	}
+	return tokens >= 0 && (emptyElsewhere+1)*(1+extra) <= tokens
 }
 
 // wholeNeedEmptyNodes is how many other empty nodes let a node still take
@@ -158,10 +165,10 @@ func planWhole(n nodeNeed, emptyElsewhere int) bool {
 const wholeNeedEmptyNodes = 10
 
 // planWhole decides planWhole for node, counting the other empty nodes.
-func (n *needs) planWhole(node string, need nodeNeed) bool {
+func (n *needs) planWhole(node string, need nodeNeed, extra, tokens int) bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return planWhole(need, n.emptyElsewhereLocked(node))
+	return planWhole(need, n.emptyElsewhereLocked(node), extra, tokens)
 }
 
 func (n *needs) emptyElsewhereLocked(node string) int {

@@ -16,7 +16,8 @@ func TestServeByNeedOrder(t *testing.T) {
 		emptyElsewhere int
 		priority       int
 		empty, hold    bool
-		// whole: every new ENI the need calls for at once (planWhole).
+		// whole: every new ENI the need calls for at once (planWhole),
+		// one beyond the first, the buckets' tokens unknown.
 		whole bool
 	}{
 		{name: "joined, no address, in a wave", need: nodeNeed{Free: 0, Needed: 10}, emptyElsewhere: 999, priority: priorityStarving, empty: true},
@@ -44,10 +45,38 @@ func TestServeByNeedOrder(t *testing.T) {
 			if got := holdNewENI(c.need, c.emptyElsewhere); got != c.hold {
 				t.Errorf("holdNewENI(%d empty elsewhere) = %v, want %v", c.emptyElsewhere, got, c.hold)
 			}
-			if got := planWhole(c.need, c.emptyElsewhere); got != c.whole {
+			if got := planWhole(c.need, c.emptyElsewhere, 1, -1); got != c.whole {
 				t.Errorf("planWhole(%d empty elsewhere) = %v, want %v", c.emptyElsewhere, got, c.whole)
 			}
 		})
+	}
+}
+
+// TestWaveTakesItsWholeNeedWhenTheBucketsHoldIt: in a wave (10 or more
+// other nodes empty), a joining node takes its whole need at once only
+// when the client-side buckets would serve at once as many new ENIs as
+// every empty node would take were each to need as many as it: 20
+// m5.large nodes (two ENIs each) in a full Attach bucket (50) do, 30 do
+// not, nor 20 in a bucket of 30, nor in buckets not known.
+func TestWaveTakesItsWholeNeedWhenTheBucketsHoldIt(t *testing.T) {
+	joining := nodeNeed{Free: 0, Needed: 10}
+	for _, c := range []struct {
+		emptyElsewhere, extra, tokens int
+		whole                         bool
+	}{
+		{19, 1, 50, true},
+		{24, 1, 50, true},
+		{25, 1, 50, false},
+		{29, 1, 50, false},
+		{19, 1, 30, false},
+		{19, 1, -1, false},
+		{12, 3, 50, false}, // 13 nodes of 4 ENIs: 52
+		{11, 3, 50, true},  // 12 of 4: 48
+		{199, 1, 50, false},
+	} {
+		if got := planWhole(joining, c.emptyElsewhere, c.extra, c.tokens); got != c.whole {
+			t.Errorf("%d other nodes empty, %d extra ENIs, %d tokens: planWhole = %v, want %v", c.emptyElsewhere, c.extra, c.tokens, got, c.whole)
+		}
 	}
 }
 

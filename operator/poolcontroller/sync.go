@@ -225,10 +225,20 @@ func (s *nodeSync) run(ctx context.Context) {
 // first, and the rest as a top-up (held while nodes are empty, need.go),
 // at the cost of a second pair of writes.
 func (s *nodeSync) computePlan() pool.Plan {
-	if s.r.needs.planWhole(s.cn.Name, s.need()) {
-		return pool.ComputeWhole(&s.snap, &s.cfg.Config)
+	whole := pool.ComputeWhole(&s.snap, &s.cfg.Config)
+	if len(whole.More) == 0 || s.r.needs.planWhole(s.cn.Name, s.need(), len(whole.More), s.r.newENITokens()) {
+		return whole
 	}
 	return pool.Compute(&s.snap, &s.cfg.Config)
+}
+
+// newENITokens is how many new ENIs the EC2 client's buckets serve now
+// without a wait (Options.NewENITokens), -1 when unknown.
+func (r *Reconciler) newENITokens() int {
+	if r.opts.NewENITokens == nil {
+		return -1
+	}
+	return r.opts.NewENITokens()
 }
 
 // slotRetry is how soon a node turned away from EC2 (every slot taken)
