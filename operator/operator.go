@@ -245,6 +245,7 @@ func (t *term) wire(opts Options, awsCfg aws.Config, log *slog.Logger) error {
 			Adaptive:      opts.Headroom == string(enipamv1alpha1.HeadroomAdaptive),
 		},
 		Demand:           podDemand,
+		NewENITokens:     api.NewENITokens,
 		ConsistencyGrace: min(opts.ResyncInterval, 2*time.Minute),
 		RoutingPatience:  opts.RoutingPatience,
 		RetryBase:        time.Second,

@@ -82,6 +82,8 @@ func (b *Buckets) SetInitialFill(fill float64) {
 type bucket struct {
 	limiter *rate.Limiter
 	start   sync.Once
+	// started: the initial fill was taken (the first use happened).
+	started atomic.Bool
 }
 
 // NewBuckets returns EC2's default buckets with refill and burst scaled,
@@ -117,6 +119,7 @@ func (b *Buckets) Wait(ctx context.Context, action Action) (time.Duration, error
 		if drain := bk.limiter.Burst() - initial; drain > 0 {
 			bk.limiter.ReserveN(now, drain)
 		}
+		bk.started.Store(true)
 	})
 	r := bk.limiter.ReserveN(now, 1)
 	delay := r.DelayFrom(now)
@@ -132,4 +135,18 @@ func (b *Buckets) Wait(ctx context.Context, action Action) (time.Duration, error
 		return b.now().Sub(now), err
 	}
 	return delay, nil
+}
+
+// Tokens is how many calls of action its bucket would grant now without
+// waiting, net of those already waiting (negative when callers wait): a
+// bucket not used yet holds its initial fill.
+func (b *Buckets) Tokens(action Action) float64 {
+	bk, ok := b.buckets[action]
+	if !ok {
+		panic("ec2: no bucket for action " + action) // every action is listed below
+	}
+	if !bk.started.Load() {
+		return float64(bk.limiter.Burst()) * float64(b.fill.Load()) / 1e6
+	}
+	return bk.limiter.TokensAt(b.now())
 }

@@ -147,3 +147,33 @@ func TestFillSetBeforeFirstUse(t *testing.T) {
 		t.Errorf("%d describes at once: a bucket already in use must keep its start", got)
 	}
 }
+
+// TestTokensCountWhatABucketGrantsNow: a bucket not used yet holds its
+// initial fill (an Attach bucket full: 50; empty: 0); each call takes one,
+// callers beyond the burst count below zero (they wait), and EC2's refill
+// (5 a second) brings it back.
+func TestTokensCountWhatABucketGrantsNow(t *testing.T) {
+	empty, _ := newFakeBuckets(0)
+	if got := empty.Tokens(AttachNetworkInterface); got != 0 {
+		t.Errorf("empty bucket, not used yet: %v tokens, want 0", got)
+	}
+	b, clock := newFakeBuckets(1)
+	if got := b.Tokens(AttachNetworkInterface); got != 50 {
+		t.Errorf("full bucket, not used yet: %v tokens, want 50", got)
+	}
+	for range 60 {
+		if _, err := b.Wait(context.Background(), AttachNetworkInterface); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := b.Tokens(AttachNetworkInterface); got != -10 {
+		t.Errorf("after 60 Attaches at once: %v tokens, want -10", got)
+	}
+	if got := b.Tokens(CreateNetworkInterface); got != 100 {
+		t.Errorf("Create's bucket, not used: %v tokens, want 100", got)
+	}
+	clock.t = clock.t.Add(4 * time.Second)
+	if got := b.Tokens(AttachNetworkInterface); got != 10 {
+		t.Errorf("4 s later: %v tokens, want 10", got)
+	}
+}

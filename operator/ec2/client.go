@@ -50,6 +50,12 @@ type Options struct {
 // bucket not used yet starts with (see Buckets).
 func (c *Client) SetInitialBucketFill(fill float64) { c.buckets.SetInitialFill(fill) }
 
+// NewENITokens is how many new ENIs (a Create and an Attach each) the
+// client-side buckets would serve now without making any caller wait.
+func (c *Client) NewENITokens() int {
+	return int(min(c.buckets.Tokens(CreateNetworkInterface), c.buckets.Tokens(AttachNetworkInterface)))
+}
+
 // DefaultOptions are EC2's default buckets starting empty, 8 attempts and
 // backoff from 200 ms to 20 s.
 func DefaultOptions() Options {

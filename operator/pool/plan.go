@@ -80,8 +80,8 @@ type Plan struct {
 	Assign             []Assign
 	Adopt              *Adopt
 	Create             *Create
-	// More are the new ENIs after Create that a joining node's whole
-	// need takes (ComputeWhole), created in the same pass, so that the
+	// More are the new ENIs after Create that a node's whole need takes
+	// (ComputeWhole), created in the same pass, so that the
 	// node's status lists them together and its pool takes them in one
 	// write. Never set without Create.
 	More []Create
@@ -189,9 +189,9 @@ func Compute(n *snapshot.Node, cfg *Config) Plan {
 	return p
 }
 
-// ComputeWhole is Compute for a node whose whole need is known at once (a
-// joining node: pre-allocate or min-allocate plus the pods bound to it):
-// when Compute's new ENI does not cover what is needed, as many more new
+// ComputeWhole is Compute for a node whose whole need is taken at once (a
+// joining node: pre-allocate or min-allocate plus the pods bound to it;
+// or a grown node short of more than one new ENI holds): when Compute's new ENI does not cover what is needed, as many more new
 // ENIs as it takes are planned after it (More), each at the next free
 // device index, in the subnet Compute's rules pick once the ENIs planned
 // before it have taken their addresses. Planning stops at the first that

@@ -101,6 +101,11 @@ type Options struct {
 	// demand is what Cilium's agent lists in status.ipam.used, and the
 	// headroom is always pre-allocate.
 	Demand Demand
+	// NewENITokens is how many new ENIs (a Create and an Attach each) the
+	// EC2 client's buckets would serve now without a wait; it lets nodes
+	// of a wave take their whole need at once when the buckets hold it
+	// for every empty node (planWhole). Nil: unknown, never counted on.
+	NewENITokens func() int
 	// Now is the controller's clock; nil is time.Now. A simulation that
 	// calls Reconcile step by step drives its own.
 	Now func() time.Time

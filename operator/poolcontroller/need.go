@@ -131,15 +131,52 @@ func (n *needs) setLocked(node string, empty bool) []string {
 func (n *needs) holdNewENI(node string, need nodeNeed) bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	elsewhere := len(n.empty)
-	if n.empty[node] {
-		elsewhere--
-	}
-	if !holdNewENI(need, elsewhere) {
+	if !holdNewENI(need, n.emptyElsewhereLocked(node)) {
 		return false
 	}
 	n.held[node] = true
 	return true
+}
+
+// planWhole reports whether a node's plan takes at once every new ENI its
+// need calls for (pool.ComputeWhole: extra new ENIs beyond the first)
+// rather than one (pool.Compute). EC2's Create and Attach buckets (5 a
+// second each) serve ENIs in the order they are asked for: in a wave, a
+// node's second ENI asked for with its first would come ahead of other
+// nodes' first ENIs, and every node's first address would wait for the
+// whole wave's ENIs. Empty pools come first, so the whole need at once
+// only when pods wait on the node (they are its need, as for a top-up),
+// while fewer than wholeNeedEmptyNodes other nodes are empty, or while
+// the client-side buckets would serve at once (tokens: new ENIs they
+// grant now without a wait; negative when unknown) the whole need of
+// every empty node, each counted as needing as many ENIs as this one.
+func planWhole(n nodeNeed, emptyElsewhere, extra, tokens int) bool {
+	if n.Waiting > 0 || emptyElsewhere < wholeNeedEmptyNodes {
+		return true
+	}
+	return tokens >= 0 && (emptyElsewhere+1)*(1+extra) <= tokens
+}
+
+// wholeNeedEmptyNodes is how many other empty nodes let a node still take
+// its whole need at once: each ENI it asks for beyond its first delays
+// their first ENIs by at most one Attach token (0.2 s at EC2's refill),
+// so fewer than 10 cost any of them under 2 s, and only when the bucket
+// is dry.
+const wholeNeedEmptyNodes = 10
+
+// planWhole decides planWhole for node, counting the other empty nodes.
+func (n *needs) planWhole(node string, need nodeNeed, extra, tokens int) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return planWhole(need, n.emptyElsewhereLocked(node), extra, tokens)
+}
+
+func (n *needs) emptyElsewhereLocked(node string) int {
+	elsewhere := len(n.empty)
+	if n.empty[node] {
+		elsewhere--
+	}
+	return elsewhere
 }
 
 // forget drops a node that is gone.

@@ -16,15 +16,23 @@ func TestServeByNeedOrder(t *testing.T) {
 		emptyElsewhere int
 		priority       int
 		empty, hold    bool
+		// whole: every new ENI the need calls for at once (planWhole),
+		// one beyond the first, the buckets' tokens unknown.
+		whole bool
 	}{
-		{name: "joined, no address", need: nodeNeed{Free: 0, Needed: 10}, emptyElsewhere: 999, priority: priorityStarving, empty: true},
-		{name: "pods wait on an empty pool", need: nodeNeed{Free: -3, Waiting: 3, Needed: 13}, emptyElsewhere: 5, priority: priorityStarving, empty: true},
-		{name: "first ENI attaching: addresses on their way", need: nodeNeed{Free: 9, Needed: 1, PoolReady: true}, emptyElsewhere: 5, priority: priorityPoolReady, hold: true},
-		{name: "m5.large top-up while others are empty", need: nodeNeed{Free: 7, Needed: 1}, emptyElsewhere: 1, priority: priorityDeficit, hold: true},
-		{name: "m5.large top-up, no node empty", need: nodeNeed{Free: 7, Needed: 1}, emptyElsewhere: 0, priority: priorityDeficit},
-		{name: "top-up with a pod waiting on it", need: nodeNeed{Free: 6, Waiting: 1, Needed: 2}, emptyElsewhere: 40, priority: priorityDeficit},
+		{name: "joined, no address, in a wave", need: nodeNeed{Free: 0, Needed: 10}, emptyElsewhere: 999, priority: priorityStarving, empty: true},
+		{name: "joined, no address, few others empty", need: nodeNeed{Free: 0, Needed: 10}, emptyElsewhere: wholeNeedEmptyNodes - 1, priority: priorityStarving, empty: true, whole: true},
+		{name: "joined, no address, as many others empty as a wave", need: nodeNeed{Free: 0, Needed: 10}, emptyElsewhere: wholeNeedEmptyNodes, priority: priorityStarving, empty: true},
+		{name: "pods wait on an empty pool", need: nodeNeed{Free: -3, Waiting: 3, Needed: 13}, emptyElsewhere: 5, priority: priorityStarving, empty: true, whole: true},
+		{name: "pods wait on an empty pool in a wave", need: nodeNeed{Free: -3, Waiting: 3, Needed: 13}, emptyElsewhere: 200, priority: priorityStarving, empty: true, whole: true},
+		{name: "first ENI attaching: addresses on their way", need: nodeNeed{Free: 9, Needed: 1, PoolReady: true}, emptyElsewhere: 5, priority: priorityPoolReady, hold: true, whole: true},
+		{name: "m5.large top-up while others are empty", need: nodeNeed{Free: 7, Needed: 1}, emptyElsewhere: 1, priority: priorityDeficit, hold: true, whole: true},
+		{name: "m5.large top-up, no node empty", need: nodeNeed{Free: 7, Needed: 1}, emptyElsewhere: 0, priority: priorityDeficit, whole: true},
+		{name: "first ENI pooled in a wave, the rest of a large need", need: nodeNeed{Free: 9, Needed: 91}, emptyElsewhere: 50, priority: priorityDeficit, hold: true},
+		{name: "top-up with a pod waiting on it", need: nodeNeed{Free: 6, Waiting: 1, Needed: 2}, emptyElsewhere: 40, priority: priorityDeficit, whole: true},
 		{name: "in shape", need: nodeNeed{Free: 8}, emptyElsewhere: 40, priority: priorityIdle, hold: true},
 		{name: "pool used up, pods coming", need: nodeNeed{Free: 0, Needed: 8}, emptyElsewhere: 40, priority: priorityStarving, empty: true},
+		{name: "pool used up, no wave", need: nodeNeed{Free: 0, Needed: 8}, emptyElsewhere: 3, priority: priorityStarving, empty: true, whole: true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -37,7 +45,38 @@ func TestServeByNeedOrder(t *testing.T) {
 			if got := holdNewENI(c.need, c.emptyElsewhere); got != c.hold {
 				t.Errorf("holdNewENI(%d empty elsewhere) = %v, want %v", c.emptyElsewhere, got, c.hold)
 			}
+			if got := planWhole(c.need, c.emptyElsewhere, 1, -1); got != c.whole {
+				t.Errorf("planWhole(%d empty elsewhere) = %v, want %v", c.emptyElsewhere, got, c.whole)
+			}
 		})
+	}
+}
+
+// TestWaveTakesItsWholeNeedWhenTheBucketsHoldIt: in a wave (10 or more
+// other nodes empty), a joining node takes its whole need at once only
+// when the client-side buckets would serve at once as many new ENIs as
+// every empty node would take were each to need as many as it: 20
+// m5.large nodes (two ENIs each) in a full Attach bucket (50) do, 30 do
+// not, nor 20 in a bucket of 30, nor in buckets not known.
+func TestWaveTakesItsWholeNeedWhenTheBucketsHoldIt(t *testing.T) {
+	joining := nodeNeed{Free: 0, Needed: 10}
+	for _, c := range []struct {
+		emptyElsewhere, extra, tokens int
+		whole                         bool
+	}{
+		{19, 1, 50, true},
+		{24, 1, 50, true},
+		{25, 1, 50, false},
+		{29, 1, 50, false},
+		{19, 1, 30, false},
+		{19, 1, -1, false},
+		{12, 3, 50, false}, // 13 nodes of 4 ENIs: 52
+		{11, 3, 50, true},  // 12 of 4: 48
+		{199, 1, 50, false},
+	} {
+		if got := planWhole(joining, c.emptyElsewhere, c.extra, c.tokens); got != c.whole {
+			t.Errorf("%d other nodes empty, %d extra ENIs, %d tokens: planWhole = %v, want %v", c.emptyElsewhere, c.extra, c.tokens, got, c.whole)
+		}
 	}
 }
 

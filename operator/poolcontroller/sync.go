@@ -215,18 +215,30 @@ func (s *nodeSync) run(ctx context.Context) {
 	}
 }
 
-// computePlan plans the node's allocation. A joining node (nothing in
-// its pool, nothing on its way there) gets its whole need planned at
-// once, every new ENI it takes included (pool.ComputeWhole): its status
-// then lists them in one write and its pool takes them in one write once
-// routed, instead of one pair of writes per ENI. A node that has
-// addresses grows one new ENI at a time (pool.Compute), so that a top-up
-// can be held for nodes that have none (serving by need).
+// computePlan plans the node's allocation: its whole need at once,
+// every new ENI it takes included (pool.ComputeWhole), unless a wave of
+// empty nodes is served first (planWhole, need.go); then one new ENI
+// (pool.Compute), and the rest once the wave is through. A joining node
+// so planned has its status list its new ENIs in one write and its pool
+// take them in one write once routed, instead of one pair of writes per
+// ENI; in a wave its first ENI comes alone, ahead of no other node's
+// first, and the rest as a top-up (held while nodes are empty, need.go),
+// at the cost of a second pair of writes.
 func (s *nodeSync) computePlan() pool.Plan {
-	if s.snap.Available == 0 {
-		return pool.ComputeWhole(&s.snap, &s.cfg.Config)
+	whole := pool.ComputeWhole(&s.snap, &s.cfg.Config)
+	if len(whole.More) == 0 || s.r.needs.planWhole(s.cn.Name, s.need(), len(whole.More), s.r.newENITokens()) {
+		return whole
 	}
 	return pool.Compute(&s.snap, &s.cfg.Config)
+}
+
+// newENITokens is how many new ENIs the EC2 client's buckets serve now
+// without a wait (Options.NewENITokens), -1 when unknown.
+func (r *Reconciler) newENITokens() int {
+	if r.opts.NewENITokens == nil {
+		return -1
+	}
+	return r.opts.NewENITokens()
 }
 
 // slotRetry is how soon a node turned away from EC2 (every slot taken)
