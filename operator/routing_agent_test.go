@@ -88,7 +88,7 @@ func (a *routingAgents) report(ctx context.Context) {
 		if equalJSON(nr.Status, want.Status) {
 			continue
 		}
-		_ = a.r.c.Status().Patch(ctx, want, client.MergeFrom(nr))
+		_ = agentsim.ApplyStatus(ctx, a.r.c, want)
 	}
 }
 

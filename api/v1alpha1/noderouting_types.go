@@ -7,18 +7,34 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
+// Field managers of the NodeRouting's two writers. Each writes its part
+// by server-side apply under its own name, so the object's managedFields
+// name the one writer of every field, and a field a writer stops
+// applying is removed.
+const (
+	// FieldManagerOperator is enipam-operator: a NodeRouting's whole spec,
+	// its owner reference to the CiliumNode and NodeStaticIPFinalizer.
+	FieldManagerOperator = "enipam-operator"
+	// FieldManagerAgent is a node's enipam-agent: its NodeRouting's whole
+	// status.
+	FieldManagerAgent = "enipam-agent"
+)
+
 // NodeRouting is the contract between enipam-operator and the enipam-agent
-// of one node, named after the node. One writer per field:
+// of one node, named after the node. One writer per field, each applying
+// its whole part under its field manager:
 //
-//   - the operator writes the spec: what the agent must route there under
+//   - the operator (FieldManagerOperator) creates the object and writes
+//     the spec, every field of it: what the agent must route there under
 //     the node's policy, and everything the operator decides and acts on
-//     (the node's capacity, its Elastic IP record). The agent has no RBAC
-//     on the main resource, so it cannot change any of it;
-//   - the agent of that node, and no other, writes the status through the
-//     status subresource: what it observed, the ENIs and addresses it has
-//     routed. The chart's ValidatingAdmissionPolicy refuses the write of an
-//     agent whose service-account token names another node. The operator
-//     writes nothing there.
+//     (the node's capacity, its Elastic IP record, its queries). The agent
+//     has no RBAC on the main resource, so it cannot change any of it;
+//   - the agent of that node (FieldManagerAgent), and no other, writes the
+//     status, every field of it, through the status subresource: what it
+//     observed, the ENIs and addresses it has routed. The chart's
+//     ValidatingAdmissionPolicy refuses the write of an agent whose
+//     service-account token names another node. The operator writes
+//     nothing there.
 //
 // An address enters the node's CiliumNode pool only once this status lists
 // it on an ENI EC2 shows on the node's instance, so no pod is ever given an
@@ -49,12 +65,17 @@ type NodeRouting struct {
 	Status NodeRoutingStatus `json:"status,omitempty"`
 }
 
-// NodeRoutingSpec is written by enipam-operator only: what it asks of the
-// node's agent (the effective values of the node's policy that decide
-// which ENIs carry pod addresses), and its own word on the node (capacity,
-// Elastic IP record), which it alone acts on. The ENIs themselves and
-// their addresses are in the CiliumNode's status.eni.enis and
-// spec.ipam.pool.
+// NodeRoutingSpec is written by enipam-operator only (FieldManagerOperator,
+// one server-side apply of the whole spec per reconcile that changes it,
+// the first one creating the object, and one ahead of an Elastic IP's
+// association, which must be recorded before EC2 is asked; the record's
+// release, which must not make a deleted object again, is a merge patch
+// removing it and the finalizer under an optimistic lock): what it asks
+// of the node's agent (the effective values of the node's policy that
+// decide which ENIs carry pod addresses), and its own word on the node
+// (capacity, Elastic IP record), which it alone acts on. The ENIs
+// themselves and their addresses are in the CiliumNode's status.eni.enis
+// and spec.ipam.pool.
 type NodeRoutingSpec struct {
 	// InstanceID is the EC2 instance the operator serves for this node.
 	// +optional
@@ -118,7 +139,9 @@ type RemapQuery struct {
 	MAC     string `json:"mac"`
 }
 
-// NodeRoutingStatus is written by the node's enipam-agent only: what it
+// NodeRoutingStatus is written by the node's enipam-agent only
+// (FieldManagerAgent, a server-side apply of the whole status through the
+// status subresource, which cannot create the object): what it
 // observed on the node. The operator reads it to pool addresses (only on
 // ENIs EC2 shows on the node's instance) and acts on nothing else here.
 // Objects written by an older operator carried its capacity and Elastic

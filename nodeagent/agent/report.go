@@ -1,8 +1,10 @@
 package agent
 
 import (
+	"bytes"
 	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -13,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
@@ -197,7 +200,7 @@ func (a *Agent) reportStopped() {
 	}
 }
 
-// writeStatus patches status onto nr unless nr already holds it, or holds
+// writeStatus applies status onto nr unless nr already holds it, or holds
 // the version this agent last wrote over and that write was this status
 // (the watch has not delivered the write yet).
 func (a *Agent) writeStatus(ctx context.Context, nr *enipamv1alpha1.NodeRouting, status enipamv1alpha1.NodeRoutingStatus) error {
@@ -211,8 +214,7 @@ func (a *Agent) writeStatus(ctx context.Context, nr *enipamv1alpha1.NodeRouting,
 		return nil
 	}
 	obj := nr.DeepCopy()
-	obj.Status = status
-	err := a.client.Status().Patch(ctx, obj, client.MergeFrom(nr))
+	err := a.applyStatus(ctx, obj, status)
 	a.metrics.statusWrites.WithLabelValues(resultLabel(err)).Inc()
 	if err != nil {
 		if apierrors.IsNotFound(err) {
@@ -286,4 +288,59 @@ func resultLabel(err error) string {
 		return "error"
 	}
 	return "ok"
+}
+
+// statusApply is the agent's applied configuration of its NodeRouting:
+// the whole status, every field of which is the agent's alone.
+type statusApply struct {
+	APIVersion string                           `json:"apiVersion"`
+	Kind       string                           `json:"kind"`
+	Metadata   statusApplyMeta                  `json:"metadata"`
+	Status     enipamv1alpha1.NodeRoutingStatus `json:"status"`
+}
+
+type statusApplyMeta struct {
+	Name string `json:"name"`
+}
+
+// applyStatus writes status as the whole of obj's status by server-side
+// apply through the status subresource, under FieldManagerAgent: a field
+// the agent no longer reports is removed, and the managedFields name the
+// agent as the status's one writer. The status subresource never creates
+// the object: a NodeRouting deleted meanwhile answers NotFound. obj is
+// updated from the answer.
+func (a *Agent) applyStatus(ctx context.Context, obj *enipamv1alpha1.NodeRouting, status enipamv1alpha1.NodeRoutingStatus) error {
+	data, err := json.Marshal(statusApply{APIVersion: enipamv1alpha1.GroupVersion.String(), Kind: "NodeRouting",
+		Metadata: statusApplyMeta{Name: obj.Name}, Status: status})
+	if err != nil {
+		return err
+	}
+	if err := a.client.Status().Patch(ctx, obj, client.RawPatch(types.ApplyPatchType, data),
+		client.FieldOwner(enipamv1alpha1.FieldManagerAgent), client.ForceOwnership); err != nil {
+		return err
+	}
+	return a.repairLegacyStatus(ctx, obj, status)
+}
+
+// repairLegacyStatus makes obj's status status when the apply left
+// fields an earlier writer also owns (an agent that wrote by merge
+// patch, before the operator handed its fields to FieldManagerAgent; see
+// the operator's adoptLegacyWrites): one merge patch from the answer,
+// which removes them whoever owns them. obj is the apply's answer.
+func (a *Agent) repairLegacyStatus(ctx context.Context, obj *enipamv1alpha1.NodeRouting, status enipamv1alpha1.NodeRoutingStatus) error {
+	have, err := json.Marshal(obj.Status)
+	if err != nil {
+		return err
+	}
+	want, err := json.Marshal(status) // as stored: times to the second
+	if err != nil || bytes.Equal(have, want) {
+		return err
+	}
+	answer := obj.DeepCopy()
+	obj.Status = status
+	if err := a.client.Status().Patch(ctx, obj, client.MergeFrom(answer), client.FieldOwner(enipamv1alpha1.FieldManagerAgent)); err != nil {
+		return fmt.Errorf("removing an earlier writer's fields from the status of NodeRouting %s, %w", obj.Name, err)
+	}
+	a.log.Info("status fields of an earlier writer removed", "noderouting", obj.Name)
+	return nil
 }

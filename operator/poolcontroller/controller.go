@@ -179,6 +179,10 @@ type memory struct {
 	// capacityWritten is when the NodeRouting's spec.capacity was last
 	// written.
 	capacityWritten time.Time
+	// routingApplied is the NodeRouting as this process last applied it
+	// (the apiserver's answer): the base of the next apply while the
+	// cache has not seen it (routing.go).
+	routingApplied *enipamv1alpha1.NodeRouting
 	// asked: for each address this process put into the NodeRouting's
 	// spec.endpointQueries, the generation its write made (staticfast.go).
 	asked map[string]int64

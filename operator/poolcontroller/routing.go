@@ -14,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
 	"github.com/enipam/enipam/operator/cloud"
@@ -29,7 +28,10 @@ const attachCheckInterval = time.Second
 // with the effective policy values its agent needs) and the agent's
 // report of what it has routed into s.routed; the policy's values for
 // the spec wait in s.routingWant, and writeRouting writes the spec once,
-// at the end of the reconcile.
+// at the end of the reconcile. Both writes are server-side applies of
+// the operator's whole word (applyRouting). Where the cache has not yet
+// seen this process's last apply, the spec read is that apply's, so no
+// apply ever sends back an older word.
 func (s *nodeSync) syncRouting(ctx context.Context) error {
 	want := enipamv1alpha1.NodeRoutingSpec{
 		InstanceID:           s.instanceID,
@@ -44,11 +46,24 @@ func (s *nodeSync) syncRouting(ctx context.Context) error {
 			ObjectMeta: metav1.ObjectMeta{Name: s.cn.Name, OwnerReferences: ownerRefs(nil, s.cn)},
 			Spec:       want,
 		}
-		if err := s.r.client.Create(ctx, nr); err != nil && !apierrors.IsAlreadyExists(err) {
+		if a := s.mem.routingApplied; a != nil {
+			// This process applied it, and the cache has not seen that
+			// yet (or it was deleted since): its last word, applied
+			// again, takes nothing back.
+			nr.Spec = *a.Spec.DeepCopy()
+		}
+		if err := s.r.applyRouting(ctx, nr, false); err != nil {
 			return fmt.Errorf("creating NodeRouting %s, %w", s.cn.Name, err)
 		}
 	case err != nil:
 		return fmt.Errorf("reading NodeRouting %s, %w", s.cn.Name, err)
+	default:
+		if a := s.mem.routingApplied; a != nil && a.UID == nr.UID && a.Generation > nr.Generation {
+			nr.Spec, nr.Generation, nr.Finalizers = *a.Spec.DeepCopy(), a.Generation, slices.Clone(a.Finalizers)
+		}
+		if err := s.r.takeOverRouting(ctx, nr, ownerRefs(nil, s.cn)); err != nil {
+			return err
+		}
 	}
 	s.routing, s.routingRead, s.routingWant = nr, nr.DeepCopy(), &want
 	s.routed = s.ownReport(nr)
@@ -76,11 +91,7 @@ func (s *nodeSync) writeRouting(ctx context.Context) error {
 	}
 	endpoints := !slices.Equal(orig.Spec.EndpointQueries, s.routing.Spec.EndpointQueries)
 	remaps := !slices.Equal(orig.Spec.RemapQueries, s.routing.Spec.RemapQueries)
-	patch := client.MergeFrom(orig)
-	if endpoints || remaps {
-		patch = client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})
-	}
-	if err := s.r.client.Patch(ctx, s.routing, patch); err != nil {
+	if err := s.r.applyRouting(ctx, s.routing, endpoints || remaps); err != nil {
 		if apierrors.IsConflict(err) && (endpoints || remaps) {
 			s.requeueWithin(staticRecheck) // the cache lags the last write
 			return nil

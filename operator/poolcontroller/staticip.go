@@ -282,17 +282,22 @@ func onPrimary(addrs []cloud.Address, primary *cloud.ENI) (cloud.Address, bool) 
 	return cloud.Address{}, false
 }
 
-// recordStaticIP puts the finalizer and rec into the NodeRouting's spec,
-// one write and only when needed; nr is updated in place. The spec is the
-// operator's alone: the record names what the operator may disassociate,
-// so no node may write it.
+// recordStaticIP puts rec into the NodeRouting's spec, with the
+// finalizer, in one apply of the operator's word and only when needed; nr
+// is updated in place. The spec is the operator's alone: the record names
+// what the operator may disassociate, so no node may write it. It is
+// applied on its own, ahead of the reconcile's write of the spec, because
+// it must be stored before EC2 is asked to associate; the apply carries
+// the whole spec as it stands, under the same field manager.
 func (r *Reconciler) recordStaticIP(ctx context.Context, nr *enipamv1alpha1.NodeRouting, rec *enipamv1alpha1.NodeStaticIP) error {
 	if controllerutil.ContainsFinalizer(nr, enipamv1alpha1.NodeStaticIPFinalizer) && sameJSON(nr.Spec.StaticIP, rec) {
 		return nil
 	}
-	orig := nr.DeepCopy()
+	lock := !controllerutil.ContainsFinalizer(nr, enipamv1alpha1.NodeStaticIPFinalizer)
+	prev := nr.Spec.StaticIP
 	nr.Spec.StaticIP = rec
-	if err := r.client.Patch(ctx, nr, finalizerPatch(orig, controllerutil.AddFinalizer(nr, enipamv1alpha1.NodeStaticIPFinalizer))); err != nil {
+	if err := r.applyRouting(ctx, nr, lock); err != nil {
+		nr.Spec.StaticIP = prev // not recorded: no later apply may claim it
 		return fmt.Errorf("recording static IP %s in NodeRouting %s, %w", rec.PublicIP, nr.Name, err)
 	}
 	return nil
@@ -301,7 +306,7 @@ func (r *Reconciler) recordStaticIP(ctx context.Context, nr *enipamv1alpha1.Node
 // releaseStaticIP undoes the association the NodeRouting's record names,
 // when EC2 still has the address on the recorded ENI (anything else was
 // changed by someone else, and is left alone), then clears the record and
-// the finalizer, in one write. EC2's view is described afresh first: the association
+// the finalizer, in one write that never makes the object again. EC2's view is described afresh first: the association
 // may be younger than the cache.
 func (r *Reconciler) releaseStaticIP(ctx context.Context, nr *enipamv1alpha1.NodeRouting) error {
 	if rec := nr.Spec.StaticIP; rec != nil {
@@ -324,11 +329,19 @@ func (r *Reconciler) releaseStaticIP(ctx context.Context, nr *enipamv1alpha1.Nod
 		}
 	}
 	if controllerutil.ContainsFinalizer(nr, enipamv1alpha1.NodeStaticIPFinalizer) || nr.Spec.StaticIP != nil {
+		// The one write of the spec that is not an apply: a removal
+		// under an optimistic lock, which an apply cannot make (the
+		// apiserver makes an object gone meanwhile again, whatever
+		// resourceVersion an apply names). Removing, it leaves no owner
+		// behind: the fields go with enipam-operator's ownership.
 		orig := nr.DeepCopy()
 		nr.Spec.StaticIP = nil
-		if err := r.client.Patch(ctx, nr, finalizerPatch(orig, controllerutil.RemoveFinalizer(nr, enipamv1alpha1.NodeStaticIPFinalizer))); err != nil {
+		controllerutil.RemoveFinalizer(nr, enipamv1alpha1.NodeStaticIPFinalizer)
+		if err := r.client.Patch(ctx, nr, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
+			orig.DeepCopyInto(nr) // still recorded: a later apply keeps it
 			return fmt.Errorf("clearing the static IP of NodeRouting %s, %w", nr.Name, err)
 		}
+		r.rememberApplied(nr)
 	}
 	return nil
 }
@@ -345,13 +358,4 @@ func (r *Reconciler) releaseGone(ctx context.Context, name string) error {
 		return nil
 	}
 	return r.releaseStaticIP(ctx, nr)
-}
-
-// finalizerPatch is a merge patch from orig, under an optimistic lock when
-// the finalizers changed: a merge patch replaces the whole list.
-func finalizerPatch(orig client.Object, finalizersChanged bool) client.Patch {
-	if finalizersChanged {
-		return client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})
-	}
-	return client.MergeFrom(orig)
 }

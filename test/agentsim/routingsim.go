@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
@@ -217,7 +218,7 @@ func (r *RoutingSim) report(ctx context.Context, name string) {
 	if sameJSON(nr.Status, want.Status) {
 		return
 	}
-	if err := r.client.Status().Patch(ctx, want, client.MergeFrom(nr)); err != nil {
+	if err := ApplyStatus(ctx, r.client, want); err != nil {
 		r.log.Debug("routing report failed; retrying", "node", name, "error", err)
 		r.queue.AddAfter(name, r.opts.Delay)
 		return
@@ -410,4 +411,19 @@ func newNodeRoutingInformer(c client.WithWatch) cache.SharedIndexInformer {
 		},
 	}
 	return cache.NewSharedIndexInformer(lw, &enipamv1alpha1.NodeRouting{}, 0, cache.Indexers{})
+}
+
+// ApplyStatus writes nr's status as enipam-agent does: the whole status,
+// by server-side apply through the status subresource under
+// FieldManagerAgent. nr is updated from the answer.
+func ApplyStatus(ctx context.Context, c client.Client, nr *enipamv1alpha1.NodeRouting) error {
+	data, err := json.Marshal(map[string]any{
+		"apiVersion": enipamv1alpha1.GroupVersion.String(), "kind": "NodeRouting",
+		"metadata": map[string]any{"name": nr.Name}, "status": nr.Status,
+	})
+	if err != nil {
+		return err
+	}
+	return c.Status().Patch(ctx, nr, client.RawPatch(types.ApplyPatchType, data),
+		client.FieldOwner(enipamv1alpha1.FieldManagerAgent), client.ForceOwnership)
 }

@@ -72,6 +72,16 @@ func TestAgentWritesOnlyItsOwnNode(t *testing.T) {
 	refused(t, "a token bound to no pod on node-a's NodeRouting status", reportRouted(unbound, "node-a", 2),
 		"names no node", "NodeRouting node-a")
 
+	// The agent writes its report by server-side apply: the policy holds
+	// it to its own node alike, and the status subresource never creates
+	// a NodeRouting.
+	refused(t, "node-a's token applying node-b's NodeRouting status", applyRouted(a, "node-b", 4),
+		"enipam-agent of node node-a", "not NodeRouting node-b")
+	allowed(t, "node-a's token applying its own NodeRouting status", applyRouted(a, "node-a", 1))
+	if err := applyRouted(env.Client, "node-absent", 1); !apierrors.IsNotFound(err) {
+		t.Errorf("applying the status of a NodeRouting that does not exist: %v, want NotFound", err)
+	}
+
 	// What the operator decides is out of the agent's reach: through the
 	// status subresource, a capacity in spec is ignored and one in status
 	// has no field to land in.
@@ -193,6 +203,15 @@ func tokenConfig(t *testing.T, cs kubernetes.Interface, ref *authenticationv1.Bo
 func reportRouted(c client.Client, node string, n int32) error {
 	patch := fmt.Appendf(nil, `{"status":{"routedIPs":%d}}`, n)
 	return c.Status().Patch(bg, &enipamv1alpha1.NodeRouting{ObjectMeta: metav1.ObjectMeta{Name: node}}, client.RawPatch(types.MergePatchType, patch))
+}
+
+// applyRouted applies the NodeRouting's status as the agent does (server-
+// side apply through the status subresource, as enipam-agent), with
+// routedIPs set to n.
+func applyRouted(c client.Client, node string, n int32) error {
+	patch := fmt.Appendf(nil, `{"apiVersion":"enipam.io/v1alpha1","kind":"NodeRouting","metadata":{"name":%q},"status":{"routedIPs":%d}}`, node, n)
+	return c.Status().Patch(bg, &enipamv1alpha1.NodeRouting{ObjectMeta: metav1.ObjectMeta{Name: node}}, client.RawPatch(types.ApplyPatchType, patch),
+		client.FieldOwner(enipamv1alpha1.FieldManagerAgent), client.ForceOwnership)
 }
 
 // removeTaint removes the taint at index i as the agent does: a JSON

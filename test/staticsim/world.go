@@ -207,8 +207,9 @@ func newWorld(seed uint64) (*world, error) {
 		w.agents[n.name] = newAgent(n.name)
 		objs = append(objs, nodeObjects(n)...)
 	}
-	// The plain object tracker: the field-managed one (server-side
-	// apply, which no component here uses) costs ten times more a write.
+	// The plain object tracker: the field-managed one costs ten times
+	// more a write. The one server-side apply here, the operator's of a
+	// NodeRouting, is the writer's (writer.apply).
 	indexes, err := cacheIndexes(scheme)
 	if err != nil {
 		return nil, err
@@ -227,6 +228,9 @@ func newWorld(seed uint64) (*world, error) {
 		return nil, err
 	}
 	patch := func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+		if handled, err := wr.apply(obj, patch); handled {
+			return err
+		}
 		if len(opts) == 0 {
 			if handled, err := wr.patch(obj, patch, false); handled {
 				return err

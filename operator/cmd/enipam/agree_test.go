@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,9 +21,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/serializer"
 	k8stypes "k8s.io/apimachinery/pkg/types"
-	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -222,10 +221,13 @@ func reachCapacity(t *testing.T, nodes []capacityNode, fi int, pd bool) map[stri
 			&ciliumv2.CiliumNode{ObjectMeta: metav1.ObjectMeta{Name: n.name, UID: k8stypes.UID("uid-cn-" + n.instanceID)},
 				Spec: ciliumv2.NodeSpec{IPAM: ipamtypes.IPAMSpec{MinAllocate: 100000}}})
 	}
-	// A plain tracker: the operator writes with merge patches, and the
-	// field-managed one rebuilds a REST mapper on every write.
-	b := fake.NewClientBuilder().WithScheme(scheme).
-		WithObjectTracker(clienttesting.NewObjectTracker(scheme, serializer.NewCodecFactory(scheme).UniversalDecoder()))
+	// The fake client's own tracker, which applies server-side applies as
+	// the apiserver does (field managers; an apply creates an object not
+	// found). The operator writes a NodeRouting by apply alone, from its
+	// creation on: the plain tracker takes an apply as a strategic merge
+	// patch of an object that must exist, so it answers the creating
+	// apply with NotFound and no node ever has a NodeRouting.
+	b := fake.NewClientBuilder().WithScheme(scheme)
 	// The operator's cache indexes (claims by node, pools by address),
 	// which the pool controller lists through.
 	for _, idx := range claims.Indexes() {
@@ -258,7 +260,7 @@ func reachCapacity(t *testing.T, nodes []capacityNode, fi int, pd bool) map[stri
 
 	reached := map[string]int{}
 	var mu sync.Mutex
-	todo := nodes
+	todo := slices.Clone(nodes)
 	// The loop ends when every node is at capacity, or fails once no
 	// node's pool, awaiting count or ENIs changed over stallRounds rounds
 	// (a count, not a clock: the machine may be slow, not the operator).
@@ -284,7 +286,6 @@ func reachCapacity(t *testing.T, nodes []capacityNode, fi int, pd bool) map[stri
 			}
 		}
 		var wg sync.WaitGroup
-		var left []capacityNode
 		for _, n := range todo {
 			wg.Add(1)
 			go func() {
@@ -293,15 +294,13 @@ func reachCapacity(t *testing.T, nodes []capacityNode, fi int, pd bool) map[stri
 					mu.Lock()
 					reached[n.name] = size
 					mu.Unlock()
-					return
 				}
-				mu.Lock()
-				left = append(left, n)
-				mu.Unlock()
 			}()
 		}
 		wg.Wait()
-		todo = left
+		// The nodes left keep their order: worldState of the same world
+		// is then the same string, whichever step finished first.
+		todo = slices.DeleteFunc(todo, func(n capacityNode) bool { _, done := reached[n.name]; return done })
 		time.Sleep(500 * time.Millisecond)
 	}
 	return reached
@@ -341,6 +340,13 @@ func step(t *testing.T, c client.Client, r *poolcontroller.Reconciler, name stri
 	}
 	if routed := agentsim.Routed(cn, &nr.Spec, func(id string) bool { return attached[id] }); !equality.Semantic.DeepEqual(routed, nr.Status.ENIs) {
 		nr.Status.ENIs = routed
+		// An update of the status, not the agent's apply: the fake
+		// client applies a status apply as the stored object with the
+		// new status, so the reporter would own the whole spec beside
+		// the operator, and a spec field the operator stops applying
+		// (awaiting, at 0) would stay. The apiserver's status
+		// subresource gives an apply the status alone (e2e
+		// TestNodeRoutingFieldsHaveOneWriterEach).
 		if err := c.Status().Update(ctx, nr); err != nil {
 			t.Logf("%s: routed report: %v", name, err)
 		}
