@@ -52,6 +52,13 @@ type Instance struct {
 	Tags  map[string]string
 }
 
+// Equal reports whether i and o describe the same instance in every
+// field (a nil and an empty map being the same).
+func (i *Instance) Equal(o *Instance) bool {
+	return i.ID == o.ID && i.Type == o.Type && i.AZ == o.AZ && i.VPCID == o.VPCID && i.SubnetID == o.SubnetID &&
+		i.PrivateIP == o.PrivateIP && i.State == o.State && maps.Equal(i.Tags, o.Tags)
+}
+
 // Live reports whether the instance can carry pods (pending or running).
 func (i *Instance) Live() bool { return i.State == "pending" || i.State == "running" }
 

@@ -53,3 +53,39 @@ func TestENIEqualSeesEveryField(t *testing.T) {
 		}
 	}
 }
+
+// TestInstanceEqualSeesEveryField: two instances that differ in any one
+// field, a field added later included, are not Equal. The inventory
+// keeps its own entry for an instance a describe shows Equal, so a field
+// Equal missed would keep a stale value (a terminated instance served).
+func TestInstanceEqualSeesEveryField(t *testing.T) {
+	base := Instance{ID: "i-1", Type: "m5.large", AZ: "us-east-1a", VPCID: "vpc-1", SubnetID: "subnet-1",
+		PrivateIP: netip.MustParseAddr("10.0.0.1"), State: "running", Tags: map[string]string{"k": "v"}}
+	same := base
+	same.Tags = map[string]string{"k": "v"}
+	if !base.Equal(&same) {
+		t.Fatal("an instance is not Equal to its copy")
+	}
+	if !(&Instance{}).Equal(&Instance{Tags: map[string]string{}}) {
+		t.Error("nil and empty tags are not Equal")
+	}
+	v := reflect.ValueOf(&base).Elem()
+	for i := range v.NumField() {
+		other := base
+		other.Tags = map[string]string{"k": "v"}
+		f := reflect.ValueOf(&other).Elem().Field(i)
+		switch f.Kind() {
+		case reflect.String:
+			f.SetString(f.String() + "x")
+		case reflect.Map:
+			other.Tags["k"] = "w"
+		case reflect.Struct: // netip.Addr
+			f.Set(reflect.ValueOf(netip.MustParseAddr("10.0.0.2")))
+		default:
+			t.Fatalf("field %s of kind %s: teach this test to change it", v.Type().Field(i).Name, f.Kind())
+		}
+		if base.Equal(&other) {
+			t.Errorf("instances differing in %s are Equal", v.Type().Field(i).Name)
+		}
+	}
+}

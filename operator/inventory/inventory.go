@@ -344,14 +344,19 @@ func (inv *Inventory) install(start time.Time, vpc cloud.VPC, subnets []cloud.Su
 	// one would keep the whole slice (thousands of entries and its
 	// append slack) alive for as long as any entry stays, and two
 	// resyncs' slices at once when one entry outlives a resync.
+	// An instance EC2 shows unchanged keeps its entry, as an ENI does: a
+	// new copy of every instance each resync would be thousands of
+	// long-lived objects a minute allocated among the describes' garbage,
+	// each pinning a span the garbage leaves mostly free.
 	seen := make(map[string]bool, len(instances))
 	for i := range instances {
 		in := instances[i]
 		seen[in.ID] = true
 		delete(inv.notFound, in.ID)
-		if !fresh(in.ID) {
-			inv.instances[in.ID] = &in
+		if old, ok := inv.instances[in.ID]; fresh(in.ID) || ok && old.Equal(&in) {
+			continue
 		}
+		inv.instances[in.ID] = &in
 	}
 	for id, in := range inv.instances {
 		if in.VPCID == vpc.ID && !seen[id] && !fresh(id) {

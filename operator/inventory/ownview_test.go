@@ -112,3 +112,53 @@ func TestResyncKeepsTheEntriesOfUnchangedENIs(t *testing.T) {
 		t.Errorf("%d of the 99 unchanged ENIs kept their entry across the resync, want 99", kept)
 	}
 }
+
+// TestResyncKeepsTheEntriesOfUnchangedInstances: 100 instances synced,
+// then one is stopping in EC2 and another has left the describe, and the
+// inventory resyncs. The 98 unchanged instances keep the entries they had
+// (no new long-lived copy of each instance a minute among the describe's
+// garbage); the stopping one shows its new state, the one gone is gone.
+func TestResyncKeepsTheEntriesOfUnchangedInstances(t *testing.T) {
+	f := &fakeCloud{}
+	for i := range 100 {
+		in := instance(fmt.Sprintf("i-%d", i))
+		in.Tags = map[string]string{"Name": in.ID}
+		f.instances = append(f.instances, in)
+	}
+	inv := newInventory(f)
+	ctx := context.Background()
+	if err := inv.SyncOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	before := map[string]*cloud.Instance{}
+	inv.mu.RLock()
+	maps.Copy(before, inv.instances)
+	inv.mu.RUnlock()
+	f.mu.Lock()
+	f.instances[7].State = "stopping"
+	f.instances = slices.Delete(f.instances, 9, 10)
+	for i := range f.instances {
+		f.instances[i].Tags = maps.Clone(f.instances[i].Tags) // a describe's own copy
+	}
+	f.mu.Unlock()
+	if err := inv.SyncOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	inv.mu.RLock()
+	defer inv.mu.RUnlock()
+	if _, ok := inv.instances["i-9"]; ok {
+		t.Error("i-9, gone from EC2, is still in the inventory")
+	}
+	if in := inv.instances["i-7"]; in == nil || in.State != "stopping" || in == before["i-7"] {
+		t.Errorf("i-7 after stopping in EC2: %+v (entry kept: %v)", in, in == before["i-7"])
+	}
+	kept := 0
+	for id, old := range before {
+		if id != "i-7" && id != "i-9" && inv.instances[id] == old {
+			kept++
+		}
+	}
+	if kept != 98 {
+		t.Errorf("%d of the 98 unchanged instances kept their entry across the resync, want 98", kept)
+	}
+}

@@ -471,6 +471,28 @@ func TestEdgeValuesChangeWhatRenders(t *testing.T) {
 				}
 			}
 		}},
+		{"the operator's soft memory limit follows its container's", nil, func(t *testing.T, m manifest) {
+			var d appsv1.Deployment
+			m.typed(t, "Deployment", "enipam-operator", &d)
+			c := d.Spec.Template.Spec.Containers[0]
+			e, ok := envValue(c, "MEMORY_LIMIT")
+			if !ok || e.ValueFrom == nil || e.ValueFrom.ResourceFieldRef == nil {
+				t.Fatalf("MEMORY_LIMIT: %+v", e)
+			}
+			if r := e.ValueFrom.ResourceFieldRef; r.ContainerName != c.Name || r.Resource != "limits.memory" {
+				t.Errorf("MEMORY_LIMIT from %+v, want limits.memory of container %s", r, c.Name)
+			}
+			if c.Resources.Limits.Memory().IsZero() {
+				t.Error("the operator has no memory limit for MEMORY_LIMIT to follow")
+			}
+		}},
+		{"no memory limit, no soft limit", []string{"--set", "operator.resources.limits=null"}, func(t *testing.T, m manifest) {
+			var d appsv1.Deployment
+			m.typed(t, "Deployment", "enipam-operator", &d)
+			if e, ok := envValue(d.Spec.Template.Spec.Containers[0], "MEMORY_LIMIT"); ok {
+				t.Errorf("MEMORY_LIMIT without a container limit: %+v", e)
+			}
+		}},
 		{"extra arguments and environment", []string{"--set", "agent.extraArgs[0]=--link-wait-backoff=2s", "--set", "operator.extraEnv[0].name=AWS_STS_REGIONAL_ENDPOINTS", "--set", "operator.extraEnv[0].value=regional"}, func(t *testing.T, m manifest) {
 			var ds appsv1.DaemonSet
 			m.typed(t, "DaemonSet", "enipam-agent", &ds)

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -45,9 +46,20 @@ func main() {
 // environment wins.
 const defaultGCPercent = 25
 
+// memoryLimitPercent of the container's memory limit is the Go runtime's
+// soft memory limit: near it the runtime collects more often and returns
+// freed memory at once, so a heap that outgrows its sizing slows the
+// operator instead of having it killed. The rest covers what the runtime
+// does not count (the binary's pages). Below the limit GOGC alone sets
+// the pace.
+const memoryLimitPercent = 90
+
 func run() error {
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(defaultGCPercent)
+	}
+	if err := setMemoryLimit(os.Getenv("GOMEMLIMIT"), os.Getenv("MEMORY_LIMIT"), debug.SetMemoryLimit); err != nil {
+		return err
 	}
 	opts := operator.DefaultOptions()
 	opts.ClusterName = os.Getenv("CLUSTER_NAME")
@@ -105,6 +117,22 @@ func run() error {
 	}
 	log.Info("starting", "cluster", opts.ClusterName, "region", awsCfg.Region, "workers", opts.Workers)
 	return op.Run(ctx)
+}
+
+// setMemoryLimit sets the runtime's soft memory limit to
+// memoryLimitPercent of containerLimit (MEMORY_LIMIT: the container's
+// memory limit in bytes, which the chart fills from its resources), unless
+// GOMEMLIMIT is set (the runtime applied it already) or neither is.
+func setMemoryLimit(gomemlimit, containerLimit string, set func(int64) int64) error {
+	if gomemlimit != "" || containerLimit == "" {
+		return nil
+	}
+	limit, err := strconv.ParseInt(containerLimit, 10, 64)
+	if err != nil || limit <= 0 {
+		return fmt.Errorf("MEMORY_LIMIT=%q: want the container's memory limit in bytes, a positive integer", containerLimit)
+	}
+	set(limit / 100 * memoryLimitPercent)
+	return nil
 }
 
 // vpcFromIMDS reads the VPC of the instance the operator runs on.

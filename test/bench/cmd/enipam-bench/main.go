@@ -55,6 +55,7 @@ func main() {
 	cniDelay := flag.Duration("cni-delay", 0, "pools: time from a pod's binding to its CNI call (default 1s)")
 	steadyNodes := flag.Int("steady-nodes", 0, "steady: idle nodes (default 5000, quick 1000)")
 	largeNodes := flag.Int("steady-large-nodes", 0, "steady-large: idle nodes (default 10000, quick 2000)")
+	steadyRestarts := flag.Bool("steady-restarts", true, "steady, steady-large: restart the operator after the window, without and with its pod watch")
 	outageNodes := flag.Int("outage-nodes", 0, "outage: nodes served before the outage (default 200, quick 50)")
 	outageJoining := flag.Int("outage-joining", 0, "outage: nodes joining during the outage (default 50, quick 20)")
 	operatorArgs := flag.String("operator-args", "", "space-separated arguments added to every operator's (e.g. --log-level=debug)")
@@ -99,6 +100,7 @@ func main() {
 	if *largeNodes > 0 {
 		large.Nodes = *largeNodes
 	}
+	steady.NoRestarts, large.NoRestarts = !*steadyRestarts, !*steadyRestarts
 	outage := bench.DefaultOutage(*quick)
 	if *outageNodes > 0 {
 		outage.Nodes = *outageNodes
