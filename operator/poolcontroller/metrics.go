@@ -4,6 +4,7 @@ import (
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
 
 // Metrics of the pool controller.
@@ -15,6 +16,7 @@ type Metrics struct {
 	allocationLatency prometheus.Histogram
 	poolHandoff       prometheus.Histogram
 	writes            *prometheus.CounterVec
+	writeFailures     *prometheus.CounterVec
 	staticPlaced      prometheus.Counter
 	staticFastMoves   prometheus.Counter
 	consolidations    *prometheus.CounterVec
@@ -46,6 +48,9 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		writes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "enipam_ciliumnode_writes_total", Help: "CiliumNode writes by part (status, spec).",
 		}, []string{"part"}),
+		writeFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "enipam_ciliumnode_write_failures_total", Help: "CiliumNode writes the apiserver refused, by part (status, spec) and reason (conflict: the object changed under a write that named its version; other).",
+		}, []string{"part", "reason"}),
 		staticPlaced: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "enipam_static_ips_placed_total", Help: "Claimed static addresses assigned onto a node's ENI (moved from another ENI, or fresh from the subnet).",
 		}),
@@ -56,7 +61,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "enipam_consolidations_total", Help: "Secondary ENIs detached and deleted (kind eni) and partly used /28 prefixes drained and released (kind prefix) because their node no longer needed them.",
 		}, []string{"kind"}),
 	}
-	for _, c := range []prometheus.Collector{m.consolidations, m.nodes, m.enisCreated, m.ipsAssigned, m.ipsReleased, m.allocationLatency, m.poolHandoff, m.writes, m.staticPlaced, m.staticFastMoves} {
+	for _, c := range []prometheus.Collector{m.consolidations, m.nodes, m.enisCreated, m.ipsAssigned, m.ipsReleased, m.allocationLatency, m.poolHandoff, m.writes, m.writeFailures, m.staticPlaced, m.staticFastMoves} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -84,6 +89,17 @@ func (m *Metrics) observeCapacity(node string, awaiting, maxIPs int) {
 }
 
 func (m *Metrics) forget(node string) { m.nodes.forget(node) }
+
+// writeFailed counts a CiliumNode write the apiserver refused. The writes
+// are merge patches that name no resourceVersion, so a conflict would
+// mean one came to name it: the count is there to show it stays 0.
+func (m *Metrics) writeFailed(part string, err error) {
+	reason := "other"
+	if apierrors.IsConflict(err) {
+		reason = "conflict"
+	}
+	m.writeFailures.WithLabelValues(part, reason).Inc()
+}
 
 // The states of enipam_node_ips, in the order of nodeValues.ips.
 const (

@@ -142,6 +142,7 @@ func (s *nodeSync) write(ctx context.Context) error {
 		obj := s.orig.DeepCopy()
 		obj.Status = *s.cn.Status.DeepCopy()
 		if err := s.r.client.Status().Patch(ctx, obj, client.MergeFrom(s.orig)); err != nil {
+			s.r.metrics.writeFailed("status", err)
 			return fmt.Errorf("writing status of %s, %w", s.cn.Name, err)
 		}
 		s.r.metrics.writes.WithLabelValues("status").Inc()
@@ -153,6 +154,7 @@ func (s *nodeSync) write(ctx context.Context) error {
 		obj := s.orig.DeepCopy()
 		obj.Spec = *s.cn.Spec.DeepCopy()
 		if err := s.r.client.Patch(ctx, obj, client.MergeFrom(s.orig)); err != nil {
+			s.r.metrics.writeFailed("spec", err)
 			return fmt.Errorf("writing spec of %s, %w", s.cn.Name, err)
 		}
 		s.r.metrics.writes.WithLabelValues("spec").Inc()

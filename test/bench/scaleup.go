@@ -218,6 +218,8 @@ func (s ScaleUp) Run(ctx context.Context, e *Env) (*Report, error) {
 	rep.add("operator CiliumNode writes per node, status / spec", fmt.Sprintf("%.2f / %.2f",
 		sum(metrics, "enipam_ciliumnode_writes_total", map[string]string{"part": "status"})/n,
 		sum(metrics, "enipam_ciliumnode_writes_total", map[string]string{"part": "spec"})/n), "")
+	rep.add("operator CiliumNode write conflicts", sum(metrics, "enipam_ciliumnode_write_failures_total", map[string]string{"reason": "conflict"}), "")
+	rep.add("operator CiliumNode writes refused otherwise", sum(metrics, "enipam_ciliumnode_write_failures_total", map[string]string{"reason": "other"}), "")
 	rep.add("operator CPU", after.CPUSeconds-before.CPUSeconds, "s")
 	rep.add("operator peak RSS", float64(after.PeakRSSBytes)/(1<<20), "MiB")
 	rep.add("agent status writes per node", float64(figures.Writes)/n, "")
@@ -277,6 +279,8 @@ func (s ScaleUp) Run(ctx context.Context, e *Env) (*Report, error) {
 		rep.target("one mutating call per node whose primary ENI has room", "1.00", fmt.Sprintf("%.2f", float64(mutating)/n), mutating == int64(s.Nodes) && perNode == 1)
 	}
 	rep.target("no throttling surfaced as a node error", "0", fmt.Sprint(statusErrors), statusErrors == 0)
+	conflicts := sum(metrics, "enipam_ciliumnode_write_failures_total", map[string]string{"reason": "conflict"})
+	rep.target("no CiliumNode write conflict", "0", fmt.Sprint(conflicts), conflicts == 0)
 	rep.target("zero violations", "0", fmt.Sprint(figures.Violations.Total()), figures.Violations.Total() == 0)
 	if dual {
 		v4, v6, err := w.poolFindingsByFamily(ctx)
