@@ -22,7 +22,7 @@ import (
 // so does one after it within the consistency grace (a describe may show
 // a past state); a describe a grace after the move does not.
 func TestReassignedAddressIsNotTrustedUntilEC2ShowsIt(t *testing.T) {
-	c, inv, clock, ctx := startMoves(t, `
+	c, inv, clock, ctx := startMoves(t, time.Minute, `
 - {id: i-0a000000000000001, type: m5.large, subnet: subnet-0a000000000000001, enis: [{deviceIndex: 1, secondaryIPs: 1}]}
 - {id: i-0a000000000000002, type: m5.large, subnet: subnet-0a000000000000001, enis: [{deviceIndex: 1}]}
 timing: {reassignDelay: {min: 3s, max: 3s}}
@@ -81,7 +81,7 @@ timing: {reassignDelay: {min: 3s, max: 3s}}
 // nor puts it on the old one, within the consistency grace (a minute) or
 // after it; once describes show the remap, they are believed again.
 func TestLandedRemapIsTrustedBeforeDescribesShowIt(t *testing.T) {
-	c, inv, clock, ctx := startMoves(t, `
+	c, inv, clock, ctx := startMoves(t, time.Minute, `
 - {id: i-0a000000000000001, type: m5.large, subnet: subnet-0a000000000000001, enis: [{deviceIndex: 1, secondaryIPs: 1}]}
 - {id: i-0a000000000000002, type: m5.large, subnet: subnet-0a000000000000001, enis: [{deviceIndex: 1}]}
 timing: {reassignDelay: {min: 2s, max: 2s}, lag: {reassign: {min: 3m, max: 3m}, share: 1}}
@@ -165,7 +165,7 @@ timing: {reassignDelay: {min: 2s, max: 2s}, lag: {reassign: {min: 3m, max: 3m}, 
 // the address is trusted on no ENI until the later remap lands: neither
 // where the earlier one put it nor where it goes.
 func TestLandedAnswerOfASupersededReassignmentIsRefused(t *testing.T) {
-	c, inv, clock, ctx := startMoves(t, `
+	c, inv, clock, ctx := startMoves(t, time.Minute, `
 - {id: i-0a000000000000001, type: m5.large, subnet: subnet-0a000000000000001, enis: [{deviceIndex: 1, secondaryIPs: 1}]}
 - {id: i-0a000000000000002, type: m5.large, subnet: subnet-0a000000000000001, enis: [{deviceIndex: 1}]}
 - {id: i-0a000000000000003, type: m5.large, subnet: subnet-0a000000000000001, enis: [{deviceIndex: 1}]}
@@ -240,36 +240,11 @@ timing: {reassignDelay: {min: 3s, max: 3s}}
 // has not: EC2 has the address on B), so it is not trusted on A; a
 // describe a grace after the move back, once EC2 has it on A, is.
 func TestAnAddressMovedAwayAndBackIsNotTrustedOnAStaleDescribe(t *testing.T) {
-	sc, err := ec2sim.ParseScenario([]byte(`
-account: "111122223333"
-region: eu-west-1
-zones: [eu-west-1a]
-vpcs:
-- id: vpc-0a000000000000001
-  cidrs: [10.1.0.0/16]
-  subnets:
-  - {id: subnet-0a000000000000001, cidr: 10.1.1.0/24, zone: eu-west-1a}
-instances:
+	c, inv, clock, ctx := startMoves(t, 5*time.Second, `
 - {id: i-0a000000000000001, type: m5.large, subnet: subnet-0a000000000000001, enis: [{deviceIndex: 1, secondaryIPs: 1}]}
 - {id: i-0a000000000000002, type: m5.large, subnet: subnet-0a000000000000001, enis: [{deviceIndex: 1}]}
 timing: {reassignDelay: {min: 1s, max: 1s}, lag: {reassign: {min: 3s, max: 3s}, share: 1}}
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	clock := ec2sim.NewManualClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
-	st, err := ec2sim.NewState(sc, clock.Now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := cloudfake.New(st)
-	inv := New(c, Options{VPCIDs: []string{"vpc-0a000000000000001"}, ResyncInterval: time.Hour, ConsistencyGrace: 5 * time.Second, NotFoundRetry: time.Minute},
-		slog.New(slog.NewTextHandler(io.Discard, nil)))
-	inv.now = clock.Now
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() { _ = inv.Start(ctx) }()
-	<-inv.Synced()
+`)
 
 	enis, err := c.ListENIs(ctx, "vpc-0a000000000000001", nil)
 	if err != nil {
@@ -314,7 +289,7 @@ timing: {reassignDelay: {min: 1s, max: 1s}, lag: {reassign: {min: 3s, max: 3s}, 
 	// next looked at), describes show it at 6 s; a describe at 12 s,
 	// a grace after the move, is believed.
 	clock.Advance(time.Second)
-	st.DumpNetwork()
+	c.State().DumpNetwork()
 	clock.Advance(9 * time.Second)
 	if err := inv.RefreshENIs(ctx, []string{a, b}); err != nil {
 		t.Fatal(err)
@@ -330,7 +305,7 @@ timing: {reassignDelay: {min: 1s, max: 1s}, lag: {reassign: {min: 3s, max: 3s}, 
 // released as excess): the cache no longer shows it on the ENI, so the
 // pool does not list it again.
 func TestLandedAddressUnassignedLeavesItsENI(t *testing.T) {
-	c, inv, clock, ctx := startMoves(t, `
+	c, inv, clock, ctx := startMoves(t, time.Minute, `
 - {id: i-0a000000000000001, type: m5.large, subnet: subnet-0a000000000000001, enis: [{deviceIndex: 1, secondaryIPs: 1}]}
 - {id: i-0a000000000000002, type: m5.large, subnet: subnet-0a000000000000001, enis: [{deviceIndex: 1}]}
 `)
@@ -371,10 +346,10 @@ func TestLandedAddressUnassignedLeavesItsENI(t *testing.T) {
 	}
 }
 
-// startMoves starts an inventory over the in-memory EC2 of a one-subnet
-// VPC holding instances (and timing, if given), its clock manual, and
-// returns once the inventory has synced.
-func startMoves(t *testing.T, instancesAndTiming string) (*cloudfake.Cloud, *Inventory, *ec2sim.ManualClock, context.Context) {
+// startMoves starts an inventory with the given consistency grace over
+// the in-memory EC2 of a one-subnet VPC holding instances (and timing, if
+// given), its clock manual, and returns once the inventory has synced.
+func startMoves(t *testing.T, grace time.Duration, instancesAndTiming string) (*cloudfake.Cloud, *Inventory, *ec2sim.ManualClock, context.Context) {
 	t.Helper()
 	sc, err := ec2sim.ParseScenario([]byte(`
 account: "111122223333"
@@ -396,7 +371,7 @@ instances:
 		t.Fatal(err)
 	}
 	c := cloudfake.New(st)
-	inv := New(c, Options{VPCIDs: []string{"vpc-0a000000000000001"}, ResyncInterval: time.Hour, ConsistencyGrace: time.Minute, NotFoundRetry: time.Minute},
+	inv := New(c, Options{VPCIDs: []string{"vpc-0a000000000000001"}, ResyncInterval: time.Hour, ConsistencyGrace: grace, NotFoundRetry: time.Minute},
 		slog.New(slog.NewTextHandler(io.Discard, nil)))
 	inv.now = clock.Now
 	ctx, cancel := context.WithCancel(context.Background())
