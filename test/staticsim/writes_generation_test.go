@@ -146,8 +146,12 @@ func TestWriterNumbersGenerations(t *testing.T) {
 			}
 			return getClaim().Generation
 		}, 3},
-		{"an apply that creates", func() int64 { return apply(enipamv1alpha1.NodeRoutingSpec{ExcludeInterfaceTags: map[string]string{"a": "b"}}) }, 1},
-		{"the same apply again", func() int64 { return apply(enipamv1alpha1.NodeRoutingSpec{ExcludeInterfaceTags: map[string]string{"a": "b"}}) }, 1},
+		{"an apply that creates", func() int64 {
+			return apply(enipamv1alpha1.NodeRoutingSpec{ExcludeInterfaceTags: map[string]string{"a": "b"}})
+		}, 1},
+		{"the same apply again", func() int64 {
+			return apply(enipamv1alpha1.NodeRoutingSpec{ExcludeInterfaceTags: map[string]string{"a": "b"}})
+		}, 1},
 		{"an apply changing the spec", func() int64 { return apply(enipamv1alpha1.NodeRoutingSpec{}) }, 2},
 	}
 	for _, s := range steps {
