@@ -48,8 +48,14 @@
 //     and answers the NodeRouting's remap queries as its instance's
 //     metadata would: an address landed once EC2's state has it on the
 //     queried ENI (its remap landed; describes may still lag it), for
-//     the spec generation it read (a spec change makes a new one, as in
-//     kube-apiserver).
+//     the spec generation it read.
+//   - kube-apiserver's generations: every object of a kind with a status
+//     subresource (NodeRoutings, StaticIPClaims, CiliumNodes, ENIPolicies,
+//     pods) is created at generation 1 and gets the next one on each
+//     write through its main resource that changes its spec; a claim's
+//     placement note names the generation it was written for, so one
+//     written before the extender asked the claim elsewhere is not
+//     acted on (claims.CurrentNote).
 //   - Kubelets: a CNI ADD for a bound pod, a CNI DEL for a pod whose
 //     object is gone (a pod of the same name is started on a node only
 //     after the old one stopped there).

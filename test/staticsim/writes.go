@@ -1,6 +1,7 @@
 package staticsim
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"reflect"
@@ -45,6 +46,13 @@ type writer struct {
 	// rv is the fake client's global resourceVersion counter, shared so
 	// that writes through either path number as etcd would.
 	rv *atomic.Uint64
+	// generations numbers metadata.generation as kube-apiserver does
+	// for a kind with a status subresource (the fake client leaves it
+	// as written): 1 when created by an apply, one more on a write
+	// through the main resource that changes the spec, and never
+	// changed by a client otherwise. Off where the writer is held to
+	// the fake client's results.
+	generations bool
 }
 
 // newWriter shares fake's tracker and resourceVersion counter. fake is
@@ -150,7 +158,7 @@ func (wr *writer) patch(obj client.Object, patch client.Patch, status bool) (han
 	if next.GetResourceVersion() == "" {
 		next.SetResourceVersion(curMeta.GetResourceVersion())
 	}
-	return true, wr.store(gvr, curMeta, next, obj)
+	return true, wr.store(gvr, curMeta, next, obj, !status && wr.statusKinds[gvk])
 }
 
 // apply takes a server-side apply of the main resource of a typed kind
@@ -185,6 +193,9 @@ func (wr *writer) apply(obj client.Object, patch client.Patch) (handled bool, _ 
 	if apierrors.IsNotFound(err) {
 		cfg.SetResourceVersion(strconv.FormatUint(wr.rv.Add(1), 10))
 		reflect.ValueOf(cfg).Elem().FieldByName("Status").SetZero()
+		if wr.generations {
+			cfg.SetGeneration(1)
+		}
 		if err := wr.tracker.Create(gvr, cfg, cfg.GetNamespace()); err != nil {
 			return true, err
 		}
@@ -203,7 +214,7 @@ func (wr *writer) apply(obj client.Object, patch client.Patch) (handled bool, _ 
 	reflect.ValueOf(next).Elem().FieldByName("Spec").Set(reflect.ValueOf(cfg).Elem().FieldByName("Spec"))
 	next.SetFinalizers(cfg.GetFinalizers())
 	next.SetOwnerReferences(cfg.GetOwnerReferences())
-	return true, wr.store(gvr, curMeta, next, obj)
+	return true, wr.store(gvr, curMeta, next, obj, true)
 }
 
 // mergeBase returns the object a client.MergeFrom patch was made from
@@ -252,7 +263,7 @@ func (wr *writer) update(obj client.Object, status bool) (handled bool, _ error)
 			return true, err
 		}
 	}
-	if err := wr.store(gvr, cur.(client.Object), next, obj); err != nil {
+	if err := wr.store(gvr, cur.(client.Object), next, obj, !status && wr.statusKinds[gvk]); err != nil {
 		return true, err
 	}
 	return true, nil
@@ -294,10 +305,16 @@ func (wr *writer) decodeLike(obj, like client.Object) (client.Object, error) {
 // store checks next's resourceVersion against cur's, numbers it, and
 // stores it (or deletes the object, when next is being deleted with no
 // finalizer left); into is the caller's object, which gets what was
-// stored, as the fake client answers.
-func (wr *writer) store(gvr schema.GroupVersionResource, cur, next, into client.Object) error {
+// stored, as the fake client answers. specWrite is a write through the
+// main resource of a kind with a status subresource: with generations
+// on, it numbers next's generation (a status write carries the stored
+// one already, carryStatus).
+func (wr *writer) store(gvr schema.GroupVersionResource, cur, next, into client.Object, specWrite bool) error {
 	if next.GetResourceVersion() != cur.GetResourceVersion() {
 		return apierrors.NewConflict(gvr.GroupResource(), next.GetName(), errors.New("object was modified"))
+	}
+	if wr.generations && specWrite {
+		next.SetGeneration(nextGeneration(cur, next))
 	}
 	next.SetResourceVersion(strconv.FormatUint(wr.rv.Add(1), 10))
 	if !deletionTimestampEqual(next, cur) {
@@ -318,6 +335,25 @@ func (wr *writer) store(gvr schema.GroupVersionResource, cur, next, into client.
 	return nil
 }
 
+// nextGeneration is kube-apiserver's generation for next, written over
+// cur through the main resource of a kind with a status subresource:
+// cur's, plus one when the spec changed (a client's own generation is
+// ignored).
+func nextGeneration(cur, next client.Object) int64 {
+	before, after := reflect.ValueOf(cur).Elem().FieldByName("Spec"), reflect.ValueOf(next).Elem().FieldByName("Spec")
+	if !before.IsValid() || !after.IsValid() {
+		return cur.GetGeneration()
+	}
+	// Through JSON, as stored: the specs hold types reflection cannot
+	// compare (unexported fields).
+	b, errB := json.Marshal(before.Interface())
+	a, errA := json.Marshal(after.Interface())
+	if errB == nil && errA == nil && bytes.Equal(a, b) {
+		return cur.GetGeneration()
+	}
+	return cur.GetGeneration() + 1
+}
+
 // deletionTimestampEqual is the fake client's: equal within a second (a
 // patch truncates it to the second).
 func deletionTimestampEqual(a, b metav1.Object) bool {
@@ -326,4 +362,10 @@ func deletionTimestampEqual(a, b metav1.Object) bool {
 		return at == bt
 	}
 	return at.Sub(bt.Time).Abs() < 1e9
+}
+
+// hasStatus reports whether obj is of a kind with a status subresource.
+func (wr *writer) hasStatus(obj client.Object) bool {
+	gvk, err := apiutil.GVKForObject(obj, wr.scheme)
+	return err == nil && wr.statusKinds[gvk]
 }
