@@ -2,7 +2,6 @@ package poolcontroller
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -74,7 +73,7 @@ func (s *nodeSync) readConsolidation(ctx context.Context) consolidationFacts {
 	c := s.mem.consolidation
 	f := consolidationFacts{on: s.consolidating(), mem: c, now: s.r.now(), cluster: s.r.opts.Cluster}
 	if c.detaching != "" {
-		if f.readErr = s.r.inv.RefreshENIs(ctx, []string{c.detaching}); f.readErr == nil {
+		if f.readErr = s.exec().describeENIs(ctx, []string{c.detaching}); f.readErr == nil {
 			f.detached, f.detachedKnown = s.r.inv.ENI(c.detaching)
 		}
 		return f
@@ -188,30 +187,27 @@ func (s *nodeSync) executeConsolidation(ctx context.Context, step consolidationS
 	switch {
 	case step.detach != nil:
 		eni := step.detach
-		if err := s.r.api.DetachENI(ctx, eni.AttachmentID); err != nil && !errors.Is(err, cloud.ErrNotFound) {
+		if err := s.exec().detach(ctx, eni); err != nil {
 			s.r.log.Info("detaching an emptied ENI failed; retrying", "node", s.cn.Name, "eni", eni.ID, "error", err)
 			s.requeueWithin(s.r.retryAfter(0))
 			return
 		}
-		s.r.inv.RecordDetaching(eni.ID)
 		delete(c.emptySince, eni.ID)
 		c.detaching, c.detachedAt = eni.ID, now
 		s.r.log.Info("detaching an emptied ENI", "node", s.cn.Name, "instance", s.instanceID, "eni", eni.ID, "device", eni.DeviceIndex)
 		s.requeueWithin(detachRetry)
 		return
 	case step.redetach != nil:
-		if err := s.r.api.DetachENI(ctx, step.redetach.AttachmentID); err == nil {
-			s.r.inv.RecordDetaching(step.redetach.ID)
+		if err := s.exec().detach(ctx, step.redetach); err == nil {
 			c.detachedAt = now
 		}
 		return
 	case step.deleteENI != "":
-		if err := s.r.api.DeleteENI(ctx, step.deleteENI); err != nil && !errors.Is(err, cloud.ErrNotFound) {
+		if err := s.exec().deleteDetached(ctx, step.deleteENI); err != nil {
 			s.r.log.Info("deleting a detached ENI failed; retrying", "node", s.cn.Name, "eni", step.deleteENI, "error", err)
 			s.requeueWithin(s.r.retryAfter(0))
 			return
 		}
-		s.r.inv.RecordDeleted(step.deleteENI)
 	}
 	if step.finished {
 		id := c.detaching

@@ -2,13 +2,10 @@ package poolcontroller
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
 	"time"
-
-	"github.com/enipam/enipam/operator/cloud"
 )
 
 // window6Memory is what the IPv6 window keeps between reconciles of a
@@ -87,7 +84,7 @@ func (s *nodeSync) syncWindow6(ctx context.Context) bool {
 	if d.untrusted && !s.r.now().Before(s.r.inv.TrustFrom()) {
 		// A /80 shown by a describe older than this process's grace: one
 		// by ID now confirms it (verifyUnpooled does so for IPv4).
-		if err := s.r.inv.RefreshENIs(ctx, []string{in.primary.ID}); err != nil {
+		if err := s.exec().describeENIs(ctx, []string{in.primary.ID}); err != nil {
 			s.r.log.Info("describing the primary ENI to confirm its /80 failed; retrying", "node", s.cn.Name, "eni", in.primary.ID, "error", err)
 		}
 	}
@@ -108,35 +105,30 @@ func (s *nodeSync) hasIPv6Entries() bool {
 	return found
 }
 
-// assignWindowPrefix asks EC2 for one /80 on the ENI and records it;
-// it returns why the node gets no IPv6 when EC2 refuses.
+// assignWindowPrefix has the executor ask EC2 for one /80 on the ENI;
+// the window's memory takes it. It returns why the node gets no IPv6
+// when EC2 refuses.
 func (s *nodeSync) assignWindowPrefix(ctx context.Context, eniID string) error {
-	got, err := s.r.api.AssignIPv6Prefixes(ctx, eniID, 1)
-	if err != nil {
-		if errors.Is(err, cloud.ErrInvalid) || errors.Is(err, cloud.ErrIPLimit) {
-			return fmt.Errorf("%w: %w", errIPv6PrefixLost, err)
-		}
-		s.r.log.Info("asking for an IPv6 /80 failed; retrying", "node", s.cn.Name, "eni", eniID, "error", err)
+	got, retry, problem := s.exec().assignWindowPrefix(ctx, eniID)
+	if retry {
 		s.requeueWithin(s.r.retryAfter(s.mem.failures))
-		return nil
 	}
-	s.r.inv.RecordAssignedIPv6Prefixes(eniID, got)
+	if len(got) == 0 {
+		return problem
+	}
 	s.mem.window6.windowed = append(s.mem.window6.windowed, got...)
-	s.r.log.Info("assigned an IPv6 /80 for the window", "node", s.cn.Name, "eni", eniID, "prefixes", got)
 	s.snapshot(ctx)
 	return nil
 }
 
-// unassignWindowPrefixes gives back the window's idle /80s.
+// unassignWindowPrefixes has the executor give back the window's idle
+// /80s; the window's memory forgets them.
 func (s *nodeSync) unassignWindowPrefixes(ctx context.Context, eniID string, prefixes []netip.Prefix) {
-	if err := s.r.api.UnassignIPv6Prefixes(ctx, eniID, prefixes); err != nil && !errors.Is(err, cloud.ErrNotFound) {
-		s.r.log.Info("giving back IPv6 /80s failed; retrying", "node", s.cn.Name, "eni", eniID, "error", err)
+	if !s.exec().unassignWindowPrefixes(ctx, eniID, prefixes) {
 		s.requeueWithin(s.r.retryAfter(s.mem.failures))
 		return
 	}
-	s.r.inv.RecordUnassignedIPv6Prefixes(eniID, prefixes)
 	s.mem.window6.windowed = slices.DeleteFunc(s.mem.window6.windowed, func(p netip.Prefix) bool { return slices.Contains(prefixes, p) })
-	s.r.log.Info("gave back the IPv6 window's /80s", "node", s.cn.Name, "eni", eniID, "prefixes", prefixes)
 }
 
 // tellIPv6Problem records why the node gets no IPv6 (nil: it does), with

@@ -2,8 +2,6 @@ package poolcontroller
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"maps"
 	"net/netip"
 	"slices"
@@ -132,42 +130,14 @@ func wholePrefixes(cn *ciliumv2.CiliumNode, snap *snapshot.Node, eniID string, i
 	return singles, whole, members
 }
 
-// executeRelease makes the Unassigns of the release steps, records each
-// success in the inventory, and completes the handshake of what was
-// unassigned (released). A failed Unassign leaves its addresses
-// acknowledged, retried with the node.
+// executeRelease has the executor make the Unassigns of the release
+// steps, and completes the handshake (released) of what EC2 no longer
+// holds. A failed Unassign leaves its addresses acknowledged, retried
+// with the node.
 func (s *nodeSync) executeRelease(ctx context.Context, steps []releaseStep) error {
-	var errs []error
-	for _, step := range steps {
-		if len(step.prefixes) > 0 {
-			err := s.r.api.UnassignPrefixes(ctx, step.eniID, step.prefixes)
-			if err != nil && !errors.Is(err, cloud.ErrNotFound) {
-				errs = append(errs, fmt.Errorf("releasing %d prefixes of %s, %w", len(step.prefixes), step.eniID, err))
-			} else {
-				s.r.inv.RecordUnassignedPrefixes(step.eniID, step.prefixes)
-				s.r.metrics.ipsReleased.Add(float64(pool.IPsPerPrefix * len(step.prefixes)))
-				s.released(step.members)
-				s.r.log.Info("released prefixes", "node", s.cn.Name, "eni", step.eniID, "prefixes", len(step.prefixes))
-			}
-		}
-		if len(step.ips) == 0 {
-			continue
-		}
-		// A stale read may show IPs this operator already unassigned; the
-		// inventory knows, and no call is made for them.
-		if len(step.held) == 0 {
-			s.released(step.ips)
-			continue
-		}
-		if err := s.r.api.UnassignIPs(ctx, step.eniID, step.held); err != nil && !errors.Is(err, cloud.ErrNotFound) {
-			errs = append(errs, fmt.Errorf("releasing %d IPs of %s, %w", len(step.ips), step.eniID, err))
-			continue
-		}
-		s.r.inv.RecordUnassigned(step.eniID, step.ips)
-		s.r.metrics.ipsReleased.Add(float64(len(step.ips)))
-		s.released(step.ips)
-	}
-	return errors.Join(errs...)
+	done, err := s.exec().release(ctx, steps)
+	s.released(done)
+	return err
 }
 
 // claimed reports whether a claim that is not being released names ip

@@ -156,7 +156,7 @@ func (s *nodeSync) run(ctx context.Context) {
 		if plan.Create != nil || plan.Adopt != nil {
 			s.mem.consolidation.grewAt = r.now()
 		}
-		err := s.apply(ctx, &plan)
+		err := s.exec().apply(ctx, &plan)
 		r.slots.release()
 		// Whatever succeeded is in the inventory now; the pool follows it.
 		if s.snapshot(ctx) {
@@ -330,7 +330,7 @@ func (s *nodeSync) findListedENIs(ctx context.Context) {
 		return
 	}
 	slices.Sort(ids)
-	if err := s.r.inv.RefreshENIs(ctx, ids); err != nil {
+	if err := s.exec().describeENIs(ctx, ids); err != nil {
 		s.r.log.Info("describing listed ENIs missing from EC2's view failed", "node", s.cn.Name, "enis", ids, "error", err)
 		return
 	}
@@ -360,7 +360,7 @@ func (s *nodeSync) verifyUnpooled(ctx context.Context) {
 		s.requeueWithin(wait)
 		return
 	}
-	if err := s.r.inv.RefreshENIs(ctx, s.pool.unverifiedENIs); err != nil {
+	if err := s.exec().describeENIs(ctx, s.pool.unverifiedENIs); err != nil {
 		s.r.log.Info("describing ENIs to confirm addresses failed; retrying", "node", s.cn.Name, "enis", s.pool.unverifiedENIs, "error", err)
 		s.requeueWithin(time.Second)
 		return
