@@ -11,11 +11,29 @@ import (
 	"github.com/enipam/enipam/operator/snapshot"
 )
 
-// consolidateENIs detaches a secondary ENI left without addresses for the
-// delay, and deletes the one detached once EC2 shows it available: read,
-// then decide, then execute.
+// consolidateENIs decides whether to detach a secondary ENI left without
+// addresses for the delay, or to delete the one detached once EC2 shows
+// it available: read, then decide, then record what needs no call; the
+// call, if any, is left to the executor (act, executeConsolidation).
 func (s *nodeSync) consolidateENIs(ctx context.Context) {
-	s.executeConsolidation(ctx, decideConsolidation(s.readConsolidation(ctx)))
+	step := decideConsolidation(s.readConsolidation(ctx))
+	c := &s.mem.consolidation
+	if step.keep {
+		if len(step.emptySince) == 0 {
+			clear(c.emptySince)
+		} else {
+			c.emptySince = step.emptySince
+		}
+	}
+	if step.wait > 0 {
+		s.requeueWithin(step.wait)
+	}
+	switch {
+	case step.detach != nil, step.redetach != nil, step.deleteENI != "":
+		s.acts.consolidation = &step
+	case step.finished:
+		s.finishConsolidation()
+	}
 }
 
 // consolidationFacts is what the consolidation of a node's ENIs decides
@@ -173,16 +191,6 @@ func decideConsolidation(f consolidationFacts) consolidationStep {
 // inventory and in consolidation's memory, and says when to look again.
 func (s *nodeSync) executeConsolidation(ctx context.Context, step consolidationStep) {
 	c := &s.mem.consolidation
-	if step.keep {
-		if len(step.emptySince) == 0 {
-			clear(c.emptySince)
-		} else {
-			c.emptySince = step.emptySince
-		}
-	}
-	if step.wait > 0 {
-		s.requeueWithin(step.wait)
-	}
 	now := s.r.now()
 	switch {
 	case step.detach != nil:
@@ -210,11 +218,18 @@ func (s *nodeSync) executeConsolidation(ctx context.Context, step consolidationS
 		}
 	}
 	if step.finished {
-		id := c.detaching
-		c.detaching = ""
-		s.r.metrics.consolidations.WithLabelValues("eni").Inc()
-		s.r.events.Eventf(s.cn, nil, "Normal", ReasonENIConsolidated, "Consolidate",
-			"%s", fmt.Sprintf("ENI %s held no address for %s: detached and deleted", id, s.cfg.Consolidation.Delay))
-		s.r.log.Info("emptied ENI deleted", "node", s.cn.Name, "instance", s.instanceID, "eni", id)
+		s.finishConsolidation()
 	}
+}
+
+// finishConsolidation records that the detached ENI is gone:
+// consolidation of it is over.
+func (s *nodeSync) finishConsolidation() {
+	c := &s.mem.consolidation
+	id := c.detaching
+	c.detaching = ""
+	s.r.metrics.consolidations.WithLabelValues("eni").Inc()
+	s.r.events.Eventf(s.cn, nil, "Normal", ReasonENIConsolidated, "Consolidate",
+		"%s", fmt.Sprintf("ENI %s held no address for %s: detached and deleted", id, s.cfg.Consolidation.Delay))
+	s.r.log.Info("emptied ENI deleted", "node", s.cn.Name, "instance", s.instanceID, "eni", id)
 }

@@ -51,15 +51,15 @@ func (s *nodeSync) readWindow6() *window6Inputs {
 	return in
 }
 
-// syncWindow6 decides the node's IPv6 window and carries it out: the /80
-// asked for or given back, the node told why it gets no IPv6, and the
-// window's excess marked once it lasted a release delay. Nothing of it
-// touches the node's IPv4, and no failure of it fails the node. False
-// when the write it makes ahead of its EC2 call failed (s.writeErr; the
-// reconcile stops there).
-func (s *nodeSync) syncWindow6(ctx context.Context) bool {
+// syncWindow6 decides the node's IPv6 window: the window's addresses in
+// the desired pool, the /80 to ask for or to give back and the describe
+// that confirms one (s.acts, carried out after the write), the node told
+// why it gets no IPv6, and the window's excess marked once it lasted a
+// release delay. Nothing of it touches the node's IPv4, and no failure
+// of it fails the node.
+func (s *nodeSync) syncWindow6() {
 	if !s.cfg.IPv6 && len(s.mem.window6.windowed) == 0 && !s.hasIPv6Entries() {
-		return true
+		return
 	}
 	in := s.readWindow6()
 	d := decideWindow6(s.cn, in)
@@ -68,25 +68,19 @@ func (s *nodeSync) syncWindow6(ctx context.Context) bool {
 		s.r.log.Info("IPv6 window follows the pool", "node", s.cn.Name, "added", d.added, "released", d.released, "marked", d.marked,
 			"available", d.available, "used", d.used)
 	}
-	problem := d.problem
 	if d.assign != "" {
-		// Addresses ready for the pool never wait behind an EC2 call
-		// (writePoolFirst): the /80's may wait in EC2's bucket.
-		if !s.writePoolFirst(ctx) {
-			return false
-		}
-		problem = s.assignWindowPrefix(ctx, d.assign)
+		// Why the node gets no IPv6 is told once EC2 answered (act).
+		s.acts.window6Assign = d.assign
+	} else {
+		s.tellIPv6Problem(d.problem)
 	}
 	if len(d.unassign) > 0 {
-		s.unassignWindowPrefixes(ctx, in.primary.ID, d.unassign)
+		s.acts.window6Unassign = window6Return{eniID: in.primary.ID, prefixes: d.unassign}
 	}
-	s.tellIPv6Problem(problem)
 	if d.untrusted && !s.r.now().Before(s.r.inv.TrustFrom()) {
 		// A /80 shown by a describe older than this process's grace: one
-		// by ID now confirms it (verifyUnpooled does so for IPv4).
-		if err := s.exec().describeENIs(ctx, []string{in.primary.ID}); err != nil {
-			s.r.log.Info("describing the primary ENI to confirm its /80 failed; retrying", "node", s.cn.Name, "eni", in.primary.ID, "error", err)
-		}
+		// by ID confirms it (verifyUnpooled does so for IPv4).
+		s.acts.window6Describe = in.primary.ID
 	}
 	if d.awaiting || d.assign != "" {
 		// The /80 waits for the agent's report (its NodeRouting's
@@ -94,7 +88,6 @@ func (s *nodeSync) syncWindow6(ctx context.Context) bool {
 		s.requeueWithin(time.Second)
 	}
 	s.markWindow6Excess(in)
-	return true
 }
 
 // hasIPv6Entries reports whether the node's pool, use or handshake
@@ -116,8 +109,8 @@ func (s *nodeSync) assignWindowPrefix(ctx context.Context, eniID string) error {
 	if len(got) == 0 {
 		return problem
 	}
+	// The next reconcile (at once: act) lists the /80 in the status.
 	s.mem.window6.windowed = append(s.mem.window6.windowed, got...)
-	s.snapshot(ctx)
 	return nil
 }
 

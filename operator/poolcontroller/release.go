@@ -1,7 +1,6 @@
 package poolcontroller
 
 import (
-	"context"
 	"maps"
 	"net/netip"
 	"slices"
@@ -31,14 +30,16 @@ type releaseStep struct {
 // decideRelease decides how the handshake completes for the IPs the
 // agent acknowledged, whatever the node needs now: unassign them in EC2
 // (those EC2 still shows on their ENI; an address that moved elsewhere
-// is never unassigned from there), then set released and drop them from
-// the pool (status is written before spec, so the agent sees released
-// while the IP is still listed, and deletes the entry once it is gone; a
-// spec write lost after that is repaired by poolView.reconcile). IPs the
-// agent refused are forgotten, in the desired status cn. An acknowledged
-// IP is never put back in service: its Unassign may have been sent by a
-// process that died before saying so. It makes no call; executeRelease
-// carries the steps out.
+// is never unassigned from there), then, once EC2 no longer shows them
+// on their ENI, set released and drop them from the pool (status is
+// written before spec, so the agent sees released while the IP is still
+// listed, and deletes the entry once it is gone; a spec write lost after
+// that is repaired by poolView.reconcile). IPs the agent refused are
+// forgotten, in the desired status cn. An acknowledged IP is never put
+// back in service: its Unassign may have been sent by a process that
+// died before saying so. It makes no call: releaseUnheld releases what
+// EC2 no longer holds, and the executor unassigns the rest after the
+// write (act), for the next reconcile to release.
 func decideRelease(cn *ciliumv2.CiliumNode, snap *snapshot.Node, static *staticInputs, drainPrefix netip.Prefix) []releaseStep {
 	st := &cn.Status.IPAM
 	byENI := map[string][]netip.Addr{}
@@ -128,16 +129,6 @@ func wholePrefixes(cn *ciliumv2.CiliumNode, snap *snapshot.Node, eniID string, i
 		}
 	}
 	return singles, whole, members
-}
-
-// executeRelease has the executor make the Unassigns of the release
-// steps, and completes the handshake (released) of what EC2 no longer
-// holds. A failed Unassign leaves its addresses acknowledged, retried
-// with the node.
-func (s *nodeSync) executeRelease(ctx context.Context, steps []releaseStep) error {
-	done, err := s.exec().release(ctx, steps)
-	s.released(done)
-	return err
 }
 
 // claimed reports whether a claim that is not being released names ip

@@ -184,20 +184,6 @@ func (s *nodeSync) runStatic(ctx context.Context, out staticOutcome) {
 	}
 }
 
-// staticLeft reports whether the desired pool lets a stamped address go
-// that the node's object still lists (released once the old node's agent
-// or enipam-agent answered, reconcileStatic): the node it moves to
-// reassigns it in EC2 only once no pool lists it, so this write is the
-// move's next step and waits for no EC2 call of this node.
-func (s *nodeSync) staticLeft() bool {
-	for ip, e := range s.orig.Spec.IPAM.Pool {
-		if _, kept := s.cn.Spec.IPAM.Pool[ip]; !kept && e.Owner != "" {
-			return true
-		}
-	}
-	return false
-}
-
 // placeStatic has the executor assign claimed addresses onto the node's
 // ENIs, or create the ENI one needs. A new remap onto an ENI makes what
 // the agent answered about an earlier one onto it (the address since
