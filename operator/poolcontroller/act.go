@@ -91,6 +91,9 @@ func (s *nodeSync) writeWaits() bool {
 // operator-status while it decides actions that retry it.
 func (s *nodeSync) act(ctx context.Context) {
 	a := &s.acts
+	if !a.produce() {
+		s.mem.quickRuns = 0
+	}
 	x := s.exec()
 	var errs []error
 	reason := ReasonEC2Error
@@ -148,10 +151,24 @@ func (s *nodeSync) act(ctx context.Context) {
 	if a.produce() {
 		s.mem.failures, s.mem.actFailures = 0, 0
 		s.mem.actErr = nil
-		s.requeueWithin(actedRequeue)
+		// At once, to write what the calls produced; a node whose calls
+		// keep producing nothing to write (an EC2 answer that changes
+		// nothing) is not looked at in a loop.
+		if s.wrote {
+			s.mem.quickRuns = 0
+		}
+		if s.mem.quickRuns++; s.mem.quickRuns <= maxQuickRuns {
+			s.requeueWithin(actedRequeue)
+		} else {
+			s.requeueWithin(time.Second)
+		}
 	}
 }
 
 // actedRequeue is how soon a node whose actions changed what EC2 holds
 // for it is looked at again: at once, to write what they produced.
 const actedRequeue = time.Millisecond
+
+// maxQuickRuns bounds the reconciles in a row that act, write nothing
+// and are requeued at once.
+const maxQuickRuns = 3

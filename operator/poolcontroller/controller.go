@@ -211,6 +211,9 @@ type memory struct {
 	// times in a row they did (act.go).
 	actErr      error
 	actFailures int
+	// quickRuns counts the reconciles in a row requeued at once after
+	// acting without a write of the CiliumNode (act.go).
+	quickRuns int
 }
 
 // repair is the backoff of a repair that did not stick.

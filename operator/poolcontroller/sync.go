@@ -40,8 +40,9 @@ type nodeSync struct {
 	staticErr error
 	requeue   time.Duration
 	// acts are the EC2 actions decided, carried out after the write
-	// (act.go).
-	acts actions
+	// (act.go); wrote: the CiliumNode was written.
+	acts  actions
+	wrote bool
 	// held: the node's new ENI waits for the nodes that have no address
 	// (serving by need, need.go).
 	held bool

@@ -148,6 +148,7 @@ func (s *nodeSync) write(ctx context.Context) error {
 			return fmt.Errorf("writing status of %s, %w", s.cn.Name, err)
 		}
 		s.r.metrics.writes.WithLabelValues("status").Inc()
+		s.wrote = true
 		s.r.log.Debug("CiliumNode status written", "node", s.cn.Name, "changed", statusChanges(&s.orig.Status, &s.cn.Status))
 		s.r.wrote(s.mem, obj.ResourceVersion)
 		s.orig.Status = *s.cn.Status.DeepCopy()
@@ -160,6 +161,7 @@ func (s *nodeSync) write(ctx context.Context) error {
 			return fmt.Errorf("writing spec of %s, %w", s.cn.Name, err)
 		}
 		s.r.metrics.writes.WithLabelValues("spec").Inc()
+		s.wrote = true
 		s.r.log.Debug("CiliumNode spec written", "node", s.cn.Name, "changed", specChanges(&s.orig.Spec, &s.cn.Spec))
 		s.r.wrote(s.mem, obj.ResourceVersion)
 		s.timeHandoffs()
