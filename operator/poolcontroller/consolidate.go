@@ -82,8 +82,8 @@ type eniUse struct {
 	DeviceIndex int
 	// Busy counts its addresses no pod may lose: in use, or promised.
 	Busy int
-	// Pinned: it holds a static address (stamped or claimed), so it is
-	// never consolidated.
+	// Pinned: it holds a static address (stamped or claimed) or one of
+	// the agent's own (agentOwners), so it is never consolidated.
 	Pinned bool
 	// Candidate: consolidatable.
 	Candidate bool
@@ -170,17 +170,29 @@ func leastUsedPrefix(snap *snapshot.Node, cfg *pool.Config, state func(netip.Add
 	return p, free, ok
 }
 
-// memberState tells a prefix member's state from the node's objects.
+// agentOwners are the owners Cilium's agent records in status.ipam.used
+// for the addresses it takes for itself (daemon/infraendpoints: the
+// router, the health endpoint, the ingress): held as long as the agent
+// runs, they never free, so an ENI or a /28 holding one never empties.
+var agentOwners = map[string]bool{"router": true, "health": true, "ingress": true}
+
+// memberState tells a prefix member's state from the node's objects: a
+// static address or one of the agent's own pins its prefix (it would
+// never drain whole).
 func (s *nodeSync) memberState(ip netip.Addr) member {
 	key := ip.String()
 	entry, inPool := s.cn.Spec.IPAM.Pool[key]
 	if entry.Owner != "" || s.claimed(ip) {
 		return memberPinned
 	}
+	usedBy, used := s.cn.Status.IPAM.Used[key]
+	if used && agentOwners[usedBy.Owner] {
+		return memberPinned
+	}
 	if s.pool.inHandshake(key) {
 		return memberLeaving
 	}
-	if _, used := s.cn.Status.IPAM.Used[key]; used || !inPool {
+	if used || !inPool {
 		return memberBusy
 	}
 	return memberFree
@@ -209,8 +221,9 @@ func (s *nodeSync) drainOrder() []string {
 			u.Pinned = true
 			continue
 		}
-		if _, used := s.cn.Status.IPAM.Used[key]; used {
+		if usedBy, used := s.cn.Status.IPAM.Used[key]; used {
 			u.Busy++
+			u.Pinned = u.Pinned || agentOwners[usedBy.Owner]
 		}
 	}
 	list := make([]eniUse, len(all))

@@ -176,3 +176,31 @@ func TestTakeBackPrefixOnlyWhileNoUnassignWasSent(t *testing.T) {
 		t.Errorf("prefix gone from EC2: taken back %d, handshake %d entries; want 0, 15", got, len(cn.Status.IPAM.ReleaseIPs))
 	}
 }
+
+// TestAgentsOwnAddressesPinTheirPrefix: Cilium's agent holds its router
+// and health addresses as long as it runs, so a /28 holding one never
+// drains whole; drained, it would only withhold its free members (14 of
+// them, counted free at rest) for good. On a prefix-delegated node whose
+// first /28 holds the router and the health endpoint, and whose second
+// holds three pods, the second is drained, not the least busy first.
+func TestAgentsOwnAddressesPinTheirPrefix(t *testing.T) {
+	first, second := netip.MustParsePrefix("10.0.4.0/28"), netip.MustParsePrefix("10.0.4.16/28")
+	snap := &snapshot.Node{ENIs: []cloud.ENI{{ID: "eni-a", DeviceIndex: 0, Prefixes: []netip.Prefix{first, second}}}}
+	cn := &ciliumv2.CiliumNode{}
+	cn.Spec.IPAM.Pool = ipamtypes.AllocationMap{}
+	for _, p := range []netip.Prefix{first, second} {
+		for ip := p.Addr(); p.Contains(ip); ip = ip.Next() {
+			cn.Spec.IPAM.Pool[ip.String()] = ipamtypes.AllocationIP{Resource: "eni-a"}
+		}
+	}
+	cn.Status.IPAM.Used = ipamtypes.AllocationMap{
+		"10.0.4.1": {Owner: "router", Resource: "eni-a"}, "10.0.4.2": {Owner: "health", Resource: "eni-a"},
+		"10.0.4.17": {Owner: "ns/pod-a", Resource: "eni-a"}, "10.0.4.18": {Owner: "ns/pod-b", Resource: "eni-a"},
+		"10.0.4.19": {Owner: "ns/pod-c", Resource: "eni-a"},
+	}
+	s := &nodeSync{cn: cn, pool: &poolView{cn: cn}, nodeState: nodeState{static: &staticInputs{}}}
+	p, free, ok := leastUsedPrefix(snap, &pool.Config{}, s.memberState)
+	if !ok || p != second || len(free) != 13 {
+		t.Errorf("drained %v with %d free members (found %v), want %v with 13", p, len(free), ok, second)
+	}
+}
