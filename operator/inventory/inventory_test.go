@@ -374,3 +374,37 @@ func TestLaggingDescribeKeepsOwnAttachment(t *testing.T) {
 		t.Errorf("snapshot %+v, want eni-new attached", snap.ENIs)
 	}
 }
+
+// TestDetachShownCompleteIsTaken: an ENI this process detached
+// (consolidation) is shown available as soon as a describe by ID shows
+// its detach complete, within the consistency grace, so consolidation
+// deletes it then; a describe that still shows it attached leaves it
+// detaching. The grace used to hide the completed detach for its whole
+// length: the emptied ENI, and its primary address, stayed two minutes
+// longer, and the pools bench found it unattached at the end.
+func TestDetachShownCompleteIsTaken(t *testing.T) {
+	attached := cloud.ENI{ID: "eni-1", VPCID: "vpc-1", SubnetID: "subnet-1", InstanceID: "i-1", DeviceIndex: 1,
+		Status: cloud.ENIInUse, AttachmentStatus: cloud.AttachmentAttached, AttachmentID: "attach-1"}
+	f := &fakeCloud{instances: []cloud.Instance{instance("i-1")}, enis: []cloud.ENI{attached.Clone()}}
+	inv := newInventory(f)
+	ctx := context.Background()
+	if err := inv.syncVPC(ctx, "vpc-1"); err != nil {
+		t.Fatal(err)
+	}
+	inv.RecordDetaching("eni-1")
+	if err := inv.RefreshENIs(ctx, []string{"eni-1"}); err != nil { // the describe lags: still attached
+		t.Fatal(err)
+	}
+	if e, _ := inv.ENI("eni-1"); e.Status != cloud.ENIDetaching {
+		t.Fatalf("after a lagging describe: status %q, want %q", e.Status, cloud.ENIDetaching)
+	}
+	f.mu.Lock()
+	f.enis[0] = cloud.ENI{ID: "eni-1", VPCID: "vpc-1", SubnetID: "subnet-1", Status: cloud.ENIAvailable}
+	f.mu.Unlock()
+	if err := inv.RefreshENIs(ctx, []string{"eni-1"}); err != nil {
+		t.Fatal(err)
+	}
+	if e, ok := inv.ENI("eni-1"); !ok || e.Status != cloud.ENIAvailable {
+		t.Errorf("after a describe showing the detach complete: status %q (known %v), want %q", e.Status, ok, cloud.ENIAvailable)
+	}
+}

@@ -212,8 +212,9 @@ func (inv *Inventory) RefreshENIs(ctx context.Context, ids []string) error {
 			// A describe that started before a local change of the
 			// addresses may miss them, and may show the attachment as it
 			// was before this process attached the ENI (describes lag):
-			// only an attachment completing is news.
-			if inv.touchedRecently(e.ID) {
+			// only an attachment completing is news, and a detach this
+			// process made completing (the ENI available), taken whole.
+			if inv.touchedRecently(e.ID) && !detachCompleted(old, &e) {
 				inv.confirm(&e, start)
 				c := old.Clone()
 				if attachmentCompleted(old, &e) {
@@ -241,6 +242,14 @@ func (inv *Inventory) RefreshENIs(ctx context.Context, ids []string) error {
 func attachmentCompleted(cached, described *cloud.ENI) bool {
 	return cached.AttachmentStatus == cloud.AttachmentAttaching && described.AttachmentStatus == cloud.AttachmentAttached &&
 		described.InstanceID == cached.InstanceID
+}
+
+// detachCompleted reports whether a describe shows an ENI the cache holds
+// as detaching (this process detached it) available: the detach is done,
+// and the ENI can be deleted. An ENI is detached only long after it was
+// attached, so no lagging describe shows it available.
+func detachCompleted(cached, described *cloud.ENI) bool {
+	return cached.AttachmentStatus == cloud.AttachmentDetaching && described.Status == cloud.ENIAvailable
 }
 
 // RefreshInstance looks an instance and its attached ENIs up again now,

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	ipamoption "github.com/cilium/cilium/pkg/ipam/option"
+	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
 
 	"github.com/enipam/enipam/operator/cloud"
 	"github.com/enipam/enipam/operator/pool"
@@ -81,8 +82,8 @@ type eniUse struct {
 	DeviceIndex int
 	// Busy counts its addresses no pod may lose: in use, or promised.
 	Busy int
-	// Pinned: it holds a static address (stamped or claimed), so it is
-	// never consolidated.
+	// Pinned: it holds a static address (stamped or claimed) or one of
+	// the agent's own (agentOwners), so it is never consolidated.
 	Pinned bool
 	// Candidate: consolidatable.
 	Candidate bool
@@ -169,17 +170,29 @@ func leastUsedPrefix(snap *snapshot.Node, cfg *pool.Config, state func(netip.Add
 	return p, free, ok
 }
 
-// memberState tells a prefix member's state from the node's objects.
+// agentOwners are the owners Cilium's agent records in status.ipam.used
+// for the addresses it takes for itself (daemon/infraendpoints: the
+// router, the health endpoint, the ingress): held as long as the agent
+// runs, they never free, so an ENI or a /28 holding one never empties.
+var agentOwners = map[string]bool{"router": true, "health": true, "ingress": true}
+
+// memberState tells a prefix member's state from the node's objects: a
+// static address or one of the agent's own pins its prefix (it would
+// never drain whole).
 func (s *nodeSync) memberState(ip netip.Addr) member {
 	key := ip.String()
 	entry, inPool := s.cn.Spec.IPAM.Pool[key]
 	if entry.Owner != "" || s.claimed(ip) {
 		return memberPinned
 	}
+	usedBy, used := s.cn.Status.IPAM.Used[key]
+	if used && agentOwners[usedBy.Owner] {
+		return memberPinned
+	}
 	if s.pool.inHandshake(key) {
 		return memberLeaving
 	}
-	if _, used := s.cn.Status.IPAM.Used[key]; used || !inPool {
+	if used || !inPool {
 		return memberBusy
 	}
 	return memberFree
@@ -208,8 +221,9 @@ func (s *nodeSync) drainOrder() []string {
 			u.Pinned = true
 			continue
 		}
-		if _, used := s.cn.Status.IPAM.Used[key]; used {
+		if usedBy, used := s.cn.Status.IPAM.Used[key]; used {
 			u.Busy++
+			u.Pinned = u.Pinned || agentOwners[usedBy.Owner]
 		}
 	}
 	list := make([]eniUse, len(all))
@@ -259,16 +273,22 @@ func (s *nodeSync) hasPrefixes() bool {
 
 // keepDraining is called as each reconcile begins its release work: the
 // prefix being drained stops when the node needs addresses again (its
-// acknowledged members are taken back by wholePrefixes: no Unassign was
-// sent for them) and is done when it left its ENI.
+// members in the handshake are taken back at once, and counted before
+// the plan, so the node is not given a new /28 beside them) and is done
+// when it left its ENI.
 func (s *nodeSync) keepDraining(needed int) {
 	c := &s.mem.consolidation
 	if !c.drainPrefix.IsValid() {
 		return
 	}
 	if needed > 0 || !s.consolidating() {
-		s.r.log.Info("prefix no longer drained: the node needs addresses", "node", s.cn.Name, "prefix", c.drainPrefix)
+		p := c.drainPrefix
 		c.drainPrefix = netip.Prefix{}
+		back := takeBackPrefix(s.cn, &s.snap, p)
+		s.r.log.Info("prefix no longer drained: the node needs addresses", "node", s.cn.Name, "prefix", p, "takenBack", back)
+		if back > 0 {
+			s.countPool()
+		}
 		return
 	}
 	for i := range s.snap.ENIs {
@@ -279,6 +299,40 @@ func (s *nodeSync) keepDraining(needed int) {
 	s.r.metrics.consolidations.WithLabelValues("prefix").Inc()
 	s.r.events.Eventf(s.cn, nil, "Normal", ReasonPrefixConsolidated, "Consolidate", "Prefix %s drained and released", c.drainPrefix)
 	c.drainPrefix = netip.Prefix{}
+}
+
+// takeBackPrefix puts back in service, in the desired status cn, the
+// members of prefix p in the release handshake (marked or acknowledged),
+// and returns how many. Only while the snapshot shows p on one of the
+// node's ENIs and not all 16 members are acknowledged: an Unassign is
+// sent only for a whole prefix, and the agent never turns an
+// acknowledgement into a refusal, so none was sent for these (the same
+// reasoning as wholePrefixes'). A prefix wholly acknowledged is left to
+// go back to EC2.
+func takeBackPrefix(cn *ciliumv2.CiliumNode, snap *snapshot.Node, p netip.Prefix) int {
+	onENI := slices.ContainsFunc(snap.ENIs, func(e cloud.ENI) bool { return slices.Contains(e.Prefixes, p) })
+	if !onENI {
+		return 0
+	}
+	st := cn.Status.IPAM.ReleaseIPs
+	var members []string
+	ready := 0
+	for ip := p.Masked().Addr(); p.Contains(ip); ip = ip.Next() {
+		switch st[ip.String()] {
+		case ipamoption.IPAMReadyForRelease:
+			ready++
+			members = append(members, ip.String())
+		case ipamoption.IPAMMarkForRelease:
+			members = append(members, ip.String())
+		}
+	}
+	if ready == pool.IPsPerPrefix {
+		return 0
+	}
+	for _, ip := range members {
+		delete(st, ip)
+	}
+	return len(members)
 }
 
 // draining reports whether ip is a member of the prefix being drained.

@@ -5,6 +5,10 @@ import (
 	"slices"
 	"testing"
 
+	ipamoption "github.com/cilium/cilium/pkg/ipam/option"
+	ipamtypes "github.com/cilium/cilium/pkg/ipam/types"
+	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
+
 	"github.com/enipam/enipam/operator/cloud"
 	"github.com/enipam/enipam/operator/pool"
 	"github.com/enipam/enipam/operator/snapshot"
@@ -126,5 +130,77 @@ func TestCarriedElsewhereCountsOtherUsableENIs(t *testing.T) {
 	}
 	if got := carriedElsewhere(snap, &pool.Config{PrefixDelegation: true}, "eni-2"); got != 28*16 {
 		t.Errorf("carried besides eni-2 under prefix delegation = %d, want %d", got, 28*16)
+	}
+}
+
+// TestTakeBackPrefixOnlyWhileNoUnassignWasSent: a /28 drained on a
+// prefix-delegated node whose drain stops (the node needs addresses
+// again) has its members in the handshake, marked or acknowledged, put
+// back in service, so the plan counts them rather than taking a new /28;
+// a prefix all 16 of whose members are acknowledged (its Unassign may
+// have been sent) or that EC2 no longer shows on the node is left alone.
+func TestTakeBackPrefixOnlyWhileNoUnassignWasSent(t *testing.T) {
+	p := netip.MustParsePrefix("10.0.3.16/28")
+	snap := &snapshot.Node{ENIs: []cloud.ENI{{ID: "eni-a", Prefixes: []netip.Prefix{netip.MustParsePrefix("10.0.3.0/28"), p}}}}
+	node := func(ready, marked int) *ciliumv2.CiliumNode {
+		cn := &ciliumv2.CiliumNode{}
+		cn.Status.IPAM.ReleaseIPs = map[string]ipamtypes.IPReleaseStatus{"10.0.3.1": ipamoption.IPAMReadyForRelease}
+		ip := p.Addr()
+		for range ready {
+			cn.Status.IPAM.ReleaseIPs[ip.String()] = ipamoption.IPAMReadyForRelease
+			ip = ip.Next()
+		}
+		for range marked {
+			cn.Status.IPAM.ReleaseIPs[ip.String()] = ipamoption.IPAMMarkForRelease
+			ip = ip.Next()
+		}
+		return cn
+	}
+
+	cn := node(12, 2) // two members busy
+	if got := takeBackPrefix(cn, snap, p); got != 14 {
+		t.Errorf("taken back = %d, want 14", got)
+	}
+	if len(cn.Status.IPAM.ReleaseIPs) != 1 {
+		t.Errorf("handshake after = %v, want only the other prefix's member", cn.Status.IPAM.ReleaseIPs)
+	}
+
+	cn = node(16, 0)
+	if got := takeBackPrefix(cn, snap, p); got != 0 || len(cn.Status.IPAM.ReleaseIPs) != 17 {
+		t.Errorf("wholly acknowledged: taken back %d, handshake %d entries; want 0, 17", got, len(cn.Status.IPAM.ReleaseIPs))
+	}
+
+	cn = node(12, 2)
+	gone := &snapshot.Node{ENIs: []cloud.ENI{{ID: "eni-a", Prefixes: []netip.Prefix{netip.MustParsePrefix("10.0.3.0/28")}}}}
+	if got := takeBackPrefix(cn, gone, p); got != 0 || len(cn.Status.IPAM.ReleaseIPs) != 15 {
+		t.Errorf("prefix gone from EC2: taken back %d, handshake %d entries; want 0, 15", got, len(cn.Status.IPAM.ReleaseIPs))
+	}
+}
+
+// TestAgentsOwnAddressesPinTheirPrefix: Cilium's agent holds its router
+// and health addresses as long as it runs, so a /28 holding one never
+// drains whole; drained, it would only withhold its free members (14 of
+// them, counted free at rest) for good. On a prefix-delegated node whose
+// first /28 holds the router and the health endpoint, and whose second
+// holds three pods, the second is drained, not the least busy first.
+func TestAgentsOwnAddressesPinTheirPrefix(t *testing.T) {
+	first, second := netip.MustParsePrefix("10.0.4.0/28"), netip.MustParsePrefix("10.0.4.16/28")
+	snap := &snapshot.Node{ENIs: []cloud.ENI{{ID: "eni-a", DeviceIndex: 0, Prefixes: []netip.Prefix{first, second}}}}
+	cn := &ciliumv2.CiliumNode{}
+	cn.Spec.IPAM.Pool = ipamtypes.AllocationMap{}
+	for _, p := range []netip.Prefix{first, second} {
+		for ip := p.Addr(); p.Contains(ip); ip = ip.Next() {
+			cn.Spec.IPAM.Pool[ip.String()] = ipamtypes.AllocationIP{Resource: "eni-a"}
+		}
+	}
+	cn.Status.IPAM.Used = ipamtypes.AllocationMap{
+		"10.0.4.1": {Owner: "router", Resource: "eni-a"}, "10.0.4.2": {Owner: "health", Resource: "eni-a"},
+		"10.0.4.17": {Owner: "ns/pod-a", Resource: "eni-a"}, "10.0.4.18": {Owner: "ns/pod-b", Resource: "eni-a"},
+		"10.0.4.19": {Owner: "ns/pod-c", Resource: "eni-a"},
+	}
+	s := &nodeSync{cn: cn, pool: &poolView{cn: cn}, nodeState: nodeState{static: &staticInputs{}}}
+	p, free, ok := leastUsedPrefix(snap, &pool.Config{}, s.memberState)
+	if !ok || p != second || len(free) != 13 {
+		t.Errorf("drained %v with %d free members (found %v), want %v with 13", p, len(free), ok, second)
 	}
 }

@@ -255,8 +255,12 @@ func (s Pools) runOne(ctx context.Context, e *Env, cfg PoolConfig, trace Trace) 
 	}
 	f.around.before, f.around.peak, f.around.after = smp.aroundBurst(s.Trace, s.After)
 	f.around.freeBound = poolsPreAllocate + 16
-	if f.around.freeMax, f.around.overBound, f.around.freeMean, err = w.freeAtRest(ctx, f.around.freeBound); err != nil {
+	var over []string
+	if f.around.freeMax, f.around.overBound, f.around.freeMean, over, err = w.freeAtRest(ctx, f.around.freeBound); err != nil {
 		return f, err
+	}
+	for _, node := range over {
+		e.say("%s: above %d free at the end: %s", name, f.around.freeBound, node)
 	}
 	f.violations = figures.Violations.Total() - beforeTrace.Violations.Total()
 	f.routedChecks = figures.RoutedChecks - beforeTrace.RoutedChecks
@@ -275,8 +279,13 @@ func (s Pools) runOne(ctx context.Context, e *Env, cfg PoolConfig, trace Trace) 
 		return f, err
 	}
 	f.leakedENIs = leakedENIs(dump)
-	if f.statusErrors, err = w.statusErrors(ctx); err != nil {
+	statusErrs, err := w.statusErrorMessages(ctx)
+	if err != nil {
 		return f, err
+	}
+	f.statusErrors = len(statusErrs)
+	for _, node := range slices.Sorted(maps.Keys(statusErrs)) {
+		e.say("%s: %s: operator-status error at the end: %s", name, node, statusErrs[node])
 	}
 	e.say("%s: idle per node %.2f (p99 %.0f), %d waits, %.2f addresses per running pod (before the burst %.2f, peak %.2f, %s after %.2f), free per node at the end max %d",
 		name, f.idleMean, f.idleP99, f.waits, f.takenPerPod, f.around.before, f.around.peak, s.After, f.around.after, f.around.freeMax)

@@ -57,30 +57,36 @@ func (s *poolSampler) aroundBurst(spec TraceSpec, after time.Duration) (before, 
 }
 
 // freeAtRest reads every CiliumNode's free addresses: pool entries no
-// pod uses (release handshake included).
-func (w *world) freeAtRest(ctx context.Context, bound int) (freeMax, overBound int, freeMean float64, err error) {
+// pod uses (release handshake included). Each node above bound is
+// described in over: its pool, used and handshake counts.
+func (w *world) freeAtRest(ctx context.Context, bound int) (freeMax, overBound int, freeMean float64, over []string, err error) {
 	var list ciliumv2.CiliumNodeList
 	if err := w.cluster.Client.List(ctx, &list); err != nil {
-		return 0, 0, 0, err
+		return 0, 0, 0, nil, err
 	}
 	total := 0
 	for _, cn := range list.Items {
-		free := 0
+		free, leaving := 0, 0
 		for ip := range cn.Spec.IPAM.Pool {
 			if _, used := cn.Status.IPAM.Used[ip]; !used {
 				free++
+				if _, ok := cn.Status.IPAM.ReleaseIPs[ip]; ok {
+					leaving++
+				}
 			}
 		}
 		total += free
 		freeMax = max(freeMax, free)
 		if free > bound {
 			overBound++
+			over = append(over, fmt.Sprintf("%s: %d free (%d of them in the release handshake), %d in the pool, %d used",
+				cn.Name, free, leaving, len(cn.Spec.IPAM.Pool), len(cn.Status.IPAM.Used)))
 		}
 	}
 	if len(list.Items) > 0 {
 		freeMean = float64(total) / float64(len(list.Items))
 	}
-	return freeMax, overBound, freeMean, nil
+	return freeMax, overBound, freeMean, over, nil
 }
 
 // addAfterFigures reports one configuration's figures around the burst.

@@ -253,17 +253,24 @@ func labelsMatch(m *dto.Metric, match map[string]string) bool {
 
 // statusErrors counts CiliumNodes whose operator-status holds an error.
 func (w *world) statusErrors(ctx context.Context) (int, error) {
+	errs, err := w.statusErrorMessages(ctx)
+	return len(errs), err
+}
+
+// statusErrorMessages returns the operator-status error of every
+// CiliumNode that holds one, by node name.
+func (w *world) statusErrorMessages(ctx context.Context) (map[string]string, error) {
 	var list ciliumv2.CiliumNodeList
 	if err := w.cluster.Client.List(ctx, &list); err != nil {
-		return 0, err
+		return nil, err
 	}
-	n := 0
+	errs := map[string]string{}
 	for _, cn := range list.Items {
-		if cn.Status.IPAM.OperatorStatus.Error != "" {
-			n++
+		if msg := cn.Status.IPAM.OperatorStatus.Error; msg != "" {
+			errs[cn.Name] = msg
 		}
 	}
-	return n, nil
+	return errs, nil
 }
 
 // fetch saves the body of a GET to path.
