@@ -224,7 +224,9 @@ func TestCachedObjectsSlim(t *testing.T) {
 		transform func(any) (any, error)
 		most      float64
 	}{
-		{"CiliumNodes", func(f func(any) (any, error)) float64 { return cachedCost[ciliumv2.CiliumNode](t, steadyNodeAsServed, n, f) }, slimCiliumNode, 0.82},
+		{"CiliumNodes", func(f func(any) (any, error)) float64 {
+			return cachedCost[ciliumv2.CiliumNode](t, steadyNodeAsServed, n, f)
+		}, slimCiliumNode, 0.82},
 		{"NodeRoutings", func(f func(any) (any, error)) float64 {
 			return cachedCost[enipamv1alpha1.NodeRouting](t, steadyRouting, n, f)
 		}, slimNodeRouting, 0.9},
