@@ -38,7 +38,8 @@ func internMap(m map[string]string, value func(k, v string) string) map[string]s
 }
 
 // slimCiliumNode is the cache's transform of CiliumNodes: managed fields
-// dropped (as every object's), repeated strings shared.
+// dropped (as every object's), repeated strings and lists shared, each
+// ENI's lists in arrays of their length (slim.go).
 func slimCiliumNode(obj any) (any, error) {
 	cn, ok := obj.(*ciliumv2.CiliumNode)
 	if !ok {
@@ -46,13 +47,12 @@ func slimCiliumNode(obj any) (any, error) {
 	}
 	cn.ManagedFields = nil
 	cn.Labels = internMap(cn.Labels, nil)
+	internOwners(cn)
 	instance := cn.Spec.InstanceID
 	e := &cn.Spec.ENI
 	e.InstanceType, e.VpcID = intern.String(e.InstanceType), intern.String(e.VpcID)
 	e.AvailabilityZone, e.NodeSubnetID = intern.String(e.AvailabilityZone), intern.String(e.NodeSubnetID)
-	for i, sg := range e.SecurityGroups {
-		e.SecurityGroups[i] = intern.String(sg)
-	}
+	e.SecurityGroups = sharedStrings(e.SecurityGroups)
 
 	// The node's own ENI IDs: the keys of status.eni.enis, shared by
 	// each ENI's id and every pool and used entry naming it.
@@ -68,9 +68,9 @@ func slimCiliumNode(obj any) (any, error) {
 		}
 		eni.AvailabilityZone, eni.Description = intern.String(eni.AvailabilityZone), intern.String(eni.Description)
 		eni.Subnet.ID, eni.VPC.ID = intern.String(eni.Subnet.ID), intern.String(eni.VPC.ID)
-		for i, sg := range eni.SecurityGroups {
-			eni.SecurityGroups[i] = intern.String(sg)
-		}
+		eni.SecurityGroups = sharedStrings(eni.SecurityGroups)
+		eni.VPC.CIDRs = sharedCIDRs(eni.VPC.CIDRs)
+		eni.Addresses, eni.Prefixes, eni.IPv6Prefixes = exact(eni.Addresses), exact(eni.Prefixes), exact(eni.IPv6Prefixes)
 		eni.Tags = internMap(eni.Tags, func(k, v string) string {
 			switch {
 			case k == cloud.TagInstance && v == instance:

@@ -99,8 +99,11 @@ func New(opts Options, restCfg *rest.Config, awsCfg aws.Config, reg prometheus.R
 				// Nodes are large; the operator needs their labels and
 				// providerID only.
 				&corev1.Node{}: {Transform: slimNode},
-				// Their repeated strings share one copy (intern.go).
-				&ciliumv2.CiliumNode{}: {Transform: slimCiliumNode},
+				// Their repeated strings and lists share one copy, and
+				// their lists lose the decoder's slack (intern.go,
+				// slim.go).
+				&ciliumv2.CiliumNode{}:        {Transform: slimCiliumNode},
+				&enipamv1alpha1.NodeRouting{}: {Transform: slimNodeRouting},
 			},
 		},
 	})

@@ -17,6 +17,7 @@
 package waiting
 
 import (
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -134,15 +135,16 @@ func Slim(obj any) (any, error) {
 }
 
 // Set holds the pods waiting for an address, by UID and by the node they
-// wait on (Target).
+// wait on (Target). A node's pods are a list, not a map: most nodes have
+// one or none, and a map per node cost 256 bytes for one pod.
 type Set struct {
 	pods   map[types.UID]*Pod
-	byNode map[string]map[types.UID]*Pod
+	byNode map[string][]*Pod
 }
 
 // NewSet returns an empty Set.
 func NewSet() *Set {
-	return &Set{pods: map[types.UID]*Pod{}, byNode: map[string]map[types.UID]*Pod{}}
+	return &Set{pods: map[types.UID]*Pod{}, byNode: map[string][]*Pod{}}
 }
 
 // Put files p under its UID and its target node, replacing the pod of
@@ -151,10 +153,7 @@ func (s *Set) Put(p *Pod) (old *Pod) {
 	old = s.Remove(p.UID)
 	s.pods[p.UID] = p
 	if node := p.Target(); node != "" {
-		if s.byNode[node] == nil {
-			s.byNode[node] = map[types.UID]*Pod{}
-		}
-		s.byNode[node][p.UID] = p
+		s.byNode[node] = append(s.byNode[node], p)
 	}
 	return old
 }
@@ -167,9 +166,11 @@ func (s *Set) Remove(uid types.UID) *Pod {
 	}
 	delete(s.pods, uid)
 	if node := p.Target(); node != "" {
-		delete(s.byNode[node], uid)
-		if len(s.byNode[node]) == 0 {
+		on := slices.DeleteFunc(s.byNode[node], func(q *Pod) bool { return q.UID == uid })
+		if len(on) == 0 {
 			delete(s.byNode, node)
+		} else {
+			s.byNode[node] = on
 		}
 	}
 	return p
@@ -181,9 +182,9 @@ func (s *Set) Get(uid types.UID) (*Pod, bool) {
 	return p, ok
 }
 
-// On returns the pods waiting on node, by UID; the map is the Set's own,
-// to read only.
-func (s *Set) On(node string) map[types.UID]*Pod { return s.byNode[node] }
+// On returns the pods waiting on node, each once; the list is the Set's
+// own, to read only, and valid until the Set next changes.
+func (s *Set) On(node string) []*Pod { return s.byNode[node] }
 
 // Len returns how many pods the Set holds.
 func (s *Set) Len() int { return len(s.pods) }

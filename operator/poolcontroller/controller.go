@@ -186,8 +186,9 @@ type memory struct {
 	// written.
 	capacityWritten time.Time
 	// routingApplied is the NodeRouting as this process last applied it
-	// (the apiserver's answer): the base of the next apply while the
-	// cache has not seen it (routing.go).
+	// (the apiserver's answer; its name, UID, generation, finalizers and
+	// spec only): the base of the next apply while the cache has not seen
+	// it (routing.go).
 	routingApplied *enipamv1alpha1.NodeRouting
 	// asked: for each address this process put into the NodeRouting's
 	// spec.endpointQueries, the generation its write made (staticfast.go).

@@ -113,3 +113,33 @@ func TestNodeRoutingApplyTakesNothingBackWhileTheCacheLags(t *testing.T) {
 			got.Spec.FirstInterfaceIndex, got.Spec.Capacity, applies, capacity)
 	}
 }
+
+// TestAppliedNodeRoutingKeepsOnlyTheApplyBase: every node keeps the
+// apiserver's answer to its last NodeRouting apply while the cache lags;
+// what is kept is what the next apply builds on (name, UID, generation,
+// finalizers, spec), not the answer's managed fields or the agent's
+// status, which made it a second copy of every NodeRouting.
+func TestAppliedNodeRoutingKeepsOnlyTheApplyBase(t *testing.T) {
+	r := &Reconciler{nodes: map[string]*memory{}}
+	r.memory("n1")
+	answer := &enipamv1alpha1.NodeRouting{
+		ObjectMeta: metav1.ObjectMeta{Name: "n1", UID: "uid-1", Generation: 4, Finalizers: []string{"enipam.io/elastic-ip"},
+			ManagedFields:   []metav1.ManagedFieldsEntry{{Manager: enipamv1alpha1.FieldManagerOperator, FieldsV1: metav1.NewFieldsV1(`{"f:spec":{}}`)}},
+			OwnerReferences: []metav1.OwnerReference{{Kind: "CiliumNode", Name: "n1"}}},
+		Spec:   enipamv1alpha1.NodeRoutingSpec{InstanceID: "i-1", FirstInterfaceIndex: 1, Capacity: &enipamv1alpha1.NodeCapacity{MaxIPs: 27}},
+		Status: enipamv1alpha1.NodeRoutingStatus{ObservedGeneration: 3, ENIs: []enipamv1alpha1.RoutedENI{{ID: "eni-1", IPs: []string{"10.0.0.5"}}}},
+	}
+	r.rememberApplied(answer)
+	kept := r.nodes["n1"].routingApplied
+	want := &enipamv1alpha1.NodeRouting{
+		ObjectMeta: metav1.ObjectMeta{Name: "n1", UID: "uid-1", Generation: 4, Finalizers: []string{"enipam.io/elastic-ip"}},
+		Spec:       answer.Spec,
+	}
+	if !equality.Semantic.DeepEqual(kept, want) {
+		t.Fatalf("kept %+v, want %+v", kept, want)
+	}
+	answer.Spec.Capacity.MaxIPs, answer.Finalizers[0] = 1, "changed"
+	if kept.Spec.Capacity.MaxIPs != 27 || kept.Finalizers[0] != "enipam.io/elastic-ip" {
+		t.Error("the kept spec or finalizers share storage with the answer")
+	}
+}

@@ -208,8 +208,8 @@ func (t *Tracker) View(pod *corev1.Pod, names []string, youngSince time.Time) ([
 	for i, name := range names {
 		n := room.Node{Name: name, Pool: t.pools[name], Capacity: t.caps[name]}
 		hasIP := func(owner string) bool { return n.Pool != nil && inUse(n.Pool, owner) }
-		for uid, p := range t.pods.On(name) {
-			if uid != pod.UID && !p.Deleting() && !hasIP(p.Owner()) {
+		for _, p := range t.pods.On(name) {
+			if p.UID != pod.UID && !p.Deleting() && !hasIP(p.Owner()) {
 				n.Promised++
 			}
 		}

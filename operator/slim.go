@@ -1,0 +1,152 @@
+package operator
+
+import (
+	"slices"
+	"strings"
+	"sync"
+
+	ciliumip "github.com/cilium/cilium/pkg/ip"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
+	"github.com/enipam/enipam/internal/intern"
+)
+
+// Besides repeated strings (intern.go), the cache's decoded objects carry
+// two kinds of slack the transforms take out, again without changing a
+// value: the JSON decoder grows every list by doubling, so a list of 9
+// addresses sits in an array of 16; and every ENI of a VPC lists the
+// VPC's CIDRs, and every ENI of a node its security groups, in lists of
+// their own. Lists are given an array of their length, and equal lists of
+// CIDRs and security groups share one array. Cached objects are never
+// changed in place (readers get deep copies, or read only), so a shared
+// array is never written.
+
+// exact returns s in an array of its own length; s itself when it has no
+// spare capacity. nil stays nil.
+func exact[T any](s []T) []T {
+	if cap(s) == len(s) {
+		return s
+	}
+	return slices.Clone(s)
+}
+
+// sharedLists keeps one copy of each list that repeats across cached
+// objects, bounded as package intern's table is: past maxSharedLists
+// distinct lists, a list is kept as it is (exact).
+type sharedLists[T any] struct {
+	mu    sync.Mutex
+	lists map[string][]T
+}
+
+const maxSharedLists = 1024
+
+// share returns the table's copy of l, which key names (equal keys for
+// equal lists); l itself (exact) when empty or the table is full.
+func (t *sharedLists[T]) share(l []T, key string) []T {
+	if len(l) == 0 {
+		return l
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if c, ok := t.lists[key]; ok {
+		return c
+	}
+	l = exact(l)
+	if t.lists == nil {
+		t.lists = map[string][]T{}
+	}
+	if len(t.lists) < maxSharedLists {
+		t.lists[strings.Clone(key)] = l
+	}
+	return l
+}
+
+var (
+	cidrLists   sharedLists[ciliumip.Prefix]
+	stringLists sharedLists[string]
+)
+
+// sharedCIDRs is cidrs as the table's copy.
+func sharedCIDRs(cidrs []ciliumip.Prefix) []ciliumip.Prefix {
+	if len(cidrs) == 0 {
+		return cidrs
+	}
+	var key strings.Builder
+	for _, c := range cidrs {
+		key.WriteString(c.String())
+		key.WriteByte(' ')
+	}
+	return cidrLists.share(cidrs, key.String())
+}
+
+// sharedStrings is l as the table's copy, its strings interned.
+func sharedStrings(l []string) []string {
+	if len(l) == 0 {
+		return l
+	}
+	key := strings.Join(l, " ")
+	if c, ok := stringLists.lookup(key); ok {
+		return c
+	}
+	l = exact(l)
+	for i, s := range l {
+		l[i] = intern.String(s)
+	}
+	return stringLists.share(l, key)
+}
+
+// lookup returns the table's copy of the list key names.
+func (t *sharedLists[T]) lookup(key string) ([]T, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	c, ok := t.lists[key]
+	return c, ok
+}
+
+// slimNodeRouting is the cache's transform of NodeRoutings: managed
+// fields dropped (as every object's), each list in an array of its
+// length, repeated strings and lists shared.
+func slimNodeRouting(obj any) (any, error) {
+	nr, ok := obj.(*enipamv1alpha1.NodeRouting)
+	if !ok {
+		return obj, nil
+	}
+	nr.ManagedFields = nil
+	internOwners(nr)
+	spec := &nr.Spec
+	spec.ExcludeInterfaceTags = internMap(spec.ExcludeInterfaceTags, nil)
+	if c := spec.Capacity; c != nil {
+		c.AvailabilityZone, c.Reason = intern.String(c.AvailabilityZone), intern.String(c.Reason)
+		c.Subnets = sharedStrings(c.Subnets)
+		c.SubnetSlots = exact(c.SubnetSlots)
+		for i := range c.SubnetSlots {
+			c.SubnetSlots[i].SubnetID = intern.String(c.SubnetSlots[i].SubnetID)
+		}
+	}
+	st := &nr.Status
+	st.ENIs = exact(st.ENIs)
+	for i := range st.ENIs {
+		e := &st.ENIs[i]
+		e.IPs, e.Prefixes = exact(e.IPs), exact(e.Prefixes)
+		e.IPv6, e.IPv6Prefixes = exact(e.IPv6), exact(e.IPv6Prefixes)
+	}
+	st.Conditions = exact(st.Conditions)
+	for i := range st.Conditions {
+		c := &st.Conditions[i]
+		c.Type, c.Status = intern.String(c.Type), metav1.ConditionStatus(intern.String(string(c.Status)))
+		c.Reason, c.Message = intern.String(c.Reason), intern.String(c.Message)
+	}
+	return nr, nil
+}
+
+// internOwners shares the API versions and kinds of obj's owner
+// references: every NodeRouting is owned by a CiliumNode, every
+// CiliumNode by a Node.
+func internOwners(obj client.Object) {
+	refs := obj.GetOwnerReferences()
+	for i := range refs {
+		refs[i].APIVersion, refs[i].Kind = intern.String(refs[i].APIVersion), intern.String(refs[i].Kind)
+	}
+}

@@ -1,0 +1,97 @@
+package operator
+
+import (
+	"encoding/json"
+	"runtime"
+	"testing"
+	"unsafe"
+
+	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
+
+	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
+)
+
+// decodedRouting is steady NodeRouting i as the cache decodes it.
+func decodedRouting(t *testing.T, i int) *enipamv1alpha1.NodeRouting {
+	t.Helper()
+	nr := &enipamv1alpha1.NodeRouting{}
+	if err := json.Unmarshal(steadyRouting(i), nr); err != nil {
+		t.Fatal(err)
+	}
+	return nr
+}
+
+// TestSlimNodeRoutingChangesNoValue: the cache's transform of
+// NodeRoutings changes no value (the operator applies its spec from the
+// cached object and pools what the cached status lists); its lists lose
+// the decoder's slack, and what two nodes repeat shares storage.
+func TestSlimNodeRoutingChangesNoValue(t *testing.T) {
+	a, b := decodedRouting(t, 1), decodedRouting(t, 2)
+	want, _ := json.Marshal(a)
+	if cap(a.Status.ENIs[0].IPs) == len(a.Status.ENIs[0].IPs) {
+		t.Fatal("the decoder left no slack: the test shows nothing")
+	}
+	for _, nr := range []*enipamv1alpha1.NodeRouting{a, b} {
+		if _, err := slimNodeRouting(nr); err != nil {
+			t.Fatal(err)
+		}
+		runtime.GC()
+	}
+	if got, _ := json.Marshal(a); string(got) != string(want) {
+		t.Fatalf("transformed NodeRouting differs:\n got %s\nwant %s", got, want)
+	}
+	for _, e := range a.Status.ENIs {
+		if cap(e.IPs) != len(e.IPs) {
+			t.Errorf("ENI %s: %d addresses in an array of %d", e.ID, len(e.IPs), cap(e.IPs))
+		}
+	}
+	same := func(what, x, y string) {
+		t.Helper()
+		if x != y || unsafe.StringData(x) != unsafe.StringData(y) {
+			t.Errorf("%s: %q and %q do not share storage", what, x, y)
+		}
+	}
+	same("zone", a.Spec.Capacity.AvailabilityZone, b.Spec.Capacity.AvailabilityZone)
+	same("condition reason", a.Status.Conditions[0].Reason, b.Status.Conditions[0].Reason)
+	same("owner kind", a.OwnerReferences[0].Kind, b.OwnerReferences[0].Kind)
+	if &a.Spec.Capacity.Subnets[0] != &b.Spec.Capacity.Subnets[0] {
+		t.Error("two nodes' lists of subnets are two arrays")
+	}
+}
+
+// TestSlimCiliumNodeSharesLists: each ENI's addresses lose the decoder's
+// slack, every ENI of a VPC shares one list of its CIDRs, and the JSON is
+// unchanged.
+func TestSlimCiliumNodeSharesLists(t *testing.T) {
+	var nodes []*ciliumv2.CiliumNode
+	var want [][]byte
+	for i := range 2 {
+		cn := &ciliumv2.CiliumNode{}
+		if err := json.Unmarshal(steadyNodeAsServed(i), cn); err != nil {
+			t.Fatal(err)
+		}
+		raw, _ := json.Marshal(cn)
+		want = append(want, raw)
+		if _, err := slimCiliumNode(cn); err != nil {
+			t.Fatal(err)
+		}
+		nodes = append(nodes, cn)
+	}
+	var cidrs []*byte
+	for i, cn := range nodes {
+		if got, _ := json.Marshal(cn); string(got) != string(want[i]) {
+			t.Fatalf("transformed node differs:\n got %s\nwant %s", got, want[i])
+		}
+		for id, e := range cn.Status.ENI.ENIs {
+			if len(e.Addresses) != 9 || cap(e.Addresses) != len(e.Addresses) {
+				t.Errorf("ENI %s: %d addresses in an array of %d", id, len(e.Addresses), cap(e.Addresses))
+			}
+			cidrs = append(cidrs, (*byte)(unsafe.Pointer(&e.VPC.CIDRs[0])))
+		}
+	}
+	for _, p := range cidrs[1:] {
+		if p != cidrs[0] {
+			t.Fatalf("the VPC's CIDRs are %d lists, want one shared", len(cidrs))
+		}
+	}
+}
