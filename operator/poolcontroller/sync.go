@@ -158,8 +158,10 @@ func (s *nodeSync) run(ctx context.Context) {
 		}
 		err := s.apply(ctx, &plan)
 		r.slots.release()
-		// Whatever succeeded is in the inventory now; the pool follows it.
+		// Whatever succeeded is in the inventory now; the pool follows it,
+		// and what the agent reported routed meanwhile.
 		if s.snapshot(ctx) {
+			s.rereadReport(ctx)
 			s.reconcilePool(ctx)
 		}
 		if err != nil {
