@@ -365,7 +365,7 @@ func (v *poolView) reconcileStatic(in *staticInputs, snap *snapshot.Node, cfg *p
 			if v.placeFirst(in, c, first, waitingFirst, snap, cfg, &out) {
 				continue
 			}
-			key, ok := v.pickFree(snap, cfg, c.Subnet)
+			key, ok := v.pickFree(in, owner, snap, cfg, c.Subnet)
 			switch {
 			case ok && in.listed != nil && !in.listed[key]:
 				// An entry this pass brings into the pool reaches Cilium's

@@ -212,3 +212,56 @@ func TestFirstPlacementTakesAnotherClaimsMarkOnlyInItsSubnet(t *testing.T) {
 		}
 	}
 }
+
+// TestFirstPlacementSkipsAnAddressAnotherClaimNames (seed 214392 of the
+// static-IP simulation): claim ns/db-0 asked for 10.0.1.10, which was
+// assigned onto eni-1 for it, and was deleted before the address was
+// stamped (it keeps its finalizer: being released). The pass that brings
+// .10 into the pool, as an ordinary entry, also serves the first
+// placement of ns/db-2. It must not take .10: db-0 records it and keeps
+// it before db-2, so db-2's stamp would be removed once both claims are
+// read, after db-2 was told it is Bound, and .10, released with db-0,
+// handed to an ordinary pod. Two cases: the entries come into the pool
+// in this pass (stamped at once), or the pool listed them (marked).
+func TestFirstPlacementSkipsAnAddressAnotherClaimNames(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		listed bool
+	}{{"brought into the pool by this pass", false}, {"listed in the pool as read", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := newFirstNode()
+			released := claims.Claim{Owner: "ns/db-0", Target: "n1", Addr: netip.MustParseAddr("10.0.1.10"), Release: true, Ready: true}
+			c := n.claim
+			in := &staticInputs{
+				node:            "n1",
+				claims:          map[string]*claims.Claim{firstOwner: &c, released.Owner: &released},
+				cluster:         "test",
+				podNodes:        map[string]string{firstOwner: "", released.Owner: ""},
+				pooledElsewhere: map[string]bool{},
+				located:         map[netip.Addr]inventory.Location{},
+				subnets:         map[netip.Addr]cloud.Subnet{},
+				listed:          map[string]bool{},
+			}
+			if tc.listed {
+				for key := range n.cn.Spec.IPAM.Pool {
+					in.listed[key] = true
+				}
+			}
+			v := &poolView{cn: n.cn}
+			v.reconcileStatic(in, n.snap, &pool.Config{FirstInterfaceIndex: 1})
+			if e := n.cn.Spec.IPAM.Pool["10.0.1.10"]; e.Owner != "" {
+				t.Fatalf("10.0.1.10, named by the released claim %s, stamped for %s", released.Owner, e.Owner)
+			}
+			if _, marked := n.cn.Status.IPAM.ReleaseIPs["10.0.1.10"]; marked {
+				t.Fatalf("10.0.1.10, named by the released claim %s, marked for %s's first placement", released.Owner, firstOwner)
+			}
+			stamped, state := n.stampedFor(firstOwner), n.cn.Status.IPAM.ReleaseIPs["10.0.1.11"]
+			switch {
+			case !tc.listed && (len(stamped) != 1 || stamped[0] != "10.0.1.11"):
+				t.Errorf("stamped %v for %s, want [10.0.1.11]", stamped, firstOwner)
+			case tc.listed && (len(stamped) != 0 || state != ipamoption.IPAMMarkForRelease):
+				t.Errorf("stamped %v, 10.0.1.11 in state %q; want nothing stamped, 10.0.1.11 marked", stamped, state)
+			}
+		})
+	}
+}

@@ -177,6 +177,9 @@ func (v *poolView) placeFirst(in *staticInputs, c *claims.Claim, first map[strin
 		if err != nil {
 			continue
 		}
+		if in.namedByAnother(key, owner) {
+			continue // another claim records it since it was marked
+		}
 		e := holder(snap, cfg, ip)
 		if e == nil || e.ID != entry.Resource || e.AttachmentStatus != cloud.AttachmentAttached || (c.Subnet != "" && e.SubnetID != c.Subnet) {
 			continue // not on its ENI any more (released as any other), or not of the claim's subnet
@@ -233,11 +236,12 @@ func btoi(b bool) int {
 	return 0
 }
 
-// pickFree picks a free ordinary entry of the pool (in subnet, if set):
-// not used, not in the handshake, on a usable attached ENI, and a
-// secondary address of it, never a member of a delegated /28 (a member
-// can only be released with its whole prefix, so it could never move).
-func (v *poolView) pickFree(snap *snapshot.Node, cfg *pool.Config, subnet string) (string, bool) {
+// pickFree picks a free ordinary entry of the pool (in subnet, if set)
+// for owner's first placement: not used, not in the handshake, on a
+// usable attached ENI, and a secondary address of it, never a member of
+// a delegated /28 (a member can only be released with its whole prefix,
+// so it could never move), and named by no other claim (namedByAnother).
+func (v *poolView) pickFree(in *staticInputs, owner string, snap *snapshot.Node, cfg *pool.Config, subnet string) (string, bool) {
 	usable := map[string]*cloud.ENI{}
 	for i := range snap.ENIs {
 		e := &snap.ENIs[i]
@@ -249,7 +253,7 @@ func (v *poolView) pickFree(snap *snapshot.Node, cfg *pool.Config, subnet string
 		entry := v.cn.Spec.IPAM.Pool[key]
 		_, used := v.cn.Status.IPAM.Used[key]
 		e := usable[entry.Resource]
-		if entry.Owner != "" || used || v.inHandshake(key) || e == nil {
+		if entry.Owner != "" || used || v.inHandshake(key) || e == nil || in.namedByAnother(key, owner) {
 			continue
 		}
 		if ip, err := netip.ParseAddr(key); err == nil && slices.Contains(e.IPs, ip) {
@@ -285,4 +289,25 @@ func secondarySlot(snap *snapshot.Node, cfg *pool.Config, subnet string) string 
 		return ""
 	}
 	return best.ID
+}
+
+// namedByAnother reports whether a claim other than owner's names the
+// address key (spec.address, else the address it recorded), whether or
+// not it is being released, Lost or not checked yet. Such an address is
+// never a first placement's: the claim naming it keeps it before a
+// claim that takes it later (claims.Precedes), so the later claim's
+// stamp would be removed once both are read, after its claim was told it
+// is Bound, and the address, released with the first claim, handed to
+// an ordinary pod (seed 214392: an address assigned for a claim deleted
+// before it was stamped entered the pool, as an ordinary entry, in the
+// pass that served another claim's first placement). An address EC2
+// holds outside the pool as read, the entries such a pass brings in, has
+// every claim naming it among in.claims (gatherStatic).
+func (in *staticInputs) namedByAnother(key, owner string) bool {
+	for _, c := range in.claims {
+		if c.Owner != owner && c.Addr.IsValid() && c.Addr.String() == key {
+			return true
+		}
+	}
+	return false
 }
