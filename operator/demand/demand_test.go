@@ -206,3 +206,53 @@ func TestStartedPodsAreForgottenAfterTheGrace(t *testing.T) {
 	f.started(p, "10.9.0.11")
 	f.eventually("web forgotten after the grace", func() bool { return f.w.Waiting(n, none) == 0 })
 }
+
+// bind binds a pod to node, as kube-scheduler does.
+func (f *fixture) bind(p *corev1.Pod, node string) {
+	f.t.Helper()
+	b := &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Name},
+		Target: corev1.ObjectReference{Kind: "Node", Name: node}}
+	if err := env.Client.SubResource("binding").Create(bg, p, b); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// TestPendingCountsPodsNotBoundYet: pods created and not bound yet are
+// pending, told with "" as they come and go; those pending since before
+// the watch started, static-IP and host-network pods are not; a pod
+// bound leaves them and arrives on its node; pending longer than asked
+// for, a pod no longer counts.
+func TestPendingCountsPodsNotBoundYet(t *testing.T) {
+	f := newFixture(t, "pending", demand.DefaultOptions(), func(f *fixture) {
+		f.pod("stuck", "")
+	})
+	n := f.node("n1")
+	a := f.pod("a", "")
+	f.pod("b", "")
+	f.pod("db", "", static)
+	f.pod("host", "", hostNetwork)
+	f.eventually("a and b pending", func() bool { return f.w.Pending(time.Minute) == 2 })
+	if f.changes("") == 0 {
+		t.Error("no change told for the pods not bound yet")
+	}
+	told := f.changes("")
+	f.bind(a, n)
+	f.eventually("a bound: one left pending", func() bool { return f.w.Pending(time.Minute) == 1 })
+	f.eventually("a arrived on n1", func() bool { return len(f.w.Arrivals(n, time.Hour)) == 1 })
+	if f.changes("") == told {
+		t.Error("a's binding was not told for the pods not bound yet")
+	}
+	time.Sleep(50 * time.Millisecond)
+	if got := f.w.Pending(10 * time.Millisecond); got != 0 {
+		t.Errorf("%d pods pending within the last 10 ms, want 0", got)
+	}
+
+	off := demand.DefaultOptions()
+	off.Unbound = false
+	g := newFixture(t, "pending-off", off, nil)
+	g.pod("c", "")
+	g.eventually("c seen by the first watch", func() bool { return f.w.Pending(time.Minute) == 2 })
+	if got := g.w.Pending(time.Minute); got != 0 {
+		t.Errorf("without the unbound watch: %d pending, want 0", got)
+	}
+}

@@ -255,11 +255,10 @@ func (s Pools) runOne(ctx context.Context, e *Env, cfg PoolConfig, trace Trace) 
 	}
 	f.around.before, f.around.peak, f.around.after = smp.aroundBurst(s.Trace, s.After)
 	f.around.freeBound = poolsPreAllocate + 16
-	var over []string
-	if f.around.freeMax, f.around.overBound, f.around.freeMean, over, err = w.freeAtRest(ctx, f.around.freeBound); err != nil {
+	if f.around.free, err = w.freeAtRest(ctx, f.around.freeBound); err != nil {
 		return f, err
 	}
-	for _, node := range over {
+	for _, node := range f.around.free.over {
 		e.say("%s: above %d free at the end: %s", name, f.around.freeBound, node)
 	}
 	f.violations = figures.Violations.Total() - beforeTrace.Violations.Total()
@@ -287,8 +286,8 @@ func (s Pools) runOne(ctx context.Context, e *Env, cfg PoolConfig, trace Trace) 
 	for _, node := range slices.Sorted(maps.Keys(statusErrs)) {
 		e.say("%s: %s: operator-status error at the end: %s", name, node, statusErrs[node])
 	}
-	e.say("%s: idle per node %.2f (p99 %.0f), %d waits, %.2f addresses per running pod (before the burst %.2f, peak %.2f, %s after %.2f), free per node at the end max %d",
-		name, f.idleMean, f.idleP99, f.waits, f.takenPerPod, f.around.before, f.around.peak, s.After, f.around.after, f.around.freeMax)
+	e.say("%s: idle per node %.2f (p99 %.0f), %d waits, %.2f addresses per running pod (before the burst %.2f, peak %.2f, %s after %.2f), free per node at the end max %d (%d at rest)",
+		name, f.idleMean, f.idleP99, f.waits, f.takenPerPod, f.around.before, f.around.peak, s.After, f.around.after, f.around.free.freeMax, f.around.free.restMax)
 	return f, nil
 }
 
@@ -363,7 +362,7 @@ func (s Pools) addTargets(rep *Report, all []poolFigures) {
 
 // poolsTable is the comparison, one row per configuration.
 func poolsTable(all []poolFigures) *Table {
-	t := &Table{Header: []string{"configuration", "idle/node mean", "idle/node p99", "addresses/running pod", "addresses/running pod before burst, at peak, after", "free/node at the end, max", "pods waited", "wait p50", "wait p99", "EC2 mutating calls/min", "throttled"}}
+	t := &Table{Header: []string{"configuration", "idle/node mean", "idle/node p99", "addresses/running pod", "addresses/running pod before burst, at peak, after", "free/node at the end, max (at rest)", "pods waited", "wait p50", "wait p99", "EC2 mutating calls/min", "throttled"}}
 	for _, f := range all {
 		mutating := 0.0
 		for action, r := range f.perMinute {
@@ -373,7 +372,7 @@ func poolsTable(all []poolFigures) *Table {
 		}
 		t.Rows = append(t.Rows, []string{
 			f.config.Name, fmt.Sprintf("%.2f", f.idleMean), fmt.Sprintf("%.0f", f.idleP99), fmt.Sprintf("%.2f", f.takenPerPod),
-			fmt.Sprintf("%.2f, %.2f, %.2f", f.around.before, f.around.peak, f.around.after), fmt.Sprint(f.around.freeMax),
+			fmt.Sprintf("%.2f, %.2f, %.2f", f.around.before, f.around.peak, f.around.after), fmt.Sprintf("%d (%d)", f.around.free.freeMax, f.around.free.restMax),
 			fmt.Sprint(f.waits + f.waitingAtEnd), seconds(f.waitP50), seconds(f.waitP99), fmt.Sprintf("%.1f", mutating), fmt.Sprint(f.throttled),
 		})
 	}
