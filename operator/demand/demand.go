@@ -36,9 +36,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -59,16 +57,12 @@ type Options struct {
 	// MaxArrivals bounds the arrivals remembered per node (the most
 	// recent are kept).
 	MaxArrivals int
-	// Unbound watches the pods no scheduler has bound yet as well
-	// (Pending): a burst is known when its pods are created, before
-	// kube-scheduler has bound them one by one.
-	Unbound bool
 }
 
 // DefaultOptions: three of Cilium's default update intervals for started
 // pods; ten minutes and 256 arrivals of history per node.
 func DefaultOptions() Options {
-	return Options{StartedGrace: 45 * time.Second, History: 10 * time.Minute, MaxArrivals: 256, Unbound: true}
+	return Options{StartedGrace: 45 * time.Second, History: 10 * time.Minute, MaxArrivals: 256}
 }
 
 // Validate reports invalid options.
@@ -84,11 +78,6 @@ func (o Options) Validate() error {
 // finished.
 var Selector = waiting.BoundSelector
 
-// UnboundSelector asks the apiserver for the pods no scheduler has bound
-// yet that may take a pool address: no node, not on the host network, no
-// address, not finished.
-var UnboundSelector = fields.AndSelectors(fields.OneTermEqualSelector("spec.nodeName", ""), fields.ParseSelectorOrDie(waiting.Selector)).String()
-
 // Watch keeps every node's demand from the pod watch. Build it with New,
 // run it with Start; Waiting, Arrivals and HasSynced may be called from
 // any goroutine.
@@ -102,13 +91,8 @@ type Watch struct {
 	pods     *waiting.Set
 	started  *waiting.Started
 	arrivals map[string][]time.Time // node → when pods were bound there, oldest first
-	// unbound: when each pod not bound yet (not static, not being
-	// deleted) was first seen; those of the first list as seen at the
-	// zero time.
-	unbound       map[types.UID]time.Time
-	notify        []func(node string)
-	synced        cache.InformerSynced
-	unboundSynced cache.InformerSynced
+	notify   []func(node string)
+	synced   cache.InformerSynced
 }
 
 // New returns an inert Watch reading through c.
@@ -118,13 +102,11 @@ func New(c client.WithWatch, opts Options, log *slog.Logger) *Watch {
 		pods:     waiting.NewSet(),
 		started:  waiting.NewStarted(opts.StartedGrace),
 		arrivals: map[string][]time.Time{},
-		unbound:  map[types.UID]time.Time{},
 	}
 }
 
 // OnChange registers f, called with a node's name (without the Watch's
-// lock) whenever the pods it waits for change, and with "" whenever the
-// pods not bound yet do (Pending). Register before Start.
+// lock) whenever the pods it waits for change. Register before Start.
 func (w *Watch) OnChange(f func(node string)) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -164,20 +146,10 @@ func (w *Watch) Start(ctx context.Context) error {
 		ctrl.RunWithContext(ctx)
 		close(done)
 	}()
-	unboundDone := make(chan struct{})
-	if w.opts.Unbound {
-		go func() {
-			w.watchUnbound(ctx)
-			close(unboundDone)
-		}()
-	} else {
-		close(unboundDone)
-	}
 	for {
 		select {
 		case <-ctx.Done():
 			<-done
-			<-unboundDone
 			return nil
 		case <-sweep.C:
 			w.sweep()
@@ -189,108 +161,9 @@ func (w *Watch) Start(ctx context.Context) error {
 // no demand is known.
 func (w *Watch) HasSynced() bool {
 	w.mu.Lock()
-	synced, unbound := w.synced, w.unboundSynced
+	synced := w.synced
 	w.mu.Unlock()
-	return synced != nil && synced() && (!w.opts.Unbound || unbound != nil && unbound())
-}
-
-// watchUnbound follows the pods no scheduler has bound yet until ctx
-// ends. A pod leaves this watch when it is bound (then the bound watch
-// sees it arrive), ends or is deleted. Only a slim record is kept: its
-// UID and when it was first seen.
-func (w *Watch) watchUnbound(ctx context.Context) {
-	lw := &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-			opts.FieldSelector = UnboundSelector
-			list := &corev1.PodList{}
-			return list, w.c.List(ctx, list, &client.ListOptions{Raw: &opts})
-		},
-		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-			opts.FieldSelector = UnboundSelector
-			return w.c.Watch(ctx, &corev1.PodList{}, &client.ListOptions{Raw: &opts})
-		},
-	}
-	_, ctrl := cache.NewInformerWithOptions(cache.InformerOptions{
-		ListerWatcher: lw,
-		ObjectType:    &corev1.Pod{},
-		Transform:     waiting.Slim,
-		Handler: cache.ResourceEventHandlerDetailedFuncs{
-			AddFunc:    func(obj any, initial bool) { w.unboundSeen(obj, initial) },
-			UpdateFunc: func(_, obj any) { w.unboundSeen(obj, false) },
-			DeleteFunc: w.unboundGone,
-		},
-	})
-	w.mu.Lock()
-	w.unboundSynced = ctrl.HasSynced
-	w.mu.Unlock()
-	ctrl.RunWithContext(ctx)
-}
-
-// unboundSeen records a pod not bound yet; listed says it was in the
-// watch's first list (pending since before this process looked: not a
-// burst under way).
-func (w *Watch) unboundSeen(obj any, listed bool) {
-	p, ok := obj.(*waiting.Pod)
-	if !ok {
-		return
-	}
-	w.mu.Lock()
-	_, known := w.unbound[p.UID]
-	counts := !p.Deleting() && !p.Static()
-	switch {
-	case !counts:
-		delete(w.unbound, p.UID)
-	case !known && listed:
-		w.unbound[p.UID] = time.Time{}
-	case !known:
-		w.unbound[p.UID] = w.now()
-	}
-	_, after := w.unbound[p.UID]
-	notify := w.notify
-	w.mu.Unlock()
-	if known != after {
-		for _, f := range notify {
-			f("")
-		}
-	}
-}
-
-// unboundGone forgets a pod that left the unbound watch.
-func (w *Watch) unboundGone(obj any) {
-	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = d.Obj
-	}
-	p, ok := obj.(*waiting.Pod)
-	if !ok {
-		return
-	}
-	w.mu.Lock()
-	_, known := w.unbound[p.UID]
-	delete(w.unbound, p.UID)
-	notify := w.notify
-	w.mu.Unlock()
-	if known {
-		for _, f := range notify {
-			f("")
-		}
-	}
-}
-
-// Pending returns how many pods that will take a pool address (not
-// static, not being deleted) no scheduler has bound yet, among those
-// first seen within the last since: a pod pending longer most likely
-// fits nowhere, and is no sign of pods about to land.
-func (w *Watch) Pending(since time.Duration) int {
-	from := w.now().Add(-since)
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	n := 0
-	for _, at := range w.unbound {
-		if at.After(from) {
-			n++
-		}
-	}
-	return n
+	return synced != nil && synced()
 }
 
 // Waiting returns how many pods bound to node will take an address from

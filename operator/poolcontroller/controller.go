@@ -137,9 +137,6 @@ type Reconciler struct {
 
 	mu    sync.Mutex
 	nodes map[string]*memory
-	// lastShare is each node's share of the pods not bound yet, as last
-	// told (pendingChanged).
-	lastShare int
 }
 
 // memory is what the controller remembers of a node between reconciles.
