@@ -122,7 +122,7 @@ func TestAcknowledgedAddressARefusedClaimAsksForIsNotUnassigned(t *testing.T) {
 			"ns/db-2": {Owner: "ns/db-2", Addr: claimed, Invalid: true},
 		}}}}
 	steps := decideRelease(cn, &s.snap, s.static, netip.Prefix{})
-	if err := s.executeRelease(context.Background(), steps); err != nil {
+	if _, err := s.exec().release(context.Background(), s.releaseUnheld(steps)); err != nil {
 		t.Fatal(err)
 	}
 	if len(api.unassigned) != 1 || api.unassigned[0] != free {
