@@ -39,8 +39,9 @@ type releaseStep struct {
 // back in service: its Unassign may have been sent by a process that
 // died before saying so. It makes no call: releaseUnheld releases what
 // EC2 no longer holds, and the executor unassigns the rest after the
-// write (act), for the next reconcile to release.
-func decideRelease(cn *ciliumv2.CiliumNode, snap *snapshot.Node, static *staticInputs, drainPrefix netip.Prefix) []releaseStep {
+// write (act), for the next reconcile to release. The entries of kept
+// are left acknowledged: kept for a first placement (poolView.heldFirst).
+func decideRelease(cn *ciliumv2.CiliumNode, snap *snapshot.Node, static *staticInputs, kept map[string]bool, drainPrefix netip.Prefix) []releaseStep {
 	st := &cn.Status.IPAM
 	byENI := map[string][]netip.Addr{}
 	for ip, state := range st.ReleaseIPs {
@@ -59,6 +60,9 @@ func decideRelease(cn *ciliumv2.CiliumNode, snap *snapshot.Node, static *staticI
 			}
 			if entry.Owner != "" || claimedIn(static, addr) {
 				continue // a static address: never unassigned (reconcileStatic)
+			}
+			if kept[ip] {
+				continue // kept for a first placement (keepFirstMarks)
 			}
 			byENI[entry.Resource] = append(byENI[entry.Resource], addr)
 		}

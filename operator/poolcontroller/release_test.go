@@ -121,7 +121,7 @@ func TestAcknowledgedAddressARefusedClaimAsksForIsNotUnassigned(t *testing.T) {
 		static: &staticInputs{claims: map[string]*claims.Claim{
 			"ns/db-2": {Owner: "ns/db-2", Addr: claimed, Invalid: true},
 		}}}}
-	steps := decideRelease(cn, &s.snap, s.static, netip.Prefix{})
+	steps := decideRelease(cn, &s.snap, s.static, nil, netip.Prefix{})
 	if _, err := s.exec().release(context.Background(), s.releaseUnheld(steps)); err != nil {
 		t.Fatal(err)
 	}

@@ -123,8 +123,41 @@ func (s *nodeSync) gatherStatic(ctx context.Context) bool {
 			}
 		}
 	}
+	if !s.readFirstAway(ctx, in) {
+		return false
+	}
 	s.readStaticFacts(ctx, in)
 	s.static = in
+	return true
+}
+
+// readFirstAway reads, from the cache, the claims of the owners of this
+// process's first marks on the node that no longer concern it, and sets
+// in.firstAway to those still waiting for their first placement on
+// another node: no address recorded, not being deleted.
+func (s *nodeSync) readFirstAway(ctx context.Context, in *staticInputs) bool {
+	for _, owner := range in.firstMarks {
+		if c := in.claims[owner]; c != nil {
+			if !c.Release && !c.Addr.IsValid() && c.Target != "" && c.Target != s.cn.Name {
+				in.markAway(owner)
+			}
+			continue
+		}
+		ns, name, ok := strings.Cut(owner, "/")
+		if !ok {
+			continue
+		}
+		obj := &enipamv1alpha1.StaticIPClaim{}
+		if err := s.r.client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, obj); apierrors.IsNotFound(err) {
+			continue
+		} else if err != nil {
+			s.fail(fmt.Errorf("reading static IP claim %s, %w", owner, err), ReasonEC2Error)
+			return false
+		}
+		if c := claims.FromObject(obj); obj.DeletionTimestamp == nil && !c.Addr.IsValid() && c.Target != "" && c.Target != s.cn.Name {
+			in.markAway(owner)
+		}
+	}
 	return true
 }
 

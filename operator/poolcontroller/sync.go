@@ -101,7 +101,7 @@ func (s *nodeSync) run(ctx context.Context) {
 	// others are unassigned after the write, and released by the next
 	// reconcile. Their slots count as releasing meanwhile: the plan
 	// waits for them (Deferred) rather than take a new ENI.
-	s.acts.release = s.releaseUnheld(decideRelease(s.cn, &s.snap, s.static, s.mem.consolidation.drainPrefix))
+	s.acts.release = s.releaseUnheld(decideRelease(s.cn, &s.snap, s.static, s.pool.heldFirst, s.mem.consolidation.drainPrefix))
 
 	plan := s.computePlan()
 	if !s.cfg.IPv4 {
