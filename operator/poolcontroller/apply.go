@@ -19,36 +19,36 @@ import (
 // apply executes a plan step by step; the first failure stops it. Each
 // success is recorded in the inventory at once, so what was done is never
 // asked for again.
-func (s *nodeSync) apply(ctx context.Context, p *pool.Plan) error {
-	r := s.r
+func (x *executor) apply(ctx context.Context, p *pool.Plan) error {
+	r := x.r
 	for _, a := range p.Assign {
-		err := s.assign(ctx, a.ENIID, a.IPs, a.Prefixes)
+		err := x.assign(ctx, a.ENIID, a.IPs, a.Prefixes)
 		// EC2 says a subnet has no room for a /28 in two ways (no aligned
 		// block, or fewer than 16 free addresses): single addresses may
 		// still fit either way, as Cilium's fallback assumes too.
 		if a.Prefixes > 0 && a.FallbackIPs > 0 && errors.Is(err, cloud.ErrSubnetFull) {
-			s.prefixFallback(err)
-			err = s.assign(ctx, a.ENIID, a.FallbackIPs, 0)
+			x.prefixFallback(err)
+			err = x.assign(ctx, a.ENIID, a.FallbackIPs, 0)
 		}
 		if err != nil {
 			return err
 		}
 	}
 	if p.Adopt != nil {
-		if err := s.attach(ctx, p.Adopt.ENIID, p.Adopt.DeviceIndex); err != nil {
+		if err := x.attach(ctx, p.Adopt.ENIID, p.Adopt.DeviceIndex); err != nil {
 			return fmt.Errorf("adopting %s, %w", p.Adopt.ENIID, err)
 		}
-		r.log.Info("adopted unattached ENI", "node", s.cn.Name, "instance", s.instanceID, "eni", p.Adopt.ENIID, "device", p.Adopt.DeviceIndex)
+		r.log.Info("adopted unattached ENI", "node", x.node.Name, "instance", x.instanceID, "eni", p.Adopt.ENIID, "device", p.Adopt.DeviceIndex)
 	}
 	if p.Create != nil {
-		if err := s.create(ctx, p.Create); err != nil {
+		if err := x.create(ctx, p.Create); err != nil {
 			return err
 		}
 	}
 	// A joining node's further ENIs, in the same pass: its status lists
 	// them with the first, and its pool takes them all in one write.
 	for i := range p.More {
-		if err := s.create(ctx, &p.More[i]); err != nil {
+		if err := x.create(ctx, &p.More[i]); err != nil {
 			return err
 		}
 	}
@@ -57,22 +57,22 @@ func (s *nodeSync) apply(ctx context.Context, p *pool.Plan) error {
 
 // create makes a new ENI with its addresses and attaches it at its device
 // index; each step is recorded in the inventory as it succeeds.
-func (s *nodeSync) create(ctx context.Context, c *pool.Create) error {
-	r := s.r
+func (x *executor) create(ctx context.Context, c *pool.Create) error {
+	r := x.r
 	req := cloud.CreateENIRequest{
 		SubnetID:       c.SubnetID,
 		SecurityGroups: c.SecurityGroups,
-		Description:    fmt.Sprintf("enipam: pod IPs of node %s (cluster %s)", s.cn.Name, r.opts.Cluster),
-		Tags:           s.eniTags(),
+		Description:    fmt.Sprintf("enipam: pod IPs of node %s (cluster %s)", x.node.Name, r.opts.Cluster),
+		Tags:           x.eniTags(),
 		SecondaryIPs:   c.IPs,
 		Prefixes:       c.Prefixes,
 	}
-	req.ClientToken = clientToken(s.instanceID, c.DeviceIndex, req)
+	req.ClientToken = clientToken(x.instanceID, c.DeviceIndex, req)
 	eni, err := r.api.CreateENI(ctx, req)
 	if c.Prefixes > 0 && c.FallbackIPs > 0 && errors.Is(err, cloud.ErrSubnetFull) {
-		s.prefixFallback(err)
+		x.prefixFallback(err)
 		req.Prefixes, req.SecondaryIPs = 0, c.FallbackIPs
-		req.ClientToken = clientToken(s.instanceID, c.DeviceIndex, req)
+		req.ClientToken = clientToken(x.instanceID, c.DeviceIndex, req)
 		eni, err = r.api.CreateENI(ctx, req)
 	}
 	if err != nil {
@@ -88,41 +88,41 @@ func (s *nodeSync) create(ctx context.Context, c *pool.Create) error {
 	r.inv.RecordCreated(eni)
 	r.metrics.enisCreated.Inc()
 	r.metrics.ipsAssigned.Add(float64(len(eni.IPs) + pool.IPsPerPrefix*len(eni.Prefixes)))
-	if err := s.attach(ctx, eni.ID, c.DeviceIndex); err != nil {
+	if err := x.attach(ctx, eni.ID, c.DeviceIndex); err != nil {
 		return fmt.Errorf("attaching new ENI %s, %w", eni.ID, err)
 	}
-	r.log.Info("created ENI", "node", s.cn.Name, "instance", s.instanceID, "eni", eni.ID, "subnet", c.SubnetID,
+	r.log.Info("created ENI", "node", x.node.Name, "instance", x.instanceID, "eni", eni.ID, "subnet", c.SubnetID,
 		"device", c.DeviceIndex, "ips", len(eni.IPs), "prefixes", len(eni.Prefixes))
 	return nil
 }
 
-func (s *nodeSync) assign(ctx context.Context, eniID string, ips, prefixes int) error {
-	r := s.r
+func (x *executor) assign(ctx context.Context, eniID string, ips, prefixes int) error {
+	r := x.r
 	var eni *cloud.ENI
-	for i := range s.snap.ENIs {
-		if s.snap.ENIs[i].ID == eniID {
-			eni = &s.snap.ENIs[i]
+	for i := range x.snap.ENIs {
+		if x.snap.ENIs[i].ID == eniID {
+			eni = &x.snap.ENIs[i]
 		}
 	}
 	if eni == nil {
-		return fmt.Errorf("assigning to %s: %w: not an ENI of instance %s", eniID, cloud.ErrNotFound, s.instanceID)
+		return fmt.Errorf("assigning to %s: %w: not an ENI of instance %s", eniID, cloud.ErrNotFound, x.instanceID)
 	}
 	var err error
 	if prefixes > 0 {
 		var got []netip.Prefix
-		perr := s.whileYoung(ctx, eniID, func() (err error) { got, err = r.api.AssignPrefixes(ctx, eniID, prefixes); return err })
+		perr := x.whileYoung(ctx, eniID, func() (err error) { got, err = r.api.AssignPrefixes(ctx, eniID, prefixes); return err })
 		err = perr
 		if perr == nil {
-			got = s.newPrefixes(eni, got)
+			got = x.newPrefixes(eni, got)
 			r.inv.RecordAssigned(eniID, nil, got)
 			r.metrics.ipsAssigned.Add(float64(pool.IPsPerPrefix * len(got)))
 		}
 	} else {
 		var got []netip.Addr
-		aerr := s.whileYoung(ctx, eniID, func() (err error) { got, err = r.api.AssignIPs(ctx, eniID, ips); return err })
+		aerr := x.whileYoung(ctx, eniID, func() (err error) { got, err = r.api.AssignIPs(ctx, eniID, ips); return err })
 		err = aerr
 		if aerr == nil {
-			got = s.newIPs(eni, got)
+			got = x.newIPs(eni, got)
 			r.inv.RecordAssigned(eniID, got, nil)
 			r.metrics.ipsAssigned.Add(float64(len(got)))
 		}
@@ -146,11 +146,11 @@ func (s *nodeSync) assign(ctx context.Context, eniID string, ips, prefixes int) 
 // prefixFallback records that the node's subnet had no free aligned /28:
 // an event says so, and its plans ask for single addresses until the
 // resync interval has passed.
-func (s *nodeSync) prefixFallback(err error) {
-	s.r.events.Eventf(s.cn, nil, "Warning", ReasonPrefixFallback, "Allocate",
+func (x *executor) prefixFallback(err error) {
+	x.r.events.Eventf(x.node, nil, "Warning", ReasonPrefixFallback, "Allocate",
 		"no free /28 prefix in the subnet (%v): single addresses instead", err)
-	s.mem.noPrefixesUntil = s.r.now().Add(s.r.opts.BlockedRetry)
-	s.r.log.Info("prefix delegation falls back to single addresses", "node", s.cn.Name, "error", err)
+	x.mem.noPrefixesUntil = x.r.now().Add(x.r.opts.BlockedRetry)
+	x.r.log.Info("prefix delegation falls back to single addresses", "node", x.node.Name, "error", err)
 }
 
 // youngRetries bounds how often a call about an ENI created moments ago is
@@ -165,14 +165,14 @@ const (
 // answers NotFound about an ENI this operator created within the
 // consistency grace: EC2 does not know it everywhere yet. Anything else
 // is returned at once.
-func (s *nodeSync) whileYoung(ctx context.Context, eniID string, call func() error) error {
+func (x *executor) whileYoung(ctx context.Context, eniID string, call func() error) error {
 	wait := youngBackoff
 	for i := 0; ; i++ {
 		err := call()
-		if err == nil || i == youngRetries || !errors.Is(err, cloud.ErrNotFound) || !s.r.inv.Young(eniID) {
+		if err == nil || i == youngRetries || !errors.Is(err, cloud.ErrNotFound) || !x.r.inv.Young(eniID) {
 			return err
 		}
-		s.r.log.Debug("ENI not visible in EC2 yet; retrying", "node", s.cn.Name, "eni", eniID, "in", wait)
+		x.r.log.Debug("ENI not visible in EC2 yet; retrying", "node", x.node.Name, "eni", eniID, "in", wait)
 		select {
 		case <-ctx.Done():
 			return err
@@ -189,24 +189,24 @@ var errNotYet = &cloud.Error{Action: "consistency", Message: "not visible in EC2
 // newIPs keeps of Assign's answer only addresses that are new to the ENI:
 // never its primary address, never one it already held (some
 // EC2-compatible endpoints answer with every address of the ENI).
-func (s *nodeSync) newIPs(eni *cloud.ENI, got []netip.Addr) []netip.Addr {
+func (x *executor) newIPs(eni *cloud.ENI, got []netip.Addr) []netip.Addr {
 	kept := slices.DeleteFunc(slices.Clone(got), func(ip netip.Addr) bool {
 		return ip == eni.PrimaryIP || eni.HasIP(ip) || !ip.Is4()
 	})
 	if len(kept) != len(got) {
-		s.r.log.Info("EC2's Assign answer named addresses that are not new; ignored", "node", s.cn.Name, "eni", eni.ID,
+		x.r.log.Info("EC2's Assign answer named addresses that are not new; ignored", "node", x.node.Name, "eni", eni.ID,
 			"answered", len(got), "new", len(kept))
 	}
 	return kept
 }
 
 // newPrefixes is newIPs for delegated prefixes.
-func (s *nodeSync) newPrefixes(eni *cloud.ENI, got []netip.Prefix) []netip.Prefix {
+func (x *executor) newPrefixes(eni *cloud.ENI, got []netip.Prefix) []netip.Prefix {
 	kept := slices.DeleteFunc(slices.Clone(got), func(p netip.Prefix) bool {
 		return slices.Contains(eni.Prefixes, p) || p.Bits() != 28 || !p.Addr().Is4()
 	})
 	if len(kept) != len(got) {
-		s.r.log.Info("EC2's Assign answer named prefixes that are not new; ignored", "node", s.cn.Name, "eni", eni.ID,
+		x.r.log.Info("EC2's Assign answer named prefixes that are not new; ignored", "node", x.node.Name, "eni", eni.ID,
 			"answered", len(got), "new", len(kept))
 	}
 	return kept
@@ -221,12 +221,12 @@ const attachGiveUp = 5
 // attach attaches an ENI and makes EC2 delete it with the instance. The
 // ENI stays in flight (never collected) until it is attached, known gone,
 // or given up.
-func (s *nodeSync) attach(ctx context.Context, eniID string, index int) error {
-	r := s.r
+func (x *executor) attach(ctx context.Context, eniID string, index int) error {
+	r := x.r
 	r.inv.MarkInFlight(eniID)
 	var attachment string
-	err := s.whileYoung(ctx, eniID, func() (err error) {
-		attachment, err = r.api.AttachENI(ctx, eniID, s.instanceID, index)
+	err := x.whileYoung(ctx, eniID, func() (err error) {
+		attachment, err = r.api.AttachENI(ctx, eniID, x.instanceID, index)
 		return err
 	})
 	switch {
@@ -242,16 +242,16 @@ func (s *nodeSync) attach(ctx context.Context, eniID string, index int) error {
 		// not show yet (attached by an earlier life of this operator just
 		// before it died): look the instance up again, so the next plan
 		// adopts that ENI instead of colliding with it.
-		if rerr := r.inv.RefreshInstance(ctx, s.instanceID); rerr != nil {
-			r.log.Info("looking the instance up after a refused attach failed", "node", s.cn.Name, "instance", s.instanceID, "error", rerr)
+		if rerr := r.inv.RefreshInstance(ctx, x.instanceID); rerr != nil {
+			r.log.Info("looking the instance up after a refused attach failed", "node", x.node.Name, "instance", x.instanceID, "error", rerr)
 		}
-		return s.attachFailed(ctx, eniID, err)
+		return x.attachFailed(ctx, eniID, err)
 	default:
-		return s.attachFailed(ctx, eniID, err)
+		return x.attachFailed(ctx, eniID, err)
 	}
-	r.inv.RecordAttached(eniID, s.instanceID, index, attachment)
+	r.inv.RecordAttached(eniID, x.instanceID, index, attachment)
 	r.inv.ClearInFlight(eniID)
-	if err := s.whileYoung(ctx, eniID, func() error { return r.api.SetDeleteOnTermination(ctx, eniID, attachment) }); err != nil {
+	if err := x.whileYoung(ctx, eniID, func() error { return r.api.SetDeleteOnTermination(ctx, eniID, attachment) }); err != nil {
 		// The ENI works; the flag is repaired on a later reconcile.
 		return fmt.Errorf("setting delete-on-termination on %s, %w", eniID, err)
 	}
@@ -263,8 +263,8 @@ func (s *nodeSync) attach(ctx context.Context, eniID string, index int) error {
 // attachGiveUp refusals the ENI is given up: deleted by the pool
 // controller itself, and only then no longer in flight. A delete that
 // fails keeps the mark; the next refused attach tries again.
-func (s *nodeSync) attachFailed(ctx context.Context, eniID string, err error) error {
-	r := s.r
+func (x *executor) attachFailed(ctx context.Context, eniID string, err error) error {
+	r := x.r
 	failures := r.inv.AttachFailed(eniID)
 	if failures < attachGiveUp {
 		return err
@@ -273,11 +273,11 @@ func (s *nodeSync) attachFailed(ctx context.Context, eniID string, err error) er
 	case derr == nil, errors.Is(derr, cloud.ErrNotFound) && !r.inv.Young(eniID):
 		r.inv.RecordDeleted(eniID)
 		r.inv.ClearInFlight(eniID)
-		r.log.Info("gave up attaching an ENI; deleted it", "node", s.cn.Name, "instance", s.instanceID, "eni", eniID,
+		r.log.Info("gave up attaching an ENI; deleted it", "node", x.node.Name, "instance", x.instanceID, "eni", eniID,
 			"failures", failures, "error", err)
 		return fmt.Errorf("gave up attaching %s after %d failures (deleted; a new ENI is planned), %w", eniID, failures, err)
 	default:
-		r.log.Info("gave up attaching an ENI; deleting it failed", "node", s.cn.Name, "instance", s.instanceID, "eni", eniID,
+		r.log.Info("gave up attaching an ENI; deleting it failed", "node", x.node.Name, "instance", x.instanceID, "eni", eniID,
 			"failures", failures, "error", derr)
 		return err
 	}
@@ -285,16 +285,16 @@ func (s *nodeSync) attachFailed(ctx context.Context, eniID string, err error) er
 
 // eniTags are the tags of a new ENI: the policy's, then enipam's own
 // (which win).
-func (s *nodeSync) eniTags() map[string]string {
-	tags := maps.Clone(s.cfg.Tags)
+func (x *executor) eniTags() map[string]string {
+	tags := maps.Clone(x.tags)
 	if tags == nil {
 		tags = map[string]string{}
 	}
-	tags[cloud.TagCluster] = s.r.opts.Cluster
-	tags[cloud.TagInstance] = s.instanceID
+	tags[cloud.TagCluster] = x.r.opts.Cluster
+	tags[cloud.TagInstance] = x.instanceID
 	tags[cloud.TagManagedBy] = cloud.ManagedBy
-	tags[TagNode] = s.cn.Name
-	tags[cloud.TagCreatedAt] = s.r.now().UTC().Format(createdAtLayout)
+	tags[TagNode] = x.node.Name
+	tags[cloud.TagCreatedAt] = x.r.now().UTC().Format(createdAtLayout)
 	return tags
 }
 

@@ -431,7 +431,9 @@ func (s *nodeSync) markDrainingENI() {
 
 // outstandingRelease counts the addresses marked or acknowledged but not
 // released yet, apart from the drained prefix's (held until all 16 are
-// acknowledged, they must not stop other releases).
+// acknowledged, they must not stop other releases) and those kept for a
+// first placement (poolView.heldFirst, kept as long as their claim
+// waits).
 func (s *nodeSync) outstandingRelease() int {
 	n := 0
 	for key, st := range s.cn.Status.IPAM.ReleaseIPs {
@@ -442,6 +444,9 @@ func (s *nodeSync) outstandingRelease() int {
 			continue // the IPv6 window's release never waits on EC2
 		}
 		if d := s.snap.Draining; d != "" && s.cn.Spec.IPAM.Pool[key].Resource == d {
+			continue
+		}
+		if s.pool != nil && s.pool.heldFirst[key] {
 			continue
 		}
 		n++

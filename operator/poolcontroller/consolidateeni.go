@@ -2,7 +2,6 @@ package poolcontroller
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -12,11 +11,29 @@ import (
 	"github.com/enipam/enipam/operator/snapshot"
 )
 
-// consolidateENIs detaches a secondary ENI left without addresses for the
-// delay, and deletes the one detached once EC2 shows it available: read,
-// then decide, then execute.
+// consolidateENIs decides whether to detach a secondary ENI left without
+// addresses for the delay, or to delete the one detached once EC2 shows
+// it available: read, then decide, then record what needs no call; the
+// call, if any, is left to the executor (act, executeConsolidation).
 func (s *nodeSync) consolidateENIs(ctx context.Context) {
-	s.executeConsolidation(ctx, decideConsolidation(s.readConsolidation(ctx)))
+	step := decideConsolidation(s.readConsolidation(ctx))
+	c := &s.mem.consolidation
+	if step.keep {
+		if len(step.emptySince) == 0 {
+			clear(c.emptySince)
+		} else {
+			c.emptySince = step.emptySince
+		}
+	}
+	if step.wait > 0 {
+		s.requeueWithin(step.wait)
+	}
+	switch {
+	case step.detach != nil, step.redetach != nil, step.deleteENI != "":
+		s.acts.consolidation = &step
+	case step.finished:
+		s.finishConsolidation()
+	}
 }
 
 // consolidationFacts is what the consolidation of a node's ENIs decides
@@ -74,7 +91,7 @@ func (s *nodeSync) readConsolidation(ctx context.Context) consolidationFacts {
 	c := s.mem.consolidation
 	f := consolidationFacts{on: s.consolidating(), mem: c, now: s.r.now(), cluster: s.r.opts.Cluster}
 	if c.detaching != "" {
-		if f.readErr = s.r.inv.RefreshENIs(ctx, []string{c.detaching}); f.readErr == nil {
+		if f.readErr = s.exec().describeENIs(ctx, []string{c.detaching}); f.readErr == nil {
 			f.detached, f.detachedKnown = s.r.inv.ENI(c.detaching)
 		}
 		return f
@@ -174,51 +191,45 @@ func decideConsolidation(f consolidationFacts) consolidationStep {
 // inventory and in consolidation's memory, and says when to look again.
 func (s *nodeSync) executeConsolidation(ctx context.Context, step consolidationStep) {
 	c := &s.mem.consolidation
-	if step.keep {
-		if len(step.emptySince) == 0 {
-			clear(c.emptySince)
-		} else {
-			c.emptySince = step.emptySince
-		}
-	}
-	if step.wait > 0 {
-		s.requeueWithin(step.wait)
-	}
 	now := s.r.now()
 	switch {
 	case step.detach != nil:
 		eni := step.detach
-		if err := s.r.api.DetachENI(ctx, eni.AttachmentID); err != nil && !errors.Is(err, cloud.ErrNotFound) {
+		if err := s.exec().detach(ctx, eni); err != nil {
 			s.r.log.Info("detaching an emptied ENI failed; retrying", "node", s.cn.Name, "eni", eni.ID, "error", err)
 			s.requeueWithin(s.r.retryAfter(0))
 			return
 		}
-		s.r.inv.RecordDetaching(eni.ID)
 		delete(c.emptySince, eni.ID)
 		c.detaching, c.detachedAt = eni.ID, now
 		s.r.log.Info("detaching an emptied ENI", "node", s.cn.Name, "instance", s.instanceID, "eni", eni.ID, "device", eni.DeviceIndex)
 		s.requeueWithin(detachRetry)
 		return
 	case step.redetach != nil:
-		if err := s.r.api.DetachENI(ctx, step.redetach.AttachmentID); err == nil {
-			s.r.inv.RecordDetaching(step.redetach.ID)
+		if err := s.exec().detach(ctx, step.redetach); err == nil {
 			c.detachedAt = now
 		}
 		return
 	case step.deleteENI != "":
-		if err := s.r.api.DeleteENI(ctx, step.deleteENI); err != nil && !errors.Is(err, cloud.ErrNotFound) {
+		if err := s.exec().deleteDetached(ctx, step.deleteENI); err != nil {
 			s.r.log.Info("deleting a detached ENI failed; retrying", "node", s.cn.Name, "eni", step.deleteENI, "error", err)
 			s.requeueWithin(s.r.retryAfter(0))
 			return
 		}
-		s.r.inv.RecordDeleted(step.deleteENI)
 	}
 	if step.finished {
-		id := c.detaching
-		c.detaching = ""
-		s.r.metrics.consolidations.WithLabelValues("eni").Inc()
-		s.r.events.Eventf(s.cn, nil, "Normal", ReasonENIConsolidated, "Consolidate",
-			"%s", fmt.Sprintf("ENI %s held no address for %s: detached and deleted", id, s.cfg.Consolidation.Delay))
-		s.r.log.Info("emptied ENI deleted", "node", s.cn.Name, "instance", s.instanceID, "eni", id)
+		s.finishConsolidation()
 	}
+}
+
+// finishConsolidation records that the detached ENI is gone:
+// consolidation of it is over.
+func (s *nodeSync) finishConsolidation() {
+	c := &s.mem.consolidation
+	id := c.detaching
+	c.detaching = ""
+	s.r.metrics.consolidations.WithLabelValues("eni").Inc()
+	s.r.events.Eventf(s.cn, nil, "Normal", ReasonENIConsolidated, "Consolidate",
+		"%s", fmt.Sprintf("ENI %s held no address for %s: detached and deleted", id, s.cfg.Consolidation.Delay))
+	s.r.log.Info("emptied ENI deleted", "node", s.cn.Name, "instance", s.instanceID, "eni", id)
 }

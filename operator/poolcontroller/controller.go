@@ -36,14 +36,20 @@
 // known), read the NodeRouting and its agent's report, the claims that
 // concern the node and the facts about them (statefacts.go: their pods,
 // the pools listing their addresses, where EC2 has them), all into plain
-// values; derive the pool and the static addresses from them without a
-// call (poolView.reconcile, reconcileStatic, decideRelease, pool.Compute)
-// and execute what they decided; then write the CiliumNode's status, then
-// its spec — each once, and only when it changed — with merge patches
-// that touch only the operator's fields, so the agent's concurrent writes
-// are never lost or conflicted, and the NodeRouting's spec once
-// (writeRouting). Nothing of the operator's is kept in the CiliumNode's
-// metadata, which Cilium's agent rewrites on every start.
+// values; derive the pool, the static addresses and the EC2 actions from
+// them without a call (poolView.reconcile, reconcileStatic,
+// decideRelease, decideWindow6, pool.Compute); then write the
+// CiliumNode's status, then its spec — each once, and only when it
+// changed — with merge patches that touch only the operator's fields, so
+// the agent's concurrent writes are never lost or conflicted, and the
+// NodeRouting's spec once (writeRouting); only then the executor
+// (executor.go, act.go) makes the EC2 calls and records them in the
+// inventory, and when they changed what EC2 holds for the pool the node
+// is looked at again at once: that reconcile writes what they produced.
+// The static addresses' placements and the node's Elastic IP still run
+// while deciding, their steps in the order their handshakes need.
+// Nothing of the operator's is kept in the CiliumNode's metadata, which
+// Cilium's agent rewrites on every start.
 package poolcontroller
 
 import (
@@ -202,6 +208,13 @@ type memory struct {
 	consolidation consolidationMemory
 	// window6: the IPv6 window's memory (ipv6sync.go).
 	window6 window6Memory
+	// actErr is why the node's last actions failed, actFailures how many
+	// times in a row they did (act.go).
+	actErr      error
+	actFailures int
+	// quickRuns counts the reconciles in a row requeued at once after
+	// acting without a write of the CiliumNode (act.go).
+	quickRuns int
 }
 
 // repair is the backoff of a repair that did not stick.
@@ -269,36 +282,33 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	s := r.newSync(ctx, cn, policies.Items)
 	s.run(ctx)
 	r.needs.set(cn.Name, s.opErr == nil && s.pool != nil && s.need().empty())
-	if s.writeErr != nil {
-		// The NodeRouting's spec is the agent's to act on whatever became
-		// of the CiliumNode's write.
-		if err := s.writeRouting(ctx); err != nil && !apierrors.IsNotFound(err) {
-			r.log.Info("writing the NodeRouting failed", "node", cn.Name, "error", err)
-		}
-		if apierrors.IsNotFound(s.writeErr) {
-			return ctrl.Result{}, nil
-		}
-		return ctrl.Result{}, s.writeErr
-	}
-	if s.turnedAway && !s.poolChanged() {
-		// The node comes back as a slot frees: what this reconcile
-		// would write of the CiliumNode (the instance's details, no
-		// address) and of the capacity is written then, once, with the
-		// ENI.
-		if err := s.writeRouting(ctx); err != nil && !apierrors.IsNotFound(err) {
+	if (!s.turnedAway || s.poolChanged()) && !s.writeWaits() {
+		// Written before any EC2 call: what the reconcile decided never
+		// waits behind EC2's buckets. A node turned away from EC2 (every
+		// slot taken) with no change to its pool comes back as a slot
+		// frees, and one whose calls are about to change what EC2 holds
+		// for it comes back at once (writeWaits): what this reconcile
+		// would write of the CiliumNode (the instance's details, the ENIs
+		// listed) and of the capacity is written then, once, with what
+		// the calls produced.
+		if err := s.write(ctx); err != nil {
+			s.dropActions()
+			// The NodeRouting's spec is the agent's to act on whatever
+			// became of the CiliumNode's write.
+			if err := s.writeRouting(ctx); err != nil && !apierrors.IsNotFound(err) {
+				r.log.Info("writing the NodeRouting failed", "node", cn.Name, "error", err)
+			}
+			if apierrors.IsNotFound(err) {
+				return ctrl.Result{}, nil
+			}
 			return ctrl.Result{}, err
 		}
-		return s.result(), nil
+		s.decideCapacity()
 	}
-	if err := s.write(ctx); err != nil {
-		if apierrors.IsNotFound(err) {
-			return ctrl.Result{}, nil
-		}
-		return ctrl.Result{}, err
-	}
-	s.decideCapacity()
-	if err := s.writeRouting(ctx); err != nil && !apierrors.IsNotFound(err) {
-		return ctrl.Result{}, err
+	routingErr := s.writeRouting(ctx)
+	s.act(ctx)
+	if routingErr != nil && !apierrors.IsNotFound(routingErr) {
+		return ctrl.Result{}, routingErr
 	}
 	return s.result(), nil
 }

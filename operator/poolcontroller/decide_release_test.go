@@ -88,7 +88,7 @@ func TestDecideRelease(t *testing.T) {
 				static = nil
 			}
 			before := cn.DeepCopy()
-			steps := decideRelease(cn, snap, static, tc.drain)
+			steps := decideRelease(cn, snap, static, nil, tc.drain)
 
 			var got []string
 			for _, s := range steps {

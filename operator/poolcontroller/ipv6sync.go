@@ -2,13 +2,10 @@ package poolcontroller
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
 	"time"
-
-	"github.com/enipam/enipam/operator/cloud"
 )
 
 // window6Memory is what the IPv6 window keeps between reconciles of a
@@ -54,15 +51,15 @@ func (s *nodeSync) readWindow6() *window6Inputs {
 	return in
 }
 
-// syncWindow6 decides the node's IPv6 window and carries it out: the /80
-// asked for or given back, the node told why it gets no IPv6, and the
-// window's excess marked once it lasted a release delay. Nothing of it
-// touches the node's IPv4, and no failure of it fails the node. False
-// when the write it makes ahead of its EC2 call failed (s.writeErr; the
-// reconcile stops there).
-func (s *nodeSync) syncWindow6(ctx context.Context) bool {
+// syncWindow6 decides the node's IPv6 window: the window's addresses in
+// the desired pool, the /80 to ask for or to give back and the describe
+// that confirms one (s.acts, carried out after the write), the node told
+// why it gets no IPv6, and the window's excess marked once it lasted a
+// release delay. Nothing of it touches the node's IPv4, and no failure
+// of it fails the node.
+func (s *nodeSync) syncWindow6() {
 	if !s.cfg.IPv6 && len(s.mem.window6.windowed) == 0 && !s.hasIPv6Entries() {
-		return true
+		return
 	}
 	in := s.readWindow6()
 	d := decideWindow6(s.cn, in)
@@ -71,25 +68,19 @@ func (s *nodeSync) syncWindow6(ctx context.Context) bool {
 		s.r.log.Info("IPv6 window follows the pool", "node", s.cn.Name, "added", d.added, "released", d.released, "marked", d.marked,
 			"available", d.available, "used", d.used)
 	}
-	problem := d.problem
 	if d.assign != "" {
-		// Addresses ready for the pool never wait behind an EC2 call
-		// (writePoolFirst): the /80's may wait in EC2's bucket.
-		if !s.writePoolFirst(ctx) {
-			return false
-		}
-		problem = s.assignWindowPrefix(ctx, d.assign)
+		// Why the node gets no IPv6 is told once EC2 answered (act).
+		s.acts.window6Assign = d.assign
+	} else {
+		s.tellIPv6Problem(d.problem)
 	}
 	if len(d.unassign) > 0 {
-		s.unassignWindowPrefixes(ctx, in.primary.ID, d.unassign)
+		s.acts.window6Unassign = window6Return{eniID: in.primary.ID, prefixes: d.unassign}
 	}
-	s.tellIPv6Problem(problem)
 	if d.untrusted && !s.r.now().Before(s.r.inv.TrustFrom()) {
 		// A /80 shown by a describe older than this process's grace: one
-		// by ID now confirms it (verifyUnpooled does so for IPv4).
-		if err := s.r.inv.RefreshENIs(ctx, []string{in.primary.ID}); err != nil {
-			s.r.log.Info("describing the primary ENI to confirm its /80 failed; retrying", "node", s.cn.Name, "eni", in.primary.ID, "error", err)
-		}
+		// by ID confirms it (verifyUnpooled does so for IPv4).
+		s.acts.window6Describe = in.primary.ID
 	}
 	if d.awaiting || d.assign != "" {
 		// The /80 waits for the agent's report (its NodeRouting's
@@ -97,7 +88,6 @@ func (s *nodeSync) syncWindow6(ctx context.Context) bool {
 		s.requeueWithin(time.Second)
 	}
 	s.markWindow6Excess(in)
-	return true
 }
 
 // hasIPv6Entries reports whether the node's pool, use or handshake
@@ -108,35 +98,30 @@ func (s *nodeSync) hasIPv6Entries() bool {
 	return found
 }
 
-// assignWindowPrefix asks EC2 for one /80 on the ENI and records it;
-// it returns why the node gets no IPv6 when EC2 refuses.
+// assignWindowPrefix has the executor ask EC2 for one /80 on the ENI;
+// the window's memory takes it. It returns why the node gets no IPv6
+// when EC2 refuses.
 func (s *nodeSync) assignWindowPrefix(ctx context.Context, eniID string) error {
-	got, err := s.r.api.AssignIPv6Prefixes(ctx, eniID, 1)
-	if err != nil {
-		if errors.Is(err, cloud.ErrInvalid) || errors.Is(err, cloud.ErrIPLimit) {
-			return fmt.Errorf("%w: %w", errIPv6PrefixLost, err)
-		}
-		s.r.log.Info("asking for an IPv6 /80 failed; retrying", "node", s.cn.Name, "eni", eniID, "error", err)
+	got, retry, problem := s.exec().assignWindowPrefix(ctx, eniID)
+	if retry {
 		s.requeueWithin(s.r.retryAfter(s.mem.failures))
-		return nil
 	}
-	s.r.inv.RecordAssignedIPv6Prefixes(eniID, got)
+	if len(got) == 0 {
+		return problem
+	}
+	// The next reconcile (at once: act) lists the /80 in the status.
 	s.mem.window6.windowed = append(s.mem.window6.windowed, got...)
-	s.r.log.Info("assigned an IPv6 /80 for the window", "node", s.cn.Name, "eni", eniID, "prefixes", got)
-	s.snapshot(ctx)
 	return nil
 }
 
-// unassignWindowPrefixes gives back the window's idle /80s.
+// unassignWindowPrefixes has the executor give back the window's idle
+// /80s; the window's memory forgets them.
 func (s *nodeSync) unassignWindowPrefixes(ctx context.Context, eniID string, prefixes []netip.Prefix) {
-	if err := s.r.api.UnassignIPv6Prefixes(ctx, eniID, prefixes); err != nil && !errors.Is(err, cloud.ErrNotFound) {
-		s.r.log.Info("giving back IPv6 /80s failed; retrying", "node", s.cn.Name, "eni", eniID, "error", err)
+	if !s.exec().unassignWindowPrefixes(ctx, eniID, prefixes) {
 		s.requeueWithin(s.r.retryAfter(s.mem.failures))
 		return
 	}
-	s.r.inv.RecordUnassignedIPv6Prefixes(eniID, prefixes)
 	s.mem.window6.windowed = slices.DeleteFunc(s.mem.window6.windowed, func(p netip.Prefix) bool { return slices.Contains(prefixes, p) })
-	s.r.log.Info("gave back the IPv6 window's /80s", "node", s.cn.Name, "eni", eniID, "prefixes", prefixes)
 }
 
 // tellIPv6Problem records why the node gets no IPv6 (nil: it does), with

@@ -245,6 +245,14 @@ func slotsFor(workers int) int {
 	return workers - max(workers/10, 1)
 }
 
+// open reports whether a slot is free now (acquire may still find none
+// a moment later).
+func (s *slots) open() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.free > 0
+}
+
 // acquire takes a slot for node, or records it as waiting (with the
 // priority it is to be woken with) and returns false.
 func (s *slots) acquire(node string, priority int) bool {

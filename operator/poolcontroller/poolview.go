@@ -39,6 +39,10 @@ type poolView struct {
 	// be stamped on them once the agent acknowledges (reconcileStatic):
 	// abortRelease leaves them marked.
 	claimMarks map[string]bool
+	// heldFirst are the acknowledged entries kept for a first placement
+	// whose claim is asked onto another node for now (keepFirstMarks):
+	// never unassigned, and their slots not counted as coming back.
+	heldFirst map[string]bool
 }
 
 // poolInputs are the facts a node's pool is derived from, besides the
@@ -268,6 +272,15 @@ func (v *poolView) keepMark(ip string) {
 	v.claimMarks[ip] = true
 }
 
+// holdFirst keeps the acknowledged entry ip for a first placement
+// (heldFirst).
+func (v *poolView) holdFirst(ip string) {
+	if v.heldFirst == nil {
+		v.heldFirst = map[string]bool{}
+	}
+	v.heldFirst[ip] = true
+}
+
 // inHandshake reports whether ip has any release-ips entry.
 func (v *poolView) inHandshake(ip string) bool {
 	_, ok := v.cn.Status.IPAM.ReleaseIPs[ip]
@@ -285,7 +298,7 @@ func (v *poolView) releasing(snap *snapshot.Node, cfg *pool.Config) int {
 		if state != ipamoption.IPAMReadyForRelease && state != ipamoption.IPAMReleased {
 			continue
 		}
-		if v.cn.Spec.IPAM.Pool[ip].Owner != "" {
+		if v.cn.Spec.IPAM.Pool[ip].Owner != "" || v.heldFirst[ip] {
 			continue
 		}
 		addr, err := netip.ParseAddr(ip)

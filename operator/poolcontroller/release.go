@@ -1,9 +1,6 @@
 package poolcontroller
 
 import (
-	"context"
-	"errors"
-	"fmt"
 	"maps"
 	"net/netip"
 	"slices"
@@ -33,15 +30,18 @@ type releaseStep struct {
 // decideRelease decides how the handshake completes for the IPs the
 // agent acknowledged, whatever the node needs now: unassign them in EC2
 // (those EC2 still shows on their ENI; an address that moved elsewhere
-// is never unassigned from there), then set released and drop them from
-// the pool (status is written before spec, so the agent sees released
-// while the IP is still listed, and deletes the entry once it is gone; a
-// spec write lost after that is repaired by poolView.reconcile). IPs the
-// agent refused are forgotten, in the desired status cn. An acknowledged
-// IP is never put back in service: its Unassign may have been sent by a
-// process that died before saying so. It makes no call; executeRelease
-// carries the steps out.
-func decideRelease(cn *ciliumv2.CiliumNode, snap *snapshot.Node, static *staticInputs, drainPrefix netip.Prefix) []releaseStep {
+// is never unassigned from there), then, once EC2 no longer shows them
+// on their ENI, set released and drop them from the pool (status is
+// written before spec, so the agent sees released while the IP is still
+// listed, and deletes the entry once it is gone; a spec write lost after
+// that is repaired by poolView.reconcile). IPs the agent refused are
+// forgotten, in the desired status cn. An acknowledged IP is never put
+// back in service: its Unassign may have been sent by a process that
+// died before saying so. It makes no call: releaseUnheld releases what
+// EC2 no longer holds, and the executor unassigns the rest after the
+// write (act), for the next reconcile to release. The entries of kept
+// are left acknowledged: kept for a first placement (poolView.heldFirst).
+func decideRelease(cn *ciliumv2.CiliumNode, snap *snapshot.Node, static *staticInputs, kept map[string]bool, drainPrefix netip.Prefix) []releaseStep {
 	st := &cn.Status.IPAM
 	byENI := map[string][]netip.Addr{}
 	for ip, state := range st.ReleaseIPs {
@@ -60,6 +60,9 @@ func decideRelease(cn *ciliumv2.CiliumNode, snap *snapshot.Node, static *staticI
 			}
 			if entry.Owner != "" || claimedIn(static, addr) {
 				continue // a static address: never unassigned (reconcileStatic)
+			}
+			if kept[ip] {
+				continue // kept for a first placement (keepFirstMarks)
 			}
 			byENI[entry.Resource] = append(byENI[entry.Resource], addr)
 		}
@@ -130,44 +133,6 @@ func wholePrefixes(cn *ciliumv2.CiliumNode, snap *snapshot.Node, eniID string, i
 		}
 	}
 	return singles, whole, members
-}
-
-// executeRelease makes the Unassigns of the release steps, records each
-// success in the inventory, and completes the handshake of what was
-// unassigned (released). A failed Unassign leaves its addresses
-// acknowledged, retried with the node.
-func (s *nodeSync) executeRelease(ctx context.Context, steps []releaseStep) error {
-	var errs []error
-	for _, step := range steps {
-		if len(step.prefixes) > 0 {
-			err := s.r.api.UnassignPrefixes(ctx, step.eniID, step.prefixes)
-			if err != nil && !errors.Is(err, cloud.ErrNotFound) {
-				errs = append(errs, fmt.Errorf("releasing %d prefixes of %s, %w", len(step.prefixes), step.eniID, err))
-			} else {
-				s.r.inv.RecordUnassignedPrefixes(step.eniID, step.prefixes)
-				s.r.metrics.ipsReleased.Add(float64(pool.IPsPerPrefix * len(step.prefixes)))
-				s.released(step.members)
-				s.r.log.Info("released prefixes", "node", s.cn.Name, "eni", step.eniID, "prefixes", len(step.prefixes))
-			}
-		}
-		if len(step.ips) == 0 {
-			continue
-		}
-		// A stale read may show IPs this operator already unassigned; the
-		// inventory knows, and no call is made for them.
-		if len(step.held) == 0 {
-			s.released(step.ips)
-			continue
-		}
-		if err := s.r.api.UnassignIPs(ctx, step.eniID, step.held); err != nil && !errors.Is(err, cloud.ErrNotFound) {
-			errs = append(errs, fmt.Errorf("releasing %d IPs of %s, %w", len(step.ips), step.eniID, err))
-			continue
-		}
-		s.r.inv.RecordUnassigned(step.eniID, step.ips)
-		s.r.metrics.ipsReleased.Add(float64(len(step.ips)))
-		s.released(step.ips)
-	}
-	return errors.Join(errs...)
 }
 
 // claimed reports whether a claim that is not being released names ip

@@ -121,8 +121,8 @@ func TestAcknowledgedAddressARefusedClaimAsksForIsNotUnassigned(t *testing.T) {
 		static: &staticInputs{claims: map[string]*claims.Claim{
 			"ns/db-2": {Owner: "ns/db-2", Addr: claimed, Invalid: true},
 		}}}}
-	steps := decideRelease(cn, &s.snap, s.static, netip.Prefix{})
-	if err := s.executeRelease(context.Background(), steps); err != nil {
+	steps := decideRelease(cn, &s.snap, s.static, nil, netip.Prefix{})
+	if _, err := s.exec().release(context.Background(), s.releaseUnheld(steps)); err != nil {
 		t.Fatal(err)
 	}
 	if len(api.unassigned) != 1 || api.unassigned[0] != free {

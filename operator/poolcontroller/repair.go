@@ -52,7 +52,7 @@ func (s *nodeSync) executeRepairs(ctx context.Context, d repairs) {
 	}
 	now := s.r.now()
 	for _, step := range d.due {
-		err := s.r.api.SetDeleteOnTermination(ctx, step.eniID, step.attachmentID)
+		err := s.exec().setDeleteOnTermination(ctx, step)
 		rep := s.mem.repairs[step.eniID]
 		rep.failures++
 		rep.next = now.Add(s.r.retryAfter(rep.failures))

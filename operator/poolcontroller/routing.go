@@ -145,24 +145,6 @@ func (s *nodeSync) ownReport(nr *enipamv1alpha1.NodeRouting) routedFunc {
 	return own.Routed()
 }
 
-// rereadReport takes the agent's report again, from the cache, after the
-// reconcile's EC2 calls: addresses of an earlier allocation that the
-// agent reported routed while the calls were made enter the pool in this
-// reconcile's write, not a reconcile later. In a burst a node's second
-// Assign takes about a second under load, and the first batch's report
-// arrives meanwhile; its pods' CNI calls come a second after they are
-// bound. Only the report changes: the spec written stays the one read.
-func (s *nodeSync) rereadReport(ctx context.Context) {
-	if s.routing == nil {
-		return
-	}
-	nr := &enipamv1alpha1.NodeRouting{}
-	if err := s.r.client.Get(ctx, types.NamespacedName{Name: s.cn.Name}, nr); err != nil || nr.UID != s.routing.UID {
-		return
-	}
-	s.routed = s.ownReport(nr)
-}
-
 // ownedBy reports whether nr names this CiliumNode (its UID, not only
 // its name) as an owner.
 func ownedBy(nr *enipamv1alpha1.NodeRouting, cn *ciliumv2.CiliumNode) bool {

@@ -6,11 +6,10 @@ import (
 	"log/slog"
 	"net/netip"
 	"testing"
+	"time"
 
 	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
 	"github.com/enipam/enipam/operator/cloud"
@@ -19,38 +18,37 @@ import (
 
 // TestReportArrivingDuringTheCallsIsTakenAfterThem: in a burst, a node's
 // first batch of addresses is reported routed by its agent while the
-// reconcile that follows makes its own Assign. The report read as the
-// reconcile began showed none of them; read again after the calls, it
-// shows the batch routed, so this reconcile's write pools it. A
-// NodeRouting replaced meanwhile (another UID) is not taken.
+// reconcile that follows makes its own EC2 calls. The reconcile writes
+// the CiliumNode before its calls, so the report cannot enter that
+// write; a reconcile whose calls changed what EC2 holds for the node is
+// looked at again at once (actedRequeue), not on a resync, and that
+// reconcile reads the report as it begins: the batch is pooled a
+// reconcile later, not a resync later.
 func TestReportArrivingDuringTheCallsIsTakenAfterThem(t *testing.T) {
-	scheme := runtime.NewScheme()
-	if err := enipamv1alpha1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
 	batch := netip.MustParseAddr("10.0.1.20")
-	nr := &enipamv1alpha1.NodeRouting{ObjectMeta: metav1.ObjectMeta{Name: "n1", UID: "uid-1"}}
-	nr.Status.ENIs = []enipamv1alpha1.RoutedENI{{ID: "eni-0", Number: 0, IPs: []string{batch.String()}}}
-	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(nr).WithStatusSubresource(nr).Build()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	r := &Reconciler{client: c, log: log, nodes: map[string]*memory{}}
-	read := nr.DeepCopy()
-	read.Status.ENIs = nil // as the reconcile began: nothing routed yet
-	s := newReadSync(r, read)
+	r := &Reconciler{log: log, nodes: map[string]*memory{}, now: time.Now}
+	nr := &enipamv1alpha1.NodeRouting{ObjectMeta: metav1.ObjectMeta{Name: "n1", UID: "uid-1"}}
+	s := newReadSync(r, nr) // as the reconcile began: nothing routed yet
 	if s.routed != nil && s.routed("eni-0", batch) {
 		t.Fatal("scenario: the batch is routed before the report arrived")
 	}
-
-	s.rereadReport(context.Background())
-	if s.routed == nil || !s.routed("eni-0", batch) {
-		t.Error("the report that arrived during the calls is not taken: the batch waits for another reconcile")
+	// The reconcile's calls: an acknowledged address EC2 no longer
+	// holds on its ENI completes its handshake (what the calls change
+	// for the pool), with no call to make.
+	s.acts.release = []releaseStep{{eniID: "eni-0", ips: []netip.Addr{netip.MustParseAddr("10.0.1.30")}}}
+	s.act(context.Background())
+	if s.requeue <= 0 || s.requeue > actedRequeue {
+		t.Fatalf("a reconcile whose calls changed what EC2 holds is requeued after %v, not at once: the report that arrived during them waits for that", s.requeue)
 	}
 
-	replaced := newReadSync(r, read)
-	replaced.routing.UID = "uid-old"
-	replaced.rereadReport(context.Background())
-	if replaced.routed != nil && replaced.routed("eni-0", batch) {
-		t.Error("the report of a NodeRouting replaced meanwhile is taken")
+	// The agent reported the batch during the calls; the next reconcile
+	// reads the NodeRouting as it begins.
+	arrived := nr.DeepCopy()
+	arrived.Status.ENIs = []enipamv1alpha1.RoutedENI{{ID: "eni-0", Number: 0, IPs: []string{batch.String()}}}
+	next := newReadSync(r, arrived)
+	if next.routed == nil || !next.routed("eni-0", batch) {
+		t.Error("the reconcile after the calls does not take the report that arrived during them")
 	}
 }
 

@@ -117,6 +117,11 @@ type staticInputs struct {
 	// each was marked for (placeFirst). Kept in memory only: lost with
 	// the process, they are ordinary entries in the handshake.
 	firstMarks map[string]string
+	// firstAway are the owners of those marks whose claim still waits
+	// for its first placement, asked onto another node for now
+	// (kube-scheduler's bind retries move a pending pod's claim between
+	// nodes): an acknowledged mark of theirs is kept for them (keepFirstMarks).
+	firstAway map[string]bool
 }
 
 // staticOutcome is what the pass decided beyond the pool edits.
@@ -179,6 +184,13 @@ func (o *staticOutcome) note(owner, reason, format string, args ...any) {
 		o.notes = map[string]placementNote{}
 	}
 	o.notes[owner] = placementNote{Reason: reason, Message: fmt.Sprintf(format, args...)}
+}
+
+func (in *staticInputs) markAway(owner string) {
+	if in.firstAway == nil {
+		in.firstAway = map[string]bool{}
+	}
+	in.firstAway[owner] = true
 }
 
 // target is where a claim's address must be: spec.nodeName, else where it
@@ -404,7 +416,7 @@ func (v *poolView) reconcileStatic(in *staticInputs, snap *snapshot.Node, cfg *p
 		}
 		v.claimHere(in, c, snap, cfg, &out)
 	}
-	v.keepFirstMarks(first, waitingFirst, &out)
+	v.keepFirstMarks(in, first, waitingFirst, &out)
 	return out
 }
 

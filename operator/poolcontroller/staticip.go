@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 
+	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -207,17 +208,16 @@ func (s *nodeSync) associateStaticIP(ctx context.Context, a *staticIPAssociation
 		s.staticFailed(err, ReasonEC2Error)
 		return false
 	}
-	assoc, err := s.r.api.AssociateAddress(ctx, pick.AllocationID, primary.ID, primary.PrimaryIP, false)
+	assoc, err := s.exec().associateAddress(ctx, pick, primary)
 	if err != nil {
 		if errors.Is(err, cloud.ErrInUse) {
-			// Taken meanwhile by someone else: learn where, pick again.
-			_ = book.Refresh(ctx)
+			// Taken meanwhile by someone else (the executor learnt
+			// where): pick again.
 			s.requeueWithin(attachCheckInterval)
 		}
 		s.staticFailed(fmt.Errorf("associating Elastic IP %s with %s, %w", pick.PublicIP, primary.ID, err), ReasonEC2Error)
 		return false
 	}
-	book.RecordAssociated(pick.AllocationID, assoc, primary.ID, a.instanceID, primary.PrimaryIP)
 	rec.AssociationID = assoc
 	if err := s.r.recordStaticIP(ctx, s.routing, rec); err != nil {
 		// The association is made and the record names it: the next
@@ -310,20 +310,20 @@ func (r *Reconciler) recordStaticIP(ctx context.Context, nr *enipamv1alpha1.Node
 // may be younger than the cache.
 func (r *Reconciler) releaseStaticIP(ctx context.Context, nr *enipamv1alpha1.NodeRouting) error {
 	if rec := nr.Spec.StaticIP; rec != nil {
-		book := r.inv.Addresses()
-		if err := book.Refresh(ctx); err != nil {
+		x := &executor{r: r, node: &ciliumv2.CiliumNode{}, instanceID: rec.InstanceID}
+		x.node.Name = nr.Name
+		if err := x.describeAddresses(ctx); err != nil {
 			return fmt.Errorf("listing Elastic IPs, %w", err)
 		}
-		addrs, err := book.List(ctx)
+		addrs, err := r.inv.Addresses().List(ctx)
 		if err != nil {
 			return fmt.Errorf("listing Elastic IPs, %w", err)
 		}
 		if i := slices.IndexFunc(addrs, func(a cloud.Address) bool { return a.AllocationID == rec.AllocationID }); i >= 0 {
 			if a := addrs[i]; a.Associated() && a.ENIID == rec.ENIID {
-				if err := r.api.DisassociateAddress(ctx, a.AssociationID); err != nil && !errors.Is(err, cloud.ErrNotFound) {
+				if err := x.disassociateAddress(ctx, a); err != nil {
 					return fmt.Errorf("disassociating Elastic IP %s from %s, %w", a.PublicIP, a.ENIID, err)
 				}
-				book.RecordDisassociated(a.AllocationID)
 				r.log.Info("static IP released", "node", nr.Name, "instance", rec.InstanceID, "eni", rec.ENIID, "eip", rec.PublicIP)
 			}
 		}

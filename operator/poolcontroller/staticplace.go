@@ -213,10 +213,30 @@ func (v *poolView) placeFirst(in *staticInputs, c *claims.Claim, first map[strin
 
 // keepFirstMarks hands the first placements' unanswered marks to the next
 // pass, and keeps those a claim still waits on from abortRelease. An
-// acknowledged one no claim took is released as any other.
-func (v *poolView) keepFirstMarks(first map[string]string, waitingFirst map[string]bool, out *staticOutcome) {
+// acknowledged one is kept too, out of the release, while its owner's
+// claim waits for its first placement on another node (in.firstAway):
+// kube-scheduler's bind retries may ask the claim back here, and the
+// entry is then stamped at once (placeFirst), instead of being
+// unassigned and another entry marked and waited on again. The agent
+// answers no oftener than every 15 s, so a claim asked between two nodes
+// more often than that would otherwise never be placed (seed 229581 of
+// the static-IP simulation). Any other acknowledged one is released as
+// any other.
+func (v *poolView) keepFirstMarks(in *staticInputs, first map[string]string, waitingFirst map[string]bool, out *staticOutcome) {
 	for key, owner := range first {
-		if v.cn.Status.IPAM.ReleaseIPs[key] != ipamoption.IPAMMarkForRelease {
+		switch v.cn.Status.IPAM.ReleaseIPs[key] {
+		case ipamoption.IPAMMarkForRelease:
+		case ipamoption.IPAMReadyForRelease:
+			if !in.firstAway[owner] {
+				continue
+			}
+			if out.firstMarks == nil {
+				out.firstMarks = map[string]string{}
+			}
+			out.firstMarks[key] = owner
+			v.holdFirst(key)
+			continue
+		default:
 			continue
 		}
 		if out.firstMarks == nil {

@@ -2,10 +2,8 @@ package poolcontroller
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
-	"net/netip"
 	"strings"
 	"time"
 
@@ -15,8 +13,6 @@ import (
 
 	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
 	"github.com/enipam/enipam/operator/claims"
-	"github.com/enipam/enipam/operator/cloud"
-	"github.com/enipam/enipam/operator/pool"
 )
 
 // staticRecheck is how soon a node whose static addresses are under way
@@ -127,8 +123,41 @@ func (s *nodeSync) gatherStatic(ctx context.Context) bool {
 			}
 		}
 	}
+	if !s.readFirstAway(ctx, in) {
+		return false
+	}
 	s.readStaticFacts(ctx, in)
 	s.static = in
+	return true
+}
+
+// readFirstAway reads, from the cache, the claims of the owners of this
+// process's first marks on the node that no longer concern it, and sets
+// in.firstAway to those still waiting for their first placement on
+// another node: no address recorded, not being deleted.
+func (s *nodeSync) readFirstAway(ctx context.Context, in *staticInputs) bool {
+	for _, owner := range in.firstMarks {
+		if c := in.claims[owner]; c != nil {
+			if !c.Release && !c.Addr.IsValid() && c.Target != "" && c.Target != s.cn.Name {
+				in.markAway(owner)
+			}
+			continue
+		}
+		ns, name, ok := strings.Cut(owner, "/")
+		if !ok {
+			continue
+		}
+		obj := &enipamv1alpha1.StaticIPClaim{}
+		if err := s.r.client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, obj); apierrors.IsNotFound(err) {
+			continue
+		} else if err != nil {
+			s.fail(fmt.Errorf("reading static IP claim %s, %w", owner, err), ReasonEC2Error)
+			return false
+		}
+		if c := claims.FromObject(obj); obj.DeletionTimestamp == nil && !c.Addr.IsValid() && c.Target != "" && c.Target != s.cn.Name {
+			in.markAway(owner)
+		}
+	}
 	return true
 }
 
@@ -188,68 +217,16 @@ func (s *nodeSync) runStatic(ctx context.Context, out staticOutcome) {
 	}
 }
 
-// staticLeft reports whether the desired pool lets a stamped address go
-// that the node's object still lists (released once the old node's agent
-// or enipam-agent answered, reconcileStatic): the node it moves to
-// reassigns it in EC2 only once no pool lists it, so this write is the
-// move's next step and waits for no EC2 call of this node.
-func (s *nodeSync) staticLeft() bool {
-	for ip, e := range s.orig.Spec.IPAM.Pool {
-		if _, kept := s.cn.Spec.IPAM.Pool[ip]; !kept && e.Owner != "" {
-			return true
-		}
-	}
-	return false
-}
-
-// placeStatic assigns claimed addresses onto the node's ENIs, or creates
-// the ENI one needs; each success is recorded in the inventory at once.
+// placeStatic has the executor assign claimed addresses onto the node's
+// ENIs, or create the ENI one needs. A new remap onto an ENI makes what
+// the agent answered about an earlier one onto it (the address since
+// moved away and back) no word about this one: askRemaps asks anew.
 func (s *nodeSync) placeStatic(ctx context.Context, out *staticOutcome) error {
-	var errs []error
-	for _, p := range out.place {
-		err := s.whileYoung(ctx, p.eniID, func() error {
-			return s.r.api.AssignAddresses(ctx, p.eniID, []netip.Addr{p.ip}, p.reassign)
-		})
-		switch {
-		case err == nil:
-			if p.reassign {
-				s.r.inv.RecordMoved(p.ip, p.eniID)
-				// A new remap: what the agent answered about an earlier
-				// one onto this ENI (the address since moved away and
-				// back) is no word about it. askRemaps asks anew.
-				delete(s.mem.remapsAsked, p.ip.String())
-			} else {
-				s.r.inv.RecordAssigned(p.eniID, []netip.Addr{p.ip}, nil)
-			}
-			s.r.metrics.staticPlaced.Inc()
-			s.r.log.Info("placed static address", "node", s.cn.Name, "instance", s.instanceID, "eni", p.eniID, "ip", p.ip, "claim", p.owner, "reassigned", p.reassign)
-		case errors.Is(err, cloud.ErrInvalid), errors.Is(err, cloud.ErrInUse):
-			// Already there (an answer lost before), or taken meanwhile:
-			// the ENI's and the address's true place decide next time.
-			if rerr := s.r.inv.RefreshENIs(ctx, []string{p.eniID}); rerr != nil {
-				errs = append(errs, rerr)
-			}
-			if loc := s.r.inv.Locate(p.ip); loc.Found && loc.ENI.ID != p.eniID {
-				if rerr := s.r.inv.RefreshENIs(ctx, []string{loc.ENI.ID}); rerr != nil {
-					errs = append(errs, rerr)
-				}
-			}
-			s.r.log.Info("placing a static address was refused; looking again", "node", s.cn.Name, "eni", p.eniID, "ip", p.ip, "claim", p.owner, "error", err)
-		default:
-			errs = append(errs, fmt.Errorf("placing %s on %s, %w", p.ip, p.eniID, err))
-		}
+	moved, err := s.exec().placeStatic(ctx, out)
+	for _, ip := range moved {
+		delete(s.mem.remapsAsked, ip.String())
 	}
-	if out.secondary != "" {
-		if err := s.assign(ctx, out.secondary, 1, 0); err != nil {
-			errs = append(errs, fmt.Errorf("assigning a secondary address for a static claim, %w", err))
-		}
-	}
-	if out.create != nil {
-		if err := s.apply(ctx, &pool.Plan{Create: out.create}); err != nil {
-			errs = append(errs, fmt.Errorf("creating an ENI for a static address, %w", err))
-		}
-	}
-	return errors.Join(errs...)
+	return err
 }
 
 // pods is where single pods are read: uncached (Options.Pods).

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	ipamoption "github.com/cilium/cilium/pkg/ipam/option"
 	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
 	corev1 "k8s.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -40,9 +39,10 @@ type nodeSync struct {
 	opErr     error
 	staticErr error
 	requeue   time.Duration
-	// writeErr: a write made before the plan's EC2 calls failed; the
-	// reconcile stops there.
-	writeErr error
+	// acts are the EC2 actions decided, carried out after the write
+	// (act.go); wrote: the CiliumNode was written.
+	acts  actions
+	wrote bool
 	// held: the node's new ENI waits for the nodes that have no address
 	// (serving by need, need.go).
 	held bool
@@ -56,12 +56,13 @@ func (r *Reconciler) newSync(_ context.Context, cn *ciliumv2.CiliumNode, policie
 	return &nodeSync{r: r, mem: r.memory(cn.Name), orig: cn, cn: cn.DeepCopy(), policies: policies, started: r.now()}
 }
 
-// run reads the node's state, then decides and executes; it writes the
-// CiliumNode only ahead of EC2 calls when the pool grew (writePoolFirst),
-// and the NodeRouting never (writeRouting, after it). Where an EC2 call
-// went through (a static address placed, an Unassign, the plan), the
-// snapshot is taken again and the pool derived once more, so the write
-// lists what EC2 now holds.
+// run reads the node's state and decides: the desired CiliumNode (s.cn)
+// and NodeRouting, and the EC2 actions (s.acts) the executor carries out
+// once they are written (act). It writes nothing of the CiliumNode: the
+// reconcile writes it once, status then spec, before any of the actions
+// runs. The static addresses' placements and the Elastic IP's
+// association still run inside it (their order of steps is their
+// handshake's), each followed by a fresh snapshot.
 func (s *nodeSync) run(ctx context.Context) {
 	r := s.r
 	if !s.read(ctx) {
@@ -80,9 +81,7 @@ func (s *nodeSync) run(ctx context.Context) {
 	s.countPool()
 	s.runStatic(ctx, d.static)
 	s.verifyUnpooled(ctx)
-	if !s.syncWindow6(ctx) {
-		return
-	}
+	s.syncWindow6()
 	needed := s.needed()
 	r.log.Debug("pool sized", "node", s.cn.Name, "available", s.snap.Available, "used", s.snap.Used-s.waiting, "waiting", s.waiting,
 		"headroom", s.headroom, "needed", needed, "lead", pool.Lead(s.mem.leads))
@@ -98,17 +97,11 @@ func (s *nodeSync) run(ctx context.Context) {
 			s.countPool()
 		}
 	}
-	released := s.releasedCount()
-	steps := decideRelease(s.cn, &s.snap, s.static, s.mem.consolidation.drainPrefix)
-	if err := s.executeRelease(ctx, steps); err != nil {
-		s.fail(err, ReasonEC2Error)
-	}
-	if s.releasedCount() > released && s.snapshot(ctx) {
-		// The Unassigns freed slots on the node's ENIs: plan on them, not
-		// on a new ENI (acknowledged addresses are released to the end
-		// even when demand is back).
-		s.countPool()
-	}
+	// Acknowledged addresses EC2 no longer holds are released now; the
+	// others are unassigned after the write, and released by the next
+	// reconcile. Their slots count as releasing meanwhile: the plan
+	// waits for them (Deferred) rather than take a new ENI.
+	s.acts.release = s.releaseUnheld(decideRelease(s.cn, &s.snap, s.static, s.pool.heldFirst, s.mem.consolidation.drainPrefix))
 
 	plan := s.computePlan()
 	if !s.cfg.IPv4 {
@@ -136,17 +129,20 @@ func (s *nodeSync) run(ctx context.Context) {
 		s.held = true
 		s.requeueWithin(heldRetry)
 	}
-	if !plan.Empty() && !s.writePoolFirst(ctx) {
-		return
-	}
-	if !plan.Empty() && !r.slots.acquire(s.cn.Name, need.priority()) {
+	if !plan.Empty() && !r.slots.open() {
 		// Every EC2 slot is taken: no bucket reservation now; the node is
-		// woken when one frees (and looked at again meanwhile).
-		r.log.Debug("EC2 calls wait for a slot", "node", s.cn.Name)
-		plan.Assign = nil
-		plan.DropNewENIs()
-		s.turnedAway = true
-		s.requeueWithin(slotRetry)
+		// woken when one frees (and looked at again meanwhile). A slot
+		// free now is taken by the executor (act): held across the
+		// write, it would keep another node's calls waiting.
+		if r.slots.acquire(s.cn.Name, need.priority()) {
+			s.acts.slot = true
+		} else {
+			r.log.Debug("EC2 calls wait for a slot", "node", s.cn.Name)
+			plan.Assign = nil
+			plan.DropNewENIs()
+			s.turnedAway = true
+			s.requeueWithin(slotRetry)
+		}
 	}
 	if !plan.Empty() {
 		// A new ENI's attachment takes seconds; a node's lead time is
@@ -156,23 +152,10 @@ func (s *nodeSync) run(ctx context.Context) {
 		if plan.Create != nil || plan.Adopt != nil {
 			s.mem.consolidation.grewAt = r.now()
 		}
-		err := s.apply(ctx, &plan)
-		r.slots.release()
-		// Whatever succeeded is in the inventory now; the pool follows it,
-		// and what the agent reported routed meanwhile.
-		if s.snapshot(ctx) {
-			s.rereadReport(ctx)
-			s.reconcilePool(ctx)
-		}
-		if err != nil {
-			s.fail(err, reasonFor(err))
-			return
-		}
+		s.acts.plan = plan
 	}
-	if !s.writePoolFirst(ctx) {
-		return
-	}
-	s.executeRepairs(ctx, d.repairs)
+	s.acts.repairs = d.repairs
+	defer s.settleActErr()
 	if plan.Deferred {
 		// The rest waits for the slots of addresses being released; their
 		// Unassign is retried with the node.
@@ -197,7 +180,10 @@ func (s *nodeSync) run(ctx context.Context) {
 		}
 		s.mem.deficitAt, s.mem.deficitENI = time.Time{}, false
 	}
-	s.mem.failures = 0
+	if !s.acts.produce() {
+		// Otherwise reset once the actions went through (act).
+		s.mem.failures = 0
+	}
 	if s.pool.awaiting == 0 {
 		s.mem.lastWarning = ""
 	}
@@ -215,6 +201,25 @@ func (s *nodeSync) run(ctx context.Context) {
 	for _, since := range s.mem.missing {
 		s.requeueWithin(max(since.Add(s.r.opts.ConsistencyGrace).Sub(s.r.now()), time.Second))
 	}
+}
+
+// releaseUnheld completes the handshake (released) of the acknowledged
+// addresses of the release steps that EC2 no longer holds on their ENI
+// (unassigned by an earlier reconcile, or by a process that died before
+// saying so): no call is made for them. It returns the steps left for
+// the executor, those with an Unassign to make.
+func (s *nodeSync) releaseUnheld(steps []releaseStep) []releaseStep {
+	var calls []releaseStep
+	for _, step := range steps {
+		if len(step.ips) > 0 && len(step.held) == 0 {
+			s.released(step.ips)
+			step.ips = nil
+		}
+		if len(step.prefixes) > 0 || len(step.ips) > 0 {
+			calls = append(calls, step)
+		}
+	}
+	return calls
 }
 
 // computePlan plans the node's allocation: its whole need at once,
@@ -264,38 +269,10 @@ func (s *nodeSync) need() nodeNeed {
 	}
 }
 
-// writePoolFirst writes the node now when its pool grew, or let a
-// stamped address go to the node it moves to (staticLeft), ahead of EC2
-// calls that may wait in EC2's buckets (the plan's, the repair of an
-// ENI's delete-on-termination): addresses ready for the pool, and moves
-// waiting for this pool to let go, are never held behind them. False
-// when the write failed (s.writeErr; the reconcile stops there).
-func (s *nodeSync) writePoolFirst(ctx context.Context) bool {
-	if (!s.poolGrew() || s.joiningPoolWaits()) && !s.staticLeft() {
-		return true
-	}
-	if err := s.write(ctx); err != nil {
-		s.writeErr = err
-		return false
-	}
-	return true
-}
-
 // poolChanged reports whether the desired pool or release handshake
 // differs from the node's object.
 func (s *nodeSync) poolChanged() bool {
 	return !sameJSON(s.orig.Spec.IPAM.Pool, s.cn.Spec.IPAM.Pool) || !sameJSON(s.orig.Status.IPAM.ReleaseIPs, s.cn.Status.IPAM.ReleaseIPs)
-}
-
-// poolGrew reports whether the desired pool lists an address the node's
-// object does not yet.
-func (s *nodeSync) poolGrew() bool {
-	for ip := range s.cn.Spec.IPAM.Pool {
-		if _, ok := s.orig.Spec.IPAM.Pool[ip]; !ok {
-			return true
-		}
-	}
-	return false
 }
 
 // reconcilePool derives the pool from the snapshot and the agent's report,
@@ -332,7 +309,7 @@ func (s *nodeSync) findListedENIs(ctx context.Context) {
 		return
 	}
 	slices.Sort(ids)
-	if err := s.r.inv.RefreshENIs(ctx, ids); err != nil {
+	if err := s.exec().describeENIs(ctx, ids); err != nil {
 		s.r.log.Info("describing listed ENIs missing from EC2's view failed", "node", s.cn.Name, "enis", ids, "error", err)
 		return
 	}
@@ -362,7 +339,7 @@ func (s *nodeSync) verifyUnpooled(ctx context.Context) {
 		s.requeueWithin(wait)
 		return
 	}
-	if err := s.r.inv.RefreshENIs(ctx, s.pool.unverifiedENIs); err != nil {
+	if err := s.exec().describeENIs(ctx, s.pool.unverifiedENIs); err != nil {
 		s.r.log.Info("describing ENIs to confirm addresses failed; retrying", "node", s.cn.Name, "enis", s.pool.unverifiedENIs, "error", err)
 		s.requeueWithin(time.Second)
 		return
@@ -382,17 +359,6 @@ func (s *nodeSync) verifyUnpooled(ctx context.Context) {
 // unverifiedRecheck is how soon a node whose addresses a describe has not
 // confirmed yet is looked at again.
 const unverifiedRecheck = 2 * time.Second
-
-// releasedCount counts the node's addresses in state released.
-func (s *nodeSync) releasedCount() int {
-	n := 0
-	for _, st := range s.cn.Status.IPAM.ReleaseIPs {
-		if st == ipamoption.IPAMReleased {
-			n++
-		}
-	}
-	return n
-}
 
 // countPool sets the snapshot's counts: what the agent may hand out, plus
 // the addresses on their way into the pool (so they are not asked for

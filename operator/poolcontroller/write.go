@@ -29,6 +29,9 @@ func (s *nodeSync) fill() {
 	switch {
 	case s.opErr != nil:
 		msg = s.opErr.Error()
+	case s.mem.actErr != nil:
+		// The last actions failed; this reconcile tries them again.
+		msg = s.mem.actErr.Error()
 	case s.staticErr != nil:
 		msg = s.staticErr.Error()
 	}
@@ -131,11 +134,10 @@ func (s *nodeSync) statusENI(e *cloud.ENI, vpc awstypes.AwsVPC) awstypes.ENI {
 	return out
 }
 
-// write patches status, then spec, each only if it changed. Merge patches
-// carry only the fields that changed, so the agent's status.ipam.used and
-// anything else written meanwhile is left alone. A reconcile may write
-// twice (addresses ready for the pool go out before the plan's EC2
-// calls): what was written becomes the base of the next write's patch.
+// write patches status, then spec, each only if it changed, once per
+// reconcile and before any of its EC2 calls (act). Merge patches carry
+// only the fields that changed, so the agent's status.ipam.used and
+// anything else written meanwhile is left alone.
 func (s *nodeSync) write(ctx context.Context) error {
 	s.fill()
 	if !sameJSON(s.orig.Status, s.cn.Status) {
@@ -146,6 +148,7 @@ func (s *nodeSync) write(ctx context.Context) error {
 			return fmt.Errorf("writing status of %s, %w", s.cn.Name, err)
 		}
 		s.r.metrics.writes.WithLabelValues("status").Inc()
+		s.wrote = true
 		s.r.log.Debug("CiliumNode status written", "node", s.cn.Name, "changed", statusChanges(&s.orig.Status, &s.cn.Status))
 		s.r.wrote(s.mem, obj.ResourceVersion)
 		s.orig.Status = *s.cn.Status.DeepCopy()
@@ -158,6 +161,7 @@ func (s *nodeSync) write(ctx context.Context) error {
 			return fmt.Errorf("writing spec of %s, %w", s.cn.Name, err)
 		}
 		s.r.metrics.writes.WithLabelValues("spec").Inc()
+		s.wrote = true
 		s.r.log.Debug("CiliumNode spec written", "node", s.cn.Name, "changed", specChanges(&s.orig.Spec, &s.cn.Spec))
 		s.r.wrote(s.mem, obj.ResourceVersion)
 		s.timeHandoffs()

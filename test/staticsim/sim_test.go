@@ -136,8 +136,13 @@ func TestDeterministic(t *testing.T) {
 // landed by its agent, then unassigned as excess once its claim was
 // deleted: the inventory's record of the landing put it back on the ENI
 // as the Unassign was recorded, and it was pooled and given to a pod
-// while EC2 had it nowhere).
-var regressionSeeds = []uint64{13545, 16861, 18578, 38355, 39108, 40038, 60983, 63370, 63862, 66855, 68929, 81238, 107518}
+// while EC2 had it nowhere), 214392 (an address assigned for a claim
+// deleted before its stamp, taken by another claim's first placement),
+// 229581 (a claim asked between two nodes by bind retries faster than
+// Cilium's agent answered its first placement's mark: each answer came
+// after the claim had moved on, the entry was released, and the claim
+// never left Placing).
+var regressionSeeds = []uint64{13545, 16861, 18578, 38355, 39108, 40038, 60983, 63370, 63862, 66855, 68929, 81238, 107518, 214392, 229581}
 
 // TestRegressionSeeds runs the seeds that once failed.
 func TestRegressionSeeds(t *testing.T) {

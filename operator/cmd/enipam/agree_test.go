@@ -265,8 +265,10 @@ func reachCapacity(t *testing.T, nodes []capacityNode, fi int, pd bool) map[stri
 	// node's pool, awaiting count or ENIs changed over stallRounds rounds
 	// (a count, not a clock: the machine may be slow, not the operator).
 	const stallRounds = 240
-	progress, stalled := "", 0
+	progress, stalled, rounds := "", 0, 0
+	defer func() { t.Logf("%d nodes, %d rounds", len(nodes), rounds) }()
 	for len(todo) > 0 {
+		rounds++
 		if now := worldState(t, c, st, todo); now != progress {
 			progress, stalled = now, 0
 		} else {

@@ -1,0 +1,174 @@
+package poolcontroller
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"time"
+
+	"github.com/enipam/enipam/operator/pool"
+)
+
+// actions are the EC2 calls a reconcile decided on, carried out by the
+// executor once the CiliumNode is written (act): a grown pool, a marked
+// address, a handshake completed never waits behind EC2's buckets, and
+// what the calls produce is written by the next reconcile, which reads
+// it from the inventory.
+type actions struct {
+	// release: the Unassigns of acknowledged addresses EC2 still holds;
+	// their handshake completes (released) on the next reconcile, once
+	// the inventory shows them gone.
+	release []releaseStep
+	// window6Assign: the primary ENI that gets a /80 for the IPv6
+	// window; window6Unassign the window's idle /80s given back;
+	// window6Describe the primary ENI described by ID to confirm its /80.
+	window6Assign   string
+	window6Unassign window6Return
+	window6Describe string
+	// plan is the pool's allocation; slot: an EC2 slot is held for it
+	// already (taken otherwise by act, released once the plan ran).
+	plan pool.Plan
+	slot bool
+	// repairs are the delete-on-termination repairs due.
+	repairs repairs
+	// consolidation is the call consolidation decided on (detach an
+	// emptied ENI, or delete the detached one); nil: none.
+	consolidation *consolidationStep
+}
+
+// window6Return is the window's /80s given back to EC2 from the primary
+// ENI.
+type window6Return struct {
+	eniID    string
+	prefixes []netip.Prefix
+}
+
+// produce reports whether the actions change what EC2 holds for the
+// node's pool, so that the next reconcile has something to write.
+func (a *actions) produce() bool {
+	return len(a.release) > 0 || a.window6Assign != "" || len(a.window6Unassign.prefixes) > 0 || !a.plan.Empty()
+}
+
+// dropActions gives up the actions (the CiliumNode's write failed),
+// releasing the EC2 slot held for the plan.
+func (s *nodeSync) dropActions() {
+	if s.acts.slot {
+		s.r.slots.release()
+	}
+	s.acts = actions{}
+}
+
+// settleActErr forgets why the node's last actions failed
+// (memory.actErr) once the reconcile decides none that would retry them:
+// the failure is over. Otherwise the write carries it in the
+// operator-status (fill).
+func (s *nodeSync) settleActErr() {
+	if s.mem.actErr != nil && !s.acts.produce() {
+		s.mem.actErr, s.mem.actFailures = nil, 0
+	}
+}
+
+// writeWaits reports whether the CiliumNode's write can wait for the
+// next reconcile, which the actions about to run bring at once: they
+// change what EC2 holds for the node, and the write would carry only
+// what fill derives from EC2 (the ENIs listed, the instance's details),
+// which that reconcile writes anew with what the actions produced.
+// Anything decided beyond it (the pool, the release handshake, the
+// static IP, the operator-status) is written now, before the calls.
+func (s *nodeSync) writeWaits() bool {
+	if !s.acts.produce() {
+		return false
+	}
+	s.fill()
+	return sameJSON(s.orig.Spec.IPAM, s.cn.Spec.IPAM) && sameJSON(s.orig.Status.IPAM, s.cn.Status.IPAM)
+}
+
+// act has the executor carry out the reconcile's actions, after the
+// CiliumNode's write. It edits no desired object: when a call changed
+// what EC2 holds for the pool, the node is looked at again at once, and
+// that reconcile writes what the inventory then shows. A failure is
+// remembered (memory.actErr): the next reconcile writes it in the
+// operator-status while it decides actions that retry it.
+func (s *nodeSync) act(ctx context.Context) {
+	a := &s.acts
+	if !a.produce() {
+		s.mem.quickRuns = 0
+	}
+	x := s.exec()
+	var errs []error
+	reason := ReasonEC2Error
+	if len(a.release) > 0 {
+		if _, err := x.release(ctx, a.release); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if a.window6Assign != "" {
+		s.tellIPv6Problem(s.assignWindowPrefix(ctx, a.window6Assign))
+	}
+	if len(a.window6Unassign.prefixes) > 0 {
+		s.unassignWindowPrefixes(ctx, a.window6Unassign.eniID, a.window6Unassign.prefixes)
+	}
+	if a.window6Describe != "" {
+		if err := x.describeENIs(ctx, []string{a.window6Describe}); err != nil {
+			s.r.log.Info("describing the primary ENI to confirm its /80 failed; retrying", "node", s.cn.Name, "eni", a.window6Describe, "error", err)
+		}
+	}
+	if !a.plan.Empty() && !a.slot {
+		if a.slot = s.r.slots.acquire(s.cn.Name, s.need().priority()); !a.slot {
+			// The slots were taken since the decision: the plan waits,
+			// and the node is woken when one frees.
+			s.r.log.Debug("EC2 calls wait for a slot", "node", s.cn.Name)
+			a.plan = pool.Plan{}
+			s.turnedAway = true
+			s.requeueWithin(slotRetry)
+		}
+	}
+	if !a.plan.Empty() {
+		if err := x.apply(ctx, &a.plan); err != nil {
+			errs = append(errs, err)
+			reason = reasonFor(err)
+		}
+	}
+	if a.slot {
+		s.r.slots.release()
+		a.slot = false
+	}
+	s.executeRepairs(ctx, a.repairs)
+	if a.consolidation != nil {
+		s.executeConsolidation(ctx, *a.consolidation)
+	}
+	if err := errors.Join(errs...); err != nil {
+		s.fail(err, reason)
+		s.mem.actErr = err
+		if s.mem.actFailures++; s.mem.actFailures == 1 {
+			// The first failure of a run is looked at again at once, to
+			// write why (and try again); the next ones wait for their
+			// backoff.
+			s.requeueWithin(actedRequeue)
+		}
+		return
+	}
+	if a.produce() {
+		s.mem.failures, s.mem.actFailures = 0, 0
+		s.mem.actErr = nil
+		// At once, to write what the calls produced; a node whose calls
+		// keep producing nothing to write (an EC2 answer that changes
+		// nothing) is not looked at in a loop.
+		if s.wrote {
+			s.mem.quickRuns = 0
+		}
+		if s.mem.quickRuns++; s.mem.quickRuns <= maxQuickRuns {
+			s.requeueWithin(actedRequeue)
+		} else {
+			s.requeueWithin(time.Second)
+		}
+	}
+}
+
+// actedRequeue is how soon a node whose actions changed what EC2 holds
+// for it is looked at again: at once, to write what they produced.
+const actedRequeue = time.Millisecond
+
+// maxQuickRuns bounds the reconciles in a row that act, write nothing
+// and are requeued at once.
+const maxQuickRuns = 3
