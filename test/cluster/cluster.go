@@ -276,12 +276,27 @@ func RepoRoot() (string, error) {
 // FreeAddr returns a 127.0.0.1 address nothing listens on, for a server a
 // test or the demo starts.
 func FreeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addrs, err := FreeAddrs(1)
 	if err != nil {
 		return "", err
 	}
-	defer l.Close()
-	return l.Addr().String(), nil
+	return addrs[0], nil
+}
+
+// FreeAddrs returns n distinct 127.0.0.1 addresses nothing listens on, for
+// servers that start together: each is held until all are picked, since
+// the kernel may hand a port just closed out again at once.
+func FreeAddrs(n int) ([]string, error) {
+	out := make([]string, 0, n)
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		defer l.Close()
+		out = append(out, l.Addr().String())
+	}
+	return out, nil
 }
 
 // printLogs prints the last lines of each control-plane log, and where the

@@ -69,13 +69,14 @@ func PartsOf(cm *corev1.ConfigMap, d *appsv1.Deployment) (Parts, error) {
 // FreePorts returns --set arguments giving the chart's scheduler ports
 // free local ones.
 func FreePorts() ([]string, error) {
+	keys := []string{"kubeScheduler.port", "extender.port", "extender.healthPort", "extender.metricsPort"}
+	addrs, err := cluster.FreeAddrs(len(keys))
+	if err != nil {
+		return nil, err
+	}
 	var out []string
-	for _, key := range []string{"kubeScheduler.port", "extender.port", "extender.healthPort", "extender.metricsPort"} {
-		addr, err := cluster.FreeAddr()
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, "--set", "scheduler."+key+"="+addr[strings.LastIndex(addr, ":")+1:])
+	for i, key := range keys {
+		out = append(out, "--set", "scheduler."+key+"="+addrs[i][strings.LastIndex(addrs[i], ":")+1:])
 	}
 	return out, nil
 }
