@@ -135,13 +135,22 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			return ctrl.Result{}, fmt.Errorf("adding the finalizer of claim %s, %w", c.Owner(), err)
 		}
 	}
-	done, after, err := r.reclaim(ctx, c)
-	if done || err != nil {
+	// The pod is looked at once per reconcile: the reclaim policy and the
+	// status judge on the same look, so a pod seen by one is not missed
+	// by the other.
+	pod := &podLook{}
+	if done, err := r.reclaim(ctx, c, pod); done || err != nil {
 		return ctrl.Result{}, err
 	}
-	res, err := r.writeStatus(ctx, c)
+	res, err := r.writeStatus(ctx, c, pod)
 	if err != nil {
 		return res, err
+	}
+	// The unused clock as written (it may have started just now) says
+	// when the claim is looked at again, whatever else did or did not.
+	var after time.Duration
+	if left, ok := unusedLeft(c, r.now()); ok {
+		after = max(left, 100*time.Millisecond)
 	}
 	public, err := r.publicIP(ctx, c)
 	for _, d := range []time.Duration{after, public} {
@@ -153,8 +162,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 }
 
 // writeStatus computes the claim's status and writes it when it changed.
-func (r *Reconciler) writeStatus(ctx context.Context, c *enipamv1alpha1.StaticIPClaim) (ctrl.Result, error) {
-	st, requeue := r.status(ctx, c)
+func (r *Reconciler) writeStatus(ctx context.Context, c *enipamv1alpha1.StaticIPClaim, pod *podLook) (ctrl.Result, error) {
+	st, requeue := r.status(ctx, c, pod)
 	if stamps, err := r.stampedOn(ctx, c.Owner()); err == nil && st.Phase != enipamv1alpha1.ClaimInvalid {
 		r.checkPodAddress(ctx, c, st, stamps)
 	}
@@ -234,29 +243,37 @@ func (r *Reconciler) release(ctx context.Context, c *enipamv1alpha1.StaticIPClai
 }
 
 // reclaim applies the claim's reclaim policy: it deletes the claim when
-// the policy releases the address (done), or says how long until it may.
-func (r *Reconciler) reclaim(ctx context.Context, c *enipamv1alpha1.StaticIPClaim) (done bool, after time.Duration, err error) {
+// the policy releases the address (done). How long until it may is
+// unusedLeft's, read from the status the reconcile writes.
+func (r *Reconciler) reclaim(ctx context.Context, c *enipamv1alpha1.StaticIPClaim, pod *podLook) (done bool, err error) {
 	switch c.Spec.ReclaimPolicy {
 	case enipamv1alpha1.ReclaimWithStatefulSet:
 		why, err := r.statefulSetReleases(ctx, c)
 		if err != nil || why == "" {
-			return false, 0, err
+			return false, err
 		}
-		return true, 0, r.drop(ctx, c, why)
+		return true, r.drop(ctx, c, why)
 	case enipamv1alpha1.ReclaimAfterUnused:
-		if c.Spec.UnusedTTL == nil || c.Status.LastUsed == nil {
-			return false, 0, nil
+		if left, ok := unusedLeft(c, r.now()); !ok || left > 0 {
+			return false, nil
 		}
-		if exists, err := r.podExists(ctx, c); err != nil || exists {
-			return false, 0, err
+		if exists, err := r.lookAtPod(ctx, c, pod); err != nil || exists {
+			return false, err
 		}
-		left := c.Status.LastUsed.Add(c.Spec.UnusedTTL.Duration).Sub(r.now())
-		if left > 0 {
-			return false, left, nil
-		}
-		return true, 0, r.drop(ctx, c, fmt.Sprintf("no pod %s for %s", c.Owner(), c.Spec.UnusedTTL.Duration))
+		return true, r.drop(ctx, c, fmt.Sprintf("no pod %s for %s", c.Owner(), c.Spec.UnusedTTL.Duration))
 	}
-	return false, 0, nil
+	return false, nil
+}
+
+// unusedLeft is how long an AfterUnused claim's address stays unused
+// before it is released (<= 0: it may be now), by the clock its status
+// records (status.lastUsed: when the claim was first seen without a pod);
+// ok is false when no clock runs.
+func unusedLeft(c *enipamv1alpha1.StaticIPClaim, now time.Time) (left time.Duration, ok bool) {
+	if c.Spec.ReclaimPolicy != enipamv1alpha1.ReclaimAfterUnused || c.Spec.UnusedTTL == nil || c.Status.LastUsed == nil {
+		return 0, false
+	}
+	return c.Status.LastUsed.Add(c.Spec.UnusedTTL.Duration).Sub(now), true
 }
 
 // drop deletes a claim its policy released.
@@ -315,6 +332,22 @@ func (r *Reconciler) statefulSetReleases(ctx context.Context, c *enipamv1alpha1.
 		return fmt.Sprintf("StatefulSet %s has %d replicas from ordinal %d", set, replicas, start), nil
 	}
 	return "", nil
+}
+
+// podLook is what one reconcile learned of its claim's pod.
+type podLook struct {
+	asked, exists bool
+	err           error
+}
+
+// lookAtPod reports whether a pod of the claim's name exists, asking the
+// apiserver on the reconcile's first look only (look).
+func (r *Reconciler) lookAtPod(ctx context.Context, c *enipamv1alpha1.StaticIPClaim, look *podLook) (bool, error) {
+	if !look.asked {
+		look.exists, look.err = r.podExists(ctx, c)
+		look.asked = true
+	}
+	return look.exists, look.err
 }
 
 // podExists reports whether a pod of the claim's name exists, read

@@ -25,7 +25,7 @@ import (
 // status computes the claim's status from the spec, the pools, EC2 (the
 // inventory) and the pool controller's note (status.placement, when it is
 // about the claim as it is), and how soon to look again.
-func (r *Reconciler) status(ctx context.Context, c *enipamv1alpha1.StaticIPClaim) (st *enipamv1alpha1.StaticIPClaimStatus, requeue time.Duration) {
+func (r *Reconciler) status(ctx context.Context, c *enipamv1alpha1.StaticIPClaim, pod *podLook) (st *enipamv1alpha1.StaticIPClaimStatus, requeue time.Duration) {
 	st = c.Status.DeepCopy()
 	st.ObservedGeneration = c.Generation
 	owner := c.Owner()
@@ -41,7 +41,7 @@ func (r *Reconciler) status(ctx context.Context, c *enipamv1alpha1.StaticIPClaim
 	// be read, the claim is looked at again on the recheck interval.
 	exists := slices.ContainsFunc(stamps, func(s stamp) bool { return s.used })
 	if !exists {
-		exists, err = r.podExists(ctx, c)
+		exists, err = r.lookAtPod(ctx, c, pod)
 		if err != nil || exists {
 			defer func() {
 				if requeue == 0 || requeue > r.opts.Recheck {

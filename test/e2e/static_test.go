@@ -8,6 +8,7 @@ import (
 	"maps"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -291,17 +292,31 @@ func (w *staticWorld) eventually(what string, timeout time.Duration, cond func()
 	}
 }
 
-// describe prints the claims and pods, for failures.
+// describe prints the claims (with where their addresses are pooled and
+// used, and the operator's last log lines about each) and pods, for
+// failures.
 func (w *staticWorld) describe() string {
 	out := ""
 	var claims enipamv1alpha1.StaticIPClaimList
 	_ = env.Client.List(w.ctx, &claims, client.InNamespace(w.ns))
+	var nodes ciliumv2.CiliumNodeList
+	_ = env.Client.List(w.ctx, &nodes)
 	for _, c := range claims.Items {
 		msg := ""
 		if r := meta.FindStatusCondition(c.Status.Conditions, enipamv1alpha1.ClaimReady); r != nil {
 			msg = r.Reason + ": " + r.Message
 		}
 		out += fmt.Sprintf("\n  claim %s: %s %s on %s (asked %s) %s", c.Name, c.Status.Phase, c.Status.Address, c.Status.NodeName, c.Spec.NodeName, msg)
+		out += fmt.Sprintf("\n    deleting %v, lastUsed %v, placement %+v", c.DeletionTimestamp != nil, c.Status.LastUsed, c.Status.Placement)
+		for _, cn := range nodes.Items {
+			if e, ok := cn.Spec.IPAM.Pool[c.Status.Address]; ok {
+				_, hs := cn.Status.IPAM.ReleaseIPs[c.Status.Address]
+				out += fmt.Sprintf("\n    pooled on %s: owner %q, used by %q, release handshake %v", cn.Name, e.Owner, cn.Status.IPAM.Used[c.Status.Address].Owner, hs)
+			}
+		}
+		if w.operator != nil {
+			out += w.operatorLines(c.Namespace+"/"+c.Name, 8)
+		}
 	}
 	var pods corev1.PodList
 	_ = env.Client.List(w.ctx, &pods, client.InNamespace(w.ns))
@@ -309,6 +324,22 @@ func (w *staticWorld) describe() string {
 		out += fmt.Sprintf("\n  pod %s: node %q ip %q deleting %v", p.Name, p.Spec.NodeName, p.Status.PodIP, p.DeletionTimestamp != nil)
 	}
 	return out
+}
+
+// operatorLines returns the operator's last n log lines that name owner.
+func (w *staticWorld) operatorLines(owner string, n int) string {
+	data, err := os.ReadFile(w.operator.LogPath)
+	if err != nil {
+		return ""
+	}
+	var lines []string
+	for line := range strings.Lines(string(data)) {
+		if strings.Contains(line, `"`+owner+`"`) {
+			lines = append(lines, strings.TrimRight(line, "\n"))
+		}
+	}
+	lines = lines[max(0, len(lines)-n):]
+	return "\n    operator: " + strings.Join(lines, "\n    operator: ")
 }
 
 // inPool returns the node whose pool lists ip and the entry's owner.
