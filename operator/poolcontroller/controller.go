@@ -212,6 +212,9 @@ type memory struct {
 	// times in a row they did (act.go).
 	actErr      error
 	actFailures int
+	// staticIPErr is why the Elastic IP association the last actions
+	// made failed (staticip.go, associate).
+	staticIPErr error
 	// quickRuns counts the reconciles in a row requeued at once after
 	// acting without a write of the CiliumNode (act.go).
 	quickRuns int

@@ -173,15 +173,11 @@ func (s *nodeSync) runStatic(ctx context.Context, out staticOutcome) {
 	s.mem.firstMarks = out.firstMarks
 	s.askEndpoints(ctx, out.queries)
 	s.r.metrics.staticFastMoves.Add(float64(out.fast))
-	if len(out.place) > 0 || out.create != nil || out.secondary != "" {
-		err := s.placeStatic(ctx, &out)
-		if s.snapshot(ctx) {
-			s.reconcilePool(ctx)
-		}
-		if err != nil {
-			s.fail(err, reasonFor(err))
-		}
-	}
+	// The placements' calls are the executor's, after the CiliumNode's
+	// write (act): nothing this pass decided depends on their answer.
+	// The next reconcile, at once, reads what they produced and pools
+	// a placed address once the node's agent routes it.
+	s.acts.static = staticCalls{place: out.place, create: out.create, secondary: out.secondary}
 	s.askRemaps(ctx, out.verify)
 	s.countPool()
 	busy := out.handshakes > 0 || out.waiting || len(out.place) > 0 || out.create != nil || out.secondary != ""
@@ -218,15 +214,39 @@ func (s *nodeSync) runStatic(ctx context.Context, out staticOutcome) {
 }
 
 // placeStatic has the executor assign claimed addresses onto the node's
-// ENIs, or create the ENI one needs. A new remap onto an ENI makes what
-// the agent answered about an earlier one onto it (the address since
-// moved away and back) no word about this one: askRemaps asks anew.
-func (s *nodeSync) placeStatic(ctx context.Context, out *staticOutcome) error {
+// ENIs, or create the ENI one needs (act, after the CiliumNode's write).
+// A new remap onto an ENI makes what the agent answered about an
+// earlier one onto it (the address since moved away and back) no word
+// about this one: the next reconcile's askRemaps asks anew.
+func (s *nodeSync) placeStatic(ctx context.Context, out *staticCalls) error {
+	out.place = s.stillTargeted(ctx, out.place)
 	moved, err := s.exec().placeStatic(ctx, out)
 	for _, ip := range moved {
 		delete(s.mem.remapsAsked, ip.String())
 	}
 	return err
+}
+
+// stillTargeted keeps of the placements those that take no address off
+// another ENI, and the reassignments whose claim still asks for this
+// node, read again from the apiserver right before the call: the
+// decision read it before the reconcile's writes (readStaticFacts), and
+// kube-scheduler's bind retries can ask the claim onto another node at
+// any moment, whose reconcile may be placing it then. A reassignment
+// dropped is decided again by the next reconcile.
+func (s *nodeSync) stillTargeted(ctx context.Context, place []placement) []placement {
+	var keep []placement
+	for _, p := range place {
+		if p.reassign {
+			// No target: the address stays where the claim is (target).
+			if t, ok := s.liveTarget(ctx, p.owner); !ok || (t != "" && t != s.cn.Name) {
+				s.r.log.Info("a static address's claim asks for another node now; not moved", "node", s.cn.Name, "ip", p.ip, "claim", p.owner, "target", t)
+				continue
+			}
+		}
+		keep = append(keep, p)
+	}
+	return keep
 }
 
 // pods is where single pods are read: uncached (Options.Pods).
