@@ -404,6 +404,12 @@ const (
 	// get none (its subnet or instance type has no IPv6, its primary ENI
 	// no slot for a /80); its IPv4 is served as before.
 	ReasonIPv6Unavailable = "IPv6Unavailable"
+	// ReasonClaimsUnreadable: the StaticIPClaims that concern the node
+	// could not be read (the operator's cache, or the apiserver for a
+	// claim the cache lacks); without them a claimed address could be
+	// pooled as an ordinary one, so the node is not served until they
+	// are.
+	ReasonClaimsUnreadable = "StaticIPClaimsUnreadable"
 )
 
 // isBlocked reports reasons that no retry fixes without a change.

@@ -41,7 +41,7 @@ func (s *nodeSync) gatherStatic(ctx context.Context) bool {
 	}
 	var list enipamv1alpha1.StaticIPClaimList
 	if err := s.r.client.List(ctx, &list, client.MatchingFields{claims.IndexClaimNode: s.cn.Name}); err != nil {
-		s.fail(fmt.Errorf("listing the node's static IP claims, %w", err), ReasonEC2Error)
+		s.fail(fmt.Errorf("listing the node's static IP claims, %w", err), ReasonClaimsUnreadable)
 		return false
 	}
 	for i := range list.Items {
@@ -71,7 +71,7 @@ func (s *nodeSync) gatherStatic(ctx context.Context) bool {
 			}
 		}
 		if err != nil {
-			s.fail(fmt.Errorf("reading static IP claim %s, %w", e.Owner, err), ReasonEC2Error)
+			s.fail(fmt.Errorf("reading static IP claim %s, %w", e.Owner, err), ReasonClaimsUnreadable)
 			return false
 		}
 		add(c)
@@ -79,7 +79,7 @@ func (s *nodeSync) gatherStatic(ctx context.Context) bool {
 	byAddr := func(ip string) bool {
 		var list enipamv1alpha1.StaticIPClaimList
 		if err := s.r.client.List(ctx, &list, client.MatchingFields{claims.IndexClaimAddress: ip}); err != nil {
-			s.fail(fmt.Errorf("listing static IP claims of %s, %w", ip, err), ReasonEC2Error)
+			s.fail(fmt.Errorf("listing static IP claims of %s, %w", ip, err), ReasonClaimsUnreadable)
 			return false
 		}
 		for j := range list.Items {
@@ -113,7 +113,7 @@ func (s *nodeSync) gatherStatic(ctx context.Context) bool {
 		}
 		var rivals enipamv1alpha1.StaticIPClaimList
 		if err := s.r.client.List(ctx, &rivals, client.MatchingFields{claims.IndexClaimAddress: c.Addr.String()}); err != nil {
-			s.fail(fmt.Errorf("listing static IP claims of %s, %w", c.Addr, err), ReasonEC2Error)
+			s.fail(fmt.Errorf("listing static IP claims of %s, %w", c.Addr, err), ReasonClaimsUnreadable)
 			return false
 		}
 		for i := range rivals.Items {
@@ -133,32 +133,38 @@ func (s *nodeSync) gatherStatic(ctx context.Context) bool {
 
 // readFirstAway reads, from the cache, the claims of the owners of this
 // process's first marks on the node that no longer concern it, and sets
-// in.firstAway to those still waiting for their first placement on
-// another node: no address recorded, not being deleted.
+// in.firstAway to those waiting for their first placement on another
+// node (waitsFirstElsewhere).
 func (s *nodeSync) readFirstAway(ctx context.Context, in *staticInputs) bool {
 	for _, owner := range in.firstMarks {
-		if c := in.claims[owner]; c != nil {
-			if !c.Release && !c.Addr.IsValid() && c.Target != "" && c.Target != s.cn.Name {
-				in.markAway(owner)
+		c := in.claims[owner]
+		if c == nil {
+			ns, name, ok := strings.Cut(owner, "/")
+			if !ok {
+				continue
 			}
-			continue
+			obj := &enipamv1alpha1.StaticIPClaim{}
+			if err := s.r.client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, obj); apierrors.IsNotFound(err) {
+				continue
+			} else if err != nil {
+				s.fail(fmt.Errorf("reading static IP claim %s, %w", owner, err), ReasonClaimsUnreadable)
+				return false
+			}
+			c = claims.FromObject(obj)
 		}
-		ns, name, ok := strings.Cut(owner, "/")
-		if !ok {
-			continue
-		}
-		obj := &enipamv1alpha1.StaticIPClaim{}
-		if err := s.r.client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, obj); apierrors.IsNotFound(err) {
-			continue
-		} else if err != nil {
-			s.fail(fmt.Errorf("reading static IP claim %s, %w", owner, err), ReasonEC2Error)
-			return false
-		}
-		if c := claims.FromObject(obj); obj.DeletionTimestamp == nil && !c.Addr.IsValid() && c.Target != "" && c.Target != s.cn.Name {
+		if waitsFirstElsewhere(c, s.cn.Name) {
 			in.markAway(owner)
 		}
 	}
 	return true
+}
+
+// waitsFirstElsewhere reports whether claim c waits for its first
+// placement on another node than node: no address recorded, not being
+// deleted, asked onto another node (kube-scheduler's bind retries move
+// a pending pod's claim between nodes).
+func waitsFirstElsewhere(c *claims.Claim, node string) bool {
+	return !c.Deleting && !c.Addr.IsValid() && c.Target != "" && c.Target != node
 }
 
 // runStatic carries out what the static addresses' pass decided (out,
