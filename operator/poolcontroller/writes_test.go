@@ -2,12 +2,14 @@ package poolcontroller_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net/netip"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -113,6 +115,10 @@ type writesRig struct {
 	r    *poolcontroller.Reconciler
 	// calls counts the journaled EC2 calls by action.
 	calls map[string]int
+	// events are the reconciler's events; failClaimLists makes the
+	// operator's lists of StaticIPClaims fail.
+	events         *events.FakeRecorder
+	failClaimLists *atomic.Bool
 }
 
 const writesNode, writesInstance = "node-1", "i-0d000000000000001"
@@ -159,7 +165,14 @@ func newWritesRig(t *testing.T, policy enipamv1alpha1.ENIPolicySpec, spec cilium
 	base := b.WithStatusSubresource(&ciliumv2.CiliumNode{}, &enipamv1alpha1.NodeRouting{}, &enipamv1alpha1.ENIPolicy{}, &enipamv1alpha1.StaticIPClaim{}).
 		WithObjects(objs...).Build()
 	// The operator's client journals its CiliumNode writes.
+	failClaimLists := &atomic.Bool{}
 	c := interceptor.NewClient(base, interceptor.Funcs{
+		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			if _, ok := list.(*enipamv1alpha1.StaticIPClaimList); ok && failClaimLists.Load() {
+				return errors.New("the cache is gone")
+			}
+			return c.List(ctx, list, opts...)
+		},
 		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
 			if _, ok := obj.(*ciliumv2.CiliumNode); ok {
 				j.add("spec")
@@ -188,11 +201,12 @@ func newWritesRig(t *testing.T, policy enipamv1alpha1.ENIPolicySpec, spec cilium
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := poolcontroller.New(c, api, inv, events.NewFakeRecorder(1000), m, poolcontroller.Options{
+	rec := events.NewFakeRecorder(1000)
+	r := poolcontroller.New(c, api, inv, rec, m, poolcontroller.Options{
 		Cluster: "test", Workers: 1, ConsistencyGrace: time.Second, RoutingPatience: time.Hour,
 		RetryBase: time.Millisecond, RetryMax: time.Millisecond, BlockedRetry: time.Hour,
 	}, log)
-	return &writesRig{t: t, ctx: ctx, st: st, j: j, base: base, r: r, calls: map[string]int{}}
+	return &writesRig{t: t, ctx: ctx, st: st, j: j, base: base, r: r, calls: map[string]int{}, events: rec, failClaimLists: failClaimLists}
 }
 
 // reconcile reconciles the node once and checks its journal: the
@@ -436,4 +450,38 @@ func btoi(b bool) int {
 		return 1
 	}
 	return 0
+}
+
+// TestUnreadableClaimsAreNoEC2Error: when the StaticIPClaims concerning
+// a node cannot be listed, the node is not served and the warning names
+// the cause, StaticIPClaimsUnreadable, not an EC2 refusal; once they can
+// be read again, the node is served.
+func TestUnreadableClaimsAreNoEC2Error(t *testing.T) {
+	fi, pre := int32(1), int32(2)
+	w := newWritesRig(t, enipamv1alpha1.ENIPolicySpec{FirstInterfaceIndex: &fi, PreAllocate: &pre, SubnetTags: map[string]string{"pods": "true"}},
+		ciliumv2.NodeSpec{}, 0, nil)
+	w.failClaimLists.Store(true)
+	_, _, cn := w.reconcile()
+	if len(w.calls) != 0 || len(cn.Spec.IPAM.Pool) != 0 {
+		t.Errorf("a node whose claims cannot be read was served: EC2 calls %v, pool %v", w.calls, cn.Spec.IPAM.Pool)
+	}
+	var reasons []string
+	for len(w.events.Events) > 0 {
+		e := <-w.events.Events
+		reasons = append(reasons, e)
+	}
+	if !slices.ContainsFunc(reasons, func(e string) bool { return strings.HasPrefix(e, "Warning "+poolcontroller.ReasonClaimsUnreadable+" ") }) ||
+		slices.ContainsFunc(reasons, func(e string) bool { return strings.Contains(e, poolcontroller.ReasonEC2Error) }) {
+		t.Errorf("events %q, want a %s warning and no %s", reasons, poolcontroller.ReasonClaimsUnreadable, poolcontroller.ReasonEC2Error)
+	}
+	if !strings.Contains(cn.Status.IPAM.OperatorStatus.Error, "static IP claims") {
+		t.Errorf("operator-status %q does not say the claims could not be read", cn.Status.IPAM.OperatorStatus.Error)
+	}
+	w.failClaimLists.Store(false)
+	for i := 0; w.calls["CreateENI"] == 0; i++ {
+		if i == 50 {
+			t.Fatalf("the node was not served once its claims could be read: EC2 calls %v", w.calls)
+		}
+		w.reconcile()
+	}
 }
