@@ -47,12 +47,16 @@ const (
 	ReasonStaticIPConflict    = "StaticIPConflict"
 )
 
-// syncStaticIP associates an Elastic IP with the node's primary address
-// when its CiliumNode asks for one, reports it in
-// status.ipam.assigned-static-ip, and releases what the node no longer
-// asks for: read, decide, execute; after a release, read and decide
-// once more, so a node whose tags changed gets its new address in the
-// same reconcile. Failures land in s.staticErr, never blocking the pool.
+// syncStaticIP has an Elastic IP associated with the node's primary
+// address when its CiliumNode asks for one (an action, made after the
+// CiliumNode's write: associateStaticIP), reports it in
+// status.ipam.assigned-static-ip once EC2 shows it, and releases what
+// the node no longer asks for: read, decide, execute; after a release,
+// read and decide once more, so a node whose tags changed has its new
+// address associated by the same reconcile's actions. The release
+// itself (a describe, the disassociation and the record's removal) is
+// still made here, before the write. Failures land in s.staticErr,
+// never blocking the pool.
 func (s *nodeSync) syncStaticIP(ctx context.Context) {
 	// The last association's failure stands only while the same
 	// association is tried again (associateStaticIP).
