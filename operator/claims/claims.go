@@ -43,6 +43,9 @@ type Claim struct {
 	// the Elastic IP, the stamp stays, so no other pod gets an address
 	// mapped to a public one.
 	Release bool
+	// Deleting: the claim is being deleted (metadata.deletionTimestamp),
+	// whether or not it still holds an Elastic IP.
+	Deleting bool
 	// Ready: the claim controller checked the current spec and found it
 	// good. Nothing moves for a claim that is not.
 	Ready bool
@@ -90,6 +93,7 @@ func Precedes(a, b *enipamv1alpha1.StaticIPClaim, addr string) bool {
 // FromObject converts a claim object.
 func FromObject(c *enipamv1alpha1.StaticIPClaim) *Claim {
 	out := &Claim{Owner: c.Owner(), Target: c.Spec.NodeName, Subnet: c.Spec.SubnetID, Release: c.DeletionTimestamp != nil && c.Status.PublicIP == nil,
+		Deleting:   c.DeletionTimestamp != nil,
 		Generation: c.Generation, Placement: c.Status.Placement.DeepCopy()}
 	addr := c.Spec.Address
 	if addr == "" {

@@ -6,6 +6,8 @@ import (
 	"net/netip"
 	"time"
 
+	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
+	"github.com/enipam/enipam/operator/cloud"
 	"github.com/enipam/enipam/operator/pool"
 )
 
@@ -34,6 +36,36 @@ type actions struct {
 	// consolidation is the call consolidation decided on (detach an
 	// emptied ENI, or delete the detached one); nil: none.
 	consolidation *consolidationStep
+	// static are the static addresses' calls (placements, and the
+	// secondary address or the ENI a first placement needs): the pool's
+	// plan waits for the next reconcile, which sees what they produced.
+	static staticCalls
+	// associate is the Elastic IP's association with the primary
+	// address, recorded in the NodeRouting before the CiliumNode's write
+	// (associateStaticIP); nil: none. Its association is recorded, and
+	// status.ipam.assigned-static-ip written, by the next reconcile.
+	associate *staticIPCall
+}
+
+// staticCalls are the EC2 calls of the static addresses' pass
+// (staticOutcome's place, create and secondary).
+type staticCalls struct {
+	place     []placement
+	create    *pool.Create
+	secondary string
+}
+
+func (c *staticCalls) any() bool {
+	return len(c.place) > 0 || c.create != nil || c.secondary != ""
+}
+
+// staticIPCall is an Elastic IP association to make: pick with the
+// primary address of primary; rec is its record, already in the
+// NodeRouting's spec.
+type staticIPCall struct {
+	pick    cloud.Address
+	primary *cloud.ENI
+	rec     enipamv1alpha1.NodeStaticIP
 }
 
 // window6Return is the window's /80s given back to EC2 from the primary
@@ -46,7 +78,8 @@ type window6Return struct {
 // produce reports whether the actions change what EC2 holds for the
 // node's pool, so that the next reconcile has something to write.
 func (a *actions) produce() bool {
-	return len(a.release) > 0 || a.window6Assign != "" || len(a.window6Unassign.prefixes) > 0 || !a.plan.Empty()
+	return len(a.release) > 0 || a.window6Assign != "" || len(a.window6Unassign.prefixes) > 0 || !a.plan.Empty() ||
+		a.static.any() || a.associate != nil
 }
 
 // dropActions gives up the actions (the CiliumNode's write failed),
@@ -54,6 +87,9 @@ func (a *actions) produce() bool {
 func (s *nodeSync) dropActions() {
 	if s.acts.slot {
 		s.r.slots.release()
+	}
+	if s.acts.associate != nil {
+		s.r.inv.Addresses().Unreserve(s.cn.Name)
 	}
 	s.acts = actions{}
 }
@@ -101,6 +137,17 @@ func (s *nodeSync) act(ctx context.Context) {
 		if _, err := x.release(ctx, a.release); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if a.static.any() {
+		if err := s.placeStatic(ctx, &a.static); err != nil {
+			errs = append(errs, err)
+			reason = reasonFor(err)
+		}
+	}
+	if a.associate != nil && !s.associate(ctx, a.associate) {
+		// Failed (s.staticErr, memory.staticIPErr say why): nothing to
+		// look at at once for it.
+		a.associate = nil
 	}
 	if a.window6Assign != "" {
 		s.tellIPv6Problem(s.assignWindowPrefix(ctx, a.window6Assign))

@@ -212,6 +212,9 @@ type memory struct {
 	// times in a row they did (act.go).
 	actErr      error
 	actFailures int
+	// staticIPErr is why the Elastic IP association the last actions
+	// made failed (staticip.go, associate).
+	staticIPErr error
 	// quickRuns counts the reconciles in a row requeued at once after
 	// acting without a write of the CiliumNode (act.go).
 	quickRuns int
@@ -401,6 +404,12 @@ const (
 	// get none (its subnet or instance type has no IPv6, its primary ENI
 	// no slot for a /80); its IPv4 is served as before.
 	ReasonIPv6Unavailable = "IPv6Unavailable"
+	// ReasonClaimsUnreadable: the StaticIPClaims that concern the node
+	// could not be read (the operator's cache, or the apiserver for a
+	// claim the cache lacks); without them a claimed address could be
+	// pooled as an ordinary one, so the node is not served until they
+	// are.
+	ReasonClaimsUnreadable = "StaticIPClaimsUnreadable"
 )
 
 // isBlocked reports reasons that no retry fixes without a change.

@@ -1,5 +1,11 @@
 package poolcontroller
 
+import (
+	"slices"
+
+	"github.com/enipam/enipam/operator/snapshot"
+)
+
 // decision is what one look at a node's state decides about its pool and
 // its static addresses, beyond the desired CiliumNode (the poolView's,
 // edited in place): what the pool's reconcile changed, and the static
@@ -23,7 +29,22 @@ type decision struct {
 func decide(v *poolView, in *poolInputs) decision {
 	d := decision{pool: v.reconcile(in), repairs: decideRepairs(in.snap, in.cluster, in.backoff, in.now)}
 	if in.static != nil {
-		d.static = v.reconcileStatic(in.static, in.snap, in.cfg)
+		// On a copy: a placement takes its slot on the copy's ENI, for
+		// the pass's next choices, while the node's snapshot (and the
+		// ENIs its status lists) stays what EC2 holds until the
+		// executor placed it.
+		snap := cloneENIs(in.snap)
+		d.static = v.reconcileStatic(in.static, &snap, in.cfg)
 	}
 	return d
+}
+
+// cloneENIs copies snap with its ENIs and their address lists.
+func cloneENIs(snap *snapshot.Node) snapshot.Node {
+	out := *snap
+	out.ENIs = slices.Clone(snap.ENIs)
+	for i := range out.ENIs {
+		out.ENIs[i].IPs = slices.Clone(out.ENIs[i].IPs)
+	}
+	return out
 }

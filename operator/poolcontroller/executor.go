@@ -180,7 +180,7 @@ func (x *executor) disassociateAddress(ctx context.Context, a cloud.Address) err
 // placeStatic assigns claimed addresses onto the node's ENIs, or creates
 // the ENI one needs; each success is recorded in the inventory at once.
 // It returns the addresses reassigned from another ENI.
-func (x *executor) placeStatic(ctx context.Context, out *staticOutcome) ([]netip.Addr, error) {
+func (x *executor) placeStatic(ctx context.Context, out *staticCalls) ([]netip.Addr, error) {
 	var moved []netip.Addr
 	var errs []error
 	for _, p := range out.place {

@@ -49,7 +49,7 @@ func TestAcknowledgedFirstMarkKeptWhileItsClaimIsAway(t *testing.T) {
 		// What readFirstAway reads: the claim, not concerning n1, waits
 		// on n2 without an address.
 		c := claims.Claim{Owner: firstOwner, Target: "n2", Addr: addr, Ready: true}
-		if !c.Release && !c.Addr.IsValid() && c.Target != "n1" {
+		if waitsFirstElsewhere(&c, "n1") {
 			in.markAway(firstOwner)
 		}
 		v := &poolView{cn: n.cn}

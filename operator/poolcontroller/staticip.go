@@ -47,13 +47,20 @@ const (
 	ReasonStaticIPConflict    = "StaticIPConflict"
 )
 
-// syncStaticIP associates an Elastic IP with the node's primary address
-// when its CiliumNode asks for one, reports it in
-// status.ipam.assigned-static-ip, and releases what the node no longer
-// asks for: read, decide, execute; after a release, read and decide
-// once more, so a node whose tags changed gets its new address in the
-// same reconcile. Failures land in s.staticErr, never blocking the pool.
+// syncStaticIP has an Elastic IP associated with the node's primary
+// address when its CiliumNode asks for one (an action, made after the
+// CiliumNode's write: associateStaticIP), reports it in
+// status.ipam.assigned-static-ip once EC2 shows it, and releases what
+// the node no longer asks for: read, decide, execute; after a release,
+// read and decide once more, so a node whose tags changed has its new
+// address associated by the same reconcile's actions. The release
+// itself (a describe, the disassociation and the record's removal) is
+// still made here, before the write. Failures land in s.staticErr,
+// never blocking the pool.
 func (s *nodeSync) syncStaticIP(ctx context.Context) {
+	// The last association's failure stands only while the same
+	// association is tried again (associateStaticIP).
+	s.lastStaticIPErr, s.mem.staticIPErr = s.mem.staticIPErr, nil
 	f, ok := s.readStaticIP(ctx)
 	if !ok {
 		return
@@ -185,12 +192,17 @@ func (s *nodeSync) executeStaticIP(ctx context.Context, step staticIPStep) bool 
 // errStaticIPBlocked marks static-IP failures that only a change fixes.
 var errStaticIPBlocked = errors.New("static IP blocked")
 
-// associateStaticIP associates a free tagged Elastic IP (a.pick, or one
-// the address book reserves) with the primary address, recording
-// it before EC2 is asked; false when it failed.
+// associateStaticIP prepares the association of a free tagged Elastic
+// IP (a.pick, or one the address book reserves for the node until the
+// executor made the call) with the primary address: the NodeRouting
+// records it before EC2 is asked, and the executor asks after the
+// CiliumNode's write (act, associate). EC2's answer, the association's
+// ID, is recorded by the next reconcile, at once, which finds the
+// address on the primary address (decideStaticIP) and writes it in
+// status.ipam.assigned-static-ip: the CiliumNode is never written after
+// the call. False when it cannot be made.
 func (s *nodeSync) associateStaticIP(ctx context.Context, a *staticIPAssociation) bool {
 	book := s.r.inv.Addresses()
-	defer book.Unreserve(s.cn.Name)
 	pick := a.pick
 	if pick.AllocationID == "" {
 		var ok bool
@@ -205,28 +217,35 @@ func (s *nodeSync) associateStaticIP(ctx context.Context, a *staticIPAssociation
 	// dies right after is then found, and released with the node.
 	rec := &enipamv1alpha1.NodeStaticIP{AllocationID: pick.AllocationID, PublicIP: pick.PublicIP.String(), InstanceID: a.instanceID, ENIID: primary.ID}
 	if err := s.r.recordStaticIP(ctx, s.routing, rec); err != nil {
+		book.Unreserve(s.cn.Name)
 		s.staticFailed(err, ReasonEC2Error)
 		return false
 	}
-	assoc, err := s.exec().associateAddress(ctx, pick, primary)
-	if err != nil {
+	// The last association's failure stands while it is tried again.
+	s.staticErr = s.lastStaticIPErr
+	s.acts.associate = &staticIPCall{pick: pick, primary: primary, rec: *rec}
+	return true
+}
+
+// associate has the executor make the Elastic IP's association (act);
+// false when it failed (s.staticErr and memory.staticIPErr say why, for
+// the next reconcile's write).
+func (s *nodeSync) associate(ctx context.Context, a *staticIPCall) bool {
+	defer s.r.inv.Addresses().Unreserve(s.cn.Name)
+	if _, err := s.exec().associateAddress(ctx, a.pick, a.primary); err != nil {
 		if errors.Is(err, cloud.ErrInUse) {
 			// Taken meanwhile by someone else (the executor learnt
 			// where): pick again.
 			s.requeueWithin(attachCheckInterval)
 		}
-		s.staticFailed(fmt.Errorf("associating Elastic IP %s with %s, %w", pick.PublicIP, primary.ID, err), ReasonEC2Error)
+		err = fmt.Errorf("associating Elastic IP %s with %s, %w", a.pick.PublicIP, a.primary.ID, err)
+		s.mem.staticIPErr = err
+		s.staticFailed(err, ReasonEC2Error)
 		return false
 	}
-	rec.AssociationID = assoc
-	if err := s.r.recordStaticIP(ctx, s.routing, rec); err != nil {
-		// The association is made and the record names it: the next
-		// reconcile finds it on the primary address and records it.
-		s.r.log.Info("recording a static IP's association failed", "node", s.cn.Name, "error", err)
-	}
-	s.cn.Status.IPAM.AssignedStaticIP = rec.PublicIP
-	s.r.events.Eventf(s.cn, nil, "Normal", ReasonStaticIPAssigned, "StaticIP", "Elastic IP %s (%s) associated with %s on %s", rec.PublicIP, rec.AllocationID, primary.PrimaryIP, primary.ID)
-	s.r.log.Info("static IP associated", "node", s.cn.Name, "instance", a.instanceID, "eni", primary.ID, "eip", rec.PublicIP)
+	s.mem.staticIPErr = nil
+	s.r.events.Eventf(s.cn, nil, "Normal", ReasonStaticIPAssigned, "StaticIP", "Elastic IP %s (%s) associated with %s on %s", a.rec.PublicIP, a.rec.AllocationID, a.primary.PrimaryIP, a.primary.ID)
+	s.r.log.Info("static IP associated", "node", s.cn.Name, "instance", a.rec.InstanceID, "eni", a.primary.ID, "eip", a.rec.PublicIP)
 	return true
 }
 

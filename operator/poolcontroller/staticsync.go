@@ -41,7 +41,7 @@ func (s *nodeSync) gatherStatic(ctx context.Context) bool {
 	}
 	var list enipamv1alpha1.StaticIPClaimList
 	if err := s.r.client.List(ctx, &list, client.MatchingFields{claims.IndexClaimNode: s.cn.Name}); err != nil {
-		s.fail(fmt.Errorf("listing the node's static IP claims, %w", err), ReasonEC2Error)
+		s.fail(fmt.Errorf("listing the node's static IP claims, %w", err), ReasonClaimsUnreadable)
 		return false
 	}
 	for i := range list.Items {
@@ -71,7 +71,7 @@ func (s *nodeSync) gatherStatic(ctx context.Context) bool {
 			}
 		}
 		if err != nil {
-			s.fail(fmt.Errorf("reading static IP claim %s, %w", e.Owner, err), ReasonEC2Error)
+			s.fail(fmt.Errorf("reading static IP claim %s, %w", e.Owner, err), ReasonClaimsUnreadable)
 			return false
 		}
 		add(c)
@@ -79,7 +79,7 @@ func (s *nodeSync) gatherStatic(ctx context.Context) bool {
 	byAddr := func(ip string) bool {
 		var list enipamv1alpha1.StaticIPClaimList
 		if err := s.r.client.List(ctx, &list, client.MatchingFields{claims.IndexClaimAddress: ip}); err != nil {
-			s.fail(fmt.Errorf("listing static IP claims of %s, %w", ip, err), ReasonEC2Error)
+			s.fail(fmt.Errorf("listing static IP claims of %s, %w", ip, err), ReasonClaimsUnreadable)
 			return false
 		}
 		for j := range list.Items {
@@ -113,7 +113,7 @@ func (s *nodeSync) gatherStatic(ctx context.Context) bool {
 		}
 		var rivals enipamv1alpha1.StaticIPClaimList
 		if err := s.r.client.List(ctx, &rivals, client.MatchingFields{claims.IndexClaimAddress: c.Addr.String()}); err != nil {
-			s.fail(fmt.Errorf("listing static IP claims of %s, %w", c.Addr, err), ReasonEC2Error)
+			s.fail(fmt.Errorf("listing static IP claims of %s, %w", c.Addr, err), ReasonClaimsUnreadable)
 			return false
 		}
 		for i := range rivals.Items {
@@ -133,32 +133,38 @@ func (s *nodeSync) gatherStatic(ctx context.Context) bool {
 
 // readFirstAway reads, from the cache, the claims of the owners of this
 // process's first marks on the node that no longer concern it, and sets
-// in.firstAway to those still waiting for their first placement on
-// another node: no address recorded, not being deleted.
+// in.firstAway to those waiting for their first placement on another
+// node (waitsFirstElsewhere).
 func (s *nodeSync) readFirstAway(ctx context.Context, in *staticInputs) bool {
 	for _, owner := range in.firstMarks {
-		if c := in.claims[owner]; c != nil {
-			if !c.Release && !c.Addr.IsValid() && c.Target != "" && c.Target != s.cn.Name {
-				in.markAway(owner)
+		c := in.claims[owner]
+		if c == nil {
+			ns, name, ok := strings.Cut(owner, "/")
+			if !ok {
+				continue
 			}
-			continue
+			obj := &enipamv1alpha1.StaticIPClaim{}
+			if err := s.r.client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, obj); apierrors.IsNotFound(err) {
+				continue
+			} else if err != nil {
+				s.fail(fmt.Errorf("reading static IP claim %s, %w", owner, err), ReasonClaimsUnreadable)
+				return false
+			}
+			c = claims.FromObject(obj)
 		}
-		ns, name, ok := strings.Cut(owner, "/")
-		if !ok {
-			continue
-		}
-		obj := &enipamv1alpha1.StaticIPClaim{}
-		if err := s.r.client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, obj); apierrors.IsNotFound(err) {
-			continue
-		} else if err != nil {
-			s.fail(fmt.Errorf("reading static IP claim %s, %w", owner, err), ReasonEC2Error)
-			return false
-		}
-		if c := claims.FromObject(obj); obj.DeletionTimestamp == nil && !c.Addr.IsValid() && c.Target != "" && c.Target != s.cn.Name {
+		if waitsFirstElsewhere(c, s.cn.Name) {
 			in.markAway(owner)
 		}
 	}
 	return true
+}
+
+// waitsFirstElsewhere reports whether claim c waits for its first
+// placement on another node than node: no address recorded, not being
+// deleted, asked onto another node (kube-scheduler's bind retries move
+// a pending pod's claim between nodes).
+func waitsFirstElsewhere(c *claims.Claim, node string) bool {
+	return !c.Deleting && !c.Addr.IsValid() && c.Target != "" && c.Target != node
 }
 
 // runStatic carries out what the static addresses' pass decided (out,
@@ -173,15 +179,11 @@ func (s *nodeSync) runStatic(ctx context.Context, out staticOutcome) {
 	s.mem.firstMarks = out.firstMarks
 	s.askEndpoints(ctx, out.queries)
 	s.r.metrics.staticFastMoves.Add(float64(out.fast))
-	if len(out.place) > 0 || out.create != nil || out.secondary != "" {
-		err := s.placeStatic(ctx, &out)
-		if s.snapshot(ctx) {
-			s.reconcilePool(ctx)
-		}
-		if err != nil {
-			s.fail(err, reasonFor(err))
-		}
-	}
+	// The placements' calls are the executor's, after the CiliumNode's
+	// write (act): nothing this pass decided depends on their answer.
+	// The next reconcile, at once, reads what they produced and pools
+	// a placed address once the node's agent routes it.
+	s.acts.static = staticCalls{place: out.place, create: out.create, secondary: out.secondary}
 	s.askRemaps(ctx, out.verify)
 	s.countPool()
 	busy := out.handshakes > 0 || out.waiting || len(out.place) > 0 || out.create != nil || out.secondary != ""
@@ -218,15 +220,39 @@ func (s *nodeSync) runStatic(ctx context.Context, out staticOutcome) {
 }
 
 // placeStatic has the executor assign claimed addresses onto the node's
-// ENIs, or create the ENI one needs. A new remap onto an ENI makes what
-// the agent answered about an earlier one onto it (the address since
-// moved away and back) no word about this one: askRemaps asks anew.
-func (s *nodeSync) placeStatic(ctx context.Context, out *staticOutcome) error {
+// ENIs, or create the ENI one needs (act, after the CiliumNode's write).
+// A new remap onto an ENI makes what the agent answered about an
+// earlier one onto it (the address since moved away and back) no word
+// about this one: the next reconcile's askRemaps asks anew.
+func (s *nodeSync) placeStatic(ctx context.Context, out *staticCalls) error {
+	out.place = s.stillTargeted(ctx, out.place)
 	moved, err := s.exec().placeStatic(ctx, out)
 	for _, ip := range moved {
 		delete(s.mem.remapsAsked, ip.String())
 	}
 	return err
+}
+
+// stillTargeted keeps of the placements those that take no address off
+// another ENI, and the reassignments whose claim still asks for this
+// node, read again from the apiserver right before the call: the
+// decision read it before the reconcile's writes (readStaticFacts), and
+// kube-scheduler's bind retries can ask the claim onto another node at
+// any moment, whose reconcile may be placing it then. A reassignment
+// dropped is decided again by the next reconcile.
+func (s *nodeSync) stillTargeted(ctx context.Context, place []placement) []placement {
+	var keep []placement
+	for _, p := range place {
+		if p.reassign {
+			// No target: the address stays where the claim is (target).
+			if t, ok := s.liveTarget(ctx, p.owner); !ok || (t != "" && t != s.cn.Name) {
+				s.r.log.Info("a static address's claim asks for another node now; not moved", "node", s.cn.Name, "ip", p.ip, "claim", p.owner, "target", t)
+				continue
+			}
+		}
+		keep = append(keep, p)
+	}
+	return keep
 }
 
 // pods is where single pods are read: uncached (Options.Pods).

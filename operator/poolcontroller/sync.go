@@ -38,7 +38,10 @@ type nodeSync struct {
 	// node's static IP's trouble, does when there is no opErr.
 	opErr     error
 	staticErr error
-	requeue   time.Duration
+	// lastStaticIPErr is why the last Elastic IP association failed
+	// (memory.staticIPErr), carried while it is tried again.
+	lastStaticIPErr error
+	requeue         time.Duration
 	// acts are the EC2 actions decided, carried out after the write
 	// (act.go); wrote: the CiliumNode was written.
 	acts  actions
@@ -61,8 +64,8 @@ func (r *Reconciler) newSync(_ context.Context, cn *ciliumv2.CiliumNode, policie
 // once they are written (act). It writes nothing of the CiliumNode: the
 // reconcile writes it once, status then spec, before any of the actions
 // runs. The static addresses' placements and the Elastic IP's
-// association still run inside it (their order of steps is their
-// handshake's), each followed by a fresh snapshot.
+// association are actions too (act): their order of steps holds across
+// reconciles (staticsync.go, staticip.go).
 func (s *nodeSync) run(ctx context.Context) {
 	r := s.r
 	if !s.read(ctx) {
@@ -112,6 +115,14 @@ func (s *nodeSync) run(ctx context.Context) {
 		// The other ENIs cannot carry the node: the drained one serves
 		// again.
 		plan = s.stopDrainingENI()
+	}
+	if s.acts.static.any() {
+		// The static addresses' calls run first (act): the plan is made
+		// by the next reconcile, at once, on what they produced (a slot
+		// taken, an ENI created), as it was made on a fresh snapshot
+		// after them when they ran inside the decision.
+		plan.Assign = nil
+		plan.DropNewENIs()
 	}
 	if plan.Needed > 0 && s.mem.deficitAt.IsZero() {
 		s.mem.deficitAt = r.now()

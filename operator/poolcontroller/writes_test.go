@@ -2,11 +2,14 @@ package poolcontroller_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net/netip"
 	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -84,27 +87,64 @@ func (c journaledCloud) UnassignIPs(ctx context.Context, eniID string, ips []net
 	return c.API.UnassignIPs(ctx, eniID, ips)
 }
 
-// TestCiliumNodeWrittenOncePerReconcileBeforeEC2: an m5.large (3 ENIs of
-// 10 addresses) whose policy keeps the primary ENI for the host
-// (first-interface-index 1), pre-allocates 4 and releases excess at
-// once joins, has every pool address used until its pods need a second
-// pod ENI, then frees them all, so its excess goes through the release
-// handshake with the node's agent. Every reconcile writes the
-// CiliumNode's status at most once and its spec at most once, and never
-// after an EC2 call: what a reconcile decided is written first, and what
-// its calls produced is written by the next. Through the run the pool
-// grew in a reconcile that then called EC2, a second pod ENI was created,
-// and the acknowledged addresses were unassigned and left the pool.
-func TestCiliumNodeWrittenOncePerReconcileBeforeEC2(t *testing.T) {
-	const node, instance = "node-1", "i-0d000000000000001"
+func (c journaledCloud) AssignAddresses(ctx context.Context, eniID string, ips []netip.Addr, allowReassignment bool) error {
+	c.j.add("ec2 AssignAddresses")
+	return c.API.AssignAddresses(ctx, eniID, ips, allowReassignment)
+}
+
+func (c journaledCloud) AssociateAddress(ctx context.Context, allocationID, eniID string, privateIP netip.Addr, reassociate bool) (string, error) {
+	c.j.add("ec2 AssociateAddress")
+	return c.API.AssociateAddress(ctx, allocationID, eniID, privateIP, reassociate)
+}
+
+func (c journaledCloud) DisassociateAddress(ctx context.Context, associationID string) error {
+	c.j.add("ec2 DisassociateAddress")
+	return c.API.DisassociateAddress(ctx, associationID)
+}
+
+// writesRig is one node, node-1 (instance i-0d000000000000001, an
+// m5.large: 3 ENIs of 10 addresses) in the in-memory EC2, served by the
+// pool controller over a fake apiserver whose CiliumNode writes, like
+// the EC2 calls that change something, are journaled.
+type writesRig struct {
+	t    *testing.T
+	ctx  context.Context
+	st   *ec2sim.State
+	j    *journal
+	base client.WithWatch
+	r    *poolcontroller.Reconciler
+	// calls counts the journaled EC2 calls by action.
+	calls map[string]int
+	// events are the reconciler's events; failClaimLists makes the
+	// operator's lists of StaticIPClaims fail.
+	events         *events.FakeRecorder
+	failClaimLists *atomic.Bool
+}
+
+const writesNode, writesInstance = "node-1", "i-0d000000000000001"
+
+// newWritesRig starts the rig with the policy spec, the node's
+// CiliumNode spec and the other objects; eips Elastic IPs carrying
+// eipTags are allocated in the account.
+func newWritesRig(t *testing.T, policy enipamv1alpha1.ENIPolicySpec, spec ciliumv2.NodeSpec, eips int, eipTags map[string]string, objs ...client.Object) *writesRig {
+	t.Helper()
 	vpc := ec2sim.VPCSpec{ID: "vpc-0d000000000000001", CIDRs: []string{"10.0.0.0/16"}, Subnets: []ec2sim.SubnetSpec{
 		{ID: "subnet-0d000000000000001", CIDR: "10.0.0.0/20", Zone: "us-east-1a", Tags: map[string]string{"pods": "true"}},
 	}}
 	st, err := ec2sim.NewState(&ec2sim.Scenario{Account: "123456789012", Region: "us-east-1", Zones: []string{"us-east-1a"},
 		VPCs:      []ec2sim.VPCSpec{vpc},
-		Instances: []ec2sim.InstanceSpec{{ID: instance, Name: node, Type: "m5.large", Subnet: "subnet-0d000000000000001"}}}, time.Now)
+		Instances: []ec2sim.InstanceSpec{{ID: writesInstance, Name: writesNode, Type: "m5.large", Subnet: "subnet-0d000000000000001"}}}, time.Now)
 	if err != nil {
 		t.Fatal(err)
+	}
+	var tags []ec2sim.Tag
+	for k, v := range eipTags {
+		tags = append(tags, ec2sim.Tag{Key: k, Value: v})
+	}
+	for range eips {
+		if _, err := st.AllocateAddress(ec2sim.AllocateAddressRequest{TagSpecifications: []ec2sim.TagSpecification{{ResourceType: "elastic-ip", Tags: tags}}}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	j := &journal{}
 	api := journaledCloud{API: cloudfake.New(st), j: j}
@@ -112,15 +152,12 @@ func TestCiliumNodeWrittenOncePerReconcileBeforeEC2(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	release, fi, pre := true, int32(1), int32(4)
-	objs := []client.Object{
-		&enipamv1alpha1.ENIPolicy{ObjectMeta: metav1.ObjectMeta{Name: "all"}, Spec: enipamv1alpha1.ENIPolicySpec{
-			FirstInterfaceIndex: &fi, PreAllocate: &pre, ReleaseExcessIPs: &release,
-			ExcessIPReleaseDelay: &metav1.Duration{}, SubnetTags: map[string]string{"pods": "true"}}},
-		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node, UID: "uid-node-1"},
-			Spec: corev1.NodeSpec{ProviderID: "aws:///us-east-1a/" + instance}},
-		&ciliumv2.CiliumNode{ObjectMeta: metav1.ObjectMeta{Name: node, UID: "uid-cn-1"}},
-	}
+	objs = append(objs,
+		&enipamv1alpha1.ENIPolicy{ObjectMeta: metav1.ObjectMeta{Name: "all"}, Spec: policy},
+		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: writesNode, UID: "uid-node-1"},
+			Spec: corev1.NodeSpec{ProviderID: "aws:///us-east-1a/" + writesInstance}},
+		&ciliumv2.CiliumNode{ObjectMeta: metav1.ObjectMeta{Name: writesNode, UID: "uid-cn-1"}, Spec: spec},
+	)
 	b := fake.NewClientBuilder().WithScheme(scheme)
 	for _, idx := range claims.Indexes() {
 		b = b.WithIndex(idx.Object, idx.Field, idx.Extract)
@@ -128,7 +165,14 @@ func TestCiliumNodeWrittenOncePerReconcileBeforeEC2(t *testing.T) {
 	base := b.WithStatusSubresource(&ciliumv2.CiliumNode{}, &enipamv1alpha1.NodeRouting{}, &enipamv1alpha1.ENIPolicy{}, &enipamv1alpha1.StaticIPClaim{}).
 		WithObjects(objs...).Build()
 	// The operator's client journals its CiliumNode writes.
+	failClaimLists := &atomic.Bool{}
 	c := interceptor.NewClient(base, interceptor.Funcs{
+		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			if _, ok := list.(*enipamv1alpha1.StaticIPClaimList); ok && failClaimLists.Load() {
+				return errors.New("the cache is gone")
+			}
+			return c.List(ctx, list, opts...)
+		},
 		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
 			if _, ok := obj.(*ciliumv2.CiliumNode); ok {
 				j.add("spec")
@@ -144,7 +188,7 @@ func TestCiliumNodeWrittenOncePerReconcileBeforeEC2(t *testing.T) {
 	})
 
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	t.Cleanup(cancel)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	inv := inventory.New(api, inventory.Options{VPCIDs: []string{vpc.ID}, ResyncInterval: time.Hour, ConsistencyGrace: time.Second, NotFoundRetry: time.Second}, log)
 	go func() { _ = inv.Start(ctx) }()
@@ -157,14 +201,86 @@ func TestCiliumNodeWrittenOncePerReconcileBeforeEC2(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := poolcontroller.New(c, api, inv, events.NewFakeRecorder(1000), m, poolcontroller.Options{
+	rec := events.NewFakeRecorder(1000)
+	r := poolcontroller.New(c, api, inv, rec, m, poolcontroller.Options{
 		Cluster: "test", Workers: 1, ConsistencyGrace: time.Second, RoutingPatience: time.Hour,
 		RetryBase: time.Millisecond, RetryMax: time.Millisecond, BlockedRetry: time.Hour,
 	}, log)
+	return &writesRig{t: t, ctx: ctx, st: st, j: j, base: base, r: r, calls: map[string]int{}, events: rec, failClaimLists: failClaimLists}
+}
+
+// reconcile reconciles the node once and checks its journal: the
+// CiliumNode's status and spec written at most once each, never after
+// an EC2 call. It returns whether the reconcile called EC2, and the node
+// before and after it.
+func (w *writesRig) reconcile() (called bool, before, after *ciliumv2.CiliumNode) {
+	w.t.Helper()
+	before = get(w.t, w.base, writesNode)
+	if _, err := w.r.Reconcile(w.ctx, ctrl.Request{NamespacedName: client.ObjectKey{Name: writesNode}}); err != nil {
+		w.t.Fatalf("reconcile: %v", err)
+	}
+	steps := w.j.take()
+	after = get(w.t, w.base, writesNode)
+	writes := map[string]int{}
+	for _, s := range steps {
+		if s == "status" || s == "spec" {
+			writes[s]++
+			if called {
+				w.t.Fatalf("the CiliumNode's %s written after an EC2 call, in one reconcile: %v", s, steps)
+			}
+			continue
+		}
+		called = true
+		w.calls[strings.TrimPrefix(s, "ec2 ")]++
+	}
+	if writes["status"] > 1 || writes["spec"] > 1 {
+		w.t.Fatalf("one reconcile wrote the status %d times and the spec %d times, want at most once each: %v", writes["status"], writes["spec"], steps)
+	}
+	return called, before, after
+}
+
+// route plays the node's enipam-agent: it reports routed what the
+// CiliumNode lists on attached ENIs.
+func (w *writesRig) route(cn *ciliumv2.CiliumNode) {
+	w.t.Helper()
+	nr := &enipamv1alpha1.NodeRouting{}
+	if err := w.base.Get(w.ctx, client.ObjectKey{Name: writesNode}, nr); err != nil {
+		return
+	}
+	attached := map[string]bool{}
+	for _, e := range w.st.Dump().NetworkInterfaces {
+		if e.Attachment != nil && e.Attachment.Status == "attached" {
+			attached[e.NetworkInterfaceID] = true
+		}
+	}
+	if routed := agentsim.Routed(cn, &nr.Spec, func(id string) bool { return attached[id] }); !equality.Semantic.DeepEqual(routed, nr.Status.ENIs) {
+		nr.Status.ENIs = routed
+		if err := w.base.Status().Update(w.ctx, nr); err != nil {
+			w.t.Fatal(err)
+		}
+	}
+}
+
+// TestCiliumNodeWrittenOncePerReconcileBeforeEC2: an m5.large (3 ENIs of
+// 10 addresses) whose policy keeps the primary ENI for the host
+// (first-interface-index 1), pre-allocates 4 and releases excess at
+// once joins, has every pool address used until its pods need a second
+// pod ENI, then frees them all, so its excess goes through the release
+// handshake with the node's agent. Every reconcile writes the
+// CiliumNode's status at most once and its spec at most once, and never
+// after an EC2 call: what a reconcile decided is written first, and what
+// its calls produced is written by the next. Through the run the pool
+// grew in a reconcile that then called EC2, a second pod ENI was created,
+// and the acknowledged addresses were unassigned and left the pool.
+func TestCiliumNodeWrittenOncePerReconcileBeforeEC2(t *testing.T) {
+	release, fi, pre := true, int32(1), int32(4)
+	w := newWritesRig(t, enipamv1alpha1.ENIPolicySpec{FirstInterfaceIndex: &fi, PreAllocate: &pre, ReleaseExcessIPs: &release,
+		ExcessIPReleaseDelay: &metav1.Duration{}, SubnetTags: map[string]string{"pods": "true"}}, ciliumv2.NodeSpec{}, 0, nil)
+	ctx, base, st := w.ctx, w.base, w.st
 
 	var (
-		grewThenCalled, created, unassigned int
-		released                            []string
+		grewThenCalled int
+		released       []string
 	)
 	// step reconciles the node, checks its journal, and plays the node's
 	// agents: enipam-agent's routed report, and Cilium's agent using
@@ -172,32 +288,7 @@ func TestCiliumNodeWrittenOncePerReconcileBeforeEC2(t *testing.T) {
 	// marked for release and forgetting the released ones.
 	step := func(use bool) *ciliumv2.CiliumNode {
 		t.Helper()
-		before := get(t, base, node)
-		if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKey{Name: node}}); err != nil {
-			t.Fatalf("reconcile: %v", err)
-		}
-		steps := j.take()
-		after := get(t, base, node)
-		writes, called := map[string]int{}, false
-		for _, s := range steps {
-			if s == "status" || s == "spec" {
-				writes[s]++
-				if called {
-					t.Fatalf("the CiliumNode's %s written after an EC2 call, in one reconcile: %v", s, steps)
-				}
-				continue
-			}
-			called = true
-			switch s {
-			case "ec2 CreateENI":
-				created++
-			case "ec2 UnassignIPs":
-				unassigned++
-			}
-		}
-		if writes["status"] > 1 || writes["spec"] > 1 {
-			t.Fatalf("one reconcile wrote the status %d times and the spec %d times, want at most once each: %v", writes["status"], writes["spec"], steps)
-		}
+		called, before, after := w.reconcile()
 		if called && len(after.Spec.IPAM.Pool) > len(before.Spec.IPAM.Pool) {
 			grewThenCalled++
 		}
@@ -206,22 +297,7 @@ func TestCiliumNodeWrittenOncePerReconcileBeforeEC2(t *testing.T) {
 				released = append(released, ip)
 			}
 		}
-
-		nr := &enipamv1alpha1.NodeRouting{}
-		if err := base.Get(ctx, client.ObjectKey{Name: node}, nr); err == nil {
-			attached := map[string]bool{}
-			for _, e := range st.Dump().NetworkInterfaces {
-				if e.Attachment != nil && e.Attachment.Status == "attached" {
-					attached[e.NetworkInterfaceID] = true
-				}
-			}
-			if routed := agentsim.Routed(after, &nr.Spec, func(id string) bool { return attached[id] }); !equality.Semantic.DeepEqual(routed, nr.Status.ENIs) {
-				nr.Status.ENIs = routed
-				if err := base.Status().Update(ctx, nr); err != nil {
-					t.Fatal(err)
-				}
-			}
-		}
+		w.route(after)
 		cn := after.DeepCopy()
 		cn.Status.IPAM.Used = ipamtypes.AllocationMap{}
 		if use {
@@ -252,23 +328,23 @@ func TestCiliumNodeWrittenOncePerReconcileBeforeEC2(t *testing.T) {
 	// Grow: every address used until a second pod ENI holds addresses.
 	for i := 0; ; i++ {
 		if i == 200 {
-			t.Fatalf("no second pod ENI after %d reconciles (%d created)", i, created)
+			t.Fatalf("no second pod ENI after %d reconciles (%d created)", i, w.calls["CreateENI"])
 		}
-		if cn := step(true); created >= 2 && len(cn.Spec.IPAM.Pool) > 9 {
+		if cn := step(true); w.calls["CreateENI"] >= 2 && len(cn.Spec.IPAM.Pool) > 9 {
 			break
 		}
 	}
 	// Shrink: nothing used; the excess leaves through the handshake.
-	for i := 0; len(released) == 0 || unassigned == 0; i++ {
+	for i := 0; len(released) == 0 || w.calls["UnassignIPs"] == 0; i++ {
 		if i == 200 {
-			t.Fatalf("no address released after %d reconciles (%d Unassigns)", i, unassigned)
+			t.Fatalf("no address released after %d reconciles (%d Unassigns)", i, w.calls["UnassignIPs"])
 		}
 		step(false)
 	}
 	if grewThenCalled == 0 {
 		t.Errorf("no reconcile both grew the pool and called EC2: the write-before-act case was never exercised")
 	}
-	cn := get(t, base, node)
+	cn := get(t, base, writesNode)
 	for _, ip := range released {
 		if _, ok := cn.Spec.IPAM.Pool[ip]; ok {
 			t.Errorf("released %s is back in the pool", ip)
@@ -279,7 +355,7 @@ func TestCiliumNodeWrittenOncePerReconcileBeforeEC2(t *testing.T) {
 			t.Errorf("released %s is still assigned in EC2", ip)
 		}
 	}
-	t.Logf("%d CreateENI, %d UnassignIPs, %d addresses released, %d reconciles grew the pool and then called EC2", created, unassigned, len(released), grewThenCalled)
+	t.Logf("%d CreateENI, %d UnassignIPs, %d addresses released, %d reconciles grew the pool and then called EC2", w.calls["CreateENI"], w.calls["UnassignIPs"], len(released), grewThenCalled)
 }
 
 func get(t *testing.T, c client.Client, name string) *ciliumv2.CiliumNode {
@@ -289,4 +365,123 @@ func get(t *testing.T, c client.Client, name string) *ciliumv2.CiliumNode {
 		t.Fatal(err)
 	}
 	return cn
+}
+
+// TestCiliumNodeWrittenOnceWhenPlacingStaticAddresses: node-1, whose
+// policy keeps the primary ENI for the host, is the node of claim
+// ns/db-0 for 10.0.0.200, an address no ENI holds, or asks for an
+// Elastic IP carrying cilium/static=egress (Cilium's
+// ipam-static-ip-tags), or both. Through the reconciles that create the
+// ENI the address needs, assign it there and pool it stamped once
+// routed, and that associate the Elastic IP with the primary address and
+// report it, each writes the CiliumNode's status and spec at most once,
+// and never after an EC2 call: the placement's and the association's
+// answers are written by the next reconcile.
+func TestCiliumNodeWrittenOnceWhenPlacingStaticAddresses(t *testing.T) {
+	const addr, owner = "10.0.0.200", "ns/db-0"
+	for _, tc := range []struct {
+		name       string
+		claim, eip bool
+	}{
+		{name: "static address", claim: true},
+		{name: "Elastic IP", eip: true},
+		{name: "both", claim: true, eip: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fi, pre := int32(1), int32(2)
+			var tags map[string]string
+			var objs []client.Object
+			if tc.eip {
+				tags = map[string]string{"cilium/static": "egress"}
+			}
+			if tc.claim {
+				objs = append(objs, &enipamv1alpha1.StaticIPClaim{
+					ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "db-0", Generation: 1},
+					Spec:       enipamv1alpha1.StaticIPClaimSpec{Address: addr, NodeName: writesNode},
+					Status:     enipamv1alpha1.StaticIPClaimStatus{Phase: enipamv1alpha1.ClaimPending, ObservedGeneration: 1},
+				})
+			}
+			w := newWritesRig(t, enipamv1alpha1.ENIPolicySpec{FirstInterfaceIndex: &fi, PreAllocate: &pre, SubnetTags: map[string]string{"pods": "true"}},
+				ciliumv2.NodeSpec{IPAM: ipamtypes.IPAMSpec{StaticIPTags: tags}}, 1, map[string]string{"cilium/static": "egress"}, objs...)
+			done := func(cn *ciliumv2.CiliumNode) bool {
+				return (!tc.claim || cn.Spec.IPAM.Pool[addr].Owner == owner) && (!tc.eip || cn.Status.IPAM.AssignedStaticIP != "")
+			}
+			var cn *ciliumv2.CiliumNode
+			for i := 0; ; i++ {
+				if i == 200 {
+					t.Fatalf("after %d reconciles: pool entry %+v, assigned static IP %q; EC2 calls %v", i, cn.Spec.IPAM.Pool[addr], cn.Status.IPAM.AssignedStaticIP, w.calls)
+				}
+				if _, _, cn = w.reconcile(); done(cn) {
+					break
+				}
+				w.route(cn)
+				// The inventory learns that an attachment completed from
+				// its describe of attaching ENIs, once a second.
+				time.Sleep(100 * time.Millisecond)
+			}
+			if want := btoi(tc.claim); w.calls["AssignAddresses"] != want {
+				t.Errorf("%d AssignAddresses (the claim's address), want %d; EC2 calls %v", w.calls["AssignAddresses"], want, w.calls)
+			}
+			if want := btoi(tc.eip); w.calls["AssociateAddress"] != want {
+				t.Errorf("%d AssociateAddress, want %d; EC2 calls %v", w.calls["AssociateAddress"], want, w.calls)
+			}
+			if !tc.eip {
+				return
+			}
+			nr := &enipamv1alpha1.NodeRouting{}
+			if err := w.base.Get(w.ctx, client.ObjectKey{Name: writesNode}, nr); err != nil {
+				t.Fatal(err)
+			}
+			var assoc string
+			for _, a := range w.st.Dump().Addresses {
+				if a.PublicIP == cn.Status.IPAM.AssignedStaticIP {
+					assoc = a.AssociationID
+				}
+			}
+			if rec := nr.Spec.StaticIP; assoc == "" || rec == nil || rec.PublicIP != cn.Status.IPAM.AssignedStaticIP || rec.AssociationID != assoc {
+				t.Errorf("NodeRouting records %+v; EC2 has %s associated as %q", rec, cn.Status.IPAM.AssignedStaticIP, assoc)
+			}
+		})
+	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// TestUnreadableClaimsAreNoEC2Error: when the StaticIPClaims concerning
+// a node cannot be listed, the node is not served and the warning names
+// the cause, StaticIPClaimsUnreadable, not an EC2 refusal; once they can
+// be read again, the node is served.
+func TestUnreadableClaimsAreNoEC2Error(t *testing.T) {
+	fi, pre := int32(1), int32(2)
+	w := newWritesRig(t, enipamv1alpha1.ENIPolicySpec{FirstInterfaceIndex: &fi, PreAllocate: &pre, SubnetTags: map[string]string{"pods": "true"}},
+		ciliumv2.NodeSpec{}, 0, nil)
+	w.failClaimLists.Store(true)
+	_, _, cn := w.reconcile()
+	if len(w.calls) != 0 || len(cn.Spec.IPAM.Pool) != 0 {
+		t.Errorf("a node whose claims cannot be read was served: EC2 calls %v, pool %v", w.calls, cn.Spec.IPAM.Pool)
+	}
+	var reasons []string
+	for len(w.events.Events) > 0 {
+		e := <-w.events.Events
+		reasons = append(reasons, e)
+	}
+	if !slices.ContainsFunc(reasons, func(e string) bool { return strings.HasPrefix(e, "Warning "+poolcontroller.ReasonClaimsUnreadable+" ") }) ||
+		slices.ContainsFunc(reasons, func(e string) bool { return strings.Contains(e, poolcontroller.ReasonEC2Error) }) {
+		t.Errorf("events %q, want a %s warning and no %s", reasons, poolcontroller.ReasonClaimsUnreadable, poolcontroller.ReasonEC2Error)
+	}
+	if !strings.Contains(cn.Status.IPAM.OperatorStatus.Error, "static IP claims") {
+		t.Errorf("operator-status %q does not say the claims could not be read", cn.Status.IPAM.OperatorStatus.Error)
+	}
+	w.failClaimLists.Store(false)
+	for i := 0; w.calls["CreateENI"] == 0; i++ {
+		if i == 50 {
+			t.Fatalf("the node was not served once its claims could be read: EC2 calls %v", w.calls)
+		}
+		w.reconcile()
+	}
 }

@@ -274,12 +274,31 @@ func (w *world) reconcile(claim bool, key client.ObjectKey) {
 	if claim {
 		_, err = w.op.claims.Reconcile(ctx, ctrl.Request{NamespacedName: key})
 	} else {
-		_, err = w.op.pools.Reconcile(ctx, ctrl.Request{NamespacedName: key})
+		// A node the pool controller asks back at once (its actions
+		// changed what EC2 holds for it: act.go's actedRequeue) is
+		// reconciled again at once, as the workqueue does within a
+		// millisecond, before any other actor moves; the controller
+		// bounds such runs in a row itself (maxQuickRuns).
+		for range quickRequeues {
+			var res ctrl.Result
+			res, err = w.op.pools.Reconcile(ctx, ctrl.Request{NamespacedName: key})
+			if err != nil || ctx.Err() != nil || w.op.dead || res.RequeueAfter <= 0 || res.RequeueAfter > atOnce {
+				break
+			}
+		}
 	}
 	if ctx.Err() != nil {
 		w.violate("reconcile of %s blocked: %v", key, err)
 	}
 }
+
+// atOnce is the longest requeue taken for "at once"; quickRequeues
+// bounds the reconciles of one node in a row (the controller's own bound
+// is lower).
+const (
+	atOnce        = 10 * time.Millisecond
+	quickRequeues = 8
+)
 
 // keys lists names sorted, for draws that do not depend on map order.
 func keys[V any](m map[string]V) []string { return slices.Sorted(mapsKeys(m)) }
