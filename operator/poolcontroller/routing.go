@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	awstypes "github.com/cilium/cilium/pkg/aws/types"
 	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -65,6 +66,9 @@ func (s *nodeSync) syncRouting(ctx context.Context) error {
 			return err
 		}
 	}
+	// The ENIs stand as read until fill lists those of this reconcile's
+	// snapshot: an apply without them would unroute the node.
+	want.ENIs = slices.Clone(nr.Spec.ENIs)
 	s.routing, s.routingRead, s.routingWant = nr, nr.DeepCopy(), &want
 	s.routed = s.ownReport(nr)
 	return nil
@@ -109,6 +113,85 @@ func (s *nodeSync) writeRouting(ctx context.Context) error {
 	}
 	s.routingRead = s.routing.DeepCopy()
 	return nil
+}
+
+// wantRoutingENIs lists in the NodeRouting's desired spec the ENIs fill
+// lists in status.eni.enis, enis, sorted by ID: the list the node agent
+// routes. The ENIs kept for the consistency grace (kept) keep the entry
+// the spec had.
+func (s *nodeSync) wantRoutingENIs(enis map[string]awstypes.ENI, kept []string) {
+	if s.routingWant == nil {
+		return
+	}
+	var had []enipamv1alpha1.NodeENI
+	if s.routingRead != nil {
+		had = s.routingRead.Spec.ENIs
+	}
+	out := make([]enipamv1alpha1.NodeENI, 0, len(enis)+len(kept))
+	for _, id := range slices.Sorted(maps.Keys(enis)) {
+		if i := slices.IndexFunc(had, func(e enipamv1alpha1.NodeENI) bool { return e.ID == id }); i >= 0 && slices.Contains(kept, id) {
+			out = append(out, had[i])
+			continue
+		}
+		e := enis[id]
+		out = append(out, specENI(&e, s.cfg.ExcludeTags))
+	}
+	for _, id := range kept {
+		if _, listed := enis[id]; listed {
+			continue
+		}
+		if i := slices.IndexFunc(had, func(e enipamv1alpha1.NodeENI) bool { return e.ID == id }); i >= 0 {
+			out = append(out, had[i])
+		}
+	}
+	slices.SortFunc(out, func(a, b enipamv1alpha1.NodeENI) int { return strings.Compare(a.ID, b.ID) })
+	s.routingWant.ENIs = out
+}
+
+// specENI is an ENI as status.eni.enis lists it (Cilium's type), as the
+// NodeRouting's spec.enis lists it: the fields routing reads, with only
+// the tags exclude names.
+func specENI(e *awstypes.ENI, exclude map[string]string) enipamv1alpha1.NodeENI {
+	n := enipamv1alpha1.NodeENI{ID: e.ID, MAC: e.MAC, Number: int32(e.Number), SubnetID: e.Subnet.ID}
+	if e.IP.IsValid() {
+		n.PrimaryIP = e.IP.Addr.String()
+	}
+	if e.Subnet.CIDR.IsValid() {
+		n.SubnetCIDR = e.Subnet.CIDR.Prefix.String()
+	}
+	// The primary CIDR first; Cilium's type lists it again among CIDRs.
+	if e.VPC.PrimaryCIDR.IsValid() {
+		n.VPCCIDRs = append(n.VPCCIDRs, e.VPC.PrimaryCIDR.Prefix.String())
+	}
+	for _, c := range e.VPC.CIDRs {
+		if c.IsValid() && !slices.Contains(n.VPCCIDRs, c.Prefix.String()) {
+			n.VPCCIDRs = append(n.VPCCIDRs, c.Prefix.String())
+		}
+	}
+	for _, a := range e.Addresses {
+		if a.IsValid() {
+			n.Addresses = append(n.Addresses, a.Addr.String())
+		}
+	}
+	for _, p := range e.Prefixes {
+		if p.IsValid() {
+			n.Prefixes = append(n.Prefixes, p.Prefix.String())
+		}
+	}
+	for _, p := range e.IPv6Prefixes {
+		if p.IsValid() {
+			n.IPv6Prefixes = append(n.IPv6Prefixes, p.Prefix.String())
+		}
+	}
+	for k := range exclude {
+		if v, ok := e.Tags[k]; ok {
+			if n.Tags == nil {
+				n.Tags = map[string]string{}
+			}
+			n.Tags[k] = v
+		}
+	}
+	return n
 }
 
 // ownReport is the agent's report as a lookup (nil when it reports

@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
+	"github.com/enipam/enipam/nodeagent/ciliumnode"
 )
 
 // RoutingOptions tune the simulated enipam-agents.
@@ -33,6 +34,10 @@ type RoutingOptions struct {
 	// CiliumNode to reporting it routed (the real agent's converge);
 	// default 50 ms.
 	Delay time.Duration
+	// StatusENIsOnly plays an agent of an earlier version: it routes the
+	// ENIs of the CiliumNode's status.eni.enis alone, and its reports do
+	// not say routesSpecENIs.
+	StatusENIsOnly bool
 	// Attached reports whether EC2's attachment of an ENI completed: a
 	// link exists only then, so the real agent reports nothing of an ENI
 	// before. Nil counts every listed ENI as attached (the operator
@@ -197,7 +202,11 @@ func (r *RoutingSim) report(ctx context.Context, name string) {
 	}
 	cn, nr := cnObj.(*ciliumv2.CiliumNode), nrObj.(*enipamv1alpha1.NodeRouting)
 	want := nr.DeepCopy()
-	want.Status.ENIs = Routed(cn, &nr.Spec, r.opts.Attached)
+	spec := nr.Spec
+	if r.opts.StatusENIsOnly {
+		spec.ENIs = nil
+	}
+	want.Status.ENIs = Routed(cn, &spec, r.opts.Attached)
 	want.Status.RoutedENIs, want.Status.RoutedIPs = int32(len(want.Status.ENIs)), 0
 	want.Status.RoutedIPv6, want.Status.RoutedIPv6Prefixes = 0, 0
 	for _, e := range want.Status.ENIs {
@@ -206,6 +215,7 @@ func (r *RoutingSim) report(ctx context.Context, name string) {
 		want.Status.RoutedIPv6Prefixes += int32(len(e.IPv6Prefixes))
 	}
 	want.Status.ObservedGeneration = nr.Generation
+	want.Status.RoutesSpecENIs = !r.opts.StatusENIsOnly
 	meta.SetStatusCondition(&want.Status.Conditions, metav1.Condition{
 		Type: enipamv1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: enipamv1alpha1.ReasonRouted,
 		Message: "simulated", ObservedGeneration: nr.Generation,
@@ -281,10 +291,13 @@ func (r *RoutingSim) remaps(ctx context.Context, nr *enipamv1alpha1.NodeRouting)
 
 // Routed is what enipam-agent routes on a node and reports in its
 // NodeRouting status (nodeagent/ciliumnode.ToNode and the agent's report
-// follow the same rules), for each ENI of status.eni.enis that is
-// attached (nil attached: every one). An ENI at or above
+// follow the same rules), for each ENI the agent is told of that is
+// attached (nil attached: every one): those of the NodeRouting's
+// spec.enis and those only the CiliumNode's status.eni.enis lists, an
+// ENI both list taken from the spec (ciliumnode.ENIs, the agent's own
+// union). An ENI at or above
 // spec.firstInterfaceIndex and not excluded by spec.excludeInterfaceTags
-// lists the addresses status.eni.enis lists on it and the held addresses
+// lists the addresses listed on it and the held addresses
 // naming it, plus its prefixes. An ENI the spec no longer selects lists
 // the held addresses naming it alone (a prefix whose every address is
 // held stands for them), and is left out when there are none. Held
@@ -312,7 +325,8 @@ func Routed(cn *ciliumv2.CiliumNode, spec *enipamv1alpha1.NodeRoutingSpec, attac
 		}
 	}
 	var out []enipamv1alpha1.RoutedENI
-	for id, eni := range cn.Status.ENI.ENIs {
+	enis, _ := ciliumnode.ENIs(cn, spec)
+	for id, eni := range enis {
 		if attached != nil && !attached(id) {
 			continue
 		}
