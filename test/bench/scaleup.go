@@ -218,6 +218,12 @@ func (s ScaleUp) Run(ctx context.Context, e *Env) (*Report, error) {
 	rep.add("operator CiliumNode writes per node, status / spec", fmt.Sprintf("%.2f / %.2f",
 		sum(metrics, "enipam_ciliumnode_writes_total", map[string]string{"part": "status"})/n,
 		sum(metrics, "enipam_ciliumnode_writes_total", map[string]string{"part": "spec"})/n), "")
+	// The copies of the NodeRouting's spec.enis into status.eni.enis
+	// come a resync interval after a node's join is complete: writes to
+	// a joined node, apart from the join's.
+	copies := sum(metrics, "enipam_ciliumnode_eni_copies_total", nil)
+	rep.add("operator status.eni.enis copies per node, after the join (so far)", copies/n, "")
+	rep.add("operator CiliumNode writes per joining node (less those copies)", (writes-copies)/n, "")
 	rep.add("operator CiliumNode write conflicts", sum(metrics, "enipam_ciliumnode_write_failures_total", map[string]string{"reason": "conflict"}), "")
 	rep.add("operator CiliumNode writes refused otherwise", sum(metrics, "enipam_ciliumnode_write_failures_total", map[string]string{"reason": "other"}), "")
 	rep.add("operator CPU", after.CPUSeconds-before.CPUSeconds, "s")
@@ -281,6 +287,10 @@ func (s ScaleUp) Run(ctx context.Context, e *Env) (*Report, error) {
 	rep.target("no throttling surfaced as a node error", "0", fmt.Sprint(statusErrors), statusErrors == 0)
 	conflicts := sum(metrics, "enipam_ciliumnode_write_failures_total", map[string]string{"reason": "conflict"})
 	rep.target("no CiliumNode write conflict", "0", fmt.Sprint(conflicts), conflicts == 0)
+	if s.NewENI {
+		perJoin := (writes - copies) / n
+		rep.target("≤ 2 CiliumNode writes per joining node", "≤ 2.00", fmt.Sprintf("%.2f", perJoin), perJoin <= 2)
+	}
 	rep.target("zero violations", "0", fmt.Sprint(figures.Violations.Total()), figures.Violations.Total() == 0)
 	if dual {
 		v4, v6, err := w.poolFindingsByFamily(ctx)
