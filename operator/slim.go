@@ -117,6 +117,14 @@ func slimNodeRouting(obj any) (any, error) {
 	internOwners(nr)
 	spec := &nr.Spec
 	spec.ExcludeInterfaceTags = internMap(spec.ExcludeInterfaceTags, nil)
+	spec.ENIs = exact(spec.ENIs)
+	for i := range spec.ENIs {
+		e := &spec.ENIs[i]
+		e.SubnetID, e.SubnetCIDR = intern.String(e.SubnetID), intern.String(e.SubnetCIDR)
+		e.VPCCIDRs = sharedStrings(e.VPCCIDRs)
+		e.Addresses, e.Prefixes, e.IPv6Prefixes = exact(e.Addresses), exact(e.Prefixes), exact(e.IPv6Prefixes)
+		e.Tags = internMap(e.Tags, nil)
+	}
 	if c := spec.Capacity; c != nil {
 		c.AvailabilityZone, c.Reason = intern.String(c.AvailabilityZone), intern.String(c.Reason)
 		c.Subnets = sharedStrings(c.Subnets)
