@@ -177,4 +177,3 @@ func TestDashboardAndAlertsNameExportedMetrics(t *testing.T) {
 		t.Errorf("invariants: %d pool breaches (%v), %d addresses pooled before routed", f.Total(), f.Details, unrouted)
 	}
 }
-
