@@ -262,6 +262,14 @@ func (s ScaleUp) Run(ctx context.Context, e *Env) (*Report, error) {
 		}
 	}
 	rep.add("violations", figures.Violations.Total(), "")
+	if details := w.agents.Ledger().ViolationDetails(); len(details) > 0 {
+		// Which kind, where and when: a figure alone cannot be chased.
+		v4, v6 := violationsByFamily(details)
+		rep.add("violations by kind, IPv4 / IPv6", fmt.Sprintf("%v / %v", v4, v6), "")
+		for i, v := range details[:min(len(details), 5)] {
+			rep.add(fmt.Sprintf("violation %d", i+1), fmt.Sprintf("%s at %s", v, v.At.Sub(tJoin).Round(time.Millisecond)), "")
+		}
+	}
 	rep.add("handouts checked routed before handed (waiting)", fmt.Sprintf("%d (%d)", figures.RoutedChecks, figures.RoutedPending), "")
 	statusErrors, err := w.statusErrors(ctx)
 	if err != nil {
