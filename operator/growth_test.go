@@ -151,8 +151,8 @@ func TestExistingENIsAdopted(t *testing.T) {
 `)
 	r.startOperator(r.options())
 	r.addNode("node-old", "i-0a0000000000000aa", "us-east-1a", nil, ipamtypes.IPAMSpec{PreAllocate: 4})
-	cn := r.waitNode("node-old", 20*time.Second, "7 pool IPs", func(cn *ciliumv2.CiliumNode) bool { return len(cn.Spec.IPAM.Pool) == 7 })
-	cn = r.waitCopied("node-old")
+	r.waitNode("node-old", 20*time.Second, "7 pool IPs", func(cn *ciliumv2.CiliumNode) bool { return len(cn.Spec.IPAM.Pool) == 7 })
+	cn := r.waitCopied("node-old")
 	if len(cn.Status.ENI.ENIs) != 2 {
 		t.Errorf("status lists %d ENIs, want 2", len(cn.Status.ENI.ENIs))
 	}
@@ -235,8 +235,8 @@ func TestPrefixDelegation(t *testing.T) {
 	}
 	r.startOperator(r.options())
 	r.addNode("node-pfx", "i-0a000000000000001", "us-east-1a", nil, ipamtypes.IPAMSpec{})
-	cn := r.waitNode("node-pfx", 20*time.Second, "32 pool IPs", func(cn *ciliumv2.CiliumNode) bool { return len(cn.Spec.IPAM.Pool) == 32 })
-	cn = r.waitCopied("node-pfx")
+	r.waitNode("node-pfx", 20*time.Second, "32 pool IPs", func(cn *ciliumv2.CiliumNode) bool { return len(cn.Spec.IPAM.Pool) == 32 })
+	cn := r.waitCopied("node-pfx")
 	time.Sleep(300 * time.Millisecond)
 	if got := r.calls("AssignPrivateIpAddresses"); got != 1 {
 		t.Errorf("AssignPrivateIpAddresses calls = %d, want 1", got)
