@@ -101,11 +101,15 @@ type Ledger struct {
 	routingRV     map[string]uint64
 	pendingRoutes []routedCheck
 	routedChecks  int
+	// routingSeen and the watch errors say what the routing watch saw.
+	routingSeen     map[string]routingSeen
+	watchErrors     int
+	watchErrorTexts []string
 }
 
 // NewLedger returns an empty ledger.
 func NewLedger() *Ledger {
-	return &Ledger{holders: map[string][]holder{}, routes: map[routeKey][]listing{}, routes6: map[prefixKey][]listing{}, routingRV: map[string]uint64{}}
+	return &Ledger{holders: map[string][]holder{}, routes: map[routeKey][]listing{}, routes6: map[prefixKey][]listing{}, routingRV: map[string]uint64{}, routingSeen: map[string]routingSeen{}}
 }
 
 // take records that owner on node now holds ip, and a DoubleAllocation if

@@ -1,7 +1,9 @@
 package agentsim
 
 import (
+	"fmt"
 	"net/netip"
+	"slices"
 	"time"
 
 	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
@@ -45,6 +47,12 @@ func (l *Ledger) observeRouting(node string, rv uint64, status *enipamv1alpha1.N
 		return
 	}
 	l.routingRV[node] = rv
+	seen := l.routingSeen[node]
+	if seen.count == 0 {
+		seen.first = rv
+	}
+	seen.count, seen.last = seen.count+1, rv
+	l.routingSeen[node] = seen
 	listed := map[routeKey]bool{}
 	listed6 := map[prefixKey]bool{}
 	for _, e := range status.ENIs {
@@ -140,8 +148,40 @@ func (l *Ledger) judgeLocked(c routedCheck) {
 			}
 		}
 	}
+	// What the ledger saw, so that a breach can be told from a watch
+	// that missed revisions: the spans the address was listed in, and
+	// the node's NodeRouting revisions seen.
+	seen := l.routingSeen[c.key.node]
 	l.recordLocked(Violation{Kind: HandedBeforeRouted, Node: c.key.node, IP: c.key.ip, Owner: c.owner,
-		Other: "ENI " + c.key.eni, At: c.at})
+		Other: fmt.Sprintf("ENI %s, pooled at revision %d, listed %v, routing revisions seen %d (%d to %d)",
+			c.key.eni, c.pooled, l.routes[c.key], seen.count, seen.first, seen.last), At: c.at})
+}
+
+// routingSeen counts the NodeRouting revisions the ledger took of a node.
+type routingSeen struct {
+	count       int
+	first, last uint64
+}
+
+// routingWatchError counts an error that ended the ledger's NodeRouting
+// watch: the informer lists again, and a revision written meanwhile and
+// overwritten before the list is never seen, which would make the
+// routed-before-handed check judge on a gap that was not there.
+func (l *Ledger) routingWatchError(err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.watchErrors++
+	if len(l.watchErrorTexts) < 5 {
+		l.watchErrorTexts = append(l.watchErrorTexts, err.Error())
+	}
+}
+
+// RoutingWatchErrors returns how many errors ended the ledger's
+// NodeRouting watch, and the first few.
+func (l *Ledger) RoutingWatchErrors() (int, []string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.watchErrors, slices.Clone(l.watchErrorTexts)
 }
 
 // RoutedChecks returns how many handouts were judged against the agents'

@@ -1,6 +1,7 @@
 package agentsim
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -63,5 +64,31 @@ func TestHandedBeforeRoutedIPv6(t *testing.T) {
 	}
 	if v := l.Violations(); v.HandedBeforeRouted != 3 {
 		t.Fatalf("violations %+v, want 3 handed before routed", v)
+	}
+}
+
+// TestHandedBeforeRoutedTellsWhatTheLedgerSaw: a handed-before-routed
+// names the revision the address was pooled in, the spans it was listed
+// in, and the node's NodeRouting revisions the ledger saw, so a breach
+// can be told from a watch that missed revisions; errors that ended the
+// routing watch are counted.
+func TestHandedBeforeRoutedTellsWhatTheLedgerSaw(t *testing.T) {
+	l := NewLedger()
+	now := time.Now()
+	l.observeRouting("n", 10, &enipamv1alpha1.NodeRoutingStatus{ENIs: []enipamv1alpha1.RoutedENI{{ID: "eni-1", IPs: []string{"10.0.0.9"}}}})
+	l.observeRouting("n", 15, &enipamv1alpha1.NodeRoutingStatus{})
+	l.observeRouting("n", 25, &enipamv1alpha1.NodeRoutingStatus{ENIs: []enipamv1alpha1.RoutedENI{{ID: "eni-1", IPs: []string{"10.0.0.9"}}}})
+	l.handedOut("n", "eni-1", "10.0.0.9", "p1", 20, now)
+	d := l.ViolationDetails()
+	if len(d) != 1 {
+		t.Fatalf("violations %v, want one (pooled at 20, listed 10 to 15 and from 25)", d)
+	}
+	want := "ENI eni-1, pooled at revision 20, listed [{10 15} {25 0}], routing revisions seen 3 (10 to 25)"
+	if d[0].Other != want {
+		t.Errorf("detail %q, want %q", d[0].Other, want)
+	}
+	l.routingWatchError(errors.New("too old resource version"))
+	if n, errs := l.RoutingWatchErrors(); n != 1 || len(errs) != 1 {
+		t.Errorf("watch errors %d %v, want 1", n, errs)
 	}
 }

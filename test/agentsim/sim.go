@@ -141,6 +141,14 @@ func (s *Sim) Start(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
+	if err := routings.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
+		if ctx.Err() == nil {
+			s.opts.Ledger.routingWatchError(err)
+		}
+		cache.DefaultWatchErrorHandler(ctx, r, err)
+	}); err != nil {
+		return err
+	}
 	var wg sync.WaitGroup
 	wg.Go(func() { s.informer.RunWithContext(ctx) })
 	wg.Go(func() { routings.RunWithContext(ctx) })

@@ -270,6 +270,11 @@ func (s ScaleUp) Run(ctx context.Context, e *Env) (*Report, error) {
 			rep.add(fmt.Sprintf("violation %d", i+1), fmt.Sprintf("%s at %s", v, v.At.Sub(tJoin).Round(time.Millisecond)), "")
 		}
 	}
+	if n, errs := w.agents.Ledger().RoutingWatchErrors(); n > 0 {
+		// A watch that ended may have missed NodeRouting revisions: a
+		// handed-before-routed then may be the check's, not the operator's.
+		rep.add("ledger NodeRouting watch errors", fmt.Sprintf("%d %q", n, errs), "")
+	}
 	rep.add("handouts checked routed before handed (waiting)", fmt.Sprintf("%d (%d)", figures.RoutedChecks, figures.RoutedPending), "")
 	statusErrors, err := w.statusErrors(ctx)
 	if err != nil {
