@@ -198,7 +198,6 @@ func (r *rig) waitNode(name string, timeout time.Duration, what string, cond fun
 	return last
 }
 
-// freeIPs counts pool IPs not used and not in the release handshake.
 // waitCopied waits until the CiliumNode's status.eni.enis lists the
 // ENIs of its NodeRouting's spec.enis, the list the agent routes: the
 // copy follows a joining node a resync interval after its join, so a
@@ -219,6 +218,7 @@ func (r *rig) waitCopied(name string) *ciliumv2.CiliumNode {
 	})
 }
 
+// freeIPs counts pool IPs not used and not in the release handshake.
 func freeIPs(cn *ciliumv2.CiliumNode) int {
 	n := 0
 	for ip := range cn.Spec.IPAM.Pool {
