@@ -123,7 +123,7 @@ func NewRoutingSim(cfg *rest.Config, opts RoutingOptions) (*RoutingSim, error) {
 // returns once both informers synced. Everything stops with ctx.
 func (r *RoutingSim) Start(ctx context.Context) error {
 	r.cns = newCiliumNodeInformer(r.client, r.log)
-	r.nrs = newNodeRoutingInformer(r.client)
+	r.nrs = newNodeRoutingInformer(r.client, nil)
 	r.queue = workqueue.NewTypedDelayingQueue[string]()
 	enqueue := func(obj any) {
 		if m, ok := obj.(metav1.Object); ok {
@@ -413,19 +413,35 @@ func sameJSON(a, b any) bool {
 	return errA == nil && errB == nil && string(ja) == string(jb)
 }
 
-func newNodeRoutingInformer(c client.WithWatch) cache.SharedIndexInformer {
+// newNodeRoutingInformer is an informer of every NodeRouting. With
+// listed, it is told the revision of each list the informer makes (its
+// first page's), and the informer lists rather than streams its initial
+// state (a watch-list), so that every list passes there.
+func newNodeRoutingInformer(c client.WithWatch, listed func(rv uint64)) cache.SharedIndexInformer {
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 			list := &enipamv1alpha1.NodeRoutingList{}
 			err := c.List(ctx, list, &client.ListOptions{Raw: &opts, Limit: opts.Limit, Continue: opts.Continue})
+			if err == nil && listed != nil && opts.Continue == "" {
+				listed(parseRV(list.ResourceVersion))
+			}
 			return list, err
 		},
 		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 			return c.Watch(ctx, &enipamv1alpha1.NodeRoutingList{}, &client.ListOptions{Raw: &opts})
 		},
 	}
+	if listed != nil {
+		return cache.NewSharedIndexInformer(listsOnly{lw}, &enipamv1alpha1.NodeRouting{}, 0, cache.Indexers{})
+	}
 	return cache.NewSharedIndexInformer(lw, &enipamv1alpha1.NodeRouting{}, 0, cache.Indexers{})
 }
+
+// listsOnly is a ListWatch whose reflector lists: it says it does not
+// support the watch-list's semantics.
+type listsOnly struct{ *cache.ListWatch }
+
+func (listsOnly) IsWatchListSemanticsUnSupported() bool { return true }
 
 // ApplyStatus writes nr's status as enipam-agent does: the whole status,
 // by server-side apply through the status subresource under

@@ -276,6 +276,10 @@ func (s ScaleUp) Run(ctx context.Context, e *Env) (*Report, error) {
 		rep.add("ledger NodeRouting watch errors", fmt.Sprintf("%d %q", n, errs), "")
 	}
 	rep.add("handouts checked routed before handed (waiting)", fmt.Sprintf("%d (%d)", figures.RoutedChecks, figures.RoutedPending), "")
+	unjudged, unjudgedTexts := w.agents.Ledger().RoutedUnjudged()
+	// Not a violation, not a pass: the node's routing status at the
+	// pool's revision is one the ledger's watch may have missed.
+	rep.add("of them not judged (a gap of the ledger's NodeRouting watch)", fmt.Sprintf("%d %q", unjudged, unjudgedTexts), "")
 	statusErrors, err := w.statusErrors(ctx)
 	if err != nil {
 		return nil, err
@@ -305,6 +309,7 @@ func (s ScaleUp) Run(ctx context.Context, e *Env) (*Report, error) {
 		rep.target("≤ 2 CiliumNode writes per joining node", "≤ 2.00", fmt.Sprintf("%.2f", perJoin), perJoin <= 2)
 	}
 	rep.target("zero violations", "0", fmt.Sprint(figures.Violations.Total()), figures.Violations.Total() == 0)
+	rep.target("every handout judged routed or not", "0 not judged", fmt.Sprintf("%d not judged", unjudged), unjudged == 0)
 	if dual {
 		v4, v6, err := w.poolFindingsByFamily(ctx)
 		if err != nil {
