@@ -65,6 +65,7 @@ func (s *nodeSync) syncRouting(ctx context.Context) error {
 		if err := s.r.takeOverRouting(ctx, nr, ownerRefs(nil, s.cn)); err != nil {
 			return err
 		}
+		s.trimApplied(nr)
 	}
 	// The ENIs stand as read until fill lists those of this reconcile's
 	// snapshot: an apply without them would unroute the node.
@@ -72,6 +73,33 @@ func (s *nodeSync) syncRouting(ctx context.Context) error {
 	s.routing, s.routingRead, s.routingWant = nr, nr.DeepCopy(), &want
 	s.routed = s.ownReport(nr)
 	return nil
+}
+
+// trimApplied drops the ENIs from the base of the node's next apply
+// (memory.routingApplied) once the cache shows that apply, nr being at
+// its generation or a later one, and the CiliumNode's status.eni.enis is
+// its full copy (every ENI of it, each as spec.enis lists it): the base
+// is then read only to create the NodeRouting again should it be deleted,
+// and the agent routes the status's ENIs meanwhile, the same. Every node
+// keeps a base, and its ENIs were a second copy of every node's
+// spec.enis. The next apply keeps them again.
+func (s *nodeSync) trimApplied(nr *enipamv1alpha1.NodeRouting) {
+	a := s.mem.routingApplied
+	if a == nil || len(a.Spec.ENIs) == 0 || a.UID != nr.UID || a.Generation > nr.Generation ||
+		len(s.orig.Status.ENI.ENIs) != len(a.Spec.ENIs) {
+		return
+	}
+	for i := range a.Spec.ENIs {
+		e, ok := s.orig.Status.ENI.ENIs[a.Spec.ENIs[i].ID]
+		if !ok || !sameJSON(specENI(&e, s.cfg.ExcludeTags), a.Spec.ENIs[i]) {
+			return
+		}
+	}
+	kept := *a
+	kept.Spec.ENIs = nil
+	s.r.mu.Lock()
+	defer s.r.mu.Unlock()
+	s.mem.routingApplied = &kept
 }
 
 // writeRouting writes the NodeRouting's spec once per reconcile, when the
@@ -168,15 +196,29 @@ func specENI(e *awstypes.ENI, exclude map[string]string) enipamv1alpha1.NodeENI 
 			n.VPCCIDRs = append(n.VPCCIDRs, c.Prefix.String())
 		}
 	}
+	// Addresses and prefixes in the order the agent reports them routed
+	// (by address), so that the operator's cache keeps one list of an ENI
+	// whose every address the report lists (slim.go), whatever order EC2
+	// returned them in.
+	addrs := make([]netip.Addr, 0, len(e.Addresses))
 	for _, a := range e.Addresses {
 		if a.IsValid() {
-			n.Addresses = append(n.Addresses, a.Addr.String())
+			addrs = append(addrs, a.Addr)
 		}
 	}
+	slices.SortFunc(addrs, netip.Addr.Compare)
+	for _, a := range addrs {
+		n.Addresses = append(n.Addresses, a.String())
+	}
+	prefixes := make([]netip.Prefix, 0, len(e.Prefixes))
 	for _, p := range e.Prefixes {
 		if p.IsValid() {
-			n.Prefixes = append(n.Prefixes, p.Prefix.String())
+			prefixes = append(prefixes, p.Prefix)
 		}
+	}
+	slices.SortFunc(prefixes, func(a, b netip.Prefix) int { return a.Addr().Compare(b.Addr()) })
+	for _, p := range prefixes {
+		n.Prefixes = append(n.Prefixes, p.String())
 	}
 	for _, p := range e.IPv6Prefixes {
 		if p.IsValid() {

@@ -1,12 +1,14 @@
 package agentsim
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/netip"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -374,10 +376,21 @@ func Routed(cn *ciliumv2.CiliumNode, spec *enipamv1alpha1.NodeRoutingSpec, attac
 				r.Prefixes = append(r.Prefixes, p.String())
 			}
 		}
-		slices.Sort(r.IPs)
-		slices.Sort(r.Prefixes)
-		slices.Sort(r.IPv6)
-		slices.Sort(r.IPv6Prefixes)
+		// By address, as the agent sorts them (nodeagent/agent's report).
+		byAddr := func(a, b string) int {
+			addr := func(s string) netip.Addr {
+				if p, err := netip.ParsePrefix(s); err == nil {
+					return p.Addr()
+				}
+				x, _ := netip.ParseAddr(s)
+				return x
+			}
+			return cmp.Or(addr(a).Compare(addr(b)), strings.Compare(a, b))
+		}
+		slices.SortFunc(r.IPs, byAddr)
+		slices.SortFunc(r.Prefixes, byAddr)
+		slices.SortFunc(r.IPv6, byAddr)
+		slices.SortFunc(r.IPv6Prefixes, byAddr)
 		out = append(out, r)
 	}
 	slices.SortFunc(out, func(a, b enipamv1alpha1.RoutedENI) int { return int(a.Number - b.Number) })
