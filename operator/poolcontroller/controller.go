@@ -410,6 +410,10 @@ const (
 	// pooled as an ordinary one, so the node is not served until they
 	// are.
 	ReasonClaimsUnreadable = "StaticIPClaimsUnreadable"
+	// ReasonRoutingUnreadable: the node's NodeRouting could not be read,
+	// made or taken over (the apiserver); without its report no address
+	// is known routed, so the node is not served until it can be.
+	ReasonRoutingUnreadable = "NodeRoutingUnreadable"
 )
 
 // isBlocked reports reasons that no retry fixes without a change.

@@ -87,7 +87,7 @@ func (s *nodeSync) read(ctx context.Context) bool {
 	}
 	s.findListedENIs(ctx)
 	if err := s.syncRouting(ctx); err != nil {
-		s.fail(err, ReasonEC2Error)
+		s.fail(err, ReasonRoutingUnreadable)
 		return false
 	}
 	if s.confirmRemaps() && !s.snapshot(ctx) {

@@ -116,9 +116,11 @@ type writesRig struct {
 	// calls counts the journaled EC2 calls by action.
 	calls map[string]int
 	// events are the reconciler's events; failClaimLists makes the
-	// operator's lists of StaticIPClaims fail.
-	events         *events.FakeRecorder
-	failClaimLists *atomic.Bool
+	// operator's lists of StaticIPClaims fail, failRoutingGets its reads
+	// of NodeRoutings.
+	events          *events.FakeRecorder
+	failClaimLists  *atomic.Bool
+	failRoutingGets *atomic.Bool
 }
 
 const writesNode, writesInstance = "node-1", "i-0d000000000000001"
@@ -165,8 +167,14 @@ func newWritesRig(t *testing.T, policy enipamv1alpha1.ENIPolicySpec, spec cilium
 	base := b.WithStatusSubresource(&ciliumv2.CiliumNode{}, &enipamv1alpha1.NodeRouting{}, &enipamv1alpha1.ENIPolicy{}, &enipamv1alpha1.StaticIPClaim{}).
 		WithObjects(objs...).Build()
 	// The operator's client journals its CiliumNode writes.
-	failClaimLists := &atomic.Bool{}
+	failClaimLists, failRoutingGets := &atomic.Bool{}, &atomic.Bool{}
 	c := interceptor.NewClient(base, interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if _, ok := obj.(*enipamv1alpha1.NodeRouting); ok && failRoutingGets.Load() {
+				return errors.New("the apiserver is gone")
+			}
+			return c.Get(ctx, key, obj, opts...)
+		},
 		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
 			if _, ok := list.(*enipamv1alpha1.StaticIPClaimList); ok && failClaimLists.Load() {
 				return errors.New("the cache is gone")
@@ -206,7 +214,7 @@ func newWritesRig(t *testing.T, policy enipamv1alpha1.ENIPolicySpec, spec cilium
 		Cluster: "test", Workers: 1, ConsistencyGrace: time.Second, RoutingPatience: time.Hour,
 		RetryBase: time.Millisecond, RetryMax: time.Millisecond, BlockedRetry: time.Hour,
 	}, log)
-	return &writesRig{t: t, ctx: ctx, st: st, j: j, base: base, r: r, calls: map[string]int{}, events: rec, failClaimLists: failClaimLists}
+	return &writesRig{t: t, ctx: ctx, st: st, j: j, base: base, r: r, calls: map[string]int{}, events: rec, failClaimLists: failClaimLists, failRoutingGets: failRoutingGets}
 }
 
 // reconcile reconciles the node once and checks its journal: the
@@ -452,36 +460,47 @@ func btoi(b bool) int {
 	return 0
 }
 
-// TestUnreadableClaimsAreNoEC2Error: when the StaticIPClaims concerning
-// a node cannot be listed, the node is not served and the warning names
-// the cause, StaticIPClaimsUnreadable, not an EC2 refusal; once they can
-// be read again, the node is served.
-func TestUnreadableClaimsAreNoEC2Error(t *testing.T) {
-	fi, pre := int32(1), int32(2)
-	w := newWritesRig(t, enipamv1alpha1.ENIPolicySpec{FirstInterfaceIndex: &fi, PreAllocate: &pre, SubnetTags: map[string]string{"pods": "true"}},
-		ciliumv2.NodeSpec{}, 0, nil)
-	w.failClaimLists.Store(true)
-	_, _, cn := w.reconcile()
-	if len(w.calls) != 0 || len(cn.Spec.IPAM.Pool) != 0 {
-		t.Errorf("a node whose claims cannot be read was served: EC2 calls %v, pool %v", w.calls, cn.Spec.IPAM.Pool)
-	}
-	var reasons []string
-	for len(w.events.Events) > 0 {
-		e := <-w.events.Events
-		reasons = append(reasons, e)
-	}
-	if !slices.ContainsFunc(reasons, func(e string) bool { return strings.HasPrefix(e, "Warning "+poolcontroller.ReasonClaimsUnreadable+" ") }) ||
-		slices.ContainsFunc(reasons, func(e string) bool { return strings.Contains(e, poolcontroller.ReasonEC2Error) }) {
-		t.Errorf("events %q, want a %s warning and no %s", reasons, poolcontroller.ReasonClaimsUnreadable, poolcontroller.ReasonEC2Error)
-	}
-	if !strings.Contains(cn.Status.IPAM.OperatorStatus.Error, "static IP claims") {
-		t.Errorf("operator-status %q does not say the claims could not be read", cn.Status.IPAM.OperatorStatus.Error)
-	}
-	w.failClaimLists.Store(false)
-	for i := 0; w.calls["CreateENI"] == 0; i++ {
-		if i == 50 {
-			t.Fatalf("the node was not served once its claims could be read: EC2 calls %v", w.calls)
-		}
-		w.reconcile()
+// TestUnreadableObjectsAreNoEC2Error: when the StaticIPClaims
+// concerning a node cannot be listed, or its NodeRouting cannot be read,
+// the node is not served and the warning names the cause
+// (StaticIPClaimsUnreadable, NodeRoutingUnreadable), not an EC2 refusal;
+// once they can be read again, the node is served.
+func TestUnreadableObjectsAreNoEC2Error(t *testing.T) {
+	for _, tc := range []struct {
+		name, reason, says string
+		fail               func(*writesRig) *atomic.Bool
+	}{
+		{"claims", poolcontroller.ReasonClaimsUnreadable, "static IP claims", func(w *writesRig) *atomic.Bool { return w.failClaimLists }},
+		{"NodeRouting", poolcontroller.ReasonRoutingUnreadable, "NodeRouting", func(w *writesRig) *atomic.Bool { return w.failRoutingGets }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fi, pre := int32(1), int32(2)
+			w := newWritesRig(t, enipamv1alpha1.ENIPolicySpec{FirstInterfaceIndex: &fi, PreAllocate: &pre, SubnetTags: map[string]string{"pods": "true"}},
+				ciliumv2.NodeSpec{}, 0, nil)
+			tc.fail(w).Store(true)
+			_, _, cn := w.reconcile()
+			if len(w.calls) != 0 || len(cn.Spec.IPAM.Pool) != 0 {
+				t.Errorf("a node whose %s cannot be read was served: EC2 calls %v, pool %v", tc.name, w.calls, cn.Spec.IPAM.Pool)
+			}
+			var reasons []string
+			for len(w.events.Events) > 0 {
+				e := <-w.events.Events
+				reasons = append(reasons, e)
+			}
+			if !slices.ContainsFunc(reasons, func(e string) bool { return strings.HasPrefix(e, "Warning "+tc.reason+" ") }) ||
+				slices.ContainsFunc(reasons, func(e string) bool { return strings.Contains(e, poolcontroller.ReasonEC2Error) }) {
+				t.Errorf("events %q, want a %s warning and no %s", reasons, tc.reason, poolcontroller.ReasonEC2Error)
+			}
+			if !strings.Contains(cn.Status.IPAM.OperatorStatus.Error, tc.says) {
+				t.Errorf("operator-status %q does not say the %s could not be read", cn.Status.IPAM.OperatorStatus.Error, tc.name)
+			}
+			tc.fail(w).Store(false)
+			for i := 0; w.calls["CreateENI"] == 0; i++ {
+				if i == 50 {
+					t.Fatalf("the node was not served once its %s could be read: EC2 calls %v", tc.name, w.calls)
+				}
+				w.reconcile()
+			}
+		})
 	}
 }
