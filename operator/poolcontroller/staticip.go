@@ -48,15 +48,14 @@ const (
 )
 
 // syncStaticIP has an Elastic IP associated with the node's primary
-// address when its CiliumNode asks for one (an action, made after the
-// CiliumNode's write: associateStaticIP), reports it in
+// address when its CiliumNode asks for one, reports it in
 // status.ipam.assigned-static-ip once EC2 shows it, and releases what
-// the node no longer asks for: read, decide, execute; after a release,
-// read and decide once more, so a node whose tags changed has its new
-// address associated by the same reconcile's actions. The release
-// itself (a describe, the disassociation and the record's removal) is
-// still made here, before the write. Failures land in s.staticErr,
-// never blocking the pool.
+// the node no longer asks for: read, decide, and queue the EC2 calls as
+// actions, made after the CiliumNode's write (act: associate,
+// disassociate). A release clears status.ipam.assigned-static-ip in the
+// write ahead of its calls; the node's new address, when its tags
+// changed, is associated by the next reconcile, at once. Failures land
+// in s.staticErr, never blocking the pool.
 func (s *nodeSync) syncStaticIP(ctx context.Context) {
 	// The last association's failure stands only while the same
 	// association is tried again (associateStaticIP).
@@ -65,13 +64,7 @@ func (s *nodeSync) syncStaticIP(ctx context.Context) {
 	if !ok {
 		return
 	}
-	step := decideStaticIP(f)
-	if !s.executeStaticIP(ctx, step) || !step.release || len(f.tags) == 0 {
-		return
-	}
-	if f, ok = s.readStaticIP(ctx); ok {
-		s.executeStaticIP(ctx, decideStaticIP(f))
-	}
+	s.executeStaticIP(ctx, decideStaticIP(f))
 }
 
 // staticIPFacts is what the node's static IP is decided on, read
@@ -168,15 +161,15 @@ func (s *nodeSync) executeStaticIP(ctx context.Context, step staticIPStep) bool 
 		s.staticFailed(step.err, step.reason)
 		return false
 	case step.release:
-		rec := s.routing.Spec.StaticIP
-		if err := s.r.releaseStaticIP(ctx, s.routing); err != nil {
-			s.staticFailed(err, ReasonEC2Error)
-			return false
-		}
+		// The node stops reporting the address in the write, ahead of
+		// the calls (act, disassociate); the record stays until they
+		// went through, so a process that dies on the way decides the
+		// release again.
+		rec := *s.routing.Spec.StaticIP
 		if s.cn.Status.IPAM.AssignedStaticIP == rec.PublicIP {
 			s.cn.Status.IPAM.AssignedStaticIP = ""
 		}
-		s.r.events.Eventf(s.cn, nil, "Normal", ReasonStaticIPReleased, "StaticIP", "Elastic IP %s (%s) released from %s", rec.PublicIP, rec.AllocationID, rec.InstanceID)
+		s.acts.disassociate = &rec
 	case step.record != nil:
 		if err := s.r.recordStaticIP(ctx, s.routing, step.record); err != nil {
 			s.staticFailed(err, ReasonEC2Error)
@@ -246,6 +239,24 @@ func (s *nodeSync) associate(ctx context.Context, a *staticIPCall) bool {
 	s.mem.staticIPErr = nil
 	s.r.events.Eventf(s.cn, nil, "Normal", ReasonStaticIPAssigned, "StaticIP", "Elastic IP %s (%s) associated with %s on %s", a.rec.PublicIP, a.rec.AllocationID, a.primary.PrimaryIP, a.primary.ID)
 	s.r.log.Info("static IP associated", "node", s.cn.Name, "instance", a.rec.InstanceID, "eni", a.primary.ID, "eip", a.rec.PublicIP)
+	return true
+}
+
+// disassociate has the executor release the recorded Elastic IP (act):
+// it undoes the association when EC2 still has the address on the
+// recorded ENI, then clears the NodeRouting's record and finalizer; false
+// when it failed (s.staticErr says why), the record kept for the next
+// reconcile to decide the release again.
+func (s *nodeSync) disassociate(ctx context.Context, rec *enipamv1alpha1.NodeStaticIP) bool {
+	if err := s.exec().releaseAddress(ctx, rec); err != nil {
+		s.staticFailed(err, ReasonEC2Error)
+		return false
+	}
+	if err := s.r.clearStaticIP(ctx, s.routing); err != nil {
+		s.staticFailed(err, ReasonEC2Error)
+		return false
+	}
+	s.r.events.Eventf(s.cn, nil, "Normal", ReasonStaticIPReleased, "StaticIP", "Elastic IP %s (%s) released from %s", rec.PublicIP, rec.AllocationID, rec.InstanceID)
 	return true
 }
 
@@ -322,46 +333,40 @@ func (r *Reconciler) recordStaticIP(ctx context.Context, nr *enipamv1alpha1.Node
 	return nil
 }
 
-// releaseStaticIP undoes the association the NodeRouting's record names,
-// when EC2 still has the address on the recorded ENI (anything else was
-// changed by someone else, and is left alone), then clears the record and
-// the finalizer, in one write that never makes the object again. EC2's view is described afresh first: the association
-// may be younger than the cache.
+// releaseStaticIP undoes the association the NodeRouting's record names
+// (executor.releaseAddress), then clears the record and the finalizer
+// (clearStaticIP): the release of a node whose CiliumNode is gone, with
+// no CiliumNode to write.
 func (r *Reconciler) releaseStaticIP(ctx context.Context, nr *enipamv1alpha1.NodeRouting) error {
 	if rec := nr.Spec.StaticIP; rec != nil {
 		x := &executor{r: r, node: &ciliumv2.CiliumNode{}, instanceID: rec.InstanceID}
 		x.node.Name = nr.Name
-		if err := x.describeAddresses(ctx); err != nil {
-			return fmt.Errorf("listing Elastic IPs, %w", err)
-		}
-		addrs, err := r.inv.Addresses().List(ctx)
-		if err != nil {
-			return fmt.Errorf("listing Elastic IPs, %w", err)
-		}
-		if i := slices.IndexFunc(addrs, func(a cloud.Address) bool { return a.AllocationID == rec.AllocationID }); i >= 0 {
-			if a := addrs[i]; a.Associated() && a.ENIID == rec.ENIID {
-				if err := x.disassociateAddress(ctx, a); err != nil {
-					return fmt.Errorf("disassociating Elastic IP %s from %s, %w", a.PublicIP, a.ENIID, err)
-				}
-				r.log.Info("static IP released", "node", nr.Name, "instance", rec.InstanceID, "eni", rec.ENIID, "eip", rec.PublicIP)
-			}
+		if err := x.releaseAddress(ctx, rec); err != nil {
+			return err
 		}
 	}
-	if controllerutil.ContainsFinalizer(nr, enipamv1alpha1.NodeStaticIPFinalizer) || nr.Spec.StaticIP != nil {
-		// The one write of the spec that is not an apply: a removal
-		// under an optimistic lock, which an apply cannot make (the
-		// apiserver makes an object gone meanwhile again, whatever
-		// resourceVersion an apply names). Removing, it leaves no owner
-		// behind: the fields go with enipam-operator's ownership.
-		orig := nr.DeepCopy()
-		nr.Spec.StaticIP = nil
-		controllerutil.RemoveFinalizer(nr, enipamv1alpha1.NodeStaticIPFinalizer)
-		if err := r.client.Patch(ctx, nr, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
-			orig.DeepCopyInto(nr) // still recorded: a later apply keeps it
-			return fmt.Errorf("clearing the static IP of NodeRouting %s, %w", nr.Name, err)
-		}
-		r.rememberApplied(nr)
+	return r.clearStaticIP(ctx, nr)
+}
+
+// clearStaticIP removes the NodeRouting's record and finalizer, in one
+// write that never makes the object again; nr is updated in place.
+func (r *Reconciler) clearStaticIP(ctx context.Context, nr *enipamv1alpha1.NodeRouting) error {
+	if !controllerutil.ContainsFinalizer(nr, enipamv1alpha1.NodeStaticIPFinalizer) && nr.Spec.StaticIP == nil {
+		return nil
 	}
+	// The one write of the spec that is not an apply: a removal under an
+	// optimistic lock, which an apply cannot make (the apiserver makes an
+	// object gone meanwhile again, whatever resourceVersion an apply
+	// names). Removing, it leaves no owner behind: the fields go with
+	// enipam-operator's ownership.
+	orig := nr.DeepCopy()
+	nr.Spec.StaticIP = nil
+	controllerutil.RemoveFinalizer(nr, enipamv1alpha1.NodeStaticIPFinalizer)
+	if err := r.client.Patch(ctx, nr, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
+		orig.DeepCopyInto(nr) // still recorded: a later apply keeps it
+		return fmt.Errorf("clearing the static IP of NodeRouting %s, %w", nr.Name, err)
+	}
+	r.rememberApplied(nr)
 	return nil
 }
 

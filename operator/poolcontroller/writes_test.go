@@ -121,6 +121,8 @@ type writesRig struct {
 	events          *events.FakeRecorder
 	failClaimLists  *atomic.Bool
 	failRoutingGets *atomic.Bool
+	// result is the last reconcile's answer.
+	result ctrl.Result
 }
 
 const writesNode, writesInstance = "node-1", "i-0d000000000000001"
@@ -224,9 +226,11 @@ func newWritesRig(t *testing.T, policy enipamv1alpha1.ENIPolicySpec, spec cilium
 func (w *writesRig) reconcile() (called bool, before, after *ciliumv2.CiliumNode) {
 	w.t.Helper()
 	before = get(w.t, w.base, writesNode)
-	if _, err := w.r.Reconcile(w.ctx, ctrl.Request{NamespacedName: client.ObjectKey{Name: writesNode}}); err != nil {
+	res, err := w.r.Reconcile(w.ctx, ctrl.Request{NamespacedName: client.ObjectKey{Name: writesNode}})
+	if err != nil {
 		w.t.Fatalf("reconcile: %v", err)
 	}
+	w.result = res
 	steps := w.j.take()
 	after = get(w.t, w.base, writesNode)
 	writes := map[string]int{}
@@ -448,6 +452,101 @@ func TestCiliumNodeWrittenOnceWhenPlacingStaticAddresses(t *testing.T) {
 			}
 			if rec := nr.Spec.StaticIP; assoc == "" || rec == nil || rec.PublicIP != cn.Status.IPAM.AssignedStaticIP || rec.AssociationID != assoc {
 				t.Errorf("NodeRouting records %+v; EC2 has %s associated as %q", rec, cn.Status.IPAM.AssignedStaticIP, assoc)
+			}
+		})
+	}
+}
+
+// TestCiliumNodeWrittenOnceWhenReleasingTheStaticIP: node-1 has the
+// Elastic IP carrying cilium/static=egress associated with its primary
+// address and reported; then its agent stops asking (the tags removed)
+// or asks for another address (cilium/static=other, whose one free
+// Elastic IP the account holds). The reconcile that releases the address
+// writes the CiliumNode, assigned-static-ip cleared, before the
+// DisassociateAddress, makes no association itself and asks to be
+// looked at again at once; the NodeRouting's record and finalizer go
+// only after the call. With other tags, the next reconciles associate
+// the other address, and report it.
+func TestCiliumNodeWrittenOnceWhenReleasingTheStaticIP(t *testing.T) {
+	egress, other := map[string]string{"cilium/static": "egress"}, map[string]string{"cilium/static": "other"}
+	for _, tc := range []struct {
+		name string
+		tags map[string]string
+	}{
+		{name: "tags removed"},
+		{name: "tags changed", tags: other},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fi, pre := int32(1), int32(2)
+			w := newWritesRig(t, enipamv1alpha1.ENIPolicySpec{FirstInterfaceIndex: &fi, PreAllocate: &pre, SubnetTags: map[string]string{"pods": "true"}},
+				ciliumv2.NodeSpec{IPAM: ipamtypes.IPAMSpec{StaticIPTags: egress}}, 1, egress)
+			alloc, err := w.st.AllocateAddress(ec2sim.AllocateAddressRequest{TagSpecifications: []ec2sim.TagSpecification{{
+				ResourceType: "elastic-ip", Tags: []ec2sim.Tag{{Key: "cilium/static", Value: "other"}}}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// until reconciles the node until done, playing its agent.
+			until := func(what string, done func(*ciliumv2.CiliumNode) bool) *ciliumv2.CiliumNode {
+				t.Helper()
+				for i := 0; ; i++ {
+					_, _, cn := w.reconcile()
+					if done(cn) {
+						return cn
+					}
+					if i == 200 {
+						t.Fatalf("no %s after %d reconciles: assigned static IP %q; EC2 calls %v", what, i, cn.Status.IPAM.AssignedStaticIP, w.calls)
+					}
+					w.route(cn)
+					time.Sleep(100 * time.Millisecond)
+				}
+			}
+			first := until("static IP", func(cn *ciliumv2.CiliumNode) bool { return cn.Status.IPAM.AssignedStaticIP != "" }).Status.IPAM.AssignedStaticIP
+			if first == alloc.PublicIP {
+				t.Fatalf("the node got %s, which does not carry its tags", first)
+			}
+
+			cn := get(t, w.base, writesNode)
+			orig := cn.DeepCopy()
+			cn.Spec.IPAM.StaticIPTags = tc.tags
+			if err := w.base.Patch(w.ctx, cn, client.MergeFrom(orig)); err != nil {
+				t.Fatal(err)
+			}
+			w.calls = map[string]int{}
+			_, _, after := w.reconcile()
+			if w.calls["DisassociateAddress"] != 1 || w.calls["AssociateAddress"] != 0 {
+				t.Errorf("the releasing reconcile made EC2 calls %v, want one DisassociateAddress and no AssociateAddress", w.calls)
+			}
+			if after.Status.IPAM.AssignedStaticIP != "" {
+				t.Errorf("assigned-static-ip %q after the release, want none", after.Status.IPAM.AssignedStaticIP)
+			}
+			if w.result.RequeueAfter <= 0 || w.result.RequeueAfter > time.Millisecond {
+				t.Errorf("the releasing reconcile asks to be looked at again after %v, want at once", w.result.RequeueAfter)
+			}
+			for _, a := range w.st.Dump().Addresses {
+				if a.PublicIP == first && a.AssociationID != "" {
+					t.Errorf("%s still associated (%s) after the release", first, a.AssociationID)
+				}
+			}
+			nr := &enipamv1alpha1.NodeRouting{}
+			if err := w.base.Get(w.ctx, client.ObjectKey{Name: writesNode}, nr); err != nil {
+				t.Fatal(err)
+			}
+			if nr.Spec.StaticIP != nil || len(nr.Finalizers) > 0 {
+				t.Errorf("NodeRouting still records %+v, finalizers %v", nr.Spec.StaticIP, nr.Finalizers)
+			}
+			if tc.tags == nil {
+				w.reconcile()
+				if w.calls["AssociateAddress"] != 0 || w.calls["DisassociateAddress"] != 1 {
+					t.Errorf("EC2 calls %v after the release, want none more", w.calls)
+				}
+				return
+			}
+			cn = until("new static IP", func(cn *ciliumv2.CiliumNode) bool { return cn.Status.IPAM.AssignedStaticIP != "" })
+			if got := cn.Status.IPAM.AssignedStaticIP; got != alloc.PublicIP {
+				t.Errorf("assigned-static-ip %q, want %s (the address carrying the new tags)", got, alloc.PublicIP)
+			}
+			if w.calls["AssociateAddress"] != 1 || w.calls["DisassociateAddress"] != 1 {
+				t.Errorf("EC2 calls %v, want one DisassociateAddress and one AssociateAddress", w.calls)
 			}
 		})
 	}
