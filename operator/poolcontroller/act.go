@@ -151,12 +151,12 @@ func (s *nodeSync) act(ctx context.Context) {
 		}
 	}
 	if a.disassociate != nil && !s.disassociate(ctx, a.disassociate) {
-		// Failed (s.staticErr says why): the record stays, and the next
-		// reconcile decides the release again.
+		// Failed (s.staticErr, memory.staticIPFailed say why): the
+		// record stays, and the next reconcile decides the release again.
 		a.disassociate = nil
 	}
 	if a.associate != nil && !s.associate(ctx, a.associate) {
-		// Failed (s.staticErr, memory.staticIPErr say why): nothing to
+		// Failed (s.staticErr, memory.staticIPFailed say why): nothing to
 		// look at at once for it.
 		a.associate = nil
 	}

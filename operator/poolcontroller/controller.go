@@ -212,9 +212,10 @@ type memory struct {
 	// times in a row they did (act.go).
 	actErr      error
 	actFailures int
-	// staticIPErr is why the Elastic IP association the last actions
-	// made failed (staticip.go, associate).
-	staticIPErr error
+	// staticIPFailed is why the Elastic IP action (association or
+	// release) the last actions made failed, standing while the same
+	// action is decided again (staticip.go, staticIPRetried).
+	staticIPFailed staticIPFailure
 	// quickRuns counts the reconciles in a row requeued at once after
 	// acting without a write of the CiliumNode (act.go).
 	quickRuns int

@@ -57,14 +57,50 @@ const (
 // changed, is associated by the next reconcile, at once. Failures land
 // in s.staticErr, never blocking the pool.
 func (s *nodeSync) syncStaticIP(ctx context.Context) {
-	// The last association's failure stands only while the same
-	// association is tried again (associateStaticIP).
-	s.lastStaticIPErr, s.mem.staticIPErr = s.mem.staticIPErr, nil
 	f, ok := s.readStaticIP(ctx)
 	if !ok {
+		s.staticIPRetried(staticIPNone)
 		return
 	}
 	s.executeStaticIP(ctx, decideStaticIP(f))
+}
+
+// staticIPFailure is why the node's last Elastic IP action failed
+// (memory.staticIPFailed): the association or the release, as op says.
+type staticIPFailure struct {
+	op  staticIPOp
+	err error
+}
+
+// staticIPOp names an Elastic IP action.
+type staticIPOp int
+
+const (
+	staticIPNone staticIPOp = iota
+	staticIPAssociate
+	staticIPRelease
+)
+
+// staticIPRetried settles the last Elastic IP action's failure as this
+// reconcile decides op: it stands, in s.staticErr for the write, while
+// the same action is tried again, and is forgotten otherwise.
+func (s *nodeSync) staticIPRetried(op staticIPOp) {
+	if f := s.mem.staticIPFailed; f.err != nil && f.op == op {
+		s.staticErr = f.err
+		return
+	}
+	s.mem.staticIPFailed = staticIPFailure{}
+}
+
+// staticIPDone records how the executor's Elastic IP action op went:
+// its failure stands for the next reconcile (staticIPRetried), its
+// success clears it.
+func (s *nodeSync) staticIPDone(op staticIPOp, err error) {
+	if err != nil {
+		s.mem.staticIPFailed = staticIPFailure{op: op, err: err}
+		return
+	}
+	s.mem.staticIPFailed = staticIPFailure{}
 }
 
 // staticIPFacts is what the node's static IP is decided on, read
@@ -157,6 +193,12 @@ func decideStaticIP(f staticIPFacts) staticIPStep {
 // (s.staticErr says why).
 func (s *nodeSync) executeStaticIP(ctx context.Context, step staticIPStep) bool {
 	switch {
+	case step.release:
+		s.staticIPRetried(staticIPRelease)
+	case step.associate == nil:
+		s.staticIPRetried(staticIPNone)
+	}
+	switch {
 	case step.err != nil:
 		s.staticFailed(step.err, step.reason)
 		return false
@@ -200,6 +242,7 @@ func (s *nodeSync) associateStaticIP(ctx context.Context, a *staticIPAssociation
 	if pick.AllocationID == "" {
 		var ok bool
 		if pick, ok = book.Reserve(s.cn.Name, a.tags); !ok {
+			s.staticIPRetried(staticIPNone)
 			s.staticFailed(fmt.Errorf("%w: no free Elastic IP carries the static-ip-tags %s (EC2's view is refreshed every resync)",
 				errStaticIPBlocked, inventory.TagsString(a.tags)), ReasonStaticIPUnavailable)
 			return false
@@ -211,18 +254,19 @@ func (s *nodeSync) associateStaticIP(ctx context.Context, a *staticIPAssociation
 	rec := &enipamv1alpha1.NodeStaticIP{AllocationID: pick.AllocationID, PublicIP: pick.PublicIP.String(), InstanceID: a.instanceID, ENIID: primary.ID}
 	if err := s.r.recordStaticIP(ctx, s.routing, rec); err != nil {
 		book.Unreserve(s.cn.Name)
+		s.staticIPRetried(staticIPNone)
 		s.staticFailed(err, ReasonEC2Error)
 		return false
 	}
 	// The last association's failure stands while it is tried again.
-	s.staticErr = s.lastStaticIPErr
+	s.staticIPRetried(staticIPAssociate)
 	s.acts.associate = &staticIPCall{pick: pick, primary: primary, rec: *rec}
 	return true
 }
 
 // associate has the executor make the Elastic IP's association (act);
-// false when it failed (s.staticErr and memory.staticIPErr say why, for
-// the next reconcile's write).
+// false when it failed (s.staticErr says why, and memory.staticIPFailed
+// for the next reconcile's write).
 func (s *nodeSync) associate(ctx context.Context, a *staticIPCall) bool {
 	defer s.r.inv.Addresses().Unreserve(s.cn.Name)
 	if _, err := s.exec().associateAddress(ctx, a.pick, a.primary); err != nil {
@@ -232,11 +276,11 @@ func (s *nodeSync) associate(ctx context.Context, a *staticIPCall) bool {
 			s.requeueWithin(attachCheckInterval)
 		}
 		err = fmt.Errorf("associating Elastic IP %s with %s, %w", a.pick.PublicIP, a.primary.ID, err)
-		s.mem.staticIPErr = err
+		s.staticIPDone(staticIPAssociate, err)
 		s.staticFailed(err, ReasonEC2Error)
 		return false
 	}
-	s.mem.staticIPErr = nil
+	s.staticIPDone(staticIPAssociate, nil)
 	s.r.events.Eventf(s.cn, nil, "Normal", ReasonStaticIPAssigned, "StaticIP", "Elastic IP %s (%s) associated with %s on %s", a.rec.PublicIP, a.rec.AllocationID, a.primary.PrimaryIP, a.primary.ID)
 	s.r.log.Info("static IP associated", "node", s.cn.Name, "instance", a.rec.InstanceID, "eni", a.primary.ID, "eip", a.rec.PublicIP)
 	return true
@@ -245,14 +289,16 @@ func (s *nodeSync) associate(ctx context.Context, a *staticIPCall) bool {
 // disassociate has the executor release the recorded Elastic IP (act):
 // it undoes the association when EC2 still has the address on the
 // recorded ENI, then clears the NodeRouting's record and finalizer; false
-// when it failed (s.staticErr says why), the record kept for the next
-// reconcile to decide the release again.
+// when it failed (s.staticErr says why, and memory.staticIPFailed for
+// the next reconcile's write), the record kept for the next reconcile to
+// decide the release again.
 func (s *nodeSync) disassociate(ctx context.Context, rec *enipamv1alpha1.NodeStaticIP) bool {
-	if err := s.exec().releaseAddress(ctx, rec); err != nil {
-		s.staticFailed(err, ReasonEC2Error)
-		return false
+	err := s.exec().releaseAddress(ctx, rec)
+	if err == nil {
+		err = s.r.clearStaticIP(ctx, s.routing)
 	}
-	if err := s.r.clearStaticIP(ctx, s.routing); err != nil {
+	s.staticIPDone(staticIPRelease, err)
+	if err != nil {
 		s.staticFailed(err, ReasonEC2Error)
 		return false
 	}

@@ -38,10 +38,7 @@ type nodeSync struct {
 	// node's static IP's trouble, does when there is no opErr.
 	opErr     error
 	staticErr error
-	// lastStaticIPErr is why the last Elastic IP association failed
-	// (memory.staticIPErr), carried while it is tried again.
-	lastStaticIPErr error
-	requeue         time.Duration
+	requeue   time.Duration
 	// acts are the EC2 actions decided, carried out after the write
 	// (act.go); wrote: the CiliumNode was written.
 	acts  actions

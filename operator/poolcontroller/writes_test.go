@@ -65,6 +65,31 @@ func (j *journal) take() []string {
 type journaledCloud struct {
 	cloud.API
 	j *journal
+	// fail: how many of the next calls of each action fail.
+	fail *faults
+}
+
+// faults makes the next calls of an action fail.
+type faults struct {
+	mu   sync.Mutex
+	left map[string]int
+}
+
+// next reports whether this call of action fails.
+func (f *faults) next(action string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.left[action] == 0 {
+		return nil
+	}
+	f.left[action]--
+	return errors.New("injected " + action + " failure")
+}
+
+func (f *faults) failNext(action string, n int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.left[action] = n
 }
 
 func (c journaledCloud) CreateENI(ctx context.Context, req cloud.CreateENIRequest) (cloud.ENI, error) {
@@ -94,11 +119,17 @@ func (c journaledCloud) AssignAddresses(ctx context.Context, eniID string, ips [
 
 func (c journaledCloud) AssociateAddress(ctx context.Context, allocationID, eniID string, privateIP netip.Addr, reassociate bool) (string, error) {
 	c.j.add("ec2 AssociateAddress")
+	if err := c.fail.next("AssociateAddress"); err != nil {
+		return "", err
+	}
 	return c.API.AssociateAddress(ctx, allocationID, eniID, privateIP, reassociate)
 }
 
 func (c journaledCloud) DisassociateAddress(ctx context.Context, associationID string) error {
 	c.j.add("ec2 DisassociateAddress")
+	if err := c.fail.next("DisassociateAddress"); err != nil {
+		return err
+	}
 	return c.API.DisassociateAddress(ctx, associationID)
 }
 
@@ -121,6 +152,8 @@ type writesRig struct {
 	events          *events.FakeRecorder
 	failClaimLists  *atomic.Bool
 	failRoutingGets *atomic.Bool
+	// fail makes the next EC2 calls of an action fail.
+	fail *faults
 	// result is the last reconcile's answer.
 	result ctrl.Result
 }
@@ -151,7 +184,8 @@ func newWritesRig(t *testing.T, policy enipamv1alpha1.ENIPolicySpec, spec cilium
 		}
 	}
 	j := &journal{}
-	api := journaledCloud{API: cloudfake.New(st), j: j}
+	fail := &faults{left: map[string]int{}}
+	api := journaledCloud{API: cloudfake.New(st), j: j, fail: fail}
 	scheme, err := operator.Scheme()
 	if err != nil {
 		t.Fatal(err)
@@ -216,7 +250,7 @@ func newWritesRig(t *testing.T, policy enipamv1alpha1.ENIPolicySpec, spec cilium
 		Cluster: "test", Workers: 1, ConsistencyGrace: time.Second, RoutingPatience: time.Hour,
 		RetryBase: time.Millisecond, RetryMax: time.Millisecond, BlockedRetry: time.Hour,
 	}, log)
-	return &writesRig{t: t, ctx: ctx, st: st, j: j, base: base, r: r, calls: map[string]int{}, events: rec, failClaimLists: failClaimLists, failRoutingGets: failRoutingGets}
+	return &writesRig{t: t, ctx: ctx, st: st, j: j, base: base, r: r, calls: map[string]int{}, events: rec, failClaimLists: failClaimLists, failRoutingGets: failRoutingGets, fail: fail}
 }
 
 // reconcile reconciles the node once and checks its journal: the
@@ -547,6 +581,74 @@ func TestCiliumNodeWrittenOnceWhenReleasingTheStaticIP(t *testing.T) {
 			}
 			if w.calls["AssociateAddress"] != 1 || w.calls["DisassociateAddress"] != 1 {
 				t.Errorf("EC2 calls %v, want one DisassociateAddress and one AssociateAddress", w.calls)
+			}
+		})
+	}
+}
+
+// TestStaticIPFailureStandsWhileRetried: node-1 asks for the Elastic IP
+// carrying cilium/static=egress, and EC2 refuses its first
+// AssociateAddress; or it has it and stops asking, and EC2 refuses its
+// first DisassociateAddress. The failure, met by the executor after the
+// CiliumNode's write, is written in the operator-status by the next
+// reconcile, which tries the same action again; once that succeeded,
+// the reconcile after clears it.
+func TestStaticIPFailureStandsWhileRetried(t *testing.T) {
+	egress := map[string]string{"cilium/static": "egress"}
+	for _, tc := range []struct {
+		name, action, says string
+		release            bool
+	}{
+		{name: "association", action: "AssociateAddress", says: "associating Elastic IP"},
+		{name: "release", action: "DisassociateAddress", says: "disassociating Elastic IP", release: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fi, pre := int32(1), int32(2)
+			w := newWritesRig(t, enipamv1alpha1.ENIPolicySpec{FirstInterfaceIndex: &fi, PreAllocate: &pre, SubnetTags: map[string]string{"pods": "true"}},
+				ciliumv2.NodeSpec{IPAM: ipamtypes.IPAMSpec{StaticIPTags: egress}}, 1, egress)
+			if !tc.release {
+				w.fail.failNext(tc.action, 1)
+			}
+			var cn *ciliumv2.CiliumNode
+			for i := 0; ; i++ {
+				if i == 200 {
+					t.Fatalf("no static IP after %d reconciles: EC2 calls %v, operator-status %q", i, w.calls, cn.Status.IPAM.OperatorStatus.Error)
+				}
+				if _, _, cn = w.reconcile(); cn.Status.IPAM.AssignedStaticIP != "" {
+					break
+				}
+				if !tc.release && w.calls[tc.action] == 1 {
+					break
+				}
+				w.route(cn)
+				time.Sleep(100 * time.Millisecond)
+			}
+			if tc.release {
+				w.fail.failNext(tc.action, 1)
+				orig := cn.DeepCopy()
+				cn.Spec.IPAM.StaticIPTags = nil
+				if err := w.base.Patch(w.ctx, cn, client.MergeFrom(orig)); err != nil {
+					t.Fatal(err)
+				}
+				w.calls = map[string]int{}
+				w.reconcile()
+			}
+			if w.calls[tc.action] != 1 {
+				t.Fatalf("EC2 calls %v, want one %s, refused", w.calls, tc.action)
+			}
+			_, _, cn = w.reconcile()
+			if got := cn.Status.IPAM.OperatorStatus.Error; !strings.Contains(got, tc.says) {
+				t.Errorf("operator-status %q after the refused %s, want it to say %q", got, tc.action, tc.says)
+			}
+			if w.calls[tc.action] != 2 {
+				t.Errorf("EC2 calls %v, want the %s tried again", w.calls, tc.action)
+			}
+			_, _, cn = w.reconcile()
+			if got := cn.Status.IPAM.OperatorStatus.Error; got != "" {
+				t.Errorf("operator-status %q once the %s went through, want none", got, tc.action)
+			}
+			if want := map[bool]string{false: "an address", true: "none"}[tc.release]; (cn.Status.IPAM.AssignedStaticIP == "") != tc.release {
+				t.Errorf("assigned-static-ip %q, want %s", cn.Status.IPAM.AssignedStaticIP, want)
 			}
 		})
 	}
