@@ -156,6 +156,11 @@ type writesRig struct {
 	fail *faults
 	// result is the last reconcile's answer.
 	result ctrl.Result
+	// onClaimGet, when set, runs before each of the operator's reads of
+	// a StaticIPClaim by name, with the reads of this reconcile so far
+	// (claimGets, this one counted).
+	onClaimGet func(key client.ObjectKey, n int)
+	claimGets  int
 }
 
 const writesNode, writesInstance = "node-1", "i-0d000000000000001"
@@ -164,6 +169,13 @@ const writesNode, writesInstance = "node-1", "i-0d000000000000001"
 // CiliumNode spec and the other objects; eips Elastic IPs carrying
 // eipTags are allocated in the account.
 func newWritesRig(t *testing.T, policy enipamv1alpha1.ENIPolicySpec, spec ciliumv2.NodeSpec, eips int, eipTags map[string]string, objs ...client.Object) *writesRig {
+	t.Helper()
+	return newWritesRigPrepared(t, nil, policy, spec, eips, eipTags, objs...)
+}
+
+// newWritesRigPrepared is newWritesRig with prepare run on the in-memory
+// EC2 before the inventory's first describes.
+func newWritesRigPrepared(t *testing.T, prepare func(cloud.API), policy enipamv1alpha1.ENIPolicySpec, spec ciliumv2.NodeSpec, eips int, eipTags map[string]string, objs ...client.Object) *writesRig {
 	t.Helper()
 	vpc := ec2sim.VPCSpec{ID: "vpc-0d000000000000001", CIDRs: []string{"10.0.0.0/16"}, Subnets: []ec2sim.SubnetSpec{
 		{ID: "subnet-0d000000000000001", CIDR: "10.0.0.0/20", Zone: "us-east-1a", Tags: map[string]string{"pods": "true"}},
@@ -186,6 +198,9 @@ func newWritesRig(t *testing.T, policy enipamv1alpha1.ENIPolicySpec, spec cilium
 	j := &journal{}
 	fail := &faults{left: map[string]int{}}
 	api := journaledCloud{API: cloudfake.New(st), j: j, fail: fail}
+	if prepare != nil {
+		prepare(cloudfake.New(st))
+	}
 	scheme, err := operator.Scheme()
 	if err != nil {
 		t.Fatal(err)
@@ -204,10 +219,15 @@ func newWritesRig(t *testing.T, policy enipamv1alpha1.ENIPolicySpec, spec cilium
 		WithObjects(objs...).Build()
 	// The operator's client journals its CiliumNode writes.
 	failClaimLists, failRoutingGets := &atomic.Bool{}, &atomic.Bool{}
+	w := &writesRig{}
 	c := interceptor.NewClient(base, interceptor.Funcs{
 		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
 			if _, ok := obj.(*enipamv1alpha1.NodeRouting); ok && failRoutingGets.Load() {
 				return errors.New("the apiserver is gone")
+			}
+			if _, ok := obj.(*enipamv1alpha1.StaticIPClaim); ok && w.onClaimGet != nil {
+				w.claimGets++
+				w.onClaimGet(key, w.claimGets)
 			}
 			return c.Get(ctx, key, obj, opts...)
 		},
@@ -250,7 +270,8 @@ func newWritesRig(t *testing.T, policy enipamv1alpha1.ENIPolicySpec, spec cilium
 		Cluster: "test", Workers: 1, ConsistencyGrace: time.Second, RoutingPatience: time.Hour,
 		RetryBase: time.Millisecond, RetryMax: time.Millisecond, BlockedRetry: time.Hour,
 	}, log)
-	return &writesRig{t: t, ctx: ctx, st: st, j: j, base: base, r: r, calls: map[string]int{}, events: rec, failClaimLists: failClaimLists, failRoutingGets: failRoutingGets, fail: fail}
+	*w = writesRig{t: t, ctx: ctx, st: st, j: j, base: base, r: r, calls: map[string]int{}, events: rec, failClaimLists: failClaimLists, failRoutingGets: failRoutingGets, fail: fail}
+	return w
 }
 
 // reconcile reconciles the node once and checks its journal: the
@@ -260,6 +281,7 @@ func newWritesRig(t *testing.T, policy enipamv1alpha1.ENIPolicySpec, spec cilium
 func (w *writesRig) reconcile() (called bool, before, after *ciliumv2.CiliumNode) {
 	w.t.Helper()
 	before = get(w.t, w.base, writesNode)
+	w.claimGets = 0
 	res, err := w.r.Reconcile(w.ctx, ctrl.Request{NamespacedName: client.ObjectKey{Name: writesNode}})
 	if err != nil {
 		w.t.Fatalf("reconcile: %v", err)
@@ -649,6 +671,104 @@ func TestStaticIPFailureStandsWhileRetried(t *testing.T) {
 			}
 			if want := map[bool]string{false: "an address", true: "none"}[tc.release]; (cn.Status.IPAM.AssignedStaticIP == "") != tc.release {
 				t.Errorf("assigned-static-ip %q, want %s", cn.Status.IPAM.AssignedStaticIP, want)
+			}
+		})
+	}
+}
+
+// TestReassignmentWaitsForItsClaimReadAgain: claim ns/db-0 asks for
+// 10.0.0.200 on node-1, and EC2 has the address on an ENI of the cluster
+// attached nowhere, so node-1's reconcile decides to reassign it onto an
+// ENI of its own. The decision reads the claim from the apiserver; the
+// executor reads it again right before the call (stillTargeted), since
+// the CiliumNode's write sits between the two. When kube-scheduler's
+// bind retry asks the claim onto node-2, or the claim is deleted,
+// between those two reads, no reassignment is made, then or later, and
+// the address stays where it was; left alone, the same reconcile makes
+// it.
+func TestReassignmentWaitsForItsClaimReadAgain(t *testing.T) {
+	const addr, subnet = "10.0.0.200", "subnet-0d000000000000001"
+	for _, tc := range []struct {
+		name string
+		// change changes the claim between the decision's read and the
+		// executor's; nil: left alone.
+		change func(w *writesRig, c *enipamv1alpha1.StaticIPClaim) error
+	}{
+		{name: "left alone"},
+		{name: "asked onto another node", change: func(w *writesRig, c *enipamv1alpha1.StaticIPClaim) error {
+			c.Spec.NodeName = "node-2"
+			return w.base.Update(w.ctx, c)
+		}},
+		{name: "deleted", change: func(w *writesRig, c *enipamv1alpha1.StaticIPClaim) error {
+			return w.base.Delete(w.ctx, c)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fi, pre := int32(1), int32(2)
+			var holder string
+			prepare := func(api cloud.API) {
+				eni, err := api.CreateENI(context.Background(), cloud.CreateENIRequest{SubnetID: subnet, Tags: map[string]string{cloud.TagCluster: "test"}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := api.AssignAddresses(context.Background(), eni.ID, []netip.Addr{netip.MustParseAddr(addr)}, false); err != nil {
+					t.Fatal(err)
+				}
+				holder = eni.ID
+			}
+			w := newWritesRigPrepared(t, prepare, enipamv1alpha1.ENIPolicySpec{FirstInterfaceIndex: &fi, PreAllocate: &pre, SubnetTags: map[string]string{"pods": "true"}},
+				ciliumv2.NodeSpec{}, 0, nil, &enipamv1alpha1.StaticIPClaim{
+					ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "db-0", Generation: 1},
+					Spec:       enipamv1alpha1.StaticIPClaimSpec{Address: addr, NodeName: writesNode},
+					Status:     enipamv1alpha1.StaticIPClaimStatus{Phase: enipamv1alpha1.ClaimPending, ObservedGeneration: 1},
+				})
+			// The decision reads the claim once in the reconcile that
+			// decides the reassignment; the executor's read is the
+			// second.
+			changed := false
+			w.onClaimGet = func(key client.ObjectKey, n int) {
+				if n != 2 || tc.change == nil || changed || key.Name != "db-0" {
+					return
+				}
+				c := &enipamv1alpha1.StaticIPClaim{}
+				if err := w.base.Get(w.ctx, key, c); err != nil {
+					t.Fatal(err)
+				}
+				if err := tc.change(w, c); err != nil {
+					t.Fatal(err)
+				}
+				changed = true
+			}
+			holds := func() string {
+				for _, e := range w.st.Dump().NetworkInterfaces {
+					if slices.ContainsFunc(e.PrivateIPAddresses, func(a ec2sim.PrivateIPAddress) bool { return a.PrivateIPAddress == addr }) {
+						return e.NetworkInterfaceID
+					}
+				}
+				return ""
+			}
+			for i := 0; i < 200 && !changed && w.calls["AssignAddresses"] == 0; i++ {
+				_, _, cn := w.reconcile()
+				if w.calls["AssignAddresses"] > 0 && w.claimGets < 2 {
+					t.Fatalf("the reassignment was made after %d reads of its claim in its reconcile, want the decision's and the executor's", w.claimGets)
+				}
+				w.route(cn)
+				time.Sleep(100 * time.Millisecond)
+			}
+			if tc.change == nil {
+				if w.calls["AssignAddresses"] != 1 || holds() == holder {
+					t.Fatalf("no reassignment of a claim left alone: EC2 calls %v, %s on %s", w.calls, addr, holds())
+				}
+				return
+			}
+			if !changed {
+				t.Fatalf("no reconcile read the claim twice (EC2 calls %v): the reassignment was never decided", w.calls)
+			}
+			for range 5 {
+				w.reconcile()
+			}
+			if n := w.calls["AssignAddresses"]; n != 0 || holds() != holder {
+				t.Errorf("%d AssignAddresses after the claim was %s, %s on %s; want none, the address left on %s", n, tc.name, addr, holds(), holder)
 			}
 		})
 	}
