@@ -131,6 +131,9 @@ type Reconciler struct {
 	opts    Options
 	log     *slog.Logger
 	now     func() time.Time
+	// onDecide, when set, is called as a node's decision starts, once
+	// its reads are done (a test's view of the reconcile's phases).
+	onDecide func(node string)
 
 	// needs order the nodes when EC2's buckets bind; handoffs time new
 	// ENIs into their pools; slots keep some workers from EC2's buckets.

@@ -57,12 +57,11 @@ const (
 // changed, is associated by the next reconcile, at once. Failures land
 // in s.staticErr, never blocking the pool.
 func (s *nodeSync) syncStaticIP(ctx context.Context) {
-	f, ok := s.readStaticIP(ctx)
-	if !ok {
+	if !s.haveStaticIP {
 		s.staticIPRetried(staticIPNone)
 		return
 	}
-	s.executeStaticIP(ctx, decideStaticIP(f))
+	s.executeStaticIP(ctx, decideStaticIP(s.staticIP))
 }
 
 // staticIPFailure is why the node's last Elastic IP action failed

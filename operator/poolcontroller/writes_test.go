@@ -67,6 +67,40 @@ type journaledCloud struct {
 	j *journal
 	// fail: how many of the next calls of each action fail.
 	fail *faults
+	// deciding: the calls made while it is set, reads included, are
+	// counted in decided.
+	deciding *atomic.Bool
+	decided  *journal
+	// described journals the ENIs of each describe by ID.
+	described *journal
+}
+
+// count counts a call made while a decision runs.
+func (c journaledCloud) count(action string) {
+	if c.deciding.Load() {
+		c.decided.add(action)
+	}
+}
+
+func (c journaledCloud) GetENIs(ctx context.Context, eniIDs []string) ([]cloud.ENI, error) {
+	c.count("GetENIs")
+	c.described.add(strings.Join(eniIDs, ","))
+	return c.API.GetENIs(ctx, eniIDs)
+}
+
+func (c journaledCloud) GetInstances(ctx context.Context, instanceIDs []string) ([]cloud.Instance, []cloud.ENI, error) {
+	c.count("GetInstances")
+	return c.API.GetInstances(ctx, instanceIDs)
+}
+
+func (c journaledCloud) ListENIs(ctx context.Context, vpcID string, known func(eniID string) (cloud.ENI, bool)) ([]cloud.ENI, error) {
+	c.count("ListENIs")
+	return c.API.ListENIs(ctx, vpcID, known)
+}
+
+func (c journaledCloud) ListAddresses(ctx context.Context) ([]cloud.Address, error) {
+	c.count("ListAddresses")
+	return c.API.ListAddresses(ctx)
 }
 
 // faults makes the next calls of an action fail.
@@ -94,31 +128,37 @@ func (f *faults) failNext(action string, n int) {
 
 func (c journaledCloud) CreateENI(ctx context.Context, req cloud.CreateENIRequest) (cloud.ENI, error) {
 	c.j.add("ec2 CreateENI")
+	c.count("CreateENI")
 	return c.API.CreateENI(ctx, req)
 }
 
 func (c journaledCloud) AttachENI(ctx context.Context, eniID, instanceID string, deviceIndex int) (string, error) {
 	c.j.add("ec2 AttachENI")
+	c.count("AttachENI")
 	return c.API.AttachENI(ctx, eniID, instanceID, deviceIndex)
 }
 
 func (c journaledCloud) AssignIPs(ctx context.Context, eniID string, count int) ([]netip.Addr, error) {
 	c.j.add("ec2 AssignIPs")
+	c.count("AssignIPs")
 	return c.API.AssignIPs(ctx, eniID, count)
 }
 
 func (c journaledCloud) UnassignIPs(ctx context.Context, eniID string, ips []netip.Addr) error {
 	c.j.add("ec2 UnassignIPs")
+	c.count("UnassignIPs")
 	return c.API.UnassignIPs(ctx, eniID, ips)
 }
 
 func (c journaledCloud) AssignAddresses(ctx context.Context, eniID string, ips []netip.Addr, allowReassignment bool) error {
 	c.j.add("ec2 AssignAddresses")
+	c.count("AssignAddresses")
 	return c.API.AssignAddresses(ctx, eniID, ips, allowReassignment)
 }
 
 func (c journaledCloud) AssociateAddress(ctx context.Context, allocationID, eniID string, privateIP netip.Addr, reassociate bool) (string, error) {
 	c.j.add("ec2 AssociateAddress")
+	c.count("AssociateAddress")
 	if err := c.fail.next("AssociateAddress"); err != nil {
 		return "", err
 	}
@@ -127,6 +167,7 @@ func (c journaledCloud) AssociateAddress(ctx context.Context, allocationID, eniI
 
 func (c journaledCloud) DisassociateAddress(ctx context.Context, associationID string) error {
 	c.j.add("ec2 DisassociateAddress")
+	c.count("DisassociateAddress")
 	if err := c.fail.next("DisassociateAddress"); err != nil {
 		return err
 	}
@@ -161,6 +202,14 @@ type writesRig struct {
 	// (claimGets, this one counted).
 	onClaimGet func(key client.ObjectKey, n int)
 	claimGets  int
+	// deciding is set from the start of a decision to the CiliumNode's
+	// write; decided journals the EC2 calls made meanwhile, reads
+	// included, and decidedCalls keeps those of the last reconcile.
+	deciding     *atomic.Bool
+	decided      *journal
+	decidedCalls []string
+	// described journals the ENIs of each describe by ID.
+	described *journal
 }
 
 const writesNode, writesInstance = "node-1", "i-0d000000000000001"
@@ -197,7 +246,9 @@ func newWritesRigPrepared(t *testing.T, prepare func(cloud.API), policy enipamv1
 	}
 	j := &journal{}
 	fail := &faults{left: map[string]int{}}
-	api := journaledCloud{API: cloudfake.New(st), j: j, fail: fail}
+	deciding, decided := &atomic.Bool{}, &journal{}
+	described := &journal{}
+	api := journaledCloud{API: cloudfake.New(st), j: j, fail: fail, deciding: deciding, decided: decided, described: described}
 	if prepare != nil {
 		prepare(cloudfake.New(st))
 	}
@@ -240,12 +291,14 @@ func newWritesRigPrepared(t *testing.T, prepare func(cloud.API), policy enipamv1
 		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
 			if _, ok := obj.(*ciliumv2.CiliumNode); ok {
 				j.add("spec")
+				deciding.Store(false)
 			}
 			return c.Patch(ctx, obj, patch, opts...)
 		},
 		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
 			if _, ok := obj.(*ciliumv2.CiliumNode); ok && sub == "status" {
 				j.add("status")
+				deciding.Store(false)
 			}
 			return c.SubResource(sub).Patch(ctx, obj, patch, opts...)
 		},
@@ -270,7 +323,11 @@ func newWritesRigPrepared(t *testing.T, prepare func(cloud.API), policy enipamv1
 		Cluster: "test", Workers: 1, ConsistencyGrace: time.Second, RoutingPatience: time.Hour,
 		RetryBase: time.Millisecond, RetryMax: time.Millisecond, BlockedRetry: time.Hour,
 	}, log)
-	*w = writesRig{t: t, ctx: ctx, st: st, j: j, base: base, r: r, calls: map[string]int{}, events: rec, failClaimLists: failClaimLists, failRoutingGets: failRoutingGets, fail: fail}
+	// From the start of a decision to the CiliumNode's write (or the
+	// reconcile's end), the EC2 calls are counted.
+	poolcontroller.SetOnDecide(r, func(string) { deciding.Store(true) })
+	*w = writesRig{t: t, ctx: ctx, st: st, j: j, base: base, r: r, calls: map[string]int{}, events: rec, failClaimLists: failClaimLists, failRoutingGets: failRoutingGets, fail: fail,
+		deciding: deciding, decided: decided, described: described}
 	return w
 }
 
@@ -287,6 +344,8 @@ func (w *writesRig) reconcile() (called bool, before, after *ciliumv2.CiliumNode
 		w.t.Fatalf("reconcile: %v", err)
 	}
 	w.result = res
+	w.deciding.Store(false)
+	w.decidedCalls = w.decided.take()
 	steps := w.j.take()
 	after = get(w.t, w.base, writesNode)
 	writes := map[string]int{}
@@ -772,6 +831,90 @@ func TestReassignmentWaitsForItsClaimReadAgain(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestNoEC2CallWhileDeciding: node-1 has a pod ENI of the cluster,
+// attached before the operator started, whose three addresses its agent
+// reports routed and its pool lacks: the operator's first describes may
+// predate an earlier process's Unassign, so the addresses enter the pool
+// only once a describe by ID made after the consistency grace confirms
+// them. That describe is made while the reconcile reads, before it
+// decides: from the start of each decision to the CiliumNode's write, no
+// EC2 call is made, reads included; the addresses enter the pool in the
+// write of the reconcile that described their ENI.
+func TestNoEC2CallWhileDeciding(t *testing.T) {
+	fi, pre := int32(1), int32(2)
+	var eniID string
+	var ips []string
+	prepare := func(api cloud.API) {
+		ctx := context.Background()
+		eni, err := api.CreateENI(ctx, cloud.CreateENIRequest{SubnetID: "subnet-0d000000000000001", SecondaryIPs: 3, Tags: map[string]string{cloud.TagCluster: "test"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := api.AttachENI(ctx, eni.ID, writesInstance, 1); err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; ; i++ {
+			got, err := api.GetENIs(ctx, []string{eni.ID})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) == 1 && got[0].AttachmentStatus == cloud.AttachmentAttached {
+				for _, ip := range got[0].IPs {
+					ips = append(ips, ip.String())
+				}
+				break
+			}
+			if i == 100 {
+				t.Fatalf("%s never attached: %+v", eni.ID, got)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		eniID = eni.ID
+	}
+	w := newWritesRigPrepared(t, prepare, enipamv1alpha1.ENIPolicySpec{FirstInterfaceIndex: &fi, PreAllocate: &pre, SubnetTags: map[string]string{"pods": "true"}},
+		ciliumv2.NodeSpec{}, 0, nil)
+	if len(ips) != 3 {
+		t.Fatalf("the pod ENI holds %v, want 3 addresses", ips)
+	}
+	pooled := func(cn *ciliumv2.CiliumNode) bool {
+		for _, ip := range ips {
+			if _, ok := cn.Spec.IPAM.Pool[ip]; !ok {
+				return false
+			}
+		}
+		return true
+	}
+	decided := 0
+	for i := 0; ; i++ {
+		if i == 100 {
+			t.Fatalf("%v never pooled after %d reconciles; EC2 calls %v", ips, i, w.calls)
+		}
+		w.described.take()
+		_, before, after := w.reconcile()
+		described := w.described.take()
+		if len(w.decidedCalls) > 0 {
+			t.Errorf("reconcile %d made EC2 calls %v between the start of its decision and the CiliumNode's write", i, w.decidedCalls)
+		}
+		if pooled(after) {
+			if pooled(before) {
+				t.Fatalf("%v pooled before the reconcile that confirmed them", ips)
+			}
+			if !slices.Contains(described, eniID) {
+				t.Errorf("%v pooled by a reconcile that described %v, not %s", ips, described, eniID)
+			}
+			decided = i
+			break
+		}
+		w.route(after)
+		// Past the consistency grace (1 s), describes are trusted.
+		time.Sleep(300 * time.Millisecond)
+	}
+	if n := w.calls["CreateENI"] + w.calls["AssignIPs"]; n != 0 {
+		t.Errorf("%d new ENIs or addresses asked for, want none: the ENI's addresses serve the node", n)
+	}
+	t.Logf("%s's addresses %v pooled by reconcile %d", eniID, ips, decided)
 }
 
 func btoi(b bool) int {
