@@ -50,6 +50,9 @@ type nodeState struct {
 	// there is something to decide, readStaticIP).
 	staticIP     staticIPFacts
 	haveStaticIP bool
+	// detached is the ENI consolidation detached, described afresh
+	// (readDetached).
+	detached detachedENI
 }
 
 // read gathers the node's state: its Node, instance and policy, the
@@ -57,7 +60,8 @@ type nodeState struct {
 // lists that the snapshot lacks), its NodeRouting and the agent's report
 // (trusting the remaps the agent confirmed), the claims that concern it,
 // the addresses the pool lacks confirmed by a describe (confirmUnpooled),
-// the Elastic IPs and the pods waiting for an address. Every EC2 read of
+// the Elastic IPs, the ENI consolidation detached (readDetached) and the
+// pods waiting for an address. Every EC2 read of
 // the reconcile's decision is made here, before it. False when the node
 // cannot be served (s.opErr says why).
 func (s *nodeSync) read(ctx context.Context) bool {
@@ -112,6 +116,7 @@ func (s *nodeSync) read(ctx context.Context) bool {
 		return false
 	}
 	s.staticIP, s.haveStaticIP = s.readStaticIP(ctx)
+	s.readDetached(ctx)
 	s.countDemand()
 	return true
 }

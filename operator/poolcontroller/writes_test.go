@@ -917,6 +917,69 @@ func TestNoEC2CallWhileDeciding(t *testing.T) {
 	t.Logf("%s's addresses %v pooled by reconcile %d", eniID, ips, decided)
 }
 
+// TestNoEC2CallWhileDecidingOnADetachedENI: node-1's primary ENI holds
+// three addresses and its pod ENI of the cluster none, both from before
+// the operator started; the policy releases excess at once and
+// consolidates an ENI left empty for a millisecond. The pod ENI is
+// detached, then deleted once EC2 shows it detached: the describe by ID
+// that tells is made while the reconcile reads; from the start of each
+// decision to the CiliumNode's write, no EC2 call is made, reads
+// included.
+func TestNoEC2CallWhileDecidingOnADetachedENI(t *testing.T) {
+	release, pre := true, int32(2)
+	on := true
+	var eniID string
+	prepare := func(api cloud.API) {
+		ctx := context.Background()
+		_, enis, err := api.GetInstances(ctx, []string{writesInstance})
+		if err != nil || len(enis) == 0 {
+			t.Fatalf("the instance's ENIs: %v, %v", enis, err)
+		}
+		if _, err := api.AssignIPs(ctx, enis[0].ID, 3); err != nil {
+			t.Fatal(err)
+		}
+		eni, err := api.CreateENI(ctx, cloud.CreateENIRequest{SubnetID: "subnet-0d000000000000001", Tags: map[string]string{cloud.TagCluster: "test"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := api.AttachENI(ctx, eni.ID, writesInstance, 1); err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; ; i++ {
+			got, err := api.GetENIs(ctx, []string{eni.ID})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) == 1 && got[0].AttachmentStatus == cloud.AttachmentAttached {
+				break
+			}
+			if i == 100 {
+				t.Fatalf("%s never attached: %+v", eni.ID, got)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		eniID = eni.ID
+	}
+	w := newWritesRigPrepared(t, prepare, enipamv1alpha1.ENIPolicySpec{PreAllocate: &pre, ReleaseExcessIPs: &release,
+		ExcessIPReleaseDelay: &metav1.Duration{}, SubnetTags: map[string]string{"pods": "true"},
+		Consolidation: &enipamv1alpha1.Consolidation{Enabled: &on, Delay: &metav1.Duration{Duration: time.Millisecond}}}, ciliumv2.NodeSpec{}, 0, nil)
+	gone := func() bool {
+		return !slices.ContainsFunc(w.st.Dump().NetworkInterfaces, func(e ec2sim.NetworkInterface) bool { return e.NetworkInterfaceID == eniID })
+	}
+	for i := 0; !gone(); i++ {
+		if i == 100 {
+			t.Fatalf("%s not deleted after %d reconciles", eniID, i)
+		}
+		w.described.take()
+		_, _, after := w.reconcile()
+		if len(w.decidedCalls) > 0 {
+			t.Errorf("reconcile %d made EC2 calls %v between the start of its decision and the CiliumNode's write (it described %v)", i, w.decidedCalls, w.described.take())
+		}
+		w.route(after)
+		time.Sleep(300 * time.Millisecond)
+	}
+}
+
 func btoi(b bool) int {
 	if b {
 		return 1
