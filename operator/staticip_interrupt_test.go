@@ -18,7 +18,7 @@ import (
 // row kills the operator at one step of associating or releasing it; a
 // fresh operator, with no memory of the first, ends with exactly one
 // address on the instance's primary address and reported, or none once
-// the node is gone, and never two.
+// the node is gone or stops asking, and never two.
 func TestStaticIPInterrupted(t *testing.T) {
 	rows := []struct {
 		name string
@@ -53,6 +53,21 @@ func TestStaticIPInterrupted(t *testing.T) {
 					t.Fatal(err)
 				}
 				_, _ = l.r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKey{Name: "node-1"}})
+			}},
+		{name: "right after DisassociateAddress of a node that stopped asking", want: 0,
+			interrupt: func(w *interruptWorld, l *life) {
+				w.until(l, func() bool { return w.node().Status.IPAM.AssignedStaticIP != "" })
+				w.cloud.After(cloudfake.DisassociateAddress, 1, cloudfake.Fail(errKilled))
+				cn := w.node()
+				cn.Spec.IPAM.StaticIPTags = nil
+				if err := w.c.Update(context.Background(), cn); err != nil {
+					t.Fatal(err)
+				}
+				_, _ = l.r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKey{Name: "node-1"}})
+				nr := &enipamv1alpha1.NodeRouting{}
+				if err := w.c.Get(context.Background(), client.ObjectKey{Name: "node-1"}, nr); err != nil || nr.Spec.StaticIP == nil {
+					t.Errorf("the record went (%v) although the release's call was cut short", err)
+				}
 			}},
 	}
 	for _, row := range rows {

@@ -45,6 +45,12 @@ type actions struct {
 	// (associateStaticIP); nil: none. Its association is recorded, and
 	// status.ipam.assigned-static-ip written, by the next reconcile.
 	associate *staticIPCall
+	// disassociate is the recorded Elastic IP to release (the node no
+	// longer asks for it, or it no longer serves the node): undone in
+	// EC2, then its record and finalizer cleared (disassociate); nil:
+	// none. status.ipam.assigned-static-ip stops naming it in the write
+	// before.
+	disassociate *enipamv1alpha1.NodeStaticIP
 }
 
 // staticCalls are the EC2 calls of the static addresses' pass
@@ -79,7 +85,7 @@ type window6Return struct {
 // node's pool, so that the next reconcile has something to write.
 func (a *actions) produce() bool {
 	return len(a.release) > 0 || a.window6Assign != "" || len(a.window6Unassign.prefixes) > 0 || !a.plan.Empty() ||
-		a.static.any() || a.associate != nil
+		a.static.any() || a.associate != nil || a.disassociate != nil
 }
 
 // dropActions gives up the actions (the CiliumNode's write failed),
@@ -144,8 +150,13 @@ func (s *nodeSync) act(ctx context.Context) {
 			reason = reasonFor(err)
 		}
 	}
+	if a.disassociate != nil && !s.disassociate(ctx, a.disassociate) {
+		// Failed (s.staticErr, memory.staticIPFailed say why): the
+		// record stays, and the next reconcile decides the release again.
+		a.disassociate = nil
+	}
 	if a.associate != nil && !s.associate(ctx, a.associate) {
-		// Failed (s.staticErr, memory.staticIPErr say why): nothing to
+		// Failed (s.staticErr, memory.staticIPFailed say why): nothing to
 		// look at at once for it.
 		a.associate = nil
 	}

@@ -84,16 +84,14 @@ type consolidationStep struct {
 }
 
 // readConsolidation gathers what consolidation decides on: the detached
-// ENI described afresh by ID while one is detaching, else the instance's
+// ENI as read described afresh by ID (readDetached), else the instance's
 // snapshot taken again when consolidation may act (false when it could
 // not be, s.opErr says why).
 func (s *nodeSync) readConsolidation(ctx context.Context) consolidationFacts {
 	c := s.mem.consolidation
 	f := consolidationFacts{on: s.consolidating(), mem: c, now: s.r.now(), cluster: s.r.opts.Cluster}
 	if c.detaching != "" {
-		if f.readErr = s.exec().describeENIs(ctx, []string{c.detaching}); f.readErr == nil {
-			f.detached, f.detachedKnown = s.r.inv.ENI(c.detaching)
-		}
+		f.detached, f.detachedKnown, f.readErr = s.detached.eni, s.detached.known, s.detached.err
 		return f
 	}
 	if !f.on {
@@ -113,6 +111,26 @@ func (s *nodeSync) readConsolidation(ctx context.Context) consolidationFacts {
 		f.named[entry.Resource] = true
 	}
 	return f
+}
+
+// detachedENI is the ENI consolidation detached, described by ID by the
+// read (known: EC2 still has it; err: the describe failed).
+type detachedENI struct {
+	eni   cloud.ENI
+	known bool
+	err   error
+}
+
+// readDetached describes by ID the ENI consolidation detached, while one
+// is detaching, for readConsolidation.
+func (s *nodeSync) readDetached(ctx context.Context) {
+	id := s.mem.consolidation.detaching
+	if id == "" {
+		return
+	}
+	if s.detached.err = s.exec().describeENIs(ctx, []string{id}); s.detached.err == nil {
+		s.detached.eni, s.detached.known = s.r.inv.ENI(id)
+	}
 }
 
 // decideConsolidation decides, from f alone, what consolidation does

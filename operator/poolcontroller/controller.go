@@ -131,6 +131,9 @@ type Reconciler struct {
 	opts    Options
 	log     *slog.Logger
 	now     func() time.Time
+	// onDecide, when set, is called as a node's decision starts, once
+	// its reads are done (a test's view of the reconcile's phases).
+	onDecide func(node string)
 
 	// needs order the nodes when EC2's buckets bind; handoffs time new
 	// ENIs into their pools; slots keep some workers from EC2's buckets.
@@ -212,9 +215,10 @@ type memory struct {
 	// times in a row they did (act.go).
 	actErr      error
 	actFailures int
-	// staticIPErr is why the Elastic IP association the last actions
-	// made failed (staticip.go, associate).
-	staticIPErr error
+	// staticIPFailed is why the Elastic IP action (association or
+	// release) the last actions made failed, standing while the same
+	// action is decided again (staticip.go, staticIPRetried).
+	staticIPFailed staticIPFailure
 	// quickRuns counts the reconciles in a row requeued at once after
 	// acting without a write of the CiliumNode (act.go).
 	quickRuns int

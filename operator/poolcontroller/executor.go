@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 
 	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
 
+	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
 	"github.com/enipam/enipam/operator/cloud"
 	"github.com/enipam/enipam/operator/pool"
 	"github.com/enipam/enipam/operator/snapshot"
@@ -174,6 +176,31 @@ func (x *executor) disassociateAddress(ctx context.Context, a cloud.Address) err
 		return err
 	}
 	x.r.inv.Addresses().RecordDisassociated(a.AllocationID)
+	return nil
+}
+
+// releaseAddress undoes the association rec records, when EC2 still has
+// the address on the recorded ENI (anything else was changed by someone
+// else, and is left alone). EC2's view is described afresh first: the
+// association may be younger than the cache.
+func (x *executor) releaseAddress(ctx context.Context, rec *enipamv1alpha1.NodeStaticIP) error {
+	if err := x.describeAddresses(ctx); err != nil {
+		return fmt.Errorf("listing Elastic IPs, %w", err)
+	}
+	addrs, err := x.r.inv.Addresses().List(ctx)
+	if err != nil {
+		return fmt.Errorf("listing Elastic IPs, %w", err)
+	}
+	i := slices.IndexFunc(addrs, func(a cloud.Address) bool { return a.AllocationID == rec.AllocationID })
+	if i < 0 {
+		return nil
+	}
+	if a := addrs[i]; a.Associated() && a.ENIID == rec.ENIID {
+		if err := x.disassociateAddress(ctx, a); err != nil {
+			return fmt.Errorf("disassociating Elastic IP %s from %s, %w", a.PublicIP, a.ENIID, err)
+		}
+		x.r.log.Info("static IP released", "node", x.node.Name, "instance", rec.InstanceID, "eni", rec.ENIID, "eip", rec.PublicIP)
+	}
 	return nil
 }
 

@@ -79,7 +79,7 @@ func (s *nodeSync) syncWindow6() {
 	}
 	if d.untrusted && !s.r.now().Before(s.r.inv.TrustFrom()) {
 		// A /80 shown by a describe older than this process's grace: one
-		// by ID confirms it (verifyUnpooled does so for IPv4).
+		// by ID confirms it (confirmUnpooled does so for IPv4).
 		s.acts.window6Describe = in.primary.ID
 	}
 	if d.awaiting || d.assign != "" {

@@ -283,7 +283,12 @@ func (v *poolView) holdFirst(ip string) {
 
 // inHandshake reports whether ip has any release-ips entry.
 func (v *poolView) inHandshake(ip string) bool {
-	_, ok := v.cn.Status.IPAM.ReleaseIPs[ip]
+	return inHandshake(v.cn, ip)
+}
+
+// inHandshake reports whether ip is in cn's release handshake.
+func inHandshake(cn *ciliumv2.CiliumNode, ip string) bool {
+	_, ok := cn.Status.IPAM.ReleaseIPs[ip]
 	return ok
 }
 

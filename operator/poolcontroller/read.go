@@ -3,7 +3,11 @@ package poolcontroller
 import (
 	"context"
 	"fmt"
+	"maps"
+	"net/netip"
+	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -42,14 +46,24 @@ type nodeState struct {
 	// (the pod watch); headroom: the free addresses kept ahead of them
 	// and the used ones.
 	waiting, headroom int
+	// staticIP are the facts of the node's static IP (haveStaticIP:
+	// there is something to decide, readStaticIP).
+	staticIP     staticIPFacts
+	haveStaticIP bool
+	// detached is the ENI consolidation detached, described afresh
+	// (readDetached).
+	detached detachedENI
 }
 
 // read gathers the node's state: its Node, instance and policy, the
 // inventory's snapshot of the instance (describing the ENIs its status
 // lists that the snapshot lacks), its NodeRouting and the agent's report
-// (trusting the remaps the agent confirmed), the claims that concern it
-// and the pods waiting for an address. False when the node cannot be
-// served (s.opErr says why).
+// (trusting the remaps the agent confirmed), the claims that concern it,
+// the addresses the pool lacks confirmed by a describe (confirmUnpooled),
+// the Elastic IPs, the ENI consolidation detached (readDetached) and the
+// pods waiting for an address. Every EC2 read of
+// the reconcile's decision is made here, before it. False when the node
+// cannot be served (s.opErr says why).
 func (s *nodeSync) read(ctx context.Context) bool {
 	r := s.r
 	node := &corev1.Node{}
@@ -96,6 +110,95 @@ func (s *nodeSync) read(ctx context.Context) bool {
 	if !s.gatherStatic(ctx) {
 		return false
 	}
+	if s.confirmUnpooled(ctx) && !s.gatherStatic(ctx) {
+		// The claims' facts are read again on the snapshot the describe
+		// refreshed: the decision sees one view of EC2.
+		return false
+	}
+	s.staticIP, s.haveStaticIP = s.readStaticIP(ctx)
+	s.readDetached(ctx)
 	s.countDemand()
 	return true
+}
+
+// findListedENIs describes by ID the ENIs the node's status lists that
+// the snapshot lacks: a process that took over may have missed, in its
+// first describes, an ENI its predecessor created seconds before, and
+// would otherwise not learn of it before the next resync.
+func (s *nodeSync) findListedENIs(ctx context.Context) {
+	if s.cn.Spec.InstanceID != s.instanceID {
+		return
+	}
+	var ids []string
+	for id := range s.cn.Status.ENI.ENIs {
+		if !slices.ContainsFunc(s.snap.ENIs, func(e cloud.ENI) bool { return e.ID == id }) && !s.r.inv.Deleted(id) {
+			ids = append(ids, id)
+		}
+	}
+	if len(ids) == 0 {
+		return
+	}
+	slices.Sort(ids)
+	if err := s.exec().describeENIs(ctx, ids); err != nil {
+		s.r.log.Info("describing listed ENIs missing from EC2's view failed", "node", s.cn.Name, "enis", ids, "error", err)
+		return
+	}
+	s.snapshot(ctx)
+}
+
+// confirmUnpooled settles, before the decision, the addresses the pool
+// would lack on a describe's word that may predate this process (an
+// earlier process may have unassigned them just before it stopped), or
+// on this process's own reassignment that EC2 may not have completed:
+// the pool's reconcile, run on a copy of the node (unpooledUnverified),
+// names their ENIs; once describes are trusted, a describe of those
+// ENIs by ID confirms or drops them, and the snapshot is taken again;
+// before that, the node is looked at again when they are. True when the
+// snapshot was taken again.
+func (s *nodeSync) confirmUnpooled(ctx context.Context) bool {
+	n, enis := s.unpooledUnverified(ctx)
+	if n == 0 {
+		return false
+	}
+	// Before describes are trusted, only this process's own
+	// reassignments are worth a describe now: one started a consistency
+	// grace after the call shows whether the remap landed whenever it
+	// runs (inventory landed). Waiting for the trust would hold a move
+	// made in the operator's first minute for the rest of that minute.
+	if wait := s.r.inv.TrustFrom().Sub(s.r.now()); wait > 0 && len(s.r.inv.MovingOnto(enis)) == 0 {
+		s.requeueWithin(wait)
+		return false
+	}
+	if wait := s.describeCanWait(n, enis); wait > 0 {
+		s.requeueWithin(wait)
+		return false
+	}
+	if err := s.exec().describeENIs(ctx, enis); err != nil {
+		s.r.log.Info("describing ENIs to confirm addresses failed; retrying", "node", s.cn.Name, "enis", enis, "error", err)
+		s.requeueWithin(time.Second)
+		return false
+	}
+	s.mem.remapsLooked = s.r.now()
+	s.described = true
+	return s.snapshot(ctx)
+}
+
+// unpooledUnverified counts the addresses the pool's reconcile would
+// leave out for want of a trusted describe (poolView.unverified), and
+// names their ENIs: it runs the reconcile on a copy of the node and of
+// the memory it edits, only when some address ready for the pool is
+// untrusted.
+func (s *nodeSync) unpooledUnverified(ctx context.Context) (int, []string) {
+	untrusted := false
+	s.readyUnpooled(func(eni *cloud.ENI, ip netip.Addr) {
+		untrusted = untrusted || !s.r.inv.Trusted(eni.ID, ip)
+	})
+	if !untrusted {
+		return 0, nil
+	}
+	in := s.readPoolInputs(ctx)
+	in.missing = maps.Clone(in.missing)
+	v := &poolView{cn: s.cn.DeepCopy()}
+	v.reconcile(in)
+	return v.unverified, v.unverifiedENIs
 }

@@ -162,7 +162,7 @@ func (s *nodeSync) readPoolInputs(ctx context.Context) *poolInputs {
 	ipam, st := &s.cn.Spec.IPAM, &s.cn.Status.IPAM
 	var gone []netip.Addr
 	for key, entry := range ipam.Pool {
-		if _, used := st.Used[key]; entry.Owner != "" || used || s.pool.inHandshake(key) {
+		if _, used := st.Used[key]; entry.Owner != "" || used || inHandshake(s.cn, key) {
 			continue
 		}
 		ip, err := netip.ParseAddr(key)
@@ -198,9 +198,31 @@ func (s *nodeSync) readPoolInputs(ctx context.Context) *poolInputs {
 		}
 		return false
 	}
+	s.readyUnpooled(func(eni *cloud.ENI, ip netip.Addr) {
+		if !s.r.inv.Trusted(eni.ID, ip) {
+			if in.untrusted == nil {
+				in.untrusted = map[netip.Addr]bool{}
+			}
+			in.untrusted[ip] = true
+		}
+		if in.pooledElsewhere != nil {
+			in.pooledElsewhere[ip.String()] = elsewhere(ip.String())
+		}
+	})
+	return in
+}
+
+// readyUnpooled calls f with each address of the node's usable, attached
+// ENIs that its agent reports routed and that the pool lacks (or lists
+// released): those the pool's reconcile may take in.
+func (s *nodeSync) readyUnpooled(f func(eni *cloud.ENI, ip netip.Addr)) {
+	if s.routed == nil {
+		return
+	}
+	ipam, st := &s.cn.Spec.IPAM, &s.cn.Status.IPAM
 	for i := range s.snap.ENIs {
 		eni := &s.snap.ENIs[i]
-		if !pool.Usable(eni, &s.cfg.Config) || eni.AttachmentStatus != cloud.AttachmentAttached || s.routed == nil {
+		if !pool.Usable(eni, &s.cfg.Config) || eni.AttachmentStatus != cloud.AttachmentAttached {
 			continue
 		}
 		check := func(ip netip.Addr) {
@@ -208,15 +230,7 @@ func (s *nodeSync) readPoolInputs(ctx context.Context) *poolInputs {
 			if _, ok := ipam.Pool[key]; (ok && st.ReleaseIPs[key] != ipamoption.IPAMReleased) || !s.routed(eni.ID, ip) {
 				return
 			}
-			if !s.r.inv.Trusted(eni.ID, ip) {
-				if in.untrusted == nil {
-					in.untrusted = map[netip.Addr]bool{}
-				}
-				in.untrusted[ip] = true
-			}
-			if in.pooledElsewhere != nil {
-				in.pooledElsewhere[key] = elsewhere(key)
-			}
+			f(eni, ip)
 		}
 		for _, ip := range eni.IPs {
 			check(ip)
@@ -227,7 +241,6 @@ func (s *nodeSync) readPoolInputs(ctx context.Context) *poolInputs {
 			}
 		}
 	}
-	return in
 }
 
 // podOn returns the node the pod of owner is bound to, "" when there is

@@ -48,30 +48,58 @@ const (
 )
 
 // syncStaticIP has an Elastic IP associated with the node's primary
-// address when its CiliumNode asks for one (an action, made after the
-// CiliumNode's write: associateStaticIP), reports it in
+// address when its CiliumNode asks for one, reports it in
 // status.ipam.assigned-static-ip once EC2 shows it, and releases what
-// the node no longer asks for: read, decide, execute; after a release,
-// read and decide once more, so a node whose tags changed has its new
-// address associated by the same reconcile's actions. The release
-// itself (a describe, the disassociation and the record's removal) is
-// still made here, before the write. Failures land in s.staticErr,
-// never blocking the pool.
+// the node no longer asks for: read, decide, and queue the EC2 calls as
+// actions, made after the CiliumNode's write (act: associate,
+// disassociate). A release clears status.ipam.assigned-static-ip in the
+// write ahead of its calls; the node's new address, when its tags
+// changed, is associated by the next reconcile, at once. Failures land
+// in s.staticErr, never blocking the pool.
 func (s *nodeSync) syncStaticIP(ctx context.Context) {
-	// The last association's failure stands only while the same
-	// association is tried again (associateStaticIP).
-	s.lastStaticIPErr, s.mem.staticIPErr = s.mem.staticIPErr, nil
-	f, ok := s.readStaticIP(ctx)
-	if !ok {
+	if !s.haveStaticIP {
+		s.staticIPRetried(staticIPNone)
 		return
 	}
-	step := decideStaticIP(f)
-	if !s.executeStaticIP(ctx, step) || !step.release || len(f.tags) == 0 {
+	s.executeStaticIP(ctx, decideStaticIP(s.staticIP))
+}
+
+// staticIPFailure is why the node's last Elastic IP action failed
+// (memory.staticIPFailed): the association or the release, as op says.
+type staticIPFailure struct {
+	op  staticIPOp
+	err error
+}
+
+// staticIPOp names an Elastic IP action.
+type staticIPOp int
+
+const (
+	staticIPNone staticIPOp = iota
+	staticIPAssociate
+	staticIPRelease
+)
+
+// staticIPRetried settles the last Elastic IP action's failure as this
+// reconcile decides op: it stands, in s.staticErr for the write, while
+// the same action is tried again, and is forgotten otherwise.
+func (s *nodeSync) staticIPRetried(op staticIPOp) {
+	if f := s.mem.staticIPFailed; f.err != nil && f.op == op {
+		s.staticErr = f.err
 		return
 	}
-	if f, ok = s.readStaticIP(ctx); ok {
-		s.executeStaticIP(ctx, decideStaticIP(f))
+	s.mem.staticIPFailed = staticIPFailure{}
+}
+
+// staticIPDone records how the executor's Elastic IP action op went:
+// its failure stands for the next reconcile (staticIPRetried), its
+// success clears it.
+func (s *nodeSync) staticIPDone(op staticIPOp, err error) {
+	if err != nil {
+		s.mem.staticIPFailed = staticIPFailure{op: op, err: err}
+		return
 	}
+	s.mem.staticIPFailed = staticIPFailure{}
 }
 
 // staticIPFacts is what the node's static IP is decided on, read
@@ -164,19 +192,25 @@ func decideStaticIP(f staticIPFacts) staticIPStep {
 // (s.staticErr says why).
 func (s *nodeSync) executeStaticIP(ctx context.Context, step staticIPStep) bool {
 	switch {
+	case step.release:
+		s.staticIPRetried(staticIPRelease)
+	case step.associate == nil:
+		s.staticIPRetried(staticIPNone)
+	}
+	switch {
 	case step.err != nil:
 		s.staticFailed(step.err, step.reason)
 		return false
 	case step.release:
-		rec := s.routing.Spec.StaticIP
-		if err := s.r.releaseStaticIP(ctx, s.routing); err != nil {
-			s.staticFailed(err, ReasonEC2Error)
-			return false
-		}
+		// The node stops reporting the address in the write, ahead of
+		// the calls (act, disassociate); the record stays until they
+		// went through, so a process that dies on the way decides the
+		// release again.
+		rec := *s.routing.Spec.StaticIP
 		if s.cn.Status.IPAM.AssignedStaticIP == rec.PublicIP {
 			s.cn.Status.IPAM.AssignedStaticIP = ""
 		}
-		s.r.events.Eventf(s.cn, nil, "Normal", ReasonStaticIPReleased, "StaticIP", "Elastic IP %s (%s) released from %s", rec.PublicIP, rec.AllocationID, rec.InstanceID)
+		s.acts.disassociate = &rec
 	case step.record != nil:
 		if err := s.r.recordStaticIP(ctx, s.routing, step.record); err != nil {
 			s.staticFailed(err, ReasonEC2Error)
@@ -207,6 +241,7 @@ func (s *nodeSync) associateStaticIP(ctx context.Context, a *staticIPAssociation
 	if pick.AllocationID == "" {
 		var ok bool
 		if pick, ok = book.Reserve(s.cn.Name, a.tags); !ok {
+			s.staticIPRetried(staticIPNone)
 			s.staticFailed(fmt.Errorf("%w: no free Elastic IP carries the static-ip-tags %s (EC2's view is refreshed every resync)",
 				errStaticIPBlocked, inventory.TagsString(a.tags)), ReasonStaticIPUnavailable)
 			return false
@@ -218,18 +253,19 @@ func (s *nodeSync) associateStaticIP(ctx context.Context, a *staticIPAssociation
 	rec := &enipamv1alpha1.NodeStaticIP{AllocationID: pick.AllocationID, PublicIP: pick.PublicIP.String(), InstanceID: a.instanceID, ENIID: primary.ID}
 	if err := s.r.recordStaticIP(ctx, s.routing, rec); err != nil {
 		book.Unreserve(s.cn.Name)
+		s.staticIPRetried(staticIPNone)
 		s.staticFailed(err, ReasonEC2Error)
 		return false
 	}
 	// The last association's failure stands while it is tried again.
-	s.staticErr = s.lastStaticIPErr
+	s.staticIPRetried(staticIPAssociate)
 	s.acts.associate = &staticIPCall{pick: pick, primary: primary, rec: *rec}
 	return true
 }
 
 // associate has the executor make the Elastic IP's association (act);
-// false when it failed (s.staticErr and memory.staticIPErr say why, for
-// the next reconcile's write).
+// false when it failed (s.staticErr says why, and memory.staticIPFailed
+// for the next reconcile's write).
 func (s *nodeSync) associate(ctx context.Context, a *staticIPCall) bool {
 	defer s.r.inv.Addresses().Unreserve(s.cn.Name)
 	if _, err := s.exec().associateAddress(ctx, a.pick, a.primary); err != nil {
@@ -239,13 +275,33 @@ func (s *nodeSync) associate(ctx context.Context, a *staticIPCall) bool {
 			s.requeueWithin(attachCheckInterval)
 		}
 		err = fmt.Errorf("associating Elastic IP %s with %s, %w", a.pick.PublicIP, a.primary.ID, err)
-		s.mem.staticIPErr = err
+		s.staticIPDone(staticIPAssociate, err)
 		s.staticFailed(err, ReasonEC2Error)
 		return false
 	}
-	s.mem.staticIPErr = nil
+	s.staticIPDone(staticIPAssociate, nil)
 	s.r.events.Eventf(s.cn, nil, "Normal", ReasonStaticIPAssigned, "StaticIP", "Elastic IP %s (%s) associated with %s on %s", a.rec.PublicIP, a.rec.AllocationID, a.primary.PrimaryIP, a.primary.ID)
 	s.r.log.Info("static IP associated", "node", s.cn.Name, "instance", a.rec.InstanceID, "eni", a.primary.ID, "eip", a.rec.PublicIP)
+	return true
+}
+
+// disassociate has the executor release the recorded Elastic IP (act):
+// it undoes the association when EC2 still has the address on the
+// recorded ENI, then clears the NodeRouting's record and finalizer; false
+// when it failed (s.staticErr says why, and memory.staticIPFailed for
+// the next reconcile's write), the record kept for the next reconcile to
+// decide the release again.
+func (s *nodeSync) disassociate(ctx context.Context, rec *enipamv1alpha1.NodeStaticIP) bool {
+	err := s.exec().releaseAddress(ctx, rec)
+	if err == nil {
+		err = s.r.clearStaticIP(ctx, s.routing)
+	}
+	s.staticIPDone(staticIPRelease, err)
+	if err != nil {
+		s.staticFailed(err, ReasonEC2Error)
+		return false
+	}
+	s.r.events.Eventf(s.cn, nil, "Normal", ReasonStaticIPReleased, "StaticIP", "Elastic IP %s (%s) released from %s", rec.PublicIP, rec.AllocationID, rec.InstanceID)
 	return true
 }
 
@@ -322,46 +378,40 @@ func (r *Reconciler) recordStaticIP(ctx context.Context, nr *enipamv1alpha1.Node
 	return nil
 }
 
-// releaseStaticIP undoes the association the NodeRouting's record names,
-// when EC2 still has the address on the recorded ENI (anything else was
-// changed by someone else, and is left alone), then clears the record and
-// the finalizer, in one write that never makes the object again. EC2's view is described afresh first: the association
-// may be younger than the cache.
+// releaseStaticIP undoes the association the NodeRouting's record names
+// (executor.releaseAddress), then clears the record and the finalizer
+// (clearStaticIP): the release of a node whose CiliumNode is gone, with
+// no CiliumNode to write.
 func (r *Reconciler) releaseStaticIP(ctx context.Context, nr *enipamv1alpha1.NodeRouting) error {
 	if rec := nr.Spec.StaticIP; rec != nil {
 		x := &executor{r: r, node: &ciliumv2.CiliumNode{}, instanceID: rec.InstanceID}
 		x.node.Name = nr.Name
-		if err := x.describeAddresses(ctx); err != nil {
-			return fmt.Errorf("listing Elastic IPs, %w", err)
-		}
-		addrs, err := r.inv.Addresses().List(ctx)
-		if err != nil {
-			return fmt.Errorf("listing Elastic IPs, %w", err)
-		}
-		if i := slices.IndexFunc(addrs, func(a cloud.Address) bool { return a.AllocationID == rec.AllocationID }); i >= 0 {
-			if a := addrs[i]; a.Associated() && a.ENIID == rec.ENIID {
-				if err := x.disassociateAddress(ctx, a); err != nil {
-					return fmt.Errorf("disassociating Elastic IP %s from %s, %w", a.PublicIP, a.ENIID, err)
-				}
-				r.log.Info("static IP released", "node", nr.Name, "instance", rec.InstanceID, "eni", rec.ENIID, "eip", rec.PublicIP)
-			}
+		if err := x.releaseAddress(ctx, rec); err != nil {
+			return err
 		}
 	}
-	if controllerutil.ContainsFinalizer(nr, enipamv1alpha1.NodeStaticIPFinalizer) || nr.Spec.StaticIP != nil {
-		// The one write of the spec that is not an apply: a removal
-		// under an optimistic lock, which an apply cannot make (the
-		// apiserver makes an object gone meanwhile again, whatever
-		// resourceVersion an apply names). Removing, it leaves no owner
-		// behind: the fields go with enipam-operator's ownership.
-		orig := nr.DeepCopy()
-		nr.Spec.StaticIP = nil
-		controllerutil.RemoveFinalizer(nr, enipamv1alpha1.NodeStaticIPFinalizer)
-		if err := r.client.Patch(ctx, nr, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
-			orig.DeepCopyInto(nr) // still recorded: a later apply keeps it
-			return fmt.Errorf("clearing the static IP of NodeRouting %s, %w", nr.Name, err)
-		}
-		r.rememberApplied(nr)
+	return r.clearStaticIP(ctx, nr)
+}
+
+// clearStaticIP removes the NodeRouting's record and finalizer, in one
+// write that never makes the object again; nr is updated in place.
+func (r *Reconciler) clearStaticIP(ctx context.Context, nr *enipamv1alpha1.NodeRouting) error {
+	if !controllerutil.ContainsFinalizer(nr, enipamv1alpha1.NodeStaticIPFinalizer) && nr.Spec.StaticIP == nil {
+		return nil
 	}
+	// The one write of the spec that is not an apply: a removal under an
+	// optimistic lock, which an apply cannot make (the apiserver makes an
+	// object gone meanwhile again, whatever resourceVersion an apply
+	// names). Removing, it leaves no owner behind: the fields go with
+	// enipam-operator's ownership.
+	orig := nr.DeepCopy()
+	nr.Spec.StaticIP = nil
+	controllerutil.RemoveFinalizer(nr, enipamv1alpha1.NodeStaticIPFinalizer)
+	if err := r.client.Patch(ctx, nr, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
+		orig.DeepCopyInto(nr) // still recorded: a later apply keeps it
+		return fmt.Errorf("clearing the static IP of NodeRouting %s, %w", nr.Name, err)
+	}
+	r.rememberApplied(nr)
 	return nil
 }
 

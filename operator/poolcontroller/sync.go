@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -38,10 +37,7 @@ type nodeSync struct {
 	// node's static IP's trouble, does when there is no opErr.
 	opErr     error
 	staticErr error
-	// lastStaticIPErr is why the last Elastic IP association failed
-	// (memory.staticIPErr), carried while it is tried again.
-	lastStaticIPErr error
-	requeue         time.Duration
+	requeue   time.Duration
 	// acts are the EC2 actions decided, carried out after the write
 	// (act.go); wrote: the CiliumNode was written.
 	acts  actions
@@ -53,6 +49,9 @@ type nodeSync struct {
 	started time.Time
 	// turnedAway: the plan's EC2 calls waited for a slot.
 	turnedAway bool
+	// described: the read described the ENIs of addresses the pool
+	// lacks to confirm them (confirmUnpooled).
+	described bool
 }
 
 func (r *Reconciler) newSync(_ context.Context, cn *ciliumv2.CiliumNode, policies []enipamv1alpha1.ENIPolicy) *nodeSync {
@@ -64,12 +63,17 @@ func (r *Reconciler) newSync(_ context.Context, cn *ciliumv2.CiliumNode, policie
 // once they are written (act). It writes nothing of the CiliumNode: the
 // reconcile writes it once, status then spec, before any of the actions
 // runs. The static addresses' placements and the Elastic IP's
-// association are actions too (act): their order of steps holds across
-// reconciles (staticsync.go, staticip.go).
+// association and release are actions too (act): their order of steps
+// holds across reconciles (staticsync.go, staticip.go). The EC2 reads the
+// decision needs (the describes that confirm addresses the pool lacks,
+// the Elastic IPs) are read's, before it.
 func (s *nodeSync) run(ctx context.Context) {
 	r := s.r
 	if !s.read(ctx) {
 		return
+	}
+	if r.onDecide != nil {
+		r.onDecide(s.cn.Name)
 	}
 	s.refreshAttaching(ctx)
 	s.syncStaticIP(ctx)
@@ -83,7 +87,12 @@ func (s *nodeSync) run(ctx context.Context) {
 	s.logPoolChanges(d.pool)
 	s.countPool()
 	s.runStatic(ctx, d.static)
-	s.verifyUnpooled(ctx)
+	if s.described && s.pool.unverified > 0 {
+		// Still unconfirmed after the read's describe: a reassignment
+		// EC2 has not completed yet (it remaps asynchronously), or a
+		// describe that lags. Looked at again until EC2 shows it.
+		s.requeueWithin(unverifiedRecheck)
+	}
 	s.syncWindow6()
 	needed := s.needed()
 	r.log.Debug("pool sized", "node", s.cn.Name, "available", s.snap.Available, "used", s.snap.Used-s.waiting, "waiting", s.waiting,
@@ -286,84 +295,12 @@ func (s *nodeSync) poolChanged() bool {
 	return !sameJSON(s.orig.Spec.IPAM.Pool, s.cn.Spec.IPAM.Pool) || !sameJSON(s.orig.Status.IPAM.ReleaseIPs, s.cn.Status.IPAM.ReleaseIPs)
 }
 
-// reconcilePool derives the pool from the snapshot and the agent's report,
-// then counts it for planning.
-func (s *nodeSync) reconcilePool(ctx context.Context) {
-	s.logPoolChanges(s.pool.reconcile(s.readPoolInputs(ctx)))
-	s.countPool()
-}
-
 // logPoolChanges logs what a reconcile of the pool changed.
 func (s *nodeSync) logPoolChanges(ch poolChanges) {
 	if ch.any() || ch.usedOffENI > 0 {
 		s.r.log.Info("pool follows EC2", "node", s.cn.Name, "instance", s.instanceID, "added", ch.added,
 			"dropped", ch.dropped, "marked", ch.marked, "moved", ch.resourceFixed, "usedOffENI", ch.usedOffENI,
 			"awaitingRoute", s.pool.awaiting)
-	}
-}
-
-// findListedENIs describes by ID the ENIs the node's status lists that
-// the snapshot lacks: a process that took over may have missed, in its
-// first describes, an ENI its predecessor created seconds before, and
-// would otherwise not learn of it before the next resync.
-func (s *nodeSync) findListedENIs(ctx context.Context) {
-	if s.cn.Spec.InstanceID != s.instanceID {
-		return
-	}
-	var ids []string
-	for id := range s.cn.Status.ENI.ENIs {
-		if !slices.ContainsFunc(s.snap.ENIs, func(e cloud.ENI) bool { return e.ID == id }) && !s.r.inv.Deleted(id) {
-			ids = append(ids, id)
-		}
-	}
-	if len(ids) == 0 {
-		return
-	}
-	slices.Sort(ids)
-	if err := s.exec().describeENIs(ctx, ids); err != nil {
-		s.r.log.Info("describing listed ENIs missing from EC2's view failed", "node", s.cn.Name, "enis", ids, "error", err)
-		return
-	}
-	s.snapshot(ctx)
-}
-
-// verifyUnpooled settles the addresses the pool lacks on a describe's
-// word that may predate this process (an earlier process may have
-// unassigned them just before it stopped), or on this process's own
-// reassignment that EC2 may not have completed: once describes are
-// trusted, a describe of their ENIs by ID confirms or drops them; before
-// that, the node is looked at again when they are.
-func (s *nodeSync) verifyUnpooled(ctx context.Context) {
-	if s.pool.unverified == 0 {
-		return
-	}
-	// Before describes are trusted, only this process's own
-	// reassignments are worth a describe now: one started a consistency
-	// grace after the call shows whether the remap landed whenever it
-	// runs (inventory landed). Waiting for the trust would hold a move made in the
-	// operator's first minute for the rest of that minute.
-	if wait := s.r.inv.TrustFrom().Sub(s.r.now()); wait > 0 && len(s.r.inv.MovingOnto(s.pool.unverifiedENIs)) == 0 {
-		s.requeueWithin(wait)
-		return
-	}
-	if wait := s.describeCanWait(); wait > 0 {
-		s.requeueWithin(wait)
-		return
-	}
-	if err := s.exec().describeENIs(ctx, s.pool.unverifiedENIs); err != nil {
-		s.r.log.Info("describing ENIs to confirm addresses failed; retrying", "node", s.cn.Name, "enis", s.pool.unverifiedENIs, "error", err)
-		s.requeueWithin(time.Second)
-		return
-	}
-	s.mem.remapsLooked = s.r.now()
-	if s.snapshot(ctx) {
-		s.reconcilePool(ctx)
-	}
-	if s.pool.unverified > 0 {
-		// Still unconfirmed: a reassignment EC2 has not completed yet
-		// (it remaps asynchronously), or a describe that lags. Looked at
-		// again until EC2 shows it.
-		s.requeueWithin(unverifiedRecheck)
 	}
 }
 

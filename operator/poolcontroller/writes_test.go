@@ -65,40 +65,112 @@ func (j *journal) take() []string {
 type journaledCloud struct {
 	cloud.API
 	j *journal
+	// fail: how many of the next calls of each action fail.
+	fail *faults
+	// deciding: the calls made while it is set, reads included, are
+	// counted in decided.
+	deciding *atomic.Bool
+	decided  *journal
+	// described journals the ENIs of each describe by ID.
+	described *journal
+}
+
+// count counts a call made while a decision runs.
+func (c journaledCloud) count(action string) {
+	if c.deciding.Load() {
+		c.decided.add(action)
+	}
+}
+
+func (c journaledCloud) GetENIs(ctx context.Context, eniIDs []string) ([]cloud.ENI, error) {
+	c.count("GetENIs")
+	c.described.add(strings.Join(eniIDs, ","))
+	return c.API.GetENIs(ctx, eniIDs)
+}
+
+func (c journaledCloud) GetInstances(ctx context.Context, instanceIDs []string) ([]cloud.Instance, []cloud.ENI, error) {
+	c.count("GetInstances")
+	return c.API.GetInstances(ctx, instanceIDs)
+}
+
+func (c journaledCloud) ListENIs(ctx context.Context, vpcID string, known func(eniID string) (cloud.ENI, bool)) ([]cloud.ENI, error) {
+	c.count("ListENIs")
+	return c.API.ListENIs(ctx, vpcID, known)
+}
+
+func (c journaledCloud) ListAddresses(ctx context.Context) ([]cloud.Address, error) {
+	c.count("ListAddresses")
+	return c.API.ListAddresses(ctx)
+}
+
+// faults makes the next calls of an action fail.
+type faults struct {
+	mu   sync.Mutex
+	left map[string]int
+}
+
+// next reports whether this call of action fails.
+func (f *faults) next(action string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.left[action] == 0 {
+		return nil
+	}
+	f.left[action]--
+	return errors.New("injected " + action + " failure")
+}
+
+func (f *faults) failNext(action string, n int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.left[action] = n
 }
 
 func (c journaledCloud) CreateENI(ctx context.Context, req cloud.CreateENIRequest) (cloud.ENI, error) {
 	c.j.add("ec2 CreateENI")
+	c.count("CreateENI")
 	return c.API.CreateENI(ctx, req)
 }
 
 func (c journaledCloud) AttachENI(ctx context.Context, eniID, instanceID string, deviceIndex int) (string, error) {
 	c.j.add("ec2 AttachENI")
+	c.count("AttachENI")
 	return c.API.AttachENI(ctx, eniID, instanceID, deviceIndex)
 }
 
 func (c journaledCloud) AssignIPs(ctx context.Context, eniID string, count int) ([]netip.Addr, error) {
 	c.j.add("ec2 AssignIPs")
+	c.count("AssignIPs")
 	return c.API.AssignIPs(ctx, eniID, count)
 }
 
 func (c journaledCloud) UnassignIPs(ctx context.Context, eniID string, ips []netip.Addr) error {
 	c.j.add("ec2 UnassignIPs")
+	c.count("UnassignIPs")
 	return c.API.UnassignIPs(ctx, eniID, ips)
 }
 
 func (c journaledCloud) AssignAddresses(ctx context.Context, eniID string, ips []netip.Addr, allowReassignment bool) error {
 	c.j.add("ec2 AssignAddresses")
+	c.count("AssignAddresses")
 	return c.API.AssignAddresses(ctx, eniID, ips, allowReassignment)
 }
 
 func (c journaledCloud) AssociateAddress(ctx context.Context, allocationID, eniID string, privateIP netip.Addr, reassociate bool) (string, error) {
 	c.j.add("ec2 AssociateAddress")
+	c.count("AssociateAddress")
+	if err := c.fail.next("AssociateAddress"); err != nil {
+		return "", err
+	}
 	return c.API.AssociateAddress(ctx, allocationID, eniID, privateIP, reassociate)
 }
 
 func (c journaledCloud) DisassociateAddress(ctx context.Context, associationID string) error {
 	c.j.add("ec2 DisassociateAddress")
+	c.count("DisassociateAddress")
+	if err := c.fail.next("DisassociateAddress"); err != nil {
+		return err
+	}
 	return c.API.DisassociateAddress(ctx, associationID)
 }
 
@@ -121,6 +193,23 @@ type writesRig struct {
 	events          *events.FakeRecorder
 	failClaimLists  *atomic.Bool
 	failRoutingGets *atomic.Bool
+	// fail makes the next EC2 calls of an action fail.
+	fail *faults
+	// result is the last reconcile's answer.
+	result ctrl.Result
+	// onClaimGet, when set, runs before each of the operator's reads of
+	// a StaticIPClaim by name, with the reads of this reconcile so far
+	// (claimGets, this one counted).
+	onClaimGet func(key client.ObjectKey, n int)
+	claimGets  int
+	// deciding is set from the start of a decision to the CiliumNode's
+	// write; decided journals the EC2 calls made meanwhile, reads
+	// included, and decidedCalls keeps those of the last reconcile.
+	deciding     *atomic.Bool
+	decided      *journal
+	decidedCalls []string
+	// described journals the ENIs of each describe by ID.
+	described *journal
 }
 
 const writesNode, writesInstance = "node-1", "i-0d000000000000001"
@@ -129,6 +218,13 @@ const writesNode, writesInstance = "node-1", "i-0d000000000000001"
 // CiliumNode spec and the other objects; eips Elastic IPs carrying
 // eipTags are allocated in the account.
 func newWritesRig(t *testing.T, policy enipamv1alpha1.ENIPolicySpec, spec ciliumv2.NodeSpec, eips int, eipTags map[string]string, objs ...client.Object) *writesRig {
+	t.Helper()
+	return newWritesRigPrepared(t, nil, policy, spec, eips, eipTags, objs...)
+}
+
+// newWritesRigPrepared is newWritesRig with prepare run on the in-memory
+// EC2 before the inventory's first describes.
+func newWritesRigPrepared(t *testing.T, prepare func(cloud.API), policy enipamv1alpha1.ENIPolicySpec, spec ciliumv2.NodeSpec, eips int, eipTags map[string]string, objs ...client.Object) *writesRig {
 	t.Helper()
 	vpc := ec2sim.VPCSpec{ID: "vpc-0d000000000000001", CIDRs: []string{"10.0.0.0/16"}, Subnets: []ec2sim.SubnetSpec{
 		{ID: "subnet-0d000000000000001", CIDR: "10.0.0.0/20", Zone: "us-east-1a", Tags: map[string]string{"pods": "true"}},
@@ -149,7 +245,13 @@ func newWritesRig(t *testing.T, policy enipamv1alpha1.ENIPolicySpec, spec cilium
 		}
 	}
 	j := &journal{}
-	api := journaledCloud{API: cloudfake.New(st), j: j}
+	fail := &faults{left: map[string]int{}}
+	deciding, decided := &atomic.Bool{}, &journal{}
+	described := &journal{}
+	api := journaledCloud{API: cloudfake.New(st), j: j, fail: fail, deciding: deciding, decided: decided, described: described}
+	if prepare != nil {
+		prepare(cloudfake.New(st))
+	}
 	scheme, err := operator.Scheme()
 	if err != nil {
 		t.Fatal(err)
@@ -168,10 +270,15 @@ func newWritesRig(t *testing.T, policy enipamv1alpha1.ENIPolicySpec, spec cilium
 		WithObjects(objs...).Build()
 	// The operator's client journals its CiliumNode writes.
 	failClaimLists, failRoutingGets := &atomic.Bool{}, &atomic.Bool{}
+	w := &writesRig{}
 	c := interceptor.NewClient(base, interceptor.Funcs{
 		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
 			if _, ok := obj.(*enipamv1alpha1.NodeRouting); ok && failRoutingGets.Load() {
 				return errors.New("the apiserver is gone")
+			}
+			if _, ok := obj.(*enipamv1alpha1.StaticIPClaim); ok && w.onClaimGet != nil {
+				w.claimGets++
+				w.onClaimGet(key, w.claimGets)
 			}
 			return c.Get(ctx, key, obj, opts...)
 		},
@@ -184,12 +291,14 @@ func newWritesRig(t *testing.T, policy enipamv1alpha1.ENIPolicySpec, spec cilium
 		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
 			if _, ok := obj.(*ciliumv2.CiliumNode); ok {
 				j.add("spec")
+				deciding.Store(false)
 			}
 			return c.Patch(ctx, obj, patch, opts...)
 		},
 		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
 			if _, ok := obj.(*ciliumv2.CiliumNode); ok && sub == "status" {
 				j.add("status")
+				deciding.Store(false)
 			}
 			return c.SubResource(sub).Patch(ctx, obj, patch, opts...)
 		},
@@ -214,7 +323,12 @@ func newWritesRig(t *testing.T, policy enipamv1alpha1.ENIPolicySpec, spec cilium
 		Cluster: "test", Workers: 1, ConsistencyGrace: time.Second, RoutingPatience: time.Hour,
 		RetryBase: time.Millisecond, RetryMax: time.Millisecond, BlockedRetry: time.Hour,
 	}, log)
-	return &writesRig{t: t, ctx: ctx, st: st, j: j, base: base, r: r, calls: map[string]int{}, events: rec, failClaimLists: failClaimLists, failRoutingGets: failRoutingGets}
+	// From the start of a decision to the CiliumNode's write (or the
+	// reconcile's end), the EC2 calls are counted.
+	poolcontroller.SetOnDecide(r, func(string) { deciding.Store(true) })
+	*w = writesRig{t: t, ctx: ctx, st: st, j: j, base: base, r: r, calls: map[string]int{}, events: rec, failClaimLists: failClaimLists, failRoutingGets: failRoutingGets, fail: fail,
+		deciding: deciding, decided: decided, described: described}
+	return w
 }
 
 // reconcile reconciles the node once and checks its journal: the
@@ -224,9 +338,14 @@ func newWritesRig(t *testing.T, policy enipamv1alpha1.ENIPolicySpec, spec cilium
 func (w *writesRig) reconcile() (called bool, before, after *ciliumv2.CiliumNode) {
 	w.t.Helper()
 	before = get(w.t, w.base, writesNode)
-	if _, err := w.r.Reconcile(w.ctx, ctrl.Request{NamespacedName: client.ObjectKey{Name: writesNode}}); err != nil {
+	w.claimGets = 0
+	res, err := w.r.Reconcile(w.ctx, ctrl.Request{NamespacedName: client.ObjectKey{Name: writesNode}})
+	if err != nil {
 		w.t.Fatalf("reconcile: %v", err)
 	}
+	w.result = res
+	w.deciding.Store(false)
+	w.decidedCalls = w.decided.take()
 	steps := w.j.take()
 	after = get(w.t, w.base, writesNode)
 	writes := map[string]int{}
@@ -450,6 +569,414 @@ func TestCiliumNodeWrittenOnceWhenPlacingStaticAddresses(t *testing.T) {
 				t.Errorf("NodeRouting records %+v; EC2 has %s associated as %q", rec, cn.Status.IPAM.AssignedStaticIP, assoc)
 			}
 		})
+	}
+}
+
+// TestCiliumNodeWrittenOnceWhenReleasingTheStaticIP: node-1 has the
+// Elastic IP carrying cilium/static=egress associated with its primary
+// address and reported; then its agent stops asking (the tags removed)
+// or asks for another address (cilium/static=other, whose one free
+// Elastic IP the account holds). The reconcile that releases the address
+// writes the CiliumNode, assigned-static-ip cleared, before the
+// DisassociateAddress, makes no association itself and asks to be
+// looked at again at once; the NodeRouting's record and finalizer go
+// only after the call. With other tags, the next reconciles associate
+// the other address, and report it.
+func TestCiliumNodeWrittenOnceWhenReleasingTheStaticIP(t *testing.T) {
+	egress, other := map[string]string{"cilium/static": "egress"}, map[string]string{"cilium/static": "other"}
+	for _, tc := range []struct {
+		name string
+		tags map[string]string
+	}{
+		{name: "tags removed"},
+		{name: "tags changed", tags: other},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fi, pre := int32(1), int32(2)
+			w := newWritesRig(t, enipamv1alpha1.ENIPolicySpec{FirstInterfaceIndex: &fi, PreAllocate: &pre, SubnetTags: map[string]string{"pods": "true"}},
+				ciliumv2.NodeSpec{IPAM: ipamtypes.IPAMSpec{StaticIPTags: egress}}, 1, egress)
+			alloc, err := w.st.AllocateAddress(ec2sim.AllocateAddressRequest{TagSpecifications: []ec2sim.TagSpecification{{
+				ResourceType: "elastic-ip", Tags: []ec2sim.Tag{{Key: "cilium/static", Value: "other"}}}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// until reconciles the node until done, playing its agent.
+			until := func(what string, done func(*ciliumv2.CiliumNode) bool) *ciliumv2.CiliumNode {
+				t.Helper()
+				for i := 0; ; i++ {
+					_, _, cn := w.reconcile()
+					if done(cn) {
+						return cn
+					}
+					if i == 200 {
+						t.Fatalf("no %s after %d reconciles: assigned static IP %q; EC2 calls %v", what, i, cn.Status.IPAM.AssignedStaticIP, w.calls)
+					}
+					w.route(cn)
+					time.Sleep(100 * time.Millisecond)
+				}
+			}
+			first := until("static IP", func(cn *ciliumv2.CiliumNode) bool { return cn.Status.IPAM.AssignedStaticIP != "" }).Status.IPAM.AssignedStaticIP
+			if first == alloc.PublicIP {
+				t.Fatalf("the node got %s, which does not carry its tags", first)
+			}
+
+			cn := get(t, w.base, writesNode)
+			orig := cn.DeepCopy()
+			cn.Spec.IPAM.StaticIPTags = tc.tags
+			if err := w.base.Patch(w.ctx, cn, client.MergeFrom(orig)); err != nil {
+				t.Fatal(err)
+			}
+			w.calls = map[string]int{}
+			_, _, after := w.reconcile()
+			if w.calls["DisassociateAddress"] != 1 || w.calls["AssociateAddress"] != 0 {
+				t.Errorf("the releasing reconcile made EC2 calls %v, want one DisassociateAddress and no AssociateAddress", w.calls)
+			}
+			if after.Status.IPAM.AssignedStaticIP != "" {
+				t.Errorf("assigned-static-ip %q after the release, want none", after.Status.IPAM.AssignedStaticIP)
+			}
+			if w.result.RequeueAfter <= 0 || w.result.RequeueAfter > time.Millisecond {
+				t.Errorf("the releasing reconcile asks to be looked at again after %v, want at once", w.result.RequeueAfter)
+			}
+			for _, a := range w.st.Dump().Addresses {
+				if a.PublicIP == first && a.AssociationID != "" {
+					t.Errorf("%s still associated (%s) after the release", first, a.AssociationID)
+				}
+			}
+			nr := &enipamv1alpha1.NodeRouting{}
+			if err := w.base.Get(w.ctx, client.ObjectKey{Name: writesNode}, nr); err != nil {
+				t.Fatal(err)
+			}
+			if nr.Spec.StaticIP != nil || len(nr.Finalizers) > 0 {
+				t.Errorf("NodeRouting still records %+v, finalizers %v", nr.Spec.StaticIP, nr.Finalizers)
+			}
+			if tc.tags == nil {
+				w.reconcile()
+				if w.calls["AssociateAddress"] != 0 || w.calls["DisassociateAddress"] != 1 {
+					t.Errorf("EC2 calls %v after the release, want none more", w.calls)
+				}
+				return
+			}
+			cn = until("new static IP", func(cn *ciliumv2.CiliumNode) bool { return cn.Status.IPAM.AssignedStaticIP != "" })
+			if got := cn.Status.IPAM.AssignedStaticIP; got != alloc.PublicIP {
+				t.Errorf("assigned-static-ip %q, want %s (the address carrying the new tags)", got, alloc.PublicIP)
+			}
+			if w.calls["AssociateAddress"] != 1 || w.calls["DisassociateAddress"] != 1 {
+				t.Errorf("EC2 calls %v, want one DisassociateAddress and one AssociateAddress", w.calls)
+			}
+		})
+	}
+}
+
+// TestStaticIPFailureStandsWhileRetried: node-1 asks for the Elastic IP
+// carrying cilium/static=egress, and EC2 refuses its first
+// AssociateAddress; or it has it and stops asking, and EC2 refuses its
+// first DisassociateAddress. The failure, met by the executor after the
+// CiliumNode's write, is written in the operator-status by the next
+// reconcile, which tries the same action again; once that succeeded,
+// the reconcile after clears it.
+func TestStaticIPFailureStandsWhileRetried(t *testing.T) {
+	egress := map[string]string{"cilium/static": "egress"}
+	for _, tc := range []struct {
+		name, action, says string
+		release            bool
+	}{
+		{name: "association", action: "AssociateAddress", says: "associating Elastic IP"},
+		{name: "release", action: "DisassociateAddress", says: "disassociating Elastic IP", release: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fi, pre := int32(1), int32(2)
+			w := newWritesRig(t, enipamv1alpha1.ENIPolicySpec{FirstInterfaceIndex: &fi, PreAllocate: &pre, SubnetTags: map[string]string{"pods": "true"}},
+				ciliumv2.NodeSpec{IPAM: ipamtypes.IPAMSpec{StaticIPTags: egress}}, 1, egress)
+			if !tc.release {
+				w.fail.failNext(tc.action, 1)
+			}
+			var cn *ciliumv2.CiliumNode
+			for i := 0; ; i++ {
+				if i == 200 {
+					t.Fatalf("no static IP after %d reconciles: EC2 calls %v, operator-status %q", i, w.calls, cn.Status.IPAM.OperatorStatus.Error)
+				}
+				if _, _, cn = w.reconcile(); cn.Status.IPAM.AssignedStaticIP != "" {
+					break
+				}
+				if !tc.release && w.calls[tc.action] == 1 {
+					break
+				}
+				w.route(cn)
+				time.Sleep(100 * time.Millisecond)
+			}
+			if tc.release {
+				w.fail.failNext(tc.action, 1)
+				orig := cn.DeepCopy()
+				cn.Spec.IPAM.StaticIPTags = nil
+				if err := w.base.Patch(w.ctx, cn, client.MergeFrom(orig)); err != nil {
+					t.Fatal(err)
+				}
+				w.calls = map[string]int{}
+				w.reconcile()
+			}
+			if w.calls[tc.action] != 1 {
+				t.Fatalf("EC2 calls %v, want one %s, refused", w.calls, tc.action)
+			}
+			_, _, cn = w.reconcile()
+			if got := cn.Status.IPAM.OperatorStatus.Error; !strings.Contains(got, tc.says) {
+				t.Errorf("operator-status %q after the refused %s, want it to say %q", got, tc.action, tc.says)
+			}
+			if w.calls[tc.action] != 2 {
+				t.Errorf("EC2 calls %v, want the %s tried again", w.calls, tc.action)
+			}
+			_, _, cn = w.reconcile()
+			if got := cn.Status.IPAM.OperatorStatus.Error; got != "" {
+				t.Errorf("operator-status %q once the %s went through, want none", got, tc.action)
+			}
+			if want := map[bool]string{false: "an address", true: "none"}[tc.release]; (cn.Status.IPAM.AssignedStaticIP == "") != tc.release {
+				t.Errorf("assigned-static-ip %q, want %s", cn.Status.IPAM.AssignedStaticIP, want)
+			}
+		})
+	}
+}
+
+// TestReassignmentWaitsForItsClaimReadAgain: claim ns/db-0 asks for
+// 10.0.0.200 on node-1, and EC2 has the address on an ENI of the cluster
+// attached nowhere, so node-1's reconcile decides to reassign it onto an
+// ENI of its own. The decision reads the claim from the apiserver; the
+// executor reads it again right before the call (stillTargeted), since
+// the CiliumNode's write sits between the two. When kube-scheduler's
+// bind retry asks the claim onto node-2, or the claim is deleted,
+// between those two reads, no reassignment is made, then or later, and
+// the address stays where it was; left alone, the same reconcile makes
+// it.
+func TestReassignmentWaitsForItsClaimReadAgain(t *testing.T) {
+	const addr, subnet = "10.0.0.200", "subnet-0d000000000000001"
+	for _, tc := range []struct {
+		name string
+		// change changes the claim between the decision's read and the
+		// executor's; nil: left alone.
+		change func(w *writesRig, c *enipamv1alpha1.StaticIPClaim) error
+	}{
+		{name: "left alone"},
+		{name: "asked onto another node", change: func(w *writesRig, c *enipamv1alpha1.StaticIPClaim) error {
+			c.Spec.NodeName = "node-2"
+			return w.base.Update(w.ctx, c)
+		}},
+		{name: "deleted", change: func(w *writesRig, c *enipamv1alpha1.StaticIPClaim) error {
+			return w.base.Delete(w.ctx, c)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fi, pre := int32(1), int32(2)
+			var holder string
+			prepare := func(api cloud.API) {
+				eni, err := api.CreateENI(context.Background(), cloud.CreateENIRequest{SubnetID: subnet, Tags: map[string]string{cloud.TagCluster: "test"}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := api.AssignAddresses(context.Background(), eni.ID, []netip.Addr{netip.MustParseAddr(addr)}, false); err != nil {
+					t.Fatal(err)
+				}
+				holder = eni.ID
+			}
+			w := newWritesRigPrepared(t, prepare, enipamv1alpha1.ENIPolicySpec{FirstInterfaceIndex: &fi, PreAllocate: &pre, SubnetTags: map[string]string{"pods": "true"}},
+				ciliumv2.NodeSpec{}, 0, nil, &enipamv1alpha1.StaticIPClaim{
+					ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "db-0", Generation: 1},
+					Spec:       enipamv1alpha1.StaticIPClaimSpec{Address: addr, NodeName: writesNode},
+					Status:     enipamv1alpha1.StaticIPClaimStatus{Phase: enipamv1alpha1.ClaimPending, ObservedGeneration: 1},
+				})
+			// The decision reads the claim once in the reconcile that
+			// decides the reassignment; the executor's read is the
+			// second.
+			changed := false
+			w.onClaimGet = func(key client.ObjectKey, n int) {
+				if n != 2 || tc.change == nil || changed || key.Name != "db-0" {
+					return
+				}
+				c := &enipamv1alpha1.StaticIPClaim{}
+				if err := w.base.Get(w.ctx, key, c); err != nil {
+					t.Fatal(err)
+				}
+				if err := tc.change(w, c); err != nil {
+					t.Fatal(err)
+				}
+				changed = true
+			}
+			holds := func() string {
+				for _, e := range w.st.Dump().NetworkInterfaces {
+					if slices.ContainsFunc(e.PrivateIPAddresses, func(a ec2sim.PrivateIPAddress) bool { return a.PrivateIPAddress == addr }) {
+						return e.NetworkInterfaceID
+					}
+				}
+				return ""
+			}
+			for i := 0; i < 200 && !changed && w.calls["AssignAddresses"] == 0; i++ {
+				_, _, cn := w.reconcile()
+				if w.calls["AssignAddresses"] > 0 && w.claimGets < 2 {
+					t.Fatalf("the reassignment was made after %d reads of its claim in its reconcile, want the decision's and the executor's", w.claimGets)
+				}
+				w.route(cn)
+				time.Sleep(100 * time.Millisecond)
+			}
+			if tc.change == nil {
+				if w.calls["AssignAddresses"] != 1 || holds() == holder {
+					t.Fatalf("no reassignment of a claim left alone: EC2 calls %v, %s on %s", w.calls, addr, holds())
+				}
+				return
+			}
+			if !changed {
+				t.Fatalf("no reconcile read the claim twice (EC2 calls %v): the reassignment was never decided", w.calls)
+			}
+			for range 5 {
+				w.reconcile()
+			}
+			if n := w.calls["AssignAddresses"]; n != 0 || holds() != holder {
+				t.Errorf("%d AssignAddresses after the claim was %s, %s on %s; want none, the address left on %s", n, tc.name, addr, holds(), holder)
+			}
+		})
+	}
+}
+
+// TestNoEC2CallWhileDeciding: node-1 has a pod ENI of the cluster,
+// attached before the operator started, whose three addresses its agent
+// reports routed and its pool lacks: the operator's first describes may
+// predate an earlier process's Unassign, so the addresses enter the pool
+// only once a describe by ID made after the consistency grace confirms
+// them. That describe is made while the reconcile reads, before it
+// decides: from the start of each decision to the CiliumNode's write, no
+// EC2 call is made, reads included; the addresses enter the pool in the
+// write of the reconcile that described their ENI.
+func TestNoEC2CallWhileDeciding(t *testing.T) {
+	fi, pre := int32(1), int32(2)
+	var eniID string
+	var ips []string
+	prepare := func(api cloud.API) {
+		ctx := context.Background()
+		eni, err := api.CreateENI(ctx, cloud.CreateENIRequest{SubnetID: "subnet-0d000000000000001", SecondaryIPs: 3, Tags: map[string]string{cloud.TagCluster: "test"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := api.AttachENI(ctx, eni.ID, writesInstance, 1); err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; ; i++ {
+			got, err := api.GetENIs(ctx, []string{eni.ID})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) == 1 && got[0].AttachmentStatus == cloud.AttachmentAttached {
+				for _, ip := range got[0].IPs {
+					ips = append(ips, ip.String())
+				}
+				break
+			}
+			if i == 100 {
+				t.Fatalf("%s never attached: %+v", eni.ID, got)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		eniID = eni.ID
+	}
+	w := newWritesRigPrepared(t, prepare, enipamv1alpha1.ENIPolicySpec{FirstInterfaceIndex: &fi, PreAllocate: &pre, SubnetTags: map[string]string{"pods": "true"}},
+		ciliumv2.NodeSpec{}, 0, nil)
+	if len(ips) != 3 {
+		t.Fatalf("the pod ENI holds %v, want 3 addresses", ips)
+	}
+	pooled := func(cn *ciliumv2.CiliumNode) bool {
+		for _, ip := range ips {
+			if _, ok := cn.Spec.IPAM.Pool[ip]; !ok {
+				return false
+			}
+		}
+		return true
+	}
+	decided := 0
+	for i := 0; ; i++ {
+		if i == 100 {
+			t.Fatalf("%v never pooled after %d reconciles; EC2 calls %v", ips, i, w.calls)
+		}
+		w.described.take()
+		_, before, after := w.reconcile()
+		described := w.described.take()
+		if len(w.decidedCalls) > 0 {
+			t.Errorf("reconcile %d made EC2 calls %v between the start of its decision and the CiliumNode's write", i, w.decidedCalls)
+		}
+		if pooled(after) {
+			if pooled(before) {
+				t.Fatalf("%v pooled before the reconcile that confirmed them", ips)
+			}
+			if !slices.Contains(described, eniID) {
+				t.Errorf("%v pooled by a reconcile that described %v, not %s", ips, described, eniID)
+			}
+			decided = i
+			break
+		}
+		w.route(after)
+		// Past the consistency grace (1 s), describes are trusted.
+		time.Sleep(300 * time.Millisecond)
+	}
+	if n := w.calls["CreateENI"] + w.calls["AssignIPs"]; n != 0 {
+		t.Errorf("%d new ENIs or addresses asked for, want none: the ENI's addresses serve the node", n)
+	}
+	t.Logf("%s's addresses %v pooled by reconcile %d", eniID, ips, decided)
+}
+
+// TestNoEC2CallWhileDecidingOnADetachedENI: node-1's primary ENI holds
+// three addresses and its pod ENI of the cluster none, both from before
+// the operator started; the policy releases excess at once and
+// consolidates an ENI left empty for a millisecond. The pod ENI is
+// detached, then deleted once EC2 shows it detached: the describe by ID
+// that tells is made while the reconcile reads; from the start of each
+// decision to the CiliumNode's write, no EC2 call is made, reads
+// included.
+func TestNoEC2CallWhileDecidingOnADetachedENI(t *testing.T) {
+	release, pre := true, int32(2)
+	on := true
+	var eniID string
+	prepare := func(api cloud.API) {
+		ctx := context.Background()
+		_, enis, err := api.GetInstances(ctx, []string{writesInstance})
+		if err != nil || len(enis) == 0 {
+			t.Fatalf("the instance's ENIs: %v, %v", enis, err)
+		}
+		if _, err := api.AssignIPs(ctx, enis[0].ID, 3); err != nil {
+			t.Fatal(err)
+		}
+		eni, err := api.CreateENI(ctx, cloud.CreateENIRequest{SubnetID: "subnet-0d000000000000001", Tags: map[string]string{cloud.TagCluster: "test"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := api.AttachENI(ctx, eni.ID, writesInstance, 1); err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; ; i++ {
+			got, err := api.GetENIs(ctx, []string{eni.ID})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) == 1 && got[0].AttachmentStatus == cloud.AttachmentAttached {
+				break
+			}
+			if i == 100 {
+				t.Fatalf("%s never attached: %+v", eni.ID, got)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		eniID = eni.ID
+	}
+	w := newWritesRigPrepared(t, prepare, enipamv1alpha1.ENIPolicySpec{PreAllocate: &pre, ReleaseExcessIPs: &release,
+		ExcessIPReleaseDelay: &metav1.Duration{}, SubnetTags: map[string]string{"pods": "true"},
+		Consolidation: &enipamv1alpha1.Consolidation{Enabled: &on, Delay: &metav1.Duration{Duration: time.Millisecond}}}, ciliumv2.NodeSpec{}, 0, nil)
+	gone := func() bool {
+		return !slices.ContainsFunc(w.st.Dump().NetworkInterfaces, func(e ec2sim.NetworkInterface) bool { return e.NetworkInterfaceID == eniID })
+	}
+	for i := 0; !gone(); i++ {
+		if i == 100 {
+			t.Fatalf("%s not deleted after %d reconciles", eniID, i)
+		}
+		w.described.take()
+		_, _, after := w.reconcile()
+		if len(w.decidedCalls) > 0 {
+			t.Errorf("reconcile %d made EC2 calls %v between the start of its decision and the CiliumNode's write (it described %v)", i, w.decidedCalls, w.described.take())
+		}
+		w.route(after)
+		time.Sleep(300 * time.Millisecond)
 	}
 }
 
