@@ -52,14 +52,16 @@ func TestADeletedClaimsAddressIsAnOrdinaryPoolAddressAgain(t *testing.T) {
 }
 
 // TestAfterUnusedKeepsTheAddressWithinItsTTLAndReturnsItAfter: an
-// AfterUnused claim (TTL 2 s) keeps db-0's address while its pod comes
+// AfterUnused claim (TTL 5 s) keeps db-0's address while its pod comes
 // back within the TTL, and returns it to node-1's pool once no pod of
-// its name existed for the TTL.
+// its name existed for the TTL. The TTL leaves room for a loaded
+// machine: the pod is gone until the operator has seen it gone.
 func TestAfterUnusedKeepsTheAddressWithinItsTTLAndReturnsItAfter(t *testing.T) {
+	const ttl = 5 * time.Second
 	w := newStaticWorld(t)
 	l := w.start()
 	w.converge(l)
-	w.createClaim("db-0", enipamv1alpha1.StaticIPClaimSpec{ReclaimPolicy: enipamv1alpha1.ReclaimAfterUnused, UnusedTTL: &metav1.Duration{Duration: 2 * time.Second}})
+	w.createClaim("db-0", enipamv1alpha1.StaticIPClaimSpec{ReclaimPolicy: enipamv1alpha1.ReclaimAfterUnused, UnusedTTL: &metav1.Duration{Duration: ttl}})
 	w.target("db-0", "node-1")
 	w.until(l, "db-0 bound", func() bool { return w.claim("db-0").Status.Phase == enipamv1alpha1.ClaimBound })
 	ip := w.claim("db-0").Status.Address
@@ -69,12 +71,16 @@ func TestAfterUnusedKeepsTheAddressWithinItsTTLAndReturnsItAfter(t *testing.T) {
 	// Gone for less than the TTL, then back.
 	w.release("node-1", "default/db-0")
 	w.pod("db-0", "node-1", false)
+	goneAt := time.Now()
 	w.until(l, "lastUsed recorded", func() bool { return w.claim("db-0").Status.LastUsed != nil })
+	if away := time.Since(goneAt); away >= ttl {
+		t.Fatalf("the operator took %v to see db-0 gone, not within the TTL %v: the test cannot tell a pod back in time", away, ttl)
+	}
 	w.pod("db-0", "node-1", true)
 	if got := w.allocate("node-1", "default/db-0"); got != ip {
 		t.Fatalf("db-0 came back with %s, want %s", got, ip)
 	}
-	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); {
+	for deadline := time.Now().Add(ttl + time.Second); time.Now().Before(deadline); {
 		w.step(l)
 		if w.gone("db-0") {
 			t.Fatal("the claim was released while its pod ran")

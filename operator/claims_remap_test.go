@@ -113,6 +113,10 @@ func TestStaticIPStampKeptAcrossARestartWhileDescribesLagTheRemap(t *testing.T) 
 	}
 }
 
+// recheckInterval is the operator's unverifiedRecheck: how often it
+// describes the ENIs of a node whose addresses are not confirmed yet.
+const recheckInterval = 2 * time.Second
+
 // TestAStaticMoveTheAgentWatchesIsNotDescribedOnEveryLook: EC2 remaps db-0's
 // address onto node-2's ENI 1.5 s after the reassignment call, and
 // describes lag it by 10 minutes. node-2's enipam-agent, asked about the
@@ -143,18 +147,23 @@ func TestAStaticMoveTheAgentWatchesIsNotDescribedOnEveryLook(t *testing.T) {
 	})
 	w.cloud.ResetCalls()
 	looks := 0
+	began := time.Now()
 	w.until(l, "db-0's address stamped on node-2", func() bool {
 		looks++
 		n, _ := w.stampedOn("default/db-0")
 		return n == "node-2"
 	})
+	// The bound is counted in recheck intervals of the time the remap
+	// took here: a loaded machine stretches the 1.5 s remap, and the
+	// operator may describe once more per interval, never once per look.
+	allowed := 1 + int(time.Since(began)/recheckInterval)
 	describes := w.cloud.Calls()[cloudfake.DescribeNetworkInterfaces]
-	t.Logf("%d describes over %d looks at the nodes while the remap was under way", describes, looks)
-	if looks < 5 {
-		t.Fatalf("only %d looks during a 1.5 s remap: the test proves nothing", looks)
+	t.Logf("%d describes over %d looks at the nodes while the remap was under way (at most %d allowed)", describes, looks, allowed)
+	if looks < 3*allowed {
+		t.Fatalf("only %d looks during the remap, for %d describes allowed: the test proves nothing", looks, allowed)
 	}
-	if describes > 1 {
-		t.Errorf("%d DescribeNetworkInterfaces calls while node-2's agent watched the remap, want at most 1", describes)
+	if describes > allowed {
+		t.Errorf("%d DescribeNetworkInterfaces calls while node-2's agent watched the remap, want at most %d (one, and one per %v it took)", describes, allowed, recheckInterval)
 	}
 	w.step(l)
 	w.moved(ip, "node-2", "i-0a000000000000002")
