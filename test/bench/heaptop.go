@@ -22,8 +22,22 @@ type heapEntry struct {
 // tool pprof (the bench builds the binaries with the same toolchain).
 func heapTop(ctx context.Context, binary, path string, n int) ([]heapEntry, float64, error) {
 	// pprof's MB are MiB (its memory units are powers of 1024).
-	out, err := exec.CommandContext(ctx, "go", "tool", "pprof", "-sample_index=inuse_space", "-unit=MB", "-top",
-		fmt.Sprintf("-nodecount=%d", n), binary, path).Output()
+	return pprofTop(ctx, binary, path, "", "inuse_space", "MB", n)
+}
+
+// pprofTop returns the n functions with the largest flat value of
+// sampleIndex in the profile at path (less the profile at base, if not
+// empty: what happened between the two), and the profile's total, in
+// unit ("MB", pprof's MiB, or "s"), read with go tool pprof.
+func pprofTop(ctx context.Context, binary, path, base, sampleIndex, unit string, n int) ([]heapEntry, float64, error) {
+	args := []string{"tool", "pprof", "-unit=" + unit, "-top", fmt.Sprintf("-nodecount=%d", n)}
+	if sampleIndex != "" {
+		args = append(args, "-sample_index="+sampleIndex)
+	}
+	if base != "" {
+		args = append(args, "-diff_base="+base)
+	}
+	out, err := exec.CommandContext(ctx, "go", append(args, binary, path)...).Output()
 	if err != nil {
 		return nil, 0, fmt.Errorf("go tool pprof %s, %w", path, err)
 	}
@@ -36,17 +50,17 @@ func heapTop(ctx context.Context, binary, path string, n int) ([]heapEntry, floa
 		line := sc.Text()
 		// "Showing nodes accounting for 93.02MB, 96.45% of 96.44MB total"
 		if _, rest, ok := strings.Cut(line, "% of "); ok {
-			if v, ok := strings.CutSuffix(rest, "MB total"); ok {
+			if v, ok := strings.CutSuffix(rest, unit+" total"); ok {
 				total, _ = strconv.ParseFloat(v, 64)
 			}
 			continue
 		}
 		// "   10.51MB 10.90% 36.85%    11.53MB 11.95%  github.com/..."
 		f := strings.Fields(line)
-		if len(f) < 6 || !strings.HasSuffix(f[0], "MB") {
+		if len(f) < 6 || !strings.HasSuffix(f[0], unit) {
 			continue
 		}
-		flat, err := strconv.ParseFloat(strings.TrimSuffix(f[0], "MB"), 64)
+		flat, err := strconv.ParseFloat(strings.TrimSuffix(f[0], unit), 64)
 		if err != nil {
 			continue
 		}

@@ -21,7 +21,8 @@ import (
 // holding a full pool (9 addresses on its primary ENI and a second ENI
 // with 9), with RunningPods pods per node that have their address and
 // WaitingPods bound but waiting for one (no kubelet plays them), watched
-// for Window: what the operator costs when nothing happens. Then the
+// for Window: what the operator costs when nothing happens; then profiled
+// for two minutes more (CPU and allocations, see profile). Then the
 // operator is restarted twice on the same cluster, without its pod watch
 // and with it, each measured after the same settling: what the watch
 // adds to its memory.
@@ -263,6 +264,10 @@ func (s Steady) Run(ctx context.Context, e *Env) (*Report, error) {
 	rep.target("describe calls bounded by the resync interval", fmt.Sprintf("≤ %.0f in %s", bound, s.Window), fmt.Sprint(describes), float64(describes) <= bound)
 	rep.target("no EC2 mutation while idle", "0", fmt.Sprint(mutating), mutating == 0)
 
+	if err := s.profile(ctx, e, w, rep, pprofAddr); err != nil {
+		return nil, err
+	}
+
 	if s.NoRestarts {
 		rep.Ran = Seconds(time.Since(rep.Started))
 		return rep, nil
@@ -293,6 +298,73 @@ func (s Steady) Run(ctx context.Context, e *Env) (*Report, error) {
 	rep.target("the pod watch adds ≤ 20 MiB of RSS", "≤ 20 MiB", fmt.Sprintf("%.1f MiB", added), added <= 20)
 	rep.Ran = Seconds(time.Since(rep.Started))
 	return rep, nil
+}
+
+// profileSeconds is the length of the CPU profile taken after the window.
+const profileSeconds = 120
+
+// profile takes, right after the window, a CPU profile of profileSeconds
+// and the allocations made through it (the allocs profile before and
+// after, for go tool pprof -diff_base), written beside the heap profile,
+// and adds the CPU per minute, the bytes allocated per minute and the top
+// functions of each to the report. It runs after the window, not in it:
+// writing a profile looks up the name and line of every function in its
+// stacks, which maps pages of the binary's symbol tables into the
+// operator's RSS, and would raise the window's readings.
+func (s Steady) profile(ctx context.Context, e *Env, w *world, rep *Report, pprofAddr string) error {
+	base := "http://" + pprofAddr + "/debug/pprof/"
+	allocs0 := filepath.Join(w.dir, "operator.allocs-start.pprof")
+	allocs1 := filepath.Join(w.dir, "operator.allocs-end.pprof")
+	cpu := filepath.Join(w.dir, "operator.cpu.pprof")
+	if err := fetch(ctx, base+"allocs", allocs0); err != nil {
+		return err
+	}
+	m0, err := w.metrics(ctx)
+	if err != nil {
+		return err
+	}
+	u0, err := w.op.Usage()
+	if err != nil {
+		return err
+	}
+	e.say("%s: CPU profile for %ds", s.Name(), profileSeconds)
+	if err := fetch(ctx, fmt.Sprintf("%sprofile?seconds=%d", base, profileSeconds), cpu); err != nil {
+		return err
+	}
+	u1, err := w.op.Usage()
+	if err != nil {
+		return err
+	}
+	m1, err := w.metrics(ctx)
+	if err != nil {
+		return err
+	}
+	if err := fetch(ctx, base+"allocs", allocs1); err != nil {
+		return err
+	}
+	minutes := float64(profileSeconds) / 60
+	rep.Params["cpuProfile"] = cpu
+	rep.Params["allocsProfiles"] = allocs0 + " (base), " + allocs1
+	rep.add("profile window: operator CPU per minute", (u1.CPUSeconds-u0.CPUSeconds)/minutes, "s")
+	allocated := sum(m1, "go_memstats_alloc_bytes_total", nil) - sum(m0, "go_memstats_alloc_bytes_total", nil)
+	rep.add("profile window: operator bytes allocated per minute", allocated/minutes/(1<<20), "MiB")
+	if top, total, err := pprofTop(ctx, e.Bins.Operator, cpu, "", "", "s", 8); err != nil {
+		rep.add("profile window: CPU profile unreadable", err.Error(), "")
+	} else {
+		rep.add("profile window: CPU profile total (sampled)", total, "s")
+		for _, f := range top {
+			rep.add("profile window: CPU flat: "+f.Func, f.MiB, "s")
+		}
+	}
+	if top, total, err := pprofTop(ctx, e.Bins.Operator, allocs1, allocs0, "alloc_space", "MB", 8); err != nil {
+		rep.add("profile window: allocs profile unreadable", err.Error(), "")
+	} else {
+		rep.add("profile window: allocated (sampled)", total, "MiB")
+		for _, f := range top {
+			rep.add("profile window: allocated flat: "+f.Func, f.MiB, "MiB")
+		}
+	}
+	return nil
 }
 
 // unserved returns the nodes whose agent has not yet seen a pool of 18.
