@@ -348,6 +348,12 @@ func (s Steady) profile(ctx context.Context, e *Env, w *world, rep *Report, ppro
 	rep.add("profile window: operator CPU per minute", (u1.CPUSeconds-u0.CPUSeconds)/minutes, "s")
 	allocated := sum(m1, "go_memstats_alloc_bytes_total", nil) - sum(m0, "go_memstats_alloc_bytes_total", nil)
 	rep.add("profile window: operator bytes allocated per minute", allocated/minutes/(1<<20), "MiB")
+	for _, method := range []string{"GET", "PATCH", "PUT", "POST"} {
+		match := map[string]string{"method": method}
+		if n := sum(m1, "rest_client_requests_total", match) - sum(m0, "rest_client_requests_total", match); n > 0 {
+			rep.add("profile window: operator API requests per minute, "+method, n/minutes, "")
+		}
+	}
 	if top, total, err := pprofTop(ctx, e.Bins.Operator, cpu, "", "", "s", 8); err != nil {
 		rep.add("profile window: CPU profile unreadable", err.Error(), "")
 	} else {
