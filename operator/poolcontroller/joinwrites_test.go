@@ -35,15 +35,17 @@ import (
 // shows them, the agent's report; each reconcile writes what the
 // operator's would (write, then writeRouting) and the writes are counted.
 type joinRig struct {
-	t        *testing.T
-	c        client.Client
-	r        *Reconciler
-	now      time.Time
-	status   int // CiliumNode status writes
-	spec     int // CiliumNode spec writes
-	enis     []cloud.ENI
-	policy   policy.Config
-	reported bool
+	t      *testing.T
+	c      client.Client
+	r      *Reconciler
+	now    time.Time
+	status int // CiliumNode status writes
+	spec   int // CiliumNode spec writes
+	// routingWrites counts NodeRouting patches and applies.
+	routingWrites int
+	enis          []cloud.ENI
+	policy        policy.Config
+	reported      bool
 }
 
 func newJoinRig(t *testing.T) *joinRig {
@@ -61,8 +63,11 @@ func newJoinRig(t *testing.T) *joinRig {
 		WithStatusSubresource(&ciliumv2.CiliumNode{}, &enipamv1alpha1.NodeRouting{}).
 		WithInterceptorFuncs(interceptor.Funcs{
 			Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
-				if _, ok := obj.(*ciliumv2.CiliumNode); ok {
+				switch obj.(type) {
+				case *ciliumv2.CiliumNode:
 					j.spec++
+				case *enipamv1alpha1.NodeRouting:
+					j.routingWrites++
 				}
 				return c.Patch(ctx, obj, patch, opts...)
 			},
@@ -160,6 +165,19 @@ func (j *joinRig) routing() *enipamv1alpha1.NodeRouting {
 // address of an attached ENI the agent reports routed, the rest awaits.
 func (j *joinRig) reconcile() {
 	ctx := context.Background()
+	s := j.prepare()
+	if err := s.write(ctx); err != nil {
+		j.t.Fatal(err)
+	}
+	if err := s.writeRouting(ctx); err != nil {
+		j.t.Fatal(err)
+	}
+}
+
+// prepare makes a reconcile's sync up to its writes: the NodeRouting
+// read, the pool decided.
+func (j *joinRig) prepare() *nodeSync {
+	ctx := context.Background()
 	cn := j.node()
 	s := j.r.newSync(ctx, cn, nil)
 	s.instanceID, s.cfg, s.haveSnap = "i-1", j.policy, true
@@ -186,12 +204,7 @@ func (j *joinRig) reconcile() {
 		}
 	}
 	s.countPool()
-	if err := s.write(ctx); err != nil {
-		j.t.Fatal(err)
-	}
-	if err := s.writeRouting(ctx); err != nil {
-		j.t.Fatal(err)
-	}
+	return s
 }
 
 // TestJoiningM5LargeWritesNoStatusPerENI: an m5.large node (first

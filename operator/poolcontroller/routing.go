@@ -69,8 +69,8 @@ func (s *nodeSync) syncRouting(ctx context.Context) error {
 	}
 	// The ENIs stand as read until fill lists those of this reconcile's
 	// snapshot: an apply without them would unroute the node.
-	want.ENIs = slices.Clone(nr.Spec.ENIs)
-	s.routing, s.routingRead, s.routingWant = nr, nr.DeepCopy(), &want
+	want.ENIs = nr.Spec.ENIs
+	s.routing, s.routingRead, s.routingWant = nr, copyRouting(nr), &want
 	s.routed = s.ownReport(nr)
 	return nil
 }
@@ -91,7 +91,7 @@ func (s *nodeSync) trimApplied(nr *enipamv1alpha1.NodeRouting) {
 	}
 	for i := range a.Spec.ENIs {
 		e, ok := s.orig.Status.ENI.ENIs[a.Spec.ENIs[i].ID]
-		if !ok || !sameJSON(specENI(&e, s.cfg.ExcludeTags), a.Spec.ENIs[i]) {
+		if !ok || !isSpecENI(&e, &a.Spec.ENIs[i], s.cfg.ExcludeTags) {
 			return
 		}
 	}
@@ -118,7 +118,7 @@ func (s *nodeSync) writeRouting(ctx context.Context) error {
 	if !ownedBy(s.routing, s.cn) {
 		s.routing.OwnerReferences = ownerRefs(s.routing.OwnerReferences, s.cn)
 	}
-	if sameJSON(orig.Spec, s.routing.Spec) && sameJSON(orig.OwnerReferences, s.routing.OwnerReferences) {
+	if sameRoutingSpec(orig.Spec, s.routing.Spec) && sameJSON(orig.OwnerReferences, s.routing.OwnerReferences) {
 		return nil
 	}
 	endpoints := !slices.Equal(orig.Spec.EndpointQueries, s.routing.Spec.EndpointQueries)
@@ -146,7 +146,8 @@ func (s *nodeSync) writeRouting(ctx context.Context) error {
 // wantRoutingENIs lists in the NodeRouting's desired spec the ENIs fill
 // lists in status.eni.enis, enis, sorted by ID: the list the node agent
 // routes. The ENIs kept for the consistency grace (kept) keep the entry
-// the spec had.
+// the spec had. A list that stands as read is kept as it is, without
+// making its entries again.
 func (s *nodeSync) wantRoutingENIs(enis map[string]awstypes.ENI, kept []string) {
 	if s.routingWant == nil {
 		return
@@ -154,6 +155,10 @@ func (s *nodeSync) wantRoutingENIs(enis map[string]awstypes.ENI, kept []string) 
 	var had []enipamv1alpha1.NodeENI
 	if s.routingRead != nil {
 		had = s.routingRead.Spec.ENIs
+	}
+	if len(kept) == 0 && unchangedRoutingENIs(enis, had, s.cfg.ExcludeTags) {
+		s.routingWant.ENIs = had
+		return
 	}
 	out := make([]enipamv1alpha1.NodeENI, 0, len(enis)+len(kept))
 	for _, id := range slices.Sorted(maps.Keys(enis)) {

@@ -76,7 +76,7 @@ func (s *nodeSync) run(ctx context.Context) {
 	if s.routing != nil {
 		// The Elastic IP's record is written on its own, with its
 		// finalizer: the spec's other fields are written from here on.
-		s.routingRead = s.routing.DeepCopy()
+		s.routingRead = copyRouting(s.routing)
 	}
 	s.pool = &poolView{cn: s.cn}
 	d := decide(s.pool, s.readPoolInputs(ctx))

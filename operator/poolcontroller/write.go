@@ -27,7 +27,7 @@ import (
 // a joining node's write may leave as it stands (holdENICopy). The
 // policy's effective values go to the node's NodeRouting, never into
 // spec.eni, so every value there is the user's.
-func (s *nodeSync) fill() {
+func (s *nodeSync) fill() (statusSame bool) {
 	cn := s.cn
 	msg := ""
 	switch {
@@ -41,7 +41,7 @@ func (s *nodeSync) fill() {
 	}
 	cn.Status.IPAM.OperatorStatus.Error = msg
 	if !s.haveSnap {
-		return
+		return false
 	}
 	in := &s.snap.Instance
 	if cn.Spec.InstanceID == "" {
@@ -79,7 +79,7 @@ func (s *nodeSync) fill() {
 	s.wantRoutingENIs(enis, kept)
 	cn.Status.ENI.ENIs = enis
 	s.joinComplete()
-	s.holdENICopy()
+	return s.holdENICopy()
 }
 
 // keepMissingENIs returns, to keep listed for the consistency grace, the
@@ -91,11 +91,11 @@ func (s *nodeSync) fill() {
 // pooled unrouted. ENIs this process deleted or detached go at once, as
 // do all of them when the node's instance changed.
 func (s *nodeSync) keepMissingENIs(enis map[string]awstypes.ENI) []string {
-	listed := s.listedENIs()
-	if s.orig.Spec.InstanceID != s.instanceID || len(listed) == 0 {
+	if s.orig.Spec.InstanceID != s.instanceID || s.allListedSeen(enis) {
 		clear(s.mem.missingENIs)
 		return nil
 	}
+	listed := s.listedENIs()
 	now := s.r.now()
 	var kept []string
 	for _, id := range listed {
@@ -123,6 +123,25 @@ func (s *nodeSync) keepMissingENIs(enis map[string]awstypes.ENI) []string {
 	return kept
 }
 
+// allListedSeen reports whether EC2's describes show every ENI the node
+// agent has been told of (listedENIs), as they do for a node in shape:
+// none is kept, and none is missing. It makes no list.
+func (s *nodeSync) allListedSeen(enis map[string]awstypes.ENI) bool {
+	for id := range s.cn.Status.ENI.ENIs {
+		if _, seen := enis[id]; !seen {
+			return false
+		}
+	}
+	if nr := s.routingRead; nr != nil && nr.Spec.InstanceID == s.instanceID {
+		for i := range nr.Spec.ENIs {
+			if _, seen := enis[nr.Spec.ENIs[i].ID]; !seen {
+				return false
+			}
+		}
+	}
+	return true
+}
+
 // listedENIs are the IDs of the ENIs the node agent has been told of:
 // those of the node's status.eni.enis and of its NodeRouting's
 // spec.enis for this instance, sorted.
@@ -144,17 +163,21 @@ func (s *nodeSync) listedENIs() []string {
 // only that would make the status write, and the copy may wait
 // (eniCopyWaits): the node agent routes the NodeRouting's spec.enis, so
 // a joining node's ENIs cost no CiliumNode write of their own. A status
-// write the reconcile makes anyway carries the whole list.
-func (s *nodeSync) holdENICopy() {
+// write the reconcile makes anyway carries the whole list. It reports
+// whether the status now is the one read: the status write's own
+// comparison, made once (a node in shape costs its reconcile one look at
+// its status, as before spec.enis).
+func (s *nodeSync) holdENICopy() (statusSame bool) {
 	have, want := s.orig.Status, s.cn.Status
-	if sameJSON(have.ENI, want.ENI) {
-		return
+	if sameJSON(have, want) {
+		return true
 	}
-	have.ENI, want.ENI = s.cn.Status.ENI, s.cn.Status.ENI
+	have.ENI = want.ENI
 	if !sameJSON(have, want) || !s.eniCopyWaits() {
-		return
+		return false
 	}
 	s.cn.Status.ENI = *s.orig.Status.ENI.DeepCopy()
+	return true
 }
 
 // eniCopyWaits reports whether the copy of the node's ENIs into
@@ -253,8 +276,7 @@ func (s *nodeSync) statusENI(e *cloud.ENI, vpc awstypes.AwsVPC) awstypes.ENI {
 // only the fields that changed, so the agent's status.ipam.used and
 // anything else written meanwhile is left alone.
 func (s *nodeSync) write(ctx context.Context) error {
-	s.fill()
-	if !sameJSON(s.orig.Status, s.cn.Status) {
+	if statusSame := s.fill(); !statusSame && !sameJSON(s.orig.Status, s.cn.Status) {
 		obj := s.orig.DeepCopy()
 		obj.Status = *s.cn.Status.DeepCopy()
 		if err := s.r.client.Status().Patch(ctx, obj, client.MergeFrom(s.orig)); err != nil {
