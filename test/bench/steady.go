@@ -362,10 +362,11 @@ func (s Steady) profile(ctx context.Context, e *Env, w *world, rep *Report, ppro
 			rep.add("profile window: CPU flat: "+f.Func, f.MiB, "s")
 		}
 	}
-	if top, total, err := pprofTop(ctx, e.Bins.Operator, allocs1, allocs0, "alloc_space", "MB", 8); err != nil {
+	// Against a base, pprof's total is the base's (everything allocated
+	// since the start): the window's is the counter's above.
+	if top, _, err := pprofTop(ctx, e.Bins.Operator, allocs1, allocs0, "alloc_space", "MB", 8); err != nil {
 		rep.add("profile window: allocs profile unreadable", err.Error(), "")
 	} else {
-		rep.add("profile window: allocated (sampled)", total, "MiB")
 		for _, f := range top {
 			rep.add("profile window: allocated flat: "+f.Func, f.MiB, "MiB")
 		}
