@@ -134,6 +134,9 @@ type Reconciler struct {
 	// onDecide, when set, is called as a node's decision starts, once
 	// its reads are done (a test's view of the reconcile's phases).
 	onDecide func(node string)
+	// onDecided, when set, is called as a node's decision ends, before
+	// the CiliumNode's write (tests).
+	onDecided func(node string)
 
 	// needs order the nodes when EC2's buckets bind; handoffs time new
 	// ENIs into their pools; slots keep some workers from EC2's buckets.
@@ -288,6 +291,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	s := r.newSync(ctx, cn, policies.Items)
 	s.run(ctx)
+	if r.onDecided != nil {
+		r.onDecided(cn.Name)
+	}
 	r.needs.set(cn.Name, s.opErr == nil && s.pool != nil && s.need().empty())
 	if (!s.turnedAway || s.poolChanged()) && !s.writeWaits() {
 		// Written before any EC2 call: what the reconcile decided never
@@ -312,6 +318,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		s.decideCapacity()
 	}
+	s.writeNotes(ctx)
 	routingErr := s.writeRouting(ctx)
 	s.act(ctx)
 	if routingErr != nil && !apierrors.IsNotFound(routingErr) {

@@ -77,11 +77,6 @@ func (s *nodeSync) run(ctx context.Context) {
 	}
 	s.refreshAttaching(ctx)
 	s.syncStaticIP(ctx)
-	if s.routing != nil {
-		// The Elastic IP's record is written on its own, with its
-		// finalizer: the spec's other fields are written from here on.
-		s.routingRead = s.routing.DeepCopy()
-	}
 	s.pool = &poolView{cn: s.cn}
 	d := decide(s.pool, s.readPoolInputs(ctx))
 	s.logPoolChanges(d.pool)
