@@ -37,17 +37,20 @@
 // concern the node and the facts about them (statefacts.go: their pods,
 // the pools listing their addresses, where EC2 has them), all into plain
 // values; derive the pool, the static addresses and the EC2 actions from
-// them without a call (poolView.reconcile, reconcileStatic,
-// decideRelease, decideWindow6, pool.Compute); then write the
-// CiliumNode's status, then its spec — each once, and only when it
-// changed — with merge patches that touch only the operator's fields, so
-// the agent's concurrent writes are never lost or conflicted, and the
-// NodeRouting's spec once (writeRouting); only then the executor
-// (executor.go, act.go) makes the EC2 calls and records them in the
-// inventory, and when they changed what EC2 holds for the pool the node
-// is looked at again at once: that reconcile writes what they produced.
-// The static addresses' placements and the node's Elastic IP still run
-// while deciding, their steps in the order their handshakes need.
+// them without a call to EC2 or the apiserver and without a read of the
+// cache or the inventory (poolView.reconcile, reconcileStatic,
+// decideRelease, decideWindow6, pool.Compute, decideStaticIP); then
+// write the CiliumNode's status, then its spec — each once, and only
+// when it changed — with merge patches that touch only the operator's
+// fields, so the agent's concurrent writes are never lost or
+// conflicted, then the claims' notes (writeNotes) and the NodeRouting's
+// spec once (writeRouting, an Elastic IP's record found on the primary
+// address included); only then the executor (executor.go, act.go) makes
+// the EC2 calls, the association's record first, and records them in
+// the inventory, and when they changed what EC2 holds for the pool the
+// node is looked at again at once: that reconcile writes what they
+// produced. The static addresses' placements and the node's Elastic IP
+// are such actions, their steps in the order their handshakes need.
 // Nothing of the operator's is kept in the CiliumNode's metadata, which
 // Cilium's agent rewrites on every start.
 package poolcontroller
