@@ -38,7 +38,8 @@
 // the pools listing their addresses, where EC2 has them), all into plain
 // values; derive the pool, the static addresses and the EC2 actions from
 // them without a call to EC2 or the apiserver and without a read of the
-// cache or the inventory (poolView.reconcile, reconcileStatic,
+// cache or the inventory's view of EC2 (the address book's reservation
+// of an Elastic IP for the node aside) (poolView.reconcile, reconcileStatic,
 // decideRelease, decideWindow6, pool.Compute, decideStaticIP); then
 // write the CiliumNode's status, then its spec — each once, and only
 // when it changed — with merge patches that touch only the operator's
