@@ -217,6 +217,9 @@ type writesRig struct {
 	apiWrites     *apiJournal
 	decidingAPI   *atomic.Bool
 	decidedWrites []string
+	// decidedReads keeps the client reads (cache or apiserver) the last
+	// reconcile made while deciding.
+	decidedReads []string
 }
 
 const writesNode, writesInstance = "node-1", "i-0d000000000000001"
@@ -288,12 +291,14 @@ func newWritesRigPrepared(t *testing.T, prepare func(cloud.API), policy enipamv1
 				w.claimGets++
 				w.onClaimGet(key, w.claimGets)
 			}
+			apiWrites.read(decidingAPI, fmt.Sprintf("get %T %s", obj, key))
 			return c.Get(ctx, key, obj, opts...)
 		},
 		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
 			if _, ok := list.(*enipamv1alpha1.StaticIPClaimList); ok && failClaimLists.Load() {
 				return errors.New("the cache is gone")
 			}
+			apiWrites.read(decidingAPI, fmt.Sprintf("list %T", list))
 			return c.List(ctx, list, opts...)
 		},
 		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
@@ -362,11 +367,32 @@ func newWritesRigPrepared(t *testing.T, prepare func(cloud.API), policy enipamv1
 
 // apiJournal journals the operator's apiserver writes: those made while
 // a decision runs (decided), and all of them by kind and subresource
-// (all).
+// (all); and its reads, of the cache or the apiserver, made while a
+// decision runs (reads).
 type apiJournal struct {
 	mu      sync.Mutex
 	decided []string
 	all     map[string]int
+	reads   []string
+}
+
+// read journals a read made while deciding.
+func (a *apiJournal) read(deciding *atomic.Bool, what string) {
+	if !deciding.Load() {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.reads = append(a.reads, what)
+}
+
+// takeReads returns the reads made while deciding since the last call.
+func (a *apiJournal) takeReads() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := a.reads
+	a.reads = nil
+	return out
 }
 
 // count journals a write of obj (sub: its subresource).
@@ -419,6 +445,7 @@ func (w *writesRig) reconcile() (called bool, before, after *ciliumv2.CiliumNode
 	w.decidedCalls = w.decided.take()
 	w.decidingAPI.Store(false)
 	w.decidedWrites = w.apiWrites.take()
+	w.decidedReads = w.apiWrites.takeReads()
 	steps := w.j.take()
 	after = get(w.t, w.base, writesNode)
 	writes := map[string]int{}
@@ -1059,7 +1086,8 @@ func TestNoEC2CallWhileDecidingOnADetachedENI(t *testing.T) {
 // started (a record of the address found there); or it is the node of
 // claim ns/db-0 for 10.0.0.200, an address no ENI holds, whose notes
 // tell where its placement stands. From the start of each decision to
-// the CiliumNode's write, no apiserver write is made: the association's
+// the CiliumNode's write, no apiserver write is made, nor any read of the
+// cache (the pool's inputs are read beforehand): the association's
 // record is the executor's, right before its call; the found address's
 // record goes with the NodeRouting's write; the notes follow the
 // CiliumNode's write. The node reports the Elastic IP only once its
@@ -1124,6 +1152,9 @@ func TestNoAPIWriteWhileDeciding(t *testing.T) {
 				_, _, cn = w.reconcile()
 				if len(w.decidedWrites) > 0 {
 					t.Errorf("reconcile %d made apiserver writes %v between the start of its decision and the CiliumNode's write", i, w.decidedWrites)
+				}
+				if len(w.decidedReads) > 0 {
+					t.Errorf("reconcile %d read %v while deciding", i, w.decidedReads)
 				}
 				if ip := cn.Status.IPAM.AssignedStaticIP; ip != "" {
 					nr := &enipamv1alpha1.NodeRouting{}
