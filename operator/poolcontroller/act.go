@@ -41,8 +41,8 @@ type actions struct {
 	// plan waits for the next reconcile, which sees what they produced.
 	static staticCalls
 	// associate is the Elastic IP's association with the primary
-	// address, recorded in the NodeRouting before the CiliumNode's write
-	// (associateStaticIP); nil: none. Its association is recorded, and
+	// address, recorded in the NodeRouting by the executor right before
+	// the call (associate); nil: none. Its association is recorded, and
 	// status.ipam.assigned-static-ip written, by the next reconcile.
 	associate *staticIPCall
 	// disassociate is the recorded Elastic IP to release (the node no
@@ -51,6 +51,10 @@ type actions struct {
 	// none. status.ipam.assigned-static-ip stops naming it in the write
 	// before.
 	disassociate *enipamv1alpha1.NodeStaticIP
+	// notes are the claims' notes the decision queued, written after
+	// the CiliumNode's write (writeNotes), not EC2 calls: they change
+	// nothing produce reports.
+	notes []claimNote
 }
 
 // staticCalls are the EC2 calls of the static addresses' pass
@@ -66,8 +70,8 @@ func (c *staticCalls) any() bool {
 }
 
 // staticIPCall is an Elastic IP association to make: pick with the
-// primary address of primary; rec is its record, already in the
-// NodeRouting's spec.
+// primary address of primary; rec is its record, written in the
+// NodeRouting's spec by the executor before the call.
 type staticIPCall struct {
 	pick    cloud.Address
 	primary *cloud.ENI

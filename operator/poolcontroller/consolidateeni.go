@@ -85,8 +85,8 @@ type consolidationStep struct {
 
 // readConsolidation gathers what consolidation decides on: the detached
 // ENI as read described afresh by ID (readDetached), else the instance's
-// snapshot taken again when consolidation may act (false when it could
-// not be, s.opErr says why).
+// snapshot the read took again (readConsolidationSnapshot) when
+// consolidation may act (none when it could not be, s.opErr says why).
 func (s *nodeSync) readConsolidation(ctx context.Context) consolidationFacts {
 	c := s.mem.consolidation
 	f := consolidationFacts{on: s.consolidating(), mem: c, now: s.r.now(), cluster: s.r.opts.Cluster}
@@ -98,7 +98,7 @@ func (s *nodeSync) readConsolidation(ctx context.Context) consolidationFacts {
 		return f
 	}
 	f.growing = s.needed() > 0 || s.pool.awaiting > 0 || s.staticDemand > 0
-	if f.growing || !s.snapshot(ctx) {
+	if f.growing || !s.consolidationSnap.taken || !s.useSnapshot(s.consolidationSnap.snap, s.consolidationSnap.err) {
 		return f
 	}
 	// A snapshot taken afresh carries no pool counts: the node's pods
@@ -111,6 +111,25 @@ func (s *nodeSync) readConsolidation(ctx context.Context) consolidationFacts {
 		f.named[entry.Resource] = true
 	}
 	return f
+}
+
+// freshSnapshot is the instance's snapshot taken again at the end of
+// the read for consolidation (taken), or why it could not be.
+type freshSnapshot struct {
+	taken bool
+	snap  snapshot.Node
+	err   error
+}
+
+// readConsolidationSnapshot takes the instance's snapshot again, last of
+// the read, for consolidation to decide on (readConsolidation): only
+// when it may act, no ENI detaching.
+func (s *nodeSync) readConsolidationSnapshot(ctx context.Context) {
+	if !s.cfg.ReleaseExcessIPs || !s.cfg.Consolidation.Enabled || s.mem.consolidation.detaching != "" {
+		return
+	}
+	s.consolidationSnap.snap, s.consolidationSnap.err = s.r.inv.Snapshot(ctx, s.instanceID, s.r.opts.Cluster)
+	s.consolidationSnap.taken = true
 }
 
 // detachedENI is the ENI consolidation detached, described by ID by the

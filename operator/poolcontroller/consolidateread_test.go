@@ -19,7 +19,7 @@ import (
 
 // TestConsolidationCountsTheNodesPods: the facts consolidation decides
 // on count the node's pods. Reading them takes the instance's snapshot
-// afresh (after this reconcile's EC2 calls); a snapshot carries no pool
+// afresh (at the end of the reconcile's read); a snapshot carries no pool
 // counts, so the pods used to read as 0, and an empty ENI was detached
 // whenever the other ENIs carried the headroom alone, even when they
 // could not carry the pods too (the ENI then came back for them).
@@ -80,6 +80,7 @@ instances:
 	if s.needed() != 0 {
 		t.Fatalf("scenario: the node needs %d addresses, want 0", s.needed())
 	}
+	s.readConsolidationSnapshot(ctx) // the read's last step
 	f := s.readConsolidation(ctx)
 	if f.snap == nil {
 		t.Fatalf("consolidation read no snapshot (growing %v, error %v)", f.growing, s.opErr)

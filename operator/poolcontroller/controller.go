@@ -37,17 +37,21 @@
 // concern the node and the facts about them (statefacts.go: their pods,
 // the pools listing their addresses, where EC2 has them), all into plain
 // values; derive the pool, the static addresses and the EC2 actions from
-// them without a call (poolView.reconcile, reconcileStatic,
-// decideRelease, decideWindow6, pool.Compute); then write the
-// CiliumNode's status, then its spec — each once, and only when it
-// changed — with merge patches that touch only the operator's fields, so
-// the agent's concurrent writes are never lost or conflicted, and the
-// NodeRouting's spec once (writeRouting); only then the executor
-// (executor.go, act.go) makes the EC2 calls and records them in the
-// inventory, and when they changed what EC2 holds for the pool the node
-// is looked at again at once: that reconcile writes what they produced.
-// The static addresses' placements and the node's Elastic IP still run
-// while deciding, their steps in the order their handshakes need.
+// them without a call to EC2 or the apiserver and without a read of the
+// cache or the inventory's view of EC2 (the address book's reservation
+// of an Elastic IP for the node aside) (poolView.reconcile, reconcileStatic,
+// decideRelease, decideWindow6, pool.Compute, decideStaticIP); then
+// write the CiliumNode's status, then its spec — each once, and only
+// when it changed — with merge patches that touch only the operator's
+// fields, so the agent's concurrent writes are never lost or
+// conflicted, then the claims' notes (writeNotes) and the NodeRouting's
+// spec once (writeRouting, an Elastic IP's record found on the primary
+// address included); only then the executor (executor.go, act.go) makes
+// the EC2 calls, the association's record first, and records them in
+// the inventory, and when they changed what EC2 holds for the pool the
+// node is looked at again at once: that reconcile writes what they
+// produced. The static addresses' placements and the node's Elastic IP
+// are such actions, their steps in the order their handshakes need.
 // Nothing of the operator's is kept in the CiliumNode's metadata, which
 // Cilium's agent rewrites on every start.
 package poolcontroller
@@ -134,6 +138,9 @@ type Reconciler struct {
 	// onDecide, when set, is called as a node's decision starts, once
 	// its reads are done (a test's view of the reconcile's phases).
 	onDecide func(node string)
+	// onDecided, when set, is called as a node's decision ends, before
+	// the CiliumNode's write (tests).
+	onDecided func(node string)
 
 	// needs order the nodes when EC2's buckets bind; handoffs time new
 	// ENIs into their pools; slots keep some workers from EC2's buckets.
@@ -288,6 +295,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	s := r.newSync(ctx, cn, policies.Items)
 	s.run(ctx)
+	if r.onDecided != nil {
+		r.onDecided(cn.Name)
+	}
 	r.needs.set(cn.Name, s.opErr == nil && s.pool != nil && s.need().empty())
 	if (!s.turnedAway || s.poolChanged()) && !s.writeWaits() {
 		// Written before any EC2 call: what the reconcile decided never
@@ -312,6 +322,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		s.decideCapacity()
 	}
+	s.writeNotes(ctx)
 	routingErr := s.writeRouting(ctx)
 	s.act(ctx)
 	if routingErr != nil && !apierrors.IsNotFound(routingErr) {

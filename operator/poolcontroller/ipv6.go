@@ -69,6 +69,9 @@ type window6Inputs struct {
 	missing map[string]time.Time
 	now     time.Time
 	grace   time.Duration
+	// trustFrom is when the cache's describes start to be believed:
+	// an untrusted /80 is described by ID from then on.
+	trustFrom time.Time
 }
 
 // window6 is what decideWindow6 decided beyond its edits of the desired

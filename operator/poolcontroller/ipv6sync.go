@@ -29,9 +29,11 @@ type window6Memory struct {
 func (s *nodeSync) readWindow6() *window6Inputs {
 	in := &window6Inputs{
 		want: s.cfg.IPv6, perENI: s.snap.Type.IPv6PerENI, knobs: s.cfg.Knobs, waiting: s.waiting,
-		routed: func(string, netip.Addr) bool { return false }, trusted: s.r.inv.Trusted,
-		cursor: s.mem.window6.cursor, windowed: s.mem.window6.windowed,
+		routed:  func(string, netip.Addr) bool { return false },
+		trusted: func(string, netip.Addr) bool { return false },
+		cursor:  s.mem.window6.cursor, windowed: s.mem.window6.windowed,
 		missing: s.mem.missing, now: s.r.now(), grace: s.r.opts.ConsistencyGrace,
+		trustFrom: s.r.inv.TrustFrom(),
 	}
 	if s.routed != nil {
 		in.routed = s.routed
@@ -47,6 +49,14 @@ func (s *nodeSync) readWindow6() *window6Inputs {
 				in.subnetIPv6 = sub.IPv6CIDR
 			}
 		}
+		// The cache's word on the primary ENI's /80s, read now: the
+		// window asks only about them.
+		trusted := map[netip.Addr]bool{}
+		for _, p := range in.primary.IPv6Prefixes {
+			trusted[p.Addr()] = s.r.inv.Trusted(in.primary.ID, p.Addr())
+		}
+		primary := in.primary.ID
+		in.trusted = func(eniID string, ip netip.Addr) bool { return eniID == primary && trusted[ip] }
 	}
 	return in
 }
@@ -61,7 +71,8 @@ func (s *nodeSync) syncWindow6() {
 	if !s.cfg.IPv6 && len(s.mem.window6.windowed) == 0 && !s.hasIPv6Entries() {
 		return
 	}
-	in := s.readWindow6()
+	in := s.window6
+	in.now = s.r.now()
 	d := decideWindow6(s.cn, in)
 	s.mem.window6.cursor, s.mem.window6.windowed = d.cursor, d.windowed
 	if d.added+d.released+d.marked > 0 {
@@ -77,7 +88,7 @@ func (s *nodeSync) syncWindow6() {
 	if len(d.unassign) > 0 {
 		s.acts.window6Unassign = window6Return{eniID: in.primary.ID, prefixes: d.unassign}
 	}
-	if d.untrusted && !s.r.now().Before(s.r.inv.TrustFrom()) {
+	if d.untrusted && !s.r.now().Before(in.trustFrom) {
 		// A /80 shown by a describe older than this process's grace: one
 		// by ID confirms it (confirmUnpooled does so for IPv4).
 		s.acts.window6Describe = in.primary.ID

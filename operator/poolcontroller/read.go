@@ -53,6 +53,17 @@ type nodeState struct {
 	// detached is the ENI consolidation detached, described afresh
 	// (readDetached).
 	detached detachedENI
+	// poolIn is what the pool's reconcile decides on (readPoolInputs);
+	// moving the addresses this process reassigned onto the node's ENIs
+	// that no describe has shown there yet (askRemaps); window6 what the
+	// IPv6 window is decided on, the cache's trust included
+	// (readWindow6).
+	poolIn  *poolInputs
+	moving  map[netip.Addr]string
+	window6 *window6Inputs
+	// consolidationSnap is the instance's snapshot taken again for
+	// consolidation (readConsolidationSnapshot).
+	consolidationSnap freshSnapshot
 }
 
 // read gathers the node's state: its Node, instance and policy, the
@@ -61,8 +72,11 @@ type nodeState struct {
 // (trusting the remaps the agent confirmed), the claims that concern it,
 // the addresses the pool lacks confirmed by a describe (confirmUnpooled),
 // the Elastic IPs, the ENI consolidation detached (readDetached) and the
-// pods waiting for an address. Every EC2 read of
-// the reconcile's decision is made here, before it. False when the node
+// pods waiting for an address; then what the pool's reconcile, the
+// agent's remap queries and the IPv6 window decide on (readPoolInputs,
+// readMoving, readWindow6). Every EC2 read of the reconcile's decision,
+// and every read of the cache and the inventory it needs, is made here,
+// before it. False when the node
 // cannot be served (s.opErr says why).
 func (s *nodeSync) read(ctx context.Context) bool {
 	r := s.r
@@ -118,7 +132,22 @@ func (s *nodeSync) read(ctx context.Context) bool {
 	s.staticIP, s.haveStaticIP = s.readStaticIP(ctx)
 	s.readDetached(ctx)
 	s.countDemand()
+	s.poolIn = s.readPoolInputs(ctx)
+	s.moving = s.readMoving()
+	s.window6 = s.readWindow6()
+	s.readConsolidationSnapshot(ctx)
 	return true
+}
+
+// readMoving reads from the inventory the addresses this process
+// reassigned onto the node's ENIs whose remap no describe (nor the
+// instance's metadata) has shown complete yet.
+func (s *nodeSync) readMoving() map[netip.Addr]string {
+	ids := make([]string, 0, len(s.snap.ENIs))
+	for _, e := range s.snap.ENIs {
+		ids = append(ids, e.ID)
+	}
+	return s.r.inv.MovingOnto(ids)
 }
 
 // findListedENIs describes by ID the ENIs the node's status lists that

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
 	"github.com/enipam/enipam/operator/cloud"
@@ -91,12 +92,25 @@ func (s *nodeSync) writeRouting(ctx context.Context) error {
 	}
 	endpoints := !slices.Equal(orig.Spec.EndpointQueries, s.routing.Spec.EndpointQueries)
 	remaps := !slices.Equal(orig.Spec.RemapQueries, s.routing.Spec.RemapQueries)
-	if err := s.r.applyRouting(ctx, s.routing, endpoints || remaps); err != nil {
-		if apierrors.IsConflict(err) && (endpoints || remaps) {
+	// A record of the Elastic IP found on the primary address
+	// (executeStaticIP) goes with this write; one that brings the
+	// finalizer carries the lock, as recordStaticIP's does.
+	record := !sameJSON(orig.Spec.StaticIP, s.routing.Spec.StaticIP)
+	lock := endpoints || remaps || (record && !controllerutil.ContainsFinalizer(orig, enipamv1alpha1.NodeStaticIPFinalizer))
+	if err := s.r.applyRouting(ctx, s.routing, lock); err != nil {
+		if record {
+			s.routing.Spec.StaticIP = orig.Spec.StaticIP // not recorded: no later apply may claim it
+		}
+		if apierrors.IsConflict(err) && lock {
 			s.requeueWithin(staticRecheck) // the cache lags the last write
 			return nil
 		}
 		return fmt.Errorf("writing NodeRouting %s, %w", s.cn.Name, err)
+	}
+	if record {
+		// Recorded: the next reconcile, at once, reports the address in
+		// status.ipam.assigned-static-ip.
+		s.requeueWithin(actedRequeue)
 	}
 	if endpoints {
 		s.askedEndpoints(orig.Spec.EndpointQueries, s.routing.Spec.EndpointQueries, s.routing.Generation)

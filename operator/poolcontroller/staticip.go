@@ -212,11 +212,16 @@ func (s *nodeSync) executeStaticIP(ctx context.Context, step staticIPStep) bool 
 		}
 		s.acts.disassociate = &rec
 	case step.record != nil:
-		if err := s.r.recordStaticIP(ctx, s.routing, step.record); err != nil {
-			s.staticFailed(err, ReasonEC2Error)
-			return false
+		// The record goes with the reconcile's write of the NodeRouting's
+		// spec (writeRouting, with the finalizer), after the CiliumNode's.
+		// The node reports the address once a record of it is stored (the
+		// association's ID, learnt after the call, may be what this write
+		// adds): else the next reconcile, at once, reads it and reports it
+		// here.
+		if recorded(s.routingRead, step.record) {
+			s.cn.Status.IPAM.AssignedStaticIP = step.record.PublicIP
 		}
-		s.cn.Status.IPAM.AssignedStaticIP = step.record.PublicIP
+		s.routing.Spec.StaticIP = step.record
 	case step.associate != nil:
 		return s.associateStaticIP(ctx, step.associate)
 	}
@@ -228,14 +233,14 @@ var errStaticIPBlocked = errors.New("static IP blocked")
 
 // associateStaticIP prepares the association of a free tagged Elastic
 // IP (a.pick, or one the address book reserves for the node until the
-// executor made the call) with the primary address: the NodeRouting
-// records it before EC2 is asked, and the executor asks after the
-// CiliumNode's write (act, associate). EC2's answer, the association's
-// ID, is recorded by the next reconcile, at once, which finds the
-// address on the primary address (decideStaticIP) and writes it in
+// executor made the call) with the primary address: the executor, after
+// the CiliumNode's write, records it in the NodeRouting, then asks EC2
+// (act, associate). EC2's answer, the association's ID, is recorded by
+// the next reconcile, at once, which finds the address on the primary
+// address (decideStaticIP) and writes it in
 // status.ipam.assigned-static-ip: the CiliumNode is never written after
 // the call. False when it cannot be made.
-func (s *nodeSync) associateStaticIP(ctx context.Context, a *staticIPAssociation) bool {
+func (s *nodeSync) associateStaticIP(_ context.Context, a *staticIPAssociation) bool {
 	book := s.r.inv.Addresses()
 	pick := a.pick
 	if pick.AllocationID == "" {
@@ -248,26 +253,25 @@ func (s *nodeSync) associateStaticIP(ctx context.Context, a *staticIPAssociation
 		}
 	}
 	primary := a.primary
-	// Written before EC2 is asked: an association made by a process that
-	// dies right after is then found, and released with the node.
-	rec := &enipamv1alpha1.NodeStaticIP{AllocationID: pick.AllocationID, PublicIP: pick.PublicIP.String(), InstanceID: a.instanceID, ENIID: primary.ID}
-	if err := s.r.recordStaticIP(ctx, s.routing, rec); err != nil {
-		book.Unreserve(s.cn.Name)
-		s.staticIPRetried(staticIPNone)
-		s.staticFailed(err, ReasonEC2Error)
-		return false
-	}
+	rec := enipamv1alpha1.NodeStaticIP{AllocationID: pick.AllocationID, PublicIP: pick.PublicIP.String(), InstanceID: a.instanceID, ENIID: primary.ID}
 	// The last association's failure stands while it is tried again.
 	s.staticIPRetried(staticIPAssociate)
-	s.acts.associate = &staticIPCall{pick: pick, primary: primary, rec: *rec}
+	s.acts.associate = &staticIPCall{pick: pick, primary: primary, rec: rec}
 	return true
 }
 
-// associate has the executor make the Elastic IP's association (act);
-// false when it failed (s.staticErr says why, and memory.staticIPFailed
-// for the next reconcile's write).
+// associate has the executor make the Elastic IP's association (act):
+// the NodeRouting records it first, so an association made by a process
+// that dies right after is found, and released with the node; a record
+// refused means no association. False when it failed (s.staticErr says
+// why, and memory.staticIPFailed for the next reconcile's write).
 func (s *nodeSync) associate(ctx context.Context, a *staticIPCall) bool {
 	defer s.r.inv.Addresses().Unreserve(s.cn.Name)
+	if err := s.r.recordStaticIP(ctx, s.routing, &a.rec); err != nil {
+		s.staticIPDone(staticIPAssociate, err)
+		s.staticFailed(err, ReasonEC2Error)
+		return false
+	}
 	if _, err := s.exec().associateAddress(ctx, a.pick, a.primary); err != nil {
 		if errors.Is(err, cloud.ErrInUse) {
 			// Taken meanwhile by someone else (the executor learnt
@@ -303,6 +307,18 @@ func (s *nodeSync) disassociate(ctx context.Context, rec *enipamv1alpha1.NodeSta
 	}
 	s.r.events.Eventf(s.cn, nil, "Normal", ReasonStaticIPReleased, "StaticIP", "Elastic IP %s (%s) released from %s", rec.PublicIP, rec.AllocationID, rec.InstanceID)
 	return true
+}
+
+// recorded reports whether the NodeRouting as read (nr) stores a record
+// of rec's association, behind the finalizer: the same address on the
+// same ENI of the same instance (the association's ID, learnt after the
+// call, may still be missing), which a release finds and undoes.
+func recorded(nr *enipamv1alpha1.NodeRouting, rec *enipamv1alpha1.NodeStaticIP) bool {
+	if nr == nil || nr.Spec.StaticIP == nil || !controllerutil.ContainsFinalizer(nr, enipamv1alpha1.NodeStaticIPFinalizer) {
+		return false
+	}
+	have := nr.Spec.StaticIP
+	return have.AllocationID == rec.AllocationID && have.PublicIP == rec.PublicIP && have.InstanceID == rec.InstanceID && have.ENIID == rec.ENIID
 }
 
 // keepStaticIP reports whether the recorded static IP still serves the
@@ -360,10 +376,11 @@ func onPrimary(addrs []cloud.Address, primary *cloud.ENI) (cloud.Address, bool) 
 // recordStaticIP puts rec into the NodeRouting's spec, with the
 // finalizer, in one apply of the operator's word and only when needed; nr
 // is updated in place. The spec is the operator's alone: the record names
-// what the operator may disassociate, so no node may write it. It is
-// applied on its own, ahead of the reconcile's write of the spec, because
-// it must be stored before EC2 is asked to associate; the apply carries
-// the whole spec as it stands, under the same field manager.
+// what the operator may disassociate, so no node may write it. The
+// executor applies it on its own, after the reconcile's write of the
+// spec, because it must be stored before EC2 is asked to associate; the
+// apply carries the whole spec as it stands, under the same field
+// manager.
 func (r *Reconciler) recordStaticIP(ctx context.Context, nr *enipamv1alpha1.NodeRouting, rec *enipamv1alpha1.NodeStaticIP) error {
 	if controllerutil.ContainsFinalizer(nr, enipamv1alpha1.NodeStaticIPFinalizer) && sameJSON(nr.Spec.StaticIP, rec) {
 		return nil

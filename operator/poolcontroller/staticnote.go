@@ -34,6 +34,39 @@ func (s *nodeSync) placementFor(c *claims.Claim, n placementNote) *enipamv1alpha
 	return out
 }
 
+// claimNote is a claim's note to write (writeNote), queued by the
+// decision (noteLater).
+type claimNote struct {
+	claim *claims.Claim
+	want  *enipamv1alpha1.PlacementNote
+}
+
+// noteLater queues the note want on claim c, written after the
+// CiliumNode's write (writeNotes), unless the claim as read holds it
+// already.
+func (s *nodeSync) noteLater(c *claims.Claim, want *enipamv1alpha1.PlacementNote) {
+	if reflect.DeepEqual(c.Placement, want) {
+		return
+	}
+	s.acts.notes = append(s.acts.notes, claimNote{claim: c, want: want})
+}
+
+// writeNotes writes the claims' notes the decision queued, after the
+// CiliumNode's write; none when that write failed (dropActions): the
+// next reconcile decides them again. No note needs to precede the
+// write: a note is the pool controller's word on the claim as this pass
+// read it, and its readers judge it against the node's pool (the claim
+// controller reads the stamps from the CiliumNodes, claims.CurrentNote
+// keys the note to the claim), so a reader that sees a note sees the
+// pool the pass decided with it already written, never a note about a
+// pool not yet written.
+func (s *nodeSync) writeNotes(ctx context.Context) {
+	for _, n := range s.acts.notes {
+		s.writeNote(ctx, n.claim, n.want)
+	}
+	s.acts.notes = nil
+}
+
 // writeNote sets claim c's status.placement to want (nil: removes it)
 // by a merge patch of that field alone, unless the claim as read holds
 // it already. A claim gone is left alone; a write that fails is logged

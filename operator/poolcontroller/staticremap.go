@@ -2,6 +2,7 @@ package poolcontroller
 
 import (
 	"context"
+	"maps"
 	"net/netip"
 	"slices"
 	"strings"
@@ -156,13 +157,11 @@ func (s *nodeSync) askRemaps(ctx context.Context, verify []placement) {
 	if s.routing == nil {
 		return
 	}
-	ids := make([]string, 0, len(s.snap.ENIs))
 	macs := map[string]string{}
 	for _, e := range s.snap.ENIs {
-		ids = append(ids, e.ID)
 		macs[e.ID] = e.MAC
 	}
-	moving := s.r.inv.MovingOnto(ids)
+	moving := maps.Clone(s.moving)
 	for _, p := range verify {
 		if _, ok := moving[p.ip]; !ok {
 			if moving == nil {

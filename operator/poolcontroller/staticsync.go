@@ -170,7 +170,8 @@ func waitsFirstElsewhere(c *claims.Claim, node string) bool {
 // runStatic carries out what the static addresses' pass decided (out,
 // from decide): it assigns the claimed addresses that must come onto the
 // node's ENIs, asks the node's agent about endpoints and remaps, and
-// tells the claim controller where each claim stands.
+// tells the claim controller where each claim stands: the notes are
+// written after the CiliumNode's write (writeNotes).
 func (s *nodeSync) runStatic(ctx context.Context, out staticOutcome) {
 	if s.static == nil {
 		return
@@ -205,10 +206,10 @@ func (s *nodeSync) runStatic(ctx context.Context, out staticOutcome) {
 		case noted && note.Reason == "":
 			// Another node's word stands.
 		case noted:
-			s.writeNote(ctx, c, s.placementFor(c, note))
+			s.noteLater(c, s.placementFor(c, note))
 			busy = busy || (note.Reason != enipamv1alpha1.ReasonAddressTaken && !out.oldPods[owner])
 		case stamped[owner] || s.static.target(c) == s.cn.Name:
-			s.writeNote(ctx, c, nil)
+			s.noteLater(c, nil)
 		}
 	}
 	switch {

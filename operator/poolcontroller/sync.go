@@ -14,6 +14,7 @@ import (
 	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
 	"github.com/enipam/enipam/operator/cloud"
 	"github.com/enipam/enipam/operator/pool"
+	"github.com/enipam/enipam/operator/snapshot"
 )
 
 // nodeSync is one reconcile of one node: the object as read, the object
@@ -77,13 +78,9 @@ func (s *nodeSync) run(ctx context.Context) {
 	}
 	s.refreshAttaching(ctx)
 	s.syncStaticIP(ctx)
-	if s.routing != nil {
-		// The Elastic IP's record is written on its own, with its
-		// finalizer: the spec's other fields are written from here on.
-		s.routingRead = s.routing.DeepCopy()
-	}
 	s.pool = &poolView{cn: s.cn}
-	d := decide(s.pool, s.readPoolInputs(ctx))
+	s.poolIn.now = r.now()
+	d := decide(s.pool, s.poolIn)
 	s.logPoolChanges(d.pool)
 	s.countPool()
 	s.runStatic(ctx, d.static)
@@ -356,6 +353,12 @@ func (s *nodeSync) resolveInstance(node *corev1.Node) string {
 // cannot be served.
 func (s *nodeSync) snapshot(ctx context.Context) bool {
 	snap, err := s.r.inv.Snapshot(ctx, s.instanceID, s.r.opts.Cluster)
+	return s.useSnapshot(snap, err)
+}
+
+// useSnapshot makes snap, taken from the inventory (err: it could not
+// be), s.snap; false when the node cannot be served.
+func (s *nodeSync) useSnapshot(snap snapshot.Node, err error) bool {
 	if err != nil {
 		if errors.Is(err, cloud.ErrNotFound) {
 			s.fail(fmt.Errorf("EC2 instance %s: %w", s.instanceID, err), ReasonInstanceNotFound)

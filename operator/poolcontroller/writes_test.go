@@ -3,6 +3,7 @@ package poolcontroller_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/netip"
@@ -210,6 +211,15 @@ type writesRig struct {
 	decidedCalls []string
 	// described journals the ENIs of each describe by ID.
 	described *journal
+	// apiWrites journals the operator's apiserver writes; decidingAPI
+	// is set from the start of a decision to its end, and decidedWrites
+	// keeps the writes the last reconcile made meanwhile.
+	apiWrites     *apiJournal
+	decidingAPI   *atomic.Bool
+	decidedWrites []string
+	// decidedReads keeps the client reads (cache or apiserver) the last
+	// reconcile made while deciding.
+	decidedReads []string
 }
 
 const writesNode, writesInstance = "node-1", "i-0d000000000000001"
@@ -270,6 +280,7 @@ func newWritesRigPrepared(t *testing.T, prepare func(cloud.API), policy enipamv1
 		WithObjects(objs...).Build()
 	// The operator's client journals its CiliumNode writes.
 	failClaimLists, failRoutingGets := &atomic.Bool{}, &atomic.Bool{}
+	apiWrites, decidingAPI := &apiJournal{}, &atomic.Bool{}
 	w := &writesRig{}
 	c := interceptor.NewClient(base, interceptor.Funcs{
 		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
@@ -280,26 +291,46 @@ func newWritesRigPrepared(t *testing.T, prepare func(cloud.API), policy enipamv1
 				w.claimGets++
 				w.onClaimGet(key, w.claimGets)
 			}
+			apiWrites.read(decidingAPI, fmt.Sprintf("get %T %s", obj, key))
 			return c.Get(ctx, key, obj, opts...)
 		},
 		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
 			if _, ok := list.(*enipamv1alpha1.StaticIPClaimList); ok && failClaimLists.Load() {
 				return errors.New("the cache is gone")
 			}
+			apiWrites.read(decidingAPI, fmt.Sprintf("list %T", list))
 			return c.List(ctx, list, opts...)
+		},
+		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			apiWrites.count(decidingAPI, "create", obj, "")
+			return c.Create(ctx, obj, opts...)
+		},
+		Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
+			apiWrites.count(decidingAPI, "update", obj, "")
+			return c.Update(ctx, obj, opts...)
+		},
+		Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
+			apiWrites.count(decidingAPI, "delete", obj, "")
+			return c.Delete(ctx, obj, opts...)
 		},
 		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
 			if _, ok := obj.(*ciliumv2.CiliumNode); ok {
 				j.add("spec")
 				deciding.Store(false)
 			}
+			apiWrites.count(decidingAPI, "patch", obj, "")
 			return c.Patch(ctx, obj, patch, opts...)
+		},
+		SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+			apiWrites.count(decidingAPI, "update", obj, sub)
+			return c.SubResource(sub).Update(ctx, obj, opts...)
 		},
 		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
 			if _, ok := obj.(*ciliumv2.CiliumNode); ok && sub == "status" {
 				j.add("status")
 				deciding.Store(false)
 			}
+			apiWrites.count(decidingAPI, "patch", obj, sub)
 			return c.SubResource(sub).Patch(ctx, obj, patch, opts...)
 		},
 	})
@@ -325,10 +356,76 @@ func newWritesRigPrepared(t *testing.T, prepare func(cloud.API), policy enipamv1
 	}, log)
 	// From the start of a decision to the CiliumNode's write (or the
 	// reconcile's end), the EC2 calls are counted.
-	poolcontroller.SetOnDecide(r, func(string) { deciding.Store(true) })
+	poolcontroller.SetOnDecide(r, func(string) { deciding.Store(true); decidingAPI.Store(true) })
+	// The apiserver writes are counted to the decision's end (the
+	// CiliumNode's write follows it, when there is one).
+	poolcontroller.SetOnDecided(r, func(string) { decidingAPI.Store(false) })
 	*w = writesRig{t: t, ctx: ctx, st: st, j: j, base: base, r: r, calls: map[string]int{}, events: rec, failClaimLists: failClaimLists, failRoutingGets: failRoutingGets, fail: fail,
-		deciding: deciding, decided: decided, described: described}
+		deciding: deciding, decided: decided, described: described, apiWrites: apiWrites, decidingAPI: decidingAPI}
 	return w
+}
+
+// apiJournal journals the operator's apiserver writes: those made while
+// a decision runs (decided), and all of them by kind and subresource
+// (all); and its reads, of the cache or the apiserver, made while a
+// decision runs (reads).
+type apiJournal struct {
+	mu      sync.Mutex
+	decided []string
+	all     map[string]int
+	reads   []string
+}
+
+// read journals a read made while deciding.
+func (a *apiJournal) read(deciding *atomic.Bool, what string) {
+	if !deciding.Load() {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.reads = append(a.reads, what)
+}
+
+// takeReads returns the reads made while deciding since the last call.
+func (a *apiJournal) takeReads() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := a.reads
+	a.reads = nil
+	return out
+}
+
+// count journals a write of obj (sub: its subresource).
+func (a *apiJournal) count(deciding *atomic.Bool, verb string, obj client.Object, sub string) {
+	kind := fmt.Sprintf("%T", obj)
+	if sub != "" {
+		kind += "/" + sub
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.all == nil {
+		a.all = map[string]int{}
+	}
+	a.all[kind]++
+	if deciding.Load() {
+		a.decided = append(a.decided, verb+" "+kind+" "+obj.GetName())
+	}
+}
+
+// take returns the writes made while deciding since the last take.
+func (a *apiJournal) take() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := a.decided
+	a.decided = nil
+	return out
+}
+
+// total is how many writes of kind were made.
+func (a *apiJournal) total(kind string) int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.all[kind]
 }
 
 // reconcile reconciles the node once and checks its journal: the
@@ -346,6 +443,9 @@ func (w *writesRig) reconcile() (called bool, before, after *ciliumv2.CiliumNode
 	w.result = res
 	w.deciding.Store(false)
 	w.decidedCalls = w.decided.take()
+	w.decidingAPI.Store(false)
+	w.decidedWrites = w.apiWrites.take()
+	w.decidedReads = w.apiWrites.takeReads()
 	steps := w.j.take()
 	after = get(w.t, w.base, writesNode)
 	writes := map[string]int{}
@@ -977,6 +1077,107 @@ func TestNoEC2CallWhileDecidingOnADetachedENI(t *testing.T) {
 		}
 		w.route(after)
 		time.Sleep(300 * time.Millisecond)
+	}
+}
+
+// TestNoAPIWriteWhileDeciding: node-1 asks for an Elastic IP carrying
+// cilium/static=egress, free in the account (the association's record),
+// or already associated with its primary address before the operator
+// started (a record of the address found there); or it is the node of
+// claim ns/db-0 for 10.0.0.200, an address no ENI holds, whose notes
+// tell where its placement stands. From the start of each decision to
+// the CiliumNode's write, no apiserver write is made, nor any read of the
+// cache (the pool's inputs are read beforehand): the association's
+// record is the executor's, right before its call; the found address's
+// record goes with the NodeRouting's write; the notes follow the
+// CiliumNode's write. The node reports the Elastic IP only once its
+// record is stored, and the claim's address ends in the pool, stamped.
+func TestNoAPIWriteWhileDeciding(t *testing.T) {
+	const addr, owner = "10.0.0.200", "ns/db-0"
+	egress := map[string]string{"cilium/static": "egress"}
+	for _, tc := range []struct {
+		name         string
+		eip, onFirst bool
+		claim        bool
+	}{
+		{name: "association", eip: true},
+		{name: "found on the primary address", eip: true, onFirst: true},
+		{name: "claim notes", claim: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fi, pre := int32(1), int32(2)
+			var tags map[string]string
+			var objs []client.Object
+			if tc.eip {
+				tags = egress
+			}
+			if tc.claim {
+				objs = append(objs, &enipamv1alpha1.StaticIPClaim{
+					ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "db-0", Generation: 1},
+					Spec:       enipamv1alpha1.StaticIPClaimSpec{Address: addr, NodeName: writesNode},
+					Status:     enipamv1alpha1.StaticIPClaimStatus{Phase: enipamv1alpha1.ClaimPending, ObservedGeneration: 1},
+				})
+			}
+			var prepare func(cloud.API)
+			if tc.onFirst {
+				prepare = func(api cloud.API) {
+					ctx := context.Background()
+					_, enis, err := api.GetInstances(ctx, []string{writesInstance})
+					if err != nil {
+						t.Fatal(err)
+					}
+					addrs, err := api.ListAddresses(ctx)
+					if err != nil || len(addrs) != 1 {
+						t.Fatalf("Elastic IPs %v, %v; want one", addrs, err)
+					}
+					for _, e := range enis {
+						if e.DeviceIndex == 0 {
+							if _, err := api.AssociateAddress(ctx, addrs[0].AllocationID, e.ID, e.PrimaryIP, false); err != nil {
+								t.Fatal(err)
+							}
+						}
+					}
+				}
+			}
+			w := newWritesRigPrepared(t, prepare, enipamv1alpha1.ENIPolicySpec{FirstInterfaceIndex: &fi, PreAllocate: &pre, SubnetTags: map[string]string{"pods": "true"}},
+				ciliumv2.NodeSpec{IPAM: ipamtypes.IPAMSpec{StaticIPTags: tags}}, 1, egress, objs...)
+			done := func(cn *ciliumv2.CiliumNode) bool {
+				return (!tc.claim || cn.Spec.IPAM.Pool[addr].Owner == owner) && (!tc.eip || cn.Status.IPAM.AssignedStaticIP != "")
+			}
+			var cn *ciliumv2.CiliumNode
+			for i := 0; ; i++ {
+				if i == 200 {
+					t.Fatalf("after %d reconciles: pool entry %+v, assigned static IP %q; EC2 calls %v", i, cn.Spec.IPAM.Pool[addr], cn.Status.IPAM.AssignedStaticIP, w.calls)
+				}
+				_, _, cn = w.reconcile()
+				if len(w.decidedWrites) > 0 {
+					t.Errorf("reconcile %d made apiserver writes %v between the start of its decision and the CiliumNode's write", i, w.decidedWrites)
+				}
+				if len(w.decidedReads) > 0 {
+					t.Errorf("reconcile %d read %v while deciding", i, w.decidedReads)
+				}
+				if ip := cn.Status.IPAM.AssignedStaticIP; ip != "" {
+					nr := &enipamv1alpha1.NodeRouting{}
+					if err := w.base.Get(w.ctx, client.ObjectKey{Name: writesNode}, nr); err != nil {
+						t.Fatal(err)
+					}
+					if nr.Spec.StaticIP == nil || nr.Spec.StaticIP.PublicIP != ip || len(nr.Finalizers) == 0 {
+						t.Errorf("reconcile %d reports %s while the NodeRouting records %+v, finalizers %v", i, ip, nr.Spec.StaticIP, nr.Finalizers)
+					}
+				}
+				if done(cn) {
+					break
+				}
+				w.route(cn)
+				time.Sleep(100 * time.Millisecond)
+			}
+			if want := btoi(tc.eip && !tc.onFirst); w.calls["AssociateAddress"] != want {
+				t.Errorf("%d AssociateAddress, want %d; EC2 calls %v", w.calls["AssociateAddress"], want, w.calls)
+			}
+			if tc.claim && w.apiWrites.total("*v1alpha1.StaticIPClaim/status") == 0 {
+				t.Errorf("no note written on %s", owner)
+			}
+		})
 	}
 }
 
