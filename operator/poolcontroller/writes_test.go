@@ -952,24 +952,8 @@ func TestNoEC2CallWhileDeciding(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := api.AttachENI(ctx, eni.ID, writesInstance, 1); err != nil {
-			t.Fatal(err)
-		}
-		for i := 0; ; i++ {
-			got, err := api.GetENIs(ctx, []string{eni.ID})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(got) == 1 && got[0].AttachmentStatus == cloud.AttachmentAttached {
-				for _, ip := range got[0].IPs {
-					ips = append(ips, ip.String())
-				}
-				break
-			}
-			if i == 100 {
-				t.Fatalf("%s never attached: %+v", eni.ID, got)
-			}
-			time.Sleep(50 * time.Millisecond)
+		for _, ip := range attachAt1(t, api, eni.ID).IPs {
+			ips = append(ips, ip.String())
 		}
 		eniID = eni.ID
 	}
@@ -1042,22 +1026,7 @@ func TestNoEC2CallWhileDecidingOnADetachedENI(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := api.AttachENI(ctx, eni.ID, writesInstance, 1); err != nil {
-			t.Fatal(err)
-		}
-		for i := 0; ; i++ {
-			got, err := api.GetENIs(ctx, []string{eni.ID})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(got) == 1 && got[0].AttachmentStatus == cloud.AttachmentAttached {
-				break
-			}
-			if i == 100 {
-				t.Fatalf("%s never attached: %+v", eni.ID, got)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+		attachAt1(t, api, eni.ID)
 		eniID = eni.ID
 	}
 	w := newWritesRigPrepared(t, prepare, enipamv1alpha1.ENIPolicySpec{PreAllocate: &pre, ReleaseExcessIPs: &release,
@@ -1230,5 +1199,28 @@ func TestUnreadableObjectsAreNoEC2Error(t *testing.T) {
 				w.reconcile()
 			}
 		})
+	}
+}
+
+// attachAt1 attaches eniID to the rig's instance at device index 1 and
+// returns it once EC2 shows it attached.
+func attachAt1(t *testing.T, api cloud.API, eniID string) cloud.ENI {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := api.AttachENI(ctx, eniID, writesInstance, 1); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; ; i++ {
+		got, err := api.GetENIs(ctx, []string{eniID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) == 1 && got[0].AttachmentStatus == cloud.AttachmentAttached {
+			return got[0]
+		}
+		if i == 100 {
+			t.Fatalf("%s never attached: %+v", eniID, got)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
