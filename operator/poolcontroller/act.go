@@ -108,7 +108,7 @@ func (s *nodeSync) dropActions() {
 // (memory.actErr) once the reconcile decides none that would retry them:
 // the failure is over. Otherwise the write carries it in the
 // operator-status (fill).
-func (s *nodeSync) settleActErr() {
+func (s *deciding) settleActErr() {
 	if s.mem.actErr != nil && !s.acts.produce() {
 		s.mem.actErr, s.mem.actFailures = nil, 0
 	}

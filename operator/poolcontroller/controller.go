@@ -141,6 +141,10 @@ type Reconciler struct {
 	// onDecided, when set, is called as a node's decision ends, before
 	// the CiliumNode's write (tests).
 	onDecided func(node string)
+	// onShared, when set, is told of each change of the state shared
+	// between nodes: the needs, the slots, the nodes' states and the
+	// metrics (tests).
+	onShared func(what string)
 
 	// needs order the nodes when EC2's buckets bind; handoffs time new
 	// ENIs into their pools; slots keep some workers from EC2's buckets.
@@ -294,9 +298,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 	s := r.newSync(ctx, cn, policies.Items)
-	s.run(ctx)
+	// What the writes and the executor note (the live environment's
+	// logs, events and states) is emitted as the reconcile ends.
+	defer s.emit()
+	d, decided := s.run(ctx)
 	if r.onDecided != nil {
 		r.onDecided(cn.Name)
+	}
+	if decided {
+		s.take(d)
 	}
 	r.needs.set(cn.Name, s.opErr == nil && s.pool != nil && s.need().empty())
 	if (!s.turnedAway || s.poolChanged()) && !s.writeWaits() {
@@ -358,6 +368,9 @@ func (r *Reconciler) stale(cn *ciliumv2.CiliumNode) bool {
 
 // setState records a node's outcome for enipam_nodes.
 func (r *Reconciler) setState(mem *memory, state string) {
+	if r.onShared != nil {
+		r.onShared("state")
+	}
 	r.mu.Lock()
 	mem.state = state
 	r.mu.Unlock()
@@ -393,9 +406,15 @@ func (r *Reconciler) warn(cn *ciliumv2.CiliumNode, mem *memory, reason, note str
 // retryAfter returns the backoff after the node's n-th consecutive
 // failure.
 func (r *Reconciler) retryAfter(failures int) time.Duration {
-	d := r.opts.RetryBase << min(failures, 16)
-	if d <= 0 || d > r.opts.RetryMax {
-		d = r.opts.RetryMax
+	return retryAfter(r.opts, failures)
+}
+
+// retryAfter returns the backoff opts give after the n-th consecutive
+// failure.
+func retryAfter(opts Options, failures int) time.Duration {
+	d := opts.RetryBase << min(failures, 16)
+	if d <= 0 || d > opts.RetryMax {
+		d = opts.RetryMax
 	}
 	return d
 }
