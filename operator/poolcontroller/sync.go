@@ -115,6 +115,9 @@ func (s *nodeSync) emit() {
 func (s *nodeSync) run(ctx context.Context) (decision, bool) {
 	r := s.r
 	ok := s.read(ctx)
+	if s.haveSnap {
+		s.fillIn = s.readFill()
+	}
 	s.emit()
 	if !ok {
 		return decision{}, false
