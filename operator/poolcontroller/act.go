@@ -76,6 +76,9 @@ type staticIPCall struct {
 	pick    cloud.Address
 	primary *cloud.ENI
 	rec     enipamv1alpha1.NodeStaticIP
+	// reserve: pick is a free address the address book is to reserve
+	// for the node once the decision is over (take).
+	reserve bool
 }
 
 // window6Return is the window's /80s given back to EC2 from the primary

@@ -36,29 +36,29 @@
 // known), read the NodeRouting and its agent's report, the claims that
 // concern the node and the facts about them (statefacts.go: their pods,
 // the pools listing their addresses, where EC2 has them), all into plain
-// values, with the inventory's VPC and subnets fill writes and the
-// other nodes' answers the decision needs (how many are empty, the
-// new-ENI tokens, whether an EC2 slot is free); decide the node's
-// static IP (decideStaticIP; the address book's reservation of an
-// Elastic IP for the node is still made there); then decide the rest at
-// once, decide(facts) → decision: the pool, the static addresses, the
-// releases, the IPv6 window, the plan, the excess, the consolidation,
+// values, with the inventory's VPC and subnets fill writes and the other
+// nodes' answers the decision needs (how many are empty, the new-ENI
+// tokens, whether an EC2 slot is free, the free Elastic IP the address
+// book would reserve for the node); then decide at once, decide(facts) →
+// decision: the pool, the static addresses, the releases, the node's
+// static IP, the IPv6 window, the plan, the excess, the consolidation,
 // the EC2 actions, the memory's new values and the requeue, with no
 // client, clock, context or coordinator shared between nodes in reach
 // (poolView.reconcile, reconcileStatic, decideRelease, decideWindow6,
-// pool.Compute, decideConsolidation); take the decision (the needs and
-// the EC2 slots learn what it decided, and what it logs, counts and
-// tells is emitted); then write the CiliumNode's status, then its
-// spec — each once, and only when it changed — with merge patches that
-// touch only the operator's fields, so the agent's concurrent writes
-// are never lost or conflicted, then the claims' notes (writeNotes) and the NodeRouting's
-// spec once (writeRouting, an Elastic IP's record found on the primary
-// address included); only then the executor (executor.go, act.go) makes
-// the EC2 calls, the association's record first, and records them in
-// the inventory, and when they changed what EC2 holds for the pool the
-// node is looked at again at once: that reconcile writes what they
-// produced. The static addresses' placements and the node's Elastic IP
-// are such actions, their steps in the order their handshakes need.
+// pool.Compute, decideConsolidation, decideStaticIP); take the decision
+// (the needs, the EC2 slots and the address book's reservation learn
+// what it decided, and what it logs, counts and tells is emitted); then
+// write the CiliumNode's status, then its spec — each once, and only
+// when it changed — with merge patches that touch only the operator's
+// fields, so the agent's concurrent writes are never lost or conflicted,
+// then the claims' notes (writeNotes) and the NodeRouting's spec once
+// (writeRouting, an Elastic IP's record found on the primary address
+// included); only then the executor (executor.go, act.go) makes the EC2
+// calls, the association's record first, and records them in the
+// inventory, and when they changed what EC2 holds for the pool the node
+// is looked at again at once: that reconcile writes what they produced.
+// The static addresses' placements and the node's Elastic IP are such
+// actions, their steps in the order their handshakes need.
 // Nothing of the operator's is kept in the CiliumNode's metadata, which
 // Cilium's agent rewrites on every start.
 package poolcontroller

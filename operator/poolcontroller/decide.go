@@ -153,6 +153,7 @@ func cloneENIs(snap *snapshot.Node) snapshot.Node {
 func (s *deciding) decideNode() {
 	r := s.r
 	s.refreshAttaching()
+	s.syncStaticIP()
 	s.pool = &poolView{cn: s.cn}
 	s.poolIn.now = r.now()
 	d := decidePool(s.pool, s.poolIn)

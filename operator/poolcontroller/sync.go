@@ -126,9 +126,6 @@ func (s *nodeSync) run(ctx context.Context) (decision, bool) {
 	if r.onDecide != nil {
 		r.onDecide(s.cn.Name)
 	}
-	// Still outside the decision: the address book's reservation of an
-	// Elastic IP for the node.
-	s.syncStaticIP(ctx)
 	return decide(s.facts()), true
 }
 
@@ -167,6 +164,13 @@ func (s *nodeSync) take(d decision) {
 	if s.held && !r.needs.hold(s.cn.Name) {
 		// No node is empty any more: nothing will wake this one, so it
 		// is looked at again at once.
+		s.requeueWithin(actedRequeue)
+	}
+	if a := s.acts.associate; a != nil && a.reserve && !r.inv.Addresses().ReserveID(s.cn.Name, a.pick.AllocationID) {
+		// The free Elastic IP the read found was taken since (another
+		// node reserved it, or it was associated): none is associated
+		// now, and the node is looked at again at once to pick again.
+		s.acts.associate = nil
 		s.requeueWithin(actedRequeue)
 	}
 	if d.slotWait {
