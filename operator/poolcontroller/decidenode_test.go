@@ -92,6 +92,7 @@ func TestDecideNode(t *testing.T) {
 		}
 	}
 	const db = "ns/db-0"
+	egress := map[string]string{"cilium/static": "egress"}
 	cases := []struct {
 		name  string
 		setup func(f *facts)
@@ -242,6 +243,40 @@ func TestDecideNode(t *testing.T) {
 			}
 			if d.requeue != staticRecheck {
 				t.Errorf("requeue %v, want %v", d.requeue, staticRecheck)
+			}
+		},
+	}, {
+		name: "a node asking for an Elastic IP gets the free one the read found, reserved once the decision is over",
+		setup: func(f *facts) {
+			e := eni(1, 10, 4)
+			f.snap.ENIs = append(f.snap.ENIs, e)
+			pooled(f.cn, e, 0)
+			f.snap.ENIs[0].PrimaryIP = netip.MustParseAddr("10.0.1.5")
+			f.haveStaticIP = true
+			f.staticIP = staticIPFacts{tags: egress, instanceID: "i-1", primary: &f.snap.ENIs[0],
+				addrs: []cloud.Address{{AllocationID: "eipalloc-1", Tags: egress}}, candidate: cloud.Address{AllocationID: "eipalloc-1", Tags: egress}, haveCandidate: true}
+		},
+		check: func(t *testing.T, f *facts, d decision) {
+			a := d.acts.associate
+			if a == nil || a.pick.AllocationID != "eipalloc-1" || !a.reserve || a.rec.ENIID != "eni-0" {
+				t.Fatalf("association %+v, want eipalloc-1 on eni-0, to reserve", a)
+			}
+			if d.staticErr != nil || d.requeue != opts.BlockedRetry {
+				t.Errorf("static error %v, requeue %v; want none, %v", d.staticErr, d.requeue, opts.BlockedRetry)
+			}
+		},
+	}, {
+		name: "a node asking for an Elastic IP when none is free is told so, and nothing is reserved",
+		setup: func(f *facts) {
+			f.haveStaticIP = true
+			f.staticIP = staticIPFacts{tags: egress, instanceID: "i-1", primary: &f.snap.ENIs[0]}
+		},
+		check: func(t *testing.T, f *facts, d decision) {
+			if d.acts.associate != nil || d.staticErr == nil || d.requeue != opts.BlockedRetry {
+				t.Errorf("association %+v, static error %v, requeue %v; want none, an error, %v", d.acts.associate, d.staticErr, d.requeue, opts.BlockedRetry)
+			}
+			if len(d.notes.events) != 1 || d.notes.events[0].reason != ReasonStaticIPUnavailable {
+				t.Errorf("events %+v, want one %s", d.notes.events, ReasonStaticIPUnavailable)
 			}
 		},
 	}}
