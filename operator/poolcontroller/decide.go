@@ -15,7 +15,7 @@ import (
 // facts are what a node's decision is made on, all read beforehand:
 // the read's plain values (nodeState), the CiliumNode as the read left
 // it, a copy of the node's memory, the moment of the decision, the
-// options' values, the other nodes' answers (cross), and what the read
+// options' values (optionValues: no client, no hook), the other nodes' answers (cross), and what the read
 // itself decided already (a requeue, the static IP's trouble and
 // actions, a describe made).
 type facts struct {

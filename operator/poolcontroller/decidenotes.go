@@ -66,13 +66,19 @@ type nodeObservation struct {
 // options are opts' values (their clients and hooks left out).
 func newDecisionEnv(clock func() time.Time, opts Options) *decisionEnv {
 	n := &notes{}
-	opts.Pods, opts.Demand, opts.NewENITokens, opts.Now = nil, nil, nil, nil
+	opts = optionValues(opts)
 	return &decisionEnv{clock: clock, opts: opts, log: slog.New(&noteHandler{n: n}),
 		metrics: metricNotes{n: n, consolidations: labeledNotes{n: n}, staticFastMoves: counterNote{n: n}, allocationLatency: histogramNote{n: n}},
 		events:  eventNotes{n: n}, families: familyNotes{n: n}, notes: n}
 }
 
 func (e *decisionEnv) now() time.Time { return e.clock() }
+
+// optionValues are opts' values, their client and hooks left out.
+func optionValues(opts Options) Options {
+	opts.Pods, opts.Demand, opts.NewENITokens, opts.Now = nil, nil, nil, nil
+	return opts
+}
 
 // warn notes a warning event on the node, once per change of reason
 // (Reconciler.warn).

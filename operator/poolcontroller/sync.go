@@ -138,7 +138,7 @@ func (s *nodeSync) readCross() crossNode {
 
 // facts are the node's facts for decide, as the read left them.
 func (s *nodeSync) facts() *facts {
-	return &facts{nodeState: s.nodeState, cn: s.cn, mem: *s.mem, now: s.r.now(), opts: s.r.opts, cross: s.cross,
+	return &facts{nodeState: s.nodeState, cn: s.cn, mem: *s.mem, now: s.r.now(), opts: optionValues(s.r.opts), cross: s.cross,
 		requeue: s.requeue, staticErr: s.staticErr, described: s.described, acts: s.acts}
 }
 
