@@ -167,11 +167,12 @@ func waitsFirstElsewhere(c *claims.Claim, node string) bool {
 	return !c.Deleting && !c.Addr.IsValid() && c.Target != "" && c.Target != node
 }
 
-// runStatic carries out what the static addresses' pass decided (out,
-// from decide): it assigns the claimed addresses that must come onto the
-// node's ENIs, asks the node's agent about endpoints and remaps, and
-// tells the claim controller where each claim stands: the notes are
-// written after the CiliumNode's write (writeNotes).
+// runStatic takes into the decision what the static addresses' pass
+// decided (out, from decidePool): the placements of the claimed
+// addresses that must come onto the node's ENIs (actions), the queries
+// to the node's agent about endpoints and remaps (the desired
+// NodeRouting), and where each claim stands (the notes, written after
+// the CiliumNode's write, writeNotes).
 func (s *deciding) runStatic(out staticOutcome) {
 	if s.static == nil {
 		return
