@@ -173,6 +173,22 @@ func (a *Addresses) Reserve(holder string, tags map[string]string) (cloud.Addres
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.unreserveLocked(holder)
+	addr, ok := a.reservableLocked(holder, tags)
+	if ok {
+		a.reserved[addr.AllocationID] = holder
+	}
+	return addr, ok
+}
+
+// Reservable returns the Elastic IP Reserve(holder, tags) would reserve
+// now, without reserving it; false when there is none.
+func (a *Addresses) Reservable(holder string, tags map[string]string) (cloud.Address, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.reservableLocked(holder, tags)
+}
+
+func (a *Addresses) reservableLocked(holder string, tags map[string]string) (cloud.Address, bool) {
 	for _, id := range slices.Sorted(maps.Keys(a.byID)) {
 		addr := a.byID[id]
 		if addr.Associated() || !cloud.MatchTags(addr.Tags, tags) {
@@ -181,10 +197,27 @@ func (a *Addresses) Reserve(holder string, tags map[string]string) (cloud.Addres
 		if other, ok := a.reserved[id]; ok && other != holder {
 			continue
 		}
-		a.reserved[id] = holder
 		return addr, true
 	}
 	return cloud.Address{}, false
+}
+
+// ReserveID reserves the Elastic IP id for holder, giving up holder's
+// earlier reservation, when it is still free (known, not associated,
+// reserved by no other holder); false, reserving nothing, otherwise.
+func (a *Addresses) ReserveID(holder, id string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.unreserveLocked(holder)
+	addr, ok := a.byID[id]
+	if !ok || addr.Associated() {
+		return false
+	}
+	if other, ok := a.reserved[id]; ok && other != holder {
+		return false
+	}
+	a.reserved[id] = holder
+	return true
 }
 
 // Unreserve gives up holder's reservation, if any.

@@ -76,6 +76,9 @@ type staticIPCall struct {
 	pick    cloud.Address
 	primary *cloud.ENI
 	rec     enipamv1alpha1.NodeStaticIP
+	// reserve: pick is a free address the address book is to reserve
+	// for the node once the decision is over (take).
+	reserve bool
 }
 
 // window6Return is the window's /80s given back to EC2 from the primary
@@ -108,7 +111,7 @@ func (s *nodeSync) dropActions() {
 // (memory.actErr) once the reconcile decides none that would retry them:
 // the failure is over. Otherwise the write carries it in the
 // operator-status (fill).
-func (s *nodeSync) settleActErr() {
+func (s *deciding) settleActErr() {
 	if s.mem.actErr != nil && !s.acts.produce() {
 		s.mem.actErr, s.mem.actFailures = nil, 0
 	}

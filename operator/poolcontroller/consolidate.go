@@ -64,7 +64,7 @@ type consolidationMemory struct {
 }
 
 // consolidating reports whether consolidation acts on the node.
-func (s *nodeSync) consolidating() bool {
+func (s *deciding) consolidating() bool {
 	return s.cfg.ReleaseExcessIPs && s.cfg.Consolidation.Enabled && s.pool != nil
 }
 
@@ -179,7 +179,7 @@ var agentOwners = map[string]bool{"router": true, "health": true, "ingress": tru
 // memberState tells a prefix member's state from the node's objects: a
 // static address or one of the agent's own pins its prefix (it would
 // never drain whole).
-func (s *nodeSync) memberState(ip netip.Addr) member {
+func (s *deciding) memberState(ip netip.Addr) member {
 	key := ip.String()
 	entry, inPool := s.cn.Spec.IPAM.Pool[key]
 	if entry.Owner != "" || s.claimed(ip) {
@@ -200,7 +200,7 @@ func (s *nodeSync) memberState(ip netip.Addr) member {
 
 // drainOrder is the node's preferred release order (nil: consolidation
 // is off).
-func (s *nodeSync) drainOrder() []string {
+func (s *deciding) drainOrder() []string {
 	if !s.consolidating() {
 		return nil
 	}
@@ -238,7 +238,7 @@ func (s *nodeSync) drainOrder() []string {
 // back); and, with budget (excess no whole free address covered) to
 // spare, picks the least-used /28 whose free members fit in it. It
 // returns the addresses it marked.
-func (s *nodeSync) drainPrefixes(budget int) int {
+func (s *deciding) drainPrefixes(budget int) int {
 	if !s.consolidating() || !s.cfg.PrefixDelegation && !s.hasPrefixes() {
 		return 0
 	}
@@ -267,7 +267,7 @@ func (s *nodeSync) drainPrefixes(budget int) int {
 }
 
 // hasPrefixes reports whether the node's ENIs hold delegated prefixes.
-func (s *nodeSync) hasPrefixes() bool {
+func (s *deciding) hasPrefixes() bool {
 	return slices.ContainsFunc(s.snap.ENIs, func(e cloud.ENI) bool { return len(e.Prefixes) > 0 })
 }
 
@@ -276,7 +276,7 @@ func (s *nodeSync) hasPrefixes() bool {
 // members in the handshake are taken back at once, and counted before
 // the plan, so the node is not given a new /28 beside them) and is done
 // when it left its ENI.
-func (s *nodeSync) keepDraining(needed int) {
+func (s *deciding) keepDraining(needed int) {
 	c := &s.mem.consolidation
 	if !c.drainPrefix.IsValid() {
 		return
@@ -336,7 +336,7 @@ func takeBackPrefix(cn *ciliumv2.CiliumNode, snap *snapshot.Node, p netip.Prefix
 }
 
 // draining reports whether ip is a member of the prefix being drained.
-func (s *nodeSync) draining(ip netip.Addr) bool {
+func (s *deciding) draining(ip netip.Addr) bool {
 	p := s.mem.consolidation.drainPrefix
 	return p.IsValid() && p.Contains(ip)
 }
@@ -346,7 +346,7 @@ func (s *nodeSync) draining(ip netip.Addr) bool {
 // headroom fit on its other ENIs (their address slots, primary
 // addresses apart) and it grew no ENI within the delay. Prefix-delegated
 // nodes drain /28s instead (drainPrefixes).
-func (s *nodeSync) drainingENI() string {
+func (s *deciding) drainingENI() string {
 	c := &s.mem.consolidation
 	if !s.consolidating() || s.cfg.PrefixDelegation || s.hasPrefixes() || s.r.now().Sub(c.grewAt) < s.cfg.Consolidation.Delay {
 		c.drainENI = ""
@@ -393,7 +393,7 @@ func carriedElsewhere(snap *snapshot.Node, cfg *pool.Config, except string) int 
 
 // stopDrainingENI puts the drained ENI back in service (its marked
 // addresses are taken back) and plans again.
-func (s *nodeSync) stopDrainingENI() pool.Plan {
+func (s *deciding) stopDrainingENI() pool.Plan {
 	s.r.log.Info("ENI no longer drained: the other ENIs cannot cover the node", "node", s.cn.Name, "eni", s.snap.Draining)
 	s.mem.consolidation.drainENI, s.snap.Draining = "", ""
 	if s.pool.abortRelease(&s.snap) > 0 {
@@ -405,7 +405,7 @@ func (s *nodeSync) stopDrainingENI() pool.Plan {
 // markDrainingENI marks every free address of the ENI being drained:
 // Cilium's agent hands none out, so new pods land on the other ENIs, and
 // the planner makes up for them there (snapshot.Node.Draining).
-func (s *nodeSync) markDrainingENI() {
+func (s *deciding) markDrainingENI() {
 	id := s.mem.consolidation.drainENI
 	if id == "" {
 		return
@@ -434,7 +434,7 @@ func (s *nodeSync) markDrainingENI() {
 // acknowledged, they must not stop other releases) and those kept for a
 // first placement (poolView.heldFirst, kept as long as their claim
 // waits).
-func (s *nodeSync) outstandingRelease() int {
+func (s *deciding) outstandingRelease() int {
 	n := 0
 	for key, st := range s.cn.Status.IPAM.ReleaseIPs {
 		if st != ipamoption.IPAMMarkForRelease && st != ipamoption.IPAMReadyForRelease {

@@ -198,7 +198,7 @@ func TestAgentsOwnAddressesPinTheirPrefix(t *testing.T) {
 		"10.0.4.17": {Owner: "ns/pod-a", Resource: "eni-a"}, "10.0.4.18": {Owner: "ns/pod-b", Resource: "eni-a"},
 		"10.0.4.19": {Owner: "ns/pod-c", Resource: "eni-a"},
 	}
-	s := &nodeSync{cn: cn, pool: &poolView{cn: cn}, nodeState: nodeState{static: &staticInputs{}}}
+	s := &nodeSync{deciding: deciding{cn: cn, pool: &poolView{cn: cn}, nodeState: nodeState{static: &staticInputs{}}}}
 	p, free, ok := leastUsedPrefix(snap, &pool.Config{}, s.memberState)
 	if !ok || p != second || len(free) != 13 {
 		t.Errorf("drained %v with %d free members (found %v), want %v with 13", p, len(free), ok, second)

@@ -15,8 +15,8 @@ import (
 // addresses for the delay, or to delete the one detached once EC2 shows
 // it available: read, then decide, then record what needs no call; the
 // call, if any, is left to the executor (act, executeConsolidation).
-func (s *nodeSync) consolidateENIs(ctx context.Context) {
-	step := decideConsolidation(s.readConsolidation(ctx))
+func (s *deciding) consolidateENIs() {
+	step := decideConsolidation(s.readConsolidation())
 	c := &s.mem.consolidation
 	if step.keep {
 		if len(step.emptySince) == 0 {
@@ -87,7 +87,7 @@ type consolidationStep struct {
 // ENI as read described afresh by ID (readDetached), else the instance's
 // snapshot the read took again (readConsolidationSnapshot) when
 // consolidation may act (none when it could not be, s.opErr says why).
-func (s *nodeSync) readConsolidation(ctx context.Context) consolidationFacts {
+func (s *deciding) readConsolidation() consolidationFacts {
 	c := s.mem.consolidation
 	f := consolidationFacts{on: s.consolidating(), mem: c, now: s.r.now(), cluster: s.r.opts.Cluster}
 	if c.detaching != "" {
@@ -261,7 +261,7 @@ func (s *nodeSync) executeConsolidation(ctx context.Context, step consolidationS
 
 // finishConsolidation records that the detached ENI is gone:
 // consolidation of it is over.
-func (s *nodeSync) finishConsolidation() {
+func (s *deciding) finishConsolidation() {
 	c := &s.mem.consolidation
 	id := c.detaching
 	c.detaching = ""

@@ -74,14 +74,14 @@ instances:
 	r := &Reconciler{now: time.Now, log: log, nodes: map[string]*memory{}, inv: inv}
 	cfg := policy.Config{Config: pool.Config{Knobs: pool.Knobs{PreAllocate: 1}}, ReleaseExcessIPs: true,
 		Consolidation: policy.Consolidation{Enabled: true, Delay: time.Second}, IPv4: true}
-	s := &nodeSync{r: r, mem: &memory{}, cn: cn, pool: &poolView{cn: cn}, nodeState: nodeState{
-		instanceID: "i-0a000000000000001", cfg: cfg, snap: snap, haveSnap: true}}
+	s := testSync(r, nil, deciding{mem: &memory{}, cn: cn, pool: &poolView{cn: cn}, nodeState: nodeState{
+		instanceID: "i-0a000000000000001", cfg: cfg, snap: snap, haveSnap: true}})
 	s.countPool()
 	if s.needed() != 0 {
 		t.Fatalf("scenario: the node needs %d addresses, want 0", s.needed())
 	}
 	s.readConsolidationSnapshot(ctx) // the read's last step
-	f := s.readConsolidation(ctx)
+	f := s.readConsolidation()
 	if f.snap == nil {
 		t.Fatalf("consolidation read no snapshot (growing %v, error %v)", f.growing, s.opErr)
 	}

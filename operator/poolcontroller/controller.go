@@ -36,22 +36,29 @@
 // known), read the NodeRouting and its agent's report, the claims that
 // concern the node and the facts about them (statefacts.go: their pods,
 // the pools listing their addresses, where EC2 has them), all into plain
-// values; derive the pool, the static addresses and the EC2 actions from
-// them without a call to EC2 or the apiserver and without a read of the
-// cache or the inventory's view of EC2 (the address book's reservation
-// of an Elastic IP for the node aside) (poolView.reconcile, reconcileStatic,
-// decideRelease, decideWindow6, pool.Compute, decideStaticIP); then
+// values, with the inventory's VPC and subnets fill writes and the other
+// nodes' answers the decision needs (how many are empty, the new-ENI
+// tokens, whether an EC2 slot is free, the free Elastic IP the address
+// book would reserve for the node); then decide at once, decide(facts) →
+// decision: the pool, the static addresses, the releases, the node's
+// static IP, the IPv6 window, the plan, the excess, the consolidation,
+// the EC2 actions, the memory's new values and the requeue, with no
+// client, clock, context or coordinator shared between nodes in reach
+// (poolView.reconcile, reconcileStatic, decideRelease, decideWindow6,
+// pool.Compute, decideConsolidation, decideStaticIP); take the decision
+// (the needs, the EC2 slots and the address book's reservation learn
+// what it decided, and what it logs, counts and tells is emitted); then
 // write the CiliumNode's status, then its spec — each once, and only
 // when it changed — with merge patches that touch only the operator's
-// fields, so the agent's concurrent writes are never lost or
-// conflicted, then the claims' notes (writeNotes) and the NodeRouting's
-// spec once (writeRouting, an Elastic IP's record found on the primary
-// address included); only then the executor (executor.go, act.go) makes
-// the EC2 calls, the association's record first, and records them in
-// the inventory, and when they changed what EC2 holds for the pool the
-// node is looked at again at once: that reconcile writes what they
-// produced. The static addresses' placements and the node's Elastic IP
-// are such actions, their steps in the order their handshakes need.
+// fields, so the agent's concurrent writes are never lost or conflicted,
+// then the claims' notes (writeNotes) and the NodeRouting's spec once
+// (writeRouting, an Elastic IP's record found on the primary address
+// included); only then the executor (executor.go, act.go) makes the EC2
+// calls, the association's record first, and records them in the
+// inventory, and when they changed what EC2 holds for the pool the node
+// is looked at again at once: that reconcile writes what they produced.
+// The static addresses' placements and the node's Elastic IP are such
+// actions, their steps in the order their handshakes need.
 // Nothing of the operator's is kept in the CiliumNode's metadata, which
 // Cilium's agent rewrites on every start.
 package poolcontroller
@@ -141,6 +148,10 @@ type Reconciler struct {
 	// onDecided, when set, is called as a node's decision ends, before
 	// the CiliumNode's write (tests).
 	onDecided func(node string)
+	// onShared, when set, is told of each change of the state shared
+	// between nodes: the needs, the slots, the nodes' states and the
+	// metrics (tests).
+	onShared func(what string)
 
 	// needs order the nodes when EC2's buckets bind; handoffs time new
 	// ENIs into their pools; slots keep some workers from EC2's buckets.
@@ -294,9 +305,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 	s := r.newSync(ctx, cn, policies.Items)
-	s.run(ctx)
+	// What the writes and the executor note (the live environment's
+	// logs, events and states) is emitted as the reconcile ends.
+	defer s.emit()
+	d, decided := s.run(ctx)
 	if r.onDecided != nil {
 		r.onDecided(cn.Name)
+	}
+	if decided {
+		s.take(d)
 	}
 	r.needs.set(cn.Name, s.opErr == nil && s.pool != nil && s.need().empty())
 	if (!s.turnedAway || s.poolChanged()) && !s.writeWaits() {
@@ -358,6 +375,9 @@ func (r *Reconciler) stale(cn *ciliumv2.CiliumNode) bool {
 
 // setState records a node's outcome for enipam_nodes.
 func (r *Reconciler) setState(mem *memory, state string) {
+	if r.onShared != nil {
+		r.onShared("state")
+	}
 	r.mu.Lock()
 	mem.state = state
 	r.mu.Unlock()
@@ -393,9 +413,15 @@ func (r *Reconciler) warn(cn *ciliumv2.CiliumNode, mem *memory, reason, note str
 // retryAfter returns the backoff after the node's n-th consecutive
 // failure.
 func (r *Reconciler) retryAfter(failures int) time.Duration {
-	d := r.opts.RetryBase << min(failures, 16)
-	if d <= 0 || d > r.opts.RetryMax {
-		d = r.opts.RetryMax
+	return retryAfter(r.opts, failures)
+}
+
+// retryAfter returns the backoff opts give after the n-th consecutive
+// failure.
+func retryAfter(opts Options, failures int) time.Duration {
+	d := opts.RetryBase << min(failures, 16)
+	if d <= 0 || d > opts.RetryMax {
+		d = opts.RetryMax
 	}
 	return d
 }

@@ -1,33 +1,132 @@
 package poolcontroller
 
 import (
+	"maps"
 	"slices"
+	"time"
 
+	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
+
+	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
+	"github.com/enipam/enipam/operator/pool"
 	"github.com/enipam/enipam/operator/snapshot"
 )
 
-// decision is what one look at a node's state decides about its pool and
+// facts are what a node's decision is made on, all read beforehand:
+// the read's plain values (nodeState), the CiliumNode as the read left
+// it, a copy of the node's memory, the moment of the decision, the
+// options' values (optionValues: no client, no hook), the other nodes' answers (cross), and what the read
+// itself decided already (a requeue, the static IP's trouble and
+// actions, a describe made).
+type facts struct {
+	nodeState
+	cn   *ciliumv2.CiliumNode
+	mem  memory
+	now  time.Time
+	opts Options
+	// cross: how many other nodes are empty, the new-ENI tokens, whether
+	// an EC2 slot is free.
+	cross crossNode
+	// requeue, staticErr, described and acts: the read's outcome so far.
+	requeue   time.Duration
+	staticErr error
+	described bool
+	acts      actions
+}
+
+// decision is everything a node's decision decided: the desired
+// CiliumNode and NodeRouting, the pool as derived, the EC2 actions, the
+// memory's new values, the snapshot as counted, the node's errors, its
+// requeue, whether its new ENI is held or its calls wait for a slot,
+// whether it is empty (for the other nodes' decisions), and the notes
+// to emit: logs, events, metric observations, the node's state.
+type decision struct {
+	cn           *ciliumv2.CiliumNode
+	routing      *enipamv1alpha1.NodeRouting
+	pool         *poolView
+	acts         actions
+	mem          memory
+	snap         snapshot.Node
+	opErr        error
+	staticErr    error
+	requeue      time.Duration
+	held         bool
+	turnedAway   bool
+	staticDemand int
+	// needsSet: the node's emptiness was decided (empty), for needs.set.
+	needsSet, empty bool
+	// slotWait: the plan waits for an EC2 slot; the node is to be woken
+	// with slotPriority when one frees.
+	slotWait     bool
+	slotPriority int
+	notes        notes
+}
+
+// decide is a node's whole decision: from the facts alone, with no
+// client, no clock, no context and no coordinator shared between nodes
+// in its reach, it derives the pool (decidePool), the static addresses'
+// steps, the IPv6 window, the release handshake, the plan, the excess
+// and the consolidation, and returns them with everything it would log,
+// count and tell (decision). f is left as it was.
+func decide(f *facts) decision {
+	env := newDecisionEnv(func() time.Time { return f.now }, f.opts)
+	mem := cloneMemory(&f.mem)
+	d := &deciding{r: env, mem: &mem, cn: f.cn.DeepCopy(), nodeState: f.nodeState,
+		requeue: f.requeue, staticErr: f.staticErr, described: f.described, acts: f.acts, cross: f.cross}
+	d.snap = cloneENIs(&f.snap)
+	if f.routing != nil {
+		d.routing = f.routing.DeepCopy()
+	}
+	if f.poolIn != nil {
+		in := *f.poolIn
+		in.snap, in.cfg, in.missing, in.backoff = &d.snap, &d.cfg.Config, mem.missing, mem.repairs
+		d.poolIn = &in
+	}
+	if f.window6 != nil {
+		in := *f.window6
+		in.missing = mem.missing
+		d.window6 = &in
+	}
+	d.decideNode()
+	return decision{cn: d.cn, routing: d.routing, pool: d.pool, acts: d.acts, mem: mem, snap: d.snap,
+		opErr: d.opErr, staticErr: d.staticErr, requeue: d.requeue, held: d.held, turnedAway: d.turnedAway,
+		staticDemand: d.staticDemand, needsSet: d.needsSet, empty: d.empty, slotWait: d.slotWait,
+		slotPriority: d.slotPriority, notes: env.take()}
+}
+
+// cloneMemory copies m with the maps a decision edits.
+func cloneMemory(m *memory) memory {
+	c := *m
+	c.missing, c.missingENIs, c.repairs = maps.Clone(m.missing), maps.Clone(m.missingENIs), maps.Clone(m.repairs)
+	c.asked, c.firstMarks, c.remapsAsked = maps.Clone(m.asked), maps.Clone(m.firstMarks), maps.Clone(m.remapsAsked)
+	c.consolidation.emptySince = maps.Clone(m.consolidation.emptySince)
+	c.window6.windowed = slices.Clone(m.window6.windowed)
+	c.leads = slices.Clone(m.leads)
+	return c
+}
+
+// poolDecision is what one look at a node's state decides about its pool and
 // its static addresses, beyond the desired CiliumNode (the poolView's,
 // edited in place): what the pool's reconcile changed, and the static
 // addresses' outcome (the addresses to place on the node's ENIs, the ENI
 // to create or the secondary address to assign for them, the agent's
 // queries, the claims' notes and the first placements waiting), and the
 // ENIs whose delete-on-termination is repaired.
-type decision struct {
+type poolDecision struct {
 	pool    poolChanges
 	static  staticOutcome
 	repairs repairs
 }
 
-// decide derives the node's pool from EC2 and the release handshake
+// decidePool derives the node's pool from EC2 and the release handshake
 // (poolView.reconcile), then runs the static addresses' steps on it
 // (reconcileStatic), from the facts in in alone: it makes no call and
 // reads no clock (in.now is the reconcile's). It also picks the repairs
 // of delete-on-termination due (decideRepairs). Its EC2 actions are
 // carried out by runStatic, the pool's plan by apply, the repairs by
 // executeRepairs.
-func decide(v *poolView, in *poolInputs) decision {
-	d := decision{pool: v.reconcile(in), repairs: decideRepairs(in.snap, in.cluster, in.backoff, in.now)}
+func decidePool(v *poolView, in *poolInputs) poolDecision {
+	d := poolDecision{pool: v.reconcile(in), repairs: decideRepairs(in.snap, in.cluster, in.backoff, in.now)}
 	if in.static != nil {
 		// On a copy: a placement takes its slot on the copy's ENI, for
 		// the pass's next choices, while the node's snapshot (and the
@@ -47,4 +146,150 @@ func cloneENIs(snap *snapshot.Node) snapshot.Node {
 		out.ENIs[i].IPs = slices.Clone(out.ENIs[i].IPs)
 	}
 	return out
+}
+
+// decideNode decides the node after the read: what run did in place
+// before, on the deciding state alone.
+func (s *deciding) decideNode() {
+	r := s.r
+	s.refreshAttaching()
+	s.syncStaticIP()
+	s.pool = &poolView{cn: s.cn}
+	s.poolIn.now = r.now()
+	d := decidePool(s.pool, s.poolIn)
+	s.logPoolChanges(d.pool)
+	s.countPool()
+	s.runStatic(d.static)
+	if s.described && s.pool.unverified > 0 {
+		// Still unconfirmed after the read's describe: a reassignment
+		// EC2 has not completed yet (it remaps asynchronously), or a
+		// describe that lags. Looked at again until EC2 shows it.
+		s.requeueWithin(unverifiedRecheck)
+	}
+	s.syncWindow6()
+	needed := s.needed()
+	r.log.Debug("pool sized", "node", s.cn.Name, "available", s.snap.Available, "used", s.snap.Used-s.waiting, "waiting", s.waiting,
+		"headroom", s.headroom, "needed", needed, "lead", pool.Lead(s.mem.leads))
+	r.metrics.observeNode(s.cn.Name, s.cfg.Policy, s.snap.Available, s.snap.Used-s.waiting, s.waiting, s.headroom, needed,
+		pool.Short(&s.snap, &s.cfg.Config, needed))
+
+	s.keepDraining(needed)
+	s.snap.Draining = s.drainingENI()
+	if needed > 0 {
+		// Demand is back: IPs marked but not yet acknowledged are handed
+		// back first.
+		if s.pool.abortRelease(&s.snap) > 0 {
+			s.countPool()
+		}
+	}
+	// Acknowledged addresses EC2 no longer holds are released now; the
+	// others are unassigned after the write, and released by the next
+	// reconcile. Their slots count as releasing meanwhile: the plan
+	// waits for them (Deferred) rather than take a new ENI.
+	s.acts.release = s.releaseUnheld(decideRelease(s.cn, &s.snap, s.static, s.pool.heldFirst, s.mem.consolidation.drainPrefix))
+
+	plan := s.computePlan()
+	if !s.cfg.IPv4 {
+		// IPv6 alone: the window is the pool; no IPv4 is asked for.
+		plan = pool.Plan{}
+	}
+	if s.snap.Draining != "" && (plan.Create != nil || plan.Adopt != nil || plan.Deferred || plan.Blocked != nil) {
+		// The other ENIs cannot carry the node: the drained one serves
+		// again.
+		plan = s.stopDrainingENI()
+	}
+	if s.acts.static.any() {
+		// The static addresses' calls run first (act): the plan is made
+		// by the next reconcile, at once, on what they produced (a slot
+		// taken, an ENI created), as it was made on a fresh snapshot
+		// after them when they ran inside the decision.
+		plan.Assign = nil
+		plan.DropNewENIs()
+	}
+	if plan.Needed > 0 && s.mem.deficitAt.IsZero() {
+		s.mem.deficitAt = r.now()
+	}
+	need := s.need()
+	s.needsSet, s.empty = true, need.empty()
+	if (plan.Create != nil || plan.Adopt != nil) && holdNewENI(need, s.cross.emptyElsewhere) {
+		// A top-up: the node has addresses and no pod waits on it, while
+		// other nodes have none. What its ENIs can hold is assigned now;
+		// the new ENI comes once no node is empty (the node is woken
+		// then, and looked at again meanwhile in case the wake-up is
+		// missed).
+		r.log.Debug("new ENI held for nodes without addresses", "node", s.cn.Name, "free", need.Free)
+		plan.DropNewENIs()
+		s.held = true
+		s.requeueWithin(heldRetry)
+	}
+	if !plan.Empty() && !s.cross.slotOpen {
+		// Every EC2 slot is taken: no bucket reservation now; the node
+		// waits for one (take: slots.acquire), woken when one frees (and
+		// looked at again meanwhile). A slot free now is taken by the
+		// executor (act): held across the write, it would keep another
+		// node's calls waiting.
+		r.log.Debug("EC2 calls wait for a slot", "node", s.cn.Name)
+		plan.Assign = nil
+		plan.DropNewENIs()
+		s.turnedAway = true
+		s.slotWait, s.slotPriority = true, need.priority()
+		s.requeueWithin(slotRetry)
+	}
+	if !plan.Empty() {
+		// A new ENI's attachment takes seconds; a node's lead time is
+		// what its ordinary allocations (addresses on ENIs with room)
+		// take, so one ENI in a node's life does not inflate it.
+		s.mem.deficitENI = s.mem.deficitENI || plan.Create != nil || plan.Adopt != nil
+		if plan.Create != nil || plan.Adopt != nil {
+			s.mem.consolidation.grewAt = r.now()
+		}
+		s.acts.plan = plan
+	}
+	s.acts.repairs = d.repairs
+	defer s.settleActErr()
+	if plan.Deferred {
+		// The rest waits for the slots of addresses being released; their
+		// Unassign is retried with the node.
+		s.requeueWithin(max(s.r.opts.RetryBase, time.Second))
+	}
+	if plan.Blocked != nil {
+		s.fail(plan.Blocked, reasonFor(plan.Blocked))
+		return
+	}
+	if s.pool.awaiting > 0 {
+		s.awaitRouting()
+	} else {
+		s.mem.awaitingSince = time.Time{}
+	}
+	if s.needed() == 0 && s.pool.awaiting == 0 && !s.mem.deficitAt.IsZero() {
+		// Covered: the addresses are routed and in the pool, not only
+		// held in EC2.
+		took := r.now().Sub(s.mem.deficitAt)
+		r.metrics.allocationLatency.Observe(took.Seconds())
+		if !s.mem.deficitENI {
+			s.mem.leads = pool.RecordLead(s.mem.leads, took)
+		}
+		s.mem.deficitAt, s.mem.deficitENI = time.Time{}, false
+	}
+	if !s.acts.produce() {
+		// Otherwise reset once the actions went through (act).
+		s.mem.failures = 0
+	}
+	if s.pool.awaiting == 0 {
+		s.mem.lastWarning = ""
+	}
+	s.r.setState(s.mem, stateServed)
+	if s.needed() > 0 || s.pool.awaiting > 0 {
+		s.r.setState(s.mem, stateDeficit)
+	}
+	s.markExcess()
+	s.consolidateENIs()
+	// EC2 changes nothing in the apiserver: a node in shape is looked at
+	// again on the resync interval (in memory, no API call unless
+	// something changed), and sooner when a pool address is missing
+	// from EC2 and its grace ends.
+	s.requeueWithin(s.r.opts.BlockedRetry)
+	for _, since := range s.mem.missing {
+		s.requeueWithin(max(since.Add(s.r.opts.ConsistencyGrace).Sub(s.r.now()), time.Second))
+	}
 }

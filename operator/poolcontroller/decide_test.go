@@ -119,7 +119,7 @@ func TestDecide(t *testing.T) {
 			}
 			in.pooledElsewhere["10.0.1.11"] = false
 			v := &poolView{cn: cn}
-			d := decide(v, in)
+			d := decidePool(v, in)
 
 			got := map[string]string{}
 			for a, e := range cn.Spec.IPAM.Pool {

@@ -67,7 +67,7 @@ func (s *nodeSync) readWindow6() *window6Inputs {
 // why it gets no IPv6, and the window's excess marked once it lasted a
 // release delay. Nothing of it touches the node's IPv4, and no failure
 // of it fails the node.
-func (s *nodeSync) syncWindow6() {
+func (s *deciding) syncWindow6() {
 	if !s.cfg.IPv6 && len(s.mem.window6.windowed) == 0 && !s.hasIPv6Entries() {
 		return
 	}
@@ -103,7 +103,7 @@ func (s *nodeSync) syncWindow6() {
 
 // hasIPv6Entries reports whether the node's pool, use or handshake
 // lists an IPv6 address.
-func (s *nodeSync) hasIPv6Entries() bool {
+func (s *deciding) hasIPv6Entries() bool {
 	found := false
 	eachListed(s.cn, func(key string) { found = found || isIPv6(key) })
 	return found
@@ -137,7 +137,7 @@ func (s *nodeSync) unassignWindowPrefixes(ctx context.Context, eniID string, pre
 
 // tellIPv6Problem records why the node gets no IPv6 (nil: it does), with
 // an event on the node when that changes.
-func (s *nodeSync) tellIPv6Problem(problem error) {
+func (s *deciding) tellIPv6Problem(problem error) {
 	msg := ""
 	if problem != nil {
 		msg = fmt.Sprintf("ENIPolicy %s asks for IPv6 and node %s gets none: %v; its IPv4 is served as before", s.cfg.Policy, s.cn.Name, problem)
@@ -156,7 +156,7 @@ func (s *nodeSync) tellIPv6Problem(problem error) {
 // markWindow6Excess marks the window's excess once it lasted a whole
 // release delay, as markExcess does for IPv4: the lowest excess seen
 // over the delay.
-func (s *nodeSync) markWindow6Excess(in *window6Inputs) {
+func (s *deciding) markWindow6Excess(in *window6Inputs) {
 	mem := &s.mem.window6
 	if !s.cfg.ReleaseExcessIPs {
 		mem.excessSince = time.Time{}

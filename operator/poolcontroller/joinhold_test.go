@@ -48,7 +48,7 @@ func TestJoiningPoolWaits(t *testing.T) {
 			cn := orig.DeepCopy()
 			cn.Spec.IPAM.Pool = tt.want
 			cn.Spec.IPAM.PreAllocate = tt.preAlloc
-			s := &nodeSync{r: r, mem: r.memory("n1"), orig: orig, cn: cn, pool: &poolView{cn: cn, awaiting: tt.awaiting}}
+			s := testSync(r, orig, deciding{mem: r.memory("n1"), cn: cn, pool: &poolView{cn: cn, awaiting: tt.awaiting}})
 			if tt.heldFor > 0 {
 				s.mem.joinHeldSince = now.Add(-tt.heldFor)
 			}

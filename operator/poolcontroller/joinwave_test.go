@@ -77,7 +77,7 @@ func TestJoiningNodeInAWaveTakesItsFirstENIAlone(t *testing.T) {
 			}
 			cfg := policy.Config{Config: pool.Config{Knobs: tt.knobs, FirstInterfaceIndex: 1}, IPv4: true}
 			cn := &ciliumv2.CiliumNode{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}
-			s := &nodeSync{r: r, mem: r.memory("n1"), cn: cn, pool: &poolView{cn: cn}, nodeState: nodeState{cfg: cfg, snap: tt.snap, haveSnap: true, waiting: tt.waiting}}
+			s := testSync(r, nil, deciding{mem: r.memory("n1"), cn: cn, pool: &poolView{cn: cn}, nodeState: nodeState{cfg: cfg, snap: tt.snap, haveSnap: true, waiting: tt.waiting}})
 			plan := s.computePlan()
 			if plan.Create == nil {
 				t.Fatalf("no new ENI planned: %+v", plan)

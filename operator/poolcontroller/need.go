@@ -80,6 +80,8 @@ type needs struct {
 	empty map[string]bool
 	held  map[string]bool
 	wake  func(nodes []string)
+	// changed, when set, is told of each change (tests).
+	changed func(what string)
 }
 
 func newNeeds() *needs {
@@ -89,6 +91,7 @@ func newNeeds() *needs {
 // estimate records a node not reconciled yet as empty or not, from its
 // object alone.
 func (n *needs) estimate(node string, empty bool) {
+	n.touch("needs.estimate")
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if !n.known[node] {
@@ -99,6 +102,7 @@ func (n *needs) estimate(node string, empty bool) {
 // set records a reconcile's word on a node; when no node is empty any
 // more, the held nodes are woken.
 func (n *needs) set(node string, empty bool) {
+	n.touch("needs.set")
 	n.mu.Lock()
 	n.known[node] = true
 	held, wake := n.setLocked(node, empty), n.wake
@@ -129,6 +133,7 @@ func (n *needs) setLocked(node string, empty bool) []string {
 // the other empty nodes, and if so records it, to be woken once no node
 // is empty.
 func (n *needs) holdNewENI(node string, need nodeNeed) bool {
+	n.touch("needs.holdNewENI")
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if !holdNewENI(need, n.emptyElsewhereLocked(node)) {
@@ -164,11 +169,33 @@ func planWhole(n nodeNeed, emptyElsewhere, extra, tokens int) bool {
 // is dry.
 const wholeNeedEmptyNodes = 10
 
-// planWhole decides planWhole for node, counting the other empty nodes.
-func (n *needs) planWhole(node string, need nodeNeed, extra, tokens int) bool {
+// emptyElsewhere counts the nodes other than node that are empty, for
+// node's decision (planWhole, holdNewENI).
+func (n *needs) emptyElsewhere(node string) int {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return planWhole(need, n.emptyElsewhereLocked(node), extra, tokens)
+	return n.emptyElsewhereLocked(node)
+}
+
+// hold records node's new ENI as held (decided with holdNewENI), to be
+// woken once no node is empty; false, recording nothing, when no other
+// node is empty any more.
+func (n *needs) hold(node string) bool {
+	n.touch("needs.hold")
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.emptyElsewhereLocked(node) == 0 {
+		return false
+	}
+	n.held[node] = true
+	return true
+}
+
+// touch tells changed, when set, of a change.
+func (n *needs) touch(what string) {
+	if n.changed != nil {
+		n.changed(what)
+	}
 }
 
 func (n *needs) emptyElsewhereLocked(node string) int {
@@ -181,6 +208,7 @@ func (n *needs) emptyElsewhereLocked(node string) int {
 
 // forget drops a node that is gone.
 func (n *needs) forget(node string) {
+	n.touch("needs.forget")
 	n.mu.Lock()
 	delete(n.known, node)
 	delete(n.held, node)
@@ -232,6 +260,8 @@ type slots struct {
 	waiting []string
 	waits   map[string]int // node → its priority
 	wake    func(node string, priority int)
+	// changed, when set, is told of each change (tests).
+	changed func(what string)
 }
 
 func newSlots(n int) *slots { return &slots{free: n, waits: map[string]int{}} }
@@ -256,6 +286,9 @@ func (s *slots) open() bool {
 // acquire takes a slot for node, or records it as waiting (with the
 // priority it is to be woken with) and returns false.
 func (s *slots) acquire(node string, priority int) bool {
+	if s.changed != nil {
+		s.changed("slots.acquire")
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.free > 0 {
@@ -272,6 +305,9 @@ func (s *slots) acquire(node string, priority int) bool {
 // release gives a slot back and wakes the two oldest waiting nodes (one
 // may no longer need it).
 func (s *slots) release() {
+	if s.changed != nil {
+		s.changed("slots.release")
+	}
 	s.mu.Lock()
 	s.free++
 	type woken struct {

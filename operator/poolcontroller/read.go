@@ -64,6 +64,51 @@ type nodeState struct {
 	// consolidationSnap is the instance's snapshot taken again for
 	// consolidation (readConsolidationSnapshot).
 	consolidationSnap freshSnapshot
+	// fillIn is what fill writes into the CiliumNode from the inventory
+	// (readFill).
+	fillIn fillFacts
+}
+
+// fillFacts are the inventory's answers fill writes from: the VPC of the
+// instance (vpcKnown: the inventory knows it), the subnets of the ENIs
+// the snapshots show, and which ENIs of those the node's status lists
+// this process deleted or detached (gone).
+type fillFacts struct {
+	vpc      cloud.VPC
+	vpcKnown bool
+	subnets  map[string]cloud.Subnet
+	gone     map[string]bool
+}
+
+// readFill reads from the inventory what fill writes from (fillFacts),
+// once the instance's snapshot is taken: the subnets of the ENIs of both
+// snapshots the read took (the decision may count on the one taken for
+// consolidation).
+func (s *nodeSync) readFill() fillFacts {
+	inv := s.r.inv
+	f := fillFacts{subnets: map[string]cloud.Subnet{}, gone: map[string]bool{}}
+	f.vpc, f.vpcKnown = inv.VPC(s.snap.Instance.VPCID)
+	subnetsOf := func(enis []cloud.ENI) {
+		for i := range enis {
+			id := enis[i].SubnetID
+			if _, ok := f.subnets[id]; ok {
+				continue
+			}
+			if sub, ok := inv.Subnet(id); ok {
+				f.subnets[id] = sub
+			}
+		}
+	}
+	subnetsOf(s.snap.ENIs)
+	if s.consolidationSnap.taken && s.consolidationSnap.err == nil {
+		subnetsOf(s.consolidationSnap.snap.ENIs)
+	}
+	for id := range s.cn.Status.ENI.ENIs {
+		if inv.Deleted(id) || inv.Detached(id) {
+			f.gone[id] = true
+		}
+	}
+	return f
 }
 
 // read gathers the node's state: its Node, instance and policy, the

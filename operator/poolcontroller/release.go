@@ -141,7 +141,7 @@ func wholePrefixes(cn *ciliumv2.CiliumNode, snap *snapshot.Node, eniID string, i
 // another claim held is refused until that claim is gone, and then gets
 // it; given back to EC2 in between, the address could be taken by
 // anything in the subnet.
-func (s *nodeSync) claimed(ip netip.Addr) bool {
+func (s *deciding) claimed(ip netip.Addr) bool {
 	return claimedIn(s.static, ip)
 }
 
@@ -160,7 +160,7 @@ func claimedIn(static *staticInputs, ip netip.Addr) bool {
 }
 
 // released completes the handshake of unassigned IPs.
-func (s *nodeSync) released(ips []netip.Addr) {
+func (s *deciding) released(ips []netip.Addr) {
 	for _, ip := range ips {
 		s.cn.Status.IPAM.ReleaseIPs[ip.String()] = ipamoption.IPAMReleased
 		delete(s.cn.Spec.IPAM.Pool, ip.String())
@@ -183,7 +183,7 @@ func heldBy(snap *snapshot.Node, eniID string, ips []netip.Addr) []netip.Addr {
 // whole release delay: excess is watched over windows of ReleaseDelay,
 // and at the end of each the lowest excess seen in it — IPs no pod needed
 // at any moment of the window — is marked, one batch at a time.
-func (s *nodeSync) markExcess() {
+func (s *deciding) markExcess() {
 	if !s.cfg.ReleaseExcessIPs || s.pool == nil {
 		return
 	}

@@ -44,7 +44,7 @@ func TestExcessReleasedOnlyIfItStayedAWholeWindow(t *testing.T) {
 		for i := range used {
 			cn.Status.IPAM.Used[fmt.Sprintf("10.0.0.%d", 10+i)] = ipamtypes.AllocationIP{Owner: "p"}
 		}
-		s := &nodeSync{r: r, mem: mem, cn: cn, nodeState: nodeState{cfg: cfg, snap: snapshot.Node{ENIs: []cloud.ENI{eni}}}, pool: &poolView{cn: cn}}
+		s := testSync(r, nil, deciding{mem: mem, cn: cn, nodeState: nodeState{cfg: cfg, snap: snapshot.Node{ENIs: []cloud.ENI{eni}}}, pool: &poolView{cn: cn}})
 		s.markExcess()
 		return s
 	}
@@ -116,11 +116,11 @@ func TestAcknowledgedAddressARefusedClaimAsksForIsNotUnassigned(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.metrics = m
-	s := &nodeSync{r: r, mem: &memory{}, cn: cn, pool: &poolView{cn: cn}, nodeState: nodeState{
+	s := testSync(r, nil, deciding{mem: &memory{}, cn: cn, pool: &poolView{cn: cn}, nodeState: nodeState{
 		snap: snapshot.Node{ENIs: []cloud.ENI{eni}},
 		static: &staticInputs{claims: map[string]*claims.Claim{
 			"ns/db-2": {Owner: "ns/db-2", Addr: claimed, Invalid: true},
-		}}}}
+		}}}})
 	steps := decideRelease(cn, &s.snap, s.static, nil, netip.Prefix{})
 	if _, err := s.exec().release(context.Background(), s.releaseUnheld(steps)); err != nil {
 		t.Fatal(err)

@@ -190,7 +190,7 @@ func withOperatorWord(want, have enipamv1alpha1.NodeRoutingSpec) enipamv1alpha1.
 // usable ENIs is attaching: the inventory describes attaching ENIs in one
 // batch every second, and their addresses reach the pool only once EC2
 // says attached.
-func (s *nodeSync) refreshAttaching(context.Context) {
+func (s *deciding) refreshAttaching() {
 	for i := range s.snap.ENIs {
 		if e := &s.snap.ENIs[i]; e.AttachmentStatus == cloud.AttachmentAttaching && pool.Usable(e, &s.cfg.Config) {
 			s.requeueWithin(attachCheckInterval)
@@ -203,7 +203,7 @@ func (s *nodeSync) refreshAttaching(context.Context) {
 // yet: an attachment still completing (looked at again shortly), or the
 // node's agent not reporting them routed (an event and operator-status;
 // the agent's report brings the node back).
-func (s *nodeSync) awaitRouting() {
+func (s *deciding) awaitRouting() {
 	attaching := false
 	for i := range s.snap.ENIs {
 		if s.snap.ENIs[i].AttachmentStatus == cloud.AttachmentAttaching {
@@ -238,7 +238,7 @@ func (s *nodeSync) awaitRouting() {
 }
 
 // requeueWithin asks to look at the node again within d.
-func (s *nodeSync) requeueWithin(d time.Duration) {
+func (s *deciding) requeueWithin(d time.Duration) {
 	if s.requeue == 0 || d < s.requeue {
 		s.requeue = d
 	}

@@ -72,7 +72,7 @@ func TestNodeRoutingApplyTakesNothingBackWhileTheCacheLags(t *testing.T) {
 	capacity := &enipamv1alpha1.NodeCapacity{MaxIPs: 27, PoolIPs: 4, CanGrow: true}
 	reconcile := func(first int, decide func(s *nodeSync)) {
 		t.Helper()
-		s := &nodeSync{r: r, mem: r.memory("n1"), orig: cn, cn: cn.DeepCopy()}
+		s := testSync(r, cn, deciding{mem: r.memory("n1"), cn: cn.DeepCopy()})
 		s.instanceID = "i-1"
 		s.cfg = policy.Config{}
 		s.cfg.FirstInterfaceIndex = first

@@ -55,8 +55,8 @@ func TestReportArrivingDuringTheCallsIsTakenAfterThem(t *testing.T) {
 // newReadSync is a reconcile of node n1 on instance i-1 (its primary ENI
 // eni-0) that read nr as it began.
 func newReadSync(r *Reconciler, nr *enipamv1alpha1.NodeRouting) *nodeSync {
-	s := &nodeSync{r: r, mem: r.memory("n1"), nodeState: nodeState{instanceID: "i-1", haveSnap: true,
-		snap: snapshot.Node{ENIs: []cloud.ENI{{ID: "eni-0", InstanceID: "i-1", DeviceIndex: 0}}}}}
+	s := testSync(r, nil, deciding{mem: r.memory("n1"), nodeState: nodeState{instanceID: "i-1", haveSnap: true,
+		snap: snapshot.Node{ENIs: []cloud.ENI{{ID: "eni-0", InstanceID: "i-1", DeviceIndex: 0}}}}})
 	s.cn = &ciliumv2.CiliumNode{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}
 	s.routing = nr.DeepCopy()
 	s.routed = s.ownReport(s.routing)

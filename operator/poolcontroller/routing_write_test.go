@@ -44,14 +44,14 @@ func TestNodeRoutingSpecWrittenOncePerReconcile(t *testing.T) {
 	r := &Reconciler{client: c, now: time.Now, log: slog.New(slog.NewTextHandler(io.Discard, nil)), nodes: map[string]*memory{}}
 	cn := &ciliumv2.CiliumNode{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}
 	reconcile := func(queries []string) *nodeSync {
-		s := &nodeSync{r: r, mem: r.memory("n1"), orig: cn, cn: cn.DeepCopy()}
+		s := testSync(r, cn, deciding{mem: r.memory("n1"), cn: cn.DeepCopy()})
 		s.instanceID = "i-1"
 		s.cfg = policy.Config{}
 		s.cfg.FirstInterfaceIndex = 1
 		if err := s.syncRouting(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		s.askEndpoints(context.Background(), queries)
+		s.askEndpoints(queries)
 		if err := s.writeRouting(context.Background()); err != nil {
 			t.Fatal(err)
 		}

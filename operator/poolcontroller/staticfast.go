@@ -1,7 +1,6 @@
 package poolcontroller
 
 import (
-	"context"
 	"slices"
 )
 
@@ -71,7 +70,7 @@ import (
 
 // endpointGone reports whether the node's agent found no endpoint holding
 // ip in an observation made after this process asked (steps 3 and 4).
-func (s *nodeSync) endpointGone(ip string) bool {
+func (s *deciding) endpointGone(ip string) bool {
 	g, ok := s.mem.asked[ip]
 	if !ok || s.routing == nil || !slices.Contains(s.routing.Spec.EndpointQueries, ip) {
 		return false
@@ -86,7 +85,7 @@ func (s *nodeSync) endpointGone(ip string) bool {
 // did, or its write was lost) is taken out first and asked again at the
 // next look, so that its answer is one observed after this process saw
 // the pod gone.
-func (s *nodeSync) askEndpoints(ctx context.Context, queries []string) {
+func (s *deciding) askEndpoints(queries []string) {
 	// An address that stopped leaving (its pod came back, or its claim
 	// asks for this node again) is no longer asked about by this process,
 	// whatever becomes of the write below: asked again later, it takes a

@@ -55,13 +55,15 @@ const (
 // disassociate). A release clears status.ipam.assigned-static-ip in the
 // write ahead of its calls; the node's new address, when its tags
 // changed, is associated by the next reconcile, at once. Failures land
-// in s.staticErr, never blocking the pool.
-func (s *nodeSync) syncStaticIP(ctx context.Context) {
+// in s.staticErr, never blocking the pool. A free address the node is
+// to get is the one the read found reservable (staticIPFacts.candidate):
+// the reconcile reserves it once the decision is over (take).
+func (s *deciding) syncStaticIP() {
 	if !s.haveStaticIP {
 		s.staticIPRetried(staticIPNone)
 		return
 	}
-	s.executeStaticIP(ctx, decideStaticIP(s.staticIP))
+	s.executeStaticIP(decideStaticIP(s.staticIP))
 }
 
 // staticIPFailure is why the node's last Elastic IP action failed
@@ -83,7 +85,7 @@ const (
 // staticIPRetried settles the last Elastic IP action's failure as this
 // reconcile decides op: it stands, in s.staticErr for the write, while
 // the same action is tried again, and is forgotten otherwise.
-func (s *nodeSync) staticIPRetried(op staticIPOp) {
+func (s *deciding) staticIPRetried(op staticIPOp) {
 	if f := s.mem.staticIPFailed; f.err != nil && f.op == op {
 		s.staticErr = f.err
 		return
@@ -114,8 +116,12 @@ type staticIPFacts struct {
 	// while EC2's view lacks it).
 	instanceID string
 	primary    *cloud.ENI
-	// addrs are the Elastic IPs as the address book lists them.
-	addrs []cloud.Address
+	// addrs are the Elastic IPs as the address book lists them;
+	// candidate the free one carrying tags the book would reserve for
+	// the node now (haveCandidate: there is one).
+	addrs         []cloud.Address
+	candidate     cloud.Address
+	haveCandidate bool
 }
 
 // staticIPStep is what decideStaticIP decided: undo the recorded
@@ -153,8 +159,12 @@ func (s *nodeSync) readStaticIP(ctx context.Context) (staticIPFacts, bool) {
 		s.staticFailed(fmt.Errorf("listing Elastic IPs, %w", err), ReasonEC2Error)
 		return staticIPFacts{}, false
 	}
-	return staticIPFacts{tags: tags, record: s.routing.Spec.StaticIP, deleting: s.routing.DeletionTimestamp != nil,
-		instanceID: s.instanceID, primary: s.primaryENI(), addrs: addrs}, true
+	f := staticIPFacts{tags: tags, record: s.routing.Spec.StaticIP, deleting: s.routing.DeletionTimestamp != nil,
+		instanceID: s.instanceID, primary: s.primaryENI(), addrs: addrs}
+	if len(tags) > 0 {
+		f.candidate, f.haveCandidate = s.r.inv.Addresses().Reservable(s.cn.Name, tags)
+	}
+	return f, true
 }
 
 // decideStaticIP decides the node's static IP from f alone: it makes no
@@ -190,7 +200,7 @@ func decideStaticIP(f staticIPFacts) staticIPStep {
 
 // executeStaticIP carries out a static-IP step; false when it failed
 // (s.staticErr says why).
-func (s *nodeSync) executeStaticIP(ctx context.Context, step staticIPStep) bool {
+func (s *deciding) executeStaticIP(step staticIPStep) bool {
 	switch {
 	case step.release:
 		s.staticIPRetried(staticIPRelease)
@@ -223,7 +233,7 @@ func (s *nodeSync) executeStaticIP(ctx context.Context, step staticIPStep) bool 
 		}
 		s.routing.Spec.StaticIP = step.record
 	case step.associate != nil:
-		return s.associateStaticIP(ctx, step.associate)
+		return s.associateStaticIP(step.associate)
 	}
 	return true
 }
@@ -232,7 +242,8 @@ func (s *nodeSync) executeStaticIP(ctx context.Context, step staticIPStep) bool 
 var errStaticIPBlocked = errors.New("static IP blocked")
 
 // associateStaticIP prepares the association of a free tagged Elastic
-// IP (a.pick, or one the address book reserves for the node until the
+// IP (a.pick, or the one the read found reservable, which the address
+// book reserves for the node once the decision is over (take), until the
 // executor made the call) with the primary address: the executor, after
 // the CiliumNode's write, records it in the NodeRouting, then asks EC2
 // (act, associate). EC2's answer, the association's ID, is recorded by
@@ -240,12 +251,10 @@ var errStaticIPBlocked = errors.New("static IP blocked")
 // address (decideStaticIP) and writes it in
 // status.ipam.assigned-static-ip: the CiliumNode is never written after
 // the call. False when it cannot be made.
-func (s *nodeSync) associateStaticIP(_ context.Context, a *staticIPAssociation) bool {
-	book := s.r.inv.Addresses()
-	pick := a.pick
+func (s *deciding) associateStaticIP(a *staticIPAssociation) bool {
+	pick, reserve := a.pick, false
 	if pick.AllocationID == "" {
-		var ok bool
-		if pick, ok = book.Reserve(s.cn.Name, a.tags); !ok {
+		if pick, reserve = s.staticIP.candidate, s.staticIP.haveCandidate; !reserve {
 			s.staticIPRetried(staticIPNone)
 			s.staticFailed(fmt.Errorf("%w: no free Elastic IP carries the static-ip-tags %s (EC2's view is refreshed every resync)",
 				errStaticIPBlocked, inventory.TagsString(a.tags)), ReasonStaticIPUnavailable)
@@ -256,7 +265,7 @@ func (s *nodeSync) associateStaticIP(_ context.Context, a *staticIPAssociation) 
 	rec := enipamv1alpha1.NodeStaticIP{AllocationID: pick.AllocationID, PublicIP: pick.PublicIP.String(), InstanceID: a.instanceID, ENIID: primary.ID}
 	// The last association's failure stands while it is tried again.
 	s.staticIPRetried(staticIPAssociate)
-	s.acts.associate = &staticIPCall{pick: pick, primary: primary, rec: rec}
+	s.acts.associate = &staticIPCall{pick: pick, primary: primary, rec: rec, reserve: reserve}
 	return true
 }
 
@@ -341,7 +350,7 @@ func keepStaticIP(f staticIPFacts) bool {
 // operator-status (unless the pool has a reason of its own), an event
 // once, and a slow retry — only a change (a freed or newly tagged Elastic
 // IP, seen at the next resync) helps most of these.
-func (s *nodeSync) staticFailed(err error, reason string) {
+func (s *deciding) staticFailed(err error, reason string) {
 	s.staticErr = err
 	s.r.warn(s.cn, s.mem, reason, err.Error())
 	if errors.Is(err, errStaticIPBlocked) {
@@ -353,7 +362,7 @@ func (s *nodeSync) staticFailed(err error, reason string) {
 }
 
 // primaryENI returns the instance's primary ENI (device 0 of card 0).
-func (s *nodeSync) primaryENI() *cloud.ENI {
+func (s *deciding) primaryENI() *cloud.ENI {
 	for i := range s.snap.ENIs {
 		if e := &s.snap.ENIs[i]; e.DeviceIndex == 0 && e.NetworkCard == 0 && e.InstanceID == s.instanceID {
 			return e

@@ -25,7 +25,7 @@ import (
 // or by an earlier term, which nothing has rewritten yet, is ignored.
 
 // placementFor is the note this node's pass leaves on claim c.
-func (s *nodeSync) placementFor(c *claims.Claim, n placementNote) *enipamv1alpha1.PlacementNote {
+func (s *deciding) placementFor(c *claims.Claim, n placementNote) *enipamv1alpha1.PlacementNote {
 	out := &enipamv1alpha1.PlacementNote{Node: s.cn.Name, ObservedGeneration: c.Generation, Term: s.r.opts.Term,
 		Reason: n.Reason, Message: n.Message}
 	if c.Addr.IsValid() {
@@ -44,7 +44,7 @@ type claimNote struct {
 // noteLater queues the note want on claim c, written after the
 // CiliumNode's write (writeNotes), unless the claim as read holds it
 // already.
-func (s *nodeSync) noteLater(c *claims.Claim, want *enipamv1alpha1.PlacementNote) {
+func (s *deciding) noteLater(c *claims.Claim, want *enipamv1alpha1.PlacementNote) {
 	if reflect.DeepEqual(c.Placement, want) {
 		return
 	}

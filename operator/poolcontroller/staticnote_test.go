@@ -67,8 +67,8 @@ func TestPlacementNoteIsThePoolControllersFieldAlone(t *testing.T) {
 	}
 	want := claimControllers(read().Status)
 
-	s := &nodeSync{r: &Reconciler{client: c, opts: Options{Term: "t2"}, log: slog.New(slog.NewTextHandler(io.Discard, nil))},
-		cn: &ciliumv2.CiliumNode{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}}
+	s := testSync(&Reconciler{client: c, opts: Options{Term: "t2"}, log: slog.New(slog.NewTextHandler(io.Discard, nil))}, nil,
+		deciding{cn: &ciliumv2.CiliumNode{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}})
 	claim := claims.FromObject(read())
 	note := s.placementFor(claim, placementNote{Reason: enipamv1alpha1.ReasonPlacing, Message: "waiting for a free address on node n1"})
 	s.writeNote(ctx, claim, note)

@@ -1,7 +1,6 @@
 package poolcontroller
 
 import (
-	"context"
 	"maps"
 	"net/netip"
 	"slices"
@@ -153,7 +152,7 @@ func (in *staticInputs) remapUnsure(ip netip.Addr, eniID string) bool {
 // yet (step 1), and the stamped addresses to verify (remapUnsure). A
 // query the spec lists that this process did not make (an earlier
 // process did, or its write was lost) is taken out.
-func (s *nodeSync) askRemaps(ctx context.Context, verify []placement) {
+func (s *deciding) askRemaps(verify []placement) {
 	if s.routing == nil {
 		return
 	}

@@ -167,25 +167,26 @@ func waitsFirstElsewhere(c *claims.Claim, node string) bool {
 	return !c.Deleting && !c.Addr.IsValid() && c.Target != "" && c.Target != node
 }
 
-// runStatic carries out what the static addresses' pass decided (out,
-// from decide): it assigns the claimed addresses that must come onto the
-// node's ENIs, asks the node's agent about endpoints and remaps, and
-// tells the claim controller where each claim stands: the notes are
-// written after the CiliumNode's write (writeNotes).
-func (s *nodeSync) runStatic(ctx context.Context, out staticOutcome) {
+// runStatic takes into the decision what the static addresses' pass
+// decided (out, from decidePool): the placements of the claimed
+// addresses that must come onto the node's ENIs (actions), the queries
+// to the node's agent about endpoints and remaps (the desired
+// NodeRouting), and where each claim stands (the notes, written after
+// the CiliumNode's write, writeNotes).
+func (s *deciding) runStatic(out staticOutcome) {
 	if s.static == nil {
 		return
 	}
 	s.staticDemand = out.demand
 	s.mem.firstMarks = out.firstMarks
-	s.askEndpoints(ctx, out.queries)
+	s.askEndpoints(out.queries)
 	s.r.metrics.staticFastMoves.Add(float64(out.fast))
 	// The placements' calls are the executor's, after the CiliumNode's
 	// write (act): nothing this pass decided depends on their answer.
 	// The next reconcile, at once, reads what they produced and pools
 	// a placed address once the node's agent routes it.
 	s.acts.static = staticCalls{place: out.place, create: out.create, secondary: out.secondary}
-	s.askRemaps(ctx, out.verify)
+	s.askRemaps(out.verify)
 	s.countPool()
 	busy := out.handshakes > 0 || out.waiting || len(out.place) > 0 || out.create != nil || out.secondary != ""
 	// Waiting only for old pods to go asks the apiserver about each of

@@ -17,14 +17,29 @@ import (
 	"github.com/enipam/enipam/operator/snapshot"
 )
 
-// nodeSync is one reconcile of one node: the object as read, the object
-// as it should be written, and what happened on the way.
+// nodeSync is one reconcile of one node: the object as read, and the
+// reconcile's working state (deciding), which the read fills, the
+// decision (decide) replaces, and the writes and the executor carry out.
 type nodeSync struct {
 	r        *Reconciler
-	mem      *memory
 	orig     *ciliumv2.CiliumNode
-	cn       *ciliumv2.CiliumNode
 	policies []enipamv1alpha1.ENIPolicy
+	// wrote: the CiliumNode was written.
+	wrote bool
+	// started is when the reconcile began.
+	started time.Time
+	deciding
+}
+
+// deciding is the state a node's decision works on and leaves: what the
+// read gathered (nodeState), the object as it should be written, the
+// actions decided, and what happened on the way. Its methods see no
+// Reconciler: r is their clock, the options' values, and the notes of
+// what they log, count and tell (decisionEnv), emitted by the reconcile.
+type deciding struct {
+	r   *decisionEnv
+	mem *memory
+	cn  *ciliumv2.CiliumNode
 
 	// nodeState is what the reconcile decides on, read beforehand
 	// (read.go).
@@ -40,183 +55,132 @@ type nodeSync struct {
 	staticErr error
 	requeue   time.Duration
 	// acts are the EC2 actions decided, carried out after the write
-	// (act.go); wrote: the CiliumNode was written.
-	acts  actions
-	wrote bool
+	// (act.go).
+	acts actions
 	// held: the node's new ENI waits for the nodes that have no address
 	// (serving by need, need.go).
 	held bool
-	// started is when the reconcile began.
-	started time.Time
 	// turnedAway: the plan's EC2 calls waited for a slot.
 	turnedAway bool
 	// described: the read described the ENIs of addresses the pool
 	// lacks to confirm them (confirmUnpooled).
 	described bool
+	// cross are the answers of the coordinators shared between nodes,
+	// read before the decision.
+	cross crossNode
+	// needsSet: the decision says whether the node is empty (empty),
+	// for needs.set. slotWait: the plan waits for an EC2 slot, the node
+	// to be woken with slotPriority.
+	needsSet, empty bool
+	slotWait        bool
+	slotPriority    int
+}
+
+// crossNode is what a node's decision needs to know of the other nodes:
+// how many of them have no address (needs), how many new ENIs EC2's
+// buckets serve now (-1: unknown), and whether an EC2 slot is free.
+type crossNode struct {
+	emptyElsewhere int
+	newENITokens   int
+	slotOpen       bool
 }
 
 func (r *Reconciler) newSync(_ context.Context, cn *ciliumv2.CiliumNode, policies []enipamv1alpha1.ENIPolicy) *nodeSync {
-	return &nodeSync{r: r, mem: r.memory(cn.Name), orig: cn, cn: cn.DeepCopy(), policies: policies, started: r.now()}
+	s := &nodeSync{r: r, orig: cn, policies: policies, started: r.now()}
+	s.deciding = deciding{r: newDecisionEnv(r.now, r.opts), mem: r.memory(cn.Name), cn: cn.DeepCopy()}
+	return s
 }
 
-// run reads the node's state and decides: the desired CiliumNode (s.cn)
-// and NodeRouting, and the EC2 actions (s.acts) the executor carries out
-// once they are written (act). It writes nothing of the CiliumNode: the
-// reconcile writes it once, status then spec, before any of the actions
-// runs. The static addresses' placements and the Elastic IP's
-// association and release are actions too (act): their order of steps
-// holds across reconciles (staticsync.go, staticip.go). The EC2 reads the
-// decision needs (the describes that confirm addresses the pool lacks,
-// the Elastic IPs) are read's, before it.
-func (s *nodeSync) run(ctx context.Context) {
-	r := s.r
-	if !s.read(ctx) {
-		return
+// emit hands what the reconcile's steps noted (logs, events, metrics,
+// the node's state) to the controller.
+func (s *nodeSync) emit() {
+	if s.deciding.r != nil {
+		s.r.emit(s.mem, s.deciding.r.take())
 	}
+}
+
+// run reads the node's state (read), then has decide derive from it
+// alone the desired CiliumNode and NodeRouting, the EC2 actions the
+// executor carries out once they are written (act), the memory's new
+// values and the requeue, and returns that decision (false: the node
+// cannot be served, s.opErr says why), for the reconcile to take (take)
+// once the decision is over: the shared coordinators then learn what it
+// decided (needs, slots), and its notes are emitted. It writes nothing
+// of the CiliumNode: the reconcile writes it once, status then spec,
+// before any of the actions runs. The static addresses' placements and
+// the Elastic IP's association and release are actions too (act): their
+// order of steps holds across reconciles (staticsync.go, staticip.go).
+// The EC2 reads the decision needs (the describes that confirm
+// addresses the pool lacks, the Elastic IPs) are read's, before it.
+func (s *nodeSync) run(ctx context.Context) (decision, bool) {
+	r := s.r
+	ok := s.read(ctx)
+	if s.haveSnap {
+		s.fillIn = s.readFill()
+	}
+	s.emit()
+	if !ok {
+		return decision{}, false
+	}
+	s.cross = s.readCross()
 	if r.onDecide != nil {
 		r.onDecide(s.cn.Name)
 	}
-	s.refreshAttaching(ctx)
-	s.syncStaticIP(ctx)
-	s.pool = &poolView{cn: s.cn}
-	s.poolIn.now = r.now()
-	d := decide(s.pool, s.poolIn)
-	s.logPoolChanges(d.pool)
-	s.countPool()
-	s.runStatic(ctx, d.static)
-	if s.described && s.pool.unverified > 0 {
-		// Still unconfirmed after the read's describe: a reassignment
-		// EC2 has not completed yet (it remaps asynchronously), or a
-		// describe that lags. Looked at again until EC2 shows it.
-		s.requeueWithin(unverifiedRecheck)
-	}
-	s.syncWindow6()
-	needed := s.needed()
-	r.log.Debug("pool sized", "node", s.cn.Name, "available", s.snap.Available, "used", s.snap.Used-s.waiting, "waiting", s.waiting,
-		"headroom", s.headroom, "needed", needed, "lead", pool.Lead(s.mem.leads))
-	r.metrics.observeNode(s.cn.Name, s.cfg.Policy, s.snap.Available, s.snap.Used-s.waiting, s.waiting, s.headroom, needed,
-		pool.Short(&s.snap, &s.cfg.Config, needed))
+	return decide(s.facts()), true
+}
 
-	s.keepDraining(needed)
-	s.snap.Draining = s.drainingENI()
-	if needed > 0 {
-		// Demand is back: IPs marked but not yet acknowledged are handed
-		// back first.
-		if s.pool.abortRelease(&s.snap) > 0 {
-			s.countPool()
-		}
-	}
-	// Acknowledged addresses EC2 no longer holds are released now; the
-	// others are unassigned after the write, and released by the next
-	// reconcile. Their slots count as releasing meanwhile: the plan
-	// waits for them (Deferred) rather than take a new ENI.
-	s.acts.release = s.releaseUnheld(decideRelease(s.cn, &s.snap, s.static, s.pool.heldFirst, s.mem.consolidation.drainPrefix))
+// readCross reads the other nodes' answers the decision needs: how many
+// of them are empty, the new-ENI tokens, whether an EC2 slot is free.
+func (s *nodeSync) readCross() crossNode {
+	r := s.r
+	return crossNode{emptyElsewhere: r.needs.emptyElsewhere(s.cn.Name), newENITokens: r.newENITokens(), slotOpen: r.slots.open()}
+}
 
-	plan := s.computePlan()
-	if !s.cfg.IPv4 {
-		// IPv6 alone: the window is the pool; no IPv4 is asked for.
-		plan = pool.Plan{}
+// facts are the node's facts for decide, as the read left them.
+func (s *nodeSync) facts() *facts {
+	return &facts{nodeState: s.nodeState, cn: s.cn, mem: *s.mem, now: s.r.now(), opts: optionValues(s.r.opts), cross: s.cross,
+		requeue: s.requeue, staticErr: s.staticErr, described: s.described, acts: s.acts}
+}
+
+// take makes the decision the reconcile's: its desired objects, actions,
+// memory and requeue; the shared coordinators learn what it decided (the
+// node empty or not, its new ENI held, its wait for an EC2 slot); and
+// its notes are emitted.
+func (s *nodeSync) take(d decision) {
+	r := s.r
+	s.cn, s.routing, s.pool, s.acts = d.cn, d.routing, d.pool, d.acts
+	s.requeue, s.opErr, s.staticErr = d.requeue, d.opErr, d.staticErr
+	s.held, s.turnedAway, s.staticDemand = d.held, d.turnedAway, d.staticDemand
+	s.snap = d.snap
+	r.mu.Lock()
+	state, rv := s.mem.state, s.mem.writtenRV
+	*s.mem = d.mem
+	s.mem.state, s.mem.writtenRV = state, rv
+	r.mu.Unlock()
+	r.emit(s.mem, d.notes)
+	if d.needsSet {
+		r.needs.set(s.cn.Name, d.empty)
 	}
-	if s.snap.Draining != "" && (plan.Create != nil || plan.Adopt != nil || plan.Deferred || plan.Blocked != nil) {
-		// The other ENIs cannot carry the node: the drained one serves
-		// again.
-		plan = s.stopDrainingENI()
+	if s.held && !r.needs.hold(s.cn.Name) {
+		// No node is empty any more: nothing will wake this one, so it
+		// is looked at again at once.
+		s.requeueWithin(actedRequeue)
 	}
-	if s.acts.static.any() {
-		// The static addresses' calls run first (act): the plan is made
-		// by the next reconcile, at once, on what they produced (a slot
-		// taken, an ENI created), as it was made on a fresh snapshot
-		// after them when they ran inside the decision.
-		plan.Assign = nil
-		plan.DropNewENIs()
+	if a := s.acts.associate; a != nil && a.reserve && !r.inv.Addresses().ReserveID(s.cn.Name, a.pick.AllocationID) {
+		// The free Elastic IP the read found was taken since (another
+		// node reserved it, or it was associated): none is associated
+		// now, and the node is looked at again at once to pick again.
+		s.acts.associate = nil
+		s.requeueWithin(actedRequeue)
 	}
-	if plan.Needed > 0 && s.mem.deficitAt.IsZero() {
-		s.mem.deficitAt = r.now()
-	}
-	need := s.need()
-	r.needs.set(s.cn.Name, need.empty())
-	if (plan.Create != nil || plan.Adopt != nil) && r.needs.holdNewENI(s.cn.Name, need) {
-		// A top-up: the node has addresses and no pod waits on it, while
-		// other nodes have none. What its ENIs can hold is assigned now;
-		// the new ENI comes once no node is empty (the node is woken
-		// then, and looked at again meanwhile in case the wake-up is
-		// missed).
-		r.log.Debug("new ENI held for nodes without addresses", "node", s.cn.Name, "free", need.Free)
-		plan.DropNewENIs()
-		s.held = true
-		s.requeueWithin(heldRetry)
-	}
-	if !plan.Empty() && !r.slots.open() {
-		// Every EC2 slot is taken: no bucket reservation now; the node is
-		// woken when one frees (and looked at again meanwhile). A slot
-		// free now is taken by the executor (act): held across the
-		// write, it would keep another node's calls waiting.
-		if r.slots.acquire(s.cn.Name, need.priority()) {
-			s.acts.slot = true
-		} else {
-			r.log.Debug("EC2 calls wait for a slot", "node", s.cn.Name)
-			plan.Assign = nil
-			plan.DropNewENIs()
-			s.turnedAway = true
-			s.requeueWithin(slotRetry)
+	if d.slotWait {
+		// Every EC2 slot was taken: the node waits for one, woken as one
+		// frees. One freed since the decision is given back, and the
+		// node looked at again at once.
+		if r.slots.acquire(s.cn.Name, d.slotPriority) {
+			r.slots.release()
+			s.requeueWithin(actedRequeue)
 		}
-	}
-	if !plan.Empty() {
-		// A new ENI's attachment takes seconds; a node's lead time is
-		// what its ordinary allocations (addresses on ENIs with room)
-		// take, so one ENI in a node's life does not inflate it.
-		s.mem.deficitENI = s.mem.deficitENI || plan.Create != nil || plan.Adopt != nil
-		if plan.Create != nil || plan.Adopt != nil {
-			s.mem.consolidation.grewAt = r.now()
-		}
-		s.acts.plan = plan
-	}
-	s.acts.repairs = d.repairs
-	defer s.settleActErr()
-	if plan.Deferred {
-		// The rest waits for the slots of addresses being released; their
-		// Unassign is retried with the node.
-		s.requeueWithin(max(s.r.opts.RetryBase, time.Second))
-	}
-	if plan.Blocked != nil {
-		s.fail(plan.Blocked, reasonFor(plan.Blocked))
-		return
-	}
-	if s.pool.awaiting > 0 {
-		s.awaitRouting()
-	} else {
-		s.mem.awaitingSince = time.Time{}
-	}
-	if s.needed() == 0 && s.pool.awaiting == 0 && !s.mem.deficitAt.IsZero() {
-		// Covered: the addresses are routed and in the pool, not only
-		// held in EC2.
-		took := r.now().Sub(s.mem.deficitAt)
-		r.metrics.allocationLatency.Observe(took.Seconds())
-		if !s.mem.deficitENI {
-			s.mem.leads = pool.RecordLead(s.mem.leads, took)
-		}
-		s.mem.deficitAt, s.mem.deficitENI = time.Time{}, false
-	}
-	if !s.acts.produce() {
-		// Otherwise reset once the actions went through (act).
-		s.mem.failures = 0
-	}
-	if s.pool.awaiting == 0 {
-		s.mem.lastWarning = ""
-	}
-	s.r.setState(s.mem, stateServed)
-	if s.needed() > 0 || s.pool.awaiting > 0 {
-		s.r.setState(s.mem, stateDeficit)
-	}
-	s.markExcess()
-	s.consolidateENIs(ctx)
-	// EC2 changes nothing in the apiserver: a node in shape is looked at
-	// again on the resync interval (in memory, no API call unless
-	// something changed), and sooner when a pool address is missing
-	// from EC2 and its grace ends.
-	s.requeueWithin(s.r.opts.BlockedRetry)
-	for _, since := range s.mem.missing {
-		s.requeueWithin(max(since.Add(s.r.opts.ConsistencyGrace).Sub(s.r.now()), time.Second))
 	}
 }
 
@@ -225,7 +189,7 @@ func (s *nodeSync) run(ctx context.Context) {
 // (unassigned by an earlier reconcile, or by a process that died before
 // saying so): no call is made for them. It returns the steps left for
 // the executor, those with an Unassign to make.
-func (s *nodeSync) releaseUnheld(steps []releaseStep) []releaseStep {
+func (s *deciding) releaseUnheld(steps []releaseStep) []releaseStep {
 	var calls []releaseStep
 	for _, step := range steps {
 		if len(step.ips) > 0 && len(step.held) == 0 {
@@ -248,9 +212,9 @@ func (s *nodeSync) releaseUnheld(steps []releaseStep) []releaseStep {
 // ENI; in a wave its first ENI comes alone, ahead of no other node's
 // first, and the rest as a top-up (held while nodes are empty, need.go),
 // at the cost of a second pair of writes.
-func (s *nodeSync) computePlan() pool.Plan {
+func (s *deciding) computePlan() pool.Plan {
 	whole := pool.ComputeWhole(&s.snap, &s.cfg.Config)
-	if len(whole.More) == 0 || s.r.needs.planWhole(s.cn.Name, s.need(), len(whole.More), s.r.newENITokens()) {
+	if len(whole.More) == 0 || planWhole(s.need(), s.cross.emptyElsewhere, len(whole.More), s.cross.newENITokens) {
 		return whole
 	}
 	return pool.Compute(&s.snap, &s.cfg.Config)
@@ -274,7 +238,7 @@ const slotRetry = 10 * time.Second
 const heldRetry = 30 * time.Second
 
 // need is the node's need as the pool stands (need.go).
-func (s *nodeSync) need() nodeNeed {
+func (s *deciding) need() nodeNeed {
 	if s.pool == nil {
 		return nodeNeed{}
 	}
@@ -293,7 +257,7 @@ func (s *nodeSync) poolChanged() bool {
 }
 
 // logPoolChanges logs what a reconcile of the pool changed.
-func (s *nodeSync) logPoolChanges(ch poolChanges) {
+func (s *deciding) logPoolChanges(ch poolChanges) {
 	if ch.any() || ch.usedOffENI > 0 {
 		s.r.log.Info("pool follows EC2", "node", s.cn.Name, "instance", s.instanceID, "added", ch.added,
 			"dropped", ch.dropped, "marked", ch.marked, "moved", ch.resourceFixed, "usedOffENI", ch.usedOffENI,
@@ -310,7 +274,7 @@ const unverifiedRecheck = 2 * time.Second
 // again), and what it uses, plus the pods bound to the node waiting for
 // an address; and the addresses on their way out whose slots EC2 still
 // holds.
-func (s *nodeSync) countPool() {
+func (s *deciding) countPool() {
 	available, used := s.pool.counts()
 	s.snap.Available, s.snap.Used = available+s.pool.awaiting+s.pool.unverified, used+s.staticDemand+s.waiting
 	s.snap.Releasing = s.pool.releasing(&s.snap, &s.cfg.Config)
@@ -318,7 +282,7 @@ func (s *nodeSync) countPool() {
 
 // needed is what the node's IPv4 pool lacks: nothing when its pods get
 // IPv6 alone (the IPv6 window sizes itself, decideWindow6).
-func (s *nodeSync) needed() int {
+func (s *deciding) needed() int {
 	if !s.cfg.IPv4 {
 		return 0
 	}
@@ -358,7 +322,7 @@ func (s *nodeSync) snapshot(ctx context.Context) bool {
 
 // useSnapshot makes snap, taken from the inventory (err: it could not
 // be), s.snap; false when the node cannot be served.
-func (s *nodeSync) useSnapshot(snap snapshot.Node, err error) bool {
+func (s *deciding) useSnapshot(snap snapshot.Node, err error) bool {
 	if err != nil {
 		if errors.Is(err, cloud.ErrNotFound) {
 			s.fail(fmt.Errorf("EC2 instance %s: %w", s.instanceID, err), ReasonInstanceNotFound)
@@ -374,7 +338,7 @@ func (s *nodeSync) useSnapshot(snap snapshot.Node, err error) bool {
 
 // fail records why the node is not served as it should be: the node's
 // operator-status, an event, and when to look again.
-func (s *nodeSync) fail(err error, reason string) {
+func (s *deciding) fail(err error, reason string) {
 	s.opErr = err
 	s.r.warn(s.cn, s.mem, reason, err.Error())
 	state := stateFailing
@@ -401,7 +365,7 @@ func (s *nodeSync) fail(err error, reason string) {
 // with (a node queued as empty that now waits for its ENI's attachment
 // comes back ahead of all; one whose new ENI is held, behind the nodes
 // it waits for).
-func (s *nodeSync) result() ctrl.Result {
+func (s *deciding) result() ctrl.Result {
 	d := s.requeue
 	if s.pool != nil && s.pool.pendingRelease > 0 && (d == 0 || s.pool.pendingRelease < d) {
 		d = s.pool.pendingRelease

@@ -47,7 +47,7 @@ func (s *nodeSync) fill() {
 	eni.InstanceType, eni.VpcID, eni.AvailabilityZone, eni.NodeSubnetID = in.Type, in.VPCID, in.AZ, in.SubnetID
 
 	var vpc awstypes.AwsVPC
-	if v, ok := s.r.inv.VPC(in.VPCID); ok {
+	if v := s.fillIn.vpc; s.fillIn.vpcKnown {
 		vpc.ID = v.ID
 		for i, c := range v.CIDRs {
 			if i == 0 {
@@ -84,7 +84,7 @@ func (s *nodeSync) keepMissingENIs(enis map[string]awstypes.ENI) {
 	}
 	now := s.r.now()
 	for id, old := range s.cn.Status.ENI.ENIs {
-		if _, seen := enis[id]; seen || s.r.inv.Deleted(id) || s.r.inv.Detached(id) {
+		if _, seen := enis[id]; seen || s.fillIn.gone[id] {
 			delete(s.mem.missingENIs, id)
 			continue
 		}
@@ -116,7 +116,7 @@ func (s *nodeSync) statusENI(e *cloud.ENI, vpc awstypes.AwsVPC) awstypes.ENI {
 		out.IP = ciliumip.AddrFrom(e.PrimaryIP)
 	}
 	out.Subnet.ID = e.SubnetID
-	if sub, ok := s.r.inv.Subnet(e.SubnetID); ok {
+	if sub, ok := s.fillIn.subnets[e.SubnetID]; ok {
 		out.Subnet.CIDR = ciliumip.PrefixFrom(sub.CIDR)
 	}
 	for _, ip := range e.IPs {

@@ -220,6 +220,10 @@ type writesRig struct {
 	// decidedReads keeps the client reads (cache or apiserver) the last
 	// reconcile made while deciding.
 	decidedReads []string
+	// decidedShared keeps the changes of the state shared between nodes
+	// (the needs, the EC2 slots, the nodes' states, the metrics) the
+	// last reconcile made while deciding.
+	decidedShared []string
 }
 
 const writesNode, writesInstance = "node-1", "i-0d000000000000001"
@@ -360,6 +364,9 @@ func newWritesRigPrepared(t *testing.T, prepare func(cloud.API), policy enipamv1
 	// The apiserver writes are counted to the decision's end (the
 	// CiliumNode's write follows it, when there is one).
 	poolcontroller.SetOnDecided(r, func(string) { decidingAPI.Store(false) })
+	// The changes of the state shared between nodes are counted to the
+	// decision's end too: the decision only says what they are.
+	poolcontroller.SetOnShared(r, func(what string) { apiWrites.shared(decidingAPI, what) })
 	*w = writesRig{t: t, ctx: ctx, st: st, j: j, base: base, r: r, calls: map[string]int{}, events: rec, failClaimLists: failClaimLists, failRoutingGets: failRoutingGets, fail: fail,
 		deciding: deciding, decided: decided, described: described, apiWrites: apiWrites, decidingAPI: decidingAPI}
 	return w
@@ -374,6 +381,9 @@ type apiJournal struct {
 	decided []string
 	all     map[string]int
 	reads   []string
+	// sharedChanges: the changes of the state shared between nodes made
+	// while a decision runs.
+	sharedChanges []string
 }
 
 // read journals a read made while deciding.
@@ -384,6 +394,27 @@ func (a *apiJournal) read(deciding *atomic.Bool, what string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.reads = append(a.reads, what)
+}
+
+// shared journals a change of the state shared between nodes made while
+// deciding.
+func (a *apiJournal) shared(deciding *atomic.Bool, what string) {
+	if !deciding.Load() {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.sharedChanges = append(a.sharedChanges, what)
+}
+
+// takeShared returns the changes of the shared state made while
+// deciding since the last call.
+func (a *apiJournal) takeShared() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := a.sharedChanges
+	a.sharedChanges = nil
+	return out
 }
 
 // takeReads returns the reads made while deciding since the last call.
@@ -446,6 +477,7 @@ func (w *writesRig) reconcile() (called bool, before, after *ciliumv2.CiliumNode
 	w.decidingAPI.Store(false)
 	w.decidedWrites = w.apiWrites.take()
 	w.decidedReads = w.apiWrites.takeReads()
+	w.decidedShared = w.apiWrites.takeShared()
 	steps := w.j.take()
 	after = get(w.t, w.base, writesNode)
 	writes := map[string]int{}
@@ -1059,8 +1091,11 @@ func TestNoEC2CallWhileDecidingOnADetachedENI(t *testing.T) {
 // cache (the pool's inputs are read beforehand): the association's
 // record is the executor's, right before its call; the found address's
 // record goes with the NodeRouting's write; the notes follow the
-// CiliumNode's write. The node reports the Elastic IP only once its
-// record is stored, and the claim's address ends in the pool, stamped.
+// CiliumNode's write. Nor is the state shared between nodes changed
+// while deciding (the needs, the EC2 slots, the nodes' states, the
+// metrics): the decision says what the reconcile changes there after
+// it. The node reports the Elastic IP only once its record is stored,
+// and the claim's address ends in the pool, stamped.
 func TestNoAPIWriteWhileDeciding(t *testing.T) {
 	const addr, owner = "10.0.0.200", "ns/db-0"
 	egress := map[string]string{"cilium/static": "egress"}
@@ -1124,6 +1159,9 @@ func TestNoAPIWriteWhileDeciding(t *testing.T) {
 				}
 				if len(w.decidedReads) > 0 {
 					t.Errorf("reconcile %d read %v while deciding", i, w.decidedReads)
+				}
+				if len(w.decidedShared) > 0 {
+					t.Errorf("reconcile %d changed the state shared between nodes while deciding: %v", i, w.decidedShared)
 				}
 				if ip := cn.Status.IPAM.AssignedStaticIP; ip != "" {
 					nr := &enipamv1alpha1.NodeRouting{}

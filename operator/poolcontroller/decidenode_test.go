@@ -1,0 +1,302 @@
+package poolcontroller
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"testing"
+	"time"
+
+	ipamoption "github.com/cilium/cilium/pkg/ipam/option"
+	ipamtypes "github.com/cilium/cilium/pkg/ipam/types"
+	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
+
+	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
+	"github.com/enipam/enipam/operator/claims"
+	"github.com/enipam/enipam/operator/cloud"
+	"github.com/enipam/enipam/operator/inventory"
+	"github.com/enipam/enipam/operator/policy"
+	"github.com/enipam/enipam/operator/pool"
+	"github.com/enipam/enipam/operator/snapshot"
+)
+
+// TestDecideNode: a node's whole decision is made from facts built by
+// hand, with no Reconciler, client, clock or coordinator: node n1 on
+// instance i-1 (3 ENIs of 5 addresses, the primary eni-0 carrying no
+// pods), pre-allocate 4, every address its agent's routed. Each case
+// asserts the actions, the memory and the requeue decided, and that the
+// facts are left as they were.
+func TestDecideNode(t *testing.T) {
+	now := time.Unix(10000, 0)
+	opts := Options{Cluster: "test", BlockedRetry: time.Hour, RetryBase: time.Second, RetryMax: time.Minute,
+		ConsistencyGrace: time.Minute, RoutingPatience: time.Minute}
+	ip := func(i int) netip.Addr { return netip.AddrFrom4([4]byte{10, 0, 1, byte(i)}) }
+	subnet := cloud.Subnet{ID: "subnet-a", AZ: "us-east-1a", VPCID: "vpc-1", Available: 2000}
+	// eni is device index i holding addresses .first..first+n-1.
+	eni := func(index, first, n int) cloud.ENI {
+		e := cloud.ENI{ID: fmt.Sprintf("eni-%d", index), DeviceIndex: index, SubnetID: "subnet-a", SecurityGroups: []string{"sg-1"},
+			Status: cloud.ENIInUse, AttachmentStatus: cloud.AttachmentAttached, AttachmentID: fmt.Sprintf("attach-%d", index),
+			InstanceID: "i-1", Tags: map[string]string{cloud.TagCluster: "test"}, DeleteOnTermination: true}
+		if index == 0 {
+			e.Tags = nil
+		}
+		for i := range n {
+			e.IPs = append(e.IPs, ip(first+i))
+		}
+		return e
+	}
+	// pooled lists the ENI's addresses in the pool; used of them in use.
+	pooled := func(cn *ciliumv2.CiliumNode, e cloud.ENI, used int) {
+		for i, a := range e.IPs {
+			cn.Spec.IPAM.Pool[a.String()] = ipamtypes.AllocationIP{Resource: e.ID}
+			if i < used {
+				cn.Status.IPAM.Used[a.String()] = ipamtypes.AllocationIP{Owner: fmt.Sprintf("ns/pod-%d", i)}
+			}
+		}
+	}
+	base := func() *facts {
+		cn := &ciliumv2.CiliumNode{}
+		cn.Name = "n1"
+		cn.Spec.InstanceID = "i-1"
+		cn.Spec.IPAM.Pool = ipamtypes.AllocationMap{}
+		cn.Status.IPAM.Used = ipamtypes.AllocationMap{}
+		cn.Status.IPAM.ReleaseIPs = map[string]ipamtypes.IPReleaseStatus{}
+		f := &facts{cn: cn, now: now, opts: opts, cross: crossNode{newENITokens: -1, slotOpen: true},
+			mem: memory{missing: map[string]time.Time{}, missingENIs: map[string]time.Time{}, repairs: map[string]repair{}}}
+		f.instanceID, f.haveSnap = "i-1", true
+		f.cfg = policy.Config{Config: pool.Config{Knobs: pool.Knobs{PreAllocate: 4}, FirstInterfaceIndex: 1}, IPv4: true}
+		f.snap = snapshot.Node{Instance: cloud.Instance{ID: "i-1", Type: "t.small", AZ: "us-east-1a", VPCID: "vpc-1", SubnetID: "subnet-a"},
+			Type: cloud.InstanceType{Name: "t.small", MaxENIs: 3, IPv4PerENI: 5, Hypervisor: "nitro"},
+			ENIs: []cloud.ENI{eni(0, 5, 0)}, Subnets: []cloud.Subnet{subnet},
+			SecurityGroups: []cloud.SecurityGroup{{ID: "sg-1", VPCID: "vpc-1"}}}
+		f.routed = func(string, netip.Addr) bool { return true }
+		// No claim concerns the node (read: nil only when the claims
+		// could not be read, and then nothing is decided).
+		f.static = &staticInputs{node: "n1", claims: map[string]*claims.Claim{}, podNodes: map[string]string{},
+			located: map[netip.Addr]inventory.Location{}, subnets: map[netip.Addr]cloud.Subnet{}, listed: map[string]bool{}, cluster: "test"}
+		return f
+	}
+	// inputs completes the facts as the read does: the pool's inputs
+	// (readPoolInputs) on the node's snapshot and memory.
+	inputs := func(f *facts) {
+		f.static.report = f.routed
+		f.poolIn = &poolInputs{snap: &f.snap, cfg: &f.cfg.Config, routed: f.routed, static: f.static, missing: f.mem.missing,
+			now: f.now, grace: opts.ConsistencyGrace, cluster: opts.Cluster, backoff: f.mem.repairs}
+		if f.static != nil {
+			f.poolIn.pooledElsewhere = map[string]bool{}
+			for _, e := range f.snap.ENIs {
+				for _, a := range e.IPs {
+					f.poolIn.pooledElsewhere[a.String()] = false
+				}
+			}
+		}
+	}
+	const db = "ns/db-0"
+	egress := map[string]string{"cilium/static": "egress"}
+	cases := []struct {
+		name  string
+		setup func(f *facts)
+		check func(t *testing.T, f *facts, d decision)
+	}{{
+		name: "an empty node gets a new ENI carrying its need",
+		check: func(t *testing.T, f *facts, d decision) {
+			if c := d.acts.plan.Create; c == nil || c.DeviceIndex != 1 || c.IPs != 4 {
+				t.Errorf("plan %+v, want a new ENI at index 1 with 4 addresses", d.acts.plan)
+			}
+			if d.mem.deficitAt != now || !d.mem.deficitENI || d.mem.consolidation.grewAt != now {
+				t.Errorf("memory: deficit since %v (ENI %v), grew at %v; want all now", d.mem.deficitAt, d.mem.deficitENI, d.mem.consolidation.grewAt)
+			}
+			if !d.needsSet || !d.empty || d.held || d.turnedAway || d.slotWait {
+				t.Errorf("empty %v (set %v), held %v, turned away %v, slot wait %v; want an empty node served", d.empty, d.needsSet, d.held, d.turnedAway, d.slotWait)
+			}
+			if d.requeue != opts.BlockedRetry || d.notes.state != stateDeficit {
+				t.Errorf("requeue %v, state %q; want %v, %q", d.requeue, d.notes.state, opts.BlockedRetry, stateDeficit)
+			}
+		},
+	}, {
+		name: "a node in shape decides nothing and records how long its deficit took",
+		setup: func(f *facts) {
+			e := eni(1, 10, 4)
+			f.snap.ENIs = append(f.snap.ENIs, e)
+			pooled(f.cn, e, 0)
+			f.mem.deficitAt, f.mem.failures = now.Add(-2*time.Second), 3
+		},
+		check: func(t *testing.T, f *facts, d decision) {
+			if d.acts.produce() || len(d.acts.repairs.due) > 0 || d.acts.consolidation != nil {
+				t.Errorf("actions %+v, want none", d.acts)
+			}
+			if !d.mem.deficitAt.IsZero() || d.mem.failures != 0 || len(d.mem.leads) != 1 || d.mem.leads[0] != 2*time.Second {
+				t.Errorf("memory: deficit since %v, failures %d, leads %v; want none, 0, [2s]", d.mem.deficitAt, d.mem.failures, d.mem.leads)
+			}
+			if !slices.Equal(d.notes.latencies, []float64{2}) {
+				t.Errorf("allocation latencies %v, want [2]", d.notes.latencies)
+			}
+			if d.requeue != opts.BlockedRetry || d.notes.state != stateServed || d.empty {
+				t.Errorf("requeue %v, state %q, empty %v; want %v, %q, not empty", d.requeue, d.notes.state, d.empty, opts.BlockedRetry, stateServed)
+			}
+		},
+	}, {
+		name: "a top-up's new ENI is held while other nodes are empty",
+		setup: func(f *facts) {
+			e := eni(1, 10, 4) // full: 4 secondaries of 5
+			f.snap.ENIs = append(f.snap.ENIs, e)
+			pooled(f.cn, e, 3)
+			f.cross.emptyElsewhere = 2
+		},
+		check: func(t *testing.T, f *facts, d decision) {
+			if !d.held || !d.acts.plan.Empty() {
+				t.Errorf("held %v, plan %+v; want the new ENI held, nothing else to do", d.held, d.acts.plan)
+			}
+			if d.requeue != heldRetry {
+				t.Errorf("requeue %v, want %v", d.requeue, heldRetry)
+			}
+			if d.mem.deficitAt != now || d.mem.deficitENI || !d.mem.consolidation.grewAt.IsZero() {
+				t.Errorf("memory: deficit since %v (ENI %v), grew at %v; want a deficit since now, no ENI taken", d.mem.deficitAt, d.mem.deficitENI, d.mem.consolidation.grewAt)
+			}
+			if !d.needsSet || d.empty {
+				t.Errorf("empty %v (set %v), want a node with addresses", d.empty, d.needsSet)
+			}
+		},
+	}, {
+		name: "a node turned away from EC2 (no slot) waits for one",
+		setup: func(f *facts) {
+			f.cross.slotOpen = false
+		},
+		check: func(t *testing.T, f *facts, d decision) {
+			if !d.turnedAway || !d.slotWait || d.slotPriority != priorityStarving || !d.acts.plan.Empty() || d.acts.slot {
+				t.Errorf("turned away %v, slot wait %v (priority %d), plan %+v, slot %v; want the plan waiting for a slot at priority %d",
+					d.turnedAway, d.slotWait, d.slotPriority, d.acts.plan, d.acts.slot, priorityStarving)
+			}
+			if d.requeue != slotRetry {
+				t.Errorf("requeue %v, want %v", d.requeue, slotRetry)
+			}
+			if d.mem.deficitAt != now || d.mem.deficitENI || !d.mem.consolidation.grewAt.IsZero() {
+				t.Errorf("memory: deficit since %v (ENI %v), grew at %v; want a deficit since now, no ENI taken", d.mem.deficitAt, d.mem.deficitENI, d.mem.consolidation.grewAt)
+			}
+		},
+	}, {
+		name: "an acknowledged address EC2 no longer holds is released without a call; one it holds is unassigned",
+		setup: func(f *facts) {
+			e := eni(1, 10, 4)
+			pooled(f.cn, e, 0)
+			f.cn.Spec.IPAM.Pool[ip(14).String()] = ipamtypes.AllocationIP{Resource: "eni-1"}
+			f.cn.Status.IPAM.ReleaseIPs[ip(14).String()] = ipamoption.IPAMReadyForRelease
+			// eni-2 still holds its acknowledged .20.
+			other := eni(2, 20, 2)
+			pooled(f.cn, other, 0)
+			f.cn.Status.IPAM.ReleaseIPs[ip(20).String()] = ipamoption.IPAMReadyForRelease
+			f.snap.ENIs = append(f.snap.ENIs, e, other)
+		},
+		check: func(t *testing.T, f *facts, d decision) {
+			if st := d.cn.Status.IPAM.ReleaseIPs[ip(14).String()]; st != ipamoption.IPAMReleased {
+				t.Errorf("%s: handshake %q, want released", ip(14), st)
+			}
+			if _, ok := d.cn.Spec.IPAM.Pool[ip(14).String()]; ok {
+				t.Errorf("%s still pooled", ip(14))
+			}
+			if len(d.acts.release) != 1 || d.acts.release[0].eniID != "eni-2" || !slices.Equal(d.acts.release[0].held, []netip.Addr{ip(20)}) {
+				t.Errorf("release steps %+v, want one Unassign, of %s on eni-2", d.acts.release, ip(20))
+			}
+			if st := d.cn.Status.IPAM.ReleaseIPs[ip(20).String()]; st != ipamoption.IPAMReadyForRelease {
+				t.Errorf("%s: handshake %q, want acknowledged until its Unassign went through", ip(20), st)
+			}
+		},
+	}, {
+		name: "a draining ENI serves again when the others cannot carry the node",
+		setup: func(f *facts) {
+			f.cfg.ReleaseExcessIPs, f.cfg.Consolidation = true, policy.Consolidation{Enabled: true, Delay: time.Minute}
+			f.snap.Type.MaxENIs = 4
+			full := eni(1, 10, 4)
+			f.snap.ENIs = append(f.snap.ENIs, full, eni(2, 20, 0))
+			pooled(f.cn, full, 2)
+			f.headroom = 2
+			f.mem.consolidation.drainENI = "eni-2"
+		},
+		check: func(t *testing.T, f *facts, d decision) {
+			if d.mem.consolidation.drainENI != "" || d.snap.Draining != "" {
+				t.Errorf("still draining %q (snapshot %q), want eni-2 in service", d.mem.consolidation.drainENI, d.snap.Draining)
+			}
+			if p := d.acts.plan; p.Create != nil || len(p.Assign) != 1 || p.Assign[0].ENIID != "eni-2" {
+				t.Errorf("plan %+v, want addresses assigned on eni-2 and no new ENI", p)
+			}
+		},
+	}, {
+		name: "a static address's placement runs alone: the pool's Assign waits for the next look",
+		setup: func(f *facts) {
+			e := eni(1, 10, 2)
+			f.snap.ENIs = append(f.snap.ENIs, e)
+			pooled(f.cn, e, 1)
+			claimed := netip.MustParseAddr("10.0.1.200")
+			f.static.claims[db] = &claims.Claim{Owner: db, Addr: claimed, Target: "n1", Ready: true}
+			f.static.pooledElsewhere = map[string]bool{claimed.String(): false}
+			f.static.subnets[claimed] = subnet
+		},
+		check: func(t *testing.T, f *facts, d decision) {
+			if p := d.acts.static.place; len(p) != 1 || p[0].ip != netip.MustParseAddr("10.0.1.200") || p[0].eniID != "eni-1" {
+				t.Errorf("placements %+v, want 10.0.1.200 on eni-1", p)
+			}
+			if !d.acts.plan.Empty() {
+				t.Errorf("plan %+v, want none beside the placement", d.acts.plan)
+			}
+			if len(d.acts.notes) != 1 || d.acts.notes[0].want == nil || d.acts.notes[0].want.Reason != "" && d.acts.notes[0].want.Reason != enipamv1alpha1.ReasonPlacing {
+				t.Errorf("notes %+v, want one for %s", d.acts.notes, db)
+			}
+			if d.requeue != staticRecheck {
+				t.Errorf("requeue %v, want %v", d.requeue, staticRecheck)
+			}
+		},
+	}, {
+		name: "a node asking for an Elastic IP gets the free one the read found, reserved once the decision is over",
+		setup: func(f *facts) {
+			e := eni(1, 10, 4)
+			f.snap.ENIs = append(f.snap.ENIs, e)
+			pooled(f.cn, e, 0)
+			f.snap.ENIs[0].PrimaryIP = netip.MustParseAddr("10.0.1.5")
+			f.haveStaticIP = true
+			f.staticIP = staticIPFacts{tags: egress, instanceID: "i-1", primary: &f.snap.ENIs[0],
+				addrs: []cloud.Address{{AllocationID: "eipalloc-1", Tags: egress}}, candidate: cloud.Address{AllocationID: "eipalloc-1", Tags: egress}, haveCandidate: true}
+		},
+		check: func(t *testing.T, f *facts, d decision) {
+			a := d.acts.associate
+			if a == nil || a.pick.AllocationID != "eipalloc-1" || !a.reserve || a.rec.ENIID != "eni-0" {
+				t.Fatalf("association %+v, want eipalloc-1 on eni-0, to reserve", a)
+			}
+			if d.staticErr != nil || d.requeue != opts.BlockedRetry {
+				t.Errorf("static error %v, requeue %v; want none, %v", d.staticErr, d.requeue, opts.BlockedRetry)
+			}
+		},
+	}, {
+		name: "a node asking for an Elastic IP when none is free is told so, and nothing is reserved",
+		setup: func(f *facts) {
+			f.haveStaticIP = true
+			f.staticIP = staticIPFacts{tags: egress, instanceID: "i-1", primary: &f.snap.ENIs[0]}
+		},
+		check: func(t *testing.T, f *facts, d decision) {
+			if d.acts.associate != nil || d.staticErr == nil || d.requeue != opts.BlockedRetry {
+				t.Errorf("association %+v, static error %v, requeue %v; want none, an error, %v", d.acts.associate, d.staticErr, d.requeue, opts.BlockedRetry)
+			}
+			if len(d.notes.events) != 1 || d.notes.events[0].reason != ReasonStaticIPUnavailable {
+				t.Errorf("events %+v, want one %s", d.notes.events, ReasonStaticIPUnavailable)
+			}
+		},
+	}}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := base()
+			if tc.setup != nil {
+				tc.setup(f)
+			}
+			inputs(f)
+			before := f.cn.DeepCopy()
+			mem := cloneMemory(&f.mem)
+			d := decide(f)
+			tc.check(t, f, d)
+			if !sameJSON(before, f.cn) {
+				t.Errorf("the facts' CiliumNode was edited")
+			}
+			if f.mem.deficitAt != mem.deficitAt || len(f.mem.missing) != len(mem.missing) || f.mem.consolidation.drainENI != mem.consolidation.drainENI {
+				t.Errorf("the facts' memory was edited")
+			}
+		})
+	}
+}
