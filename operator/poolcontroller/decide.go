@@ -1,6 +1,7 @@
 package poolcontroller
 
 import (
+	"log/slog"
 	"maps"
 	"slices"
 	"time"
@@ -24,6 +25,9 @@ type facts struct {
 	mem  memory
 	now  time.Time
 	opts Options
+	// logLevel: the decision notes the log lines at this level and
+	// above, those the controller's logger emits.
+	logLevel slog.Level
 	// cross: how many other nodes are empty, the new-ENI tokens, whether
 	// an EC2 slot is free.
 	cross crossNode
@@ -69,7 +73,7 @@ type decision struct {
 // and the consolidation, and returns them with everything it would log,
 // count and tell (decision). f is left as it was.
 func decide(f *facts) decision {
-	env := newDecisionEnv(func() time.Time { return f.now }, f.opts)
+	env := newDecisionEnv(func() time.Time { return f.now }, f.opts, f.logLevel)
 	mem := cloneMemory(&f.mem)
 	d := &deciding{r: env, mem: &mem, cn: f.cn.DeepCopy(), nodeState: f.nodeState,
 		requeue: f.requeue, staticErr: f.staticErr, described: f.described, acts: f.acts, cross: f.cross}

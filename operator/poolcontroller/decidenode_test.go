@@ -2,6 +2,7 @@ package poolcontroller
 
 import (
 	"fmt"
+	"log/slog"
 	"net/netip"
 	"slices"
 	"testing"
@@ -111,6 +112,23 @@ func TestDecideNode(t *testing.T) {
 			}
 			if d.requeue != opts.BlockedRetry || d.notes.state != stateDeficit {
 				t.Errorf("requeue %v, state %q; want %v, %q", d.requeue, d.notes.state, opts.BlockedRetry, stateDeficit)
+			}
+		},
+	}, {
+		name: "a decision notes no log line below the controller's level (Info here)",
+		check: func(t *testing.T, f *facts, d decision) {
+			for _, r := range d.notes.logs {
+				if r.Level < slog.LevelInfo {
+					t.Errorf("noted %v line %q below the logger's level", r.Level, r.Message)
+				}
+			}
+		},
+	}, {
+		name:  "a decision notes its Debug lines when the controller logs them",
+		setup: func(f *facts) { f.logLevel = slog.LevelDebug },
+		check: func(t *testing.T, f *facts, d decision) {
+			if !slices.ContainsFunc(d.notes.logs, func(r slog.Record) bool { return r.Level == slog.LevelDebug && r.Message == "pool sized" }) {
+				t.Errorf("no Debug line \"pool sized\" noted among %d", len(d.notes.logs))
 			}
 		},
 	}, {

@@ -62,12 +62,14 @@ type nodeObservation struct {
 	available, used, waiting, headroom, needed, short int
 }
 
-// newDecisionEnv returns an environment whose clock is clock and whose
-// options are opts' values (their clients and hooks left out).
-func newDecisionEnv(clock func() time.Time, opts Options) *decisionEnv {
+// newDecisionEnv returns an environment whose clock is clock, whose
+// options are opts' values (their clients and hooks left out), and whose
+// log notes the lines at level and above: those the controller's logger
+// emits (logLevel), so that a line it would drop costs nothing.
+func newDecisionEnv(clock func() time.Time, opts Options, level slog.Level) *decisionEnv {
 	n := &notes{}
 	opts = optionValues(opts)
-	return &decisionEnv{clock: clock, opts: opts, log: slog.New(&noteHandler{n: n}),
+	return &decisionEnv{clock: clock, opts: opts, log: slog.New(&noteHandler{n: n, level: level}),
 		metrics: metricNotes{n: n, consolidations: labeledNotes{n: n}, staticFastMoves: counterNote{n: n}, allocationLatency: histogramNote{n: n}},
 		events:  eventNotes{n: n}, families: familyNotes{n: n}, notes: n}
 }
@@ -109,9 +111,12 @@ func (e *decisionEnv) take() notes {
 
 // noteHandler records log records in notes; the reconcile hands them to
 // the controller's logger (emit), whose level decides.
-type noteHandler struct{ n *notes }
+type noteHandler struct {
+	n     *notes
+	level slog.Level
+}
 
-func (h *noteHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h *noteHandler) Enabled(_ context.Context, l slog.Level) bool { return l >= h.level }
 func (h *noteHandler) Handle(_ context.Context, r slog.Record) error {
 	h.n.logs = append(h.n.logs, r.Clone())
 	return nil
@@ -167,6 +172,18 @@ func (c counterNote) Add(v float64) { c.n.fastMoves += v }
 type histogramNote struct{ n *notes }
 
 func (h histogramNote) Observe(v float64) { h.n.latencies = append(h.n.latencies, v) }
+
+// logLevel is the lowest of slog's levels the controller's logger
+// emits (above Error when it emits none).
+func logLevel(l *slog.Logger) slog.Level {
+	ctx := context.Background()
+	for _, lv := range []slog.Level{slog.LevelDebug, slog.LevelInfo, slog.LevelWarn, slog.LevelError} {
+		if l.Enabled(ctx, lv) {
+			return lv
+		}
+	}
+	return slog.LevelError + 1
+}
 
 // emit hands the notes to the controller: its logger, event recorder,
 // metrics, node states and FamilyProblems.

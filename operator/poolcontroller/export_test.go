@@ -1,6 +1,7 @@
 package poolcontroller
 
 import (
+	"log/slog"
 	"time"
 
 	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
@@ -29,7 +30,7 @@ func testSync(r *Reconciler, orig *ciliumv2.CiliumNode, d deciding) *nodeSync {
 	if now == nil {
 		now = time.Now
 	}
-	d.r = newDecisionEnv(now, r.opts)
+	d.r = newDecisionEnv(now, r.opts, slog.LevelDebug)
 	if r.needs != nil && d.cn != nil {
 		d.cross.emptyElsewhere = r.needs.emptyElsewhere(d.cn.Name)
 	}

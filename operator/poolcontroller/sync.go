@@ -87,7 +87,7 @@ type crossNode struct {
 
 func (r *Reconciler) newSync(_ context.Context, cn *ciliumv2.CiliumNode, policies []enipamv1alpha1.ENIPolicy) *nodeSync {
 	s := &nodeSync{r: r, orig: cn, policies: policies, started: r.now()}
-	s.deciding = deciding{r: newDecisionEnv(r.now, r.opts), mem: r.memory(cn.Name), cn: cn.DeepCopy()}
+	s.deciding = deciding{r: newDecisionEnv(r.now, r.opts, logLevel(r.log)), mem: r.memory(cn.Name), cn: cn.DeepCopy()}
 	return s
 }
 
@@ -138,7 +138,7 @@ func (s *nodeSync) readCross() crossNode {
 
 // facts are the node's facts for decide, as the read left them.
 func (s *nodeSync) facts() *facts {
-	return &facts{nodeState: s.nodeState, cn: s.cn, mem: *s.mem, now: s.r.now(), opts: optionValues(s.r.opts), cross: s.cross,
+	return &facts{nodeState: s.nodeState, cn: s.cn, mem: *s.mem, now: s.r.now(), opts: optionValues(s.r.opts), logLevel: logLevel(s.r.log), cross: s.cross,
 		requeue: s.requeue, staticErr: s.staticErr, described: s.described, acts: s.acts}
 }
 
