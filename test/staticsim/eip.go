@@ -45,39 +45,43 @@ func seedElasticIPs(sc *ec2sim.Scenario, rng *rand.Rand) {
 	}
 }
 
-// associateElsewhere draws the associations the world starts with: a
-// tagged Elastic IP on an ENI outside the cluster (another workload's),
-// and a tagged one the user associated by hand with a node's primary
-// address (which the operator takes for the node's once the node asks
-// for those tags).
-func (w *world) associateElsewhere() error {
+// elsewhere is what the world starts with besides the cluster: outsideENI
+// another workload's ENI, with a tagged Elastic IP; userEIP a tagged
+// Elastic IP the user associated by hand with userInstance's primary
+// address (the node's once its NodeRouting records it).
+type elsewhere struct{ outsideENI, userEIP, userInstance string }
+
+// associateElsewhere draws the associations the world starts with, made
+// before EC2's timing is set: they are old, and no describe lags them.
+func associateElsewhere(st *ec2sim.State, rng *rand.Rand, instances []string) (elsewhere, error) {
+	var out elsewhere
 	var tagged []ec2sim.Address
-	for _, a := range w.state.DumpNetwork().Addresses {
+	for _, a := range st.DumpNetwork().Addresses {
 		if len(a.Tags) > 0 {
 			tagged = append(tagged, a)
 		}
 	}
-	if len(tagged) > 0 && w.rng.IntN(3) == 0 {
-		a := tagged[w.rng.IntN(len(tagged))]
-		eni, err := w.state.CreateNetworkInterface(ec2sim.CreateNetworkInterfaceRequest{SubnetID: "subnet-0a000000000000001", Description: "another workload"})
+	if len(tagged) > 0 && rng.IntN(3) == 0 {
+		a := tagged[rng.IntN(len(tagged))]
+		eni, err := st.CreateNetworkInterface(ec2sim.CreateNetworkInterfaceRequest{SubnetID: "subnet-0a000000000000001", Description: "another workload"})
 		if err != nil {
-			return err
+			return out, err
 		}
-		w.outsideENI = eni.NetworkInterface.NetworkInterfaceID
-		if _, err := w.state.AssociateAddress(ec2sim.AssociateAddressRequest{AllocationID: a.AllocationID, NetworkInterfaceID: w.outsideENI}); err != nil {
-			return err
+		out.outsideENI = eni.NetworkInterface.NetworkInterfaceID
+		if _, err := st.AssociateAddress(ec2sim.AssociateAddressRequest{AllocationID: a.AllocationID, NetworkInterfaceID: out.outsideENI}); err != nil {
+			return out, err
 		}
 		tagged = slices.DeleteFunc(tagged, func(b ec2sim.Address) bool { return b.AllocationID == a.AllocationID })
 	}
-	if len(tagged) > 0 && w.rng.IntN(4) == 0 {
-		a := tagged[w.rng.IntN(len(tagged))]
-		n := w.nodes[w.rng.IntN(len(w.nodes))]
-		if _, err := w.state.AssociateAddress(ec2sim.AssociateAddressRequest{AllocationID: a.AllocationID, InstanceID: n.instance}); err != nil {
-			return err
+	if len(tagged) > 0 && rng.IntN(4) == 0 {
+		a := tagged[rng.IntN(len(tagged))]
+		out.userInstance = instances[rng.IntN(len(instances))]
+		if _, err := st.AssociateAddress(ec2sim.AssociateAddressRequest{AllocationID: a.AllocationID, InstanceID: out.userInstance}); err != nil {
+			return out, err
 		}
-		w.userEIP = a.AllocationID
+		out.userEIP = a.AllocationID
 	}
-	return nil
+	return out, nil
 }
 
 // retag is Cilium's agent of a node drawn by the seed restarted with
@@ -195,8 +199,8 @@ func (v nodeEIPView) recordOf(n string) *enipamv1alpha1.NodeStaticIP {
 func (w *world) checkNodeEIPs(s snapshot) {
 	v := w.nodeEIPView(s)
 	if w.userEIP != "" && !w.userEIPTaken {
-		for _, nr := range v.nrs {
-			if nr.Spec.StaticIP != nil && nr.Spec.StaticIP.AllocationID == w.userEIP {
+		for _, n := range w.nodes {
+			if rec := v.recordOf(n.name); n.instance == w.userInstance && rec != nil && rec.AllocationID == w.userEIP {
 				w.userEIPTaken = true // the node's from now on
 			}
 		}

@@ -138,12 +138,13 @@ type world struct {
 	// index is where EC2 has each address in the dump indexed.
 	index   addressIndex
 	indexed *ec2sim.Dump
-	// outsideENI is another workload's ENI, with a tagged Elastic IP;
-	// userEIP a tagged Elastic IP the user associated with a node's
-	// primary address by hand, the node's once a NodeRouting recorded it
-	// (userEIPTaken); claimEIP the first replica's public-ip annotation.
-	outsideENI, userEIP, claimEIP string
-	userEIPTaken                  bool
+	// elsewhere: the Elastic IPs associated before the cluster's time;
+	// the user's own is the node's once its NodeRouting recorded it
+	// (userEIPTaken); claimEIP is the first replica's public-ip
+	// annotation.
+	elsewhere
+	claimEIP     string
+	userEIPTaken bool
 	// eipAssociations and eipDisassociations count the operator's
 	// AssociateAddress and DisassociateAddress calls that went through,
 	// eipKills its deaths at a node Elastic IP write, retags the tags
@@ -195,6 +196,14 @@ func newWorld(seed uint64) (*world, error) {
 	// released addresses that cool down, describes that lag a quarter
 	// of the changes. MutationConsistency stays off: the operator waits
 	// out a young ENI's NotFound with real timers.
+	var instances []string
+	for _, in := range sc.Instances {
+		instances = append(instances, in.ID)
+	}
+	away, err := associateElsewhere(st, rng, instances)
+	if err != nil {
+		return nil, err
+	}
 	harsh := seed%4 != 0
 	if harsh {
 		t := ec2sim.RealisticTiming()
@@ -210,7 +219,7 @@ func newWorld(seed uint64) (*world, error) {
 	w := &world{
 		seed: seed, rng: rng, clock: clock, state: st,
 		cloud: cloudfake.New(st), log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		agents: map[string]*agent{}, pods: map[string]*pod{}, stampedOn: map[string]string{}, owned: map[string]string{},
+		elsewhere: away, agents: map[string]*agent{}, pods: map[string]*pod{}, stampedOn: map[string]string{}, owned: map[string]string{},
 	}
 	if Log != nil {
 		w.log = slog.New(simTimeHandler{slog.NewTextHandler(Log, &slog.HandlerOptions{Level: slog.LevelDebug}), w})
@@ -229,9 +238,7 @@ func newWorld(seed uint64) (*world, error) {
 	if w.rng.IntN(2) == 0 {
 		w.claimEIP = tagPool
 	}
-	if err := w.associateElsewhere(); err != nil {
-		return nil, err
-	}
+
 	// The plain object tracker: the field-managed one costs ten times
 	// more a write. The one server-side apply here, the operator's of a
 	// NodeRouting, is the writer's (writer.apply).
