@@ -22,6 +22,10 @@ type Addresses struct {
 	maxAge time.Duration
 	grace  time.Duration
 	now    func() time.Time
+	// trustFrom is the inventory's: a describe that began before it may
+	// not show yet what an earlier operator process changed just before
+	// it died.
+	trustFrom func() time.Time
 
 	mu       sync.Mutex
 	byID     map[string]cloud.Address
@@ -35,8 +39,8 @@ type Addresses struct {
 	flight   sync.Map
 }
 
-func newAddresses(api cloud.API, maxAge, grace time.Duration, now func() time.Time) *Addresses {
-	return &Addresses{api: api, maxAge: maxAge, grace: grace, now: now, byID: map[string]cloud.Address{}, touched: map[string]time.Time{}, reserved: map[string]string{}}
+func newAddresses(api cloud.API, maxAge, grace time.Duration, now, trustFrom func() time.Time) *Addresses {
+	return &Addresses{api: api, maxAge: maxAge, grace: grace, now: now, trustFrom: trustFrom, byID: map[string]cloud.Address{}, touched: map[string]time.Time{}, reserved: map[string]string{}}
 }
 
 // Addresses returns the inventory's cache of Elastic IPs.
@@ -94,6 +98,18 @@ func (a *Addresses) refresh(ctx context.Context) error {
 	}
 	a.byID, a.listedAt = byID, start
 	return nil
+}
+
+// Vouched reports whether the last describe began late enough to show
+// every association an earlier operator process made (the inventory's
+// trust point: its first sync plus the consistency grace). Before that,
+// an address it shows free may be one a process associated just before
+// it died; this process's own associations it shows anyway.
+func (a *Addresses) Vouched() bool {
+	from := a.trustFrom()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return !a.listedAt.IsZero() && !from.IsZero() && !a.listedAt.Before(from)
 }
 
 // RecordAssociated records an association this process made.
