@@ -47,10 +47,14 @@ func newAddresses(api cloud.API, maxAge, grace time.Duration, now, trustFrom fun
 func (inv *Inventory) Addresses() *Addresses { return inv.addresses }
 
 // List returns every Elastic IP, sorted by allocation ID, describing them
-// again when the cache is older than the resync interval.
+// again when the cache is older than the resync interval, or when its
+// describe is not vouched for (Vouched) and one that is can be made now.
 func (a *Addresses) List(ctx context.Context) ([]cloud.Address, error) {
+	from := a.trustFrom()
 	a.mu.Lock()
-	fresh := !a.listedAt.IsZero() && a.now().Sub(a.listedAt) < a.maxAge
+	now := a.now()
+	fresh := !a.listedAt.IsZero() && now.Sub(a.listedAt) < a.maxAge &&
+		(from.IsZero() || !a.listedAt.Before(from) || now.Before(from))
 	a.mu.Unlock()
 	if !fresh {
 		if err := shared(&a.flight, "list", ctx, a.refresh); err != nil {
@@ -110,6 +114,20 @@ func (a *Addresses) Vouched() bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return !a.listedAt.IsZero() && !from.IsZero() && !a.listedAt.Before(from)
+}
+
+// Vouches reports whether the cache's view of one Elastic IP can be
+// believed over what an earlier operator process did: the last describe
+// is vouched for (Vouched), or this process changed the address itself
+// since (its own change outweighs the describe).
+func (a *Addresses) Vouches(allocationID string) bool {
+	if a.Vouched() {
+		return true
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	_, own := a.touched[allocationID]
+	return own
 }
 
 // RecordAssociated records an association this process made.

@@ -114,8 +114,12 @@ type staticIPFacts struct {
 	// while EC2's view lacks it).
 	instanceID string
 	primary    *cloud.ENI
-	// addrs are the Elastic IPs as the address book lists them.
-	addrs []cloud.Address
+	// addrs are the Elastic IPs as the address book lists them;
+	// primaryVouched: the address book's view of the Elastic IP on the
+	// primary address, if any, can be believed over what an earlier
+	// process did (inventory's Addresses.Vouches).
+	addrs          []cloud.Address
+	primaryVouched bool
 }
 
 // staticIPStep is what decideStaticIP decided: undo the recorded
@@ -123,8 +127,13 @@ type staticIPFacts struct {
 // associate one (the recorded one while it is free, else one the address
 // book reserves), or why none can be.
 type staticIPStep struct {
-	release   bool
-	record    *enipamv1alpha1.NodeStaticIP
+	release bool
+	record  *enipamv1alpha1.NodeStaticIP
+	// unvouched: the address found on the primary address is seen in a
+	// describe that may still show an association an earlier process
+	// undid just before it died; it is recorded, not reported, until a
+	// describe vouches for it.
+	unvouched bool
 	associate *staticIPAssociation
 	err       error
 	reason    string
@@ -153,8 +162,14 @@ func (s *nodeSync) readStaticIP(ctx context.Context) (staticIPFacts, bool) {
 		s.staticFailed(fmt.Errorf("listing Elastic IPs, %w", err), ReasonEC2Error)
 		return staticIPFacts{}, false
 	}
-	return staticIPFacts{tags: tags, record: s.routing.Spec.StaticIP, deleting: s.routing.DeletionTimestamp != nil,
-		instanceID: s.instanceID, primary: s.primaryENI(), addrs: addrs}, true
+	f := staticIPFacts{tags: tags, record: s.routing.Spec.StaticIP, deleting: s.routing.DeletionTimestamp != nil,
+		instanceID: s.instanceID, primary: s.primaryENI(), addrs: addrs}
+	if f.primary != nil {
+		if held, ok := onPrimary(addrs, f.primary); ok {
+			f.primaryVouched = s.r.inv.Addresses().Vouches(held.AllocationID)
+		}
+	}
+	return f, true
 }
 
 // decideStaticIP decides the node's static IP from f alone: it makes no
@@ -177,7 +192,7 @@ func decideStaticIP(f staticIPFacts) staticIPStep {
 		// Ours from a process that died before recording it, or the user's
 		// own tagged address: either way, the node's static IP.
 		return staticIPStep{record: &enipamv1alpha1.NodeStaticIP{AllocationID: held.AllocationID, PublicIP: held.PublicIP.String(),
-			InstanceID: f.instanceID, ENIID: f.primary.ID, AssociationID: held.AssociationID}}
+			InstanceID: f.instanceID, ENIID: f.primary.ID, AssociationID: held.AssociationID}, unvouched: !f.primaryVouched}
 	}
 	a := &staticIPAssociation{tags: f.tags, primary: f.primary, instanceID: f.instanceID}
 	if rec := f.record; rec != nil {
@@ -218,7 +233,13 @@ func (s *nodeSync) executeStaticIP(ctx context.Context, step staticIPStep) bool 
 		// association's ID, learnt after the call, may be what this write
 		// adds): else the next reconcile, at once, reads it and reports it
 		// here.
-		if recorded(s.routingRead, step.record) {
+		// Cilium's agent takes the report for the node's static IP at
+		// once, so it waits for a describe that vouches for the
+		// association (staticIPStep.unvouched).
+		switch {
+		case step.unvouched:
+			s.requeueWithin(s.r.opts.ConsistencyGrace)
+		case recorded(s.routingRead, step.record):
 			s.cn.Status.IPAM.AssignedStaticIP = step.record.PublicIP
 		}
 		s.routing.Spec.StaticIP = step.record
