@@ -22,6 +22,10 @@ type Addresses struct {
 	maxAge time.Duration
 	grace  time.Duration
 	now    func() time.Time
+	// trustFrom is the inventory's: a describe that began before it may
+	// not show yet what an earlier operator process changed just before
+	// it died.
+	trustFrom func() time.Time
 
 	mu       sync.Mutex
 	byID     map[string]cloud.Address
@@ -35,18 +39,22 @@ type Addresses struct {
 	flight   sync.Map
 }
 
-func newAddresses(api cloud.API, maxAge, grace time.Duration, now func() time.Time) *Addresses {
-	return &Addresses{api: api, maxAge: maxAge, grace: grace, now: now, byID: map[string]cloud.Address{}, touched: map[string]time.Time{}, reserved: map[string]string{}}
+func newAddresses(api cloud.API, maxAge, grace time.Duration, now, trustFrom func() time.Time) *Addresses {
+	return &Addresses{api: api, maxAge: maxAge, grace: grace, now: now, trustFrom: trustFrom, byID: map[string]cloud.Address{}, touched: map[string]time.Time{}, reserved: map[string]string{}}
 }
 
 // Addresses returns the inventory's cache of Elastic IPs.
 func (inv *Inventory) Addresses() *Addresses { return inv.addresses }
 
 // List returns every Elastic IP, sorted by allocation ID, describing them
-// again when the cache is older than the resync interval.
+// again when the cache is older than the resync interval, or when its
+// describe is not vouched for (Vouched) and one that is can be made now.
 func (a *Addresses) List(ctx context.Context) ([]cloud.Address, error) {
+	from := a.trustFrom()
 	a.mu.Lock()
-	fresh := !a.listedAt.IsZero() && a.now().Sub(a.listedAt) < a.maxAge
+	now := a.now()
+	fresh := !a.listedAt.IsZero() && now.Sub(a.listedAt) < a.maxAge &&
+		(from.IsZero() || !a.listedAt.Before(from) || now.Before(from))
 	a.mu.Unlock()
 	if !fresh {
 		if err := shared(&a.flight, "list", ctx, a.refresh); err != nil {
@@ -94,6 +102,32 @@ func (a *Addresses) refresh(ctx context.Context) error {
 	}
 	a.byID, a.listedAt = byID, start
 	return nil
+}
+
+// Vouched reports whether the last describe began late enough to show
+// every association an earlier operator process made (the inventory's
+// trust point: its first sync plus the consistency grace). Before that,
+// an address it shows free may be one a process associated just before
+// it died; this process's own associations it shows anyway.
+func (a *Addresses) Vouched() bool {
+	from := a.trustFrom()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return !a.listedAt.IsZero() && !from.IsZero() && !a.listedAt.Before(from)
+}
+
+// Vouches reports whether the cache's view of one Elastic IP can be
+// believed over what an earlier operator process did: the last describe
+// is vouched for (Vouched), or this process changed the address itself
+// since (its own change outweighs the describe).
+func (a *Addresses) Vouches(allocationID string) bool {
+	if a.Vouched() {
+		return true
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	_, own := a.touched[allocationID]
+	return own
 }
 
 // RecordAssociated records an association this process made.

@@ -154,7 +154,11 @@ func New(api cloud.API, opts Options, log *slog.Logger) *Inventory {
 		inv.now = opts.Now
 	}
 	inv.lookups = newLookups(inv)
-	inv.addresses = newAddresses(api, opts.ResyncInterval, opts.ConsistencyGrace, func() time.Time { return inv.now() })
+	inv.addresses = newAddresses(api, opts.ResyncInterval, opts.ConsistencyGrace, func() time.Time { return inv.now() }, func() time.Time {
+		inv.mu.Lock()
+		defer inv.mu.Unlock()
+		return inv.trustFrom
+	})
 	return inv
 }
 

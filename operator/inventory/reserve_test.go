@@ -13,7 +13,7 @@ import (
 // has none reserved); ReserveID takes a named free address once, for one
 // holder, and refuses one another holder reserved or that is associated.
 func TestReservableIsWhatReserveTakes(t *testing.T) {
-	a := newAddresses(nil, time.Hour, time.Second, time.Now)
+	a := newAddresses(nil, time.Hour, time.Second, time.Now, func() time.Time { return time.Time{} })
 	tags := map[string]string{"role": "egress"}
 	a.byID["eipalloc-1"] = cloud.Address{AllocationID: "eipalloc-1", Tags: tags, AssociationID: "eipassoc-1"}
 	a.byID["eipalloc-2"] = cloud.Address{AllocationID: "eipalloc-2", Tags: tags}

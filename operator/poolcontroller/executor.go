@@ -179,10 +179,19 @@ func (x *executor) disassociateAddress(ctx context.Context, a cloud.Address) err
 	return nil
 }
 
+// errAssociationUnseen: a release found the recorded address elsewhere
+// or free in a describe that may not show an earlier process's
+// association yet (inventory's Addresses.Vouched); it is tried again.
+var errAssociationUnseen = errors.New("EC2's describe may not show an association made before this process started yet")
+
 // releaseAddress undoes the association rec records, when EC2 still has
 // the address on the recorded ENI (anything else was changed by someone
 // else, and is left alone). EC2's view is described afresh first: the
-// association may be younger than the cache.
+// association may be younger than the cache. A describe that shows the
+// address elsewhere or free is believed only once it vouches for an
+// earlier process's associations: one that died as its AssociateAddress
+// landed leaves an association the first describes of the next may not
+// show, and the record is all that finds it.
 func (x *executor) releaseAddress(ctx context.Context, rec *enipamv1alpha1.NodeStaticIP) error {
 	if err := x.describeAddresses(ctx); err != nil {
 		return fmt.Errorf("listing Elastic IPs, %w", err)
@@ -200,6 +209,10 @@ func (x *executor) releaseAddress(ctx context.Context, rec *enipamv1alpha1.NodeS
 			return fmt.Errorf("disassociating Elastic IP %s from %s, %w", a.PublicIP, a.ENIID, err)
 		}
 		x.r.log.Info("static IP released", "node", x.node.Name, "instance", rec.InstanceID, "eni", rec.ENIID, "eip", rec.PublicIP)
+		return nil
+	}
+	if !x.r.inv.Addresses().Vouched() {
+		return fmt.Errorf("releasing Elastic IP %s from %s, %w", rec.PublicIP, rec.ENIID, errAssociationUnseen)
 	}
 	return nil
 }

@@ -118,10 +118,14 @@ type staticIPFacts struct {
 	primary    *cloud.ENI
 	// addrs are the Elastic IPs as the address book lists them;
 	// candidate the free one carrying tags the book would reserve for
-	// the node now (haveCandidate: there is one).
-	addrs         []cloud.Address
-	candidate     cloud.Address
-	haveCandidate bool
+	// the node now (haveCandidate: there is one); primaryVouched: the
+	// address book's view of the Elastic IP on the primary address, if
+	// any, can be believed over what an earlier process did (inventory's
+	// Addresses.Vouches).
+	addrs          []cloud.Address
+	candidate      cloud.Address
+	haveCandidate  bool
+	primaryVouched bool
 }
 
 // staticIPStep is what decideStaticIP decided: undo the recorded
@@ -129,8 +133,13 @@ type staticIPFacts struct {
 // associate one (the recorded one while it is free, else one the address
 // book reserves), or why none can be.
 type staticIPStep struct {
-	release   bool
-	record    *enipamv1alpha1.NodeStaticIP
+	release bool
+	record  *enipamv1alpha1.NodeStaticIP
+	// unvouched: the address found on the primary address is seen in a
+	// describe that may still show an association an earlier process
+	// undid just before it died; it is recorded, not reported, until a
+	// describe vouches for it.
+	unvouched bool
 	associate *staticIPAssociation
 	err       error
 	reason    string
@@ -164,6 +173,11 @@ func (s *nodeSync) readStaticIP(ctx context.Context) (staticIPFacts, bool) {
 	if len(tags) > 0 {
 		f.candidate, f.haveCandidate = s.r.inv.Addresses().Reservable(s.cn.Name, tags)
 	}
+	if f.primary != nil {
+		if held, ok := onPrimary(addrs, f.primary); ok {
+			f.primaryVouched = s.r.inv.Addresses().Vouches(held.AllocationID)
+		}
+	}
 	return f, true
 }
 
@@ -187,7 +201,7 @@ func decideStaticIP(f staticIPFacts) staticIPStep {
 		// Ours from a process that died before recording it, or the user's
 		// own tagged address: either way, the node's static IP.
 		return staticIPStep{record: &enipamv1alpha1.NodeStaticIP{AllocationID: held.AllocationID, PublicIP: held.PublicIP.String(),
-			InstanceID: f.instanceID, ENIID: f.primary.ID, AssociationID: held.AssociationID}}
+			InstanceID: f.instanceID, ENIID: f.primary.ID, AssociationID: held.AssociationID}, unvouched: !f.primaryVouched}
 	}
 	a := &staticIPAssociation{tags: f.tags, primary: f.primary, instanceID: f.instanceID}
 	if rec := f.record; rec != nil {
@@ -228,7 +242,13 @@ func (s *deciding) executeStaticIP(step staticIPStep) bool {
 		// association's ID, learnt after the call, may be what this write
 		// adds): else the next reconcile, at once, reads it and reports it
 		// here.
-		if recorded(s.routingRead, step.record) {
+		// Cilium's agent takes the report for the node's static IP at
+		// once, so it waits for a describe that vouches for the
+		// association (staticIPStep.unvouched).
+		switch {
+		case step.unvouched:
+			s.requeueWithin(s.r.opts.ConsistencyGrace)
+		case recorded(s.routingRead, step.record):
 			s.cn.Status.IPAM.AssignedStaticIP = step.record.PublicIP
 		}
 		s.routing.Spec.StaticIP = step.record

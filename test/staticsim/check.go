@@ -152,6 +152,7 @@ func (w *world) check() {
 	if f := agentsim.CheckPublicIPs(s.claims, s.nodes, s.dump, cluster, false); f.Total() != 0 {
 		w.violate("Elastic IPs: %s: %v", f, f.Details)
 	}
+	w.checkNodeEIPs(s)
 }
 
 // stolen is checked at each CNI ADD: a pod got an address that a claim
@@ -221,7 +222,7 @@ func (w *world) atRest() []string {
 			out = append(out, c.Owner()+" rests "+string(c.Status.Phase)+"/"+ready.Reason+": "+ready.Message)
 		}
 	}
-	return out
+	return append(out, w.nodeEIPsAtRest(s)...)
 }
 
 // describe tells the claims, the stamps and handshakes of every pool, and
@@ -253,4 +254,5 @@ func (w *world) describe() {
 		p := w.pods[uid]
 		w.logf("pod %s (%s) runs on %s with %s", p.owner, uid, p.node, p.ip)
 	}
+	w.describeNodeEIPs(s)
 }

@@ -64,8 +64,9 @@ func (w *world) ensurePods(replicas int) {
 			p.Annotations = nil
 		}
 		if i == 0 {
-			// The first replica has an Elastic IP.
-			p.Annotations[enipamv1alpha1.PublicIPAnnotation] = "allocate"
+			// The first replica has an Elastic IP: allocated, or from
+			// the pool the nodes' static-ip-tags draw from.
+			p.Annotations[enipamv1alpha1.PublicIPAnnotation] = w.claimEIP
 		}
 		if err := w.c.Create(ctx, p); err == nil {
 			w.logf("statefulset: pod %s created (%s)", name, p.UID)

@@ -52,6 +52,10 @@ type Result struct {
 	// Landings counts the remaps an enipam-agent reported landed from its
 	// instance's metadata.
 	Landings int
+	// EIPAssociations, EIPDisassociations: the operator's Elastic IP
+	// calls that went through; EIPKills: deaths at a node Elastic IP
+	// write; Retags: static-ip-tags changed on a node.
+	EIPAssociations, EIPDisassociations, EIPKills, Retags int
 	// Trace is the run, step by step, for a failing seed.
 	Trace []string
 	Err   error
@@ -108,6 +112,12 @@ var kinds = []kind{
 		if err := w.restart(); err != nil {
 			w.violate("restart: %v", err)
 		}
+		return ""
+	}},
+	{'G', 2, func(w *world, _ Config) string { return w.retag() }},
+	{'Q', 1, func(w *world, _ Config) string {
+		w.op.eipCrashAt, w.op.landed = 1+w.rng.IntN(3), w.rng.IntN(2) == 0
+		w.logf("operator armed to die at its Elastic IP write %d from now (landing: %v)", w.op.eipCrashAt, w.op.landed)
 		return ""
 	}},
 	{'K', 1, func(w *world, _ Config) string {
@@ -172,6 +182,7 @@ func Run(seed uint64, cfg Config) Result {
 	res.Kinds, res.Hash = string(w.kinds), h.Sum64()
 	res.Binds, res.Starts, res.Moves, res.Restarts, res.Crashes = w.binds, w.starts, w.moves, w.restarts, w.crashes
 	res.Landings = w.landings
+	res.EIPAssociations, res.EIPDisassociations, res.EIPKills, res.Retags = w.eipAssociations, w.eipDisassociations, w.eipKills, w.retags
 	res.Violations = w.violations[:min(len(w.violations), 5)]
 	if res.Failed() || cfg.Trace {
 		res.Trace = w.trace
@@ -183,6 +194,9 @@ func Run(seed uint64, cfg Config) Result {
 func (w *world) afterStep() {
 	if w.op.dead {
 		w.crashes++
+		if w.op.eipKilled {
+			w.eipKills++
+		}
 		w.logf("operator died; a new one starts")
 		if err := w.restart(); err != nil {
 			w.violate("restart: %v", err)
@@ -205,6 +219,14 @@ func (w *world) round(cfg Config, round int) {
 		w.reconcileNode(n)
 		w.afterStep()
 		w.watch(cfg.Watch, "round: reconcile "+n)
+	}
+	// A terminated node's NodeRouting, held by its static-IP finalizer,
+	// is reconciled until it goes (its deletion queues the node).
+	for _, n := range w.nodes {
+		if n.gone && w.store.get(client.ObjectKey{Name: n.name}, &enipamv1alpha1.NodeRouting{}) {
+			w.reconcileNode(n.name)
+			w.afterStep()
+		}
 	}
 	var claims enipamv1alpha1.StaticIPClaimList
 	w.store.list(&claims)

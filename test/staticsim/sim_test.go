@@ -58,12 +58,13 @@ func TestSeeds(t *testing.T) {
 		close(results)
 	}()
 	steps, failed := 0, 0
-	var binds, starts, moves, restarts, crashes, landings int
+	var binds, starts, moves, restarts, crashes, landings, assocs, disassocs, eipKills, retags int
 	kinds, hashes := map[string]bool{}, map[uint64]bool{}
 	for r := range results {
 		steps += r.Steps
 		binds, starts, moves, restarts, crashes = binds+r.Binds, starts+r.Starts, moves+r.Moves, restarts+r.Restarts, crashes+r.Crashes
 		landings += r.Landings
+		assocs, disassocs, eipKills, retags = assocs+r.EIPAssociations, disassocs+r.EIPDisassociations, eipKills+r.EIPKills, retags+r.Retags
 		kinds[r.Kinds] = true
 		hashes[r.Hash] = true
 		if !r.Failed() {
@@ -91,8 +92,8 @@ func TestSeeds(t *testing.T) {
 		}
 		t.Error(b.String())
 	}
-	t.Logf("seeds %d-%d: %d seeds, %d steps, %d distinct step-kind sequences, %d distinct interleavings; %d binds, %d pod starts, %d moves (%d remaps confirmed from an instance's metadata), %d operator restarts (%d of them kills at a write); %d failed",
-		first, first+uint64(n)-1, n, steps, len(kinds), len(hashes), binds, starts, moves, landings, restarts, crashes, failed)
+	t.Logf("seeds %d-%d: %d seeds, %d steps, %d distinct step-kind sequences, %d distinct interleavings; %d binds, %d pod starts, %d moves (%d remaps confirmed from an instance's metadata), %d operator restarts (%d of them kills at a write, %d at a node Elastic IP write); %d static-ip-tags changes, %d Elastic IP associations and %d disassociations by the operator; %d failed",
+		first, first+uint64(n)-1, n, steps, len(kinds), len(hashes), binds, starts, moves, landings, restarts, crashes, eipKills, retags, assocs, disassocs, failed)
 }
 
 // TestDeterministic: a seed replays the same run, step for step, so its

@@ -138,6 +138,18 @@ type world struct {
 	// index is where EC2 has each address in the dump indexed.
 	index   addressIndex
 	indexed *ec2sim.Dump
+	// elsewhere: the Elastic IPs associated before the cluster's time;
+	// the user's own is the node's once its NodeRouting recorded it
+	// (userEIPTaken); claimEIP is the first replica's public-ip
+	// annotation.
+	elsewhere
+	claimEIP     string
+	userEIPTaken bool
+	// eipAssociations and eipDisassociations count the operator's
+	// AssociateAddress and DisassociateAddress calls that went through,
+	// eipKills its deaths at a node Elastic IP write, retags the tags
+	// events.
+	eipAssociations, eipDisassociations, eipKills, retags int
 }
 
 // process is one run of enipam-operator: everything it keeps in memory
@@ -155,6 +167,11 @@ type process struct {
 	writes  int
 	landed  bool
 	dead    bool
+	// eipCrashAt > 0: the process dies at its eipCrashAt-th write of a
+	// node's Elastic IP step (staticIPWrite, AssociateAddress,
+	// DisassociateAddress) from now on, landing as landed says.
+	eipCrashAt, eipWrites int
+	eipKilled             bool
 }
 
 // errKilled is what every call of a dead process gets.
@@ -167,6 +184,8 @@ func newWorld(seed uint64) (*world, error) {
 	}
 	sc.Seed = seed
 	sc.ClusterName = cluster
+	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	seedElasticIPs(sc, rng)
 	clock := ec2sim.NewManualClock(epoch)
 	st, err := ec2sim.NewState(sc, clock.Now)
 	if err != nil {
@@ -177,6 +196,14 @@ func newWorld(seed uint64) (*world, error) {
 	// released addresses that cool down, describes that lag a quarter
 	// of the changes. MutationConsistency stays off: the operator waits
 	// out a young ENI's NotFound with real timers.
+	var instances []string
+	for _, in := range sc.Instances {
+		instances = append(instances, in.ID)
+	}
+	away, err := associateElsewhere(st, rng, instances)
+	if err != nil {
+		return nil, err
+	}
 	harsh := seed%4 != 0
 	if harsh {
 		t := ec2sim.RealisticTiming()
@@ -190,9 +217,9 @@ func newWorld(seed uint64) (*world, error) {
 		return nil, err
 	}
 	w := &world{
-		seed: seed, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), clock: clock, state: st,
+		seed: seed, rng: rng, clock: clock, state: st,
 		cloud: cloudfake.New(st), log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		agents: map[string]*agent{}, pods: map[string]*pod{}, stampedOn: map[string]string{}, owned: map[string]string{},
+		elsewhere: away, agents: map[string]*agent{}, pods: map[string]*pod{}, stampedOn: map[string]string{}, owned: map[string]string{},
 	}
 	if Log != nil {
 		w.log = slog.New(simTimeHandler{slog.NewTextHandler(Log, &slog.HandlerOptions{Level: slog.LevelDebug}), w})
@@ -204,8 +231,14 @@ func newWorld(seed uint64) (*world, error) {
 		n := &node{name: fmt.Sprintf("node-%d", i+1), instance: in.ID}
 		w.nodes = append(w.nodes, n)
 		w.agents[n.name] = newAgent(n.name)
-		objs = append(objs, nodeObjects(n)...)
+		// The seed draws which agents run with static-ip-tags.
+		objs = append(objs, nodeObjects(n, tagSets[w.rng.IntN(len(tagSets))])...)
 	}
+	w.claimEIP = "allocate"
+	if w.rng.IntN(2) == 0 {
+		w.claimEIP = tagPool
+	}
+
 	// The plain object tracker: the field-managed one costs ten times
 	// more a write. The one server-side apply here, the operator's of a
 	// NodeRouting, is the writer's (writer.apply).
@@ -326,12 +359,12 @@ func (w *world) close() {
 	}
 }
 
-func nodeObjects(n *node) []client.Object {
+func nodeObjects(n *node, tags map[string]string) []client.Object {
 	return []client.Object{
 		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.name, UID: k8stypes.UID("uid-" + n.name)},
 			Spec: corev1.NodeSpec{ProviderID: fmt.Sprintf("aws:///%s/%s", zone, n.instance)}},
 		&ciliumv2.CiliumNode{ObjectMeta: metav1.ObjectMeta{Name: n.name, UID: k8stypes.UID("uid-cn-" + n.name)},
-			Spec: ciliumv2.NodeSpec{IPAM: ipamtypes.IPAMSpec{PreAllocate: 2}}},
+			Spec: ciliumv2.NodeSpec{IPAM: ipamtypes.IPAMSpec{PreAllocate: 2, StaticIPTags: tags}}},
 	}
 }
 
@@ -353,11 +386,12 @@ func (w *world) guardEC2() {
 	for _, a := range []cloudfake.Action{cloudfake.CreateNetworkInterface, cloudfake.AttachNetworkInterface, cloudfake.ModifyNetworkInterfaceAttribute,
 		cloudfake.DeleteNetworkInterface, cloudfake.AssignPrivateIpAddresses, cloudfake.UnassignPrivateIpAddresses,
 		cloudfake.AssociateAddress, cloudfake.DisassociateAddress, cloudfake.AllocateAddress, cloudfake.ReleaseAddress} {
+		eip := a == cloudfake.AssociateAddress || a == cloudfake.DisassociateAddress
 		w.cloud.Before(a, 0, func() error {
 			if w.op.dead {
 				return errKilled
 			}
-			if w.op.crashing() && !w.op.landed {
+			if w.op.crashing(eip) && !w.op.landed {
 				return errKilled
 			}
 			return nil
@@ -371,9 +405,17 @@ func (w *world) guardEC2() {
 	}
 }
 
-// crashing counts a write and reports whether it is the one the process
-// dies at; from then on it is dead.
-func (p *process) crashing() bool {
+// crashing counts a write (eip: a step of a node's Elastic IP) and
+// reports whether it is the one the process dies at; from then on it is
+// dead.
+func (p *process) crashing(eip bool) bool {
+	if eip && p.eipCrashAt > 0 {
+		if p.eipWrites++; p.eipWrites >= p.eipCrashAt {
+			p.eipCrashAt, p.crashAt, p.dead = 0, 0, true
+			p.eipKilled = true
+			return true
+		}
+	}
 	if p.crashAt == 0 {
 		return false
 	}
@@ -447,22 +489,22 @@ func (w *world) startOperator() error {
 	w.op = p
 	p.c = interceptor.NewClient(w.c, interceptor.Funcs{
 		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
-			return p.write(func() error { return c.Create(ctx, obj, opts...) })
+			return p.write(false, func() error { return c.Create(ctx, obj, opts...) })
 		},
 		Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
-			return p.write(func() error { return c.Update(ctx, obj, opts...) })
+			return p.write(staticIPWrite(obj, nil), func() error { return c.Update(ctx, obj, opts...) })
 		},
 		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
-			return p.write(func() error { return c.Patch(ctx, obj, patch, opts...) })
+			return p.write(staticIPWrite(obj, patch), func() error { return c.Patch(ctx, obj, patch, opts...) })
 		},
 		Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
-			return p.write(func() error { return c.Delete(ctx, obj, opts...) })
+			return p.write(false, func() error { return c.Delete(ctx, obj, opts...) })
 		},
 		SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
-			return p.write(func() error { return c.SubResource(sub).Update(ctx, obj, opts...) })
+			return p.write(false, func() error { return c.SubResource(sub).Update(ctx, obj, opts...) })
 		},
 		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
-			return p.write(func() error { return c.SubResource(sub).Patch(ctx, obj, patch, opts...) })
+			return p.write(false, func() error { return c.SubResource(sub).Patch(ctx, obj, patch, opts...) })
 		},
 		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
 			if p.dead {
@@ -516,11 +558,11 @@ func (w *world) startOperator() error {
 
 // write runs one apiserver write of the process, unless it is dead or
 // dies here (the write lands or not, as armed).
-func (p *process) write(do func() error) error {
+func (p *process) write(eip bool, do func() error) error {
 	if p.dead {
 		return errKilled
 	}
-	if p.crashing() {
+	if p.crashing(eip) {
 		if p.landed {
 			_ = do()
 		}
