@@ -17,7 +17,10 @@ type API interface {
 	// ListSecurityGroups returns every security group of the VPC.
 	ListSecurityGroups(ctx context.Context, vpcID string) ([]SecurityGroup, error)
 	// ListInstances returns the pending and running instances of the VPC.
-	ListInstances(ctx context.Context, vpcID string) ([]Instance, error)
+	// known, when not nil, gives the caller's own view of an instance by
+	// ID, as ListENIs' does of an ENI: an instance described Equal to it
+	// is returned as that view, sharing its tags.
+	ListInstances(ctx context.Context, vpcID string, known func(instanceID string) (Instance, bool)) ([]Instance, error)
 	// ListENIs returns every ENI of the VPC. known, when not nil, gives
 	// the caller's own view of an ENI by ID: an ENI described Equal to
 	// it is returned as that view, sharing its lists and map, so that

@@ -96,8 +96,8 @@ func (c *Client) ListSecurityGroups(ctx context.Context, vpcID string) ([]cloud.
 }
 
 // ListInstances implements cloud.API.
-func (c *Client) ListInstances(ctx context.Context, vpcID string) ([]cloud.Instance, error) {
-	instances, _, err := c.describeInstances(ctx, filter("vpc-id", vpcID))
+func (c *Client) ListInstances(ctx context.Context, vpcID string, known func(string) (cloud.Instance, bool)) ([]cloud.Instance, error) {
+	instances, _, err := c.describeInstances(ctx, known, filter("vpc-id", vpcID))
 	return instances, err
 }
 
@@ -107,7 +107,7 @@ func (c *Client) ListInstances(ctx context.Context, vpcID string) ([]cloud.Insta
 // for them (tagged with the instance), so an ENI whose attach never
 // happened is found and adopted rather than made again.
 func (c *Client) GetInstances(ctx context.Context, ids []string) ([]cloud.Instance, []cloud.ENI, error) {
-	instances, _, err := c.describeInstances(ctx, filter("instance-id", ids...))
+	instances, _, err := c.describeInstances(ctx, nil, filter("instance-id", ids...))
 	if err != nil || len(instances) == 0 {
 		return instances, nil, err
 	}
@@ -123,7 +123,13 @@ func (c *Client) GetInstances(ctx context.Context, ids []string) ([]cloud.Instan
 	return instances, append(enis, orphans...), err
 }
 
-func (c *Client) describeInstances(ctx context.Context, f types.Filter) ([]cloud.Instance, int, error) {
+// describeInstances describes the pending and running instances f
+// selects; an instance known returns Equal to what EC2 shows is kept as
+// known's, the converted one (its tags) left to the collector at once, as
+// describeENIs does: a VPC's describe otherwise holds a copy of every
+// instance's tags through the ENIs' pages that follow, until the
+// inventory installs it and drops the copy.
+func (c *Client) describeInstances(ctx context.Context, known func(string) (cloud.Instance, bool), f types.Filter) ([]cloud.Instance, int, error) {
 	var instances []cloud.Instance
 	pages := 0
 	p := ec2.NewDescribeInstancesPaginator(c.sdk, &ec2.DescribeInstancesInput{
@@ -140,8 +146,14 @@ func (c *Client) describeInstances(ctx context.Context, f types.Filter) ([]cloud
 		}
 		pages++
 		for _, r := range page.Reservations {
-			for _, in := range r.Instances {
-				instances = append(instances, instanceFrom(in))
+			for _, x := range r.Instances {
+				in := instanceFrom(x)
+				if known != nil {
+					if k, ok := known(in.ID); ok && k.Equal(&in) {
+						in = k
+					}
+				}
+				instances = append(instances, in)
 			}
 		}
 	}

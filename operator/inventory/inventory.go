@@ -285,7 +285,7 @@ func (inv *Inventory) syncVPC(ctx context.Context, vpcID string) error {
 	if err != nil {
 		return fmt.Errorf("listing security groups of %s, %w", vpcID, err)
 	}
-	instances, err := inv.api.ListInstances(ctx, vpcID)
+	instances, err := inv.api.ListInstances(ctx, vpcID, inv.knownInstance)
 	if err != nil {
 		return fmt.Errorf("listing instances of %s, %w", vpcID, err)
 	}
@@ -308,6 +308,18 @@ func (inv *Inventory) known(eniID string) (cloud.ENI, bool) {
 		return *e, true
 	}
 	return cloud.ENI{}, false
+}
+
+// knownInstance is the inventory's view of an instance, for
+// ListInstances to return in place of an Equal one it describes. Entries
+// are never changed in place, so the view may share their tags.
+func (inv *Inventory) knownInstance(id string) (cloud.Instance, bool) {
+	inv.mu.RLock()
+	defer inv.mu.RUnlock()
+	if in, ok := inv.instances[id]; ok {
+		return *in, true
+	}
+	return cloud.Instance{}, false
 }
 
 // install replaces what the inventory knows of a VPC with a describe

@@ -37,7 +37,7 @@ func (f *fakeCloud) ListSubnets(context.Context, string) ([]cloud.Subnet, error)
 func (f *fakeCloud) ListSecurityGroups(context.Context, string) ([]cloud.SecurityGroup, error) {
 	return nil, nil
 }
-func (f *fakeCloud) ListInstances(context.Context, string) ([]cloud.Instance, error) {
+func (f *fakeCloud) ListInstances(context.Context, string, func(string) (cloud.Instance, bool)) ([]cloud.Instance, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return append([]cloud.Instance(nil), f.instances...), nil

@@ -241,7 +241,7 @@ func TestFakeMatchesAdapter(t *testing.T) {
 		{"describe missing VPC", describeVPC("vpc-0123456789abcdef0"), cloud.ErrNotFound},
 		{"list subnets", func(ctx context.Context, api cloud.API) (any, error) { return api.ListSubnets(ctx, vpcID) }, nil},
 		{"list groups", func(ctx context.Context, api cloud.API) (any, error) { return api.ListSecurityGroups(ctx, vpcID) }, nil},
-		{"list instances", func(ctx context.Context, api cloud.API) (any, error) { return api.ListInstances(ctx, vpcID) }, nil},
+		{"list instances", func(ctx context.Context, api cloud.API) (any, error) { return api.ListInstances(ctx, vpcID, nil) }, nil},
 		{"instance types", func(ctx context.Context, api cloud.API) (any, error) {
 			return api.InstanceTypes(ctx, []string{"m5.large", "t3.medium", "x9.nope"})
 		}, nil},
@@ -379,7 +379,7 @@ func TestFakeMatchesAdapterOnElasticIPs(t *testing.T) {
 	list := func(ctx context.Context, api cloud.API) (any, error) { return api.ListAddresses(ctx) }
 	res := tw.run(t, []step{
 		{"list addresses", list, nil},
-		{"list instances", func(ctx context.Context, api cloud.API) (any, error) { return api.ListInstances(ctx, vpcID) }, nil},
+		{"list instances", func(ctx context.Context, api cloud.API) (any, error) { return api.ListInstances(ctx, vpcID, nil) }, nil},
 	})
 	addrs, instances := res[0].([]cloud.Address), res[1].([]cloud.Instance)
 	if len(addrs) != 2 || addrs[0].Tags["pool"] != "egress" || addrs[0].Associated() {
@@ -445,7 +445,7 @@ func TestFakeMatchesAdapterOnClaimElasticIPs(t *testing.T) {
 	release := func(id string) func(context.Context, cloud.API) (any, error) {
 		return func(ctx context.Context, api cloud.API) (any, error) { return nil, api.ReleaseAddress(ctx, id) }
 	}
-	instances := tw.run(t, []step{{"list instances", func(ctx context.Context, api cloud.API) (any, error) { return api.ListInstances(ctx, vpcID) }, nil}})[0].([]cloud.Instance)
+	instances := tw.run(t, []step{{"list instances", func(ctx context.Context, api cloud.API) (any, error) { return api.ListInstances(ctx, vpcID, nil) }, nil}})[0].([]cloud.Instance)
 	var m5, t3 cloud.ENI
 	for _, e := range tw.run(t, []step{{"list ENIs", listENIs, nil}})[0].([]cloud.ENI) {
 		switch e.InstanceID {

@@ -1,0 +1,107 @@
+package ec2_test
+
+import (
+	"context"
+	"maps"
+	"net/http/httptest"
+	"reflect"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/enipam/enipam/operator/cloud"
+	"github.com/enipam/enipam/operator/ec2"
+	"github.com/enipam/enipam/test/ec2sim"
+)
+
+// TestListInstancesReturnsTheCallersViewOfUnchangedInstances: three
+// m5.large, listed through the SDK from ec2sim over HTTP, then listed
+// again with the first list as the caller's view, one view's tags
+// differing from EC2's. The two unchanged instances come back as the
+// caller's views (their tags are the views' own map), so a resync of a
+// VPC whose instances did not change holds no second copy of their tags
+// through the ENIs' describe that follows; the other comes back as EC2
+// shows it.
+func TestListInstancesReturnsTheCallersViewOfUnchangedInstances(t *testing.T) {
+	sc, err := ec2sim.ParseScenario([]byte(`
+account: "123456789012"
+region: us-east-1
+zones: [us-east-1a]
+vpcs:
+- id: vpc-0a000000000000001
+  cidrs: [10.0.0.0/16]
+  subnets:
+  - {name: a, cidr: 10.0.0.0/24, zone: us-east-1a}
+instances:
+- {name: node, count: 3, type: m5.large, subnet: a, secondaryIPs: 2}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sim, err := ec2sim.New(sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(sim.Handler())
+	t.Cleanup(srv.Close)
+	opts := ec2.DefaultOptions()
+	opts.Endpoint, opts.InitialBucketFill = srv.URL, 1
+	client, err := ec2.New(aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider(ec2sim.DefaultAccessKeyID, ec2sim.DefaultSecretAccessKey, "")}, opts, prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	const vpc = "vpc-0a000000000000001"
+	first, err := client.ListInstances(ctx, vpc, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(first) != 3 {
+		t.Fatalf("%d instances listed, want 3", len(first))
+	}
+	views := map[string]cloud.Instance{}
+	for _, in := range first {
+		if len(in.Tags) == 0 {
+			t.Fatalf("instance %s listed without tags: nothing to share", in.ID)
+		}
+		views[in.ID] = in
+	}
+	changed := first[0].ID
+	stale := views[changed]
+	stale.Tags = maps.Clone(stale.Tags)
+	stale.Tags["stale"] = "yes"
+	views[changed] = stale
+
+	second, err := client.ListInstances(ctx, vpc, func(id string) (cloud.Instance, bool) {
+		in, ok := views[id]
+		return in, ok
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(second) != 3 {
+		t.Fatalf("%d instances listed the second time, want 3", len(second))
+	}
+	shared := 0
+	for _, in := range second {
+		view := views[in.ID]
+		same := reflect.ValueOf(in.Tags).UnsafePointer() == reflect.ValueOf(view.Tags).UnsafePointer()
+		if in.ID == changed {
+			if same || in.Tags["stale"] != "" || !maps.Equal(in.Tags, first[0].Tags) {
+				t.Errorf("changed %s listed with tags %v (the caller's view: %v), want EC2's %v", in.ID, in.Tags, same, first[0].Tags)
+			}
+			continue
+		}
+		if !in.Equal(&view) {
+			t.Errorf("unchanged %s listed as %+v, want %+v", in.ID, in, view)
+		}
+		if same {
+			shared++
+		}
+	}
+	if shared != 2 {
+		t.Errorf("%d of the 2 unchanged instances came back as the caller's view, want 2", shared)
+	}
+}
