@@ -2,17 +2,10 @@ package ec2_test
 
 import (
 	"context"
-	"net/http/httptest"
 	"testing"
 	"unsafe"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/enipam/enipam/operator/cloud"
-	"github.com/enipam/enipam/operator/ec2"
-	"github.com/enipam/enipam/test/ec2sim"
 )
 
 // TestListENIsReturnsTheCallersViewOfUnchangedENIs: three m5.large with a
@@ -23,7 +16,7 @@ import (
 // resync of a VPC that did not change holds no second copy of its ENIs;
 // the changed one comes back as EC2 shows it now, with the new address.
 func TestListENIsReturnsTheCallersViewOfUnchangedENIs(t *testing.T) {
-	sc, err := ec2sim.ParseScenario([]byte(`
+	client := simClient(t, `
 account: "123456789012"
 region: us-east-1
 zones: [us-east-1a]
@@ -34,22 +27,7 @@ vpcs:
   - {name: a, cidr: 10.0.0.0/24, zone: us-east-1a}
 instances:
 - {name: node, count: 3, type: m5.large, subnet: a, secondaryIPs: 2, enis: [{deviceIndex: 1, secondaryIPs: 3}]}
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	sim, err := ec2sim.New(sc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(sim.Handler())
-	t.Cleanup(srv.Close)
-	opts := ec2.DefaultOptions()
-	opts.Endpoint, opts.InitialBucketFill = srv.URL, 1
-	client, err := ec2.New(aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider(ec2sim.DefaultAccessKeyID, ec2sim.DefaultSecretAccessKey, "")}, opts, prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
+`)
 	ctx := context.Background()
 	const vpc = "vpc-0a000000000000001"
 	first, err := client.ListENIs(ctx, vpc, nil)

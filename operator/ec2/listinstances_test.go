@@ -3,17 +3,10 @@ package ec2_test
 import (
 	"context"
 	"maps"
-	"net/http/httptest"
 	"reflect"
 	"testing"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/enipam/enipam/operator/cloud"
-	"github.com/enipam/enipam/operator/ec2"
-	"github.com/enipam/enipam/test/ec2sim"
 )
 
 // TestListInstancesReturnsTheCallersViewOfUnchangedInstances: three
@@ -25,7 +18,7 @@ import (
 // through the ENIs' describe that follows; the other comes back as EC2
 // shows it.
 func TestListInstancesReturnsTheCallersViewOfUnchangedInstances(t *testing.T) {
-	sc, err := ec2sim.ParseScenario([]byte(`
+	client := simClient(t, `
 account: "123456789012"
 region: us-east-1
 zones: [us-east-1a]
@@ -36,22 +29,7 @@ vpcs:
   - {name: a, cidr: 10.0.0.0/24, zone: us-east-1a}
 instances:
 - {name: node, count: 3, type: m5.large, subnet: a, secondaryIPs: 2}
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	sim, err := ec2sim.New(sc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(sim.Handler())
-	t.Cleanup(srv.Close)
-	opts := ec2.DefaultOptions()
-	opts.Endpoint, opts.InitialBucketFill = srv.URL, 1
-	client, err := ec2.New(aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider(ec2sim.DefaultAccessKeyID, ec2sim.DefaultSecretAccessKey, "")}, opts, prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
+`)
 	ctx := context.Background()
 	const vpc = "vpc-0a000000000000001"
 	first, err := client.ListInstances(ctx, vpc, nil)
