@@ -19,33 +19,7 @@ import (
 // the address would stay on the node's primary address with nothing
 // left to find it.
 func TestNodeEIPReleaseAfterLaggingDescribe(t *testing.T) {
-	w, err := newWorld(4) // seed%4 == 0: no timing yet
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.close()
-	// Every change lags describes by 1–3 s.
-	timing := ec2sim.RealisticTiming()
-	timing.MutationConsistency = 0
-	timing.Lag.Share = 0
-	if err := w.state.SetTiming(timing); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := w.state.AllocateAddress(ec2sim.AllocateAddressRequest{TagSpecifications: []ec2sim.TagSpecification{{
-		ResourceType: "elastic-ip", Tags: []ec2sim.Tag{{Key: tagKey, Value: "z"}}}}}); err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	setTags := func(tags map[string]string) {
-		cn := &ciliumv2.CiliumNode{}
-		if !w.store.get(client.ObjectKey{Name: "node-1"}, cn) {
-			t.Fatal("no CiliumNode node-1")
-		}
-		cn.Spec.IPAM.StaticIPTags = tags
-		if err := w.c.Update(ctx, cn); err != nil {
-			t.Fatal(err)
-		}
-	}
+	w, setTags := laggingEIPWorld(t)
 	// The pool settles first, no static IP asked for: the NodeRouting
 	// exists, the primary ENI is in the operator's view.
 	setTags(nil)
@@ -88,32 +62,7 @@ func TestNodeEIPReleaseAfterLaggingDescribe(t *testing.T) {
 // assigned-static-ip on that describe's word: Cilium's agent takes the
 // report for the node's static IP while EC2 has it nowhere.
 func TestNodeEIPReportAfterLaggingDescribe(t *testing.T) {
-	w, err := newWorld(4)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.close()
-	timing := ec2sim.RealisticTiming()
-	timing.MutationConsistency = 0
-	timing.Lag.Share = 0
-	if err := w.state.SetTiming(timing); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := w.state.AllocateAddress(ec2sim.AllocateAddressRequest{TagSpecifications: []ec2sim.TagSpecification{{
-		ResourceType: "elastic-ip", Tags: []ec2sim.Tag{{Key: tagKey, Value: "z"}}}}}); err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	setTags := func(tags map[string]string) {
-		cn := &ciliumv2.CiliumNode{}
-		if !w.store.get(client.ObjectKey{Name: "node-1"}, cn) {
-			t.Fatal("no CiliumNode node-1")
-		}
-		cn.Spec.IPAM.StaticIPTags = tags
-		if err := w.c.Update(ctx, cn); err != nil {
-			t.Fatal(err)
-		}
-	}
+	w, setTags := laggingEIPWorld(t)
 	setTags(nil)
 	for range 3 {
 		w.reconcileNode("node-1")
@@ -155,4 +104,38 @@ func TestNodeEIPReportAfterLaggingDescribe(t *testing.T) {
 	if out := w.nodeEIPsAtRest(w.snapshot()); len(out) > 0 {
 		t.Fatalf("not at rest: %q; trace:\n%s", out, strings.Join(w.trace, "\n"))
 	}
+}
+
+// laggingEIPWorld is a world with no timing drawn (seed 4) whose EC2
+// lags describes 1–3 s after each change, holding one free Elastic IP
+// tagged tagKey=z, and a setTags that writes node-1's static-ip-tags
+// as Cilium's nodediscovery does.
+func laggingEIPWorld(t *testing.T) (*world, func(map[string]string)) {
+	t.Helper()
+	w, err := newWorld(4) // seed%4 == 0: no timing yet
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.close)
+	timing := ec2sim.RealisticTiming()
+	timing.MutationConsistency = 0
+	timing.Lag.Share = 0
+	if err := w.state.SetTiming(timing); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.state.AllocateAddress(ec2sim.AllocateAddressRequest{TagSpecifications: []ec2sim.TagSpecification{{
+		ResourceType: "elastic-ip", Tags: []ec2sim.Tag{{Key: tagKey, Value: "z"}}}}}); err != nil {
+		t.Fatal(err)
+	}
+	setTags := func(tags map[string]string) {
+		cn := &ciliumv2.CiliumNode{}
+		if !w.store.get(client.ObjectKey{Name: "node-1"}, cn) {
+			t.Fatal("no CiliumNode node-1")
+		}
+		cn.Spec.IPAM.StaticIPTags = tags
+		if err := w.c.Update(context.Background(), cn); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return w, setTags
 }
