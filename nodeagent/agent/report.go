@@ -35,7 +35,7 @@ type writtenReport struct {
 // costs no write. When the converge could not even read the kernel, the
 // ENIs reported before are kept: nothing was changed.
 func (a *Agent) report(ctx context.Context, nr *enipamv1alpha1.NodeRouting, res routing.Result, convergeErr error) error {
-	status := *nr.Status.DeepCopy()
+	status := a.lastReport(nr)
 	status.ObservedGeneration = nr.Generation
 	if res.Read { // else nothing was changed: the previous report stands
 		var n routedCounts
@@ -149,17 +149,26 @@ func (a *Agent) reportRemaps(ctx context.Context) {
 	if !ok {
 		return
 	}
-	base := nr.Status
-	a.mu.Lock()
-	if w := a.written; w != nil && w.overVersion == nr.ResourceVersion {
-		base = w.status
-	}
-	a.mu.Unlock()
-	status := *base.DeepCopy()
+	status := a.lastReport(nr)
 	status.Remaps = a.observeRemaps(ctx, nr)
 	if err := a.writeStatus(ctx, nr, status); err != nil {
 		a.log.Warn("writing the answer to the remap queries", "err", err)
 	}
+}
+
+// lastReport returns a copy of the status the agent last reported on nr:
+// its own last write when that was over nr's version (the watch has not
+// delivered it yet), else nr's status. A write over the watch's older
+// copy would take back what the agent reported since, the routed ENIs
+// among it, as the apply sets the whole status.
+func (a *Agent) lastReport(nr *enipamv1alpha1.NodeRouting) enipamv1alpha1.NodeRoutingStatus {
+	base := &nr.Status
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if w := a.written; w != nil && w.overVersion == nr.ResourceVersion {
+		base = &w.status
+	}
+	return *base.DeepCopy()
 }
 
 func (a *Agent) remapsArePending() bool {
@@ -190,7 +199,7 @@ func (a *Agent) reportStopped() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	status := *nr.Status.DeepCopy()
+	status := a.lastReport(nr)
 	meta.SetStatusCondition(&status.Conditions, metav1.Condition{
 		Type: enipamv1alpha1.ConditionReady, Status: metav1.ConditionFalse, ObservedGeneration: nr.Generation,
 		Reason: enipamv1alpha1.ReasonAgentStopped, Message: "enipam-agent stopped; the node's routing is left in place",

@@ -3,7 +3,9 @@ package agent_test
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
+	"net/http"
 	"net/netip"
 	"slices"
 	"strings"
@@ -18,6 +20,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
@@ -242,6 +245,75 @@ func TestAgentStoppedMarksTheNodeRoutingNotReady(t *testing.T) {
 	if !reported(t, cn.Name, "eni-a", "10.0.2.10") {
 		t.Error("the routed address left the report when the agent stopped")
 	}
+}
+
+// TestAgentStoppedKeepsWhatItReportedBeforeTheWatchSawIt: the agent
+// reports 10.0.2.10, then its NodeRouting watch stalls and it reports
+// 10.0.2.11 too. Stopped before the watch delivers its own write, it
+// marks the NodeRouting stopped over that write, not over the watch's
+// older copy: both addresses stay reported, as both stay routed.
+func TestAgentStoppedKeepsWhatItReportedBeforeTheWatchSawIt(t *testing.T) {
+	cn := createCiliumNode(t, []awstypes.ENI{awsENI("eni-a", 1, "02:00:00:00:0c:02", "10.0.2.0/24")}, map[string]string{"10.0.2.10": "eni-a"})
+	kube := rest.CopyConfig(env.Config)
+	var stall atomic.Bool
+	kube.Wrap(func(rt http.RoundTripper) http.RoundTripper { return stallingWatches{rt, "noderoutings", &stall} })
+	a, _, stop := startStoppableAgent(t, testConfig(cn.Name), kube, fakeHostWith("02:00:00:00:0c:02"))
+	eventually(t, "10.0.2.10 reported", func() bool { return reported(t, cn.Name, "eni-a", "10.0.2.10") })
+
+	stall.Store(true)
+	writes := a.Status().StatusWrites
+	setPool(t, cn, map[string]string{"10.0.2.10": "eni-a", "10.0.2.11": "eni-a"})
+	eventually(t, "10.0.2.11 reported", func() bool { return reported(t, cn.Name, "eni-a", "10.0.2.11") })
+	if a.Status().StatusWrites == writes {
+		t.Fatal("10.0.2.11 reported without a write of the agent")
+	}
+	stop()
+	if c := readyCondition(t, cn.Name); c == nil || c.Reason != enipamv1alpha1.ReasonAgentStopped {
+		t.Errorf("Ready condition after stop %+v, want AgentStopped", c)
+	}
+	for _, ip := range []string{"10.0.2.10", "10.0.2.11"} {
+		if !reported(t, cn.Name, "eni-a", ip) {
+			t.Errorf("%s left the report when the agent stopped", ip)
+		}
+	}
+}
+
+// stallingWatches holds the events of watches on resource while stall is
+// set: a watch that lags the objects it follows.
+type stallingWatches struct {
+	http.RoundTripper
+	resource string
+	stall    *atomic.Bool
+}
+
+func (s stallingWatches) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := s.RoundTripper.RoundTrip(req)
+	if err != nil || req.URL.Query().Get("watch") != "true" || !strings.Contains(req.URL.Path, "/"+s.resource) {
+		return resp, err
+	}
+	resp.Body = &stalledBody{ReadCloser: resp.Body, stall: s.stall}
+	return resp, nil
+}
+
+type stalledBody struct {
+	io.ReadCloser
+	stall  *atomic.Bool
+	closed atomic.Bool
+}
+
+// Read holds what it read while stall is set: a read already waiting when
+// the stall begins must not deliver the next event either.
+func (b *stalledBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	for b.stall.Load() && !b.closed.Load() {
+		time.Sleep(10 * time.Millisecond)
+	}
+	return n, err
+}
+
+func (b *stalledBody) Close() error {
+	b.closed.Store(true)
+	return b.ReadCloser.Close()
 }
 
 // TestAgentMissingLinkIsReportedNotReady: eni-a's link never shows; the
