@@ -79,9 +79,10 @@ func (a *Agent) cleanup(ctx context.Context, cn *ciliumv2.CiliumNode, nr *enipam
 		s.Converges++
 	})
 
-	status := *nr.Status.DeepCopy()
+	status := a.lastReport(nr)
 	status.ObservedGeneration = nr.Generation
 	status.ENIs, status.RoutedENIs, status.RoutedIPs = nil, 0, 0
+	status.RoutedIPv6, status.RoutedIPv6Prefixes = 0, 0
 	meta.SetStatusCondition(&status.Conditions, cond)
 	if werr := a.writeStatus(ctx, nr, status); werr != nil {
 		a.log.Error("writing the NodeRouting status", "err", werr)

@@ -7,6 +7,8 @@ import (
 
 	awstypes "github.com/cilium/cilium/pkg/aws/types"
 	iputil "github.com/cilium/cilium/pkg/ip"
+
+	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
 )
 
 // TestAgentReportsIPv6ApartFromIPv4: a dual-stack node under first
@@ -16,7 +18,8 @@ import (
 // of each prefix. The report lists the IPv6 address and prefixes in
 // their own fields (the primary's too: the main table routes it), keeps
 // IPv4 in ips, and counts each family apart; the status answers Routes
-// for a window address inside a routed /80.
+// for a window address inside a routed /80. After a cleanup no count of
+// either family is left.
 func TestAgentReportsIPv6ApartFromIPv4(t *testing.T) {
 	primary := awsENI("eni-primary", 0, "02:00:00:00:08:00", "10.0.1.0/24")
 	primary.IPv6Prefixes = []iputil.Prefix{iputil.PrefixFrom(netip.MustParsePrefix("2001:db8:1:0:a::/80"))}
@@ -47,6 +50,18 @@ func TestAgentReportsIPv6ApartFromIPv4(t *testing.T) {
 	}
 	if nr.Status.Routes("eni-a", "2001:db8:3::1") {
 		t.Error("an address outside every routed prefix is reported routed")
+	}
+
+	// A cleanup reports nothing routed, of either family.
+	setCleanup(t, cn.Name, "test uninstall")
+	eventually(t, "CleanedUp", func() bool {
+		r, _ := readyReason(t, cn.Name)
+		return r == enipamv1alpha1.ReasonCleanedUp
+	})
+	nr = nodeRouting(t, cn.Name)
+	if len(nr.Status.ENIs) != 0 || nr.Status.RoutedENIs != 0 || nr.Status.RoutedIPs != 0 || nr.Status.RoutedIPv6 != 0 || nr.Status.RoutedIPv6Prefixes != 0 {
+		t.Errorf("after cleanup: %d ENIs listed; counts %d ENIs, %d IPv4, %d IPv6 addresses, %d IPv6 prefixes; want none",
+			len(nr.Status.ENIs), nr.Status.RoutedENIs, nr.Status.RoutedIPs, nr.Status.RoutedIPv6, nr.Status.RoutedIPv6Prefixes)
 	}
 }
 
