@@ -83,6 +83,10 @@ type Agent struct {
 	// NodeRouting it was written over, so a resync before the watch
 	// delivers the write does not write it again.
 	written *writtenReport
+	// lostWrite is true after a status write that failed without an
+	// answer saying it did not land: it may have, so the watch's copy and
+	// written may both be older than the stored status.
+	lostWrite bool
 	// taintPending is true until the start-up taint has been removed.
 	taintPending bool
 	// watchEndpoints: an endpoint query is not answered absent yet, so

@@ -79,7 +79,7 @@ func (a *Agent) cleanup(ctx context.Context, cn *ciliumv2.CiliumNode, nr *enipam
 		s.Converges++
 	})
 
-	status := a.lastReport(nr)
+	nr, status := a.lastReport(ctx, nr)
 	status.ObservedGeneration = nr.Generation
 	status.ENIs, status.RoutedENIs, status.RoutedIPs = nil, 0, 0
 	status.RoutedIPv6, status.RoutedIPv6Prefixes = 0, 0

@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -15,6 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -35,7 +37,7 @@ type writtenReport struct {
 // costs no write. When the converge could not even read the kernel, the
 // ENIs reported before are kept: nothing was changed.
 func (a *Agent) report(ctx context.Context, nr *enipamv1alpha1.NodeRouting, res routing.Result, convergeErr error) error {
-	status := a.lastReport(nr)
+	nr, status := a.lastReport(ctx, nr)
 	status.ObservedGeneration = nr.Generation
 	if res.Read { // else nothing was changed: the previous report stands
 		var n routedCounts
@@ -149,26 +151,55 @@ func (a *Agent) reportRemaps(ctx context.Context) {
 	if !ok {
 		return
 	}
-	status := a.lastReport(nr)
+	nr, status := a.lastReport(ctx, nr)
 	status.Remaps = a.observeRemaps(ctx, nr)
 	if err := a.writeStatus(ctx, nr, status); err != nil {
 		a.log.Warn("writing the answer to the remap queries", "err", err)
 	}
 }
 
-// lastReport returns a copy of the status the agent last reported on nr:
-// its own last write when that was over nr's version (the watch has not
-// delivered it yet), else nr's status. A write over the watch's older
-// copy would take back what the agent reported since, the routed ENIs
-// among it, as the apply sets the whole status.
-func (a *Agent) lastReport(nr *enipamv1alpha1.NodeRouting) enipamv1alpha1.NodeRoutingStatus {
+// lastReport returns the NodeRouting to write over and a copy of the
+// status the agent last reported on it: its own last write when that was
+// over nr's version (the watch has not delivered it yet), else nr's
+// status. A write over the watch's older copy would take back what the
+// agent reported since, the routed ENIs among it, as the apply sets the
+// whole status. After a write whose outcome is unknown (it may have
+// landed, the answer lost), neither copy can be trusted: the object is
+// read afresh, and nr is kept only if that read fails.
+func (a *Agent) lastReport(ctx context.Context, nr *enipamv1alpha1.NodeRouting) (*enipamv1alpha1.NodeRouting, enipamv1alpha1.NodeRoutingStatus) {
+	a.mu.Lock()
+	lost := a.lostWrite
+	a.mu.Unlock()
+	if lost {
+		if fresh, err := a.readNodeRouting(ctx); err != nil {
+			a.log.Warn("reading the NodeRouting after a status write with no answer", "err", err)
+		} else if fresh != nil {
+			nr = fresh
+		}
+	}
 	base := &nr.Status
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if w := a.written; w != nil && w.overVersion == nr.ResourceVersion {
 		base = &w.status
 	}
-	return *base.DeepCopy()
+	return nr, *base.DeepCopy()
+}
+
+// readNodeRouting reads the node's NodeRouting from the apiserver, as
+// the watch lists it (the agent has no get verb); nil if there is none.
+func (a *Agent) readNodeRouting(ctx context.Context) (*enipamv1alpha1.NodeRouting, error) {
+	list := &enipamv1alpha1.NodeRoutingList{}
+	sel := fields.OneTermEqualSelector("metadata.name", a.cfg.NodeName)
+	if err := a.client.List(ctx, list, client.MatchingFieldsSelector{Selector: sel}); err != nil {
+		return nil, err
+	}
+	for i := range list.Items {
+		if list.Items[i].Name == a.cfg.NodeName {
+			return &list.Items[i], nil
+		}
+	}
+	return nil, nil
 }
 
 func (a *Agent) remapsArePending() bool {
@@ -199,7 +230,7 @@ func (a *Agent) reportStopped() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	status := a.lastReport(nr)
+	nr, status := a.lastReport(ctx, nr)
 	meta.SetStatusCondition(&status.Conditions, metav1.Condition{
 		Type: enipamv1alpha1.ConditionReady, Status: metav1.ConditionFalse, ObservedGeneration: nr.Generation,
 		Reason: enipamv1alpha1.ReasonAgentStopped, Message: "enipam-agent stopped; the node's routing is left in place",
@@ -229,13 +260,30 @@ func (a *Agent) writeStatus(ctx context.Context, nr *enipamv1alpha1.NodeRouting,
 		if apierrors.IsNotFound(err) {
 			return nil // deleted meanwhile; the watch tells the loop
 		}
+		if mayHaveLanded(err) {
+			a.mu.Lock()
+			a.lostWrite = true
+			a.mu.Unlock()
+		}
 		return fmt.Errorf("patching the status of NodeRouting %s, %w", nr.Name, err)
 	}
 	a.mu.Lock()
+	a.lostWrite = false
 	a.written = &writtenReport{status: status, overVersion: nr.ResourceVersion}
 	a.status.StatusWrites++
 	a.mu.Unlock()
 	return nil
+}
+
+// mayHaveLanded tells whether a write that failed with err may still
+// have been applied: no answer came (a cut connection, a cancelled
+// request), or the apiserver answered that it timed out or failed inside.
+func mayHaveLanded(err error) bool {
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) {
+		return true
+	}
+	return apierrors.IsTimeout(err) || apierrors.IsServerTimeout(err) || apierrors.IsInternalError(err) || apierrors.IsUnexpectedServerError(err)
 }
 
 // routedENIs turns the converge's routed ENIs into the report, sorted by

@@ -253,19 +253,32 @@ func TestAgentStoppedMarksTheNodeRoutingNotReady(t *testing.T) {
 // marks the NodeRouting stopped over that write, not over the watch's
 // older copy: both addresses stay reported, as both stay routed.
 func TestAgentStoppedKeepsWhatItReportedBeforeTheWatchSawIt(t *testing.T) {
-	cn := createCiliumNode(t, []awstypes.ENI{awsENI("eni-a", 1, "02:00:00:00:0c:02", "10.0.2.0/24")}, map[string]string{"10.0.2.10": "eni-a"})
+	testStoppedKeepsTheReport(t, "02:00:00:00:0c:02", false)
+}
+
+// TestAgentStoppedAfterALostAnswerKeepsTheReport: as above, and the
+// apiserver's answers to the agent's status writes are lost too (the
+// writes land; the agent sees a cut connection), so the agent cannot
+// know what it wrote last. Stopping, it reads the NodeRouting afresh and
+// keeps both addresses reported.
+func TestAgentStoppedAfterALostAnswerKeepsTheReport(t *testing.T) {
+	testStoppedKeepsTheReport(t, "02:00:00:00:0c:03", true)
+}
+
+func testStoppedKeepsTheReport(t *testing.T, mac string, loseAnswers bool) {
+	cn := createCiliumNode(t, []awstypes.ENI{awsENI("eni-a", 1, mac, "10.0.2.0/24")}, map[string]string{"10.0.2.10": "eni-a"})
+	api := &laggingAPI{}
 	kube := rest.CopyConfig(env.Config)
-	var stall atomic.Bool
-	kube.Wrap(func(rt http.RoundTripper) http.RoundTripper { return stallingWatches{rt, "noderoutings", &stall} })
-	a, _, stop := startStoppableAgent(t, testConfig(cn.Name), kube, fakeHostWith("02:00:00:00:0c:02"))
+	kube.Wrap(func(rt http.RoundTripper) http.RoundTripper { api.next = rt; return api })
+	_, reg, stop := startStoppableAgent(t, testConfig(cn.Name), kube, fakeHostWith(mac))
 	eventually(t, "10.0.2.10 reported", func() bool { return reported(t, cn.Name, "eni-a", "10.0.2.10") })
 
-	stall.Store(true)
-	writes := a.Status().StatusWrites
+	api.stallWatches.Store(true)
+	api.loseAnswers.Store(loseAnswers)
 	setPool(t, cn, map[string]string{"10.0.2.10": "eni-a", "10.0.2.11": "eni-a"})
 	eventually(t, "10.0.2.11 reported", func() bool { return reported(t, cn.Name, "eni-a", "10.0.2.11") })
-	if a.Status().StatusWrites == writes {
-		t.Fatal("10.0.2.11 reported without a write of the agent")
+	if loseAnswers {
+		eventually(t, "a status write failed", func() bool { return counter(t, reg, "enipam_agent_status_writes_total", "result", "error") > 0 })
 	}
 	stop()
 	if c := readyCondition(t, cn.Name); c == nil || c.Reason != enipamv1alpha1.ReasonAgentStopped {
@@ -278,20 +291,28 @@ func TestAgentStoppedKeepsWhatItReportedBeforeTheWatchSawIt(t *testing.T) {
 	}
 }
 
-// stallingWatches holds the events of watches on resource while stall is
-// set: a watch that lags the objects it follows.
-type stallingWatches struct {
-	http.RoundTripper
-	resource string
-	stall    *atomic.Bool
+// laggingAPI sits between the agent and the apiserver. While
+// stallWatches is set it holds the events of the NodeRouting watch (a
+// watch lagging the object); while loseAnswers is set the status writes
+// reach the apiserver but their answers do not reach the agent.
+type laggingAPI struct {
+	next         http.RoundTripper
+	stallWatches atomic.Bool
+	loseAnswers  atomic.Bool
 }
 
-func (s stallingWatches) RoundTrip(req *http.Request) (*http.Response, error) {
-	resp, err := s.RoundTripper.RoundTrip(req)
-	if err != nil || req.URL.Query().Get("watch") != "true" || !strings.Contains(req.URL.Path, "/"+s.resource) {
+func (l *laggingAPI) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := l.next.RoundTrip(req)
+	if err != nil || !strings.Contains(req.URL.Path, "/noderoutings") {
 		return resp, err
 	}
-	resp.Body = &stalledBody{ReadCloser: resp.Body, stall: s.stall}
+	switch {
+	case req.URL.Query().Get("watch") == "true":
+		resp.Body = &stalledBody{ReadCloser: resp.Body, stall: &l.stallWatches}
+	case req.Method == http.MethodPatch && strings.HasSuffix(req.URL.Path, "/status") && l.loseAnswers.Load():
+		_ = resp.Body.Close()
+		return nil, errors.New("connection reset by peer")
+	}
 	return resp, nil
 }
 
