@@ -1,14 +1,13 @@
 package agent_test
 
 import (
-	"context"
 	"slices"
 	"testing"
 	"time"
 
 	awstypes "github.com/cilium/cilium/pkg/aws/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
 	"github.com/enipam/enipam/nodeagent/kernel/kerneltest"
 )
 
@@ -16,13 +15,7 @@ import (
 // returns the generation it made.
 func askEndpoints(t *testing.T, node string, ips ...string) int64 {
 	t.Helper()
-	nr := nodeRouting(t, node)
-	orig := nr.DeepCopy()
-	nr.Spec.EndpointQueries = ips
-	if err := env.Client.Patch(context.Background(), nr, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
-		t.Fatal(err)
-	}
-	return nr.Generation
+	return patchSpec(t, node, func(spec *enipamv1alpha1.NodeRoutingSpec) { spec.EndpointQueries = ips })
 }
 
 // TestAgentReportsEndpointsOfAskedAddresses: a node with Cilium's

@@ -40,13 +40,20 @@ func (m *fakeMetadata) set(mac string, ips ...string) {
 // the generation it made.
 func askRemaps(t *testing.T, node string, qs ...enipamv1alpha1.RemapQuery) int64 {
 	t.Helper()
-	// The agent writes the status meanwhile: ask again on a conflict, as
-	// the operator's next pass would.
+	return patchSpec(t, node, func(spec *enipamv1alpha1.NodeRoutingSpec) { spec.RemapQueries = qs })
+}
+
+// patchSpec changes the NodeRouting's spec with edit, under an optimistic
+// lock as the operator writes, and returns the generation it made. The
+// agent writes the status meanwhile: on a conflict it edits a fresh read,
+// as the operator's next pass would.
+func patchSpec(t *testing.T, node string, edit func(*enipamv1alpha1.NodeRoutingSpec)) int64 {
+	t.Helper()
 	var gen int64
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		nr := nodeRouting(t, node)
 		orig := nr.DeepCopy()
-		nr.Spec.RemapQueries = qs
+		edit(&nr.Spec)
 		if err := env.Client.Patch(context.Background(), nr, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
 			return err
 		}
