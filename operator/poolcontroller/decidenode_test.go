@@ -3,7 +3,9 @@ package poolcontroller
 import (
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/netip"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -25,8 +27,9 @@ import (
 // hand, with no Reconciler, client, clock or coordinator: node n1 on
 // instance i-1 (3 ENIs of 5 addresses, the primary eni-0 carrying no
 // pods), pre-allocate 4, every address its agent's routed. Each case
-// asserts the actions, the memory and the requeue decided, and that the
-// facts are left as they were.
+// asserts the actions, the memory and the requeue decided; and that the
+// decision's CiliumNode, NodeRouting, snapshot and memory are the
+// facts' own (decide owns them: no copy), the claims left as they were.
 func TestDecideNode(t *testing.T) {
 	now := time.Unix(10000, 0)
 	opts := Options{Cluster: "test", BlockedRetry: time.Hour, RetryBase: time.Second, RetryMax: time.Minute,
@@ -71,6 +74,8 @@ func TestDecideNode(t *testing.T) {
 			ENIs: []cloud.ENI{eni(0, 5, 0)}, Subnets: []cloud.Subnet{subnet},
 			SecurityGroups: []cloud.SecurityGroup{{ID: "sg-1", VPCID: "vpc-1"}}}
 		f.routed = func(string, netip.Addr) bool { return true }
+		f.routing = &enipamv1alpha1.NodeRouting{}
+		f.routing.Name = "n1"
 		// No claim concerns the node (read: nil only when the claims
 		// could not be read, and then nothing is decided).
 		f.static = &staticInputs{node: "n1", claims: map[string]*claims.Claim{}, podNodes: map[string]string{},
@@ -253,6 +258,11 @@ func TestDecideNode(t *testing.T) {
 			if p := d.acts.static.place; len(p) != 1 || p[0].ip != netip.MustParseAddr("10.0.1.200") || p[0].eniID != "eni-1" {
 				t.Errorf("placements %+v, want 10.0.1.200 on eni-1", p)
 			}
+			// The placement took its slot on the pass's copy: the
+			// snapshot decided on, and counted, is what EC2 holds.
+			if got := d.snap.ENIs[1].IPs; len(got) != 2 {
+				t.Errorf("eni-1 holds %v in the decision's snapshot, want its 2 addresses alone", got)
+			}
 			if !d.acts.plan.Empty() {
 				t.Errorf("plan %+v, want none beside the placement", d.acts.plan)
 			}
@@ -305,15 +315,24 @@ func TestDecideNode(t *testing.T) {
 				tc.setup(f)
 			}
 			inputs(f)
-			before := f.cn.DeepCopy()
-			mem := cloneMemory(&f.mem)
+			claims := maps.Clone(f.static.claims)
 			d := decide(f)
 			tc.check(t, f, d)
-			if !sameJSON(before, f.cn) {
-				t.Errorf("the facts' CiliumNode was edited")
+			// The read's CiliumNode, NodeRouting, snapshot and memory are
+			// decide's own: it edits them in place, with no copy.
+			if d.cn != f.cn || d.routing != f.routing {
+				t.Errorf("the decision's CiliumNode or NodeRouting is a copy of the facts'")
 			}
-			if f.mem.deficitAt != mem.deficitAt || len(f.mem.missing) != len(mem.missing) || f.mem.consolidation.drainENI != mem.consolidation.drainENI {
-				t.Errorf("the facts' memory was edited")
+			if reflect.ValueOf(d.mem.missing).UnsafePointer() != reflect.ValueOf(f.mem.missing).UnsafePointer() ||
+				reflect.ValueOf(d.mem.repairs).UnsafePointer() != reflect.ValueOf(f.mem.repairs).UnsafePointer() {
+				t.Errorf("the decision's memory holds copies of the facts' maps")
+			}
+			if len(d.snap.ENIs) == 0 || &d.snap.ENIs[0] != &f.snap.ENIs[0] {
+				t.Errorf("the decision's snapshot holds a copy of the facts' ENIs")
+			}
+			// The rest of the facts it leaves as they were.
+			if !maps.Equal(claims, f.static.claims) {
+				t.Errorf("the facts' claims were edited")
 			}
 		})
 	}
