@@ -62,14 +62,16 @@ type decision struct {
 	// with slotPriority when one frees.
 	slotWait     bool
 	slotPriority int
-	notes        notes
+	// capacity: the NodeRouting's spec.capacity as decided.
+	capacity capacityDecision
+	notes    notes
 }
 
 // decide is a node's whole decision: from the facts alone, with no
 // client, no clock, no context and no coordinator shared between nodes
 // in its reach, it derives the pool (decidePool), the static addresses'
 // steps, the IPv6 window, the release handshake, the plan, the excess
-// and the consolidation, and returns them with everything it would log,
+// the consolidation and the NodeRouting's capacity, and returns them with everything it would log,
 // count and tell (decision).
 //
 // decide owns the facts' CiliumNode, NodeRouting, snapshot and memory:
@@ -94,10 +96,11 @@ func decide(f *facts) decision {
 		d.window6 = &in
 	}
 	d.decideNode()
+	d.capacity = d.decideCapacity()
 	return decision{cn: d.cn, routing: d.routing, pool: d.pool, acts: d.acts, mem: f.mem, snap: d.snap,
 		opErr: d.opErr, staticErr: d.staticErr, requeue: d.requeue, held: d.held, turnedAway: d.turnedAway,
 		staticDemand: d.staticDemand, needsSet: d.needsSet, empty: d.empty, slotWait: d.slotWait,
-		slotPriority: d.slotPriority, notes: env.take()}
+		slotPriority: d.slotPriority, capacity: d.capacity, notes: env.take()}
 }
 
 // poolDecision is what one look at a node's state decides about its pool and

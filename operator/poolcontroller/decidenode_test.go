@@ -159,6 +159,43 @@ func TestDecideNode(t *testing.T) {
 			}
 		},
 	}, {
+		name: "a node's capacity is decided on the decision's clock: set when its size changed",
+		setup: func(f *facts) {
+			e := eni(1, 10, 4)
+			f.snap.ENIs = append(f.snap.ENIs, e)
+			pooled(f.cn, e, 1)
+			// Written a second ago, with other sizes.
+			f.routing.Spec.Capacity = &enipamv1alpha1.NodeCapacity{MaxIPs: 1}
+			f.mem.capacityWritten = now.Add(-time.Second)
+		},
+		check: func(t *testing.T, f *facts, d decision) {
+			c := d.capacity.set
+			if c == nil || c.PoolIPs != 4 || c.UsedIPs != 1 || c.FreeIPs != 3 || c.MaxIPs != 8 || c.AvailabilityZone != "us-east-1a" {
+				t.Errorf("capacity %+v, want 4 pooled, 1 used, 3 free of 8, in us-east-1a", c)
+			}
+			if !d.capacity.observed || d.capacity.maxIPs != 8 || d.capacity.wait != 0 {
+				t.Errorf("capacity decision %+v, want the sizes observed and no wait", d.capacity)
+			}
+			if d.routing.Spec.Capacity.MaxIPs != 1 {
+				t.Errorf("the desired NodeRouting's capacity set by the decision; it is set once the CiliumNode is written")
+			}
+		},
+	}, {
+		name: "a change of a node's counts alone waits for countsEvery from its last write, on the decision's clock",
+		setup: func(f *facts) {
+			e := eni(1, 10, 4)
+			f.snap.ENIs = append(f.snap.ENIs, e)
+			pooled(f.cn, e, 1)
+			f.routing.Spec.Capacity = &enipamv1alpha1.NodeCapacity{MaxIPs: 8, PoolIPs: 4, UsedIPs: 2, FreeIPs: 2, CanGrow: true,
+				AvailabilityZone: "us-east-1a", Subnets: []string{"subnet-a"}, FreeENISlots: 1}
+			f.mem.capacityWritten = now.Add(-4 * time.Second)
+		},
+		check: func(t *testing.T, f *facts, d decision) {
+			if d.capacity.set != nil || d.capacity.wait != countsEvery-4*time.Second {
+				t.Errorf("capacity decision %+v (set %+v), want none set, a wait of %v", d.capacity, d.capacity.set, countsEvery-4*time.Second)
+			}
+		},
+	}, {
 		name: "a top-up's new ENI is held while other nodes are empty",
 		setup: func(f *facts) {
 			e := eni(1, 10, 4) // full: 4 secondaries of 5

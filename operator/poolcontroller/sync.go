@@ -74,6 +74,9 @@ type deciding struct {
 	needsSet, empty bool
 	slotWait        bool
 	slotPriority    int
+	// capacity is the NodeRouting's spec.capacity as decided, set once
+	// the CiliumNode is written (setCapacity).
+	capacity capacityDecision
 }
 
 // crossNode is what a node's decision needs to know of the other nodes:
@@ -151,7 +154,7 @@ func (s *nodeSync) take(d decision) {
 	s.cn, s.routing, s.pool, s.acts = d.cn, d.routing, d.pool, d.acts
 	s.requeue, s.opErr, s.staticErr = d.requeue, d.opErr, d.staticErr
 	s.held, s.turnedAway, s.staticDemand = d.held, d.turnedAway, d.staticDemand
-	s.snap = d.snap
+	s.snap, s.capacity = d.snap, d.capacity
 	r.mu.Lock()
 	state, rv := s.mem.state, s.mem.writtenRV
 	*s.mem = d.mem
