@@ -128,7 +128,6 @@ func (s *nodeSync) writeWaits() bool {
 	if !s.acts.produce() {
 		return false
 	}
-	s.fill()
 	return sameJSON(s.orig.Spec.IPAM, s.cn.Spec.IPAM) && sameJSON(s.orig.Status.IPAM, s.cn.Status.IPAM)
 }
 

@@ -20,7 +20,10 @@ import (
 // actions, a describe made).
 type facts struct {
 	nodeState
-	cn   *ciliumv2.CiliumNode
+	cn *ciliumv2.CiliumNode
+	// orig is the CiliumNode as read, before the read's edits: the base
+	// of the write, which decide reads and never edits.
+	orig *ciliumv2.CiliumNode
 	mem  memory
 	now  time.Time
 	opts Options
@@ -64,7 +67,9 @@ type decision struct {
 	slotPriority int
 	// capacity: the NodeRouting's spec.capacity as decided.
 	capacity capacityDecision
-	notes    notes
+	// specWaits: the spec's change waits for the pool.
+	specWaits bool
+	notes     notes
 }
 
 // decide is a node's whole decision: from the facts alone, with no
@@ -83,7 +88,7 @@ type decision struct {
 // were.
 func decide(f *facts) decision {
 	env := newDecisionEnv(func() time.Time { return f.now }, f.opts, f.logLevel)
-	d := &deciding{r: env, mem: &f.mem, cn: f.cn, nodeState: f.nodeState,
+	d := &deciding{r: env, mem: &f.mem, cn: f.cn, orig: f.orig, nodeState: f.nodeState,
 		requeue: f.requeue, staticErr: f.staticErr, described: f.described, acts: f.acts, cross: f.cross}
 	if f.poolIn != nil {
 		in := *f.poolIn
@@ -96,11 +101,19 @@ func decide(f *facts) decision {
 		d.window6 = &in
 	}
 	d.decideNode()
+	if !d.turnedAway || d.poolChanged() {
+		// The CiliumNode is written (unless its write waits for the
+		// actions, writeWaits): what the operator knows of the instance
+		// and its ENIs goes into it, and the spec's change may wait for
+		// the pool.
+		d.fill()
+		d.specWaits = !sameJSON(d.orig.Spec, d.cn.Spec) && (d.specWaitsForPool() || d.joiningPoolWaits())
+	}
 	d.capacity = d.decideCapacity()
 	return decision{cn: d.cn, routing: d.routing, pool: d.pool, acts: d.acts, mem: f.mem, snap: d.snap,
 		opErr: d.opErr, staticErr: d.staticErr, requeue: d.requeue, held: d.held, turnedAway: d.turnedAway,
 		staticDemand: d.staticDemand, needsSet: d.needsSet, empty: d.empty, slotWait: d.slotWait,
-		slotPriority: d.slotPriority, capacity: d.capacity, notes: env.take()}
+		slotPriority: d.slotPriority, capacity: d.capacity, specWaits: d.specWaits, notes: env.take()}
 }
 
 // poolDecision is what one look at a node's state decides about its pool and

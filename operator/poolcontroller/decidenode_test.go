@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	awstypes "github.com/cilium/cilium/pkg/aws/types"
 	ipamoption "github.com/cilium/cilium/pkg/ipam/option"
 	ipamtypes "github.com/cilium/cilium/pkg/ipam/types"
 	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
@@ -196,6 +197,65 @@ func TestDecideNode(t *testing.T) {
 			}
 		},
 	}, {
+		name: "the decision fills in the instance and its ENIs, keeping for the consistency grace an ENI listed that EC2 does not show",
+		setup: func(f *facts) {
+			e := eni(1, 10, 4)
+			f.snap.ENIs = append(f.snap.ENIs, e)
+			pooled(f.cn, e, 0)
+			f.cn.Status.ENI.ENIs = map[string]awstypes.ENI{"eni-1": {ID: "eni-1"}, "eni-8": {ID: "eni-8"}, "eni-9": {ID: "eni-9"}}
+			// eni-8 this process deleted; eni-9 is missing from EC2's view.
+			f.fillIn.gone = map[string]bool{"eni-8": true}
+			f.mem.missingENIs["eni-8"] = now.Add(-time.Second)
+		},
+		check: func(t *testing.T, f *facts, d decision) {
+			if d.cn.Spec.ENI.InstanceType != "t.small" || d.cn.Spec.ENI.AvailabilityZone != "us-east-1a" {
+				t.Errorf("spec.eni %+v, want the instance's type and zone", d.cn.Spec.ENI)
+			}
+			got := slices.Sorted(maps.Keys(d.cn.Status.ENI.ENIs))
+			if !slices.Equal(got, []string{"eni-0", "eni-1", "eni-9"}) {
+				t.Errorf("status.eni.enis %v, want eni-0, eni-1 and eni-9 (kept for the grace)", got)
+			}
+			if len(d.cn.Status.ENI.ENIs["eni-1"].Addresses) != 4 {
+				t.Errorf("eni-1 lists %v, want its 4 addresses", d.cn.Status.ENI.ENIs["eni-1"].Addresses)
+			}
+			if since, ok := d.mem.missingENIs["eni-9"]; !ok || since != now || len(d.mem.missingENIs) != 1 {
+				t.Errorf("missing ENIs %v, want eni-9 alone, since now", d.mem.missingENIs)
+			}
+			if d.requeue != opts.ConsistencyGrace {
+				t.Errorf("requeue %v, want %v (eni-9's grace)", d.requeue, opts.ConsistencyGrace)
+			}
+		},
+	}, {
+		name: "a joining node's first pool write waits for the rest of its first ENIs (joinHold)",
+		setup: func(f *facts) {
+			f.snap.Type.MaxENIs = 4
+			ready, waiting := eni(1, 10, 4), eni(2, 20, 4)
+			f.snap.ENIs = append(f.snap.ENIs, ready, waiting)
+			f.routed = func(id string, _ netip.Addr) bool { return id == "eni-1" }
+		},
+		check: func(t *testing.T, f *facts, d decision) {
+			if len(d.cn.Spec.IPAM.Pool) != 4 || !d.specWaits {
+				t.Errorf("pool of %d, spec waits %v; want eni-1's 4 addresses decided and their write waiting", len(d.cn.Spec.IPAM.Pool), d.specWaits)
+			}
+			if d.mem.joinHeldSince != now || d.requeue != joinHold {
+				t.Errorf("held since %v, requeue %v; want since now, %v", d.mem.joinHeldSince, d.requeue, joinHold)
+			}
+		},
+	}, {
+		name: "a joining node's pool is written once joinHold is over",
+		setup: func(f *facts) {
+			f.snap.Type.MaxENIs = 4
+			ready, waiting := eni(1, 10, 4), eni(2, 20, 4)
+			f.snap.ENIs = append(f.snap.ENIs, ready, waiting)
+			f.routed = func(id string, _ netip.Addr) bool { return id == "eni-1" }
+			f.mem.joinHeldSince = now.Add(-joinHold)
+		},
+		check: func(t *testing.T, f *facts, d decision) {
+			if len(d.cn.Spec.IPAM.Pool) != 4 || d.specWaits {
+				t.Errorf("pool of %d, spec waits %v; want eni-1's 4 addresses written", len(d.cn.Spec.IPAM.Pool), d.specWaits)
+			}
+		},
+	}, {
 		name: "a top-up's new ENI is held while other nodes are empty",
 		setup: func(f *facts) {
 			e := eni(1, 10, 4) // full: 4 secondaries of 5
@@ -350,6 +410,10 @@ func TestDecideNode(t *testing.T) {
 			f := base()
 			if tc.setup != nil {
 				tc.setup(f)
+			}
+			if f.orig == nil {
+				// As read: what the setup made of the node.
+				f.orig = f.cn.DeepCopy()
 			}
 			inputs(f)
 			claims := maps.Clone(f.static.claims)
