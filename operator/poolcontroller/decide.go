@@ -67,9 +67,10 @@ type decision struct {
 	slotPriority int
 	// capacity: the NodeRouting's spec.capacity as decided.
 	capacity capacityDecision
-	// specWaits: the spec's change waits for the pool.
-	specWaits bool
-	notes     notes
+	// writeStatus, writeSpec: the CiliumNode's status and spec are to
+	// be written (decideWrite).
+	writeStatus, writeSpec bool
+	notes                  notes
 }
 
 // decide is a node's whole decision: from the facts alone, with no
@@ -103,17 +104,14 @@ func decide(f *facts) decision {
 	d.decideNode()
 	if !d.turnedAway || d.poolChanged() {
 		// The CiliumNode is written (unless its write waits for the
-		// actions, writeWaits): what the operator knows of the instance
-		// and its ENIs goes into it, and the spec's change may wait for
-		// the pool.
-		d.fill()
-		d.specWaits = !sameJSON(d.orig.Spec, d.cn.Spec) && (d.specWaitsForPool() || d.joiningPoolWaits())
+		// actions, writeWaits).
+		d.decideWrite()
 	}
 	d.capacity = d.decideCapacity()
 	return decision{cn: d.cn, routing: d.routing, pool: d.pool, acts: d.acts, mem: f.mem, snap: d.snap,
 		opErr: d.opErr, staticErr: d.staticErr, requeue: d.requeue, held: d.held, turnedAway: d.turnedAway,
 		staticDemand: d.staticDemand, needsSet: d.needsSet, empty: d.empty, slotWait: d.slotWait,
-		slotPriority: d.slotPriority, capacity: d.capacity, specWaits: d.specWaits, notes: env.take()}
+		slotPriority: d.slotPriority, capacity: d.capacity, writeStatus: d.writeStatus, writeSpec: d.writeSpec, notes: env.take()}
 }
 
 // poolDecision is what one look at a node's state decides about its pool and

@@ -30,7 +30,8 @@ import (
 // pods), pre-allocate 4, every address its agent's routed. Each case
 // asserts the actions, the memory and the requeue decided; and that the
 // decision's CiliumNode, NodeRouting, snapshot and memory are the
-// facts' own (decide owns them: no copy), the claims left as they were.
+// facts' own (decide owns them: no copy), the claims and the CiliumNode
+// as read left as they were.
 func TestDecideNode(t *testing.T) {
 	now := time.Unix(10000, 0)
 	opts := Options{Cluster: "test", BlockedRetry: time.Hour, RetryBase: time.Second, RetryMax: time.Minute,
@@ -234,8 +235,9 @@ func TestDecideNode(t *testing.T) {
 			f.routed = func(id string, _ netip.Addr) bool { return id == "eni-1" }
 		},
 		check: func(t *testing.T, f *facts, d decision) {
-			if len(d.cn.Spec.IPAM.Pool) != 4 || !d.specWaits {
-				t.Errorf("pool of %d, spec waits %v; want eni-1's 4 addresses decided and their write waiting", len(d.cn.Spec.IPAM.Pool), d.specWaits)
+			if len(d.cn.Spec.IPAM.Pool) != 4 || d.writeSpec || !d.writeStatus {
+				t.Errorf("pool of %d, spec written %v, status %v; want eni-1's 4 addresses decided, their spec write waiting, the status written",
+					len(d.cn.Spec.IPAM.Pool), d.writeSpec, d.writeStatus)
 			}
 			if d.mem.joinHeldSince != now || d.requeue != joinHold {
 				t.Errorf("held since %v, requeue %v; want since now, %v", d.mem.joinHeldSince, d.requeue, joinHold)
@@ -251,8 +253,8 @@ func TestDecideNode(t *testing.T) {
 			f.mem.joinHeldSince = now.Add(-joinHold)
 		},
 		check: func(t *testing.T, f *facts, d decision) {
-			if len(d.cn.Spec.IPAM.Pool) != 4 || d.specWaits {
-				t.Errorf("pool of %d, spec waits %v; want eni-1's 4 addresses written", len(d.cn.Spec.IPAM.Pool), d.specWaits)
+			if len(d.cn.Spec.IPAM.Pool) != 4 || !d.writeSpec {
+				t.Errorf("pool of %d, spec written %v; want eni-1's 4 addresses written", len(d.cn.Spec.IPAM.Pool), d.writeSpec)
 			}
 		},
 	}, {
@@ -416,7 +418,7 @@ func TestDecideNode(t *testing.T) {
 				f.orig = f.cn.DeepCopy()
 			}
 			inputs(f)
-			claims := maps.Clone(f.static.claims)
+			claims, orig := maps.Clone(f.static.claims), f.orig.DeepCopy()
 			d := decide(f)
 			tc.check(t, f, d)
 			// The read's CiliumNode, NodeRouting, snapshot and memory are
@@ -434,6 +436,9 @@ func TestDecideNode(t *testing.T) {
 			// The rest of the facts it leaves as they were.
 			if !maps.Equal(claims, f.static.claims) {
 				t.Errorf("the facts' claims were edited")
+			}
+			if !sameJSON(orig, f.orig) {
+				t.Errorf("the CiliumNode as read (the write's base) was edited")
 			}
 		})
 	}

@@ -79,9 +79,10 @@ type deciding struct {
 	// capacity is the NodeRouting's spec.capacity as decided, set once
 	// the CiliumNode is written (setCapacity).
 	capacity capacityDecision
-	// specWaits: the spec's change waits for the pool (specWaitsForPool,
-	// joiningPoolWaits); the write leaves it for a later reconcile.
-	specWaits bool
+	// writeStatus, writeSpec: the CiliumNode's status and spec are to
+	// be written (decideWrite): changed, the spec's change not waiting
+	// for the pool.
+	writeStatus, writeSpec bool
 }
 
 // crossNode is what a node's decision needs to know of the other nodes:
@@ -131,7 +132,7 @@ func (s *nodeSync) run(ctx context.Context) (decision, bool) {
 		// Nothing to decide: the write carries why the node cannot be
 		// served, and what the read knows of the instance (fill), as a
 		// decision's would.
-		s.fill()
+		s.decideWrite()
 		return decision{}, false
 	}
 	s.cross = s.readCross()
@@ -163,7 +164,8 @@ func (s *nodeSync) take(d decision) {
 	s.cn, s.routing, s.pool, s.acts = d.cn, d.routing, d.pool, d.acts
 	s.requeue, s.opErr, s.staticErr = d.requeue, d.opErr, d.staticErr
 	s.held, s.turnedAway, s.staticDemand = d.held, d.turnedAway, d.staticDemand
-	s.snap, s.capacity, s.specWaits = d.snap, d.capacity, d.specWaits
+	s.snap, s.capacity = d.snap, d.capacity
+	s.writeStatus, s.writeSpec = d.writeStatus, d.writeSpec
 	r.mu.Lock()
 	state, rv := s.mem.state, s.mem.writtenRV
 	*s.mem = d.mem

@@ -135,13 +135,13 @@ func (s *deciding) statusENI(e *cloud.ENI, vpc awstypes.AwsVPC) awstypes.ENI {
 	return out
 }
 
-// write patches status, then spec, each only if it changed (the spec
-// not while the decision says its change waits for the pool:
-// specWaits), once per reconcile and before any of its EC2 calls (act). Merge patches carry
+// write patches status, then spec, as decided (decideWrite: each only
+// if it changed, the spec not while its change waits for the pool), once
+// per reconcile and before any of its EC2 calls (act). Merge patches carry
 // only the fields that changed, so the agent's status.ipam.used and
 // anything else written meanwhile is left alone.
 func (s *nodeSync) write(ctx context.Context) error {
-	if !sameJSON(s.orig.Status, s.cn.Status) {
+	if s.writeStatus {
 		obj := s.orig.DeepCopy()
 		obj.Status = *s.cn.Status.DeepCopy()
 		if err := s.r.client.Status().Patch(ctx, obj, client.MergeFrom(s.orig)); err != nil {
@@ -154,7 +154,7 @@ func (s *nodeSync) write(ctx context.Context) error {
 		s.r.wrote(s.mem, obj.ResourceVersion)
 		s.orig.Status = *s.cn.Status.DeepCopy()
 	}
-	if !sameJSON(s.orig.Spec, s.cn.Spec) && !s.specWaits {
+	if s.writeSpec {
 		obj := s.orig.DeepCopy()
 		obj.Spec = *s.cn.Spec.DeepCopy()
 		if err := s.r.client.Patch(ctx, obj, client.MergeFrom(s.orig)); err != nil {
@@ -172,6 +172,16 @@ func (s *nodeSync) write(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// decideWrite fills in the desired CiliumNode (fill) and decides its
+// write: the status when it changed, the spec when it changed and its
+// change does not wait for the pool (specWaitsForPool,
+// joiningPoolWaits).
+func (s *deciding) decideWrite() {
+	s.fill()
+	s.writeStatus = !sameJSON(s.orig.Status, s.cn.Status)
+	s.writeSpec = !sameJSON(s.orig.Spec, s.cn.Spec) && !s.specWaitsForPool() && !s.joiningPoolWaits()
 }
 
 // specWaitsForPool reports whether the spec's change can wait for the
