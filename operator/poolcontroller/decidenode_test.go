@@ -99,6 +99,14 @@ func TestDecideNode(t *testing.T) {
 			}
 		}
 	}
+	// joining: a joining node whose first ENIs are eni-1, routed, and
+	// eni-2, which its agent has not routed yet.
+	joining := func(f *facts) {
+		f.snap.Type.MaxENIs = 4
+		ready, waiting := eni(1, 10, 4), eni(2, 20, 4)
+		f.snap.ENIs = append(f.snap.ENIs, ready, waiting)
+		f.routed = func(id string, _ netip.Addr) bool { return id == "eni-1" }
+	}
 	const db = "ns/db-0"
 	egress := map[string]string{"cilium/static": "egress"}
 	cases := []struct {
@@ -227,13 +235,8 @@ func TestDecideNode(t *testing.T) {
 			}
 		},
 	}, {
-		name: "a joining node's first pool write waits for the rest of its first ENIs (joinHold)",
-		setup: func(f *facts) {
-			f.snap.Type.MaxENIs = 4
-			ready, waiting := eni(1, 10, 4), eni(2, 20, 4)
-			f.snap.ENIs = append(f.snap.ENIs, ready, waiting)
-			f.routed = func(id string, _ netip.Addr) bool { return id == "eni-1" }
-		},
+		name:  "a joining node's first pool write waits for the rest of its first ENIs (joinHold)",
+		setup: joining,
 		check: func(t *testing.T, f *facts, d decision) {
 			if len(d.cn.Spec.IPAM.Pool) != 4 || d.writeSpec || !d.writeStatus {
 				t.Errorf("pool of %d, spec written %v, status %v; want eni-1's 4 addresses decided, their spec write waiting, the status written",
@@ -246,10 +249,7 @@ func TestDecideNode(t *testing.T) {
 	}, {
 		name: "a joining node's pool is written once joinHold is over",
 		setup: func(f *facts) {
-			f.snap.Type.MaxENIs = 4
-			ready, waiting := eni(1, 10, 4), eni(2, 20, 4)
-			f.snap.ENIs = append(f.snap.ENIs, ready, waiting)
-			f.routed = func(id string, _ netip.Addr) bool { return id == "eni-1" }
+			joining(f)
 			f.mem.joinHeldSince = now.Add(-joinHold)
 		},
 		check: func(t *testing.T, f *facts, d decision) {
