@@ -14,10 +14,11 @@ import (
 
 // facts are what a node's decision is made on, all read beforehand:
 // the read's plain values (nodeState), the CiliumNode as the read left
-// it, a copy of the node's memory, the moment of the decision, the
-// options' values (optionValues: no client, no hook), the other nodes' answers (cross), and what the read
-// itself decided already (a requeue, the static IP's trouble and
-// actions, a describe made).
+// it and as it was read (orig), the node's memory (a copy of its
+// values, its maps its own), the moment of the decision, the options'
+// values (optionValues: no client, no hook), the other nodes' answers
+// (cross), and what the read itself decided already (a requeue, the
+// static IP's trouble and actions, a describe made).
 type facts struct {
 	nodeState
 	cn *ciliumv2.CiliumNode
@@ -44,8 +45,9 @@ type facts struct {
 // CiliumNode and NodeRouting, the pool as derived, the EC2 actions, the
 // memory's new values, the snapshot as counted, the node's errors, its
 // requeue, whether its new ENI is held or its calls wait for a slot,
-// whether it is empty (for the other nodes' decisions), and the notes
-// to emit: logs, events, metric observations, the node's state.
+// whether it is empty (for the other nodes' decisions), the NodeRouting's
+// capacity and the CiliumNode's write, and the notes to emit: logs,
+// events, metric observations, the node's state.
 type decision struct {
 	cn           *ciliumv2.CiliumNode
 	routing      *enipamv1alpha1.NodeRouting
@@ -76,9 +78,11 @@ type decision struct {
 // decide is a node's whole decision: from the facts alone, with no
 // client, no clock, no context and no coordinator shared between nodes
 // in its reach, it derives the pool (decidePool), the static addresses'
-// steps, the IPv6 window, the release handshake, the plan, the excess
-// the consolidation and the NodeRouting's capacity, and returns them with everything it would log,
-// count and tell (decision).
+// steps, the IPv6 window, the release handshake, the plan, the excess,
+// the consolidation, the CiliumNode's write (decideWrite: what fill puts
+// into it, whether its spec waits for the pool) and the NodeRouting's
+// capacity (decideCapacity), and returns them with everything it would
+// log, count and tell (decision).
 //
 // decide owns the facts' CiliumNode, NodeRouting, snapshot and memory:
 // the read copied or built them for this reconcile alone, and the

@@ -1,6 +1,7 @@
 package poolcontroller
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -439,6 +440,62 @@ func TestDecideNode(t *testing.T) {
 			}
 			if !sameJSON(orig, f.orig) {
 				t.Errorf("the CiliumNode as read (the write's base) was edited")
+			}
+		})
+	}
+}
+
+// TestSettleActs: what the executor's calls came to is settled on the
+// node's memory and requeue alone (settleActs), with no call: a first
+// failure is looked at again at once, the next ones back off; actions
+// that went through forget the failures and are looked at again at
+// once to write what they produced, at most maxQuickRuns times in a row
+// without a write.
+func TestSettleActs(t *testing.T) {
+	opts := Options{BlockedRetry: time.Hour, RetryBase: time.Second, RetryMax: time.Minute}
+	failed := errors.New("AssignPrivateIpAddresses: throttled")
+	produced := actions{window6Assign: "eni-0"}
+	cases := []struct {
+		name string
+		mem  memory
+		acts actions
+		out  actOutcome
+		// want: the memory's failures, actFailures and quickRuns after,
+		// its actErr kept, and the requeue.
+		failures, actFailures, quickRuns int
+		actErr                           bool
+		requeue                          time.Duration
+	}{
+		{name: "a first failure is looked at again at once", acts: produced,
+			out:      actOutcome{decided: true, err: failed, reason: ReasonEC2Error},
+			failures: 1, actFailures: 1, actErr: true, requeue: actedRequeue},
+		{name: "a second failure backs off", mem: memory{failures: 1, actFailures: 1}, acts: produced,
+			out:      actOutcome{decided: true, err: failed, reason: ReasonEC2Error},
+			failures: 2, actFailures: 2, actErr: true, requeue: retryAfter(opts, 1)},
+		{name: "actions that went through forget the failures", mem: memory{failures: 2, actFailures: 2, actErr: failed}, acts: produced,
+			out: actOutcome{decided: true}, quickRuns: 1, requeue: actedRequeue},
+		{name: "a fourth run in a row without a write waits a second", mem: memory{quickRuns: maxQuickRuns}, acts: produced,
+			out: actOutcome{decided: true}, quickRuns: maxQuickRuns + 1, requeue: time.Second},
+		{name: "a write starts the quick runs again", mem: memory{quickRuns: maxQuickRuns}, acts: produced,
+			out: actOutcome{decided: true, wrote: true}, quickRuns: 1, requeue: actedRequeue},
+		{name: "no actions decided: nothing to look at again", mem: memory{quickRuns: 2},
+			out: actOutcome{}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			mem := tc.mem
+			s := &deciding{r: newDecisionEnv(func() time.Time { return time.Unix(10000, 0) }, opts, slog.LevelInfo), mem: &mem,
+				cn: &ciliumv2.CiliumNode{}, acts: tc.acts}
+			s.settleActs(tc.out)
+			if mem.failures != tc.failures || mem.actFailures != tc.actFailures || mem.quickRuns != tc.quickRuns || (mem.actErr != nil) != tc.actErr {
+				t.Errorf("memory: failures %d, act failures %d, quick runs %d, act error %v; want %d, %d, %d, kept %v",
+					mem.failures, mem.actFailures, mem.quickRuns, mem.actErr, tc.failures, tc.actFailures, tc.quickRuns, tc.actErr)
+			}
+			if s.requeue != tc.requeue {
+				t.Errorf("requeue %v, want %v", s.requeue, tc.requeue)
+			}
+			if tc.actErr && (s.opErr != failed || s.r.notes.state != stateFailing) {
+				t.Errorf("operator error %v, state %q; want the failure, %q", s.opErr, s.r.notes.state, stateFailing)
 			}
 		})
 	}
