@@ -128,21 +128,17 @@ func (s *nodeSync) writeWaits() bool {
 	if !s.acts.produce() {
 		return false
 	}
-	s.fill()
 	return sameJSON(s.orig.Spec.IPAM, s.cn.Spec.IPAM) && sameJSON(s.orig.Status.IPAM, s.cn.Status.IPAM)
 }
 
 // act has the executor carry out the reconcile's actions, after the
 // CiliumNode's write. It edits no desired object: when a call changed
 // what EC2 holds for the pool, the node is looked at again at once, and
-// that reconcile writes what the inventory then shows. A failure is
-// remembered (memory.actErr): the next reconcile writes it in the
-// operator-status while it decides actions that retry it.
+// that reconcile writes what the inventory then shows. What the calls
+// came to is settled by settleActs.
 func (s *nodeSync) act(ctx context.Context) {
 	a := &s.acts
-	if !a.produce() {
-		s.mem.quickRuns = 0
-	}
+	out := actOutcome{decided: a.produce(), wrote: s.wrote}
 	x := s.exec()
 	var errs []error
 	reason := ReasonEC2Error
@@ -202,9 +198,36 @@ func (s *nodeSync) act(ctx context.Context) {
 	if a.consolidation != nil {
 		s.executeConsolidation(ctx, *a.consolidation)
 	}
-	if err := errors.Join(errs...); err != nil {
-		s.fail(err, reason)
-		s.mem.actErr = err
+	out.err, out.reason = errors.Join(errs...), reason
+	s.settleActs(out)
+}
+
+// actOutcome is what the executor's calls came to: decided, the actions
+// as decided changed what EC2 holds for the pool (produce); err, their
+// failures (nil: none) and reason, the event reason of the last that
+// names one; wrote, the CiliumNode was written before them.
+type actOutcome struct {
+	decided bool
+	err     error
+	reason  string
+	wrote   bool
+}
+
+// settleActs decides what the actions' outcome means for the node's
+// memory and its requeue, from the outcome and the actions left (an
+// action dropped on the way, a plan turned away from its slot, no
+// longer counts): a failure is the node's (fail) and is remembered
+// (memory.actErr), for the next reconcile to write it in the
+// operator-status while it decides actions that retry it; actions that
+// went through forget the failures, and the node is looked at again at
+// once to write what they produced.
+func (s *deciding) settleActs(o actOutcome) {
+	if !o.decided {
+		s.mem.quickRuns = 0
+	}
+	if o.err != nil {
+		s.fail(o.err, o.reason)
+		s.mem.actErr = o.err
 		if s.mem.actFailures++; s.mem.actFailures == 1 {
 			// The first failure of a run is looked at again at once, to
 			// write why (and try again); the next ones wait for their
@@ -213,13 +236,13 @@ func (s *nodeSync) act(ctx context.Context) {
 		}
 		return
 	}
-	if a.produce() {
+	if s.acts.produce() {
 		s.mem.failures, s.mem.actFailures = 0, 0
 		s.mem.actErr = nil
 		// At once, to write what the calls produced; a node whose calls
 		// keep producing nothing to write (an EC2 answer that changes
 		// nothing) is not looked at in a loop.
-		if s.wrote {
+		if o.wrote {
 			s.mem.quickRuns = 0
 		}
 		if s.mem.quickRuns++; s.mem.quickRuns <= maxQuickRuns {

@@ -337,7 +337,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			}
 			return ctrl.Result{}, err
 		}
-		s.decideCapacity()
+		s.setCapacity()
 	}
 	s.writeNotes(ctx)
 	routingErr := s.writeRouting(ctx)

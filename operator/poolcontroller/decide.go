@@ -2,7 +2,6 @@ package poolcontroller
 
 import (
 	"log/slog"
-	"maps"
 	"slices"
 	"time"
 
@@ -15,13 +14,17 @@ import (
 
 // facts are what a node's decision is made on, all read beforehand:
 // the read's plain values (nodeState), the CiliumNode as the read left
-// it, a copy of the node's memory, the moment of the decision, the
-// options' values (optionValues: no client, no hook), the other nodes' answers (cross), and what the read
-// itself decided already (a requeue, the static IP's trouble and
-// actions, a describe made).
+// it and as it was read (orig), the node's memory (a copy of its
+// values, its maps its own), the moment of the decision, the options'
+// values (optionValues: no client, no hook), the other nodes' answers
+// (cross), and what the read itself decided already (a requeue, the
+// static IP's trouble and actions, a describe made).
 type facts struct {
 	nodeState
-	cn   *ciliumv2.CiliumNode
+	cn *ciliumv2.CiliumNode
+	// orig is the CiliumNode as read, before the read's edits: the base
+	// of the write, which decide reads and never edits.
+	orig *ciliumv2.CiliumNode
 	mem  memory
 	now  time.Time
 	opts Options
@@ -42,8 +45,9 @@ type facts struct {
 // CiliumNode and NodeRouting, the pool as derived, the EC2 actions, the
 // memory's new values, the snapshot as counted, the node's errors, its
 // requeue, whether its new ENI is held or its calls wait for a slot,
-// whether it is empty (for the other nodes' decisions), and the notes
-// to emit: logs, events, metric observations, the node's state.
+// whether it is empty (for the other nodes' decisions), the NodeRouting's
+// capacity and the CiliumNode's write, and the notes to emit: logs,
+// events, metric observations, the node's state.
 type decision struct {
 	cn           *ciliumv2.CiliumNode
 	routing      *enipamv1alpha1.NodeRouting
@@ -63,50 +67,55 @@ type decision struct {
 	// with slotPriority when one frees.
 	slotWait     bool
 	slotPriority int
-	notes        notes
+	// capacity: the NodeRouting's spec.capacity as decided.
+	capacity capacityDecision
+	// writeStatus, writeSpec: the CiliumNode's status and spec are to
+	// be written (decideWrite).
+	writeStatus, writeSpec bool
+	notes                  notes
 }
 
 // decide is a node's whole decision: from the facts alone, with no
 // client, no clock, no context and no coordinator shared between nodes
 // in its reach, it derives the pool (decidePool), the static addresses'
-// steps, the IPv6 window, the release handshake, the plan, the excess
-// and the consolidation, and returns them with everything it would log,
-// count and tell (decision). f is left as it was.
+// steps, the IPv6 window, the release handshake, the plan, the excess,
+// the consolidation, the CiliumNode's write (decideWrite: what fill puts
+// into it, whether its spec waits for the pool) and the NodeRouting's
+// capacity (decideCapacity), and returns them with everything it would
+// log, count and tell (decision).
+//
+// decide owns the facts' CiliumNode, NodeRouting, snapshot and memory:
+// the read copied or built them for this reconcile alone, and the
+// decision is always the reconcile's (take). It edits them in place and
+// returns them as the desired objects, the snapshot as counted and the
+// memory's new values; it copies nothing of them. The rest of the facts
+// (the claims and the other inputs the read gathered) it leaves as they
+// were.
 func decide(f *facts) decision {
 	env := newDecisionEnv(func() time.Time { return f.now }, f.opts, f.logLevel)
-	mem := cloneMemory(&f.mem)
-	d := &deciding{r: env, mem: &mem, cn: f.cn.DeepCopy(), nodeState: f.nodeState,
+	d := &deciding{r: env, mem: &f.mem, cn: f.cn, orig: f.orig, nodeState: f.nodeState,
 		requeue: f.requeue, staticErr: f.staticErr, described: f.described, acts: f.acts, cross: f.cross}
-	d.snap = cloneENIs(&f.snap)
-	if f.routing != nil {
-		d.routing = f.routing.DeepCopy()
-	}
 	if f.poolIn != nil {
 		in := *f.poolIn
-		in.snap, in.cfg, in.missing, in.backoff = &d.snap, &d.cfg.Config, mem.missing, mem.repairs
+		in.snap, in.cfg, in.missing, in.backoff = &d.snap, &d.cfg.Config, f.mem.missing, f.mem.repairs
 		d.poolIn = &in
 	}
 	if f.window6 != nil {
 		in := *f.window6
-		in.missing = mem.missing
+		in.missing = f.mem.missing
 		d.window6 = &in
 	}
 	d.decideNode()
-	return decision{cn: d.cn, routing: d.routing, pool: d.pool, acts: d.acts, mem: mem, snap: d.snap,
+	if !d.turnedAway || d.poolChanged() {
+		// The CiliumNode is written (unless its write waits for the
+		// actions, writeWaits).
+		d.decideWrite()
+	}
+	d.capacity = d.decideCapacity()
+	return decision{cn: d.cn, routing: d.routing, pool: d.pool, acts: d.acts, mem: f.mem, snap: d.snap,
 		opErr: d.opErr, staticErr: d.staticErr, requeue: d.requeue, held: d.held, turnedAway: d.turnedAway,
 		staticDemand: d.staticDemand, needsSet: d.needsSet, empty: d.empty, slotWait: d.slotWait,
-		slotPriority: d.slotPriority, notes: env.take()}
-}
-
-// cloneMemory copies m with the maps a decision edits.
-func cloneMemory(m *memory) memory {
-	c := *m
-	c.missing, c.missingENIs, c.repairs = maps.Clone(m.missing), maps.Clone(m.missingENIs), maps.Clone(m.repairs)
-	c.asked, c.firstMarks, c.remapsAsked = maps.Clone(m.asked), maps.Clone(m.firstMarks), maps.Clone(m.remapsAsked)
-	c.consolidation.emptySince = maps.Clone(m.consolidation.emptySince)
-	c.window6.windowed = slices.Clone(m.window6.windowed)
-	c.leads = slices.Clone(m.leads)
-	return c
+		slotPriority: d.slotPriority, capacity: d.capacity, writeStatus: d.writeStatus, writeSpec: d.writeSpec, notes: env.take()}
 }
 
 // poolDecision is what one look at a node's state decides about its pool and
@@ -132,24 +141,18 @@ type poolDecision struct {
 func decidePool(v *poolView, in *poolInputs) poolDecision {
 	d := poolDecision{pool: v.reconcile(in), repairs: decideRepairs(in.snap, in.cluster, in.backoff, in.now)}
 	if in.static != nil {
-		// On a copy: a placement takes its slot on the copy's ENI, for
-		// the pass's next choices, while the node's snapshot (and the
-		// ENIs its status lists) stays what EC2 holds until the
-		// executor placed it.
-		snap := cloneENIs(in.snap)
+		// On a copy of the ENIs' list when a claim may be placed: a
+		// placement takes its slot on the copy's ENI (fromEC2, with
+		// addresses of its own), for the pass's next choices, while the
+		// node's snapshot (and the ENIs its status lists) stays what
+		// EC2 holds until the executor placed it.
+		snap := *in.snap
+		if len(in.static.claims) > 0 {
+			snap.ENIs = slices.Clone(snap.ENIs)
+		}
 		d.static = v.reconcileStatic(in.static, &snap, in.cfg)
 	}
 	return d
-}
-
-// cloneENIs copies snap with its ENIs and their address lists.
-func cloneENIs(snap *snapshot.Node) snapshot.Node {
-	out := *snap
-	out.ENIs = slices.Clone(snap.ENIs)
-	for i := range out.ENIs {
-		out.ENIs[i].IPs = slices.Clone(out.ENIs[i].IPs)
-	}
-	return out
 }
 
 // decideNode decides the node after the read: what run did in place

@@ -1,13 +1,17 @@
 package poolcontroller
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/netip"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
 
+	awstypes "github.com/cilium/cilium/pkg/aws/types"
 	ipamoption "github.com/cilium/cilium/pkg/ipam/option"
 	ipamtypes "github.com/cilium/cilium/pkg/ipam/types"
 	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
@@ -25,8 +29,10 @@ import (
 // hand, with no Reconciler, client, clock or coordinator: node n1 on
 // instance i-1 (3 ENIs of 5 addresses, the primary eni-0 carrying no
 // pods), pre-allocate 4, every address its agent's routed. Each case
-// asserts the actions, the memory and the requeue decided, and that the
-// facts are left as they were.
+// asserts the actions, the memory and the requeue decided; and that the
+// decision's CiliumNode, NodeRouting, snapshot and memory are the
+// facts' own (decide owns them: no copy), the claims and the CiliumNode
+// as read left as they were.
 func TestDecideNode(t *testing.T) {
 	now := time.Unix(10000, 0)
 	opts := Options{Cluster: "test", BlockedRetry: time.Hour, RetryBase: time.Second, RetryMax: time.Minute,
@@ -71,6 +77,8 @@ func TestDecideNode(t *testing.T) {
 			ENIs: []cloud.ENI{eni(0, 5, 0)}, Subnets: []cloud.Subnet{subnet},
 			SecurityGroups: []cloud.SecurityGroup{{ID: "sg-1", VPCID: "vpc-1"}}}
 		f.routed = func(string, netip.Addr) bool { return true }
+		f.routing = &enipamv1alpha1.NodeRouting{}
+		f.routing.Name = "n1"
 		// No claim concerns the node (read: nil only when the claims
 		// could not be read, and then nothing is decided).
 		f.static = &staticInputs{node: "n1", claims: map[string]*claims.Claim{}, podNodes: map[string]string{},
@@ -91,6 +99,14 @@ func TestDecideNode(t *testing.T) {
 				}
 			}
 		}
+	}
+	// joining: a joining node whose first ENIs are eni-1, routed, and
+	// eni-2, which its agent has not routed yet.
+	joining := func(f *facts) {
+		f.snap.Type.MaxENIs = 4
+		ready, waiting := eni(1, 10, 4), eni(2, 20, 4)
+		f.snap.ENIs = append(f.snap.ENIs, ready, waiting)
+		f.routed = func(id string, _ netip.Addr) bool { return id == "eni-1" }
 	}
 	const db = "ns/db-0"
 	egress := map[string]string{"cilium/static": "egress"}
@@ -151,6 +167,95 @@ func TestDecideNode(t *testing.T) {
 			}
 			if d.requeue != opts.BlockedRetry || d.notes.state != stateServed || d.empty {
 				t.Errorf("requeue %v, state %q, empty %v; want %v, %q, not empty", d.requeue, d.notes.state, d.empty, opts.BlockedRetry, stateServed)
+			}
+		},
+	}, {
+		name: "a node's capacity is decided on the decision's clock: set when its size changed",
+		setup: func(f *facts) {
+			e := eni(1, 10, 4)
+			f.snap.ENIs = append(f.snap.ENIs, e)
+			pooled(f.cn, e, 1)
+			// Written a second ago, with other sizes.
+			f.routing.Spec.Capacity = &enipamv1alpha1.NodeCapacity{MaxIPs: 1}
+			f.mem.capacityWritten = now.Add(-time.Second)
+		},
+		check: func(t *testing.T, f *facts, d decision) {
+			c := d.capacity.set
+			if c == nil || c.PoolIPs != 4 || c.UsedIPs != 1 || c.FreeIPs != 3 || c.MaxIPs != 8 || c.AvailabilityZone != "us-east-1a" {
+				t.Errorf("capacity %+v, want 4 pooled, 1 used, 3 free of 8, in us-east-1a", c)
+			}
+			if !d.capacity.observed || d.capacity.maxIPs != 8 || d.capacity.wait != 0 {
+				t.Errorf("capacity decision %+v, want the sizes observed and no wait", d.capacity)
+			}
+			if d.routing.Spec.Capacity.MaxIPs != 1 {
+				t.Errorf("the desired NodeRouting's capacity set by the decision; it is set once the CiliumNode is written")
+			}
+		},
+	}, {
+		name: "a change of a node's counts alone waits for countsEvery from its last write, on the decision's clock",
+		setup: func(f *facts) {
+			e := eni(1, 10, 4)
+			f.snap.ENIs = append(f.snap.ENIs, e)
+			pooled(f.cn, e, 1)
+			f.routing.Spec.Capacity = &enipamv1alpha1.NodeCapacity{MaxIPs: 8, PoolIPs: 4, UsedIPs: 2, FreeIPs: 2, CanGrow: true,
+				AvailabilityZone: "us-east-1a", Subnets: []string{"subnet-a"}, FreeENISlots: 1}
+			f.mem.capacityWritten = now.Add(-4 * time.Second)
+		},
+		check: func(t *testing.T, f *facts, d decision) {
+			if d.capacity.set != nil || d.capacity.wait != countsEvery-4*time.Second {
+				t.Errorf("capacity decision %+v (set %+v), want none set, a wait of %v", d.capacity, d.capacity.set, countsEvery-4*time.Second)
+			}
+		},
+	}, {
+		name: "the decision fills in the instance and its ENIs, keeping for the consistency grace an ENI listed that EC2 does not show",
+		setup: func(f *facts) {
+			e := eni(1, 10, 4)
+			f.snap.ENIs = append(f.snap.ENIs, e)
+			pooled(f.cn, e, 0)
+			f.cn.Status.ENI.ENIs = map[string]awstypes.ENI{"eni-1": {ID: "eni-1"}, "eni-8": {ID: "eni-8"}, "eni-9": {ID: "eni-9"}}
+			// eni-8 this process deleted; eni-9 is missing from EC2's view.
+			f.fillIn.gone = map[string]bool{"eni-8": true}
+			f.mem.missingENIs["eni-8"] = now.Add(-time.Second)
+		},
+		check: func(t *testing.T, f *facts, d decision) {
+			if d.cn.Spec.ENI.InstanceType != "t.small" || d.cn.Spec.ENI.AvailabilityZone != "us-east-1a" {
+				t.Errorf("spec.eni %+v, want the instance's type and zone", d.cn.Spec.ENI)
+			}
+			got := slices.Sorted(maps.Keys(d.cn.Status.ENI.ENIs))
+			if !slices.Equal(got, []string{"eni-0", "eni-1", "eni-9"}) {
+				t.Errorf("status.eni.enis %v, want eni-0, eni-1 and eni-9 (kept for the grace)", got)
+			}
+			if len(d.cn.Status.ENI.ENIs["eni-1"].Addresses) != 4 {
+				t.Errorf("eni-1 lists %v, want its 4 addresses", d.cn.Status.ENI.ENIs["eni-1"].Addresses)
+			}
+			if since, ok := d.mem.missingENIs["eni-9"]; !ok || since != now || len(d.mem.missingENIs) != 1 {
+				t.Errorf("missing ENIs %v, want eni-9 alone, since now", d.mem.missingENIs)
+			}
+			if d.requeue != opts.ConsistencyGrace {
+				t.Errorf("requeue %v, want %v (eni-9's grace)", d.requeue, opts.ConsistencyGrace)
+			}
+		},
+	}, {
+		name:  "a joining node's first pool write waits for the rest of its first ENIs (joinHold)",
+		setup: joining,
+		check: func(t *testing.T, f *facts, d decision) {
+			if len(d.cn.Spec.IPAM.Pool) != 4 || d.writeSpec || !d.writeStatus {
+				t.Errorf("pool of %d, spec written %v, status %v; want eni-1's 4 addresses decided, their spec write waiting, the status written",
+					len(d.cn.Spec.IPAM.Pool), d.writeSpec, d.writeStatus)
+			}
+			if d.mem.joinHeldSince != now || d.requeue != joinHold {
+				t.Errorf("held since %v, requeue %v; want since now, %v", d.mem.joinHeldSince, d.requeue, joinHold)
+			}
+		},
+	}, {
+		name: "a joining node's pool is written once joinHold is over",
+		setup: func(f *facts) {
+			joining(f)
+			f.mem.joinHeldSince = now.Add(-joinHold)
+		},
+		check: func(t *testing.T, f *facts, d decision) {
+			if len(d.cn.Spec.IPAM.Pool) != 4 || !d.writeSpec {
+				t.Errorf("pool of %d, spec written %v; want eni-1's 4 addresses written", len(d.cn.Spec.IPAM.Pool), d.writeSpec)
 			}
 		},
 	}, {
@@ -253,6 +358,11 @@ func TestDecideNode(t *testing.T) {
 			if p := d.acts.static.place; len(p) != 1 || p[0].ip != netip.MustParseAddr("10.0.1.200") || p[0].eniID != "eni-1" {
 				t.Errorf("placements %+v, want 10.0.1.200 on eni-1", p)
 			}
+			// The placement took its slot on the pass's copy: the
+			// snapshot decided on, and counted, is what EC2 holds.
+			if got := d.snap.ENIs[1].IPs; len(got) != 2 {
+				t.Errorf("eni-1 holds %v in the decision's snapshot, want its 2 addresses alone", got)
+			}
 			if !d.acts.plan.Empty() {
 				t.Errorf("plan %+v, want none beside the placement", d.acts.plan)
 			}
@@ -304,16 +414,88 @@ func TestDecideNode(t *testing.T) {
 			if tc.setup != nil {
 				tc.setup(f)
 			}
+			if f.orig == nil {
+				// As read: what the setup made of the node.
+				f.orig = f.cn.DeepCopy()
+			}
 			inputs(f)
-			before := f.cn.DeepCopy()
-			mem := cloneMemory(&f.mem)
+			claims, orig := maps.Clone(f.static.claims), f.orig.DeepCopy()
 			d := decide(f)
 			tc.check(t, f, d)
-			if !sameJSON(before, f.cn) {
-				t.Errorf("the facts' CiliumNode was edited")
+			// The read's CiliumNode, NodeRouting, snapshot and memory are
+			// decide's own: it edits them in place, with no copy.
+			if d.cn != f.cn || d.routing != f.routing {
+				t.Errorf("the decision's CiliumNode or NodeRouting is a copy of the facts'")
 			}
-			if f.mem.deficitAt != mem.deficitAt || len(f.mem.missing) != len(mem.missing) || f.mem.consolidation.drainENI != mem.consolidation.drainENI {
-				t.Errorf("the facts' memory was edited")
+			if reflect.ValueOf(d.mem.missing).UnsafePointer() != reflect.ValueOf(f.mem.missing).UnsafePointer() ||
+				reflect.ValueOf(d.mem.repairs).UnsafePointer() != reflect.ValueOf(f.mem.repairs).UnsafePointer() {
+				t.Errorf("the decision's memory holds copies of the facts' maps")
+			}
+			if len(d.snap.ENIs) == 0 || &d.snap.ENIs[0] != &f.snap.ENIs[0] {
+				t.Errorf("the decision's snapshot holds a copy of the facts' ENIs")
+			}
+			// The rest of the facts it leaves as they were.
+			if !maps.Equal(claims, f.static.claims) {
+				t.Errorf("the facts' claims were edited")
+			}
+			if !sameJSON(orig, f.orig) {
+				t.Errorf("the CiliumNode as read (the write's base) was edited")
+			}
+		})
+	}
+}
+
+// TestSettleActs: what the executor's calls came to is settled on the
+// node's memory and requeue alone (settleActs), with no call: a first
+// failure is looked at again at once, the next ones back off; actions
+// that went through forget the failures and are looked at again at
+// once to write what they produced, at most maxQuickRuns times in a row
+// without a write.
+func TestSettleActs(t *testing.T) {
+	opts := Options{BlockedRetry: time.Hour, RetryBase: time.Second, RetryMax: time.Minute}
+	failed := errors.New("AssignPrivateIpAddresses: throttled")
+	produced := actions{window6Assign: "eni-0"}
+	cases := []struct {
+		name string
+		mem  memory
+		acts actions
+		out  actOutcome
+		// want: the memory's failures, actFailures and quickRuns after,
+		// its actErr kept, and the requeue.
+		failures, actFailures, quickRuns int
+		actErr                           bool
+		requeue                          time.Duration
+	}{
+		{name: "a first failure is looked at again at once", acts: produced,
+			out:      actOutcome{decided: true, err: failed, reason: ReasonEC2Error},
+			failures: 1, actFailures: 1, actErr: true, requeue: actedRequeue},
+		{name: "a second failure backs off", mem: memory{failures: 1, actFailures: 1}, acts: produced,
+			out:      actOutcome{decided: true, err: failed, reason: ReasonEC2Error},
+			failures: 2, actFailures: 2, actErr: true, requeue: retryAfter(opts, 1)},
+		{name: "actions that went through forget the failures", mem: memory{failures: 2, actFailures: 2, actErr: failed}, acts: produced,
+			out: actOutcome{decided: true}, quickRuns: 1, requeue: actedRequeue},
+		{name: "a fourth run in a row without a write waits a second", mem: memory{quickRuns: maxQuickRuns}, acts: produced,
+			out: actOutcome{decided: true}, quickRuns: maxQuickRuns + 1, requeue: time.Second},
+		{name: "a write starts the quick runs again", mem: memory{quickRuns: maxQuickRuns}, acts: produced,
+			out: actOutcome{decided: true, wrote: true}, quickRuns: 1, requeue: actedRequeue},
+		{name: "no actions decided: nothing to look at again", mem: memory{quickRuns: 2},
+			out: actOutcome{}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			mem := tc.mem
+			s := &deciding{r: newDecisionEnv(func() time.Time { return time.Unix(10000, 0) }, opts, slog.LevelInfo), mem: &mem,
+				cn: &ciliumv2.CiliumNode{}, acts: tc.acts}
+			s.settleActs(tc.out)
+			if mem.failures != tc.failures || mem.actFailures != tc.actFailures || mem.quickRuns != tc.quickRuns || (mem.actErr != nil) != tc.actErr {
+				t.Errorf("memory: failures %d, act failures %d, quick runs %d, act error %v; want %d, %d, %d, kept %v",
+					mem.failures, mem.actFailures, mem.quickRuns, mem.actErr, tc.failures, tc.actFailures, tc.quickRuns, tc.actErr)
+			}
+			if s.requeue != tc.requeue {
+				t.Errorf("requeue %v, want %v", s.requeue, tc.requeue)
+			}
+			if tc.actErr && (s.opErr != failed || s.r.notes.state != stateFailing) {
+				t.Errorf("operator error %v, state %q; want the failure, %q", s.opErr, s.r.notes.state, stateFailing)
 			}
 		})
 	}

@@ -38,5 +38,6 @@ func testSync(r *Reconciler, orig *ciliumv2.CiliumNode, d deciding) *nodeSync {
 	if r.slots != nil {
 		d.cross.slotOpen = r.slots.open()
 	}
-	return &nodeSync{r: r, orig: orig, deciding: d}
+	d.orig = orig
+	return &nodeSync{r: r, deciding: d}
 }

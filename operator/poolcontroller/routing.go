@@ -247,13 +247,25 @@ func (s *deciding) requeueWithin(d time.Duration) {
 // routedFunc is the agent's report as a lookup.
 type routedFunc = func(eniID string, ip netip.Addr) bool
 
-// decideCapacity sets the NodeRouting's spec.capacity in the desired
-// spec when it changed (writeRouting writes it). It is the operator's
-// word, so it lives in the spec, where the node's agent (which writes
-// only the status) cannot change what schedulers read.
-func (s *nodeSync) decideCapacity() {
+// capacityDecision is the NodeRouting's spec.capacity as the decision
+// left it: the capacity to set (nil: the spec's stands), how soon to
+// look again when a change of the counts alone waits for countsEvery,
+// and the pool's sizes for the node's gauges (observed: there are some).
+// setCapacity carries it out once the CiliumNode is written.
+type capacityDecision struct {
+	set              *enipamv1alpha1.NodeCapacity
+	wait             time.Duration
+	observed         bool
+	awaiting, maxIPs int
+}
+
+// decideCapacity decides the NodeRouting's spec.capacity (writeRouting
+// writes it). It is the operator's word, so it lives in the spec, where
+// the node's agent (which writes only the status) cannot change what
+// schedulers read.
+func (s *deciding) decideCapacity() capacityDecision {
 	if s.routing == nil || !s.haveSnap || s.pool == nil {
-		return
+		return capacityDecision{}
 	}
 	room := pool.Capacity(&s.snap, &s.cfg.Config)
 	available, used := s.pool.counts()
@@ -269,17 +281,34 @@ func (s *nodeSync) decideCapacity() {
 	if room.Blocked != nil {
 		c.Reason = room.Blocked.Error()
 	}
-	s.r.metrics.observeCapacity(s.cn.Name, s.pool.awaiting, room.MaxIPs)
+	out := capacityDecision{observed: true, awaiting: s.pool.awaiting, maxIPs: room.MaxIPs}
 	if sameJSON(s.routing.Spec.Capacity, c) {
-		return
+		return out
 	}
 	if have := s.routing.Spec.Capacity; have != nil && countsOnly(have, c) {
 		if wait := s.mem.capacityWritten.Add(countsEvery).Sub(s.r.now()); wait > 0 {
-			s.requeueWithin(wait)
-			return
+			out.wait = wait
+			return out
 		}
 	}
-	s.routing.Spec.Capacity = c
+	out.set = c
+	return out
+}
+
+// setCapacity carries out the capacity decided (decideCapacity), once
+// the CiliumNode's write went through: the node's gauges, the look
+// again, the capacity in the desired NodeRouting.
+func (s *nodeSync) setCapacity() {
+	c := s.capacity
+	if c.observed {
+		s.r.metrics.observeCapacity(s.cn.Name, c.awaiting, c.maxIPs)
+	}
+	if c.wait > 0 {
+		s.requeueWithin(c.wait)
+	}
+	if c.set != nil {
+		s.routing.Spec.Capacity = c.set
+	}
 }
 
 // countsEvery is how often at most a change of only the used and free

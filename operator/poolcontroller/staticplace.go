@@ -126,8 +126,9 @@ func (v *poolView) fromEC2(in *staticInputs, c *claims.Claim, snap *snapshot.Nod
 		}
 	}
 	out.place = append(out.place, placement{ip: c.Addr, owner: c.Owner, eniID: best.ID, reassign: loc.Found})
-	// One slot per placement in this pass.
-	best.IPs = append(best.IPs, c.Addr)
+	// One slot per placement in this pass, on addresses of the copy's
+	// own: the snapshot's stay what EC2 holds.
+	best.IPs = append(slices.Clip(best.IPs), c.Addr)
 	out.note(c.Owner, enipamv1alpha1.ReasonPlacing, "placing %s on %s of node %s", key, best.ID, in.node)
 }
 

@@ -22,7 +22,6 @@ import (
 // decision (decide) replaces, and the writes and the executor carry out.
 type nodeSync struct {
 	r        *Reconciler
-	orig     *ciliumv2.CiliumNode
 	policies []enipamv1alpha1.ENIPolicy
 	// wrote: the CiliumNode was written.
 	wrote bool
@@ -40,6 +39,9 @@ type deciding struct {
 	r   *decisionEnv
 	mem *memory
 	cn  *ciliumv2.CiliumNode
+	// orig is the CiliumNode as read, the base of its write: never
+	// edited but by the write, to what it wrote.
+	orig *ciliumv2.CiliumNode
 
 	// nodeState is what the reconcile decides on, read beforehand
 	// (read.go).
@@ -74,6 +76,13 @@ type deciding struct {
 	needsSet, empty bool
 	slotWait        bool
 	slotPriority    int
+	// capacity is the NodeRouting's spec.capacity as decided, set once
+	// the CiliumNode is written (setCapacity).
+	capacity capacityDecision
+	// writeStatus, writeSpec: the CiliumNode's status and spec are to
+	// be written (decideWrite): changed, the spec's change not waiting
+	// for the pool.
+	writeStatus, writeSpec bool
 }
 
 // crossNode is what a node's decision needs to know of the other nodes:
@@ -86,8 +95,8 @@ type crossNode struct {
 }
 
 func (r *Reconciler) newSync(_ context.Context, cn *ciliumv2.CiliumNode, policies []enipamv1alpha1.ENIPolicy) *nodeSync {
-	s := &nodeSync{r: r, orig: cn, policies: policies, started: r.now()}
-	s.deciding = deciding{r: newDecisionEnv(r.now, r.opts, logLevel(r.log)), mem: r.memory(cn.Name), cn: cn.DeepCopy()}
+	s := &nodeSync{r: r, policies: policies, started: r.now()}
+	s.deciding = deciding{r: newDecisionEnv(r.now, r.opts, logLevel(r.log)), mem: r.memory(cn.Name), cn: cn.DeepCopy(), orig: cn}
 	return s
 }
 
@@ -120,6 +129,10 @@ func (s *nodeSync) run(ctx context.Context) (decision, bool) {
 	}
 	s.emit()
 	if !ok {
+		// Nothing to decide: the write carries why the node cannot be
+		// served, and what the read knows of the instance (fill), as a
+		// decision's would.
+		s.decideWrite()
 		return decision{}, false
 	}
 	s.cross = s.readCross()
@@ -138,7 +151,7 @@ func (s *nodeSync) readCross() crossNode {
 
 // facts are the node's facts for decide, as the read left them.
 func (s *nodeSync) facts() *facts {
-	return &facts{nodeState: s.nodeState, cn: s.cn, mem: *s.mem, now: s.r.now(), opts: optionValues(s.r.opts), logLevel: logLevel(s.r.log), cross: s.cross,
+	return &facts{nodeState: s.nodeState, cn: s.cn, orig: s.orig, mem: *s.mem, now: s.r.now(), opts: optionValues(s.r.opts), logLevel: logLevel(s.r.log), cross: s.cross,
 		requeue: s.requeue, staticErr: s.staticErr, described: s.described, acts: s.acts}
 }
 
@@ -151,7 +164,8 @@ func (s *nodeSync) take(d decision) {
 	s.cn, s.routing, s.pool, s.acts = d.cn, d.routing, d.pool, d.acts
 	s.requeue, s.opErr, s.staticErr = d.requeue, d.opErr, d.staticErr
 	s.held, s.turnedAway, s.staticDemand = d.held, d.turnedAway, d.staticDemand
-	s.snap = d.snap
+	s.snap, s.capacity = d.snap, d.capacity
+	s.writeStatus, s.writeSpec = d.writeStatus, d.writeSpec
 	r.mu.Lock()
 	state, rv := s.mem.state, s.mem.writtenRV
 	*s.mem = d.mem
@@ -252,7 +266,7 @@ func (s *deciding) need() nodeNeed {
 
 // poolChanged reports whether the desired pool or release handshake
 // differs from the node's object.
-func (s *nodeSync) poolChanged() bool {
+func (s *deciding) poolChanged() bool {
 	return !sameJSON(s.orig.Spec.IPAM.Pool, s.cn.Spec.IPAM.Pool) || !sameJSON(s.orig.Status.IPAM.ReleaseIPs, s.cn.Status.IPAM.ReleaseIPs)
 }
 

@@ -17,13 +17,14 @@ import (
 	"github.com/enipam/enipam/operator/cloud"
 )
 
-// fill writes what the operator knows into the desired object: the
+// fill puts what the operator knows into the desired object (decide,
+// once the rest is decided; run, when the read failed): the
 // instance and its ENIs (every address EC2 shows on them, pooled or not
 // yet: the node agent routes what status.eni.enis lists before the pool
 // lists it), and the operator-status. The policy's effective values go to
 // the node's NodeRouting, never into spec.eni, so every value there is the
 // user's.
-func (s *nodeSync) fill() {
+func (s *deciding) fill() {
 	cn := s.cn
 	msg := ""
 	switch {
@@ -77,7 +78,7 @@ func (s *nodeSync) fill() {
 // while a report that still lists them may be what the next reconcile
 // reads, so an address could be pooled unrouted. ENIs this process deleted
 // or detached go at once, as do all of them when the node's instance changed.
-func (s *nodeSync) keepMissingENIs(enis map[string]awstypes.ENI) {
+func (s *deciding) keepMissingENIs(enis map[string]awstypes.ENI) {
 	if s.orig.Spec.InstanceID != s.instanceID || s.cn.Status.ENI.ENIs == nil {
 		clear(s.mem.missingENIs)
 		return
@@ -107,7 +108,7 @@ func (s *nodeSync) keepMissingENIs(enis map[string]awstypes.ENI) {
 	}
 }
 
-func (s *nodeSync) statusENI(e *cloud.ENI, vpc awstypes.AwsVPC) awstypes.ENI {
+func (s *deciding) statusENI(e *cloud.ENI, vpc awstypes.AwsVPC) awstypes.ENI {
 	out := awstypes.ENI{
 		ID: e.ID, MAC: e.MAC, AvailabilityZone: e.AZ, Description: e.Description, Number: e.DeviceIndex,
 		VPC: vpc, SecurityGroups: e.SecurityGroups, Tags: e.Tags,
@@ -134,13 +135,13 @@ func (s *nodeSync) statusENI(e *cloud.ENI, vpc awstypes.AwsVPC) awstypes.ENI {
 	return out
 }
 
-// write patches status, then spec, each only if it changed, once per
-// reconcile and before any of its EC2 calls (act). Merge patches carry
+// write patches status, then spec, as decided (decideWrite: each only
+// if it changed, the spec not while its change waits for the pool), once
+// per reconcile and before any of its EC2 calls (act). Merge patches carry
 // only the fields that changed, so the agent's status.ipam.used and
 // anything else written meanwhile is left alone.
 func (s *nodeSync) write(ctx context.Context) error {
-	s.fill()
-	if !sameJSON(s.orig.Status, s.cn.Status) {
+	if s.writeStatus {
 		obj := s.orig.DeepCopy()
 		obj.Status = *s.cn.Status.DeepCopy()
 		if err := s.r.client.Status().Patch(ctx, obj, client.MergeFrom(s.orig)); err != nil {
@@ -153,7 +154,7 @@ func (s *nodeSync) write(ctx context.Context) error {
 		s.r.wrote(s.mem, obj.ResourceVersion)
 		s.orig.Status = *s.cn.Status.DeepCopy()
 	}
-	if !sameJSON(s.orig.Spec, s.cn.Spec) && !s.specWaitsForPool() && !s.joiningPoolWaits() {
+	if s.writeSpec {
 		obj := s.orig.DeepCopy()
 		obj.Spec = *s.cn.Spec.DeepCopy()
 		if err := s.r.client.Patch(ctx, obj, client.MergeFrom(s.orig)); err != nil {
@@ -173,13 +174,23 @@ func (s *nodeSync) write(ctx context.Context) error {
 	return nil
 }
 
+// decideWrite fills in the desired CiliumNode (fill) and decides its
+// write: the status when it changed, the spec when it changed and its
+// change does not wait for the pool (specWaitsForPool,
+// joiningPoolWaits).
+func (s *deciding) decideWrite() {
+	s.fill()
+	s.writeStatus = !sameJSON(s.orig.Status, s.cn.Status)
+	s.writeSpec = !sameJSON(s.orig.Spec, s.cn.Spec) && !s.specWaitsForPool() && !s.joiningPoolWaits()
+}
+
 // specWaitsForPool reports whether the spec's change can wait for the
 // pool: only what fill writes of the instance (instance-id, spec.eni's
 // type, VPC, zone and subnet) changed, and addresses wait for the node
 // agent's routes, so the write that lists them in the pool carries it
 // too: a joining node's spec is written once, not twice. A new instance
 // ID is never held back.
-func (s *nodeSync) specWaitsForPool() bool {
+func (s *deciding) specWaitsForPool() bool {
 	if s.orig.Spec.InstanceID != "" && s.orig.Spec.InstanceID != s.cn.Spec.InstanceID {
 		return false // another instance: its pool is judged by the new ID at once
 	}
@@ -195,7 +206,7 @@ func (s *nodeSync) specWaitsForPool() bool {
 // ready is written and the rest follows as it comes. Only a pool that
 // grows from nothing, by ordinary addresses alone, waits: an owner's
 // stamped address, a dropped or changed entry never does.
-func (s *nodeSync) joiningPoolWaits() bool {
+func (s *deciding) joiningPoolWaits() bool {
 	if s.pool == nil || s.pool.awaiting == 0 || len(s.orig.Spec.IPAM.Pool) > 0 || len(s.cn.Spec.IPAM.Pool) == 0 {
 		return false
 	}

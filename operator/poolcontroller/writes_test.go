@@ -180,7 +180,7 @@ func (c journaledCloud) DisassociateAddress(ctx context.Context, associationID s
 // pool controller over a fake apiserver whose CiliumNode writes, like
 // the EC2 calls that change something, are journaled.
 type writesRig struct {
-	t    *testing.T
+	t    testing.TB
 	ctx  context.Context
 	st   *ec2sim.State
 	j    *journal
@@ -231,14 +231,14 @@ const writesNode, writesInstance = "node-1", "i-0d000000000000001"
 // newWritesRig starts the rig with the policy spec, the node's
 // CiliumNode spec and the other objects; eips Elastic IPs carrying
 // eipTags are allocated in the account.
-func newWritesRig(t *testing.T, policy enipamv1alpha1.ENIPolicySpec, spec ciliumv2.NodeSpec, eips int, eipTags map[string]string, objs ...client.Object) *writesRig {
+func newWritesRig(t testing.TB, policy enipamv1alpha1.ENIPolicySpec, spec ciliumv2.NodeSpec, eips int, eipTags map[string]string, objs ...client.Object) *writesRig {
 	t.Helper()
 	return newWritesRigPrepared(t, nil, policy, spec, eips, eipTags, objs...)
 }
 
 // newWritesRigPrepared is newWritesRig with prepare run on the in-memory
 // EC2 before the inventory's first describes.
-func newWritesRigPrepared(t *testing.T, prepare func(cloud.API), policy enipamv1alpha1.ENIPolicySpec, spec ciliumv2.NodeSpec, eips int, eipTags map[string]string, objs ...client.Object) *writesRig {
+func newWritesRigPrepared(t testing.TB, prepare func(cloud.API), policy enipamv1alpha1.ENIPolicySpec, spec ciliumv2.NodeSpec, eips int, eipTags map[string]string, objs ...client.Object) *writesRig {
 	t.Helper()
 	vpc := ec2sim.VPCSpec{ID: "vpc-0d000000000000001", CIDRs: []string{"10.0.0.0/16"}, Subnets: []ec2sim.SubnetSpec{
 		{ID: "subnet-0d000000000000001", CIDR: "10.0.0.0/20", Zone: "us-east-1a", Tags: map[string]string{"pods": "true"}},
@@ -617,7 +617,7 @@ func TestCiliumNodeWrittenOncePerReconcileBeforeEC2(t *testing.T) {
 	t.Logf("%d CreateENI, %d UnassignIPs, %d addresses released, %d reconciles grew the pool and then called EC2", w.calls["CreateENI"], w.calls["UnassignIPs"], len(released), grewThenCalled)
 }
 
-func get(t *testing.T, c client.Client, name string) *ciliumv2.CiliumNode {
+func get(t testing.TB, c client.Client, name string) *ciliumv2.CiliumNode {
 	t.Helper()
 	cn := &ciliumv2.CiliumNode{}
 	if err := c.Get(context.Background(), k8stypes.NamespacedName{Name: name}, cn); err != nil {
