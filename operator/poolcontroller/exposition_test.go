@@ -19,8 +19,8 @@ import (
 )
 
 const (
-	nodeIPsHelp    = "# HELP enipam_node_ips IPs of a node's pool: available (may be handed out), used (by pods, as Cilium's agent reports), waiting (pods bound to the node without an address yet), headroom (free IPs kept beyond used and waiting), needed (missing for the pool's target), short (the part of needed the instance has room for: its usable ENIs' free slots and its free ENI slots; 0 on a node at capacity), awaiting (assigned, waiting for the agent's routes), max (the largest pool the node can reach).\n# TYPE enipam_node_ips gauge\n"
-	nodePolicyHelp = "# HELP enipam_node_policy 1 for each node, labelled with the ENIPolicy governing it (empty: none, the operator's defaults); join on node to sum other series per policy.\n# TYPE enipam_node_policy gauge\n"
+	nodeIPsHeader    = "# HELP enipam_node_ips IPs of a node's pool: available (may be handed out), used (by pods, as Cilium's agent reports), waiting (pods bound to the node without an address yet), headroom (free IPs kept beyond used and waiting), needed (missing for the pool's target), short (the part of needed the instance has room for: its usable ENIs' free slots and its free ENI slots; 0 on a node at capacity), awaiting (assigned, waiting for the agent's routes), max (the largest pool the node can reach).\n# TYPE enipam_node_ips gauge\n"
+	nodePolicyHeader = "# HELP enipam_node_policy 1 for each node, labelled with the ENIPolicy governing it (empty: none, the operator's defaults); join on node to sum other series per policy.\n# TYPE enipam_node_policy gauge\n"
 )
 
 // scrape serves one request for /metrics from reg through promhttp, as
@@ -76,7 +76,7 @@ func TestNodeSeriesExposition(t *testing.T) {
 	m.forget("node-gone")
 	m.observeNode("node-a\"b", "fast", 1, 2, 3, 4, 5, 6)
 
-	want := nodeIPsHelp +
+	want := nodeIPsHeader +
 		`enipam_node_ips{node="node-10",state="available"} 14
 enipam_node_ips{node="node-10",state="headroom"} 14
 enipam_node_ips{node="node-10",state="needed"} 0
@@ -99,7 +99,7 @@ enipam_node_ips{node="node-a\"b",state="used"} 2
 enipam_node_ips{node="node-a\"b",state="waiting"} 3
 enipam_node_ips{node="node-cap",state="awaiting"} 4
 enipam_node_ips{node="node-cap",state="max"} 58
-` + nodePolicyHelp +
+` + nodePolicyHeader +
 		`enipam_node_policy{node="node-10",policy=""} 1
 enipam_node_policy{node="node-9",policy="slow"} 1
 enipam_node_policy{node="node-a\"b",policy="fast"} 1
