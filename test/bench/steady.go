@@ -197,10 +197,12 @@ func (s Steady) Run(ctx context.Context, e *Env) (*Report, error) {
 		return nil, err
 	}
 	e.say("%s: watching for %s", s.Name(), s.Window)
-	through, err := w.sampleRSS(ctx, s.Window, 5*time.Second)
+	const every = 5 * time.Second
+	readings, err := w.sampleMemory(ctx, s.Window, every)
 	if err != nil {
 		return nil, err
 	}
+	through := readings.rss()
 	u1, err := w.op.Usage()
 	if err != nil {
 		return nil, err
@@ -233,10 +235,15 @@ func (s Steady) Run(ctx context.Context, e *Env) (*Report, error) {
 	rep.add("time until every node was served", settle, "")
 	rep.add("operator RSS at the end", rssMiB, "MiB")
 	rep.add("operator RSS at the end mapping files (the binary's pages)", float64(u1.FileRSSBytes)/(1<<20), "MiB")
+	rep.add("operator RSS at the end: anonymous / file pages", rssSplit(u1), "MiB")
 	rep.add("operator RSS through the window, read every 5 s: min / mean / max", through.String(), "MiB")
 	rep.add("operator RSS readings through the window above the goal", fmt.Sprintf("%d of %d", through.above(s.rssLimit()), len(through)), "")
 	rep.add("operator peak RSS", float64(u1.PeakRSSBytes)/(1<<20), "MiB")
 	rep.add("operator Go heap in use", sum(m1, "go_memstats_heap_inuse_bytes", nil)/(1<<20), "MiB")
+	g0, g1 := goMemoryOf(m0), goMemoryOf(m1)
+	rep.add("operator Go memory at the end: "+goMemoryNames, g1.String(), "MiB")
+	rep.add("operator GC cycles in the window", g1.gcCycles-g0.gcCycles, "")
+	readings.add(rep, every)
 	rep.add("operator goroutines", sum(m1, "go_goroutines", nil), "")
 	if heapErr == nil {
 		rep.addHeapTop(ctx, "end of the window", e.Bins.Operator, heapPath)

@@ -231,6 +231,8 @@ func sum(families map[string]*dto.MetricFamily, name string, match map[string]st
 			total += m.Gauge.GetValue()
 		case m.Histogram != nil:
 			total += float64(m.Histogram.GetSampleCount())
+		case m.Summary != nil:
+			total += float64(m.Summary.GetSampleCount())
 		}
 	}
 	return total

@@ -167,6 +167,9 @@ type Usage struct {
 	// FileRSSBytes is the part of RSSBytes that maps files: the binary's
 	// pages, whatever the process holds.
 	FileRSSBytes int64
+	// AnonRSSBytes is the part of RSSBytes that maps no file: the Go
+	// heap, stacks and the runtime's own memory.
+	AnonRSSBytes int64
 }
 
 // Usage reads /proc/<pid>/stat and status.
@@ -201,6 +204,8 @@ func (p *Process) Usage() (Usage, error) {
 			u.RSSBytes = kb << 10
 		case "RssFile":
 			u.FileRSSBytes = kb << 10
+		case "RssAnon":
+			u.AnonRSSBytes = kb << 10
 		}
 	}
 	return u, nil

@@ -30,6 +30,7 @@ import (
 
 	"github.com/enipam/enipam/internal/version"
 	"github.com/enipam/enipam/operator"
+	"github.com/enipam/enipam/operator/metricsreg"
 )
 
 func main() {
@@ -112,7 +113,12 @@ func run() error {
 			log.Info("VPC not found in instance metadata; VPCs are learnt from the nodes", "error", err)
 		}
 	}
-	op, err := operator.New(opts, restCfg, awsCfg, ctrlmetrics.Registry, log)
+	// controller-runtime's metrics endpoint serves ctrlmetrics.Registry:
+	// the operator's collectors go into it, the per-node series gathered
+	// in a few allocations (metricsreg).
+	reg := metricsreg.New(ctrlmetrics.Registry)
+	ctrlmetrics.Registry = reg
+	op, err := operator.New(opts, restCfg, awsCfg, reg, log)
 	if err != nil {
 		return err
 	}
