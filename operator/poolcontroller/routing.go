@@ -262,15 +262,29 @@ func specENI(e *awstypes.ENI, exclude map[string]string) enipamv1alpha1.NodeENI 
 // reports only its own node's ENIs, so such a report is forged or
 // corrupt. ENIs EC2 shows nowhere (detached or deleted while the agent
 // catches up) are dropped silently.
+//
+// A report made over an earlier generation of the spec than nr's (the
+// spec read, or this process's last apply where the cache has not seen
+// it yet) vouches only for the ENIs that spec still lists: an ENI the
+// newer spec.enis dropped leaves the agent's union (the status's copy of
+// a joining node's ENIs waits), so the agent may have unrouted it since
+// the report. Without that, a reconcile that reads the cache before the
+// agent's next report pools the addresses of an ENI listed again (an
+// ENI dropped from a stale spec.enis, then created or seen again) while
+// the agent's newer report lacks them.
 func (s *nodeSync) ownReport(nr *enipamv1alpha1.NodeRouting) routedFunc {
 	if len(nr.Status.ENIs) == 0 {
 		s.mem.foreignENIs = ""
 		return nil
 	}
+	stale := nr.Status.ObservedGeneration < nr.Generation
 	own := enipamv1alpha1.NodeRoutingStatus{}
 	var foreign []string
 	for _, e := range nr.Status.ENIs {
 		if slices.ContainsFunc(s.snap.ENIs, func(x cloud.ENI) bool { return x.ID == e.ID && x.InstanceID == s.instanceID }) {
+			if stale && !slices.ContainsFunc(nr.Spec.ENIs, func(x enipamv1alpha1.NodeENI) bool { return x.ID == e.ID }) {
+				continue // dropped from the spec since the report: maybe unrouted
+			}
 			own.ENIs = append(own.ENIs, e)
 			continue
 		}
