@@ -265,13 +265,13 @@ func specENI(e *awstypes.ENI, exclude map[string]string) enipamv1alpha1.NodeENI 
 //
 // A report made over an earlier generation of the spec than nr's (the
 // spec read, or this process's last apply where the cache has not seen
-// it yet) vouches only for the ENIs that spec still lists: an ENI the
-// newer spec.enis dropped leaves the agent's union (the status's copy of
-// a joining node's ENIs waits), so the agent may have unrouted it since
-// the report. Without that, a reconcile that reads the cache before the
-// agent's next report pools the addresses of an ENI listed again (an
-// ENI dropped from a stale spec.enis, then created or seen again) while
-// the agent's newer report lacks them.
+// it yet) vouches only for the ENIs that spec still lists, and on each
+// only for the addresses its entry still lists: what the newer spec.enis
+// dropped left the agent's union (the status's copy of a joining node's
+// ENIs waits), so the agent may have unrouted it since the report.
+// Without that, a reconcile that reads the cache before the agent's next
+// report pools an address listed again (dropped from a stale spec.enis,
+// then assigned or seen again) while the agent's newer report lacks it.
 func (s *nodeSync) ownReport(nr *enipamv1alpha1.NodeRouting) routedFunc {
 	if len(nr.Status.ENIs) == 0 {
 		s.mem.foreignENIs = ""
@@ -282,8 +282,12 @@ func (s *nodeSync) ownReport(nr *enipamv1alpha1.NodeRouting) routedFunc {
 	var foreign []string
 	for _, e := range nr.Status.ENIs {
 		if slices.ContainsFunc(s.snap.ENIs, func(x cloud.ENI) bool { return x.ID == e.ID && x.InstanceID == s.instanceID }) {
-			if stale && !slices.ContainsFunc(nr.Spec.ENIs, func(x enipamv1alpha1.NodeENI) bool { return x.ID == e.ID }) {
-				continue // dropped from the spec since the report: maybe unrouted
+			if stale {
+				i := slices.IndexFunc(nr.Spec.ENIs, func(x enipamv1alpha1.NodeENI) bool { return x.ID == e.ID })
+				if i < 0 {
+					continue // dropped from the spec since the report: maybe unrouted
+				}
+				e = stillListed(e, &nr.Spec.ENIs[i])
 			}
 			own.ENIs = append(own.ENIs, e)
 			continue
@@ -301,6 +305,28 @@ func (s *nodeSync) ownReport(nr *enipamv1alpha1.NodeRouting) routedFunc {
 		}
 	}
 	return own.Routed()
+}
+
+// stillListed is the report of an ENI, routed, kept to what the spec's
+// entry of it, listed, still lists: its addresses (IPv4 addresses and
+// prefixes, and IPv6 prefixes and the IPv6 addresses inside them).
+func stillListed(routed enipamv1alpha1.RoutedENI, listed *enipamv1alpha1.NodeENI) enipamv1alpha1.RoutedENI {
+	var prefixes6 []netip.Prefix
+	for _, p := range listed.IPv6Prefixes {
+		if pfx, err := netip.ParsePrefix(p); err == nil {
+			prefixes6 = append(prefixes6, pfx.Masked())
+		}
+	}
+	in6 := func(ip string) bool {
+		a, err := netip.ParseAddr(ip)
+		return err == nil && slices.ContainsFunc(prefixes6, func(p netip.Prefix) bool { return p.Contains(a) })
+	}
+	out := routed
+	out.IPs = slices.DeleteFunc(slices.Clone(routed.IPs), func(ip string) bool { return !slices.Contains(listed.Addresses, ip) })
+	out.Prefixes = slices.DeleteFunc(slices.Clone(routed.Prefixes), func(p string) bool { return !slices.Contains(listed.Prefixes, p) })
+	out.IPv6 = slices.DeleteFunc(slices.Clone(routed.IPv6), func(ip string) bool { return !in6(ip) })
+	out.IPv6Prefixes = slices.DeleteFunc(slices.Clone(routed.IPv6Prefixes), func(p string) bool { return !slices.Contains(listed.IPv6Prefixes, p) })
+	return out
 }
 
 // ownedBy reports whether nr names this CiliumNode (its UID, not only
