@@ -243,7 +243,9 @@ func (a *Agent) reportStopped() {
 // writeStatus applies status onto nr unless nr already holds it, or holds
 // the version this agent last wrote over and that write was this status
 // (the watch has not delivered the write yet).
+// Every status says the agent routes spec.enis (RoutesSpecENIs).
 func (a *Agent) writeStatus(ctx context.Context, nr *enipamv1alpha1.NodeRouting, status enipamv1alpha1.NodeRoutingStatus) error {
+	status.RoutesSpecENIs = true
 	if equality.Semantic.DeepEqual(nr.Status, status) {
 		return nil
 	}

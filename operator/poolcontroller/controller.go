@@ -190,6 +190,10 @@ type memory struct {
 	// joinHeldSince is when the node's first pool write was first held
 	// for the rest of its joining addresses (joiningPoolWaits).
 	joinHeldSince time.Time
+	// joinedAt is when the node's join was first seen complete
+	// (joinComplete); zero while it joins. The copy of its ENIs into
+	// status.eni.enis waits for it (eniCopyWaits).
+	joinedAt time.Time
 	// noPrefixesUntil: the subnet had no free /28; plans use single
 	// addresses until then.
 	noPrefixesUntil time.Time

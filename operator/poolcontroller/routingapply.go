@@ -59,8 +59,14 @@ func (r *Reconciler) applyRouting(ctx context.Context, nr *enipamv1alpha1.NodeRo
 	if err != nil {
 		return err
 	}
+	// The answer is decoded into nr: into a spec.enis of its own, not the
+	// one a copy of nr may share (copyRouting). A refused apply leaves nr
+	// as it was.
+	enis := nr.Spec.ENIs
+	nr.Spec.ENIs = nil
 	if err := r.client.Patch(ctx, nr, client.RawPatch(types.ApplyPatchType, data),
 		client.FieldOwner(enipamv1alpha1.FieldManagerOperator), client.ForceOwnership); err != nil {
+		nr.Spec.ENIs = enis
 		return err
 	}
 	r.adoptLegacyWrites(ctx, nr)

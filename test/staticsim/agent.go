@@ -188,7 +188,7 @@ func (w *world) route(name string) {
 	}
 	enis := agentsim.Routed(cn, &nr.Spec, func(id string) bool { return attached[id] })
 	remaps := w.remaps(nr)
-	if sameRouted(nr.Status.ENIs, enis) && equality.Semantic.DeepEqual(nr.Status.Remaps, remaps) {
+	if sameRouted(nr.Status.ENIs, enis) && equality.Semantic.DeepEqual(nr.Status.Remaps, remaps) && nr.Status.RoutesSpecENIs {
 		return
 	}
 	if remaps != nil {
@@ -200,6 +200,7 @@ func (w *world) route(name string) {
 		}
 	}
 	nr.Status.ENIs = enis
+	nr.Status.RoutesSpecENIs = true // it routes spec.enis, as enipam-agent does
 	nr.Status.RoutedENIs = int32(len(enis))
 	nr.Status.Remaps = remaps
 	_ = w.c.Status().Update(ctx, nr)
