@@ -68,8 +68,9 @@ func (s *nodeSync) syncRouting(ctx context.Context) error {
 		}
 		s.trimApplied(nr)
 	}
-	// The ENIs stand as read until fill lists those of this reconcile's
-	// snapshot: an apply without them would unroute the node.
+	// The ENIs stand as read until the CiliumNode's write puts in those
+	// decided from this reconcile's snapshot (fill, routingENIs): an
+	// apply without them would unroute the node.
 	want.ENIs = nr.Spec.ENIs
 	s.routing, s.routingRead, s.routingWant = nr, copyRouting(nr), &want
 	s.routed = s.ownReport(nr)
