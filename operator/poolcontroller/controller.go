@@ -164,6 +164,13 @@ type Reconciler struct {
 
 	mu    sync.Mutex
 	nodes map[string]*memory
+	// noSpecENIs is when the apiserver last refused a NodeRouting apply
+	// for spec.enis not being in the stored CRD's schema (a chart
+	// upgraded without its CRDs): until specENIsRetry has passed, the
+	// applies go without spec.enis and every node's agent is taken for one
+	// that routes status.eni.enis only (noSpecENIsLogged: logged once).
+	noSpecENIs       time.Time
+	noSpecENIsLogged bool
 }
 
 // memory is what the controller remembers of a node between reconciles.

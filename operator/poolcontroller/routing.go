@@ -73,6 +73,7 @@ func (s *nodeSync) syncRouting(ctx context.Context) error {
 	// apply without them would unroute the node.
 	want.ENIs = nr.Spec.ENIs
 	s.routing, s.routingRead, s.routingWant = nr, copyRouting(nr), &want
+	s.noSpecENIs = s.r.withoutSpecENIs()
 	s.routed = s.ownReport(nr)
 	return nil
 }
@@ -140,9 +141,11 @@ func (s *nodeSync) writeRouting(ctx context.Context) error {
 		}
 		return fmt.Errorf("writing NodeRouting %s, %w", s.cn.Name, err)
 	}
-	if record {
+	if record || (!s.noSpecENIs && s.r.withoutSpecENIs()) {
 		// Recorded: the next reconcile, at once, reports the address in
-		// status.ipam.assigned-static-ip.
+		// status.ipam.assigned-static-ip. Or spec.enis was refused
+		// (applyRouting): the next reconcile, at once, copies the ENIs
+		// into status.eni.enis, which this one held back for it.
 		s.requeueWithin(actedRequeue)
 	}
 	if endpoints {
@@ -165,8 +168,8 @@ func (s *nodeSync) writeRouting(ctx context.Context) error {
 // had. A list that stands as read is kept as it is, without making its
 // entries again.
 func (s *deciding) wantRoutingENIs(enis map[string]awstypes.ENI, kept []string) routingENIs {
-	if s.routingWant == nil {
-		return routingENIs{}
+	if s.routingWant == nil || s.noSpecENIs {
+		return routingENIs{} // spec.enis stands as read
 	}
 	var had []enipamv1alpha1.NodeENI
 	if s.routingRead != nil {
@@ -286,7 +289,10 @@ func (s *nodeSync) ownReport(nr *enipamv1alpha1.NodeRouting) routedFunc {
 		s.mem.foreignENIs = ""
 		return nil
 	}
-	stale := nr.Status.ObservedGeneration < nr.Generation
+	// Only an agent that routes spec.enis may have unrouted what a newer
+	// spec dropped; an earlier one (or one under an earlier CRD) routes
+	// status.eni.enis.
+	stale := nr.Status.RoutesSpecENIs && nr.Status.ObservedGeneration < nr.Generation
 	own := enipamv1alpha1.NodeRoutingStatus{}
 	var foreign []string
 	for _, e := range nr.Status.ENIs {

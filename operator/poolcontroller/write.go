@@ -193,7 +193,7 @@ func (s *deciding) holdENICopy() (statusSame bool) {
 // complete, or completed less than a resync interval ago (joinComplete):
 // the copy comes at the node's next periodic look, out of the join.
 func (s *deciding) eniCopyWaits() bool {
-	if s.routing == nil || s.routingWant == nil {
+	if s.routing == nil || s.routingWant == nil || s.noSpecENIs {
 		return false
 	}
 	if st := &s.routing.Status; !st.RoutesSpecENIs && (st.ObservedGeneration > 0 || len(st.Conditions) > 0) {
