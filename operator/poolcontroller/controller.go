@@ -155,9 +155,9 @@ type Reconciler struct {
 
 	// needs order the nodes when EC2's buckets bind; handoffs time new
 	// ENIs into their pools; slots keep some workers from EC2's buckets.
-	needs    *needs
+	needs    needTracker
 	handoffs *handoffs
-	slots    *slots
+	slots    slotKeeper
 	// families: the nodes without a family their policy asks for, for
 	// the policies' IPFamilies conditions.
 	families *policy.FamilyProblems
