@@ -29,6 +29,13 @@ import (
 // could not carry the pods too (the ENI then came back for them).
 func TestConsolidationCountsTheNodesPods(t *testing.T) {
 	ctx, inv, snap := consolidationInventory(t, "[{deviceIndex: 1, secondaryIPs: 3}, {deviceIndex: 2}]")
+	readConsolidationFacts(ctx, t, consolidationSync(inv, pooledOnENI1(t, snap), snap))
+}
+
+// pooledOnENI1 is the CiliumNode of snap's instance: ENI 1's addresses in
+// its pool, two of them used by pods.
+func pooledOnENI1(t *testing.T, snap snapshot.Node) *ciliumv2.CiliumNode {
+	t.Helper()
 	cn := &ciliumv2.CiliumNode{}
 	cn.Spec.IPAM.Pool = ipamtypes.AllocationMap{}
 	cn.Status.IPAM.Used = ipamtypes.AllocationMap{}
@@ -46,7 +53,15 @@ func TestConsolidationCountsTheNodesPods(t *testing.T) {
 	if len(cn.Status.IPAM.Used) != 2 {
 		t.Fatalf("scenario: %d addresses used, want 2", len(cn.Status.IPAM.Used))
 	}
-	s := consolidationSync(inv, cn, snap)
+	return cn
+}
+
+// readConsolidationFacts reads what consolidation decides on for s, a
+// node its pool covers (pooledOnENI1), as the read's last step and the
+// decision do, and checks that they are read on a snapshot and count the
+// node's 2 pods.
+func readConsolidationFacts(ctx context.Context, t *testing.T, s *nodeSync) consolidationFacts {
+	t.Helper()
 	s.countPool()
 	if s.needed() != 0 {
 		t.Fatalf("scenario: the node needs %d addresses, want 0", s.needed())
@@ -59,6 +74,7 @@ func TestConsolidationCountsTheNodesPods(t *testing.T) {
 	if f.used != 2 {
 		t.Fatalf("consolidation counts %d addresses used, want the node's 2", f.used)
 	}
+	return f
 }
 
 // consolidationInventory is an inventory synced from ec2sim's model of
@@ -136,20 +152,10 @@ func TestConsolidationSnapshotsAgainOnlyForAnENIThatMayBeEmpty(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			ctx, inv, snap := consolidationInventory(t, "[{deviceIndex: 1, secondaryIPs: 3}, "+c.eni2+"]")
-			cn := &ciliumv2.CiliumNode{}
-			cn.Spec.IPAM.Pool = ipamtypes.AllocationMap{}
-			cn.Status.IPAM.Used = ipamtypes.AllocationMap{}
+			cn := pooledOnENI1(t, snap)
 			var eni2 cloud.ENI
 			for _, e := range snap.ENIs {
-				switch e.DeviceIndex {
-				case 1:
-					for i, ip := range e.IPs {
-						cn.Spec.IPAM.Pool[ip.String()] = ipamtypes.AllocationIP{Resource: e.ID}
-						if i < 2 {
-							cn.Status.IPAM.Used[ip.String()] = ipamtypes.AllocationIP{Resource: e.ID, Owner: "ns/pod"}
-						}
-					}
-				case 2:
+				if e.DeviceIndex == 2 {
 					eni2 = e
 				}
 			}
@@ -159,19 +165,7 @@ func TestConsolidationSnapshotsAgainOnlyForAnENIThatMayBeEmpty(t *testing.T) {
 			wasEmpty := len(eni2.IPs) == 0
 			c.change(inv, eni2)
 
-			s := consolidationSync(inv, cn, snap)
-			s.countPool()
-			if s.needed() != 0 {
-				t.Fatalf("scenario: the node needs %d addresses, want 0", s.needed())
-			}
-			s.readConsolidationSnapshot(ctx) // the read's last step
-			f := s.readConsolidation()
-			if f.snap == nil {
-				t.Fatalf("consolidation decides on no snapshot (growing %v, error %v)", f.growing, s.opErr)
-			}
-			if f.used != 2 {
-				t.Fatalf("consolidation counts %d addresses used, want the node's 2", f.used)
-			}
+			f := readConsolidationFacts(ctx, t, consolidationSync(inv, cn, snap))
 			step := decideConsolidation(f)
 			// ENI 2 is empty in the snapshot consolidation decided on:
 			// as the read saw it, or as changed since.
