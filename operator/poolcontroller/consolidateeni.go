@@ -98,12 +98,21 @@ func (s *deciding) readConsolidation() consolidationFacts {
 		return f
 	}
 	f.growing = s.needed() > 0 || s.pool.awaiting > 0 || s.staticDemand > 0
-	if f.growing || !s.consolidationSnap.taken || !s.useSnapshot(s.consolidationSnap.snap, s.consolidationSnap.err) {
+	if f.growing {
 		return f
 	}
-	// A snapshot taken afresh carries no pool counts: the node's pods
-	// are counted again, so that its other ENIs must carry them too.
-	s.countPool()
+	switch fresh := s.consolidationSnap; {
+	case fresh.taken:
+		if !s.useSnapshot(fresh.snap, fresh.err) {
+			return f
+		}
+		// A snapshot taken afresh carries no pool counts: the node's
+		// pods are counted again, so that its other ENIs must carry
+		// them too.
+		s.countPool()
+	case !fresh.settled:
+		return f
+	}
 	f.snap, f.cfg, f.delay, f.headroom = &s.snap, &s.cfg.Config, s.cfg.Consolidation.Delay, s.headroom
 	f.used = s.snap.Used
 	f.named = map[string]bool{}
@@ -114,22 +123,44 @@ func (s *deciding) readConsolidation() consolidationFacts {
 }
 
 // freshSnapshot is the instance's snapshot taken again at the end of
-// the read for consolidation (taken), or why it could not be.
+// the read for consolidation (taken), or why it could not be; settled:
+// none was needed, the read's snapshot showing no ENI consolidation
+// could find empty.
 type freshSnapshot struct {
-	taken bool
-	snap  snapshot.Node
-	err   error
+	taken, settled bool
+	snap           snapshot.Node
+	err            error
 }
 
 // readConsolidationSnapshot takes the instance's snapshot again, last of
 // the read, for consolidation to decide on (readConsolidation): only
-// when it may act, no ENI detaching.
+// when it may act, no ENI detaching, and the read's snapshot shows an
+// ENI it could find empty (mayEmpty). Otherwise that snapshot settles
+// it: no ENI is empty, and none is detached.
 func (s *nodeSync) readConsolidationSnapshot(ctx context.Context) {
 	if !s.cfg.ReleaseExcessIPs || !s.cfg.Consolidation.Enabled || s.mem.consolidation.detaching != "" {
 		return
 	}
+	if !mayEmpty(&s.snap, s.r.opts.Cluster) {
+		s.consolidationSnap.settled = true
+		return
+	}
 	s.consolidationSnap.snap, s.consolidationSnap.err = s.r.inv.Snapshot(ctx, s.instanceID, s.r.opts.Cluster)
 	s.consolidationSnap.taken = true
+}
+
+// mayEmpty reports whether snap shows an ENI that consolidation could
+// find empty (emptyENIs): a secondary ENI of the cluster without an
+// address or a prefix, attached or not yet (its attachment may complete
+// before consolidation decides).
+func mayEmpty(snap *snapshot.Node, cluster string) bool {
+	for i := range snap.ENIs {
+		e := &snap.ENIs[i]
+		if e.DeviceIndex > 0 && e.Tags[cloud.TagCluster] == cluster && len(e.IPs) == 0 && len(e.Prefixes) == 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // detachedENI is the ENI consolidation detached, described by ID by the

@@ -155,9 +155,9 @@ type Reconciler struct {
 
 	// needs order the nodes when EC2's buckets bind; handoffs time new
 	// ENIs into their pools; slots keep some workers from EC2's buckets.
-	needs    *needs
+	needs    needTracker
 	handoffs *handoffs
-	slots    *slots
+	slots    slotKeeper
 	// families: the nodes without a family their policy asks for, for
 	// the policies' IPFamilies conditions.
 	families *policy.FamilyProblems
@@ -188,7 +188,10 @@ type memory struct {
 	// awaitingSince is when addresses began to wait for the agent.
 	awaitingSince time.Time
 	// joinHeldSince is when the node's first pool write was first held
-	// for the rest of its joining addresses (joiningPoolWaits).
+	// for the rest of its joining addresses (joiningPoolWaits). It is
+	// the decision's, kept when the CiliumNode's write then fails: the
+	// ready addresses wait out of the pool all the same, and joinHold
+	// bounds that wait, not the time since a write went through.
 	joinHeldSince time.Time
 	// noPrefixesUntil: the subnet had no free /28; plans use single
 	// addresses until then.

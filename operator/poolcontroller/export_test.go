@@ -18,7 +18,51 @@ func SetOnDecided(r *Reconciler, f func(node string)) { r.onDecided = f }
 // SetOnShared has r call f with each change of the state shared between
 // nodes (the needs, the EC2 slots, the nodes' states, the metrics).
 func SetOnShared(r *Reconciler, f func(what string)) {
-	r.onShared, r.needs.changed, r.slots.changed = f, f, f
+	r.onShared = f
+	r.needs = watchedNeeds{r.needs, f}
+	r.slots = watchedSlots{r.slots, f}
+}
+
+// watchedNeeds tells changed of each change of the needs, before it.
+type watchedNeeds struct {
+	needTracker
+	changed func(what string)
+}
+
+func (w watchedNeeds) estimate(node string, empty bool) {
+	w.changed("needs.estimate")
+	w.needTracker.estimate(node, empty)
+}
+
+func (w watchedNeeds) set(node string, empty bool) {
+	w.changed("needs.set")
+	w.needTracker.set(node, empty)
+}
+
+func (w watchedNeeds) hold(node string) bool {
+	w.changed("needs.hold")
+	return w.needTracker.hold(node)
+}
+
+func (w watchedNeeds) forget(node string) {
+	w.changed("needs.forget")
+	w.needTracker.forget(node)
+}
+
+// watchedSlots tells changed of each change of the slots, before it.
+type watchedSlots struct {
+	slotKeeper
+	changed func(what string)
+}
+
+func (w watchedSlots) acquire(node string, priority int) bool {
+	w.changed("slots.acquire")
+	return w.slotKeeper.acquire(node, priority)
+}
+
+func (w watchedSlots) release() {
+	w.changed("slots.release")
+	w.slotKeeper.release()
 }
 
 // testSync is a reconcile of one node on r, whose working state is d,

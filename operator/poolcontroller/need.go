@@ -80,8 +80,17 @@ type needs struct {
 	empty map[string]bool
 	held  map[string]bool
 	wake  func(nodes []string)
-	// changed, when set, is told of each change (tests).
-	changed func(what string)
+}
+
+// needTracker is what the reconciles ask of the needs (*needs): one
+// interface, so that a test can watch its changes (export_test.go).
+type needTracker interface {
+	estimate(node string, empty bool)
+	set(node string, empty bool)
+	emptyElsewhere(node string) int
+	hold(node string) bool
+	forget(node string)
+	setWake(wake func(nodes []string))
 }
 
 func newNeeds() *needs {
@@ -91,7 +100,6 @@ func newNeeds() *needs {
 // estimate records a node not reconciled yet as empty or not, from its
 // object alone.
 func (n *needs) estimate(node string, empty bool) {
-	n.touch("needs.estimate")
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if !n.known[node] {
@@ -102,7 +110,6 @@ func (n *needs) estimate(node string, empty bool) {
 // set records a reconcile's word on a node; when no node is empty any
 // more, the held nodes are woken.
 func (n *needs) set(node string, empty bool) {
-	n.touch("needs.set")
 	n.mu.Lock()
 	n.known[node] = true
 	held, wake := n.setLocked(node, empty), n.wake
@@ -133,7 +140,6 @@ func (n *needs) setLocked(node string, empty bool) []string {
 // the other empty nodes, and if so records it, to be woken once no node
 // is empty.
 func (n *needs) holdNewENI(node string, need nodeNeed) bool {
-	n.touch("needs.holdNewENI")
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if !holdNewENI(need, n.emptyElsewhereLocked(node)) {
@@ -181,7 +187,6 @@ func (n *needs) emptyElsewhere(node string) int {
 // woken once no node is empty; false, recording nothing, when no other
 // node is empty any more.
 func (n *needs) hold(node string) bool {
-	n.touch("needs.hold")
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.emptyElsewhereLocked(node) == 0 {
@@ -191,11 +196,12 @@ func (n *needs) hold(node string) bool {
 	return true
 }
 
-// touch tells changed, when set, of a change.
-func (n *needs) touch(what string) {
-	if n.changed != nil {
-		n.changed(what)
-	}
+// setWake has the needs call wake with the held nodes once no node is
+// empty.
+func (n *needs) setWake(wake func(nodes []string)) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.wake = wake
 }
 
 func (n *needs) emptyElsewhereLocked(node string) int {
@@ -208,7 +214,6 @@ func (n *needs) emptyElsewhereLocked(node string) int {
 
 // forget drops a node that is gone.
 func (n *needs) forget(node string) {
-	n.touch("needs.forget")
 	n.mu.Lock()
 	delete(n.known, node)
 	delete(n.held, node)
@@ -223,16 +228,12 @@ func (n *needs) forget(node string) {
 // no node is empty, and the nodes turned away from EC2 as slots free.
 func (r *Reconciler) wakeSource() source.Source {
 	return source.Func(func(_ context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
-		r.needs.mu.Lock()
-		r.needs.wake = func(nodes []string) {
+		r.needs.setWake(func(nodes []string) {
 			for _, node := range nodes {
 				enqueue(q, node, priorityDeficit)
 			}
-		}
-		r.needs.mu.Unlock()
-		r.slots.mu.Lock()
-		r.slots.wake = func(node string, priority int) { enqueue(q, node, priority) }
-		r.slots.mu.Unlock()
+		})
+		r.slots.setWake(func(node string, priority int) { enqueue(q, node, priority) })
 		return nil
 	})
 }
@@ -260,8 +261,15 @@ type slots struct {
 	waiting []string
 	waits   map[string]int // node → its priority
 	wake    func(node string, priority int)
-	// changed, when set, is told of each change (tests).
-	changed func(what string)
+}
+
+// slotKeeper is what the reconciles ask of the slots (*slots): one
+// interface, so that a test can watch its changes (export_test.go).
+type slotKeeper interface {
+	open() bool
+	acquire(node string, priority int) bool
+	release()
+	setWake(wake func(node string, priority int))
 }
 
 func newSlots(n int) *slots { return &slots{free: n, waits: map[string]int{}} }
@@ -286,9 +294,6 @@ func (s *slots) open() bool {
 // acquire takes a slot for node, or records it as waiting (with the
 // priority it is to be woken with) and returns false.
 func (s *slots) acquire(node string, priority int) bool {
-	if s.changed != nil {
-		s.changed("slots.acquire")
-	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.free > 0 {
@@ -302,12 +307,17 @@ func (s *slots) acquire(node string, priority int) bool {
 	return false
 }
 
+// setWake has the slots call wake with each waiting node woken as a
+// slot frees, and the priority it waited with.
+func (s *slots) setWake(wake func(node string, priority int)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.wake = wake
+}
+
 // release gives a slot back and wakes the two oldest waiting nodes (one
 // may no longer need it).
 func (s *slots) release() {
-	if s.changed != nil {
-		s.changed("slots.release")
-	}
 	s.mu.Lock()
 	s.free++
 	type woken struct {

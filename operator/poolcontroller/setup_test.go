@@ -28,7 +28,8 @@ import (
 // addresses are a write away from the pool, no EC2 call left. Both ENIs
 // are timed for enipam_pool_handoff_seconds.
 func TestNodeRequeuedOnAttachmentAndRoutingReport(t *testing.T) {
-	r := &Reconciler{now: time.Now, needs: newNeeds(), handoffs: newHandoffs(),
+	needs := newNeeds()
+	r := &Reconciler{now: time.Now, needs: needs, handoffs: newHandoffs(),
 		opts: Options{Defaults: policy.Defaults{Knobs: pool.Knobs{PreAllocate: 8}}}}
 	q := priorityqueue.New[reconcile.Request]("test")
 	defer q.ShutDown()
@@ -45,7 +46,7 @@ func TestNodeRequeuedOnAttachmentAndRoutingReport(t *testing.T) {
 		"10.0.0.1": {Resource: "eni-s"}, "10.0.0.2": {Resource: "eni-s"},
 	})}, q)
 	nodes.Create(ctx, event.TypedCreateEvent[*ciliumv2.CiliumNode]{Object: joined("empty-2", nil)}, q)
-	if got := len(r.needs.empty); got != 2 {
+	if got := len(needs.empty); got != 2 {
 		t.Fatalf("%d nodes counted empty after their CiliumNodes' creation, want 2", got)
 	}
 

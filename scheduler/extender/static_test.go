@@ -236,3 +236,41 @@ func TestAStaticPodStaysWithItsAddressWhileItMovesThere(t *testing.T) {
 		t.Fatalf("settled on roomy: filter passed %v (error %q), want roomy and eni-slot", res.NodeNames, res.Error)
 	}
 }
+
+// TestPrioritizeFavoursTheNodeAClaimNotPlacedYetAsksFor: claim db-0 has
+// no address yet and asks for node target (spec.nodeName, its last bind,
+// which timed out): the operator's first placement is under way there,
+// the entry it marked for the claim out of the free count (target can
+// only grow, score 3 as an ordinary pod's), while free has free entries
+// (10 as an ordinary pod's). kube-scheduler's retry of the pod is
+// steered back to target, above free and above coming; without a target,
+// the claim's scores are an ordinary pod's.
+func TestPrioritizeFavoursTheNodeAClaimNotPlacedYetAsksFor(t *testing.T) {
+	capacity := &enipamv1alpha1.NodeCapacity{MaxIPs: 27, PoolIPs: 10, CanGrow: true, AvailabilityZone: "us-east-1a"}
+	s := newFakeState(
+		room.Node{Name: "target", Pool: &room.Pool{Size: 10, Free: 0, Leaving: 1}, Capacity: capacity},
+		room.Node{Name: "free", Pool: &room.Pool{Size: 10, Free: 5}, Capacity: capacity},
+		room.Node{Name: "coming", Pool: &room.Pool{Size: 10}, Capacity: &enipamv1alpha1.NodeCapacity{MaxIPs: 27, PoolIPs: 10, Awaiting: 2, AvailabilityZone: "us-east-1a"}},
+	)
+	s.claims["web/db-0"] = room.Claim{Target: "target", Checked: true, Status: "Placing: waiting for Cilium's agent to answer the mark of 10.0.16.20"}
+	e, _ := newExtender(t, s, DefaultConfig())
+	pod := podNamed("db-0", false)
+	all := names("target", "free", "coming")
+	res := e.Filter(context.Background(), &extenderv1.ExtenderArgs{Pod: pod, NodeNames: all})
+	if res.Error != "" || !slicesEqual(*res.NodeNames, []string{"target", "free", "coming"}) {
+		t.Fatalf("filter passed %v (error %q), want target, free, coming", res.NodeNames, res.Error)
+	}
+	scores, err := e.Prioritize(context.Background(), &extenderv1.ExtenderArgs{Pod: pod, NodeNames: all})
+	if err != nil || len(scores) != 3 || scores[0].Score <= scores[1].Score || scores[1].Score <= scores[2].Score {
+		t.Errorf("scores %v (%v): want target > free > coming", scores, err)
+	}
+
+	s.claims["web/db-0"] = room.Claim{Checked: true}
+	scores, err = e.Prioritize(context.Background(), &extenderv1.ExtenderArgs{Pod: pod, NodeNames: all})
+	want := []int64{3, 10, 6}
+	for i := range want {
+		if err != nil || len(scores) != 3 || scores[i].Score != want[i] {
+			t.Fatalf("no target: scores %v (%v), want target 3, free 10, coming 6", scores, err)
+		}
+	}
+}

@@ -292,6 +292,25 @@ func Assess(n *Node, owner string) Verdict {
 	return v
 }
 
+// firstPlacement scores v, a fitting node's verdict for a claim with no
+// address yet, against the claim's target (spec.nodeName, the node the
+// last bind asked for): the operator's first placement is under way there
+// (an entry of its pool marked for release, which no longer counts as
+// free, and kept for the claim once the agent answers), and starts over
+// anywhere else. So the target scores as the pod's own entry would, and
+// every other node below it, save one whose pool holds an entry stamped
+// for the pod.
+func firstPlacement(v Verdict, node, target string) Verdict {
+	switch {
+	case target == "" || !v.Kind.Fits() || v.Kind == Own:
+	case node == target:
+		v.Score = scores[Own]
+	default:
+		v.Score = min(v.Score, scores[Own]-1)
+	}
+	return v
+}
+
 // Claim is what placement needs of a static-IP pod's StaticIPClaim.
 type Claim struct {
 	// Address, Subnet and Zone are the claim's address (spec, else what
@@ -322,14 +341,15 @@ type Claim struct {
 // zone with room for one more address of its subnet (a free slot on an
 // ENI in it, or a free ENI slot for a new one). Before the first
 // placement (no address yet) any node with an address for the pod fits,
-// in the requested subnet's zone if one was asked.
+// in the requested subnet's zone if one was asked, and the claim's target
+// scores above the others (firstPlacement).
 func AssessStatic(n *Node, owner string, c *Claim) Verdict {
 	if c.Address == "" {
 		v := Assess(n, owner)
 		if v.Kind.Fits() && c.Zone != "" && n.Capacity != nil && n.Capacity.AvailabilityZone != "" && n.Capacity.AvailabilityZone != c.Zone {
 			return Verdict{Kind: NoZone, Reason: fmt.Sprintf("static IP of subnet %s must be in %s", c.Subnet, c.Zone)}
 		}
-		return v
+		return firstPlacement(v, n.Name, c.Target)
 	}
 	if n.Pool == nil {
 		return Verdict{Kind: NoCiliumNode, Reason: ReasonNoCiliumNode}

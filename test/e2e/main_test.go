@@ -96,7 +96,7 @@ func newWorld(t *testing.T, scenarioYAML string) *world {
 			}
 		}
 		cancel()
-		cleanupAPI()
+		cleanupAPI(t)
 	})
 	return w
 }
