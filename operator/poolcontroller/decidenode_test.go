@@ -87,10 +87,16 @@ func TestDecideNode(t *testing.T) {
 	}
 	// inputs completes the facts as the read does: the pool's inputs
 	// (readPoolInputs) on the node's snapshot and memory.
+	// The addresses a case's setup leaves untrusted (the poolInputs it
+	// made, their untrusted alone) are kept.
 	inputs := func(f *facts) {
 		f.static.report = f.routed
+		var untrusted map[netip.Addr]bool
+		if f.poolIn != nil {
+			untrusted = f.poolIn.untrusted
+		}
 		f.poolIn = &poolInputs{snap: &f.snap, cfg: &f.cfg.Config, routed: f.routed, static: f.static, missing: f.mem.missing,
-			now: f.now, grace: opts.ConsistencyGrace, cluster: opts.Cluster, backoff: f.mem.repairs}
+			now: f.now, grace: opts.ConsistencyGrace, cluster: opts.Cluster, backoff: f.mem.repairs, untrusted: untrusted}
 		if f.static != nil {
 			f.poolIn.pooledElsewhere = map[string]bool{}
 			for _, e := range f.snap.ENIs {
@@ -108,6 +114,26 @@ func TestDecideNode(t *testing.T) {
 		f.snap.ENIs = append(f.snap.ENIs, ready, waiting)
 		f.routed = func(id string, _ netip.Addr) bool { return id == "eni-1" }
 	}
+	// untrusted: eni-1 holds 4 addresses its agent routed, the pool
+	// lacks, and the cache's word on them is not trusted.
+	untrusted := func(f *facts) {
+		e := eni(1, 10, 4)
+		f.snap.ENIs = append(f.snap.ENIs, e)
+		f.poolIn = &poolInputs{untrusted: map[netip.Addr]bool{}}
+		for _, a := range e.IPs {
+			f.poolIn.untrusted[a] = true
+		}
+	}
+	// nothingDecided: a decision that waits for a describe decides
+	// nothing else.
+	nothingDecided := func(t *testing.T, d decision) {
+		t.Helper()
+		if d.acts.produce() || d.requeue != 0 || d.needsSet || len(d.notes.logs) > 0 || d.notes.state != "" {
+			t.Errorf("actions %+v, requeue %v, needs set %v, %d log lines, state %q; want nothing decided before the describe",
+				d.acts, d.requeue, d.needsSet, len(d.notes.logs), d.notes.state)
+		}
+	}
+	listedFailed := errors.New("DescribeNetworkInterfaces: throttled")
 	const db = "ns/db-0"
 	egress := map[string]string{"cilium/static": "egress"}
 	cases := []struct {
@@ -405,6 +431,77 @@ func TestDecideNode(t *testing.T) {
 			}
 			if len(d.notes.events) != 1 || d.notes.events[0].reason != ReasonStaticIPUnavailable {
 				t.Errorf("events %+v, want one %s", d.notes.events, ReasonStaticIPUnavailable)
+			}
+		},
+	}, {
+		name: "an ENI the node's status lists that EC2's view lacks is described before anything is decided",
+		setup: func(f *facts) {
+			f.cn.Status.ENI.ENIs = map[string]awstypes.ENI{"eni-7": {ID: "eni-7"}}
+			f.listedUnseen = []string{"eni-7"}
+		},
+		check: func(t *testing.T, f *facts, d decision) {
+			if !slices.Equal(d.reads.listed, []string{"eni-7"}) || d.reads.confirm != nil {
+				t.Errorf("describes asked %+v, want eni-7 listed", d.reads)
+			}
+			nothingDecided(t, d)
+		},
+	}, {
+		name: "a listed ENI of an instance the node no longer runs on is not described",
+		setup: func(f *facts) {
+			f.cn.Spec.InstanceID = "i-0"
+			f.cn.Status.ENI.ENIs = map[string]awstypes.ENI{"eni-7": {ID: "eni-7"}}
+			f.listedUnseen = []string{"eni-7"}
+		},
+		check: func(t *testing.T, f *facts, d decision) {
+			if d.reads.any() || d.acts.plan.Create == nil {
+				t.Errorf("describes asked %+v, plan %+v; want none, and the node decided", d.reads, d.acts.plan)
+			}
+		},
+	}, {
+		name: "a listed ENI's failed describe is logged and the node decided without it",
+		setup: func(f *facts) {
+			f.cn.Status.ENI.ENIs = map[string]awstypes.ENI{"eni-7": {ID: "eni-7"}}
+			f.listedUnseen = []string{"eni-7"}
+			f.listed = describeRead{enis: []string{"eni-7"}, err: listedFailed}
+		},
+		check: func(t *testing.T, f *facts, d decision) {
+			if d.reads.any() || d.acts.plan.Create == nil {
+				t.Errorf("describes asked %+v, plan %+v; want none, and the node decided", d.reads, d.acts.plan)
+			}
+			if !slices.ContainsFunc(d.notes.logs, func(r slog.Record) bool { return r.Message == "describing listed ENIs missing from EC2's view failed" }) {
+				t.Errorf("the failed describe is not logged")
+			}
+		},
+	}, {
+		name:  "addresses ready for the pool whose describe is untrusted: their ENI is described before anything is decided",
+		setup: untrusted,
+		check: func(t *testing.T, f *facts, d decision) {
+			if !slices.Equal(d.reads.confirm, []string{"eni-1"}) || d.reads.listed != nil {
+				t.Errorf("describes asked %+v, want eni-1 to confirm", d.reads)
+			}
+			nothingDecided(t, d)
+		},
+	}, {
+		name: "before describes are trusted, untrusted addresses that are no move of this process wait for the trust",
+		setup: func(f *facts) {
+			untrusted(f)
+			f.trustFrom = now.Add(30 * time.Second)
+		},
+		check: func(t *testing.T, f *facts, d decision) {
+			if d.reads.any() || d.requeue != 30*time.Second || len(d.cn.Spec.IPAM.Pool) != 0 {
+				t.Errorf("describes asked %+v, requeue %v, pool %v; want none, 30s, empty", d.reads, d.requeue, d.cn.Spec.IPAM.Pool)
+			}
+		},
+	}, {
+		name: "addresses still unconfirmed after their describe are looked at again shortly, the describe remembered",
+		setup: func(f *facts) {
+			untrusted(f)
+			f.confirm, f.described = describeRead{enis: []string{"eni-1"}}, true
+		},
+		check: func(t *testing.T, f *facts, d decision) {
+			if d.reads.any() || d.requeue != unverifiedRecheck || d.mem.remapsLooked != now || len(d.cn.Spec.IPAM.Pool) != 0 {
+				t.Errorf("describes asked %+v, requeue %v, remaps looked at %v, pool %v; want none, %v, now, empty",
+					d.reads, d.requeue, d.mem.remapsLooked, d.cn.Spec.IPAM.Pool, unverifiedRecheck)
 			}
 		},
 	}}

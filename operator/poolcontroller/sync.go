@@ -119,27 +119,37 @@ func (s *nodeSync) emit() {
 // before any of the actions runs. The static addresses' placements and
 // the Elastic IP's association and release are actions too (act): their
 // order of steps holds across reconciles (staticsync.go, staticip.go).
-// The EC2 reads the decision needs (the describes that confirm
-// addresses the pool lacks, the Elastic IPs) are read's, before it.
+// The EC2 reads the decision needs (the Elastic IPs, and the describes
+// by ID decide's first step asks for, decideReads) are read's, before
+// it.
 func (s *nodeSync) run(ctx context.Context) (decision, bool) {
 	r := s.r
 	ok := s.read(ctx)
-	if s.haveSnap {
-		s.fillIn = s.readFill()
+	for {
+		if s.haveSnap {
+			s.fillIn = s.readFill()
+		}
+		s.emit()
+		if !ok {
+			// Nothing to decide: the write carries why the node cannot be
+			// served, and what the read knows of the instance (fill), as a
+			// decision's would.
+			s.decideWrite()
+			return decision{}, false
+		}
+		s.cross = s.readCross()
+		f := s.facts()
+		if ask := decideReads(f); ask.any() {
+			// Described first, and read again on what the describe
+			// showed.
+			ok = s.readAgain(ctx, ask)
+			continue
+		}
+		if r.onDecide != nil {
+			r.onDecide(s.cn.Name)
+		}
+		return decide(f), true
 	}
-	s.emit()
-	if !ok {
-		// Nothing to decide: the write carries why the node cannot be
-		// served, and what the read knows of the instance (fill), as a
-		// decision's would.
-		s.decideWrite()
-		return decision{}, false
-	}
-	s.cross = s.readCross()
-	if r.onDecide != nil {
-		r.onDecide(s.cn.Name)
-	}
-	return decide(s.facts()), true
 }
 
 // readCross reads the other nodes' answers the decision needs: how many
