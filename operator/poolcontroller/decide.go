@@ -82,7 +82,9 @@ type decision struct {
 // client, no clock, no context and no coordinator shared between nodes
 // in its reach, it decides first whether the snapshot is to be
 // described before anything else (decideReads: returned alone), then
-// derives the pool (decidePool), the static addresses'
+// what the policy's values come to for the node (decideConfig: the
+// no-prefix window, the adaptive headroom), and derives the pool
+// (decidePool), the static addresses'
 // steps, the IPv6 window, the release handshake, the plan, the excess,
 // the consolidation, the CiliumNode's write (decideWrite: what fill puts
 // into it, whether its spec waits for the pool) and the NodeRouting's
@@ -111,9 +113,10 @@ func decide(f *facts) decision {
 		in.snap, in.cfg, in.missing, in.backoff = &d.snap, &d.cfg.Config, f.mem.missing, f.mem.repairs
 		d.poolIn = &in
 	}
+	d.decideConfig()
 	if f.window6 != nil {
 		in := *f.window6
-		in.missing = f.mem.missing
+		in.missing, in.knobs = f.mem.missing, d.cfg.Knobs
 		d.window6 = &in
 	}
 	d.settleReads(ask.wait)
@@ -176,11 +179,11 @@ func (s *deciding) settleReads(wait time.Duration) {
 	if wait > 0 {
 		s.requeueWithin(wait)
 	}
-	if err := s.listed.err; err != nil {
-		s.r.log.Info("describing listed ENIs missing from EC2's view failed", "node", s.cn.Name, "enis", s.listed.enis, "error", err)
+	if r := s.describes; r != nil && r.listed.err != nil {
+		s.r.log.Info("describing listed ENIs missing from EC2's view failed", "node", s.cn.Name, "enis", r.listed.enis, "error", r.listed.err)
 	}
-	if err := s.confirm.err; err != nil {
-		s.r.log.Info("describing ENIs to confirm addresses failed; retrying", "node", s.cn.Name, "enis", s.confirm.enis, "error", err)
+	if r := s.describes; r != nil && r.confirm.err != nil {
+		s.r.log.Info("describing ENIs to confirm addresses failed; retrying", "node", s.cn.Name, "enis", r.confirm.enis, "error", r.confirm.err)
 		s.requeueWithin(time.Second)
 	}
 	if s.described {

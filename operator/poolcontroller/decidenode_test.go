@@ -437,7 +437,7 @@ func TestDecideNode(t *testing.T) {
 		name: "an ENI the node's status lists that EC2's view lacks is described before anything is decided",
 		setup: func(f *facts) {
 			f.cn.Status.ENI.ENIs = map[string]awstypes.ENI{"eni-7": {ID: "eni-7"}}
-			f.listedUnseen = []string{"eni-7"}
+			f.describes = &describeFacts{listedUnseen: []string{"eni-7"}}
 		},
 		check: func(t *testing.T, f *facts, d decision) {
 			if !slices.Equal(d.reads.listed, []string{"eni-7"}) || d.reads.confirm != nil {
@@ -450,7 +450,7 @@ func TestDecideNode(t *testing.T) {
 		setup: func(f *facts) {
 			f.cn.Spec.InstanceID = "i-0"
 			f.cn.Status.ENI.ENIs = map[string]awstypes.ENI{"eni-7": {ID: "eni-7"}}
-			f.listedUnseen = []string{"eni-7"}
+			f.describes = &describeFacts{listedUnseen: []string{"eni-7"}}
 		},
 		check: func(t *testing.T, f *facts, d decision) {
 			if d.reads.any() || d.acts.plan.Create == nil {
@@ -461,8 +461,7 @@ func TestDecideNode(t *testing.T) {
 		name: "a listed ENI's failed describe is logged and the node decided without it",
 		setup: func(f *facts) {
 			f.cn.Status.ENI.ENIs = map[string]awstypes.ENI{"eni-7": {ID: "eni-7"}}
-			f.listedUnseen = []string{"eni-7"}
-			f.listed = describeRead{enis: []string{"eni-7"}, err: listedFailed}
+			f.describes = &describeFacts{listedUnseen: []string{"eni-7"}, listed: describeRead{enis: []string{"eni-7"}, err: listedFailed}}
 		},
 		check: func(t *testing.T, f *facts, d decision) {
 			if d.reads.any() || d.acts.plan.Create == nil {
@@ -485,7 +484,7 @@ func TestDecideNode(t *testing.T) {
 		name: "before describes are trusted, untrusted addresses that are no move of this process wait for the trust",
 		setup: func(f *facts) {
 			untrusted(f)
-			f.trustFrom = now.Add(30 * time.Second)
+			f.describes = &describeFacts{trustFrom: now.Add(30 * time.Second)}
 		},
 		check: func(t *testing.T, f *facts, d decision) {
 			if d.reads.any() || d.requeue != 30*time.Second || len(d.cn.Spec.IPAM.Pool) != 0 {
@@ -496,12 +495,47 @@ func TestDecideNode(t *testing.T) {
 		name: "addresses still unconfirmed after their describe are looked at again shortly, the describe remembered",
 		setup: func(f *facts) {
 			untrusted(f)
-			f.confirm, f.described = describeRead{enis: []string{"eni-1"}}, true
+			f.describes, f.described = &describeFacts{confirm: describeRead{enis: []string{"eni-1"}}}, true
 		},
 		check: func(t *testing.T, f *facts, d decision) {
 			if d.reads.any() || d.requeue != unverifiedRecheck || d.mem.remapsLooked != now || len(d.cn.Spec.IPAM.Pool) != 0 {
 				t.Errorf("describes asked %+v, requeue %v, remaps looked at %v, pool %v; want none, %v, now, empty",
 					d.reads, d.requeue, d.mem.remapsLooked, d.cn.Spec.IPAM.Pool, unverifiedRecheck)
+			}
+		},
+	}, {
+		name: "while the subnet has no free /28, the plan asks for single addresses, not prefixes",
+		setup: func(f *facts) {
+			f.cfg.PrefixDelegation = true
+			f.mem.noPrefixesUntil = now.Add(time.Minute)
+		},
+		check: func(t *testing.T, f *facts, d decision) {
+			if c := d.acts.plan.Create; c == nil || c.Prefixes != 0 || c.IPs != 4 {
+				t.Errorf("plan %+v, want a new ENI with 4 addresses and no prefix", d.acts.plan)
+			}
+		},
+	}, {
+		name: "under the adaptive headroom, a node no pod arrived at keeps none ahead: its new ENI carries what its agent starts with",
+		setup: func(f *facts) {
+			f.cfg.Adaptive, f.adapts = true, true
+		},
+		check: func(t *testing.T, f *facts, d decision) {
+			if c := d.acts.plan.Create; c == nil || c.IPs != 2 {
+				t.Errorf("plan %+v, want a new ENI with 2 addresses (the agent's start)", d.acts.plan)
+			}
+		},
+	}, {
+		name: "under the adaptive headroom, a node 4 pods just arrived at keeps 4 ahead, and takes half a headroom more per call",
+		setup: func(f *facts) {
+			f.cfg.Adaptive, f.adapts = true, true
+			f.snap.Type.IPv4PerENI = 10
+			for i := range 4 {
+				f.arrivals = append(f.arrivals, now.Add(time.Duration(i-4)*100*time.Millisecond))
+			}
+		},
+		check: func(t *testing.T, f *facts, d decision) {
+			if c := d.acts.plan.Create; c == nil || c.IPs != 6 {
+				t.Errorf("plan %+v (create %+v), want a new ENI with 6 addresses", d.acts.plan, d.acts.plan.Create)
 			}
 		},
 	}}

@@ -54,17 +54,21 @@ func (a readAsk) any() bool { return a.listed != nil || a.confirm != nil }
 //     describe the agent's answers make a back-up waits too
 //     (describeCanWait).
 func decideReads(f *facts) readAsk {
-	if f.listed.enis == nil && len(f.listedUnseen) > 0 && f.cn.Spec.InstanceID == f.instanceID {
-		return readAsk{listed: f.listedUnseen}
+	var r describeFacts
+	if f.describes != nil {
+		r = *f.describes
 	}
-	if f.confirm.enis != nil || f.poolIn == nil || len(f.poolIn.untrusted) == 0 {
+	if r.listed.enis == nil && len(r.listedUnseen) > 0 && f.cn.Spec.InstanceID == f.instanceID {
+		return readAsk{listed: r.listedUnseen}
+	}
+	if r.confirm.enis != nil || f.poolIn == nil || len(f.poolIn.untrusted) == 0 {
 		return readAsk{}
 	}
 	n, enis := unpooledUnverified(f)
 	if n == 0 {
 		return readAsk{}
 	}
-	if wait := f.trustFrom.Sub(f.now); wait > 0 && !movingOnto(f.moving, enis) {
+	if wait := r.trustFrom.Sub(f.now); wait > 0 && !movingOnto(f.moving, enis) {
 		return readAsk{wait: wait}
 	}
 	if wait := describeCanWait(f, n, enis); wait > 0 {

@@ -29,6 +29,11 @@ type nodeState struct {
 	// snap is the inventory's view of the instance (haveSnap: taken).
 	snap     snapshot.Node
 	haveSnap bool
+	// adapts: the policy's headroom is adaptive and a pod watch tells
+	// the node's arrivals (readArrivals): the times pods were bound to
+	// it within the headroom's memory, oldest first.
+	adapts   bool
+	arrivals []time.Time
 	// routing is the node's NodeRouting; routed its agent's report, nil
 	// while the agent reports nothing.
 	routing *enipamv1alpha1.NodeRouting
@@ -50,8 +55,8 @@ type nodeState struct {
 	staticIP     staticIPFacts
 	haveStaticIP bool
 	// detached is the ENI consolidation detached, described afresh
-	// (readDetached).
-	detached detachedENI
+	// (readDetached); nil: none is detaching.
+	detached *detachedENI
 	// poolIn is what the pool's reconcile decides on (readPoolInputs);
 	// moving the addresses this process reassigned onto the node's ENIs
 	// that no describe has shown there yet (askRemaps); window6 what the
@@ -66,14 +71,28 @@ type nodeState struct {
 	// fillIn is what fill writes into the CiliumNode from the inventory
 	// (readFill).
 	fillIn fillFacts
-	// listedUnseen are the ENIs the CiliumNode's status lists that the
-	// snapshot lacks and this process did not delete; trustFrom is when
-	// the inventory's describes are trusted from.
-	listedUnseen []string
-	trustFrom    time.Time
-	// listed and confirm are the describes by ID decideReads asked for,
-	// as made (readAgain).
+	// describes is what the read knows of the describes by ID the
+	// decision may wait for (decideReads); nil: none is to be made.
+	describes *describeFacts
+}
+
+// describeFacts: listedUnseen are the ENIs the CiliumNode's status lists
+// that the snapshot lacks and this process did not delete; trustFrom is
+// when the inventory's describes are trusted from (read when an address
+// ready for the pool is untrusted); listed and confirm are the describes
+// decideReads asked for, as made (readAgain).
+type describeFacts struct {
+	listedUnseen    []string
+	trustFrom       time.Time
 	listed, confirm describeRead
+}
+
+// describeFacts returns the read's describeFacts, made on first use.
+func (s *nodeSync) describeFacts() *describeFacts {
+	if s.describes == nil {
+		s.describes = &describeFacts{}
+	}
+	return s.describes
 }
 
 // fillFacts are the inventory's answers fill writes from: the VPC of the
@@ -157,15 +176,14 @@ func (s *nodeSync) read(ctx context.Context) bool {
 		r.warn(s.cn, s.mem, ReasonPolicyConflict, fmt.Sprintf("ENIPolicy %s governs this node; %s also match and are ignored", winner.Name, strings.Join(names, ", ")))
 	}
 	s.cfg = policy.Resolve(s.cn, winner, r.opts.Defaults)
-	if r.now().Before(s.mem.noPrefixesUntil) {
-		s.cfg.PrefixDelegation = false
-	}
-	s.adaptKnobs()
+	s.readArrivals()
 
 	if !s.snapshot(ctx) {
 		return false
 	}
-	s.listedUnseen = s.readListedUnseen()
+	if ids := s.readListedUnseen(); ids != nil {
+		s.describeFacts().listedUnseen = ids
+	}
 	if err := s.syncRouting(ctx); err != nil {
 		s.fail(err, ReasonRoutingUnreadable)
 		return false
@@ -197,7 +215,9 @@ func (s *nodeSync) readRest(ctx context.Context) {
 	s.poolIn = s.readPoolInputs(ctx)
 	s.moving = s.readMoving()
 	s.window6 = s.readWindow6()
-	s.trustFrom = s.r.inv.TrustFrom()
+	if len(s.poolIn.untrusted) > 0 {
+		s.describeFacts().trustFrom = s.r.inv.TrustFrom()
+	}
 	s.readConsolidationSnapshot(ctx)
 }
 
@@ -207,9 +227,10 @@ func (s *nodeSync) readRest(ctx context.Context) {
 // served, s.opErr says why). A describe that failed changes nothing of
 // the facts but that it failed (decide says so).
 func (s *nodeSync) readAgain(ctx context.Context, ask readAsk) bool {
+	d := s.describeFacts()
 	if ask.listed != nil {
-		s.listed = describeRead{enis: ask.listed, err: s.exec().describeENIs(ctx, ask.listed)}
-		if s.listed.err != nil {
+		d.listed = describeRead{enis: ask.listed, err: s.exec().describeENIs(ctx, ask.listed)}
+		if d.listed.err != nil {
 			return true
 		}
 		s.snapshot(ctx)
@@ -218,8 +239,8 @@ func (s *nodeSync) readAgain(ctx context.Context, ask readAsk) bool {
 		}
 		return s.readOnSnapshot(ctx, true)
 	}
-	s.confirm = describeRead{enis: ask.confirm, err: s.exec().describeENIs(ctx, ask.confirm)}
-	if s.confirm.err != nil {
+	d.confirm = describeRead{enis: ask.confirm, err: s.exec().describeENIs(ctx, ask.confirm)}
+	if d.confirm.err != nil {
 		return true
 	}
 	s.described = true
