@@ -124,10 +124,19 @@ func TestDecideNode(t *testing.T) {
 			f.poolIn.untrusted[a] = true
 		}
 	}
-	// nothingDecided: a decision that waits for a describe decides
-	// nothing else.
-	nothingDecided := func(t *testing.T, d decision) {
+	// listedUnseen: the node's status lists eni-7, which EC2's view
+	// lacks; listed is its describe as made.
+	listedUnseen := func(f *facts, listed describeRead) {
+		f.cn.Status.ENI.ENIs = map[string]awstypes.ENI{"eni-7": {ID: "eni-7"}}
+		f.describes = &describeFacts{listedUnseen: []string{"eni-7"}, listed: listed}
+	}
+	// describedFirst: a decision that waits for the describe of listed
+	// and confirm decides nothing else.
+	describedFirst := func(t *testing.T, d decision, listed, confirm []string) {
 		t.Helper()
+		if !slices.Equal(d.reads.listed, listed) || !slices.Equal(d.reads.confirm, confirm) {
+			t.Errorf("describes asked %+v, want listed %v, to confirm %v", d.reads, listed, confirm)
+		}
 		if d.acts.produce() || d.requeue != 0 || d.needsSet || len(d.notes.logs) > 0 || d.notes.state != "" {
 			t.Errorf("actions %+v, requeue %v, needs set %v, %d log lines, state %q; want nothing decided before the describe",
 				d.acts, d.requeue, d.needsSet, len(d.notes.logs), d.notes.state)
@@ -434,23 +443,14 @@ func TestDecideNode(t *testing.T) {
 			}
 		},
 	}, {
-		name: "an ENI the node's status lists that EC2's view lacks is described before anything is decided",
-		setup: func(f *facts) {
-			f.cn.Status.ENI.ENIs = map[string]awstypes.ENI{"eni-7": {ID: "eni-7"}}
-			f.describes = &describeFacts{listedUnseen: []string{"eni-7"}}
-		},
-		check: func(t *testing.T, f *facts, d decision) {
-			if !slices.Equal(d.reads.listed, []string{"eni-7"}) || d.reads.confirm != nil {
-				t.Errorf("describes asked %+v, want eni-7 listed", d.reads)
-			}
-			nothingDecided(t, d)
-		},
+		name:  "an ENI the node's status lists that EC2's view lacks is described before anything is decided",
+		setup: func(f *facts) { listedUnseen(f, describeRead{}) },
+		check: func(t *testing.T, f *facts, d decision) { describedFirst(t, d, []string{"eni-7"}, nil) },
 	}, {
 		name: "a listed ENI of an instance the node no longer runs on is not described",
 		setup: func(f *facts) {
 			f.cn.Spec.InstanceID = "i-0"
-			f.cn.Status.ENI.ENIs = map[string]awstypes.ENI{"eni-7": {ID: "eni-7"}}
-			f.describes = &describeFacts{listedUnseen: []string{"eni-7"}}
+			listedUnseen(f, describeRead{})
 		},
 		check: func(t *testing.T, f *facts, d decision) {
 			if d.reads.any() || d.acts.plan.Create == nil {
@@ -458,11 +458,8 @@ func TestDecideNode(t *testing.T) {
 			}
 		},
 	}, {
-		name: "a listed ENI's failed describe is logged and the node decided without it",
-		setup: func(f *facts) {
-			f.cn.Status.ENI.ENIs = map[string]awstypes.ENI{"eni-7": {ID: "eni-7"}}
-			f.describes = &describeFacts{listedUnseen: []string{"eni-7"}, listed: describeRead{enis: []string{"eni-7"}, err: listedFailed}}
-		},
+		name:  "a listed ENI's failed describe is logged and the node decided without it",
+		setup: func(f *facts) { listedUnseen(f, describeRead{enis: []string{"eni-7"}, err: listedFailed}) },
 		check: func(t *testing.T, f *facts, d decision) {
 			if d.reads.any() || d.acts.plan.Create == nil {
 				t.Errorf("describes asked %+v, plan %+v; want none, and the node decided", d.reads, d.acts.plan)
@@ -474,12 +471,7 @@ func TestDecideNode(t *testing.T) {
 	}, {
 		name:  "addresses ready for the pool whose describe is untrusted: their ENI is described before anything is decided",
 		setup: untrusted,
-		check: func(t *testing.T, f *facts, d decision) {
-			if !slices.Equal(d.reads.confirm, []string{"eni-1"}) || d.reads.listed != nil {
-				t.Errorf("describes asked %+v, want eni-1 to confirm", d.reads)
-			}
-			nothingDecided(t, d)
-		},
+		check: func(t *testing.T, f *facts, d decision) { describedFirst(t, d, nil, []string{"eni-1"}) },
 	}, {
 		name: "before describes are trusted, untrusted addresses that are no move of this process wait for the trust",
 		setup: func(f *facts) {
@@ -596,6 +588,8 @@ func TestSettleActs(t *testing.T) {
 		failures, actFailures, quickRuns int
 		actErr                           bool
 		requeue                          time.Duration
+		// turnedAway: the node's plan waits for a slot.
+		turnedAway bool
 	}{
 		{name: "a first failure is looked at again at once", acts: produced,
 			out:      actOutcome{decided: true, err: failed, reason: ReasonEC2Error},
@@ -611,6 +605,8 @@ func TestSettleActs(t *testing.T) {
 			out: actOutcome{decided: true, wrote: true}, quickRuns: 1, requeue: actedRequeue},
 		{name: "no actions decided: nothing to look at again", mem: memory{quickRuns: 2},
 			out: actOutcome{}},
+		{name: "a plan the executor found every slot taken for waits for one, looked at again meanwhile", mem: memory{quickRuns: 2},
+			out: actOutcome{decided: true, turnedAway: true}, quickRuns: 2, requeue: slotRetry, turnedAway: true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -622,8 +618,8 @@ func TestSettleActs(t *testing.T) {
 				t.Errorf("memory: failures %d, act failures %d, quick runs %d, act error %v; want %d, %d, %d, kept %v",
 					mem.failures, mem.actFailures, mem.quickRuns, mem.actErr, tc.failures, tc.actFailures, tc.quickRuns, tc.actErr)
 			}
-			if s.requeue != tc.requeue {
-				t.Errorf("requeue %v, want %v", s.requeue, tc.requeue)
+			if s.requeue != tc.requeue || s.turnedAway != tc.turnedAway {
+				t.Errorf("requeue %v, turned away %v; want %v, %v", s.requeue, s.turnedAway, tc.requeue, tc.turnedAway)
 			}
 			if tc.actErr && (s.opErr != failed || s.r.notes.state != stateFailing) {
 				t.Errorf("operator error %v, state %q; want the failure, %q", s.opErr, s.r.notes.state, stateFailing)
