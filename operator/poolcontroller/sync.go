@@ -65,7 +65,7 @@ type deciding struct {
 	// turnedAway: the plan's EC2 calls waited for a slot.
 	turnedAway bool
 	// described: the read described the ENIs of addresses the pool
-	// lacks to confirm them (confirmUnpooled).
+	// lacks to confirm them (decideReads, readAgain).
 	described bool
 	// cross are the answers of the coordinators shared between nodes,
 	// read before the decision.
