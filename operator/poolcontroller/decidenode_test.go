@@ -627,3 +627,32 @@ func TestSettleActs(t *testing.T) {
 		})
 	}
 }
+
+// TestSettleShared: what the coordinators shared between nodes answered
+// the decision's changes is settled on the node alone (settleShared),
+// with no call: a held ENI no empty node will wake, an Elastic IP lost
+// to another node (its association dropped) and a slot freed since the
+// decision each have the node looked at again at once; answers that
+// change nothing leave the decision as it was.
+func TestSettleShared(t *testing.T) {
+	pick := &staticIPCall{reserve: true}
+	for _, tc := range []struct {
+		name    string
+		out     sharedOutcome
+		requeue time.Duration
+		kept    bool
+	}{
+		{name: "nothing changed", requeue: time.Hour, kept: true},
+		{name: "a held ENI no empty node will wake", out: sharedOutcome{holdMissed: true}, requeue: actedRequeue, kept: true},
+		{name: "the Elastic IP reserved by another node since", out: sharedOutcome{reserveLost: true}, requeue: actedRequeue},
+		{name: "a slot freed since the decision", out: sharedOutcome{slotFreed: true}, requeue: actedRequeue, kept: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &deciding{requeue: time.Hour, acts: actions{associate: pick}}
+			s.settleShared(tc.out)
+			if s.requeue != tc.requeue || (s.acts.associate != nil) != tc.kept {
+				t.Errorf("requeue %v, association kept %v; want %v, %v", s.requeue, s.acts.associate != nil, tc.requeue, tc.kept)
+			}
+		})
+	}
+}

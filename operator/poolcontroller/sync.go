@@ -185,26 +185,40 @@ func (s *nodeSync) take(d decision) {
 	if d.needsSet {
 		r.needs.set(s.cn.Name, d.empty)
 	}
-	if s.held && !r.needs.hold(s.cn.Name) {
-		// No node is empty any more: nothing will wake this one, so it
-		// is looked at again at once.
-		s.requeueWithin(actedRequeue)
+	var o sharedOutcome
+	o.holdMissed = s.held && !r.needs.hold(s.cn.Name)
+	a := s.acts.associate
+	o.reserveLost = a != nil && a.reserve && !r.inv.Addresses().ReserveID(s.cn.Name, a.pick.AllocationID)
+	// Every EC2 slot was taken: the node waits for one, woken as one
+	// frees; one freed since the decision is given back.
+	if d.slotWait && r.slots.acquire(s.cn.Name, d.slotPriority) {
+		r.slots.release()
+		o.slotFreed = true
 	}
-	if a := s.acts.associate; a != nil && a.reserve && !r.inv.Addresses().ReserveID(s.cn.Name, a.pick.AllocationID) {
-		// The free Elastic IP the read found was taken since (another
-		// node reserved it, or it was associated): none is associated
-		// now, and the node is looked at again at once to pick again.
+	s.settleShared(o)
+}
+
+// sharedOutcome is what the coordinators shared between nodes answered
+// the decision's changes (take): holdMissed, the node's new ENI was
+// held but no node is empty any more; reserveLost, the free Elastic IP
+// the read found was taken since (another node reserved it, or it was
+// associated); slotFreed, a slot the node was to wait for freed since
+// the decision.
+type sharedOutcome struct {
+	holdMissed, reserveLost, slotFreed bool
+}
+
+// settleShared decides what the shared coordinators' answers mean for
+// the node: a held ENI nothing will wake, an Elastic IP lost to another
+// node (none is associated now) and a slot freed since the decision
+// each have the node looked at again at once (to grow, to pick again,
+// to make its calls).
+func (s *deciding) settleShared(o sharedOutcome) {
+	if o.reserveLost {
 		s.acts.associate = nil
-		s.requeueWithin(actedRequeue)
 	}
-	if d.slotWait {
-		// Every EC2 slot was taken: the node waits for one, woken as one
-		// frees. One freed since the decision is given back, and the
-		// node looked at again at once.
-		if r.slots.acquire(s.cn.Name, d.slotPriority) {
-			r.slots.release()
-			s.requeueWithin(actedRequeue)
-		}
+	if o.holdMissed || o.reserveLost || o.slotFreed {
+		s.requeueWithin(actedRequeue)
 	}
 }
 
