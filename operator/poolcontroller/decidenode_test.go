@@ -496,6 +496,14 @@ func TestDecideNode(t *testing.T) {
 			}
 		},
 	}, {
+		name:  "the other policies that match the node are told of",
+		setup: func(f *facts) { f.policyConflict = "ENIPolicy a governs this node; b also match and are ignored" },
+		check: func(t *testing.T, f *facts, d decision) {
+			if len(d.notes.events) != 1 || d.notes.events[0].reason != ReasonPolicyConflict || d.notes.events[0].msg != f.policyConflict {
+				t.Errorf("events %+v, want one %s", d.notes.events, ReasonPolicyConflict)
+			}
+		},
+	}, {
 		name: "while the subnet has no free /28, the plan asks for single addresses, not prefixes",
 		setup: func(f *facts) {
 			f.cfg.PrefixDelegation = true

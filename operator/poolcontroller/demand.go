@@ -66,13 +66,22 @@ func (s *nodeSync) readArrivals() {
 	s.arrivals = s.r.opts.Demand.Arrivals(s.cn.Name, max(s.cfg.ReleaseDelay, pool.MinMemory))
 }
 
+// notePolicyConflict tells, once per change, that other policies match
+// the node than the one governing it.
+func (s *deciding) notePolicyConflict() {
+	if s.policyConflict != "" {
+		s.r.warn(s.cn, s.mem, ReasonPolicyConflict, s.policyConflict)
+	}
+}
+
 // decideConfig turns the resolved policy into what the pool math runs
-// with: while the node's subnet has no free /28 (noPrefixesUntil), its
+// with (telling first of the other policies that match the node): while the node's subnet has no free /28 (noPrefixesUntil), its
 // plans use single addresses; under the adaptive headroom, the headroom
 // the node's arrivals call for replaces pre-allocate
 // (pool.AdaptiveKnobs), and without arrivals to learn from it stays
 // fixed.
 func (s *deciding) decideConfig() {
+	s.notePolicyConflict()
 	if s.r.now().Before(s.mem.noPrefixesUntil) {
 		s.cfg.PrefixDelegation = false
 	}

@@ -23,9 +23,11 @@ type nodeState struct {
 	// node is the Node of the CiliumNode; nil when it cannot be read.
 	node *corev1.Node
 	// instanceID names the node's instance; cfg is the policy resolved
-	// for it.
-	instanceID string
-	cfg        policy.Config
+	// for it; policyConflict names the other policies that match the
+	// node too ("": none).
+	instanceID     string
+	cfg            policy.Config
+	policyConflict string
 	// snap is the inventory's view of the instance (haveSnap: taken).
 	snap     snapshot.Node
 	haveSnap bool
@@ -173,7 +175,7 @@ func (s *nodeSync) read(ctx context.Context) bool {
 		for i, p := range others {
 			names[i] = p.Name
 		}
-		r.warn(s.cn, s.mem, ReasonPolicyConflict, fmt.Sprintf("ENIPolicy %s governs this node; %s also match and are ignored", winner.Name, strings.Join(names, ", ")))
+		s.policyConflict = fmt.Sprintf("ENIPolicy %s governs this node; %s also match and are ignored", winner.Name, strings.Join(names, ", "))
 	}
 	s.cfg = policy.Resolve(s.cn, winner, r.opts.Defaults)
 	s.readArrivals()

@@ -134,6 +134,7 @@ func (s *nodeSync) run(ctx context.Context) (decision, bool) {
 			// Nothing to decide: the write carries why the node cannot be
 			// served, and what the read knows of the instance (fill), as a
 			// decision's would.
+			s.notePolicyConflict()
 			s.decideWrite()
 			return decision{}, false
 		}
