@@ -176,12 +176,10 @@ func (s *nodeSync) act(ctx context.Context) {
 	}
 	if !a.plan.Empty() && !a.slot {
 		if a.slot = s.r.slots.acquire(s.cn.Name, s.need().priority()); !a.slot {
-			// The slots were taken since the decision: the plan waits,
-			// and the node is woken when one frees.
-			s.r.log.Debug("EC2 calls wait for a slot", "node", s.cn.Name)
+			// The slots were taken since the decision: no call of the
+			// plan is made (settleActs says what that means).
 			a.plan = pool.Plan{}
-			s.turnedAway = true
-			s.requeueWithin(slotRetry)
+			out.turnedAway = true
 		}
 	}
 	if !a.plan.Empty() {
@@ -205,12 +203,14 @@ func (s *nodeSync) act(ctx context.Context) {
 // actOutcome is what the executor's calls came to: decided, the actions
 // as decided changed what EC2 holds for the pool (produce); err, their
 // failures (nil: none) and reason, the event reason of the last that
-// names one; wrote, the CiliumNode was written before them.
+// names one; wrote, the CiliumNode was written before them; turnedAway,
+// the plan found every EC2 slot taken and made no call.
 type actOutcome struct {
-	decided bool
-	err     error
-	reason  string
-	wrote   bool
+	decided    bool
+	err        error
+	reason     string
+	wrote      bool
+	turnedAway bool
 }
 
 // settleActs decides what the actions' outcome means for the node's
@@ -220,8 +220,15 @@ type actOutcome struct {
 // (memory.actErr), for the next reconcile to write it in the
 // operator-status while it decides actions that retry it; actions that
 // went through forget the failures, and the node is looked at again at
-// once to write what they produced.
+// once to write what they produced. A plan turned away from its slot
+// waits for one: the node is woken as one frees (slots), and looked at
+// again meanwhile.
 func (s *deciding) settleActs(o actOutcome) {
+	if o.turnedAway {
+		s.r.log.Debug("EC2 calls wait for a slot", "node", s.cn.Name)
+		s.turnedAway = true
+		s.requeueWithin(slotRetry)
+	}
 	if !o.decided {
 		s.mem.quickRuns = 0
 	}

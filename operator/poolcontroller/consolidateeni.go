@@ -91,7 +91,9 @@ func (s *deciding) readConsolidation() consolidationFacts {
 	c := s.mem.consolidation
 	f := consolidationFacts{on: s.consolidating(), mem: c, now: s.r.now(), cluster: s.r.opts.Cluster}
 	if c.detaching != "" {
-		f.detached, f.detachedKnown, f.readErr = s.detached.eni, s.detached.known, s.detached.err
+		if d := s.detached; d != nil {
+			f.detached, f.detachedKnown, f.readErr = d.eni, d.known, d.err
+		}
 		return f
 	}
 	if !f.on {
@@ -178,9 +180,11 @@ func (s *nodeSync) readDetached(ctx context.Context) {
 	if id == "" {
 		return
 	}
-	if s.detached.err = s.exec().describeENIs(ctx, []string{id}); s.detached.err == nil {
-		s.detached.eni, s.detached.known = s.r.inv.ENI(id)
+	d := &detachedENI{}
+	if d.err = s.exec().describeENIs(ctx, []string{id}); d.err == nil {
+		d.eni, d.known = s.r.inv.ENI(id)
 	}
+	s.detached = d
 }
 
 // decideConsolidation decides, from f alone, what consolidation does

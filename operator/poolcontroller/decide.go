@@ -73,11 +73,18 @@ type decision struct {
 	// be written (decideWrite).
 	writeStatus, writeSpec bool
 	notes                  notes
+	// reads: the describes by ID to make before deciding (decideReads);
+	// nothing else is decided then.
+	reads readAsk
 }
 
 // decide is a node's whole decision: from the facts alone, with no
 // client, no clock, no context and no coordinator shared between nodes
-// in its reach, it derives the pool (decidePool), the static addresses'
+// in its reach, it decides first whether the snapshot is to be
+// described before anything else (decideReads: returned alone), then
+// what the policy's values come to for the node (decideConfig: the
+// no-prefix window, the adaptive headroom), and derives the pool
+// (decidePool), the static addresses'
 // steps, the IPv6 window, the release handshake, the plan, the excess,
 // the consolidation, the CiliumNode's write (decideWrite: what fill puts
 // into it, whether its spec waits for the pool) and the NodeRouting's
@@ -92,6 +99,12 @@ type decision struct {
 // (the claims and the other inputs the read gathered) it leaves as they
 // were.
 func decide(f *facts) decision {
+	ask := decideReads(f)
+	if ask.any() {
+		// Nothing is decided before the describe: the facts as they
+		// are, and what to describe (the read's, readAgain).
+		return decision{cn: f.cn, routing: f.routing, snap: f.snap, mem: f.mem, reads: ask}
+	}
 	env := newDecisionEnv(func() time.Time { return f.now }, f.opts, f.logLevel)
 	d := &deciding{r: env, mem: &f.mem, cn: f.cn, orig: f.orig, nodeState: f.nodeState,
 		requeue: f.requeue, staticErr: f.staticErr, described: f.described, acts: f.acts, cross: f.cross}
@@ -100,11 +113,13 @@ func decide(f *facts) decision {
 		in.snap, in.cfg, in.missing, in.backoff = &d.snap, &d.cfg.Config, f.mem.missing, f.mem.repairs
 		d.poolIn = &in
 	}
+	d.decideConfig()
 	if f.window6 != nil {
 		in := *f.window6
-		in.missing = f.mem.missing
+		in.missing, in.knobs = f.mem.missing, d.cfg.Knobs
 		d.window6 = &in
 	}
+	d.settleReads(ask.wait)
 	d.decideNode()
 	if !d.turnedAway || d.poolChanged() {
 		// The CiliumNode is written (unless its write waits for the
@@ -153,6 +168,27 @@ func decidePool(v *poolView, in *poolInputs) poolDecision {
 		d.static = v.reconcileStatic(in.static, &snap, in.cfg)
 	}
 	return d
+}
+
+// settleReads decides what the describes decideReads asked for came to:
+// a failed one is logged (one confirming addresses is tried again a
+// second later), one that confirmed addresses is remembered
+// (memory.remapsLooked); wait is how soon the node is looked at again
+// when the describe waits.
+func (s *deciding) settleReads(wait time.Duration) {
+	if wait > 0 {
+		s.requeueWithin(wait)
+	}
+	if r := s.describes; r != nil && r.listed.err != nil {
+		s.r.log.Info("describing listed ENIs missing from EC2's view failed", "node", s.cn.Name, "enis", r.listed.enis, "error", r.listed.err)
+	}
+	if r := s.describes; r != nil && r.confirm.err != nil {
+		s.r.log.Info("describing ENIs to confirm addresses failed; retrying", "node", s.cn.Name, "enis", r.confirm.enis, "error", r.confirm.err)
+		s.requeueWithin(time.Second)
+	}
+	if s.described {
+		s.mem.remapsLooked = s.r.now()
+	}
 }
 
 // decideNode decides the node after the read: what run did in place

@@ -87,10 +87,16 @@ func TestDecideNode(t *testing.T) {
 	}
 	// inputs completes the facts as the read does: the pool's inputs
 	// (readPoolInputs) on the node's snapshot and memory.
+	// The addresses a case's setup leaves untrusted (the poolInputs it
+	// made, their untrusted alone) are kept.
 	inputs := func(f *facts) {
 		f.static.report = f.routed
+		var untrusted map[netip.Addr]bool
+		if f.poolIn != nil {
+			untrusted = f.poolIn.untrusted
+		}
 		f.poolIn = &poolInputs{snap: &f.snap, cfg: &f.cfg.Config, routed: f.routed, static: f.static, missing: f.mem.missing,
-			now: f.now, grace: opts.ConsistencyGrace, cluster: opts.Cluster, backoff: f.mem.repairs}
+			now: f.now, grace: opts.ConsistencyGrace, cluster: opts.Cluster, backoff: f.mem.repairs, untrusted: untrusted}
 		if f.static != nil {
 			f.poolIn.pooledElsewhere = map[string]bool{}
 			for _, e := range f.snap.ENIs {
@@ -108,6 +114,35 @@ func TestDecideNode(t *testing.T) {
 		f.snap.ENIs = append(f.snap.ENIs, ready, waiting)
 		f.routed = func(id string, _ netip.Addr) bool { return id == "eni-1" }
 	}
+	// untrusted: eni-1 holds 4 addresses its agent routed, the pool
+	// lacks, and the cache's word on them is not trusted.
+	untrusted := func(f *facts) {
+		e := eni(1, 10, 4)
+		f.snap.ENIs = append(f.snap.ENIs, e)
+		f.poolIn = &poolInputs{untrusted: map[netip.Addr]bool{}}
+		for _, a := range e.IPs {
+			f.poolIn.untrusted[a] = true
+		}
+	}
+	// listedUnseen: the node's status lists eni-7, which EC2's view
+	// lacks; listed is its describe as made.
+	listedUnseen := func(f *facts, listed describeRead) {
+		f.cn.Status.ENI.ENIs = map[string]awstypes.ENI{"eni-7": {ID: "eni-7"}}
+		f.describes = &describeFacts{listedUnseen: []string{"eni-7"}, listed: listed}
+	}
+	// describedFirst: a decision that waits for the describe of listed
+	// and confirm decides nothing else.
+	describedFirst := func(t *testing.T, d decision, listed, confirm []string) {
+		t.Helper()
+		if !slices.Equal(d.reads.listed, listed) || !slices.Equal(d.reads.confirm, confirm) {
+			t.Errorf("describes asked %+v, want listed %v, to confirm %v", d.reads, listed, confirm)
+		}
+		if d.acts.produce() || d.requeue != 0 || d.needsSet || len(d.notes.logs) > 0 || d.notes.state != "" {
+			t.Errorf("actions %+v, requeue %v, needs set %v, %d log lines, state %q; want nothing decided before the describe",
+				d.acts, d.requeue, d.needsSet, len(d.notes.logs), d.notes.state)
+		}
+	}
+	listedFailed := errors.New("DescribeNetworkInterfaces: throttled")
 	const db = "ns/db-0"
 	egress := map[string]string{"cilium/static": "egress"}
 	cases := []struct {
@@ -407,6 +442,102 @@ func TestDecideNode(t *testing.T) {
 				t.Errorf("events %+v, want one %s", d.notes.events, ReasonStaticIPUnavailable)
 			}
 		},
+	}, {
+		name:  "an ENI the node's status lists that EC2's view lacks is described before anything is decided",
+		setup: func(f *facts) { listedUnseen(f, describeRead{}) },
+		check: func(t *testing.T, f *facts, d decision) { describedFirst(t, d, []string{"eni-7"}, nil) },
+	}, {
+		name: "a listed ENI of an instance the node no longer runs on is not described",
+		setup: func(f *facts) {
+			f.cn.Spec.InstanceID = "i-0"
+			listedUnseen(f, describeRead{})
+		},
+		check: func(t *testing.T, f *facts, d decision) {
+			if d.reads.any() || d.acts.plan.Create == nil {
+				t.Errorf("describes asked %+v, plan %+v; want none, and the node decided", d.reads, d.acts.plan)
+			}
+		},
+	}, {
+		name:  "a listed ENI's failed describe is logged and the node decided without it",
+		setup: func(f *facts) { listedUnseen(f, describeRead{enis: []string{"eni-7"}, err: listedFailed}) },
+		check: func(t *testing.T, f *facts, d decision) {
+			if d.reads.any() || d.acts.plan.Create == nil {
+				t.Errorf("describes asked %+v, plan %+v; want none, and the node decided", d.reads, d.acts.plan)
+			}
+			if !slices.ContainsFunc(d.notes.logs, func(r slog.Record) bool { return r.Message == "describing listed ENIs missing from EC2's view failed" }) {
+				t.Errorf("the failed describe is not logged")
+			}
+		},
+	}, {
+		name:  "addresses ready for the pool whose describe is untrusted: their ENI is described before anything is decided",
+		setup: untrusted,
+		check: func(t *testing.T, f *facts, d decision) { describedFirst(t, d, nil, []string{"eni-1"}) },
+	}, {
+		name: "before describes are trusted, untrusted addresses that are no move of this process wait for the trust",
+		setup: func(f *facts) {
+			untrusted(f)
+			f.describes = &describeFacts{trustFrom: now.Add(30 * time.Second)}
+		},
+		check: func(t *testing.T, f *facts, d decision) {
+			if d.reads.any() || d.requeue != 30*time.Second || len(d.cn.Spec.IPAM.Pool) != 0 {
+				t.Errorf("describes asked %+v, requeue %v, pool %v; want none, 30s, empty", d.reads, d.requeue, d.cn.Spec.IPAM.Pool)
+			}
+		},
+	}, {
+		name: "addresses still unconfirmed after their describe are looked at again shortly, the describe remembered",
+		setup: func(f *facts) {
+			untrusted(f)
+			f.describes, f.described = &describeFacts{confirm: describeRead{enis: []string{"eni-1"}}}, true
+		},
+		check: func(t *testing.T, f *facts, d decision) {
+			if d.reads.any() || d.requeue != unverifiedRecheck || d.mem.remapsLooked != now || len(d.cn.Spec.IPAM.Pool) != 0 {
+				t.Errorf("describes asked %+v, requeue %v, remaps looked at %v, pool %v; want none, %v, now, empty",
+					d.reads, d.requeue, d.mem.remapsLooked, d.cn.Spec.IPAM.Pool, unverifiedRecheck)
+			}
+		},
+	}, {
+		name:  "the other policies that match the node are told of",
+		setup: func(f *facts) { f.policyConflict = "ENIPolicy a governs this node; b also match and are ignored" },
+		check: func(t *testing.T, f *facts, d decision) {
+			if len(d.notes.events) != 1 || d.notes.events[0].reason != ReasonPolicyConflict || d.notes.events[0].msg != f.policyConflict {
+				t.Errorf("events %+v, want one %s", d.notes.events, ReasonPolicyConflict)
+			}
+		},
+	}, {
+		name: "while the subnet has no free /28, the plan asks for single addresses, not prefixes",
+		setup: func(f *facts) {
+			f.cfg.PrefixDelegation = true
+			f.mem.noPrefixesUntil = now.Add(time.Minute)
+		},
+		check: func(t *testing.T, f *facts, d decision) {
+			if c := d.acts.plan.Create; c == nil || c.Prefixes != 0 || c.IPs != 4 {
+				t.Errorf("plan %+v, want a new ENI with 4 addresses and no prefix", d.acts.plan)
+			}
+		},
+	}, {
+		name: "under the adaptive headroom, a node no pod arrived at keeps none ahead: its new ENI carries what its agent starts with",
+		setup: func(f *facts) {
+			f.cfg.Adaptive, f.adapts = true, true
+		},
+		check: func(t *testing.T, f *facts, d decision) {
+			if c := d.acts.plan.Create; c == nil || c.IPs != 2 {
+				t.Errorf("plan %+v, want a new ENI with 2 addresses (the agent's start)", d.acts.plan)
+			}
+		},
+	}, {
+		name: "under the adaptive headroom, a node 4 pods just arrived at keeps 4 ahead, and takes half a headroom more per call",
+		setup: func(f *facts) {
+			f.cfg.Adaptive, f.adapts = true, true
+			f.snap.Type.IPv4PerENI = 10
+			for i := range 4 {
+				f.arrivals = append(f.arrivals, now.Add(time.Duration(i-4)*100*time.Millisecond))
+			}
+		},
+		check: func(t *testing.T, f *facts, d decision) {
+			if c := d.acts.plan.Create; c == nil || c.IPs != 6 {
+				t.Errorf("plan %+v (create %+v), want a new ENI with 6 addresses", d.acts.plan, d.acts.plan.Create)
+			}
+		},
 	}}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -465,6 +596,8 @@ func TestSettleActs(t *testing.T) {
 		failures, actFailures, quickRuns int
 		actErr                           bool
 		requeue                          time.Duration
+		// turnedAway: the node's plan waits for a slot.
+		turnedAway bool
 	}{
 		{name: "a first failure is looked at again at once", acts: produced,
 			out:      actOutcome{decided: true, err: failed, reason: ReasonEC2Error},
@@ -480,6 +613,8 @@ func TestSettleActs(t *testing.T) {
 			out: actOutcome{decided: true, wrote: true}, quickRuns: 1, requeue: actedRequeue},
 		{name: "no actions decided: nothing to look at again", mem: memory{quickRuns: 2},
 			out: actOutcome{}},
+		{name: "a plan the executor found every slot taken for waits for one, looked at again meanwhile", mem: memory{quickRuns: 2},
+			out: actOutcome{decided: true, turnedAway: true}, quickRuns: 2, requeue: slotRetry, turnedAway: true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -491,11 +626,40 @@ func TestSettleActs(t *testing.T) {
 				t.Errorf("memory: failures %d, act failures %d, quick runs %d, act error %v; want %d, %d, %d, kept %v",
 					mem.failures, mem.actFailures, mem.quickRuns, mem.actErr, tc.failures, tc.actFailures, tc.quickRuns, tc.actErr)
 			}
-			if s.requeue != tc.requeue {
-				t.Errorf("requeue %v, want %v", s.requeue, tc.requeue)
+			if s.requeue != tc.requeue || s.turnedAway != tc.turnedAway {
+				t.Errorf("requeue %v, turned away %v; want %v, %v", s.requeue, s.turnedAway, tc.requeue, tc.turnedAway)
 			}
 			if tc.actErr && (s.opErr != failed || s.r.notes.state != stateFailing) {
 				t.Errorf("operator error %v, state %q; want the failure, %q", s.opErr, s.r.notes.state, stateFailing)
+			}
+		})
+	}
+}
+
+// TestSettleShared: what the coordinators shared between nodes answered
+// the decision's changes is settled on the node alone (settleShared),
+// with no call: a held ENI no empty node will wake, an Elastic IP lost
+// to another node (its association dropped) and a slot freed since the
+// decision each have the node looked at again at once; answers that
+// change nothing leave the decision as it was.
+func TestSettleShared(t *testing.T) {
+	pick := &staticIPCall{reserve: true}
+	for _, tc := range []struct {
+		name    string
+		out     sharedOutcome
+		requeue time.Duration
+		kept    bool
+	}{
+		{name: "nothing changed", requeue: time.Hour, kept: true},
+		{name: "a held ENI no empty node will wake", out: sharedOutcome{holdMissed: true}, requeue: actedRequeue, kept: true},
+		{name: "the Elastic IP reserved by another node since", out: sharedOutcome{reserveLost: true}, requeue: actedRequeue},
+		{name: "a slot freed since the decision", out: sharedOutcome{slotFreed: true}, requeue: actedRequeue, kept: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &deciding{requeue: time.Hour, acts: actions{associate: pick}}
+			s.settleShared(tc.out)
+			if s.requeue != tc.requeue || (s.acts.associate != nil) != tc.kept {
+				t.Errorf("requeue %v, association kept %v; want %v, %v", s.requeue, s.acts.associate != nil, tc.requeue, tc.kept)
 			}
 		})
 	}

@@ -54,20 +54,44 @@ func (s *nodeSync) countDemand() {
 	})
 }
 
-// adaptKnobs turns the resolved knobs into those the pool math runs
-// with: under the adaptive headroom, the headroom the node's arrivals
-// call for replaces pre-allocate (pool.AdaptiveKnobs). Without a pod
-// watch there are no arrivals to learn from, and the headroom stays
+// readArrivals reads from the pod watch, under the adaptive headroom,
+// when pods were bound to the node within the headroom's memory (the
+// policy's release delay, at least pool.MinMemory). Without a pod watch
+// there are no arrivals to learn from.
+func (s *nodeSync) readArrivals() {
+	if !s.cfg.Adaptive || s.r.opts.Demand == nil {
+		return
+	}
+	s.adapts = true
+	s.arrivals = s.r.opts.Demand.Arrivals(s.cn.Name, max(s.cfg.ReleaseDelay, pool.MinMemory))
+}
+
+// notePolicyConflict tells, once per change, that other policies match
+// the node than the one governing it.
+func (s *deciding) notePolicyConflict() {
+	if s.policyConflict != "" {
+		s.r.warn(s.cn, s.mem, ReasonPolicyConflict, s.policyConflict)
+	}
+}
+
+// decideConfig turns the resolved policy into what the pool math runs
+// with (telling first of the other policies that match the node): while the node's subnet has no free /28 (noPrefixesUntil), its
+// plans use single addresses; under the adaptive headroom, the headroom
+// the node's arrivals call for replaces pre-allocate
+// (pool.AdaptiveKnobs), and without arrivals to learn from it stays
 // fixed.
-func (s *nodeSync) adaptKnobs() {
+func (s *deciding) decideConfig() {
+	s.notePolicyConflict()
+	if s.r.now().Before(s.mem.noPrefixesUntil) {
+		s.cfg.PrefixDelegation = false
+	}
 	cfg := &s.cfg.Config
-	if !cfg.Adaptive || s.r.opts.Demand == nil {
+	if !s.adapts {
 		s.headroom = cfg.PreAllocate
 		return
 	}
 	memory := max(s.cfg.ReleaseDelay, pool.MinMemory)
-	arrivals := s.r.opts.Demand.Arrivals(s.cn.Name, memory)
-	s.headroom = pool.Headroom(arrivals, s.r.now(), pool.Lead(s.mem.leads), memory, cfg.PreAllocate)
+	s.headroom = pool.Headroom(s.arrivals, s.r.now(), pool.Lead(s.mem.leads), memory, cfg.PreAllocate)
 	ipam := s.cn.Spec.IPAM
 	cfg.Knobs = pool.AdaptiveKnobs(cfg.Knobs, s.headroom, pool.AgentStart(ipam.MinAllocate, ipam.PreAllocate))
 }

@@ -90,7 +90,7 @@ func (s *deciding) syncWindow6() {
 	}
 	if d.untrusted && !s.r.now().Before(in.trustFrom) {
 		// A /80 shown by a describe older than this process's grace: one
-		// by ID confirms it (confirmUnpooled does so for IPv4).
+		// by ID confirms it (decideReads asks so for IPv4).
 		s.acts.window6Describe = in.primary.ID
 	}
 	if d.awaiting || d.assign != "" {

@@ -3,7 +3,6 @@ package poolcontroller
 import (
 	"context"
 	"fmt"
-	"maps"
 	"net/netip"
 	"slices"
 	"strings"
@@ -24,12 +23,19 @@ type nodeState struct {
 	// node is the Node of the CiliumNode; nil when it cannot be read.
 	node *corev1.Node
 	// instanceID names the node's instance; cfg is the policy resolved
-	// for it.
-	instanceID string
-	cfg        policy.Config
+	// for it; policyConflict names the other policies that match the
+	// node too ("": none).
+	instanceID     string
+	cfg            policy.Config
+	policyConflict string
 	// snap is the inventory's view of the instance (haveSnap: taken).
 	snap     snapshot.Node
 	haveSnap bool
+	// adapts: the policy's headroom is adaptive and a pod watch tells
+	// the node's arrivals (readArrivals): the times pods were bound to
+	// it within the headroom's memory, oldest first.
+	adapts   bool
+	arrivals []time.Time
 	// routing is the node's NodeRouting; routed its agent's report, nil
 	// while the agent reports nothing.
 	routing *enipamv1alpha1.NodeRouting
@@ -51,8 +57,8 @@ type nodeState struct {
 	staticIP     staticIPFacts
 	haveStaticIP bool
 	// detached is the ENI consolidation detached, described afresh
-	// (readDetached).
-	detached detachedENI
+	// (readDetached); nil: none is detaching.
+	detached *detachedENI
 	// poolIn is what the pool's reconcile decides on (readPoolInputs);
 	// moving the addresses this process reassigned onto the node's ENIs
 	// that no describe has shown there yet (askRemaps); window6 what the
@@ -67,6 +73,28 @@ type nodeState struct {
 	// fillIn is what fill writes into the CiliumNode from the inventory
 	// (readFill).
 	fillIn fillFacts
+	// describes is what the read knows of the describes by ID the
+	// decision may wait for (decideReads); nil: none is to be made.
+	describes *describeFacts
+}
+
+// describeFacts: listedUnseen are the ENIs the CiliumNode's status lists
+// that the snapshot lacks and this process did not delete; trustFrom is
+// when the inventory's describes are trusted from (read when an address
+// ready for the pool is untrusted); listed and confirm are the describes
+// decideReads asked for, as made (readAgain).
+type describeFacts struct {
+	listedUnseen    []string
+	trustFrom       time.Time
+	listed, confirm describeRead
+}
+
+// describeFacts returns the read's describeFacts, made on first use.
+func (s *nodeSync) describeFacts() *describeFacts {
+	if s.describes == nil {
+		s.describes = &describeFacts{}
+	}
+	return s.describes
 }
 
 // fillFacts are the inventory's answers fill writes from: the VPC of the
@@ -112,16 +140,16 @@ func (s *nodeSync) readFill() fillFacts {
 }
 
 // read gathers the node's state: its Node, instance and policy, the
-// inventory's snapshot of the instance (describing the ENIs its status
-// lists that the snapshot lacks), its NodeRouting and the agent's report
-// (trusting the remaps the agent confirmed), the claims that concern it,
-// the addresses the pool lacks confirmed by a describe (confirmUnpooled),
-// the Elastic IPs, the ENI consolidation detached (readDetached) and the
-// pods waiting for an address; then what the pool's reconcile, the
-// agent's remap queries and the IPv6 window decide on (readPoolInputs,
-// readMoving, readWindow6). Every EC2 read of the reconcile's decision,
-// and every read of the cache and the inventory it needs, is made here,
-// before it. False when the node
+// inventory's snapshot of the instance and the ENIs its status lists
+// that the snapshot lacks (readListedUnseen), its NodeRouting and the
+// agent's report, the ENI consolidation detached (readDetached); then,
+// on the snapshot (readOnSnapshot), the remaps the agent confirmed, the
+// claims that concern it, the Elastic IPs and the pods waiting for an
+// address, and what the pool's reconcile, the agent's remap queries and
+// the IPv6 window decide on (readPoolInputs, readMoving, readWindow6).
+// Every EC2 read of the reconcile's decision, and every read of the
+// cache and the inventory it needs, is made here, before it, or by
+// readAgain, on decide's word (decideReads). False when the node
 // cannot be served (s.opErr says why).
 func (s *nodeSync) read(ctx context.Context) bool {
 	r := s.r
@@ -147,41 +175,83 @@ func (s *nodeSync) read(ctx context.Context) bool {
 		for i, p := range others {
 			names[i] = p.Name
 		}
-		r.warn(s.cn, s.mem, ReasonPolicyConflict, fmt.Sprintf("ENIPolicy %s governs this node; %s also match and are ignored", winner.Name, strings.Join(names, ", ")))
+		s.policyConflict = fmt.Sprintf("ENIPolicy %s governs this node; %s also match and are ignored", winner.Name, strings.Join(names, ", "))
 	}
 	s.cfg = policy.Resolve(s.cn, winner, r.opts.Defaults)
-	if r.now().Before(s.mem.noPrefixesUntil) {
-		s.cfg.PrefixDelegation = false
-	}
-	s.adaptKnobs()
+	s.readArrivals()
 
 	if !s.snapshot(ctx) {
 		return false
 	}
-	s.findListedENIs(ctx)
+	if ids := s.readListedUnseen(); ids != nil {
+		s.describeFacts().listedUnseen = ids
+	}
 	if err := s.syncRouting(ctx); err != nil {
 		s.fail(err, ReasonRoutingUnreadable)
 		return false
 	}
-	if s.confirmRemaps() && !s.snapshot(ctx) {
+	s.readDetached(ctx)
+	return s.readOnSnapshot(ctx, true)
+}
+
+// readOnSnapshot gathers what is read on the instance's snapshot: the
+// remaps the agent confirmed (taking the snapshot again when it did),
+// the claims (remaps: only then), the Elastic IPs, the pods waiting,
+// and what the pool's reconcile, the agent's remap queries, the IPv6
+// window and consolidation decide on.
+func (s *nodeSync) readOnSnapshot(ctx context.Context, remaps bool) bool {
+	if remaps && s.confirmRemaps() && !s.snapshot(ctx) {
 		return false
 	}
 	if !s.gatherStatic(ctx) {
 		return false
 	}
-	if s.confirmUnpooled(ctx) && !s.gatherStatic(ctx) {
-		// The claims' facts are read again on the snapshot the describe
-		// refreshed: the decision sees one view of EC2.
-		return false
-	}
+	s.readRest(ctx)
+	return true
+}
+
+// readRest reads what the read gathers after the claims.
+func (s *nodeSync) readRest(ctx context.Context) {
 	s.staticIP, s.haveStaticIP = s.readStaticIP(ctx)
-	s.readDetached(ctx)
 	s.countDemand()
 	s.poolIn = s.readPoolInputs(ctx)
 	s.moving = s.readMoving()
 	s.window6 = s.readWindow6()
+	if len(s.poolIn.untrusted) > 0 {
+		s.describeFacts().trustFrom = s.r.inv.TrustFrom()
+	}
 	s.readConsolidationSnapshot(ctx)
-	return true
+}
+
+// readAgain makes the describes by ID decideReads asked for before the
+// decision, then takes the instance's snapshot again and gathers on it
+// again what depends on it, as read did (false: the node cannot be
+// served, s.opErr says why). A describe that failed changes nothing of
+// the facts but that it failed (decide says so).
+func (s *nodeSync) readAgain(ctx context.Context, ask readAsk) bool {
+	d := s.describeFacts()
+	if ask.listed != nil {
+		d.listed = describeRead{enis: ask.listed, err: s.exec().describeENIs(ctx, ask.listed)}
+		if d.listed.err != nil {
+			return true
+		}
+		s.snapshot(ctx)
+		if s.routing != nil {
+			s.routed = s.ownReport(s.routing)
+		}
+		return s.readOnSnapshot(ctx, true)
+	}
+	d.confirm = describeRead{enis: ask.confirm, err: s.exec().describeENIs(ctx, ask.confirm)}
+	if d.confirm.err != nil {
+		return true
+	}
+	s.described = true
+	if !s.snapshot(ctx) {
+		return true
+	}
+	// The claims' facts are read again on the snapshot the describe
+	// refreshed: the decision sees one view of EC2.
+	return s.readOnSnapshot(ctx, false)
 }
 
 // readMoving reads from the inventory the addresses this process
@@ -195,84 +265,16 @@ func (s *nodeSync) readMoving() map[netip.Addr]string {
 	return s.r.inv.MovingOnto(ids)
 }
 
-// findListedENIs describes by ID the ENIs the node's status lists that
-// the snapshot lacks: a process that took over may have missed, in its
-// first describes, an ENI its predecessor created seconds before, and
-// would otherwise not learn of it before the next resync.
-func (s *nodeSync) findListedENIs(ctx context.Context) {
-	if s.cn.Spec.InstanceID != s.instanceID {
-		return
-	}
+// readListedUnseen returns the ENIs the node's status lists that the
+// snapshot lacks and the inventory does not know deleted, sorted (nil:
+// none).
+func (s *nodeSync) readListedUnseen() []string {
 	var ids []string
 	for id := range s.cn.Status.ENI.ENIs {
 		if !slices.ContainsFunc(s.snap.ENIs, func(e cloud.ENI) bool { return e.ID == id }) && !s.r.inv.Deleted(id) {
 			ids = append(ids, id)
 		}
 	}
-	if len(ids) == 0 {
-		return
-	}
 	slices.Sort(ids)
-	if err := s.exec().describeENIs(ctx, ids); err != nil {
-		s.r.log.Info("describing listed ENIs missing from EC2's view failed", "node", s.cn.Name, "enis", ids, "error", err)
-		return
-	}
-	s.snapshot(ctx)
-}
-
-// confirmUnpooled settles, before the decision, the addresses the pool
-// would lack on a describe's word that may predate this process (an
-// earlier process may have unassigned them just before it stopped), or
-// on this process's own reassignment that EC2 may not have completed:
-// the pool's reconcile, run on a copy of the node (unpooledUnverified),
-// names their ENIs; once describes are trusted, a describe of those
-// ENIs by ID confirms or drops them, and the snapshot is taken again;
-// before that, the node is looked at again when they are. True when the
-// snapshot was taken again.
-func (s *nodeSync) confirmUnpooled(ctx context.Context) bool {
-	n, enis := s.unpooledUnverified(ctx)
-	if n == 0 {
-		return false
-	}
-	// Before describes are trusted, only this process's own
-	// reassignments are worth a describe now: one started a consistency
-	// grace after the call shows whether the remap landed whenever it
-	// runs (inventory landed). Waiting for the trust would hold a move
-	// made in the operator's first minute for the rest of that minute.
-	if wait := s.r.inv.TrustFrom().Sub(s.r.now()); wait > 0 && len(s.r.inv.MovingOnto(enis)) == 0 {
-		s.requeueWithin(wait)
-		return false
-	}
-	if wait := s.describeCanWait(n, enis); wait > 0 {
-		s.requeueWithin(wait)
-		return false
-	}
-	if err := s.exec().describeENIs(ctx, enis); err != nil {
-		s.r.log.Info("describing ENIs to confirm addresses failed; retrying", "node", s.cn.Name, "enis", enis, "error", err)
-		s.requeueWithin(time.Second)
-		return false
-	}
-	s.mem.remapsLooked = s.r.now()
-	s.described = true
-	return s.snapshot(ctx)
-}
-
-// unpooledUnverified counts the addresses the pool's reconcile would
-// leave out for want of a trusted describe (poolView.unverified), and
-// names their ENIs: it runs the reconcile on a copy of the node and of
-// the memory it edits, only when some address ready for the pool is
-// untrusted.
-func (s *nodeSync) unpooledUnverified(ctx context.Context) (int, []string) {
-	untrusted := false
-	s.readyUnpooled(func(eni *cloud.ENI, ip netip.Addr) {
-		untrusted = untrusted || !s.r.inv.Trusted(eni.ID, ip)
-	})
-	if !untrusted {
-		return 0, nil
-	}
-	in := s.readPoolInputs(ctx)
-	in.missing = maps.Clone(in.missing)
-	v := &poolView{cn: s.cn.DeepCopy()}
-	v.reconcile(in)
-	return v.unverified, v.unverifiedENIs
+	return ids
 }

@@ -5,7 +5,6 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
-	"time"
 
 	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
 	"github.com/enipam/enipam/operator/cloud"
@@ -104,32 +103,6 @@ func (s *nodeSync) confirmRemaps() bool {
 		landed = true
 	}
 	return landed
-}
-
-// describeCanWait returns how long confirmUnpooled's describe of the
-// node's unverified addresses (unverified of them, on enis) can wait, 0 if it cannot: while each is a
-// reassignment this process made whose query the node's agent answered
-// Missing (it reads the metadata again every 100 ms and reports the
-// landing before any describe, which lags the remap, could show it),
-// describes only back it up, at most every unverifiedRecheck after the
-// last query or describe, rather than on every look at the node. An
-// agent that has not answered, and addresses that are no reassignment of
-// this process, are described at once, as before.
-func (s *nodeSync) describeCanWait(unverified int, enis []string) time.Duration {
-	wait := s.mem.remapsLooked.Add(unverifiedRecheck).Sub(s.r.now())
-	if wait <= 0 {
-		return 0
-	}
-	watched := 0
-	for ip := range s.r.inv.MovingOnto(enis) {
-		if a, ok := s.mem.remapsAsked[ip.String()]; ok && a.missing {
-			watched++
-		}
-	}
-	if watched < unverified {
-		return 0
-	}
-	return wait
 }
 
 // remapUnsure reports whether a stamped address the node's ENIs do not

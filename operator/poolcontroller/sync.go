@@ -65,7 +65,7 @@ type deciding struct {
 	// turnedAway: the plan's EC2 calls waited for a slot.
 	turnedAway bool
 	// described: the read described the ENIs of addresses the pool
-	// lacks to confirm them (confirmUnpooled).
+	// lacks to confirm them (decideReads, readAgain).
 	described bool
 	// cross are the answers of the coordinators shared between nodes,
 	// read before the decision.
@@ -119,27 +119,38 @@ func (s *nodeSync) emit() {
 // before any of the actions runs. The static addresses' placements and
 // the Elastic IP's association and release are actions too (act): their
 // order of steps holds across reconciles (staticsync.go, staticip.go).
-// The EC2 reads the decision needs (the describes that confirm
-// addresses the pool lacks, the Elastic IPs) are read's, before it.
+// The EC2 reads the decision needs (the Elastic IPs, and the describes
+// by ID decide's first step asks for, decideReads) are read's, before
+// it.
 func (s *nodeSync) run(ctx context.Context) (decision, bool) {
 	r := s.r
 	ok := s.read(ctx)
-	if s.haveSnap {
-		s.fillIn = s.readFill()
+	for {
+		if s.haveSnap {
+			s.fillIn = s.readFill()
+		}
+		s.emit()
+		if !ok {
+			// Nothing to decide: the write carries why the node cannot be
+			// served, and what the read knows of the instance (fill), as a
+			// decision's would.
+			s.notePolicyConflict()
+			s.decideWrite()
+			return decision{}, false
+		}
+		s.cross = s.readCross()
+		f := s.facts()
+		if ask := decideReads(f); ask.any() {
+			// Described first, and read again on what the describe
+			// showed.
+			ok = s.readAgain(ctx, ask)
+			continue
+		}
+		if r.onDecide != nil {
+			r.onDecide(s.cn.Name)
+		}
+		return decide(f), true
 	}
-	s.emit()
-	if !ok {
-		// Nothing to decide: the write carries why the node cannot be
-		// served, and what the read knows of the instance (fill), as a
-		// decision's would.
-		s.decideWrite()
-		return decision{}, false
-	}
-	s.cross = s.readCross()
-	if r.onDecide != nil {
-		r.onDecide(s.cn.Name)
-	}
-	return decide(s.facts()), true
 }
 
 // readCross reads the other nodes' answers the decision needs: how many
@@ -175,26 +186,40 @@ func (s *nodeSync) take(d decision) {
 	if d.needsSet {
 		r.needs.set(s.cn.Name, d.empty)
 	}
-	if s.held && !r.needs.hold(s.cn.Name) {
-		// No node is empty any more: nothing will wake this one, so it
-		// is looked at again at once.
-		s.requeueWithin(actedRequeue)
+	var o sharedOutcome
+	o.holdMissed = s.held && !r.needs.hold(s.cn.Name)
+	a := s.acts.associate
+	o.reserveLost = a != nil && a.reserve && !r.inv.Addresses().ReserveID(s.cn.Name, a.pick.AllocationID)
+	// Every EC2 slot was taken: the node waits for one, woken as one
+	// frees; one freed since the decision is given back.
+	if d.slotWait && r.slots.acquire(s.cn.Name, d.slotPriority) {
+		r.slots.release()
+		o.slotFreed = true
 	}
-	if a := s.acts.associate; a != nil && a.reserve && !r.inv.Addresses().ReserveID(s.cn.Name, a.pick.AllocationID) {
-		// The free Elastic IP the read found was taken since (another
-		// node reserved it, or it was associated): none is associated
-		// now, and the node is looked at again at once to pick again.
+	s.settleShared(o)
+}
+
+// sharedOutcome is what the coordinators shared between nodes answered
+// the decision's changes (take): holdMissed, the node's new ENI was
+// held but no node is empty any more; reserveLost, the free Elastic IP
+// the read found was taken since (another node reserved it, or it was
+// associated); slotFreed, a slot the node was to wait for freed since
+// the decision.
+type sharedOutcome struct {
+	holdMissed, reserveLost, slotFreed bool
+}
+
+// settleShared decides what the shared coordinators' answers mean for
+// the node: a held ENI nothing will wake, an Elastic IP lost to another
+// node (none is associated now) and a slot freed since the decision
+// each have the node looked at again at once (to grow, to pick again,
+// to make its calls).
+func (s *deciding) settleShared(o sharedOutcome) {
+	if o.reserveLost {
 		s.acts.associate = nil
-		s.requeueWithin(actedRequeue)
 	}
-	if d.slotWait {
-		// Every EC2 slot was taken: the node waits for one, woken as one
-		// frees. One freed since the decision is given back, and the
-		// node looked at again at once.
-		if r.slots.acquire(s.cn.Name, d.slotPriority) {
-			r.slots.release()
-			s.requeueWithin(actedRequeue)
-		}
+	if o.holdMissed || o.reserveLost || o.slotFreed {
+		s.requeueWithin(actedRequeue)
 	}
 }
 
