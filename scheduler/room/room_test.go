@@ -46,7 +46,7 @@ func TestDigestCountsAsCiliumHandsOut(t *testing.T) {
 	cn.Status.ENI.ENIs = map[string]awstypes.ENI{"eni-1": {ID: "eni-1", Addresses: addrs("10.0.1.10", "10.0.1.11", "10.0.1.12", "10.0.1.13", "10.0.1.14", "10.0.1.15", "10.0.1.16")}}
 	got := Digest(cn)
 	want := Pool{
-		Size: 7, Free: 2, Free4: 2, Leaving: 2,
+		Size: 7, Free: 2, Free4: 2, Leaving: 2, Marked: 1,
 		Stamped: map[string]string{"db/db-0": "10.0.1.14"},
 		// db-1's stamp is in the handshake: its placement is under way.
 		Settled: map[string]string{"db/db-0": "10.0.1.14"},
@@ -54,6 +54,34 @@ func TestDigestCountsAsCiliumHandsOut(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Digest (-want +got):\n%s", diff)
+	}
+}
+
+// TestDigestCountsWhatMayBeMarkedForAFirstPlacement: of the entries in
+// the release handshake, Marked counts those enipam-operator may have
+// marked for a static-IP claim's first placement: unowned, not in use,
+// marked-for-release or ready-for-release. Not a stamped one (its claim
+// has an address), one a pod uses, nor one released (leaving the pool).
+func TestDigestCountsWhatMayBeMarkedForAFirstPlacement(t *testing.T) {
+	cn := &ciliumv2.CiliumNode{}
+	cn.Spec.IPAM.Pool = ipamtypes.AllocationMap{
+		"10.0.1.10": {Resource: "eni-1"},
+		"10.0.1.11": {Resource: "eni-1"},
+		"10.0.1.12": {Resource: "eni-1"},
+		"10.0.1.13": {Resource: "eni-1"},
+		"10.0.1.14": {Resource: "eni-1", Owner: "db/db-0"},
+		"10.0.1.15": {Resource: "eni-1"},
+	}
+	cn.Status.IPAM.Used = ipamtypes.AllocationMap{"10.0.1.12": {Owner: "web/web-abc"}}
+	cn.Status.IPAM.ReleaseIPs = map[string]ipamtypes.IPReleaseStatus{
+		"10.0.1.10": ipamoption.IPAMMarkForRelease,
+		"10.0.1.11": ipamoption.IPAMReadyForRelease,
+		"10.0.1.12": ipamoption.IPAMMarkForRelease,
+		"10.0.1.13": ipamoption.IPAMReleased,
+		"10.0.1.14": ipamoption.IPAMMarkForRelease,
+	}
+	if p := Digest(cn); p.Marked != 2 || p.Leaving != 5 || p.Free != 1 {
+		t.Errorf("marked %d, leaving %d, free %d; want 2, 5, 1", p.Marked, p.Leaving, p.Free)
 	}
 }
 
