@@ -64,21 +64,27 @@ func TestDigestCountsAsCiliumHandsOut(t *testing.T) {
 // has an address), one a pod uses, nor one released (leaving the pool).
 func TestDigestCountsWhatMayBeMarkedForAFirstPlacement(t *testing.T) {
 	cn := &ciliumv2.CiliumNode{}
-	cn.Spec.IPAM.Pool = ipamtypes.AllocationMap{
-		"10.0.1.10": {Resource: "eni-1"},
-		"10.0.1.11": {Resource: "eni-1"},
-		"10.0.1.12": {Resource: "eni-1"},
-		"10.0.1.13": {Resource: "eni-1"},
-		"10.0.1.14": {Resource: "eni-1", Owner: "db/db-0"},
-		"10.0.1.15": {Resource: "eni-1"},
-	}
-	cn.Status.IPAM.Used = ipamtypes.AllocationMap{"10.0.1.12": {Owner: "web/web-abc"}}
-	cn.Status.IPAM.ReleaseIPs = map[string]ipamtypes.IPReleaseStatus{
-		"10.0.1.10": ipamoption.IPAMMarkForRelease,
-		"10.0.1.11": ipamoption.IPAMReadyForRelease,
-		"10.0.1.12": ipamoption.IPAMMarkForRelease,
-		"10.0.1.13": ipamoption.IPAMReleased,
-		"10.0.1.14": ipamoption.IPAMMarkForRelease,
+	cn.Spec.IPAM.Pool = ipamtypes.AllocationMap{}
+	cn.Status.IPAM.Used = ipamtypes.AllocationMap{}
+	cn.Status.IPAM.ReleaseIPs = map[string]ipamtypes.IPReleaseStatus{}
+	for _, e := range []struct {
+		ip, owner, usedBy string
+		state             ipamtypes.IPReleaseStatus
+	}{
+		{ip: "10.0.1.10", state: ipamoption.IPAMMarkForRelease},  // counted
+		{ip: "10.0.1.11", state: ipamoption.IPAMReadyForRelease}, // counted
+		{ip: "10.0.1.12", usedBy: "web/web-abc", state: ipamoption.IPAMMarkForRelease},
+		{ip: "10.0.1.13", state: ipamoption.IPAMReleased},
+		{ip: "10.0.1.14", owner: "db/db-0", state: ipamoption.IPAMMarkForRelease},
+		{ip: "10.0.1.15"}, // free
+	} {
+		cn.Spec.IPAM.Pool[e.ip] = ipamtypes.AllocationIP{Resource: "eni-1", Owner: e.owner}
+		if e.usedBy != "" {
+			cn.Status.IPAM.Used[e.ip] = ipamtypes.AllocationIP{Owner: e.usedBy}
+		}
+		if e.state != "" {
+			cn.Status.IPAM.ReleaseIPs[e.ip] = e.state
+		}
 	}
 	if p := Digest(cn); p.Marked != 2 || p.Leaving != 5 || p.Free != 1 {
 		t.Errorf("marked %d, leaving %d, free %d; want 2, 5, 1", p.Marked, p.Leaving, p.Free)
