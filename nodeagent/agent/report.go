@@ -16,7 +16,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -171,9 +170,9 @@ func (a *Agent) lastReport(ctx context.Context, nr *enipamv1alpha1.NodeRouting) 
 	lost := a.lostWrite
 	a.mu.Unlock()
 	if lost {
-		if fresh, err := a.readNodeRouting(ctx); err != nil {
+		if fresh, ok, err := a.nrWatch.Read(ctx); err != nil {
 			a.log.Warn("reading the NodeRouting after a status write with no answer", "err", err)
-		} else if fresh != nil {
+		} else if ok {
 			nr = fresh
 		}
 	}
@@ -184,22 +183,6 @@ func (a *Agent) lastReport(ctx context.Context, nr *enipamv1alpha1.NodeRouting) 
 		base = &w.status
 	}
 	return nr, *base.DeepCopy()
-}
-
-// readNodeRouting reads the node's NodeRouting from the apiserver, as
-// the watch lists it (the agent has no get verb); nil if there is none.
-func (a *Agent) readNodeRouting(ctx context.Context) (*enipamv1alpha1.NodeRouting, error) {
-	list := &enipamv1alpha1.NodeRoutingList{}
-	sel := fields.OneTermEqualSelector("metadata.name", a.cfg.NodeName)
-	if err := a.client.List(ctx, list, client.MatchingFieldsSelector{Selector: sel}); err != nil {
-		return nil, err
-	}
-	for i := range list.Items {
-		if list.Items[i].Name == a.cfg.NodeName {
-			return &list.Items[i], nil
-		}
-	}
-	return nil, nil
 }
 
 func (a *Agent) remapsArePending() bool {

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"sync"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -44,15 +45,12 @@ func NewWatcher[T client.Object](c client.WithWatch, kind, name string, newObj f
 // the object (created, updated, deleted) from the watch's goroutine; it
 // must not block.
 func (w *Watcher[T]) Start(ctx context.Context, notify func()) error {
-	sel := fields.OneTermEqualSelector("metadata.name", w.name).String()
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-			opts.FieldSelector = sel
-			list := w.newList()
-			return list, w.c.List(ctx, list, &client.ListOptions{Raw: &opts})
+			return w.list(ctx, opts)
 		},
 		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-			opts.FieldSelector = sel
+			opts.FieldSelector = w.selector()
 			return w.c.Watch(ctx, w.newList(), &client.ListOptions{Raw: &opts})
 		},
 	}
@@ -103,4 +101,37 @@ func (w *Watcher[T]) Current() (T, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.cur, w.has
+}
+
+// Read lists the object from the apiserver afresh, as the watch lists it
+// (no get verb), leaving the watch's copy alone; false if there is none.
+// The object is the caller's.
+func (w *Watcher[T]) Read(ctx context.Context) (T, bool, error) {
+	var zero T
+	list, err := w.list(ctx, metav1.ListOptions{})
+	if err != nil {
+		return zero, false, err
+	}
+	items, err := meta.ExtractList(list)
+	if err != nil {
+		return zero, false, err
+	}
+	for _, item := range items {
+		if o, ok := item.(T); ok && o.GetName() == w.name {
+			return o, true, nil
+		}
+	}
+	return zero, false, nil
+}
+
+// list lists with opts, narrowed to the object by its name.
+func (w *Watcher[T]) list(ctx context.Context, opts metav1.ListOptions) (client.ObjectList, error) {
+	opts.FieldSelector = w.selector()
+	list := w.newList()
+	return list, w.c.List(ctx, list, &client.ListOptions{Raw: &opts})
+}
+
+// selector selects the object by its name: the apiserver sends no other.
+func (w *Watcher[T]) selector() string {
+	return fields.OneTermEqualSelector("metadata.name", w.name).String()
 }

@@ -136,19 +136,6 @@ func (n *needs) setLocked(node string, empty bool) []string {
 	return wake
 }
 
-// holdNewENI decides whether node's new ENI waits (holdNewENI), counting
-// the other empty nodes, and if so records it, to be woken once no node
-// is empty.
-func (n *needs) holdNewENI(node string, need nodeNeed) bool {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if !holdNewENI(need, n.emptyElsewhereLocked(node)) {
-		return false
-	}
-	n.held[node] = true
-	return true
-}
-
 // planWhole reports whether a node's plan takes at once every new ENI its
 // need calls for (pool.ComputeWhole: extra new ENIs beyond the first)
 // rather than one (pool.Compute). EC2's Create and Attach buckets (5 a

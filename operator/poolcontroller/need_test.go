@@ -80,6 +80,13 @@ func TestWaveTakesItsWholeNeedWhenTheBucketsHoldIt(t *testing.T) {
 	}
 }
 
+// holdFor decides whether node's new ENI waits and records it held, as
+// a reconcile does: the decision counts the other empty nodes (readCross)
+// for holdNewENI, and take records the hold.
+func holdFor(n *needs, node string, need nodeNeed) bool {
+	return holdNewENI(need, n.emptyElsewhere(node)) && n.hold(node)
+}
+
 // TestHeldNodesWokenWhenNoneEmpty: a node's held new ENI is woken exactly
 // when the last empty node gets addresses or goes away, and a node still
 // empty never holds its own first ENI.
@@ -92,10 +99,10 @@ func TestHeldNodesWokenWhenNoneEmpty(t *testing.T) {
 	n.estimate("a", true) // joined, not reconciled yet
 	n.set("b", true)
 	n.set("c", false)
-	if !n.holdNewENI("c", topUp) {
+	if !holdFor(n, "c", topUp) {
 		t.Fatal("c's top-up was not held while a and b are empty")
 	}
-	if n.holdNewENI("b", nodeNeed{Free: 0, Needed: 10}) {
+	if holdFor(n, "b", nodeNeed{Free: 0, Needed: 10}) {
 		t.Fatal("b, empty, held its own first ENI")
 	}
 	n.estimate("c", true) // an event of c's own write: c was reconciled, the estimate is ignored
@@ -107,7 +114,7 @@ func TestHeldNodesWokenWhenNoneEmpty(t *testing.T) {
 	if !slices.Equal(woken, []string{"c"}) {
 		t.Fatalf("woken %v once no node is empty, want [c]", woken)
 	}
-	if n.holdNewENI("c", topUp) {
+	if holdFor(n, "c", topUp) {
 		t.Fatal("c's top-up held with no node empty")
 	}
 }

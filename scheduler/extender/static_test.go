@@ -2,10 +2,14 @@ package extender
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	ipamoption "github.com/cilium/cilium/pkg/ipam/option"
+	ipamtypes "github.com/cilium/cilium/pkg/ipam/types"
+	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -272,5 +276,59 @@ func TestPrioritizeFavoursTheNodeAClaimNotPlacedYetAsksFor(t *testing.T) {
 		if err != nil || len(scores) != 3 || scores[i].Score != want[i] {
 			t.Fatalf("no target: scores %v (%v), want target 3, free 10, coming 6", scores, err)
 		}
+	}
+}
+
+// fullPoolMarked is a node's CiliumNode as Digest reads it: ten entries,
+// nine used by pods, the tenth marked for release, unowned and unused,
+// as enipam-operator marks an ordinary entry for a claim's first
+// placement (stamped once Cilium's agent answers).
+func fullPoolMarked() *room.Pool {
+	cn := &ciliumv2.CiliumNode{}
+	cn.Spec.IPAM.Pool = ipamtypes.AllocationMap{}
+	cn.Status.IPAM.Used = ipamtypes.AllocationMap{}
+	for i := range 10 {
+		ip := fmt.Sprintf("10.0.16.%d", 20+i)
+		cn.Spec.IPAM.Pool[ip] = ipamtypes.AllocationIP{Resource: "eni-1"}
+		if i > 0 {
+			cn.Status.IPAM.Used[ip] = ipamtypes.AllocationIP{Owner: fmt.Sprintf("web/app-%d", i)}
+		}
+	}
+	cn.Status.IPAM.ReleaseIPs = map[string]ipamtypes.IPReleaseStatus{"10.0.16.20": ipamoption.IPAMMarkForRelease}
+	p := room.Digest(cn)
+	return &p
+}
+
+// TestFilterPassesTheNodeAClaimNotPlacedYetAsksFor: claim db-0 has no
+// address yet and asks for node target (spec.nodeName, its last bind,
+// which timed out); the operator marked target's one entry not in use
+// for it and waits for Cilium's agent to answer. Target cannot grow, so
+// as for any pod it has no free address; for db-0 it has the entry
+// marked for it, and filter passes it, as prioritize scores it (10, free
+// at most 9). A node as full but not the target is refused, and so is
+// the target once the claim asks for no node.
+func TestFilterPassesTheNodeAClaimNotPlacedYetAsksFor(t *testing.T) {
+	cannotGrow := &enipamv1alpha1.NodeCapacity{MaxIPs: 10, PoolIPs: 10, AvailabilityZone: "us-east-1a", Reason: "instance at capacity"}
+	s := newFakeState(
+		room.Node{Name: "target", Pool: fullPoolMarked(), Capacity: cannotGrow},
+		room.Node{Name: "free", Pool: &room.Pool{Size: 10, Free: 5}, Capacity: cannotGrow},
+		room.Node{Name: "full", Pool: fullPoolMarked(), Capacity: cannotGrow},
+	)
+	s.claims["web/db-0"] = room.Claim{Target: "target", Checked: true, Status: "Placing: 10.0.16.20 marked on node target; waiting for Cilium's agent to confirm no pod holds it before stamping it"}
+	e, _ := newExtender(t, s, DefaultConfig())
+	pod := podNamed("db-0", false)
+	res := e.Filter(context.Background(), &extenderv1.ExtenderArgs{Pod: pod, NodeNames: names("target", "free", "full")})
+	if res.Error != "" || !slicesEqual(*res.NodeNames, []string{"target", "free"}) {
+		t.Fatalf("filter passed %v (error %q, refused %v), want target and free", res.NodeNames, res.Error, res.FailedAndUnresolvableNodes)
+	}
+	scores, err := e.Prioritize(context.Background(), &extenderv1.ExtenderArgs{Pod: pod, NodeNames: names("target", "free")})
+	if err != nil || len(scores) != 2 || scores[0].Score != 10 || scores[1].Score != 9 {
+		t.Errorf("scores %v (%v): want target 10, free 9", scores, err)
+	}
+
+	s.claims["web/db-0"] = room.Claim{Checked: true}
+	res = e.Filter(context.Background(), &extenderv1.ExtenderArgs{Pod: pod, NodeNames: names("target", "free")})
+	if res.Error != "" || !slicesEqual(*res.NodeNames, []string{"free"}) || !strings.HasPrefix(res.FailedAndUnresolvableNodes["target"], room.ReasonNoIP) {
+		t.Fatalf("no target: filter passed %v (error %q, refused %v), want free alone", res.NodeNames, res.Error, res.FailedAndUnresolvableNodes)
 	}
 }

@@ -36,6 +36,12 @@ type Pool struct {
 	// they are being released (marked-for-release, ready-for-release,
 	// released).
 	Leaving int
+	// Marked counts the part of Leaving enipam-operator may have marked
+	// for a static-IP claim's first placement: IPv4 entries with no
+	// owner, not in use, marked-for-release or ready-for-release (it
+	// marks an ordinary free entry, and stamps it once the agent
+	// answers). Which claim a mark is for, the pool does not say.
+	Marked int
 	// Stamped maps the owner ("namespace/pod") of each owner-stamped entry
 	// not in use to its address: the agent gives that entry to that pod
 	// only.
@@ -94,6 +100,9 @@ func Digest(cn *ciliumv2.CiliumNode) Pool {
 		case leaving:
 			p.Size++
 			p.Leaving++
+			if e.Owner == "" && !inUse && cn.Status.IPAM.ReleaseIPs[ip] != ipamoption.IPAMReleased {
+				p.Marked++
+			}
 		default:
 			p.Size++
 		}
@@ -292,20 +301,25 @@ func Assess(n *Node, owner string) Verdict {
 	return v
 }
 
-// firstPlacement scores v, a fitting node's verdict for a claim with no
-// address yet, against the claim's target (spec.nodeName, the node the
-// last bind asked for): the operator's first placement is under way there
-// (an entry of its pool marked for release, which no longer counts as
-// free, and kept for the claim once the agent answers), and starts over
-// anywhere else. So the target scores as the pod's own entry would, and
-// every other node below it, save one whose pool holds an entry stamped
-// for the pod.
-func firstPlacement(v Verdict, node, target string) Verdict {
+// firstPlacement judges n for a claim with no address yet, v being
+// Assess's verdict, against the claim's target (spec.nodeName, the node
+// the last bind asked for): the operator's first placement is under way
+// there (an entry of its pool marked for release, which no longer counts
+// as free, and kept for the claim once the agent answers), and starts
+// over anywhere else. So the target holding a marked entry (Marked) fits
+// as the pod's own entry would, even with no free address for any other
+// pod; a target that fits otherwise scores as the pod's own entry too;
+// every other node scores below it, save one whose pool holds an entry
+// stamped for the pod. Filter and prioritize both judge so
+// (AssessStatic).
+func firstPlacement(v Verdict, n *Node, target string) Verdict {
 	switch {
-	case target == "" || !v.Kind.Fits() || v.Kind == Own:
-	case node == target:
+	case target == "" || v.Kind == Own:
+	case n.Name == target && n.Pool != nil && n.Pool.Marked > 0:
+		v = Verdict{Kind: Own, Score: scores[Own], Now: v.Now, Coming: v.Coming, Growth: v.Growth}
+	case n.Name == target && v.Kind.Fits():
 		v.Score = scores[Own]
-	default:
+	case v.Kind.Fits():
 		v.Score = min(v.Score, scores[Own]-1)
 	}
 	return v
@@ -341,15 +355,16 @@ type Claim struct {
 // zone with room for one more address of its subnet (a free slot on an
 // ENI in it, or a free ENI slot for a new one). Before the first
 // placement (no address yet) any node with an address for the pod fits,
-// in the requested subnet's zone if one was asked, and the claim's target
-// scores above the others (firstPlacement).
+// in the requested subnet's zone if one was asked, and so does the
+// claim's target while it holds an entry the operator may have marked for
+// the claim; the target scores above the others (firstPlacement).
 func AssessStatic(n *Node, owner string, c *Claim) Verdict {
 	if c.Address == "" {
-		v := Assess(n, owner)
+		v := firstPlacement(Assess(n, owner), n, c.Target)
 		if v.Kind.Fits() && c.Zone != "" && n.Capacity != nil && n.Capacity.AvailabilityZone != "" && n.Capacity.AvailabilityZone != c.Zone {
 			return Verdict{Kind: NoZone, Reason: fmt.Sprintf("static IP of subnet %s must be in %s", c.Subnet, c.Zone)}
 		}
-		return firstPlacement(v, n.Name, c.Target)
+		return v
 	}
 	if n.Pool == nil {
 		return Verdict{Kind: NoCiliumNode, Reason: ReasonNoCiliumNode}

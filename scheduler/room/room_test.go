@@ -46,7 +46,7 @@ func TestDigestCountsAsCiliumHandsOut(t *testing.T) {
 	cn.Status.ENI.ENIs = map[string]awstypes.ENI{"eni-1": {ID: "eni-1", Addresses: addrs("10.0.1.10", "10.0.1.11", "10.0.1.12", "10.0.1.13", "10.0.1.14", "10.0.1.15", "10.0.1.16")}}
 	got := Digest(cn)
 	want := Pool{
-		Size: 7, Free: 2, Free4: 2, Leaving: 2,
+		Size: 7, Free: 2, Free4: 2, Leaving: 2, Marked: 1,
 		Stamped: map[string]string{"db/db-0": "10.0.1.14"},
 		// db-1's stamp is in the handshake: its placement is under way.
 		Settled: map[string]string{"db/db-0": "10.0.1.14"},
@@ -54,6 +54,40 @@ func TestDigestCountsAsCiliumHandsOut(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Digest (-want +got):\n%s", diff)
+	}
+}
+
+// TestDigestCountsWhatMayBeMarkedForAFirstPlacement: of the entries in
+// the release handshake, Marked counts those enipam-operator may have
+// marked for a static-IP claim's first placement: unowned, not in use,
+// marked-for-release or ready-for-release. Not a stamped one (its claim
+// has an address), one a pod uses, nor one released (leaving the pool).
+func TestDigestCountsWhatMayBeMarkedForAFirstPlacement(t *testing.T) {
+	cn := &ciliumv2.CiliumNode{}
+	cn.Spec.IPAM.Pool = ipamtypes.AllocationMap{}
+	cn.Status.IPAM.Used = ipamtypes.AllocationMap{}
+	cn.Status.IPAM.ReleaseIPs = map[string]ipamtypes.IPReleaseStatus{}
+	for _, e := range []struct {
+		ip, owner, usedBy string
+		state             ipamtypes.IPReleaseStatus
+	}{
+		{ip: "10.0.1.10", state: ipamoption.IPAMMarkForRelease},  // counted
+		{ip: "10.0.1.11", state: ipamoption.IPAMReadyForRelease}, // counted
+		{ip: "10.0.1.12", usedBy: "web/web-abc", state: ipamoption.IPAMMarkForRelease},
+		{ip: "10.0.1.13", state: ipamoption.IPAMReleased},
+		{ip: "10.0.1.14", owner: "db/db-0", state: ipamoption.IPAMMarkForRelease},
+		{ip: "10.0.1.15"}, // free
+	} {
+		cn.Spec.IPAM.Pool[e.ip] = ipamtypes.AllocationIP{Resource: "eni-1", Owner: e.owner}
+		if e.usedBy != "" {
+			cn.Status.IPAM.Used[e.ip] = ipamtypes.AllocationIP{Owner: e.usedBy}
+		}
+		if e.state != "" {
+			cn.Status.IPAM.ReleaseIPs[e.ip] = e.state
+		}
+	}
+	if p := Digest(cn); p.Marked != 2 || p.Leaving != 5 || p.Free != 1 {
+		t.Errorf("marked %d, leaving %d, free %d; want 2, 5, 1", p.Marked, p.Leaving, p.Free)
 	}
 }
 

@@ -411,7 +411,9 @@ func (w *staticWorld) onlyIPs(want map[string]string) {
 }
 
 // cleanupNamespace removes the test's StatefulSets, pods and claims
-// (their finalizers too: the operator is stopped by then).
+// (their finalizers too). It runs before the world's cleanup (registered
+// later), so the operator may still run; the NodeRoutings are the world's
+// cleanup's (cleanupAPI), once the operator is stopped.
 func (w *staticWorld) cleanupNamespace() {
 	ctx := context.Background()
 	_ = env.Client.DeleteAllOf(ctx, &appsv1.StatefulSet{}, client.InNamespace(w.ns))
@@ -425,7 +427,6 @@ func (w *staticWorld) cleanupNamespace() {
 		_ = env.Client.Delete(ctx, c)
 	}
 	_ = env.Client.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: w.ns}})
-	_ = env.Client.DeleteAllOf(ctx, &enipamv1alpha1.NodeRouting{})
 }
 
 // TestStatefulSetPodKeepsItsIPWhereverItIsRescheduled: a StatefulSet db

@@ -1,10 +1,18 @@
 package schedtest_test
 
 import (
+	"io"
+	"net/http"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
 
+	awstypes "github.com/cilium/cilium/pkg/aws/types"
+	ciliumip "github.com/cilium/cilium/pkg/ip"
+	ipamoption "github.com/cilium/cilium/pkg/ipam/option"
+	ipamtypes "github.com/cilium/cilium/pkg/ipam/types"
+	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -51,4 +59,63 @@ func TestAStaticPodWithNoEligibleNodeStaysPendingAndSaysWhy(t *testing.T) {
 		t.Errorf("claim asked for %q (%v)", got.Spec.NodeName, err)
 	}
 	t.Logf("event: %s", msg)
+}
+
+// TestAClaimNotPlacedYetIsBoundOnTheNodeItAsksFor: the real
+// kube-scheduler with the chart's configuration. db-0's claim has no
+// address yet and asks for node target (spec.nodeName, as a bind that
+// timed out left it); enipam-operator marked target's one entry not in
+// use for it and waits for Cilium's agent to answer. Neither node can
+// grow, and the other is full: for any pod target has no free address,
+// for db-0 it has the entry marked for it. Filter passes target (the
+// extender holds the pod against it) and the bind waits there; once the
+// entry is stamped for db-0 and its ENI holds it, db-0 is bound to target.
+func TestAClaimNotPlacedYetIsBoundOnTheNodeItAsksFor(t *testing.T) {
+	w := newWorld(t, "first")
+	cannotGrow := func() *enipamv1alpha1.NodeCapacity {
+		return &enipamv1alpha1.NodeCapacity{MaxIPs: 10, PoolIPs: 10, AvailabilityZone: "us-east-1a", Reason: "instance at capacity"}
+	}
+	w.node("target", pool{used: 9, free: 1, capacity: cannotGrow()})
+	w.node("full", pool{used: 10, capacity: cannotGrow()})
+	w.seenByExtender(map[string]int64{"target": 10, "full": 0})
+	ip := w.freeIP("target")
+	w.cilium("target", func(cn *ciliumv2.CiliumNode) {
+		cn.Status.IPAM.ReleaseIPs = map[string]ipamtypes.IPReleaseStatus{ip: ipamoption.IPAMMarkForRelease}
+	}, func(*ciliumv2.CiliumNode) {})
+	w.seenByExtender(map[string]int64{"target": 0, "full": 0})
+
+	claim := &enipamv1alpha1.StaticIPClaim{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: "db-0"},
+		Spec: enipamv1alpha1.StaticIPClaimSpec{NodeName: w.nodeName("target"), ReclaimPolicy: enipamv1alpha1.ReclaimRetain}}
+	w.create(claim)
+	claim.Status = enipamv1alpha1.StaticIPClaimStatus{Phase: enipamv1alpha1.ClaimPlacing, ObservedGeneration: claim.Generation}
+	if err := env.Client.Status().Update(bg, claim); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond) // the extender's claim watch
+
+	w.pods("db", 1, nil)
+	w.eventually("the extender to hold db-0 against target", time.Minute, func() bool {
+		resp, err := http.Get(w.sched.MetricsURL + "/metrics")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return strings.Contains(string(b), "\nenipam_scheduler_holds 1\n")
+	})
+	if n := w.boundTo("db-0"); n != "" {
+		t.Fatalf("db-0 bound to %s before its entry was stamped", n)
+	}
+	w.cilium("target", func(cn *ciliumv2.CiliumNode) {
+		delete(cn.Status.IPAM.ReleaseIPs, ip)
+		cn.Status.ENI.ENIs = map[string]awstypes.ENI{"eni-1": {ID: "eni-1", Addresses: []ciliumip.Addr{ciliumip.AddrFrom(netip.MustParseAddr(ip))}}}
+	}, func(cn *ciliumv2.CiliumNode) {
+		e := cn.Spec.IPAM.Pool[ip]
+		e.Owner = w.ns + "/db-0"
+		cn.Spec.IPAM.Pool[ip] = e
+	})
+	w.eventually("db-0 bound to target", time.Minute, func() bool { return w.boundTo("db-0") == "target" })
+	if msg := w.failedScheduling("db-0"); msg != "" {
+		t.Errorf("db-0 refused on its way: %s", msg)
+	}
 }
