@@ -174,6 +174,10 @@ type memory struct {
 	excessFloor  int
 	failures     int
 	lastWarning  string
+	// lastConflict is the policy conflict last told of (PolicyConflict),
+	// apart from lastWarning, which a node in shape clears: a conflict
+	// lasts as long as the policies do.
+	lastConflict string
 	deficitAt    time.Time
 	// state is the node's last outcome, for enipam_nodes.
 	state string

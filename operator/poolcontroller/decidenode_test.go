@@ -504,6 +504,20 @@ func TestDecideNode(t *testing.T) {
 			}
 		},
 	}, {
+		// A node in shape forgets its last allocation warning; the
+		// conflict, told once, is not told again on every reconcile.
+		name:  "the other policies that match the node are told of once, not again on the next reconcile",
+		setup: func(f *facts) { f.policyConflict = "ENIPolicy a governs this node; b also match and are ignored" },
+		check: func(t *testing.T, f *facts, d decision) {
+			g := base()
+			g.policyConflict, g.mem = f.policyConflict, d.mem
+			g.orig = g.cn.DeepCopy()
+			inputs(g)
+			if e := decide(g).notes.events; len(e) != 0 {
+				t.Errorf("the next reconcile told again: %+v", e)
+			}
+		},
+	}, {
 		name: "while the subnet has no free /28, the plan asks for single addresses, not prefixes",
 		setup: func(f *facts) {
 			f.cfg.PrefixDelegation = true

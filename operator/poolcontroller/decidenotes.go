@@ -89,7 +89,12 @@ func (e *decisionEnv) warn(obj runtime.Object, mem *memory, reason, note string)
 		return
 	}
 	mem.lastWarning = reason + note
-	e.events.Eventf(obj, nil, "Warning", reason, "Allocate", "%s", note)
+	e.event(obj, "Warning", reason, note)
+}
+
+// event notes an event on the node.
+func (e *decisionEnv) event(obj runtime.Object, eventType, reason, note string) {
+	e.events.Eventf(obj, nil, eventType, reason, "Allocate", "%s", note)
 }
 
 // setState notes the node's outcome for enipam_nodes.

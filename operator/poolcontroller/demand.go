@@ -67,10 +67,17 @@ func (s *nodeSync) readArrivals() {
 }
 
 // notePolicyConflict tells, once per change, that other policies match
-// the node than the one governing it.
+// the node than the one governing it. Its memory is its own
+// (lastConflict): through the allocation warnings' (lastWarning), which
+// a node in shape clears, it was told on every reconcile, and an
+// allocation warning alternating with it was told again each time.
 func (s *deciding) notePolicyConflict() {
+	if s.policyConflict == s.mem.lastConflict {
+		return
+	}
+	s.mem.lastConflict = s.policyConflict
 	if s.policyConflict != "" {
-		s.r.warn(s.cn, s.mem, ReasonPolicyConflict, s.policyConflict)
+		s.r.event(s.cn, "Warning", ReasonPolicyConflict, s.policyConflict)
 	}
 }
 

@@ -129,6 +129,7 @@ func (e *Extender) Filter(ctx context.Context, args *extenderv1.ExtenderArgs) *e
 	if static && (claim.Address != "" || claim.Invalid != "") {
 		return e.filterStatic(args, pod, names, &claim)
 	}
+	assess := e.assessor(owner, claim, static)
 	start := e.now()
 	deadline := start.Add(e.cfg.SettleTimeout)
 	var (
@@ -139,14 +140,9 @@ func (e *Extender) Filter(ctx context.Context, args *extenderv1.ExtenderArgs) *e
 	for {
 		var changed <-chan struct{}
 		nodes, changed = e.state.View(pod, names, e.now().Add(-e.cfg.SettleTimeout))
-		verdicts = assessAll(nodes, owner)
-		if static {
-			for i := range nodes {
-				verdicts[i] = room.AssessStatic(&nodes[i], owner, &claim)
-			}
-		}
+		verdicts = assessAll(nodes, assess)
 		left := deadline.Sub(e.now())
-		if left <= 0 || !refusedForHolds(nodes, verdicts, owner) {
+		if left <= 0 || !refusedForHolds(nodes, verdicts, assess) {
 			break
 		}
 		waited = true
@@ -202,23 +198,27 @@ func (e *Extender) Prioritize(_ context.Context, args *extenderv1.ExtenderArgs) 
 		return nil, ErrNotSynced
 	}
 	nodes, _ := e.state.View(pod, names, e.now())
-	owner := pod.Namespace + "/" + pod.Name
-	verdicts := assessAll(nodes, owner)
-	if claim, static, err := e.static(pod); err == nil && static {
-		for i := range nodes {
-			verdicts[i] = room.AssessStatic(&nodes[i], owner, &claim)
-		}
-	}
+	claim, static, err := e.static(pod)
+	verdicts := assessAll(nodes, e.assessor(pod.Namespace+"/"+pod.Name, claim, static && err == nil))
 	for i, v := range verdicts {
 		out[i] = extenderv1.HostPriority{Host: nodes[i].Name, Score: v.Score}
 	}
 	return out, nil
 }
 
-func assessAll(nodes []room.Node, owner string) []room.Verdict {
+// assessor judges a node for owner's pod: as a static-IP pod of claim
+// when static, else as any pod.
+func (e *Extender) assessor(owner string, claim room.Claim, static bool) func(*room.Node) room.Verdict {
+	if static {
+		return func(n *room.Node) room.Verdict { return room.AssessStatic(n, owner, &claim) }
+	}
+	return func(n *room.Node) room.Verdict { return room.Assess(n, owner) }
+}
+
+func assessAll(nodes []room.Node, assess func(*room.Node) room.Verdict) []room.Verdict {
 	out := make([]room.Verdict, len(nodes))
 	for i := range nodes {
-		out[i] = room.Assess(&nodes[i], owner)
+		out[i] = assess(&nodes[i])
 	}
 	return out
 }
@@ -226,14 +226,17 @@ func assessAll(nodes []room.Node, owner string) []room.Verdict {
 // refusedForHolds reports whether some refused node would fit but for
 // young holds: placements the scheduler has likely just made elsewhere,
 // about to be seen.
-func refusedForHolds(nodes []room.Node, verdicts []room.Verdict, owner string) bool {
+// The node is judged again as the pod is (assess: a static-IP pod's
+// claim and zone too), so a node refused whatever its holds, such as one
+// outside the claim's zone, is not waited for.
+func refusedForHolds(nodes []room.Node, verdicts []room.Verdict, assess func(*room.Node) room.Verdict) bool {
 	for i, v := range verdicts {
 		if v.Kind.Fits() || nodes[i].Young == 0 {
 			continue
 		}
 		n := nodes[i]
 		n.Promised -= n.Young
-		if room.Assess(&n, owner).Kind.Fits() {
+		if assess(&n).Kind.Fits() {
 			return true
 		}
 	}

@@ -332,3 +332,32 @@ func TestFilterPassesTheNodeAClaimNotPlacedYetAsksFor(t *testing.T) {
 		t.Fatalf("no target: filter passed %v (error %q, refused %v), want free alone", res.NodeNames, res.Error, res.FailedAndUnresolvableNodes)
 	}
 }
+
+// TestFilterDoesNotWaitOnANodeOutsideTheClaimsZone: a static-IP pod
+// whose claim has no address yet (first placement, in us-east-1a) and a
+// node of us-east-1b whose last free address a pod passed an instant ago
+// holds. The node is refused for its zone whatever the hold, so filter
+// answers at once instead of waiting the settle timeout for the hold to
+// be seen (it judged the node again as for any pod, which fits once the
+// hold is gone).
+func TestFilterDoesNotWaitOnANodeOutsideTheClaimsZone(t *testing.T) {
+	s := newFakeState(room.Node{Name: "other", Pool: &room.Pool{Size: 10, Free: 1}, Promised: 1, Held: 1, Young: 1,
+		Capacity: &enipamv1alpha1.NodeCapacity{MaxIPs: 27, PoolIPs: 10, AvailabilityZone: "us-east-1b"}})
+	s.claims["web/db-0"] = room.Claim{Subnet: "subnet-a", Zone: "us-east-1a", Checked: true}
+	e, reg := newExtender(t, s, Config{SettleTimeout: time.Hour})
+	done := make(chan *extenderv1.ExtenderFilterResult, 1)
+	go func() {
+		done <- e.Filter(context.Background(), &extenderv1.ExtenderArgs{Pod: podNamed("db-0", false), NodeNames: names("other")})
+	}()
+	select {
+	case res := <-done:
+		if len(*res.NodeNames) != 0 || res.FailedAndUnresolvableNodes["other"] == "" {
+			t.Errorf("filter: %+v, want other refused", res)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("filter waited for the hold on a node outside the claim's zone")
+	}
+	if n := metricValue(t, reg, "enipam_scheduler_settle_waits_total"); n != 0 {
+		t.Errorf("settle waits %v, want 0", n)
+	}
+}
