@@ -40,6 +40,7 @@ func TestNodeRoutingApplyWithoutSpecENIsUnderAnEarlierCRD(t *testing.T) {
 		Spec: enipamv1alpha1.NodeRoutingSpec{InstanceID: "i-1"}}
 	refused := ".spec.enis"
 	var applies, refusals int
+	upgraded := false // the CRDs upgraded: spec.enis accepted
 	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(nr).WithInterceptorFuncs(interceptor.Funcs{
 		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
 			applies++
@@ -47,7 +48,7 @@ func TestNodeRoutingApplyWithoutSpecENIsUnderAnEarlierCRD(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			if strings.Contains(string(data), `"enis"`) {
+			if strings.Contains(string(data), `"enis"`) && !upgraded {
 				refusals++
 				return apierrors.NewInternalError(errors.New("failed to create typed patch object (/n1; enipam.io/v1alpha1, Kind=NodeRouting): " +
 					refused + ": field not declared in schema"))
@@ -108,6 +109,29 @@ func TestNodeRoutingApplyWithoutSpecENIsUnderAnEarlierCRD(t *testing.T) {
 	if refusals != 1 {
 		t.Errorf("%d refusals, want still 1: the applies go without spec.enis", refusals)
 	}
+
+	// The CRDs upgraded within the retry's ten minutes: the applies still
+	// go without spec.enis; past them, the next apply sends it again.
+	upgraded = true
+	start := time.Now()
+	r.now = func() time.Time { return start.Add(9 * time.Minute) }
+	s = reconcile()
+	if !s.noSpecENIs {
+		t.Error("spec.enis tried again within the retry")
+	}
+	r.now = func() time.Time { return start.Add(11 * time.Minute) }
+	s = reconcile()
+	if s.noSpecENIs || !s.eniCopyWaits() {
+		t.Errorf("past the retry: noSpecENIs %v, the ENIs' copy waits %v; want false, true", s.noSpecENIs, s.eniCopyWaits())
+	}
+	s.routingWant.ENIs = []enipamv1alpha1.NodeENI{eni}
+	if err := s.writeRouting(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := stored(); len(got.Spec.ENIs) != 1 || got.Spec.ENIs[0].ID != eni.ID {
+		t.Errorf("stored spec.enis %+v past the retry, want %s", got.Spec.ENIs, eni.ID)
+	}
+	upgraded = false
 
 	// Another field refused: not the CRD's lack of spec.enis.
 	r2 := &Reconciler{client: c, now: time.Now, log: slog.New(slog.NewTextHandler(io.Discard, nil)), nodes: map[string]*memory{}}
