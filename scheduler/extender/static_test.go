@@ -351,13 +351,19 @@ func TestFilterDoesNotWaitOnANodeOutsideTheClaimsZone(t *testing.T) {
 	}()
 	select {
 	case res := <-done:
-		if len(*res.NodeNames) != 0 || res.FailedAndUnresolvableNodes["other"] == "" {
-			t.Errorf("filter: %+v, want other refused", res)
+		// Refused for the zone, though full for any pod too (once the
+		// hold counts): the event names the cause the pod can do
+		// nothing about.
+		if len(*res.NodeNames) != 0 || !strings.Contains(res.FailedAndUnresolvableNodes["other"], "must be in us-east-1a") {
+			t.Errorf("filter: %+v, want other refused for its zone", res)
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("filter waited for the hold on a node outside the claim's zone")
 	}
 	if n := metricValue(t, reg, "enipam_scheduler_settle_waits_total"); n != 0 {
 		t.Errorf("settle waits %v, want 0", n)
+	}
+	if n := metricValue(t, reg, "enipam_scheduler_node_refusals_total", "reason", "no_zone"); n != 1 {
+		t.Errorf("refusals for the zone %v, want 1", n)
 	}
 }

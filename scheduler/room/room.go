@@ -355,16 +355,20 @@ type Claim struct {
 // zone with room for one more address of its subnet (a free slot on an
 // ENI in it, or a free ENI slot for a new one). Before the first
 // placement (no address yet) any node with an address for the pod fits,
-// in the requested subnet's zone if one was asked, and so does the
-// claim's target while it holds an entry the operator may have marked for
-// the claim; the target scores above the others (firstPlacement).
+// in the requested subnet's zone if one was asked (a node outside it is
+// refused for the zone, whatever its pool), and so does the claim's
+// target while it holds an entry the operator may have marked for the
+// claim; the target scores above the others (firstPlacement).
 func AssessStatic(n *Node, owner string, c *Claim) Verdict {
 	if c.Address == "" {
-		v := firstPlacement(Assess(n, owner), n, c.Target)
-		if v.Kind.Fits() && c.Zone != "" && n.Capacity != nil && n.Capacity.AvailabilityZone != "" && n.Capacity.AvailabilityZone != c.Zone {
+		// The zone is the claim's: a node outside it is refused for it
+		// whatever its pool, so that a full one is not said to lack a
+		// free IP (the pod's event would send its reader to the wrong
+		// cause).
+		if c.Zone != "" && n.Capacity != nil && n.Capacity.AvailabilityZone != "" && n.Capacity.AvailabilityZone != c.Zone {
 			return Verdict{Kind: NoZone, Reason: fmt.Sprintf("static IP of subnet %s must be in %s", c.Subnet, c.Zone)}
 		}
-		return v
+		return firstPlacement(Assess(n, owner), n, c.Target)
 	}
 	if n.Pool == nil {
 		return Verdict{Kind: NoCiliumNode, Reason: ReasonNoCiliumNode}

@@ -214,3 +214,35 @@ func TestDigestCountsEachFamily(t *testing.T) {
 		t.Errorf("IPv6 alone: size %d, free %d; want 0, 5", got.Size, got.Free)
 	}
 }
+
+// TestAFirstPlacementOutsideTheClaimsZoneIsRefusedForTheZone: claim
+// db-0 has no address yet and asks for subnet-a, in us-east-1a. A node
+// of us-east-1b is refused for the zone whether its pool is full (no
+// free IP for any pod either), has a free address, or is the claim's
+// target holding an entry marked for release: the zone is a fact about
+// the claim, and a pod's event that said "no free IP" of the full node
+// would send its reader to the wrong cause. A full node of us-east-1a
+// is still refused for having no free IP, and a node of unknown zone
+// (no capacity reported) is judged by its pool.
+func TestAFirstPlacementOutsideTheClaimsZoneIsRefusedForTheZone(t *testing.T) {
+	zoneB := &enipamv1alpha1.NodeCapacity{MaxIPs: 10, PoolIPs: 10, AvailabilityZone: "us-east-1b", Reason: "instance at capacity"}
+	zoneA := &enipamv1alpha1.NodeCapacity{MaxIPs: 10, PoolIPs: 10, AvailabilityZone: "us-east-1a", Reason: "instance at capacity"}
+	c := &Claim{Subnet: "subnet-a", Zone: "us-east-1a", Target: "marked-b", Checked: true}
+	for _, tc := range []struct {
+		node   Node
+		want   Kind
+		reason string
+	}{
+		{Node{Name: "full-b", Pool: &Pool{Size: 10}, Capacity: zoneB}, NoZone, "must be in us-east-1a"},
+		{Node{Name: "free-b", Pool: &Pool{Size: 10, Free: 3}, Capacity: zoneB}, NoZone, "must be in us-east-1a"},
+		{Node{Name: "marked-b", Pool: &Pool{Size: 10, Leaving: 1, Marked: 1}, Capacity: zoneB}, NoZone, "must be in us-east-1a"},
+		{Node{Name: "no-ciliumnode-b", Capacity: zoneB}, NoZone, "must be in us-east-1a"},
+		{Node{Name: "full-a", Pool: &Pool{Size: 10}, Capacity: zoneA}, NoIP, ReasonNoIP},
+		{Node{Name: "unreported", Pool: &Pool{Size: 10, Free: 1}}, Free, ""},
+	} {
+		v := AssessStatic(&tc.node, "db/db-0", c)
+		if v.Kind != tc.want || !strings.Contains(v.Reason, tc.reason) || (tc.reason == "") != v.Kind.Fits() {
+			t.Errorf("%s: %+v (%s), want %s with %q", tc.node.Name, v, v.Kind, tc.want, tc.reason)
+		}
+	}
+}
