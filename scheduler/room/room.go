@@ -312,6 +312,24 @@ func Assess(n *Node, owner string) Verdict {
 // every other node scores below it, save one whose pool holds an entry
 // stamped for the pod. Filter and prioritize both judge so
 // (AssessStatic).
+//
+// Marked cannot tell the operator's mark for this claim from any other
+// mark of an unowned free entry (an excess release, an address EC2 no
+// longer shows on its ENI), so such a mark lets the target pass too. No
+// object says whose mark it is: Cilium's pool entry holds only owner and
+// resource, and the owner cannot be written before the agent answers (it
+// would hand that entry to that pod whatever its handshake, see
+// operator/poolcontroller/static.go); release-ips holds only a state;
+// the agent rewrites the CiliumNode's labels and annotations; the
+// claim's placement note has no address for a first placement (the
+// marked one is only in its words, copied into the Ready condition), and
+// its reason, Placing, is also said while no entry is marked (waiting
+// for a free address, assigning a secondary one); the note is written
+// after the CiliumNode, so requiring it would refuse the target between
+// the two writes. A target passed on another's mark costs binds that
+// wait for the stamp, each up to the bind timeout, until the operator
+// finds the node an address or the other handshake ends; nothing is
+// stamped before the agent's answer, whichever node passes.
 func firstPlacement(v Verdict, n *Node, target string) Verdict {
 	switch {
 	case target == "" || v.Kind == Own:
