@@ -67,12 +67,17 @@ func TestAStaticPodGoesWhereItsAddressCanLive(t *testing.T) {
 // an error, so kube-scheduler retries the pod.
 func TestAClaimNotReadyForPlacementIsSaidSo(t *testing.T) {
 	s := staticCluster()
-	e, _ := newExtender(t, s, DefaultConfig())
+	e, reg := newExtender(t, s, DefaultConfig())
 	pod := podNamed("db-0", false)
 	s.claims["web/db-0"] = room.Claim{Address: "192.168.1.1", Checked: true, Invalid: "AddressOutsideSubnets: 192.168.1.1 is in no subnet of the VPCs enipam serves"}
 	res := e.Filter(context.Background(), &extenderv1.ExtenderArgs{Pod: pod, NodeNames: names("holder", "roomy")})
 	if len(*res.NodeNames) != 0 || !strings.Contains(res.FailedAndUnresolvableNodes["roomy"], "192.168.1.1 is in no subnet") {
 		t.Errorf("invalid claim: %+v", res)
+	}
+	// Counted as the claim's refusal, not as nodes without a free IP.
+	if inv, noIP := metricValue(t, reg, "enipam_scheduler_node_refusals_total", "reason", "static_invalid"),
+		metricValue(t, reg, "enipam_scheduler_node_refusals_total", "reason", "no_ip"); inv != 2 || noIP != 0 {
+		t.Errorf("refusals: static_invalid %v, no_ip %v; want 2, 0", inv, noIP)
 	}
 	for _, c := range []room.Claim{{Address: "10.0.16.9"}, {Address: "10.0.16.9", Checked: true, Deleting: true}} {
 		s.claims["web/db-0"] = c
