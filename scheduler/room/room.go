@@ -46,6 +46,12 @@ type Pool struct {
 	// not in use to its address: the agent gives that entry to that pod
 	// only.
 	Stamped map[string]string
+	// Answered maps the owner of each owner-stamped IPv4 entry not in
+	// use, marked-for-release or ready-for-release, to its address: the
+	// agent hands it to that pod whatever the handshake. For a claim with
+	// no address yet it is the operator's first placement stamped on the
+	// agent's answer, the answer not withdrawn yet.
+	Answered map[string]string
 	// UsedBy holds the owners of status.ipam.used: pods that already have
 	// their address, whatever their status says yet.
 	UsedBy map[string]struct{}
@@ -100,8 +106,15 @@ func Digest(cn *ciliumv2.CiliumNode) Pool {
 		case leaving:
 			p.Size++
 			p.Leaving++
-			if e.Owner == "" && !inUse && cn.Status.IPAM.ReleaseIPs[ip] != ipamoption.IPAMReleased {
+			switch {
+			case inUse || cn.Status.IPAM.ReleaseIPs[ip] == ipamoption.IPAMReleased:
+			case e.Owner == "":
 				p.Marked++
+			default:
+				if p.Answered == nil {
+					p.Answered = map[string]string{}
+				}
+				p.Answered[e.Owner] = ip
 			}
 		default:
 			p.Size++
@@ -306,12 +319,14 @@ func Assess(n *Node, owner string) Verdict {
 // the last bind asked for): the operator's first placement is under way
 // there (an entry of its pool marked for release, which no longer counts
 // as free, and kept for the claim once the agent answers), and starts
-// over anywhere else. So the target holding a marked entry (Marked) fits
-// as the pod's own entry would, even with no free address for any other
-// pod; a target that fits otherwise scores as the pod's own entry too;
-// every other node scores below it, save one whose pool holds an entry
-// stamped for the pod. Filter and prioritize both judge so
-// (AssessStatic).
+// over anywhere else. So the target holding a marked entry (Marked), or
+// the entry the operator stamped for the pod on the agent's answer before
+// it withdraws the answer in a later pass (Answered: the pod's address is
+// there, not settled yet, and the claim records it next), fits as the
+// pod's own entry would, even with no free address for any other pod; a
+// target that fits otherwise scores as the pod's own entry too; every
+// other node scores below it, save one whose pool holds an entry stamped
+// for the pod. Filter and prioritize both judge so (AssessStatic).
 //
 // Marked cannot tell the operator's mark for this claim from any other
 // mark of an unowned free entry (an excess release, an address EC2 no
@@ -330,10 +345,10 @@ func Assess(n *Node, owner string) Verdict {
 // wait for the stamp, each up to the bind timeout, until the operator
 // finds the node an address or the other handshake ends; nothing is
 // stamped before the agent's answer, whichever node passes.
-func firstPlacement(v Verdict, n *Node, target string) Verdict {
+func firstPlacement(v Verdict, n *Node, owner, target string) Verdict {
 	switch {
 	case target == "" || v.Kind == Own:
-	case n.Name == target && n.Pool != nil && n.Pool.Marked > 0:
+	case n.Name == target && n.Pool != nil && (n.Pool.Marked > 0 || (owner != "" && n.Pool.Answered[owner] != "")):
 		v = Verdict{Kind: Own, Score: scores[Own], Now: v.Now, Coming: v.Coming, Growth: v.Growth}
 	case n.Name == target && v.Kind.Fits():
 		v.Score = scores[Own]
@@ -386,7 +401,7 @@ func AssessStatic(n *Node, owner string, c *Claim) Verdict {
 		if c.Zone != "" && n.Capacity != nil && n.Capacity.AvailabilityZone != "" && n.Capacity.AvailabilityZone != c.Zone {
 			return Verdict{Kind: NoZone, Reason: fmt.Sprintf("static IP of subnet %s must be in %s", c.Subnet, c.Zone)}
 		}
-		return firstPlacement(Assess(n, owner), n, c.Target)
+		return firstPlacement(Assess(n, owner), n, owner, c.Target)
 	}
 	if n.Pool == nil {
 		return Verdict{Kind: NoCiliumNode, Reason: ReasonNoCiliumNode}

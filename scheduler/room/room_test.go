@@ -49,8 +49,9 @@ func TestDigestCountsAsCiliumHandsOut(t *testing.T) {
 		Size: 7, Free: 2, Free4: 2, Leaving: 2, Marked: 1,
 		Stamped: map[string]string{"db/db-0": "10.0.1.14"},
 		// db-1's stamp is in the handshake: its placement is under way.
-		Settled: map[string]string{"db/db-0": "10.0.1.14"},
-		UsedBy:  map[string]struct{}{"web/web-abc": {}, "router": {}},
+		Answered: map[string]string{"db/db-1": "10.0.1.16"},
+		Settled:  map[string]string{"db/db-0": "10.0.1.14"},
+		UsedBy:   map[string]struct{}{"web/web-abc": {}, "router": {}},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Digest (-want +got):\n%s", diff)
@@ -243,6 +244,35 @@ func TestAFirstPlacementOutsideTheClaimsZoneIsRefusedForTheZone(t *testing.T) {
 		v := AssessStatic(&tc.node, "db/db-0", c)
 		if v.Kind != tc.want || !strings.Contains(v.Reason, tc.reason) || (tc.reason == "") != v.Kind.Fits() {
 			t.Errorf("%s: %+v (%s), want %s with %q", tc.node.Name, v, v.Kind, tc.want, tc.reason)
+		}
+	}
+}
+
+// TestTheTargetHoldingTheFirstPlacementsAnsweredStampFits: claim db-0
+// has no address recorded yet and asks for node target, full for any
+// pod. The operator stamped 10.0.1.20 there for db-0 on the agent's
+// ready-for-release, which it withdraws in its next pass: the agent
+// hands that entry to db-0 alone, so target fits as db-0's own (10),
+// not refused for having no free IP. Another node with such a stamp
+// (the claim asks for target now) and target with a stamp of another
+// pod are judged as for any pod.
+func TestTheTargetHoldingTheFirstPlacementsAnsweredStampFits(t *testing.T) {
+	full := func(owner string) *Pool {
+		cn := &ciliumv2.CiliumNode{}
+		cn.Spec.IPAM.Pool = ipamtypes.AllocationMap{"10.0.1.10": {Resource: "eni-1"}, "10.0.1.20": {Resource: "eni-1", Owner: owner}}
+		cn.Status.IPAM.Used = ipamtypes.AllocationMap{"10.0.1.10": {Owner: "web/web-abc"}}
+		cn.Status.IPAM.ReleaseIPs = map[string]ipamtypes.IPReleaseStatus{"10.0.1.20": ipamoption.IPAMReadyForRelease}
+		p := Digest(cn)
+		return &p
+	}
+	atCapacity := &enipamv1alpha1.NodeCapacity{MaxIPs: 2, PoolIPs: 2, AvailabilityZone: "us-east-1a", Reason: "instance at capacity"}
+	c := &Claim{Subnet: "subnet-a", Zone: "us-east-1a", Target: "target", Checked: true}
+	if v := AssessStatic(&Node{Name: "target", Pool: full("db/db-0"), Capacity: atCapacity}, "db/db-0", c); v.Kind != Own || v.Score != 10 {
+		t.Errorf("target: %+v (%s), want own, 10", v, v.Kind)
+	}
+	for _, tc := range []struct{ node, owner string }{{"elsewhere", "db/db-0"}, {"target", "db/db-1"}} {
+		if v := AssessStatic(&Node{Name: tc.node, Pool: full(tc.owner), Capacity: atCapacity}, "db/db-0", c); v.Kind != NoIP {
+			t.Errorf("%s with a stamp of %s: %+v (%s), want no_ip", tc.node, tc.owner, v, v.Kind)
 		}
 	}
 }
