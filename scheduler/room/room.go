@@ -391,7 +391,8 @@ type Claim struct {
 // in the requested subnet's zone if one was asked (a node outside it is
 // refused for the zone, whatever its pool), and so does the claim's
 // target while it holds an entry the operator may have marked for the
-// claim; the target scores above the others (firstPlacement).
+// claim, or stamped for it on the agent's answer; the target scores above
+// the others (firstPlacement).
 func AssessStatic(n *Node, owner string, c *Claim) Verdict {
 	if c.Address == "" {
 		// The zone is the claim's: a node outside it is refused for it
