@@ -28,7 +28,7 @@ func newMetrics(reg prometheus.Registerer, state State) (*metrics, error) {
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "request_duration_seconds",
 			Help: "Time to answer an extender call, by verb.", Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10)}, []string{"verb"}),
 		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "node_refusals_total",
-			Help: "Nodes refused to a pod by filter, by reason (no_ciliumnode, no_capacity, no_ip, no_zone, no_slot, static_moving)."}, []string{"reason"}),
+			Help: "Nodes refused to a pod by filter, by reason (no_ciliumnode, no_capacity, no_ip, no_zone, no_slot, static_moving, static_invalid)."}, []string{"reason"}),
 		settleWaits: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "settle_waits_total",
 			Help: "Filter calls that waited for the scheduler's latest placements to be seen before refusing a node."}),
 		settleSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Name: "settle_wait_seconds",

@@ -36,18 +36,23 @@ func (e *Extender) static(pod *corev1.Pod) (room.Claim, bool, error) {
 
 // filterStatic keeps the nodes that can hold the static address a pod's
 // claim already has (room.AssessStatic), refusing every node with the
-// claim's reason when the operator found it invalid. Such a pod takes no
-// free pool address, so it is never held against a node.
+// claim's reason when the operator found it invalid (counted
+// static_invalid: no node lacks anything then). Such a pod takes no free
+// pool address, so it is never held against a node.
 func (e *Extender) filterStatic(args *extenderv1.ExtenderArgs, pod *corev1.Pod, names []string, c *room.Claim) *extenderv1.ExtenderFilterResult {
 	owner := pod.Namespace + "/" + pod.Name
 	failed := extenderv1.FailedNodesMap{}
+	if c.Invalid != "" {
+		for _, n := range names {
+			failed[n] = "static IP claim " + owner + ": " + c.Invalid
+		}
+		e.metrics.refusals.WithLabelValues("static_invalid").Add(float64(len(names)))
+		return filterResult(args, nil, failed)
+	}
 	var passed []string
 	nodes, _ := e.state.View(pod, names, e.now())
 	for i := range nodes {
 		v := room.AssessStatic(&nodes[i], owner, c)
-		if c.Invalid != "" {
-			v = room.Verdict{Kind: room.NoIP, Reason: "static IP claim " + owner + ": " + c.Invalid}
-		}
 		if v.Kind.Fits() {
 			passed = append(passed, nodes[i].Name)
 			continue

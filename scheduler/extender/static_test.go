@@ -67,12 +67,17 @@ func TestAStaticPodGoesWhereItsAddressCanLive(t *testing.T) {
 // an error, so kube-scheduler retries the pod.
 func TestAClaimNotReadyForPlacementIsSaidSo(t *testing.T) {
 	s := staticCluster()
-	e, _ := newExtender(t, s, DefaultConfig())
+	e, reg := newExtender(t, s, DefaultConfig())
 	pod := podNamed("db-0", false)
 	s.claims["web/db-0"] = room.Claim{Address: "192.168.1.1", Checked: true, Invalid: "AddressOutsideSubnets: 192.168.1.1 is in no subnet of the VPCs enipam serves"}
 	res := e.Filter(context.Background(), &extenderv1.ExtenderArgs{Pod: pod, NodeNames: names("holder", "roomy")})
 	if len(*res.NodeNames) != 0 || !strings.Contains(res.FailedAndUnresolvableNodes["roomy"], "192.168.1.1 is in no subnet") {
 		t.Errorf("invalid claim: %+v", res)
+	}
+	// Counted as the claim's refusal, not as nodes without a free IP.
+	if inv, noIP := metricValue(t, reg, "enipam_scheduler_node_refusals_total", "reason", "static_invalid"),
+		metricValue(t, reg, "enipam_scheduler_node_refusals_total", "reason", "no_ip"); inv != 2 || noIP != 0 {
+		t.Errorf("refusals: static_invalid %v, no_ip %v; want 2, 0", inv, noIP)
 	}
 	for _, c := range []room.Claim{{Address: "10.0.16.9"}, {Address: "10.0.16.9", Checked: true, Deleting: true}} {
 		s.claims["web/db-0"] = c
@@ -351,13 +356,19 @@ func TestFilterDoesNotWaitOnANodeOutsideTheClaimsZone(t *testing.T) {
 	}()
 	select {
 	case res := <-done:
-		if len(*res.NodeNames) != 0 || res.FailedAndUnresolvableNodes["other"] == "" {
-			t.Errorf("filter: %+v, want other refused", res)
+		// Refused for the zone, though full for any pod too (once the
+		// hold counts): the event names the cause the pod can do
+		// nothing about.
+		if len(*res.NodeNames) != 0 || !strings.Contains(res.FailedAndUnresolvableNodes["other"], "must be in us-east-1a") {
+			t.Errorf("filter: %+v, want other refused for its zone", res)
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("filter waited for the hold on a node outside the claim's zone")
 	}
 	if n := metricValue(t, reg, "enipam_scheduler_settle_waits_total"); n != 0 {
 		t.Errorf("settle waits %v, want 0", n)
+	}
+	if n := metricValue(t, reg, "enipam_scheduler_node_refusals_total", "reason", "no_zone"); n != 1 {
+		t.Errorf("refusals for the zone %v, want 1", n)
 	}
 }

@@ -46,6 +46,12 @@ type Pool struct {
 	// not in use to its address: the agent gives that entry to that pod
 	// only.
 	Stamped map[string]string
+	// Answered maps the owner of each owner-stamped IPv4 entry not in
+	// use, marked-for-release or ready-for-release, to its address: the
+	// agent hands it to that pod whatever the handshake. For a claim with
+	// no address yet it is the operator's first placement stamped on the
+	// agent's answer, the answer not withdrawn yet.
+	Answered map[string]string
 	// UsedBy holds the owners of status.ipam.used: pods that already have
 	// their address, whatever their status says yet.
 	UsedBy map[string]struct{}
@@ -100,8 +106,15 @@ func Digest(cn *ciliumv2.CiliumNode) Pool {
 		case leaving:
 			p.Size++
 			p.Leaving++
-			if e.Owner == "" && !inUse && cn.Status.IPAM.ReleaseIPs[ip] != ipamoption.IPAMReleased {
+			switch {
+			case inUse || cn.Status.IPAM.ReleaseIPs[ip] == ipamoption.IPAMReleased:
+			case e.Owner == "":
 				p.Marked++
+			default:
+				if p.Answered == nil {
+					p.Answered = map[string]string{}
+				}
+				p.Answered[e.Owner] = ip
 			}
 		default:
 			p.Size++
@@ -306,16 +319,36 @@ func Assess(n *Node, owner string) Verdict {
 // the last bind asked for): the operator's first placement is under way
 // there (an entry of its pool marked for release, which no longer counts
 // as free, and kept for the claim once the agent answers), and starts
-// over anywhere else. So the target holding a marked entry (Marked) fits
-// as the pod's own entry would, even with no free address for any other
-// pod; a target that fits otherwise scores as the pod's own entry too;
-// every other node scores below it, save one whose pool holds an entry
-// stamped for the pod. Filter and prioritize both judge so
-// (AssessStatic).
-func firstPlacement(v Verdict, n *Node, target string) Verdict {
+// over anywhere else. So the target holding a marked entry (Marked), or
+// the entry the operator stamped for the pod on the agent's answer before
+// it withdraws the answer in a later pass (Answered: the pod's address is
+// there, not settled yet, and the claim records it next), fits as the
+// pod's own entry would, even with no free address for any other pod; a
+// target that fits otherwise scores as the pod's own entry too; every
+// other node scores below it, save one whose pool holds an entry stamped
+// for the pod. Filter and prioritize both judge so (AssessStatic).
+//
+// Marked cannot tell the operator's mark for this claim from any other
+// mark of an unowned free entry (an excess release, an address EC2 no
+// longer shows on its ENI), so such a mark lets the target pass too. No
+// object says whose mark it is: Cilium's pool entry holds only owner and
+// resource, and the owner cannot be written before the agent answers (it
+// would hand that entry to that pod whatever its handshake, see
+// operator/poolcontroller/static.go); release-ips holds only a state;
+// the agent rewrites the CiliumNode's labels and annotations; the
+// claim's placement note has no address for a first placement (the
+// marked one is only in its words, copied into the Ready condition), and
+// its reason, Placing, is also said while no entry is marked (waiting
+// for a free address, assigning a secondary one); the note is written
+// after the CiliumNode, so requiring it would refuse the target between
+// the two writes. A target passed on another's mark costs binds that
+// wait for the stamp, each up to the bind timeout, until the operator
+// finds the node an address or the other handshake ends; nothing is
+// stamped before the agent's answer, whichever node passes.
+func firstPlacement(v Verdict, n *Node, owner, target string) Verdict {
 	switch {
 	case target == "" || v.Kind == Own:
-	case n.Name == target && n.Pool != nil && n.Pool.Marked > 0:
+	case n.Name == target && n.Pool != nil && (n.Pool.Marked > 0 || (owner != "" && n.Pool.Answered[owner] != "")):
 		v = Verdict{Kind: Own, Score: scores[Own], Now: v.Now, Coming: v.Coming, Growth: v.Growth}
 	case n.Name == target && v.Kind.Fits():
 		v.Score = scores[Own]
@@ -355,16 +388,21 @@ type Claim struct {
 // zone with room for one more address of its subnet (a free slot on an
 // ENI in it, or a free ENI slot for a new one). Before the first
 // placement (no address yet) any node with an address for the pod fits,
-// in the requested subnet's zone if one was asked, and so does the
-// claim's target while it holds an entry the operator may have marked for
-// the claim; the target scores above the others (firstPlacement).
+// in the requested subnet's zone if one was asked (a node outside it is
+// refused for the zone, whatever its pool), and so does the claim's
+// target while it holds an entry the operator may have marked for the
+// claim, or stamped for it on the agent's answer; the target scores above
+// the others (firstPlacement).
 func AssessStatic(n *Node, owner string, c *Claim) Verdict {
 	if c.Address == "" {
-		v := firstPlacement(Assess(n, owner), n, c.Target)
-		if v.Kind.Fits() && c.Zone != "" && n.Capacity != nil && n.Capacity.AvailabilityZone != "" && n.Capacity.AvailabilityZone != c.Zone {
+		// The zone is the claim's: a node outside it is refused for it
+		// whatever its pool, so that a full one is not said to lack a
+		// free IP (the pod's event would send its reader to the wrong
+		// cause).
+		if c.Zone != "" && n.Capacity != nil && n.Capacity.AvailabilityZone != "" && n.Capacity.AvailabilityZone != c.Zone {
 			return Verdict{Kind: NoZone, Reason: fmt.Sprintf("static IP of subnet %s must be in %s", c.Subnet, c.Zone)}
 		}
-		return v
+		return firstPlacement(Assess(n, owner), n, owner, c.Target)
 	}
 	if n.Pool == nil {
 		return Verdict{Kind: NoCiliumNode, Reason: ReasonNoCiliumNode}

@@ -49,8 +49,9 @@ func TestDigestCountsAsCiliumHandsOut(t *testing.T) {
 		Size: 7, Free: 2, Free4: 2, Leaving: 2, Marked: 1,
 		Stamped: map[string]string{"db/db-0": "10.0.1.14"},
 		// db-1's stamp is in the handshake: its placement is under way.
-		Settled: map[string]string{"db/db-0": "10.0.1.14"},
-		UsedBy:  map[string]struct{}{"web/web-abc": {}, "router": {}},
+		Answered: map[string]string{"db/db-1": "10.0.1.16"},
+		Settled:  map[string]string{"db/db-0": "10.0.1.14"},
+		UsedBy:   map[string]struct{}{"web/web-abc": {}, "router": {}},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Digest (-want +got):\n%s", diff)
@@ -212,5 +213,66 @@ func TestDigestCountsEachFamily(t *testing.T) {
 	}
 	if got := Digest(cn); got.Size != 0 || got.Free != 5 {
 		t.Errorf("IPv6 alone: size %d, free %d; want 0, 5", got.Size, got.Free)
+	}
+}
+
+// TestAFirstPlacementOutsideTheClaimsZoneIsRefusedForTheZone: claim
+// db-0 has no address yet and asks for subnet-a, in us-east-1a. A node
+// of us-east-1b is refused for the zone whether its pool is full (no
+// free IP for any pod either), has a free address, or is the claim's
+// target holding an entry marked for release: the zone is a fact about
+// the claim, and a pod's event that said "no free IP" of the full node
+// would send its reader to the wrong cause. A full node of us-east-1a
+// is still refused for having no free IP, and a node of unknown zone
+// (no capacity reported) is judged by its pool.
+func TestAFirstPlacementOutsideTheClaimsZoneIsRefusedForTheZone(t *testing.T) {
+	zoneB := &enipamv1alpha1.NodeCapacity{MaxIPs: 10, PoolIPs: 10, AvailabilityZone: "us-east-1b", Reason: "instance at capacity"}
+	zoneA := &enipamv1alpha1.NodeCapacity{MaxIPs: 10, PoolIPs: 10, AvailabilityZone: "us-east-1a", Reason: "instance at capacity"}
+	c := &Claim{Subnet: "subnet-a", Zone: "us-east-1a", Target: "marked-b", Checked: true}
+	for _, tc := range []struct {
+		node   Node
+		want   Kind
+		reason string
+	}{
+		{Node{Name: "full-b", Pool: &Pool{Size: 10}, Capacity: zoneB}, NoZone, "must be in us-east-1a"},
+		{Node{Name: "free-b", Pool: &Pool{Size: 10, Free: 3}, Capacity: zoneB}, NoZone, "must be in us-east-1a"},
+		{Node{Name: "marked-b", Pool: &Pool{Size: 10, Leaving: 1, Marked: 1}, Capacity: zoneB}, NoZone, "must be in us-east-1a"},
+		{Node{Name: "no-ciliumnode-b", Capacity: zoneB}, NoZone, "must be in us-east-1a"},
+		{Node{Name: "full-a", Pool: &Pool{Size: 10}, Capacity: zoneA}, NoIP, ReasonNoIP},
+		{Node{Name: "unreported", Pool: &Pool{Size: 10, Free: 1}}, Free, ""},
+	} {
+		v := AssessStatic(&tc.node, "db/db-0", c)
+		if v.Kind != tc.want || !strings.Contains(v.Reason, tc.reason) || (tc.reason == "") != v.Kind.Fits() {
+			t.Errorf("%s: %+v (%s), want %s with %q", tc.node.Name, v, v.Kind, tc.want, tc.reason)
+		}
+	}
+}
+
+// TestTheTargetHoldingTheFirstPlacementsAnsweredStampFits: claim db-0
+// has no address recorded yet and asks for node target, full for any
+// pod. The operator stamped 10.0.1.20 there for db-0 on the agent's
+// ready-for-release, which it withdraws in its next pass: the agent
+// hands that entry to db-0 alone, so target fits as db-0's own (10),
+// not refused for having no free IP. Another node with such a stamp
+// (the claim asks for target now) and target with a stamp of another
+// pod are judged as for any pod.
+func TestTheTargetHoldingTheFirstPlacementsAnsweredStampFits(t *testing.T) {
+	full := func(owner string) *Pool {
+		cn := &ciliumv2.CiliumNode{}
+		cn.Spec.IPAM.Pool = ipamtypes.AllocationMap{"10.0.1.10": {Resource: "eni-1"}, "10.0.1.20": {Resource: "eni-1", Owner: owner}}
+		cn.Status.IPAM.Used = ipamtypes.AllocationMap{"10.0.1.10": {Owner: "web/web-abc"}}
+		cn.Status.IPAM.ReleaseIPs = map[string]ipamtypes.IPReleaseStatus{"10.0.1.20": ipamoption.IPAMReadyForRelease}
+		p := Digest(cn)
+		return &p
+	}
+	atCapacity := &enipamv1alpha1.NodeCapacity{MaxIPs: 2, PoolIPs: 2, AvailabilityZone: "us-east-1a", Reason: "instance at capacity"}
+	c := &Claim{Subnet: "subnet-a", Zone: "us-east-1a", Target: "target", Checked: true}
+	if v := AssessStatic(&Node{Name: "target", Pool: full("db/db-0"), Capacity: atCapacity}, "db/db-0", c); v.Kind != Own || v.Score != 10 {
+		t.Errorf("target: %+v (%s), want own, 10", v, v.Kind)
+	}
+	for _, tc := range []struct{ node, owner string }{{"elsewhere", "db/db-0"}, {"target", "db/db-1"}} {
+		if v := AssessStatic(&Node{Name: tc.node, Pool: full(tc.owner), Capacity: atCapacity}, "db/db-0", c); v.Kind != NoIP {
+			t.Errorf("%s with a stamp of %s: %+v (%s), want no_ip", tc.node, tc.owner, v, v.Kind)
+		}
 	}
 }

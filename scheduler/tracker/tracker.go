@@ -207,7 +207,10 @@ func (t *Tracker) View(pod *corev1.Pod, names []string, youngSince time.Time) ([
 	out := make([]room.Node, len(names))
 	for i, name := range names {
 		n := room.Node{Name: name, Pool: t.pools[name], Capacity: t.caps[name]}
-		hasIP := func(owner string) bool { return n.Pool != nil && inUse(n.Pool, owner) }
+		// A pod whose address is in use, or stamped for it here (a
+		// static IP: the agent hands it that entry, which Free does not
+		// count), takes no free address.
+		hasIP := func(owner string) bool { return n.Pool != nil && (inUse(n.Pool, owner) || n.Pool.Stamped[owner] != "") }
 		for _, p := range t.pods.On(name) {
 			if p.UID != pod.UID && !p.Deleting() && !hasIP(p.Owner()) {
 				n.Promised++

@@ -147,6 +147,26 @@ func TestAPodAlreadyInUsedIsNotCountedTwice(t *testing.T) {
 	f.want("in used", f.promised("a"), 0)
 }
 
+// TestAStaticPodPromisesNoFreeAddress: static-IP pod db-0 is bound to
+// node a, whose pool holds its address stamped for it (the agent hands
+// it that entry, which is not counted free) besides two free ones: it
+// takes no free address, bound or started, so it promises none there.
+// Pod web-1, bound too, promises one.
+func TestAStaticPodPromisesNoFreeAddress(t *testing.T) {
+	f := newFixture(t)
+	cn := &ciliumv2.CiliumNode{ObjectMeta: metav1.ObjectMeta{Name: "a"}}
+	cn.Spec.IPAM.Pool = ipamtypes.AllocationMap{ipOf(1): {Resource: "eni-1"}, ipOf(2): {Resource: "eni-1"}, ipOf(9): {Resource: "eni-1", Owner: "web/db-0"}}
+	obj, _ := stripCiliumNode(cn)
+	f.tr.ciliumNodeSeen(obj)
+	db := pod("db-0", "a")
+	f.tr.podSeen(db)
+	f.want("db-0 bound", f.promised("a"), 0)
+	f.tr.podGone(db)
+	f.want("db-0 started, not yet in used", f.promised("a"), 0)
+	f.tr.podSeen(pod("web-1", "a"))
+	f.want("web-1 bound", f.promised("a"), 1)
+}
+
 // TestHoldsCountWhereverThePodMayGoUntilItsPlacementIsSeen: filter
 // passed a pod on nodes a and b; until its Binding is seen it counts on
 // both (the scheduler may have chosen either). Seen bound to b, it counts

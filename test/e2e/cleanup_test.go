@@ -79,3 +79,33 @@ func TestCleanupLeavesNoNodeRouting(t *testing.T) {
 		t.Errorf("NodeRouting %s left by the cleanup", nr.Name)
 	}
 }
+
+// TestNamespaceCleanupLetsTheOperatorReleaseTheClaims: StatefulSet web of
+// one pod with a Retain claim and an allocated Elastic IP, running. The
+// static tests' namespace cleanup, called while the operator runs, leaves
+// the claim to it: once the claim is gone, ec2sim holds no Elastic IP
+// (released, not left associated with the address) and the address is an
+// ordinary pool address again, as the next test's invariants need.
+func TestNamespaceCleanupLetsTheOperatorReleaseTheClaims(t *testing.T) {
+	w := newStaticWorld(t)
+	w.statefulSetWith("web", 1, map[string]string{
+		enipamv1alpha1.StaticIPAnnotation: string(enipamv1alpha1.ReclaimRetain),
+		enipamv1alpha1.PublicIPAnnotation: "allocate",
+	})
+	node, ip := w.running("web-0", 2*time.Minute)
+	eip, _ := w.publicOn("web-0", node, time.Minute)
+	t.Logf("web-0 on %s with %s, public %s (%s)", node, ip, eip.PublicIP, eip.AllocationID)
+
+	w.cleanupNamespace()
+	var claims enipamv1alpha1.StaticIPClaimList
+	if err := env.Client.List(w.ctx, &claims, client.InNamespace(w.ns)); err != nil || len(claims.Items) != 0 {
+		t.Fatalf("claims left after the cleanup: %d (%v)", len(claims.Items), err)
+	}
+	for _, a := range w.elasticIPs() {
+		t.Errorf("Elastic IP %s (%s) left after the cleanup, associated with %q on %q", a.PublicIP, a.AllocationID, a.PrivateIPAddress, a.NetworkInterfaceID)
+	}
+	w.eventually(ip+" an ordinary pool address again", 30*time.Second, func() bool {
+		pools, owner := w.inPool(ip)
+		return len(pools) == 1 && owner == ""
+	})
+}

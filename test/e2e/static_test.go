@@ -410,23 +410,54 @@ func (w *staticWorld) onlyIPs(want map[string]string) {
 	}
 }
 
-// cleanupNamespace removes the test's StatefulSets, pods and claims
-// (their finalizers too). It runs before the world's cleanup (registered
-// later), so the operator may still run; the NodeRoutings are the world's
-// cleanup's (cleanupAPI), once the operator is stopped.
+// claimReleaseWait bounds how long a static test's cleanup waits for
+// enipam-operator to release the test's claims.
+const claimReleaseWait = time.Minute
+
+// cleanupNamespace removes the test's StatefulSets, pods and claims. It
+// runs before the world's cleanup (registered later), so the operator
+// still runs: the claims are deleted and left to it, which releases each
+// (its Elastic IP, then its stamp) and removes its finalizer last.
+// Removing the finalizers at once raced that release: a claim gone before
+// the operator saw it deleted leaves its Elastic IP associated and
+// allocated. A claim still there after claimReleaseWait (an operator
+// that no longer runs, or a release that hangs) loses its finalizer as a
+// last resort, said in the test's log with where the claim stood. The
+// NodeRoutings are the world's cleanup's (cleanupAPI), once the operator
+// is stopped.
 func (w *staticWorld) cleanupNamespace() {
-	ctx := context.Background()
+	ctx, cancel := context.WithTimeout(context.Background(), claimReleaseWait+time.Minute)
+	defer cancel()
 	_ = env.Client.DeleteAllOf(ctx, &appsv1.StatefulSet{}, client.InNamespace(w.ns))
 	_ = env.Client.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(w.ns), client.GracePeriodSeconds(0))
-	var claims enipamv1alpha1.StaticIPClaimList
-	_ = env.Client.List(ctx, &claims, client.InNamespace(w.ns))
-	for i := range claims.Items {
-		c := &claims.Items[i]
+	_ = env.Client.DeleteAllOf(ctx, &enipamv1alpha1.StaticIPClaim{}, client.InNamespace(w.ns))
+	for _, c := range w.claimsLeft(ctx, claimReleaseWait) {
+		ready := meta.FindStatusCondition(c.Status.Conditions, enipamv1alpha1.ClaimReady)
+		if ready == nil {
+			ready = &metav1.Condition{}
+		}
+		w.t.Logf("cleanup: claim %s not released by enipam-operator within %s (phase %q, %s: %s); its finalizer removed",
+			c.Owner(), claimReleaseWait, c.Status.Phase, ready.Reason, ready.Message)
+		orig := c.DeepCopy()
 		c.Finalizers = nil
-		_ = env.Client.Update(ctx, c)
-		_ = env.Client.Delete(ctx, c)
+		_ = env.Client.Patch(ctx, &c, client.MergeFrom(orig))
 	}
 	_ = env.Client.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: w.ns}})
+}
+
+// claimsLeft waits up to timeout for the namespace's claims to be gone,
+// and returns those still there.
+func (w *staticWorld) claimsLeft(ctx context.Context, timeout time.Duration) []enipamv1alpha1.StaticIPClaim {
+	var list enipamv1alpha1.StaticIPClaimList
+	for deadline := time.Now().Add(timeout); ; time.Sleep(200 * time.Millisecond) {
+		err := env.Client.List(ctx, &list, client.InNamespace(w.ns))
+		if err == nil && len(list.Items) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return list.Items
+		}
+	}
 }
 
 // TestStatefulSetPodKeepsItsIPWhereverItIsRescheduled: a StatefulSet db
