@@ -145,9 +145,10 @@ type Reconciler struct {
 	// onDecide, when set, is called as a node's decision starts, once
 	// its reads are done (a test's view of the reconcile's phases).
 	onDecide func(node string)
-	// onDecided, when set, is called as a node's decision ends, before
-	// the CiliumNode's write (tests).
-	onDecided func(node string)
+	// onDecided, when set, is called as a node's decision ends: before
+	// the CiliumNode's write, or (reads) before the describes by ID it
+	// asked for, after which the node is decided again (tests).
+	onDecided func(node string, reads bool)
 	// onShared, when set, is told of each change of the state shared
 	// between nodes: the needs, the slots, the nodes' states and the
 	// metrics (tests).
@@ -317,7 +318,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	defer s.emit()
 	d, decided := s.run(ctx)
 	if r.onDecided != nil {
-		r.onDecided(cn.Name)
+		r.onDecided(cn.Name, false)
 	}
 	if decided {
 		s.take(d)

@@ -121,7 +121,8 @@ func (s *nodeSync) emit() {
 // order of steps holds across reconciles (staticsync.go, staticip.go).
 // The EC2 reads the decision needs (the Elastic IPs, and the describes
 // by ID decide's first step asks for, decideReads) are read's, before
-// it.
+// it: a decision that asks for describes decides nothing else, and run
+// makes them (readAgain) and decides again on what they showed.
 func (s *nodeSync) run(ctx context.Context) (decision, bool) {
 	r := s.r
 	ok := s.read(ctx)
@@ -139,17 +140,19 @@ func (s *nodeSync) run(ctx context.Context) (decision, bool) {
 			return decision{}, false
 		}
 		s.cross = s.readCross()
-		f := s.facts()
-		if ask := decideReads(f); ask.any() {
-			// Described first, and read again on what the describe
-			// showed.
-			ok = s.readAgain(ctx, ask)
-			continue
-		}
 		if r.onDecide != nil {
 			r.onDecide(s.cn.Name)
 		}
-		return decide(f), true
+		d := decide(s.facts())
+		if !d.reads.any() {
+			return d, true
+		}
+		// The decision waits for describes (decideReads): it is over
+		// before they are made, and made again on what they showed.
+		if r.onDecided != nil {
+			r.onDecided(s.cn.Name, true)
+		}
+		ok = s.readAgain(ctx, d.reads)
 	}
 }
 
