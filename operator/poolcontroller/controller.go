@@ -324,15 +324,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		s.take(d)
 	}
 	r.needs.set(cn.Name, s.opErr == nil && s.pool != nil && s.need().empty())
-	if (!s.turnedAway || s.poolChanged()) && !s.writeWaits() {
-		// Written before any EC2 call: what the reconcile decided never
-		// waits behind EC2's buckets. A node turned away from EC2 (every
-		// slot taken) with no change to its pool comes back as a slot
-		// frees, and one whose calls are about to change what EC2 holds
-		// for it comes back at once (writeWaits): what this reconcile
-		// would write of the CiliumNode (the instance's details, the ENIs
-		// listed) and of the capacity is written then, once, with what
-		// the calls produced.
+	if s.writeCN {
+		// Written as decided (decideWriting), before any EC2 call.
 		if err := s.write(ctx); err != nil {
 			s.dropActions()
 			// The NodeRouting's spec is the agent's to act on whatever

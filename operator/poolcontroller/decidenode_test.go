@@ -152,6 +152,12 @@ func TestDecideNode(t *testing.T) {
 	}{{
 		name: "an empty node gets a new ENI carrying its need",
 		check: func(t *testing.T, f *facts, d decision) {
+			// What fill derives from EC2 is all the write would carry:
+			// it waits for the next reconcile, which the new ENI brings
+			// at once (writeWaits).
+			if !d.writeStatus || d.writeCN {
+				t.Errorf("status to write %v, CiliumNode written %v; want the status's change, its write waiting for the actions", d.writeStatus, d.writeCN)
+			}
 			if c := d.acts.plan.Create; c == nil || c.DeviceIndex != 1 || c.IPs != 4 {
 				t.Errorf("plan %+v, want a new ENI at index 1 with 4 addresses", d.acts.plan)
 			}
@@ -328,6 +334,10 @@ func TestDecideNode(t *testing.T) {
 			if d.requeue != slotRetry {
 				t.Errorf("requeue %v, want %v", d.requeue, slotRetry)
 			}
+			// Nothing of its pool changed: it is written as a slot frees.
+			if d.writeCN || d.writeStatus || d.writeSpec {
+				t.Errorf("CiliumNode written %v (status %v, spec %v), want no write", d.writeCN, d.writeStatus, d.writeSpec)
+			}
 			if d.mem.deficitAt != now || d.mem.deficitENI || !d.mem.consolidation.grewAt.IsZero() {
 				t.Errorf("memory: deficit since %v (ENI %v), grew at %v; want a deficit since now, no ENI taken", d.mem.deficitAt, d.mem.deficitENI, d.mem.consolidation.grewAt)
 			}
@@ -357,6 +367,11 @@ func TestDecideNode(t *testing.T) {
 			}
 			if st := d.cn.Status.IPAM.ReleaseIPs[ip(20).String()]; st != ipamoption.IPAMReadyForRelease {
 				t.Errorf("%s: handshake %q, want acknowledged until its Unassign went through", ip(20), st)
+			}
+			// The handshake and the pool changed: written before the
+			// Unassign, whatever it produces.
+			if !d.writeCN || !d.writeStatus || !d.writeSpec {
+				t.Errorf("CiliumNode written %v (status %v, spec %v), want both written", d.writeCN, d.writeStatus, d.writeSpec)
 			}
 		},
 	}, {
@@ -655,25 +670,39 @@ func TestSettleActs(t *testing.T) {
 // with no call: a held ENI no empty node will wake, an Elastic IP lost
 // to another node (its association dropped) and a slot freed since the
 // decision each have the node looked at again at once; answers that
-// change nothing leave the decision as it was.
+// change nothing leave the decision as it was. The CiliumNode's write,
+// which waited for the association (writeWaits: nothing but what fill
+// derives from EC2 changed), is made when the association was the only
+// action and is dropped; not when another action still runs.
 func TestSettleShared(t *testing.T) {
 	pick := &staticIPCall{reserve: true}
 	for _, tc := range []struct {
 		name    string
 		out     sharedOutcome
+		plan    bool
 		requeue time.Duration
 		kept    bool
+		write   bool
 	}{
 		{name: "nothing changed", requeue: time.Hour, kept: true},
 		{name: "a held ENI no empty node will wake", out: sharedOutcome{holdMissed: true}, requeue: actedRequeue, kept: true},
-		{name: "the Elastic IP reserved by another node since", out: sharedOutcome{reserveLost: true}, requeue: actedRequeue},
+		{name: "the Elastic IP reserved by another node since", out: sharedOutcome{reserveLost: true}, requeue: actedRequeue, write: true},
+		{name: "the Elastic IP reserved by another node since, beside a plan", out: sharedOutcome{reserveLost: true}, plan: true, requeue: actedRequeue},
 		{name: "a slot freed since the decision", out: sharedOutcome{slotFreed: true}, requeue: actedRequeue, kept: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := &deciding{requeue: time.Hour, acts: actions{associate: pick}}
+			cn := &ciliumv2.CiliumNode{}
+			cn.Name = "n1"
+			s := &deciding{requeue: time.Hour, acts: actions{associate: pick}, cn: cn, orig: cn.DeepCopy()}
+			if tc.plan {
+				s.acts.plan.Assign = []pool.Assign{{ENIID: "eni-1", IPs: 1}}
+			}
 			s.settleShared(tc.out)
 			if s.requeue != tc.requeue || (s.acts.associate != nil) != tc.kept {
 				t.Errorf("requeue %v, association kept %v; want %v, %v", s.requeue, s.acts.associate != nil, tc.requeue, tc.kept)
+			}
+			if s.writeCN != tc.write {
+				t.Errorf("CiliumNode written %v, want %v", s.writeCN, tc.write)
 			}
 		})
 	}

@@ -64,6 +64,10 @@ type deciding struct {
 	held bool
 	// turnedAway: the plan's EC2 calls waited for a slot.
 	turnedAway bool
+	// writeCN: the CiliumNode is written, its status and spec as
+	// writeStatus and writeSpec say, and the capacity set with it
+	// (decideWriting); false: its write waits.
+	writeCN bool
 	// described: the read described the ENIs of addresses the pool
 	// lacks to confirm them (decideReads, readAgain).
 	described bool
@@ -136,7 +140,7 @@ func (s *nodeSync) run(ctx context.Context) (decision, bool) {
 			// served, and what the read knows of the instance (fill), as a
 			// decision's would.
 			s.notePolicyConflict()
-			s.decideWrite()
+			s.decideWriting()
 			return decision{}, false
 		}
 		s.cross = s.readCross()
@@ -175,7 +179,7 @@ func (s *nodeSync) facts() *facts {
 // its notes are emitted.
 func (s *nodeSync) take(d decision) {
 	r := s.r
-	s.cn, s.routing, s.pool, s.acts = d.cn, d.routing, d.pool, d.acts
+	s.cn, s.routing, s.pool, s.acts, s.writeCN = d.cn, d.routing, d.pool, d.acts, d.writeCN
 	s.requeue, s.opErr, s.staticErr = d.requeue, d.opErr, d.staticErr
 	s.held, s.turnedAway, s.staticDemand = d.held, d.turnedAway, d.staticDemand
 	s.snap, s.capacity = d.snap, d.capacity
@@ -217,9 +221,15 @@ type sharedOutcome struct {
 // node (none is associated now) and a slot freed since the decision
 // each have the node looked at again at once (to grow, to pick again,
 // to make its calls).
+//
+// A CiliumNode's write that waited for the association alone
+// (writeWaits) is made after all.
 func (s *deciding) settleShared(o sharedOutcome) {
 	if o.reserveLost {
 		s.acts.associate = nil
+		if !s.writeCN && (!s.turnedAway || s.poolChanged()) {
+			s.writeCN = !s.writeWaits()
+		}
 	}
 	if o.holdMissed || o.reserveLost || o.slotFreed {
 		s.requeueWithin(actedRequeue)
