@@ -82,8 +82,10 @@ type decision struct {
 
 // decide is a node's whole decision: from the facts alone, with no
 // client, no clock, no context and no coordinator shared between nodes
-// in its reach, it decides first whether the snapshot is to be
-// described before anything else (decideReads: returned alone), then
+// in its reach, it decides first whether the node's instance was
+// replaced (decideReset: its reset, returned alone), then whether the
+// snapshot is to be described before anything else (decideReads:
+// returned alone), then
 // what the policy's values come to for the node (decideConfig: the
 // no-prefix window, the adaptive headroom), and derives the pool
 // (decidePool), the static addresses'
@@ -101,6 +103,9 @@ type decision struct {
 // (the claims and the other inputs the read gathered) it leaves as they
 // were.
 func decide(f *facts) decision {
+	if instanceReplaced(f.cn, f.instanceID) {
+		return decideReset(f)
+	}
 	ask := decideReads(f)
 	if ask.any() {
 		// Nothing is decided before the describe: the facts as they

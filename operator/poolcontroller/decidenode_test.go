@@ -462,9 +462,9 @@ func TestDecideNode(t *testing.T) {
 		setup: func(f *facts) { listedUnseen(f, describeRead{}) },
 		check: func(t *testing.T, f *facts, d decision) { describedFirst(t, d, []string{"eni-7"}, nil) },
 	}, {
-		name: "a listed ENI of an instance the node no longer runs on is not described",
+		name: "a listed ENI of a node whose spec names no instance yet is not described",
 		setup: func(f *facts) {
-			f.cn.Spec.InstanceID = "i-0"
+			f.cn.Spec.InstanceID = ""
 			listedUnseen(f, describeRead{})
 		},
 		check: func(t *testing.T, f *facts, d decision) {
@@ -508,6 +508,42 @@ func TestDecideNode(t *testing.T) {
 			if d.reads.any() || d.requeue != unverifiedRecheck || d.mem.remapsLooked != now || len(d.cn.Spec.IPAM.Pool) != 0 {
 				t.Errorf("describes asked %+v, requeue %v, remaps looked at %v, pool %v; want none, %v, now, empty",
 					d.reads, d.requeue, d.mem.remapsLooked, d.cn.Spec.IPAM.Pool, unverifiedRecheck)
+			}
+		},
+	}, {
+		name: "a node whose instance was replaced is reset, and nothing else decided before the next reconcile reads it afresh",
+		setup: func(f *facts) {
+			// The CiliumNode names i-0, whose ENI eni-1 its pool and
+			// status list, one address of it acknowledged for release
+			// and one missing from EC2; the Node's providerID names i-1.
+			// The read stops there: no snapshot.
+			f.cn.Spec.InstanceID = "i-0"
+			f.haveSnap = false
+			e := eni(1, 10, 4)
+			pooled(f.cn, e, 1)
+			f.cn.Status.ENI.ENIs = map[string]awstypes.ENI{"eni-1": {ID: "eni-1"}}
+			f.cn.Status.IPAM.ReleaseIPs[ip(13).String()] = ipamoption.IPAMReadyForRelease
+			f.mem.missing[ip(12).String()] = now.Add(-time.Second)
+			f.mem.missingENIs["eni-1"] = now.Add(-time.Second)
+		},
+		check: func(t *testing.T, f *facts, d decision) {
+			cn := d.cn
+			if cn.Spec.InstanceID != "i-1" || cn.Spec.IPAM.Pool != nil || cn.Status.IPAM.ReleaseIPs != nil || cn.Status.ENI.ENIs != nil {
+				t.Errorf("instance %q, pool %v, handshake %v, ENIs %v; want i-1 and the rest reset", cn.Spec.InstanceID, cn.Spec.IPAM.Pool,
+					cn.Status.IPAM.ReleaseIPs, cn.Status.ENI.ENIs)
+			}
+			if len(d.mem.missing) != 0 || len(d.mem.missingENIs) != 0 {
+				t.Errorf("missing addresses %v, ENIs %v; want none remembered", d.mem.missing, d.mem.missingENIs)
+			}
+			if len(d.notes.events) != 1 || d.notes.events[0].reason != ReasonInstanceReplaced {
+				t.Errorf("events %+v, want one %s", d.notes.events, ReasonInstanceReplaced)
+			}
+			if !d.writeCN || !d.writeStatus || !d.writeSpec {
+				t.Errorf("CiliumNode written %v (status %v, spec %v), want the reset written", d.writeCN, d.writeStatus, d.writeSpec)
+			}
+			if d.acts.produce() || d.pool != nil || d.needsSet || d.capacity.observed || d.requeue != actedRequeue {
+				t.Errorf("actions %+v, pool %v, needs set %v, capacity %+v, requeue %v; want nothing but the reset, looked at again at once",
+					d.acts, d.pool, d.needsSet, d.capacity, d.requeue)
 			}
 		},
 	}, {
