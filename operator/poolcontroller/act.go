@@ -117,6 +117,23 @@ func (s *deciding) settleActErr() {
 	}
 }
 
+// decideWriting decides whether the CiliumNode is written (writeCN),
+// and what (decideWrite). Its write is made before any EC2 call: what
+// the reconcile decided never waits behind EC2's buckets. A node turned
+// away from EC2 (every slot taken) with no change to its pool is not
+// written: it comes back as a slot frees. Nor is one whose write waits
+// for the actions (writeWaits): it comes back at once, and what this
+// reconcile would write of the CiliumNode (the instance's details, the
+// ENIs listed) and of the capacity is written then, once, with what
+// the calls produced.
+func (s *deciding) decideWriting() {
+	if s.turnedAway && !s.poolChanged() {
+		return
+	}
+	s.decideWrite()
+	s.writeCN = !s.writeWaits()
+}
+
 // writeWaits reports whether the CiliumNode's write can wait for the
 // next reconcile, which the actions about to run bring at once: they
 // change what EC2 holds for the node, and the write would carry only
@@ -124,7 +141,7 @@ func (s *deciding) settleActErr() {
 // which that reconcile writes anew with what the actions produced.
 // Anything decided beyond it (the pool, the release handshake, the
 // static IP, the operator-status) is written now, before the calls.
-func (s *nodeSync) writeWaits() bool {
+func (s *deciding) writeWaits() bool {
 	if !s.acts.produce() {
 		return false
 	}

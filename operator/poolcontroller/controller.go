@@ -145,9 +145,10 @@ type Reconciler struct {
 	// onDecide, when set, is called as a node's decision starts, once
 	// its reads are done (a test's view of the reconcile's phases).
 	onDecide func(node string)
-	// onDecided, when set, is called as a node's decision ends, before
-	// the CiliumNode's write (tests).
-	onDecided func(node string)
+	// onDecided, when set, is called as a node's decision ends: before
+	// the CiliumNode's write, or (reads) before the describes by ID it
+	// asked for, after which the node is decided again (tests).
+	onDecided func(node string, reads bool)
 	// onShared, when set, is told of each change of the state shared
 	// between nodes: the needs, the slots, the nodes' states and the
 	// metrics (tests).
@@ -317,21 +318,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	defer s.emit()
 	d, decided := s.run(ctx)
 	if r.onDecided != nil {
-		r.onDecided(cn.Name)
+		r.onDecided(cn.Name, false)
 	}
 	if decided {
 		s.take(d)
 	}
 	r.needs.set(cn.Name, s.opErr == nil && s.pool != nil && s.need().empty())
-	if (!s.turnedAway || s.poolChanged()) && !s.writeWaits() {
-		// Written before any EC2 call: what the reconcile decided never
-		// waits behind EC2's buckets. A node turned away from EC2 (every
-		// slot taken) with no change to its pool comes back as a slot
-		// frees, and one whose calls are about to change what EC2 holds
-		// for it comes back at once (writeWaits): what this reconcile
-		// would write of the CiliumNode (the instance's details, the ENIs
-		// listed) and of the capacity is written then, once, with what
-		// the calls produced.
+	if s.writeCN {
+		// Written as decided (decideWriting), before any EC2 call.
 		if err := s.write(ctx); err != nil {
 			s.dropActions()
 			// The NodeRouting's spec is the agent's to act on whatever

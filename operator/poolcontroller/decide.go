@@ -46,7 +46,8 @@ type facts struct {
 // memory's new values, the snapshot as counted, the node's errors, its
 // requeue, whether its new ENI is held or its calls wait for a slot,
 // whether it is empty (for the other nodes' decisions), the NodeRouting's
-// capacity and the CiliumNode's write, and the notes to emit: logs,
+// capacity and the CiliumNode's write (writeCN: whether it is made, as
+// decideWriting decides), and the notes to emit: logs,
 // events, metric observations, the node's state.
 type decision struct {
 	cn           *ciliumv2.CiliumNode
@@ -60,6 +61,7 @@ type decision struct {
 	requeue      time.Duration
 	held         bool
 	turnedAway   bool
+	writeCN      bool
 	staticDemand int
 	// needsSet: the node's emptiness was decided (empty), for needs.set.
 	needsSet, empty bool
@@ -80,8 +82,10 @@ type decision struct {
 
 // decide is a node's whole decision: from the facts alone, with no
 // client, no clock, no context and no coordinator shared between nodes
-// in its reach, it decides first whether the snapshot is to be
-// described before anything else (decideReads: returned alone), then
+// in its reach, it decides first whether the node's instance was
+// replaced (decideReset: its reset, returned alone), then whether the
+// snapshot is to be described before anything else (decideReads:
+// returned alone), then
 // what the policy's values come to for the node (decideConfig: the
 // no-prefix window, the adaptive headroom), and derives the pool
 // (decidePool), the static addresses'
@@ -99,6 +103,9 @@ type decision struct {
 // (the claims and the other inputs the read gathered) it leaves as they
 // were.
 func decide(f *facts) decision {
+	if instanceReplaced(f.cn, f.instanceID) {
+		return decideReset(f)
+	}
 	ask := decideReads(f)
 	if ask.any() {
 		// Nothing is decided before the describe: the facts as they
@@ -121,14 +128,10 @@ func decide(f *facts) decision {
 	}
 	d.settleReads(ask.wait)
 	d.decideNode()
-	if !d.turnedAway || d.poolChanged() {
-		// The CiliumNode is written (unless its write waits for the
-		// actions, writeWaits).
-		d.decideWrite()
-	}
+	d.decideWriting()
 	d.capacity = d.decideCapacity()
 	return decision{cn: d.cn, routing: d.routing, pool: d.pool, acts: d.acts, mem: f.mem, snap: d.snap,
-		opErr: d.opErr, staticErr: d.staticErr, requeue: d.requeue, held: d.held, turnedAway: d.turnedAway,
+		opErr: d.opErr, staticErr: d.staticErr, requeue: d.requeue, held: d.held, turnedAway: d.turnedAway, writeCN: d.writeCN,
 		staticDemand: d.staticDemand, needsSet: d.needsSet, empty: d.empty, slotWait: d.slotWait,
 		slotPriority: d.slotPriority, capacity: d.capacity, writeStatus: d.writeStatus, writeSpec: d.writeSpec, notes: env.take()}
 }

@@ -152,6 +152,12 @@ func TestDecideNode(t *testing.T) {
 	}{{
 		name: "an empty node gets a new ENI carrying its need",
 		check: func(t *testing.T, f *facts, d decision) {
+			// What fill derives from EC2 is all the write would carry:
+			// it waits for the next reconcile, which the new ENI brings
+			// at once (writeWaits).
+			if !d.writeStatus || d.writeCN {
+				t.Errorf("status to write %v, CiliumNode written %v; want the status's change, its write waiting for the actions", d.writeStatus, d.writeCN)
+			}
 			if c := d.acts.plan.Create; c == nil || c.DeviceIndex != 1 || c.IPs != 4 {
 				t.Errorf("plan %+v, want a new ENI at index 1 with 4 addresses", d.acts.plan)
 			}
@@ -328,6 +334,10 @@ func TestDecideNode(t *testing.T) {
 			if d.requeue != slotRetry {
 				t.Errorf("requeue %v, want %v", d.requeue, slotRetry)
 			}
+			// Nothing of its pool changed: it is written as a slot frees.
+			if d.writeCN || d.writeStatus || d.writeSpec {
+				t.Errorf("CiliumNode written %v (status %v, spec %v), want no write", d.writeCN, d.writeStatus, d.writeSpec)
+			}
 			if d.mem.deficitAt != now || d.mem.deficitENI || !d.mem.consolidation.grewAt.IsZero() {
 				t.Errorf("memory: deficit since %v (ENI %v), grew at %v; want a deficit since now, no ENI taken", d.mem.deficitAt, d.mem.deficitENI, d.mem.consolidation.grewAt)
 			}
@@ -357,6 +367,11 @@ func TestDecideNode(t *testing.T) {
 			}
 			if st := d.cn.Status.IPAM.ReleaseIPs[ip(20).String()]; st != ipamoption.IPAMReadyForRelease {
 				t.Errorf("%s: handshake %q, want acknowledged until its Unassign went through", ip(20), st)
+			}
+			// The handshake and the pool changed: written before the
+			// Unassign, whatever it produces.
+			if !d.writeCN || !d.writeStatus || !d.writeSpec {
+				t.Errorf("CiliumNode written %v (status %v, spec %v), want both written", d.writeCN, d.writeStatus, d.writeSpec)
 			}
 		},
 	}, {
@@ -447,9 +462,9 @@ func TestDecideNode(t *testing.T) {
 		setup: func(f *facts) { listedUnseen(f, describeRead{}) },
 		check: func(t *testing.T, f *facts, d decision) { describedFirst(t, d, []string{"eni-7"}, nil) },
 	}, {
-		name: "a listed ENI of an instance the node no longer runs on is not described",
+		name: "a listed ENI of a node whose spec names no instance yet is not described",
 		setup: func(f *facts) {
-			f.cn.Spec.InstanceID = "i-0"
+			f.cn.Spec.InstanceID = ""
 			listedUnseen(f, describeRead{})
 		},
 		check: func(t *testing.T, f *facts, d decision) {
@@ -493,6 +508,42 @@ func TestDecideNode(t *testing.T) {
 			if d.reads.any() || d.requeue != unverifiedRecheck || d.mem.remapsLooked != now || len(d.cn.Spec.IPAM.Pool) != 0 {
 				t.Errorf("describes asked %+v, requeue %v, remaps looked at %v, pool %v; want none, %v, now, empty",
 					d.reads, d.requeue, d.mem.remapsLooked, d.cn.Spec.IPAM.Pool, unverifiedRecheck)
+			}
+		},
+	}, {
+		name: "a node whose instance was replaced is reset, and nothing else decided before the next reconcile reads it afresh",
+		setup: func(f *facts) {
+			// The CiliumNode names i-0, whose ENI eni-1 its pool and
+			// status list, one address of it acknowledged for release
+			// and one missing from EC2; the Node's providerID names i-1.
+			// The read stops there: no snapshot.
+			f.cn.Spec.InstanceID = "i-0"
+			f.haveSnap = false
+			e := eni(1, 10, 4)
+			pooled(f.cn, e, 1)
+			f.cn.Status.ENI.ENIs = map[string]awstypes.ENI{"eni-1": {ID: "eni-1"}}
+			f.cn.Status.IPAM.ReleaseIPs[ip(13).String()] = ipamoption.IPAMReadyForRelease
+			f.mem.missing[ip(12).String()] = now.Add(-time.Second)
+			f.mem.missingENIs["eni-1"] = now.Add(-time.Second)
+		},
+		check: func(t *testing.T, f *facts, d decision) {
+			cn := d.cn
+			if cn.Spec.InstanceID != "i-1" || cn.Spec.IPAM.Pool != nil || cn.Status.IPAM.ReleaseIPs != nil || cn.Status.ENI.ENIs != nil {
+				t.Errorf("instance %q, pool %v, handshake %v, ENIs %v; want i-1 and the rest reset", cn.Spec.InstanceID, cn.Spec.IPAM.Pool,
+					cn.Status.IPAM.ReleaseIPs, cn.Status.ENI.ENIs)
+			}
+			if len(d.mem.missing) != 0 || len(d.mem.missingENIs) != 0 {
+				t.Errorf("missing addresses %v, ENIs %v; want none remembered", d.mem.missing, d.mem.missingENIs)
+			}
+			if len(d.notes.events) != 1 || d.notes.events[0].reason != ReasonInstanceReplaced {
+				t.Errorf("events %+v, want one %s", d.notes.events, ReasonInstanceReplaced)
+			}
+			if !d.writeCN || !d.writeStatus || !d.writeSpec {
+				t.Errorf("CiliumNode written %v (status %v, spec %v), want the reset written", d.writeCN, d.writeStatus, d.writeSpec)
+			}
+			if d.acts.produce() || d.pool != nil || d.needsSet || d.capacity.observed || d.requeue != actedRequeue {
+				t.Errorf("actions %+v, pool %v, needs set %v, capacity %+v, requeue %v; want nothing but the reset, looked at again at once",
+					d.acts, d.pool, d.needsSet, d.capacity, d.requeue)
 			}
 		},
 	}, {
@@ -655,25 +706,39 @@ func TestSettleActs(t *testing.T) {
 // with no call: a held ENI no empty node will wake, an Elastic IP lost
 // to another node (its association dropped) and a slot freed since the
 // decision each have the node looked at again at once; answers that
-// change nothing leave the decision as it was.
+// change nothing leave the decision as it was. The CiliumNode's write,
+// which waited for the association (writeWaits: nothing but what fill
+// derives from EC2 changed), is made when the association was the only
+// action and is dropped; not when another action still runs.
 func TestSettleShared(t *testing.T) {
 	pick := &staticIPCall{reserve: true}
 	for _, tc := range []struct {
 		name    string
 		out     sharedOutcome
+		plan    bool
 		requeue time.Duration
 		kept    bool
+		write   bool
 	}{
 		{name: "nothing changed", requeue: time.Hour, kept: true},
 		{name: "a held ENI no empty node will wake", out: sharedOutcome{holdMissed: true}, requeue: actedRequeue, kept: true},
-		{name: "the Elastic IP reserved by another node since", out: sharedOutcome{reserveLost: true}, requeue: actedRequeue},
+		{name: "the Elastic IP reserved by another node since", out: sharedOutcome{reserveLost: true}, requeue: actedRequeue, write: true},
+		{name: "the Elastic IP reserved by another node since, beside a plan", out: sharedOutcome{reserveLost: true}, plan: true, requeue: actedRequeue},
 		{name: "a slot freed since the decision", out: sharedOutcome{slotFreed: true}, requeue: actedRequeue, kept: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := &deciding{requeue: time.Hour, acts: actions{associate: pick}}
+			cn := &ciliumv2.CiliumNode{}
+			cn.Name = "n1"
+			s := &deciding{requeue: time.Hour, acts: actions{associate: pick}, cn: cn, orig: cn.DeepCopy()}
+			if tc.plan {
+				s.acts.plan.Assign = []pool.Assign{{ENIID: "eni-1", IPs: 1}}
+			}
 			s.settleShared(tc.out)
 			if s.requeue != tc.requeue || (s.acts.associate != nil) != tc.kept {
 				t.Errorf("requeue %v, association kept %v; want %v, %v", s.requeue, s.acts.associate != nil, tc.requeue, tc.kept)
+			}
+			if s.writeCN != tc.write {
+				t.Errorf("CiliumNode written %v, want %v", s.writeCN, tc.write)
 			}
 		})
 	}

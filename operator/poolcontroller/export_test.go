@@ -12,8 +12,8 @@ import (
 func SetOnDecide(r *Reconciler, f func(node string)) { r.onDecide = f }
 
 // SetOnDecided has r call f as each node's decision ends, before the
-// CiliumNode's write.
-func SetOnDecided(r *Reconciler, f func(node string)) { r.onDecided = f }
+// CiliumNode's write, or (reads) before the describes it asked for.
+func SetOnDecided(r *Reconciler, f func(node string, reads bool)) { r.onDecided = f }
 
 // SetOnShared has r call f with each change of the state shared between
 // nodes (the needs, the EC2 slots, the nodes' states, the metrics).

@@ -139,9 +139,11 @@ func (s *nodeSync) readFill() fillFacts {
 	return f
 }
 
-// read gathers the node's state: its Node, instance and policy, the
-// inventory's snapshot of the instance and the ENIs its status lists
-// that the snapshot lacks (readListedUnseen), its NodeRouting and the
+// read gathers the node's state: its Node and instance (when the
+// CiliumNode names another instance, nothing more: the decision is its
+// reset, decideReset), its policy, the inventory's snapshot of the
+// instance and the ENIs its status lists that the snapshot lacks
+// (readListedUnseen), its NodeRouting and the
 // agent's report, the ENI consolidation detached (readDetached); then,
 // on the snapshot (readOnSnapshot), the remaps the agent confirmed, the
 // claims that concern it, the Elastic IPs and the pods waiting for an
@@ -158,10 +160,15 @@ func (s *nodeSync) read(ctx context.Context) bool {
 		node = nil
 	}
 	s.node = node
-	s.instanceID = s.resolveInstance(node)
+	s.instanceID = resolveInstance(node, s.cn)
 	if s.instanceID == "" {
 		s.fail(fmt.Errorf("%w: no aws:/// providerID on Node %q and no spec.instance-id", cloud.ErrNotFound, s.cn.Name), ReasonInstanceNotFound)
 		return false
+	}
+	if instanceReplaced(s.cn, s.instanceID) {
+		// The decision is the reset alone (decideReset): the rest is
+		// read by the next reconcile, on the reset CiliumNode.
+		return true
 	}
 	var nodeLabels map[string]string
 	if node != nil {

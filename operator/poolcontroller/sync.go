@@ -64,6 +64,10 @@ type deciding struct {
 	held bool
 	// turnedAway: the plan's EC2 calls waited for a slot.
 	turnedAway bool
+	// writeCN: the CiliumNode is written, its status and spec as
+	// writeStatus and writeSpec say, and the capacity set with it
+	// (decideWriting); false: its write waits.
+	writeCN bool
 	// described: the read described the ENIs of addresses the pool
 	// lacks to confirm them (decideReads, readAgain).
 	described bool
@@ -121,7 +125,8 @@ func (s *nodeSync) emit() {
 // order of steps holds across reconciles (staticsync.go, staticip.go).
 // The EC2 reads the decision needs (the Elastic IPs, and the describes
 // by ID decide's first step asks for, decideReads) are read's, before
-// it.
+// it: a decision that asks for describes decides nothing else, and run
+// makes them (readAgain) and decides again on what they showed.
 func (s *nodeSync) run(ctx context.Context) (decision, bool) {
 	r := s.r
 	ok := s.read(ctx)
@@ -135,21 +140,23 @@ func (s *nodeSync) run(ctx context.Context) (decision, bool) {
 			// served, and what the read knows of the instance (fill), as a
 			// decision's would.
 			s.notePolicyConflict()
-			s.decideWrite()
+			s.decideWriting()
 			return decision{}, false
 		}
 		s.cross = s.readCross()
-		f := s.facts()
-		if ask := decideReads(f); ask.any() {
-			// Described first, and read again on what the describe
-			// showed.
-			ok = s.readAgain(ctx, ask)
-			continue
-		}
 		if r.onDecide != nil {
 			r.onDecide(s.cn.Name)
 		}
-		return decide(f), true
+		d := decide(s.facts())
+		if !d.reads.any() {
+			return d, true
+		}
+		// The decision waits for describes (decideReads): it is over
+		// before they are made, and made again on what they showed.
+		if r.onDecided != nil {
+			r.onDecided(s.cn.Name, true)
+		}
+		ok = s.readAgain(ctx, d.reads)
 	}
 }
 
@@ -172,7 +179,7 @@ func (s *nodeSync) facts() *facts {
 // its notes are emitted.
 func (s *nodeSync) take(d decision) {
 	r := s.r
-	s.cn, s.routing, s.pool, s.acts = d.cn, d.routing, d.pool, d.acts
+	s.cn, s.routing, s.pool, s.acts, s.writeCN = d.cn, d.routing, d.pool, d.acts, d.writeCN
 	s.requeue, s.opErr, s.staticErr = d.requeue, d.opErr, d.staticErr
 	s.held, s.turnedAway, s.staticDemand = d.held, d.turnedAway, d.staticDemand
 	s.snap, s.capacity = d.snap, d.capacity
@@ -214,9 +221,15 @@ type sharedOutcome struct {
 // node (none is associated now) and a slot freed since the decision
 // each have the node looked at again at once (to grow, to pick again,
 // to make its calls).
+//
+// A CiliumNode's write that waited for the association alone
+// (writeWaits) is made after all.
 func (s *deciding) settleShared(o sharedOutcome) {
 	if o.reserveLost {
 		s.acts.associate = nil
+		if !s.writeCN && (!s.turnedAway || s.poolChanged()) {
+			s.writeCN = !s.writeWaits()
+		}
 	}
 	if o.holdMissed || o.reserveLost || o.slotFreed {
 		s.requeueWithin(actedRequeue)
@@ -328,28 +341,51 @@ func (s *deciding) needed() int {
 	return pool.Needed(s.snap.Available, s.snap.Used, s.cfg.Knobs)
 }
 
-// resolveInstance names the node's instance. The Node's providerID is the
-// truth: a CiliumNode whose spec.instance-id names another instance (a
-// node name reused after its instance was replaced) has its pool and ENI
-// status reset, with an event, before anything else happens.
-func (s *nodeSync) resolveInstance(node *corev1.Node) string {
-	fromNode := providerInstance(node)
-	have := s.cn.Spec.InstanceID
-	switch {
-	case fromNode == "":
-		return have
-	case have == "" || have == fromNode:
+// resolveInstance names the node's instance: the one the Node's
+// providerID names, or the CiliumNode's spec.instance-id when it names
+// none.
+func resolveInstance(node *corev1.Node, cn *ciliumv2.CiliumNode) string {
+	if fromNode := providerInstance(node); fromNode != "" {
 		return fromNode
 	}
-	s.r.events.Eventf(s.cn, nil, "Warning", ReasonInstanceReplaced, "Allocate",
-		"Node %s now runs on instance %s, not %s: pool and ENI status reset", s.cn.Name, fromNode, have)
-	s.r.log.Info("instance replaced; pool reset", "node", s.cn.Name, "old", have, "instance", fromNode)
-	s.cn.Spec.InstanceID = fromNode
-	s.cn.Spec.IPAM.Pool = nil
-	s.cn.Status.IPAM.ReleaseIPs = nil
-	s.cn.Status.ENI.ENIs = nil
-	clear(s.mem.missing)
-	return fromNode
+	return cn.Spec.InstanceID
+}
+
+// instanceReplaced reports whether the CiliumNode's spec.instance-id
+// names another instance than the node's (resolveInstance): a node name
+// reused after its instance was replaced.
+func instanceReplaced(cn *ciliumv2.CiliumNode, instanceID string) bool {
+	return cn.Spec.InstanceID != "" && cn.Spec.InstanceID != instanceID
+}
+
+// decideReset is the whole decision on a node whose instance was
+// replaced (instanceReplaced): the Node's providerID is the truth, so
+// the CiliumNode's pool, release handshake and ENI status are reset,
+// with an event, its spec names the new instance, and the addresses and
+// ENIs missing from EC2 are forgotten. Nothing else is decided on what
+// the read gathered of the old instance's node: the reset is written
+// (decideWriting), and the next reconcile, at once, reads the node
+// afresh on it (the new instance's snapshot, the NodeRouting, the
+// claims) and decides the rest. That costs one reconcile more, and the
+// CiliumNode writes of the reset (status and spec) before those of the
+// new instance's ENIs and details, where one reconcile wrote both.
+func decideReset(f *facts) decision {
+	env := newDecisionEnv(func() time.Time { return f.now }, f.opts, f.logLevel)
+	d := &deciding{r: env, mem: &f.mem, cn: f.cn, orig: f.orig, nodeState: f.nodeState}
+	cn, have := d.cn, d.cn.Spec.InstanceID
+	env.event(cn, "Warning", ReasonInstanceReplaced,
+		fmt.Sprintf("Node %s now runs on instance %s, not %s: pool and ENI status reset", cn.Name, f.instanceID, have))
+	env.log.Info("instance replaced; pool reset", "node", cn.Name, "old", have, "instance", f.instanceID)
+	cn.Spec.InstanceID = f.instanceID
+	cn.Spec.IPAM.Pool = nil
+	cn.Status.IPAM.ReleaseIPs = nil
+	cn.Status.ENI.ENIs = nil
+	clear(f.mem.missing)
+	clear(f.mem.missingENIs)
+	d.decideWriting()
+	d.requeueWithin(actedRequeue)
+	return decision{cn: d.cn, routing: d.routing, mem: f.mem, snap: d.snap, requeue: d.requeue,
+		writeCN: d.writeCN, writeStatus: d.writeStatus, writeSpec: d.writeSpec, notes: env.take()}
 }
 
 // snapshot refreshes s.snap from the inventory; false when the node

@@ -204,11 +204,14 @@ type writesRig struct {
 	onClaimGet func(key client.ObjectKey, n int)
 	claimGets  int
 	// deciding is set from the start of a decision to the CiliumNode's
-	// write; decided journals the EC2 calls made meanwhile, reads
-	// included, and decidedCalls keeps those of the last reconcile.
+	// write, or to the decision's end when it asks for describes first;
+	// decided journals the EC2 calls made meanwhile, reads included, and
+	// decidedCalls keeps those of the last reconcile. decisions counts
+	// the decisions of the last reconcile (onDecide).
 	deciding     *atomic.Bool
 	decided      *journal
 	decidedCalls []string
+	decisions    *atomic.Int32
 	// described journals the ENIs of each describe by ID.
 	described *journal
 	// apiWrites journals the operator's apiserver writes; decidingAPI
@@ -360,15 +363,23 @@ func newWritesRigPrepared(t testing.TB, prepare func(cloud.API), policy enipamv1
 	}, log)
 	// From the start of a decision to the CiliumNode's write (or the
 	// reconcile's end), the EC2 calls are counted.
-	poolcontroller.SetOnDecide(r, func(string) { deciding.Store(true); decidingAPI.Store(true) })
+	decisions := &atomic.Int32{}
+	poolcontroller.SetOnDecide(r, func(string) { deciding.Store(true); decidingAPI.Store(true); decisions.Add(1) })
 	// The apiserver writes are counted to the decision's end (the
-	// CiliumNode's write follows it, when there is one).
-	poolcontroller.SetOnDecided(r, func(string) { decidingAPI.Store(false) })
+	// CiliumNode's write follows it, when there is one); the EC2 calls
+	// too when the decision asks for describes first: they are made
+	// before the node is decided again.
+	poolcontroller.SetOnDecided(r, func(_ string, reads bool) {
+		decidingAPI.Store(false)
+		if reads {
+			deciding.Store(false)
+		}
+	})
 	// The changes of the state shared between nodes are counted to the
 	// decision's end too: the decision only says what they are.
 	poolcontroller.SetOnShared(r, func(what string) { apiWrites.shared(decidingAPI, what) })
 	*w = writesRig{t: t, ctx: ctx, st: st, j: j, base: base, r: r, calls: map[string]int{}, events: rec, failClaimLists: failClaimLists, failRoutingGets: failRoutingGets, fail: fail,
-		deciding: deciding, decided: decided, described: described, apiWrites: apiWrites, decidingAPI: decidingAPI}
+		deciding: deciding, decided: decided, decisions: decisions, described: described, apiWrites: apiWrites, decidingAPI: decidingAPI}
 	return w
 }
 
@@ -467,6 +478,7 @@ func (w *writesRig) reconcile() (called bool, before, after *ciliumv2.CiliumNode
 	w.t.Helper()
 	before = get(w.t, w.base, writesNode)
 	w.claimGets = 0
+	w.decisions.Store(0)
 	res, err := w.r.Reconcile(w.ctx, ctrl.Request{NamespacedName: client.ObjectKey{Name: writesNode}})
 	if err != nil {
 		w.t.Fatalf("reconcile: %v", err)
@@ -970,10 +982,12 @@ func TestReassignmentWaitsForItsClaimReadAgain(t *testing.T) {
 // reports routed and its pool lacks: the operator's first describes may
 // predate an earlier process's Unassign, so the addresses enter the pool
 // only once a describe by ID made after the consistency grace confirms
-// them. That describe is made while the reconcile reads, before it
-// decides: from the start of each decision to the CiliumNode's write, no
-// EC2 call is made, reads included; the addresses enter the pool in the
-// write of the reconcile that described their ENI.
+// them. That describe is asked for by a decision (decideReads), and made
+// once it is over, before the node is decided again on what it showed:
+// from the start of each decision to the CiliumNode's write (or to its
+// end, for one that asks for a describe), no EC2 call is made, reads
+// included; the addresses enter the pool in the write of the reconcile
+// that described their ENI.
 func TestNoEC2CallWhileDeciding(t *testing.T) {
 	fi, pre := int32(1), int32(2)
 	var eniID string
@@ -1019,6 +1033,12 @@ func TestNoEC2CallWhileDeciding(t *testing.T) {
 			}
 			if !slices.Contains(described, eniID) {
 				t.Errorf("%v pooled by a reconcile that described %v, not %s", ips, described, eniID)
+			}
+			// The describe is asked for by a decision (decideReads),
+			// whose window closes before it is made; the node is then
+			// decided again on what it showed.
+			if n := w.decisions.Load(); n != 2 {
+				t.Errorf("the reconcile that described %s decided %d times, want 2: asking for the describe, then on what it showed", eniID, n)
 			}
 			decided = i
 			break
