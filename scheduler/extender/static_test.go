@@ -372,3 +372,67 @@ func TestFilterDoesNotWaitOnANodeOutsideTheClaimsZone(t *testing.T) {
 		t.Errorf("refusals for the zone %v, want 1", n)
 	}
 }
+
+// TestBindAsksAgainWhenTheCachedClaimLags: the cache says claim db-0
+// asks for node roomy, but another bind has asked it for eni-slot since
+// (the claim's watch has not delivered that yet). A bind onto roomy asks
+// the claim for roomy all the same (the operator then places the address
+// there) and binds once it is settled, instead of waiting for a stamp the
+// operator is not making there until BindTimeout. A claim being released
+// by then fails the bind with that, at once. A bind whose address is
+// settled on its node as cached writes nothing.
+func TestBindAsksAgainWhenTheCachedClaimLags(t *testing.T) {
+	s := staticCluster()
+	c := s.claims["web/db-0"]
+	c.Target = "roomy"
+	s.claims["web/db-0"] = c
+	e, _, w := newBindingExtender(t, s, Config{SettleTimeout: time.Second, BindTimeout: 10 * time.Second})
+	claim := &enipamv1alpha1.StaticIPClaim{ObjectMeta: metaOf("web", "db-0"), Spec: enipamv1alpha1.StaticIPClaimSpec{Address: "10.0.16.9", NodeName: "eni-slot"}}
+	if err := w.Create(context.Background(), claim); err != nil {
+		t.Fatal(err)
+	}
+	// The operator: the address settles on the node the claim asks for.
+	operator := make(chan struct{})
+	go func() {
+		defer close(operator)
+		got := &enipamv1alpha1.StaticIPClaim{}
+		for range 500 {
+			if err := w.Get(context.Background(), client.ObjectKey{Namespace: "web", Name: "db-0"}, got); err == nil && got.Spec.NodeName == "roomy" {
+				s.set(room.Node{Name: "roomy", Pool: &room.Pool{Size: 10, Settled: map[string]string{"web/db-0": "10.0.16.9"}}})
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+	r := e.Bind(context.Background(), &extenderv1.ExtenderBindingArgs{PodNamespace: "web", PodName: "db-0", PodUID: "uid-db-0", Node: "roomy"})
+	<-operator
+	if r.Error != "" || w.bindings()["web/db-0"] != "roomy" {
+		t.Fatalf("bind: %q, bindings %v; want db-0 bound to roomy", r.Error, w.bindings())
+	}
+	patches := w.patched()
+	if patches != 1 {
+		t.Errorf("%d patches, want 1", patches)
+	}
+
+	// Settled on roomy as cached: no write.
+	if r := e.Bind(context.Background(), &extenderv1.ExtenderBindingArgs{PodNamespace: "web", PodName: "db-0", PodUID: "uid-db-0", Node: "roomy"}); r.Error != "" {
+		t.Fatalf("bind, settled: %q", r.Error)
+	}
+	if n := w.patched(); n != patches {
+		t.Errorf("bind onto the node the address is settled on wrote %d patches", n-patches)
+	}
+
+	// Being released, the cache not knowing it yet: the answer says so.
+	claim = &enipamv1alpha1.StaticIPClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "web", Name: "db-1", Finalizers: []string{enipamv1alpha1.StaticIPClaimFinalizer}}, Spec: enipamv1alpha1.StaticIPClaimSpec{NodeName: "roomy"}}
+	if err := w.Create(context.Background(), claim); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Delete(context.Background(), claim); err != nil {
+		t.Fatal(err)
+	}
+	s.claims["web/db-1"] = room.Claim{Target: "roomy", Checked: true}
+	r = e.Bind(context.Background(), &extenderv1.ExtenderBindingArgs{PodNamespace: "web", PodName: "db-1", PodUID: "uid-db-1", Node: "roomy"})
+	if !strings.Contains(r.Error, "being released") || w.bindings()["web/db-1"] != "" {
+		t.Errorf("bind of a claim being released: %q, bindings %v", r.Error, w.bindings())
+	}
+}

@@ -92,6 +92,7 @@ func TestAClaimNotPlacedYetIsBoundOnTheNodeItAsksFor(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(500 * time.Millisecond) // the extender's claim watch
+	version := claim.ResourceVersion
 
 	w.pods("db", 1, nil)
 	w.eventually("the extender to hold db-0 against target", time.Minute, func() bool {
@@ -117,5 +118,12 @@ func TestAClaimNotPlacedYetIsBoundOnTheNodeItAsksFor(t *testing.T) {
 	w.eventually("db-0 bound to target", time.Minute, func() bool { return w.boundTo("db-0") == "target" })
 	if msg := w.failedScheduling("db-0"); msg != "" {
 		t.Errorf("db-0 refused on its way: %s", msg)
+	}
+	// The bind asked the claim for target again (its cache may lag): a
+	// write that changed nothing, so no new version for the claim's
+	// watchers.
+	got := &enipamv1alpha1.StaticIPClaim{}
+	if err := env.Client.Get(bg, client.ObjectKeyFromObject(claim), got); err != nil || got.ResourceVersion != version || got.Spec.NodeName != w.nodeName("target") {
+		t.Errorf("claim at version %s asking for %q (%v), want version %s unchanged", got.ResourceVersion, got.Spec.NodeName, err, version)
 	}
 }
