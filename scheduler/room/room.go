@@ -348,7 +348,7 @@ func Assess(n *Node, owner string) Verdict {
 func firstPlacement(v Verdict, n *Node, owner, target string) Verdict {
 	switch {
 	case target == "" || v.Kind == Own:
-	case n.Name == target && n.Pool != nil && (n.Pool.Marked > 0 || (owner != "" && n.Pool.Answered[owner] != "")):
+	case n.Name == target && n.Pool != nil && n.Pool.firstPlacing(owner):
 		v = Verdict{Kind: Own, Score: scores[Own], Now: v.Now, Coming: v.Coming, Growth: v.Growth}
 	case n.Name == target && v.Kind.Fits():
 		v.Score = scores[Own]
@@ -356,6 +356,30 @@ func firstPlacement(v Verdict, n *Node, owner, target string) Verdict {
 		v.Score = min(v.Score, scores[Own]-1)
 	}
 	return v
+}
+
+// firstPlacing reports whether the pool, of the node a claim with no
+// address yet asks for, holds an entry the operator's first placement may
+// keep for owner's pod (see firstPlacement): marked for release (Marked),
+// or stamped for it on the agent's answer (Answered).
+func (p *Pool) firstPlacing(owner string) bool {
+	return p.Marked > 0 || (owner != "" && p.Answered[owner] != "")
+}
+
+// OwnEntry reports whether owner's pod, of claim c (nil for a pod with
+// none), takes an entry of its own on node, whose pool is p, rather than
+// a free one: an entry stamped for it, or, while c has no address yet and
+// asks for node, the entry its first placement keeps there (the node
+// firstPlacement judges Own). Such a pod, held, bound or nominated there,
+// promises no free address there.
+func OwnEntry(p *Pool, node, owner string, c *Claim) bool {
+	switch {
+	case p == nil || owner == "":
+		return false
+	case p.Stamped[owner] != "":
+		return true
+	}
+	return c != nil && c.Address == "" && c.Target == node && !c.Deleting && c.Invalid == "" && p.firstPlacing(owner)
 }
 
 // Claim is what placement needs of a static-IP pod's StaticIPClaim.

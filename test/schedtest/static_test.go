@@ -127,3 +127,64 @@ func TestAClaimNotPlacedYetIsBoundOnTheNodeItAsksFor(t *testing.T) {
 		t.Errorf("claim at version %s asking for %q (%v), want version %s unchanged", got.ResourceVersion, got.Spec.NodeName, err, version)
 	}
 }
+
+// TestAFirstPlacementWaitingOnItsTargetLeavesTheFreeAddressesToOthers:
+// the real kube-scheduler with the chart's configuration. db-0's claim
+// has no address yet and asks for node target, where enipam-operator
+// marked one of two entries not in use for it; neither node can grow and
+// the other is full. db-0 passes on target (the marked entry) and its
+// bind waits there for the stamp; meanwhile pod web-0 comes. db-0 takes
+// the marked entry, not the free one, so web-0 is bound to target too
+// (before, db-0's hold counted against target's free address, and web-0
+// was refused 'no free IP' while db-0's bind waited). db-0 is bound once
+// its entry is stamped.
+func TestAFirstPlacementWaitingOnItsTargetLeavesTheFreeAddressesToOthers(t *testing.T) {
+	w := newWorld(t, "ownhold")
+	cannotGrow := func() *enipamv1alpha1.NodeCapacity {
+		return &enipamv1alpha1.NodeCapacity{MaxIPs: 10, PoolIPs: 10, AvailabilityZone: "us-east-1a", Reason: "instance at capacity"}
+	}
+	w.node("target", pool{used: 8, free: 2, capacity: cannotGrow()})
+	w.node("full", pool{used: 10, capacity: cannotGrow()})
+	w.seenByExtender(map[string]int64{"target": 10, "full": 0})
+	ip := w.freeIP("target")
+	w.cilium("target", func(cn *ciliumv2.CiliumNode) {
+		cn.Status.IPAM.ReleaseIPs = map[string]ipamtypes.IPReleaseStatus{ip: ipamoption.IPAMMarkForRelease}
+	}, func(*ciliumv2.CiliumNode) {})
+
+	claim := &enipamv1alpha1.StaticIPClaim{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: "db-0"},
+		Spec: enipamv1alpha1.StaticIPClaimSpec{NodeName: w.nodeName("target"), ReclaimPolicy: enipamv1alpha1.ReclaimRetain}}
+	w.create(claim)
+	claim.Status = enipamv1alpha1.StaticIPClaimStatus{Phase: enipamv1alpha1.ClaimPlacing, ObservedGeneration: claim.Generation}
+	if err := env.Client.Status().Update(bg, claim); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond) // the extender's claim watch
+
+	w.pods("db", 1, nil)
+	w.eventually("the extender to hold db-0 against target", time.Minute, func() bool {
+		resp, err := http.Get(w.sched.MetricsURL + "/metrics")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return strings.Contains(string(b), "\nenipam_scheduler_holds 1\n")
+	})
+	w.pods("web", 1, nil)
+	w.eventually("web-0 bound", time.Minute, func() bool { return w.boundTo("web-0") != "" || w.failedScheduling("web-0") != "" })
+	if n, msg := w.boundTo("web-0"), w.failedScheduling("web-0"); n != "target" || msg != "" {
+		t.Fatalf("web-0 bound to %q, refused %q; want bound to target", n, msg)
+	}
+	if n := w.boundTo("db-0"); n != "" {
+		t.Fatalf("db-0 bound to %s before its entry was stamped", n)
+	}
+	w.cilium("target", func(cn *ciliumv2.CiliumNode) {
+		delete(cn.Status.IPAM.ReleaseIPs, ip)
+		cn.Status.ENI.ENIs = map[string]awstypes.ENI{"eni-1": {ID: "eni-1", Addresses: []ciliumip.Addr{ciliumip.AddrFrom(netip.MustParseAddr(ip))}}}
+	}, func(cn *ciliumv2.CiliumNode) {
+		e := cn.Spec.IPAM.Pool[ip]
+		e.Owner = w.ns + "/db-0"
+		cn.Spec.IPAM.Pool[ip] = e
+	})
+	w.eventually("db-0 bound to target", time.Minute, func() bool { return w.boundTo("db-0") == "target" })
+}
