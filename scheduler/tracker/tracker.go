@@ -230,7 +230,7 @@ func (t *Tracker) View(pod *corev1.Pod, names []string, youngSince time.Time) ([
 		}
 		n.Promised += t.started.Count(name, now, hasIP)
 		for uid, h := range t.held[name] {
-			if uid == pod.UID || now.Sub(h.at) > t.cfg.HoldTTL || own(h.owner) {
+			if uid == pod.UID || now.Sub(h.at) > t.cfg.HoldTTL || own(h.owner) || t.filedOn(uid, name) {
 				continue
 			}
 			n.Held++
@@ -242,6 +242,14 @@ func (t *Tracker) View(pod *corev1.Pod, names []string, youngSince time.Time) ([
 		out[i] = n
 	}
 	return out, t.changed
+}
+
+// filedOn reports whether the pod is counted on node already, bound or
+// nominated there: a nominated pod (by preemption) that filter passes
+// again is held too, and must not count twice there. Callers hold t.mu.
+func (t *Tracker) filedOn(uid types.UID, node string) bool {
+	p, ok := t.pods.Get(uid)
+	return ok && p.Target() == node
 }
 
 // Hold records that the scheduler may place pod on any of nodes, which

@@ -335,3 +335,22 @@ func TestAFirstPlacementHeldOnItsTargetTakesNoFreeAddressThere(t *testing.T) {
 	f.tr.podSeen(p)
 	f.want("nominated for target", f.promised("target", "other"), 0, 0)
 }
+
+// TestANominatedPodFilteredAgainCountsOnceOnItsNode: pod web-1 is
+// nominated for node a (preemption chose a and evicts its victims), and
+// kube-scheduler runs it through filter again, which passes it on a and
+// b. It counts once on a, where it is nominated (not also as held
+// there), and once on b, where it is held.
+func TestANominatedPodFilteredAgainCountsOnceOnItsNode(t *testing.T) {
+	f := newFixture(t)
+	f.node("a", 2)
+	f.node("b", 2)
+	p := pod("web-1", "")
+	p.Nominated = "a"
+	f.tr.podSeen(p)
+	f.tr.Hold(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "web", Name: "web-1", UID: "uid-web-1"}}, []string{"a", "b"})
+	f.want("nominated for a, held on a and b", f.promised("a", "b"), 1, 1)
+	if nodes, _ := f.tr.View(incoming, []string{"a"}, f.now.Add(-time.Second)); nodes[0].Held != 0 {
+		t.Errorf("a: %+v, want the nominated pod not counted as held there", nodes[0])
+	}
+}
