@@ -117,6 +117,17 @@ func (e *Extender) placeStatic(ctx context.Context, args *extenderv1.ExtenderBin
 		if ip != "" {
 			return nil
 		}
+		// A claim the operator found invalid for its current spec, or
+		// being released, will not be placed: say so now rather than at
+		// the timeout.
+		if c, ok := e.state.Claim(args.PodNamespace, args.PodName); ok {
+			switch {
+			case c.Deleting:
+				return fmt.Errorf("static IP claim %s is being released; the pod waits until it is gone", owner)
+			case c.Checked && c.Invalid != "":
+				return fmt.Errorf("static IP claim %s: %s", owner, c.Invalid)
+			}
+		}
 		select {
 		case <-changed:
 		case <-wait.Done():

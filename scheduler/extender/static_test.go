@@ -436,3 +436,38 @@ func TestBindAsksAgainWhenTheCachedClaimLags(t *testing.T) {
 		t.Errorf("bind of a claim being released: %q, bindings %v", r.Error, w.bindings())
 	}
 }
+
+// TestBindStopsWaitingForAClaimFoundInvalid: bind waits on roomy for
+// claim db-0's address; enipam-operator then finds the claim invalid
+// (its Ready condition says why). The bind fails with the claim's words
+// as soon as the claim's watch says so, not at its timeout; no Binding.
+func TestBindStopsWaitingForAClaimFoundInvalid(t *testing.T) {
+	s := staticCluster()
+	e, _, w := newBindingExtender(t, s, Config{SettleTimeout: time.Second, BindTimeout: 10 * time.Second})
+	if err := w.Create(context.Background(), &enipamv1alpha1.StaticIPClaim{ObjectMeta: metaOf("web", "db-0"), Spec: enipamv1alpha1.StaticIPClaimSpec{Address: "10.0.16.9"}}); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan *extenderv1.ExtenderBindingResult, 1)
+	go func() {
+		done <- e.Bind(context.Background(), &extenderv1.ExtenderBindingArgs{PodNamespace: "web", PodName: "db-0", PodUID: "uid-db-0", Node: "roomy"})
+	}()
+	claim := &enipamv1alpha1.StaticIPClaim{}
+	for range 500 {
+		if err := w.Get(context.Background(), client.ObjectKey{Namespace: "web", Name: "db-0"}, claim); err == nil && claim.Spec.NodeName == "roomy" {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	invalid := "AddressInUse: 10.0.16.9 is held outside enipam"
+	s.mu.Lock()
+	c := s.claims["web/db-0"]
+	c.Target, c.Invalid, c.Status = "roomy", invalid, invalid
+	s.claims["web/db-0"] = c
+	roomy := s.nodes["roomy"]
+	s.mu.Unlock()
+	s.set(roomy)
+	r := <-done
+	if r.Error != "static IP claim web/db-0: "+invalid || len(w.bindings()) != 0 {
+		t.Errorf("bind: %q, bindings %v; want the claim's words", r.Error, w.bindings())
+	}
+}
