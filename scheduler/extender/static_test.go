@@ -156,13 +156,11 @@ func TestBindRefusesABadPublicIPAnnotation(t *testing.T) {
 // creates no Binding; the claim asks for the node meanwhile.
 func TestBindGivesUpWithTheClaimsWords(t *testing.T) {
 	s := staticCluster()
-	c := s.claims["web/db-0"]
-	c.Status = "WaitingForOldPod: 10.0.16.9 stays on node holder while pod web/db-0 is bound there"
-	s.claims["web/db-0"] = c
+	s.changeClaim("db-0", func(c *room.Claim) {
+		c.Status = "WaitingForOldPod: 10.0.16.9 stays on node holder while pod web/db-0 is bound there"
+	})
 	e, _, w := newBindingExtender(t, s, Config{SettleTimeout: time.Second, BindTimeout: 100 * time.Millisecond})
-	if err := w.Create(context.Background(), &enipamv1alpha1.StaticIPClaim{ObjectMeta: metaOf("web", "db-0"), Spec: enipamv1alpha1.StaticIPClaimSpec{Address: "10.0.16.9"}}); err != nil {
-		t.Fatal(err)
-	}
+	w.createClaim(t, "db-0", enipamv1alpha1.StaticIPClaimSpec{Address: "10.0.16.9"})
 	r := e.Bind(context.Background(), &extenderv1.ExtenderBindingArgs{PodNamespace: "web", PodName: "db-0", PodUID: "uid-db-0", Node: "roomy"})
 	if !strings.Contains(r.Error, "WaitingForOldPod") || len(w.bindings()) != 0 {
 		t.Errorf("bind: %q, bindings %v", r.Error, w.bindings())
@@ -383,25 +381,15 @@ func TestFilterDoesNotWaitOnANodeOutsideTheClaimsZone(t *testing.T) {
 // settled on its node as cached writes nothing.
 func TestBindAsksAgainWhenTheCachedClaimLags(t *testing.T) {
 	s := staticCluster()
-	c := s.claims["web/db-0"]
-	c.Target = "roomy"
-	s.claims["web/db-0"] = c
+	s.changeClaim("db-0", func(c *room.Claim) { c.Target = "roomy" })
 	e, _, w := newBindingExtender(t, s, Config{SettleTimeout: time.Second, BindTimeout: 10 * time.Second})
-	claim := &enipamv1alpha1.StaticIPClaim{ObjectMeta: metaOf("web", "db-0"), Spec: enipamv1alpha1.StaticIPClaimSpec{Address: "10.0.16.9", NodeName: "eni-slot"}}
-	if err := w.Create(context.Background(), claim); err != nil {
-		t.Fatal(err)
-	}
+	w.createClaim(t, "db-0", enipamv1alpha1.StaticIPClaimSpec{Address: "10.0.16.9", NodeName: "eni-slot"})
 	// The operator: the address settles on the node the claim asks for.
 	operator := make(chan struct{})
 	go func() {
 		defer close(operator)
-		got := &enipamv1alpha1.StaticIPClaim{}
-		for range 500 {
-			if err := w.Get(context.Background(), client.ObjectKey{Namespace: "web", Name: "db-0"}, got); err == nil && got.Spec.NodeName == "roomy" {
-				s.set(room.Node{Name: "roomy", Pool: &room.Pool{Size: 10, Settled: map[string]string{"web/db-0": "10.0.16.9"}}})
-				return
-			}
-			time.Sleep(10 * time.Millisecond)
+		if w.asked("db-0", "roomy") {
+			s.set(room.Node{Name: "roomy", Pool: &room.Pool{Size: 10, Settled: map[string]string{"web/db-0": "10.0.16.9"}}})
 		}
 	}()
 	r := e.Bind(context.Background(), &extenderv1.ExtenderBindingArgs{PodNamespace: "web", PodName: "db-0", PodUID: "uid-db-0", Node: "roomy"})
@@ -423,7 +411,7 @@ func TestBindAsksAgainWhenTheCachedClaimLags(t *testing.T) {
 	}
 
 	// Being released, the cache not knowing it yet: the answer says so.
-	claim = &enipamv1alpha1.StaticIPClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "web", Name: "db-1", Finalizers: []string{enipamv1alpha1.StaticIPClaimFinalizer}}, Spec: enipamv1alpha1.StaticIPClaimSpec{NodeName: "roomy"}}
+	claim := &enipamv1alpha1.StaticIPClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "web", Name: "db-1", Finalizers: []string{enipamv1alpha1.StaticIPClaimFinalizer}}, Spec: enipamv1alpha1.StaticIPClaimSpec{NodeName: "roomy"}}
 	if err := w.Create(context.Background(), claim); err != nil {
 		t.Fatal(err)
 	}
@@ -444,30 +432,48 @@ func TestBindAsksAgainWhenTheCachedClaimLags(t *testing.T) {
 func TestBindStopsWaitingForAClaimFoundInvalid(t *testing.T) {
 	s := staticCluster()
 	e, _, w := newBindingExtender(t, s, Config{SettleTimeout: time.Second, BindTimeout: 10 * time.Second})
-	if err := w.Create(context.Background(), &enipamv1alpha1.StaticIPClaim{ObjectMeta: metaOf("web", "db-0"), Spec: enipamv1alpha1.StaticIPClaimSpec{Address: "10.0.16.9"}}); err != nil {
-		t.Fatal(err)
-	}
+	w.createClaim(t, "db-0", enipamv1alpha1.StaticIPClaimSpec{Address: "10.0.16.9"})
 	done := make(chan *extenderv1.ExtenderBindingResult, 1)
 	go func() {
 		done <- e.Bind(context.Background(), &extenderv1.ExtenderBindingArgs{PodNamespace: "web", PodName: "db-0", PodUID: "uid-db-0", Node: "roomy"})
 	}()
-	claim := &enipamv1alpha1.StaticIPClaim{}
-	for range 500 {
-		if err := w.Get(context.Background(), client.ObjectKey{Namespace: "web", Name: "db-0"}, claim); err == nil && claim.Spec.NodeName == "roomy" {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	w.asked("db-0", "roomy")
 	invalid := "AddressInUse: 10.0.16.9 is held outside enipam"
-	s.mu.Lock()
-	c := s.claims["web/db-0"]
-	c.Target, c.Invalid, c.Status = "roomy", invalid, invalid
-	s.claims["web/db-0"] = c
-	roomy := s.nodes["roomy"]
-	s.mu.Unlock()
-	s.set(roomy)
+	s.changeClaim("db-0", func(c *room.Claim) { c.Target, c.Invalid, c.Status = "roomy", invalid, invalid })
 	r := <-done
 	if r.Error != "static IP claim web/db-0: "+invalid || len(w.bindings()) != 0 {
 		t.Errorf("bind: %q, bindings %v; want the claim's words", r.Error, w.bindings())
 	}
+}
+
+// changeClaim changes the cached claim web/name and wakes the waiters,
+// as the claim's watch does.
+func (s *fakeState) changeClaim(name string, change func(*room.Claim)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.claims["web/"+name]
+	change(&c)
+	s.claims["web/"+name] = c
+	close(s.changed)
+	s.changed = make(chan struct{})
+}
+
+// createClaim creates claim web/name in the apiserver bind writes to.
+func (w *writer) createClaim(t *testing.T, name string, spec enipamv1alpha1.StaticIPClaimSpec) {
+	t.Helper()
+	if err := w.Create(context.Background(), &enipamv1alpha1.StaticIPClaim{ObjectMeta: metaOf("web", name), Spec: spec}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// asked waits, up to five seconds, until claim web/name asks for node.
+func (w *writer) asked(name, node string) bool {
+	c := &enipamv1alpha1.StaticIPClaim{}
+	for range 500 {
+		if err := w.Get(context.Background(), client.ObjectKey{Namespace: "web", Name: name}, c); err == nil && c.Spec.NodeName == node {
+			return true
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return false
 }
