@@ -68,8 +68,20 @@ func result(err error) string {
 
 // placeStatic asks for the pod's node in its claim and waits for the
 // settled stamp there.
+//
+// The claim as cached may lag its object: another bind (or a user) may
+// have asked it for another node since, or it may be being released. So
+// unless the address is already settled on the node, the claim is asked
+// for the node even when the cache says it asks for it already, and the
+// answer of that write, the claim as it is now, decides: a claim being
+// released fails the bind at once instead of after BindTimeout, and a
+// claim that asked for another node asks for this one. The write costs a
+// PATCH (no change, and no watch event, when the claim names the node
+// already) on a bind that waits for the operator anyway; a bind whose
+// address is settled on the node as cached makes no call.
 func (e *Extender) placeStatic(ctx context.Context, args *extenderv1.ExtenderBindingArgs, intent waiting.Intent, hasClaim bool, claim *room.Claim) error {
 	owner := args.PodNamespace + "/" + args.PodName
+	settled, _ := e.state.Settled(args.Node, owner)
 	switch {
 	case hasClaim && claim.Deleting:
 		return fmt.Errorf("static IP claim %s is being released; the pod waits until it is gone", owner)
@@ -88,11 +100,14 @@ func (e *Extender) placeStatic(ctx context.Context, args *extenderv1.ExtenderBin
 			return fmt.Errorf("creating static IP claim %s, %w", owner, err)
 		}
 		fallthrough
-	case claim.Target != args.Node:
+	case claim.Target != args.Node || settled == "":
 		patch := fmt.Appendf(nil, `{"spec":{"nodeName":%q}}`, args.Node)
 		c := &enipamv1alpha1.StaticIPClaim{ObjectMeta: metav1.ObjectMeta{Namespace: args.PodNamespace, Name: args.PodName}}
 		if err := e.writer.Patch(ctx, c, client.RawPatch(types.MergePatchType, patch)); err != nil {
 			return fmt.Errorf("asking static IP claim %s for node %s, %w", owner, args.Node, err)
+		}
+		if c.DeletionTimestamp != nil {
+			return fmt.Errorf("static IP claim %s is being released; the pod waits until it is gone", owner)
 		}
 	}
 	wait, cancel := context.WithTimeout(ctx, e.cfg.BindTimeout)
@@ -101,6 +116,17 @@ func (e *Extender) placeStatic(ctx context.Context, args *extenderv1.ExtenderBin
 		ip, changed := e.state.Settled(args.Node, owner)
 		if ip != "" {
 			return nil
+		}
+		// A claim the operator found invalid for its current spec, or
+		// being released, will not be placed: say so now rather than at
+		// the timeout.
+		if c, ok := e.state.Claim(args.PodNamespace, args.PodName); ok {
+			switch {
+			case c.Deleting:
+				return fmt.Errorf("static IP claim %s is being released; the pod waits until it is gone", owner)
+			case c.Checked && c.Invalid != "":
+				return fmt.Errorf("static IP claim %s: %s", owner, c.Invalid)
+			}
 		}
 		select {
 		case <-changed:

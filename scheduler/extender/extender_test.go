@@ -113,8 +113,16 @@ func newExtender(t *testing.T, s State, cfg Config) (*Extender, *prometheus.Regi
 // kept, Bindings recorded.
 type writer struct {
 	client.WithWatch
-	mu    sync.Mutex
-	bound map[string]string // "namespace/name" → node
+	mu      sync.Mutex
+	bound   map[string]string // "namespace/name" → node
+	patches int
+}
+
+// patched counts the patches written.
+func (w *writer) patched() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.patches
 }
 
 func (w *writer) bindings() map[string]string {
@@ -131,6 +139,12 @@ func newBindingExtender(t *testing.T, s State, cfg Config) (*Extender, *promethe
 	}
 	w := &writer{bound: map[string]string{}}
 	w.WithWatch = fake.NewClientBuilder().WithScheme(scheme).WithInterceptorFuncs(interceptor.Funcs{
+		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+			w.mu.Lock()
+			w.patches++
+			w.mu.Unlock()
+			return c.Patch(ctx, obj, patch, opts...)
+		},
 		SubResourceCreate: func(_ context.Context, _ client.Client, sub string, obj client.Object, sr client.Object, _ ...client.SubResourceCreateOption) error {
 			b, ok := sr.(*corev1.Binding)
 			if sub != "binding" || !ok {

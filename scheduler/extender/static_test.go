@@ -156,13 +156,11 @@ func TestBindRefusesABadPublicIPAnnotation(t *testing.T) {
 // creates no Binding; the claim asks for the node meanwhile.
 func TestBindGivesUpWithTheClaimsWords(t *testing.T) {
 	s := staticCluster()
-	c := s.claims["web/db-0"]
-	c.Status = "WaitingForOldPod: 10.0.16.9 stays on node holder while pod web/db-0 is bound there"
-	s.claims["web/db-0"] = c
+	s.changeClaim("db-0", func(c *room.Claim) {
+		c.Status = "WaitingForOldPod: 10.0.16.9 stays on node holder while pod web/db-0 is bound there"
+	})
 	e, _, w := newBindingExtender(t, s, Config{SettleTimeout: time.Second, BindTimeout: 100 * time.Millisecond})
-	if err := w.Create(context.Background(), &enipamv1alpha1.StaticIPClaim{ObjectMeta: metaOf("web", "db-0"), Spec: enipamv1alpha1.StaticIPClaimSpec{Address: "10.0.16.9"}}); err != nil {
-		t.Fatal(err)
-	}
+	w.createClaim(t, "db-0", enipamv1alpha1.StaticIPClaimSpec{Address: "10.0.16.9"})
 	r := e.Bind(context.Background(), &extenderv1.ExtenderBindingArgs{PodNamespace: "web", PodName: "db-0", PodUID: "uid-db-0", Node: "roomy"})
 	if !strings.Contains(r.Error, "WaitingForOldPod") || len(w.bindings()) != 0 {
 		t.Errorf("bind: %q, bindings %v", r.Error, w.bindings())
@@ -371,4 +369,111 @@ func TestFilterDoesNotWaitOnANodeOutsideTheClaimsZone(t *testing.T) {
 	if n := metricValue(t, reg, "enipam_scheduler_node_refusals_total", "reason", "no_zone"); n != 1 {
 		t.Errorf("refusals for the zone %v, want 1", n)
 	}
+}
+
+// TestBindAsksAgainWhenTheCachedClaimLags: the cache says claim db-0
+// asks for node roomy, but another bind has asked it for eni-slot since
+// (the claim's watch has not delivered that yet). A bind onto roomy asks
+// the claim for roomy all the same (the operator then places the address
+// there) and binds once it is settled, instead of waiting for a stamp the
+// operator is not making there until BindTimeout. A claim being released
+// by then fails the bind with that, at once. A bind whose address is
+// settled on its node as cached writes nothing.
+func TestBindAsksAgainWhenTheCachedClaimLags(t *testing.T) {
+	s := staticCluster()
+	s.changeClaim("db-0", func(c *room.Claim) { c.Target = "roomy" })
+	e, _, w := newBindingExtender(t, s, Config{SettleTimeout: time.Second, BindTimeout: 10 * time.Second})
+	w.createClaim(t, "db-0", enipamv1alpha1.StaticIPClaimSpec{Address: "10.0.16.9", NodeName: "eni-slot"})
+	// The operator: the address settles on the node the claim asks for.
+	operator := make(chan struct{})
+	go func() {
+		defer close(operator)
+		if w.asked("db-0", "roomy") {
+			s.set(room.Node{Name: "roomy", Pool: &room.Pool{Size: 10, Settled: map[string]string{"web/db-0": "10.0.16.9"}}})
+		}
+	}()
+	r := e.Bind(context.Background(), &extenderv1.ExtenderBindingArgs{PodNamespace: "web", PodName: "db-0", PodUID: "uid-db-0", Node: "roomy"})
+	<-operator
+	if r.Error != "" || w.bindings()["web/db-0"] != "roomy" {
+		t.Fatalf("bind: %q, bindings %v; want db-0 bound to roomy", r.Error, w.bindings())
+	}
+	patches := w.patched()
+	if patches != 1 {
+		t.Errorf("%d patches, want 1", patches)
+	}
+
+	// Settled on roomy as cached: no write.
+	if r := e.Bind(context.Background(), &extenderv1.ExtenderBindingArgs{PodNamespace: "web", PodName: "db-0", PodUID: "uid-db-0", Node: "roomy"}); r.Error != "" {
+		t.Fatalf("bind, settled: %q", r.Error)
+	}
+	if n := w.patched(); n != patches {
+		t.Errorf("bind onto the node the address is settled on wrote %d patches", n-patches)
+	}
+
+	// Being released, the cache not knowing it yet: the answer says so.
+	claim := &enipamv1alpha1.StaticIPClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "web", Name: "db-1", Finalizers: []string{enipamv1alpha1.StaticIPClaimFinalizer}}, Spec: enipamv1alpha1.StaticIPClaimSpec{NodeName: "roomy"}}
+	if err := w.Create(context.Background(), claim); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Delete(context.Background(), claim); err != nil {
+		t.Fatal(err)
+	}
+	s.claims["web/db-1"] = room.Claim{Target: "roomy", Checked: true}
+	r = e.Bind(context.Background(), &extenderv1.ExtenderBindingArgs{PodNamespace: "web", PodName: "db-1", PodUID: "uid-db-1", Node: "roomy"})
+	if !strings.Contains(r.Error, "being released") || w.bindings()["web/db-1"] != "" {
+		t.Errorf("bind of a claim being released: %q, bindings %v", r.Error, w.bindings())
+	}
+}
+
+// TestBindStopsWaitingForAClaimFoundInvalid: bind waits on roomy for
+// claim db-0's address; enipam-operator then finds the claim invalid
+// (its Ready condition says why). The bind fails with the claim's words
+// as soon as the claim's watch says so, not at its timeout; no Binding.
+func TestBindStopsWaitingForAClaimFoundInvalid(t *testing.T) {
+	s := staticCluster()
+	e, _, w := newBindingExtender(t, s, Config{SettleTimeout: time.Second, BindTimeout: 10 * time.Second})
+	w.createClaim(t, "db-0", enipamv1alpha1.StaticIPClaimSpec{Address: "10.0.16.9"})
+	done := make(chan *extenderv1.ExtenderBindingResult, 1)
+	go func() {
+		done <- e.Bind(context.Background(), &extenderv1.ExtenderBindingArgs{PodNamespace: "web", PodName: "db-0", PodUID: "uid-db-0", Node: "roomy"})
+	}()
+	w.asked("db-0", "roomy")
+	invalid := "AddressInUse: 10.0.16.9 is held outside enipam"
+	s.changeClaim("db-0", func(c *room.Claim) { c.Target, c.Invalid, c.Status = "roomy", invalid, invalid })
+	r := <-done
+	if r.Error != "static IP claim web/db-0: "+invalid || len(w.bindings()) != 0 {
+		t.Errorf("bind: %q, bindings %v; want the claim's words", r.Error, w.bindings())
+	}
+}
+
+// changeClaim changes the cached claim web/name and wakes the waiters,
+// as the claim's watch does.
+func (s *fakeState) changeClaim(name string, change func(*room.Claim)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.claims["web/"+name]
+	change(&c)
+	s.claims["web/"+name] = c
+	close(s.changed)
+	s.changed = make(chan struct{})
+}
+
+// createClaim creates claim web/name in the apiserver bind writes to.
+func (w *writer) createClaim(t *testing.T, name string, spec enipamv1alpha1.StaticIPClaimSpec) {
+	t.Helper()
+	if err := w.Create(context.Background(), &enipamv1alpha1.StaticIPClaim{ObjectMeta: metaOf("web", name), Spec: spec}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// asked waits, up to five seconds, until claim web/name asks for node.
+func (w *writer) asked(name, node string) bool {
+	c := &enipamv1alpha1.StaticIPClaim{}
+	for range 500 {
+		if err := w.Get(context.Background(), client.ObjectKey{Namespace: "web", Name: name}, c); err == nil && c.Spec.NodeName == node {
+			return true
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return false
 }

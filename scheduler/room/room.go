@@ -348,7 +348,7 @@ func Assess(n *Node, owner string) Verdict {
 func firstPlacement(v Verdict, n *Node, owner, target string) Verdict {
 	switch {
 	case target == "" || v.Kind == Own:
-	case n.Name == target && n.Pool != nil && (n.Pool.Marked > 0 || (owner != "" && n.Pool.Answered[owner] != "")):
+	case n.Name == target && n.Pool != nil && n.Pool.firstPlacing(owner):
 		v = Verdict{Kind: Own, Score: scores[Own], Now: v.Now, Coming: v.Coming, Growth: v.Growth}
 	case n.Name == target && v.Kind.Fits():
 		v.Score = scores[Own]
@@ -356,6 +356,30 @@ func firstPlacement(v Verdict, n *Node, owner, target string) Verdict {
 		v.Score = min(v.Score, scores[Own]-1)
 	}
 	return v
+}
+
+// firstPlacing reports whether the pool, of the node a claim with no
+// address yet asks for, holds an entry the operator's first placement may
+// keep for owner's pod (see firstPlacement): marked for release (Marked),
+// or stamped for it on the agent's answer (Answered).
+func (p *Pool) firstPlacing(owner string) bool {
+	return p.Marked > 0 || (owner != "" && p.Answered[owner] != "")
+}
+
+// OwnEntry reports whether owner's pod, of claim c (nil for a pod with
+// none), takes an entry of its own on node, whose pool is p, rather than
+// a free one: an entry stamped for it, or, while c has no address yet and
+// asks for node, the entry its first placement keeps there (the node
+// firstPlacement judges Own). Such a pod, held, bound or nominated there,
+// promises no free address there.
+func OwnEntry(p *Pool, node, owner string, c *Claim) bool {
+	switch {
+	case p == nil || owner == "":
+		return false
+	case p.Stamped[owner] != "":
+		return true
+	}
+	return c != nil && c.Address == "" && c.Target == node && !c.Deleting && c.Invalid == "" && p.firstPlacing(owner)
 }
 
 // Claim is what placement needs of a static-IP pod's StaticIPClaim.
@@ -388,20 +412,22 @@ type Claim struct {
 // zone with room for one more address of its subnet (a free slot on an
 // ENI in it, or a free ENI slot for a new one). Before the first
 // placement (no address yet) any node with an address for the pod fits,
-// in the requested subnet's zone if one was asked (a node outside it is
-// refused for the zone, whatever its pool), and so does the claim's
+// in the requested subnet's zone if one was asked, and so does the claim's
 // target while it holds an entry the operator may have marked for the
 // claim, or stamped for it on the agent's answer; the target scores above
-// the others (firstPlacement).
+// the others (firstPlacement). A node known to be outside the claim's zone
+// is refused for the zone before anything else, with an address or not.
 func AssessStatic(n *Node, owner string, c *Claim) Verdict {
-	if c.Address == "" {
-		// The zone is the claim's: a node outside it is refused for it
-		// whatever its pool, so that a full one is not said to lack a
-		// free IP (the pod's event would send its reader to the wrong
-		// cause).
-		if c.Zone != "" && n.Capacity != nil && n.Capacity.AvailabilityZone != "" && n.Capacity.AvailabilityZone != c.Zone {
+	// The zone is the claim's: a node known to be outside it is refused
+	// for it first, whatever its pool (full, or no CiliumNode at all), so
+	// that the pod's event does not send its reader to another cause.
+	if cp := n.Capacity; c.Zone != "" && cp != nil && cp.AvailabilityZone != "" && cp.AvailabilityZone != c.Zone {
+		if c.Address == "" {
 			return Verdict{Kind: NoZone, Reason: fmt.Sprintf("static IP of subnet %s must be in %s", c.Subnet, c.Zone)}
 		}
+		return Verdict{Kind: NoZone, Reason: staticWhere(c)}
+	}
+	if c.Address == "" {
 		return firstPlacement(Assess(n, owner), n, owner, c.Target)
 	}
 	if n.Pool == nil {
@@ -417,10 +443,6 @@ func AssessStatic(n *Node, owner string, c *Claim) Verdict {
 	if cp == nil {
 		return Verdict{Kind: NoCapacity, Reason: "static IP: enipam-operator has not reported the node's capacity yet"}
 	}
-	where := fmt.Sprintf("static IP %s lives in %s, %s", c.Address, c.Subnet, c.Zone)
-	if cp.AvailabilityZone != "" && c.Zone != "" && cp.AvailabilityZone != c.Zone {
-		return Verdict{Kind: NoZone, Reason: where}
-	}
 	for _, s := range cp.SubnetSlots {
 		if s.SubnetID == c.Subnet && s.Free > 0 {
 			return Verdict{Kind: Coming, Score: scores[Coming]}
@@ -429,5 +451,10 @@ func AssessStatic(n *Node, owner string, c *Claim) Verdict {
 	if cp.FreeENISlots > 0 {
 		return Verdict{Kind: Growth, Score: scores[Growth]}
 	}
-	return Verdict{Kind: NoSlot, Reason: where + "; no free address slot on an ENI in that subnet and no free ENI slot"}
+	return Verdict{Kind: NoSlot, Reason: staticWhere(c) + "; no free address slot on an ENI in that subnet and no free ENI slot"}
+}
+
+// staticWhere says where a claim's address lives, beginning a refusal.
+func staticWhere(c *Claim) string {
+	return fmt.Sprintf("static IP %s lives in %s, %s", c.Address, c.Subnet, c.Zone)
 }

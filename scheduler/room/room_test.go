@@ -276,3 +276,32 @@ func TestTheTargetHoldingTheFirstPlacementsAnsweredStampFits(t *testing.T) {
 		}
 	}
 }
+
+// TestAClaimedAddressIsRefusedForTheZoneBeforeAMissingCiliumNode: claim
+// db-0 holds 10.0.16.9 of subnet-a, in us-east-1a. A node of us-east-1b
+// with no CiliumNode (its agent not started yet) but a reported capacity
+// is refused for the zone, the claim's fact, as a node of us-east-1b
+// with a pool is; a node of us-east-1a, or of unknown zone, with no
+// CiliumNode is refused for that.
+func TestAClaimedAddressIsRefusedForTheZoneBeforeAMissingCiliumNode(t *testing.T) {
+	zone := func(az string) *enipamv1alpha1.NodeCapacity {
+		return &enipamv1alpha1.NodeCapacity{MaxIPs: 10, PoolIPs: 10, AvailabilityZone: az, FreeENISlots: 1}
+	}
+	c := &Claim{Address: "10.0.16.9", Subnet: "subnet-a", Zone: "us-east-1a", Holder: "holder", Checked: true}
+	for _, tc := range []struct {
+		node   Node
+		want   Kind
+		reason string
+	}{
+		{Node{Name: "no-ciliumnode-b", Capacity: zone("us-east-1b")}, NoZone, "static IP 10.0.16.9 lives in subnet-a, us-east-1a"},
+		{Node{Name: "pool-b", Pool: &Pool{Size: 10}, Capacity: zone("us-east-1b")}, NoZone, "static IP 10.0.16.9 lives in subnet-a, us-east-1a"},
+		{Node{Name: "no-ciliumnode-a", Capacity: zone("us-east-1a")}, NoCiliumNode, ReasonNoCiliumNode},
+		{Node{Name: "no-ciliumnode"}, NoCiliumNode, ReasonNoCiliumNode},
+		{Node{Name: "pool-a", Pool: &Pool{Size: 10}, Capacity: zone("us-east-1a")}, Growth, ""},
+	} {
+		v := AssessStatic(&tc.node, "db/db-0", c)
+		if v.Kind != tc.want || v.Reason != tc.reason {
+			t.Errorf("%s: %+v (%s), want %s with %q", tc.node.Name, v, v.Kind, tc.want, tc.reason)
+		}
+	}
+}

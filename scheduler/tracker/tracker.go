@@ -16,6 +16,10 @@
 //   - held: the scheduler may just have placed it there, and its Binding
 //     has not been seen yet (Hold); until the pod is seen bound or
 //     nominated, or for at most HoldTTL.
+//
+// A pod that takes an entry of its own there (room.OwnEntry: a static
+// address stamped for it, or its claim's first placement under way on
+// the node the claim asks for) is counted against no free address there.
 package tracker
 
 import (
@@ -95,6 +99,7 @@ type Tracker struct {
 
 // hold is a pod the scheduler may have placed on any of nodes.
 type hold struct {
+	owner string // "namespace/name"
 	nodes []string
 	at    time.Time
 }
@@ -207,10 +212,17 @@ func (t *Tracker) View(pod *corev1.Pod, names []string, youngSince time.Time) ([
 	out := make([]room.Node, len(names))
 	for i, name := range names {
 		n := room.Node{Name: name, Pool: t.pools[name], Capacity: t.caps[name]}
-		// A pod whose address is in use, or stamped for it here (a
-		// static IP: the agent hands it that entry, which Free does not
-		// count), takes no free address.
-		hasIP := func(owner string) bool { return n.Pool != nil && (inUse(n.Pool, owner) || n.Pool.Stamped[owner] != "") }
+		// A pod whose address is in use, or that takes an entry of its
+		// own here (a static IP stamped for it, or its claim's first
+		// placement under way here: the agent hands it that entry, which
+		// Free does not count), takes no free address.
+		own := func(owner string) bool {
+			if c, ok := t.claims[owner]; ok {
+				return room.OwnEntry(n.Pool, name, owner, &c)
+			}
+			return room.OwnEntry(n.Pool, name, owner, nil)
+		}
+		hasIP := func(owner string) bool { return n.Pool != nil && (inUse(n.Pool, owner) || own(owner)) }
 		for _, p := range t.pods.On(name) {
 			if p.UID != pod.UID && !p.Deleting() && !hasIP(p.Owner()) {
 				n.Promised++
@@ -218,7 +230,7 @@ func (t *Tracker) View(pod *corev1.Pod, names []string, youngSince time.Time) ([
 		}
 		n.Promised += t.started.Count(name, now, hasIP)
 		for uid, h := range t.held[name] {
-			if uid == pod.UID || now.Sub(h.at) > t.cfg.HoldTTL {
+			if uid == pod.UID || now.Sub(h.at) > t.cfg.HoldTTL || own(h.owner) || t.filedOn(uid, name) {
 				continue
 			}
 			n.Held++
@@ -232,6 +244,14 @@ func (t *Tracker) View(pod *corev1.Pod, names []string, youngSince time.Time) ([
 	return out, t.changed
 }
 
+// filedOn reports whether the pod is counted on node already, bound or
+// nominated there: a nominated pod (by preemption) that filter passes
+// again is held too, and must not count twice there. Callers hold t.mu.
+func (t *Tracker) filedOn(uid types.UID, node string) bool {
+	p, ok := t.pods.Get(uid)
+	return ok && p.Target() == node
+}
+
 // Hold records that the scheduler may place pod on any of nodes, which
 // it passed on, until the pod is seen bound or nominated, is deleted, is
 // held again, or HoldTTL passes. A pod already bound is not held.
@@ -242,7 +262,7 @@ func (t *Tracker) Hold(pod *corev1.Pod, nodes []string) {
 	if p, ok := t.pods.Get(pod.UID); (ok && p.Node != "") || len(nodes) == 0 {
 		return
 	}
-	h := &hold{nodes: nodes, at: t.now()}
+	h := &hold{owner: pod.Namespace + "/" + pod.Name, nodes: nodes, at: t.now()}
 	t.holds[pod.UID] = h
 	for _, n := range nodes {
 		if t.held[n] == nil {

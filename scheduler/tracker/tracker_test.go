@@ -9,6 +9,7 @@ import (
 
 	awstypes "github.com/cilium/cilium/pkg/aws/types"
 	ciliumip "github.com/cilium/cilium/pkg/ip"
+	ipamoption "github.com/cilium/cilium/pkg/ipam/option"
 	ipamtypes "github.com/cilium/cilium/pkg/ipam/types"
 	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
 	corev1 "k8s.io/api/core/v1"
@@ -280,5 +281,76 @@ func TestAStampSettlesOnlyThroughTheTransformWithItsENI(t *testing.T) {
 		Status: enipamv1alpha1.StaticIPClaimStatus{Address: "10.0.2.18", NodeName: "n1"}})
 	if c, _ := f.tr.Claim("db", "db-2"); !c.Pinned {
 		t.Errorf("db-2's claim %+v not pinned to n1", c)
+	}
+}
+
+// TestAFirstPlacementHeldOnItsTargetTakesNoFreeAddressThere: claim db-0
+// has no address yet and asks for node target, whose pool holds two free
+// entries and one the operator marked for release (for db-0's first
+// placement, as far as the pool can say). Filter passed db-0 on target,
+// on that marked entry, and on other: while its bind waits, the hold
+// counts on other (it would take a free address there) and not on target
+// (it takes the marked entry, which Free does not count), so target keeps
+// two free addresses for other pods. The same once the operator stamped
+// the entry for db-0 on the agent's answer (ready-for-release, owner
+// db-0), and for db-0 nominated for target. With no mark on target, or
+// with the claim asking for another node, the hold counts on target too.
+func TestAFirstPlacementHeldOnItsTargetTakesNoFreeAddressThere(t *testing.T) {
+	f := newFixture(t)
+	target := func(owner string, state ipamtypes.IPReleaseStatus) {
+		cn := &ciliumv2.CiliumNode{ObjectMeta: metav1.ObjectMeta{Name: "target"}}
+		cn.Spec.IPAM.Pool = ipamtypes.AllocationMap{ipOf(1): {Resource: "eni-1"}, ipOf(2): {Resource: "eni-1"}, ipOf(3): {Resource: "eni-1", Owner: owner}}
+		if state != "" {
+			cn.Status.IPAM.ReleaseIPs = map[string]ipamtypes.IPReleaseStatus{ipOf(3): state}
+		}
+		obj, _ := stripCiliumNode(cn)
+		f.tr.ciliumNodeSeen(obj)
+	}
+	claim := func(node string) {
+		f.tr.claimSeen(&enipamv1alpha1.StaticIPClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "web", Name: "db-0", Generation: 1},
+			Spec:   enipamv1alpha1.StaticIPClaimSpec{NodeName: node},
+			Status: enipamv1alpha1.StaticIPClaimStatus{Phase: enipamv1alpha1.ClaimPlacing, ObservedGeneration: 1}})
+	}
+	target("", ipamoption.IPAMMarkForRelease)
+	f.node("other", 2)
+	claim("target")
+	db := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "web", Name: "db-0", UID: "uid-db-0"}}
+	f.tr.Hold(db, []string{"target", "other"})
+	f.want("held, marked on target", f.promised("target", "other"), 0, 1)
+	if nodes, _ := f.tr.View(incoming, []string{"target"}, f.now.Add(-time.Second)); nodes[0].Held != 0 || nodes[0].Young != 0 || nodes[0].Pool.Free != 2 {
+		t.Errorf("target: %+v, want no hold and two free", nodes[0])
+	}
+	target("web/db-0", ipamoption.IPAMReadyForRelease)
+	f.want("held, stamped for db-0 on the answer", f.promised("target", "other"), 0, 1)
+
+	target("", "")
+	f.want("held, nothing marked", f.promised("target", "other"), 1, 1)
+	target("", ipamoption.IPAMMarkForRelease)
+	claim("other")
+	f.want("held, the claim asks for other", f.promised("target", "other"), 1, 1)
+
+	claim("target")
+	p := pod("db-0", "")
+	p.Nominated = "target"
+	f.tr.podSeen(p)
+	f.want("nominated for target", f.promised("target", "other"), 0, 0)
+}
+
+// TestANominatedPodFilteredAgainCountsOnceOnItsNode: pod web-1 is
+// nominated for node a (preemption chose a and evicts its victims), and
+// kube-scheduler runs it through filter again, which passes it on a and
+// b. It counts once on a, where it is nominated (not also as held
+// there), and once on b, where it is held.
+func TestANominatedPodFilteredAgainCountsOnceOnItsNode(t *testing.T) {
+	f := newFixture(t)
+	f.node("a", 2)
+	f.node("b", 2)
+	p := pod("web-1", "")
+	p.Nominated = "a"
+	f.tr.podSeen(p)
+	f.tr.Hold(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "web", Name: "web-1", UID: "uid-web-1"}}, []string{"a", "b"})
+	f.want("nominated for a, held on a and b", f.promised("a", "b"), 1, 1)
+	if nodes, _ := f.tr.View(incoming, []string{"a"}, f.now.Add(-time.Second)); nodes[0].Held != 0 {
+		t.Errorf("a: %+v, want the nominated pod not counted as held there", nodes[0])
 	}
 }

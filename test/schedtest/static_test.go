@@ -71,18 +71,79 @@ func TestAStaticPodWithNoEligibleNodeStaysPendingAndSaysWhy(t *testing.T) {
 // extender holds the pod against it) and the bind waits there; once the
 // entry is stamped for db-0 and its ENI holds it, db-0 is bound to target.
 func TestAClaimNotPlacedYetIsBoundOnTheNodeItAsksFor(t *testing.T) {
-	w := newWorld(t, "first")
+	w, ip, claim := firstPlacementWorld(t, "first", 1)
+	version := claim.ResourceVersion
+
+	w.pods("db", 1, nil)
+	w.heldOnce("db-0")
+	if n := w.boundTo("db-0"); n != "" {
+		t.Fatalf("db-0 bound to %s before its entry was stamped", n)
+	}
+	w.stamp("target", ip, "db-0")
+	w.eventually("db-0 bound to target", time.Minute, func() bool { return w.boundTo("db-0") == "target" })
+	if msg := w.failedScheduling("db-0"); msg != "" {
+		t.Errorf("db-0 refused on its way: %s", msg)
+	}
+	// The bind asked the claim for target again (its cache may lag): a
+	// write that changed nothing, so no new version for the claim's
+	// watchers.
+	got := &enipamv1alpha1.StaticIPClaim{}
+	if err := env.Client.Get(bg, client.ObjectKeyFromObject(claim), got); err != nil || got.ResourceVersion != version || got.Spec.NodeName != w.nodeName("target") {
+		t.Errorf("claim at version %s asking for %q (%v), want version %s unchanged", got.ResourceVersion, got.Spec.NodeName, err, version)
+	}
+}
+
+// TestAFirstPlacementWaitingOnItsTargetLeavesTheFreeAddressesToOthers:
+// the real kube-scheduler with the chart's configuration. db-0's claim
+// has no address yet and asks for node target, where enipam-operator
+// marked one of two entries not in use for it; neither node can grow and
+// the other is full. db-0 passes on target (the marked entry) and its
+// bind waits there for the stamp; meanwhile pod web-0 comes. db-0 takes
+// the marked entry, not the free one, so web-0 is bound to target too
+// (before, db-0's hold counted against target's free address, and web-0
+// was refused 'no free IP' while db-0's bind waited). db-0 is bound once
+// its entry is stamped.
+func TestAFirstPlacementWaitingOnItsTargetLeavesTheFreeAddressesToOthers(t *testing.T) {
+	w, ip, _ := firstPlacementWorld(t, "ownhold", 2)
+
+	w.pods("db", 1, nil)
+	w.heldOnce("db-0")
+	w.pods("web", 1, nil)
+	w.eventually("web-0 bound", time.Minute, func() bool { return w.boundTo("web-0") != "" || w.failedScheduling("web-0") != "" })
+	if n, msg := w.boundTo("web-0"), w.failedScheduling("web-0"); n != "target" || msg != "" {
+		t.Fatalf("web-0 bound to %q, refused %q; want bound to target", n, msg)
+	}
+	if n := w.boundTo("db-0"); n != "" {
+		t.Fatalf("db-0 bound to %s before its entry was stamped", n)
+	}
+	w.stamp("target", ip, "db-0")
+	w.eventually("db-0 bound to target", time.Minute, func() bool { return w.boundTo("db-0") == "target" })
+}
+
+// firstPlacementWorld has two nodes of ten addresses at their
+// instance's capacity: full, all used, and target, with free entries not
+// in use, one of them marked for release (returned) as enipam-operator
+// marks an entry for a claim's first placement; and db-0's claim, with
+// no address yet, asking for target (as a bind that timed out leaves
+// it), checked by the operator (phase Placing).
+func firstPlacementWorld(t *testing.T, name string, free int) (*world, string, *enipamv1alpha1.StaticIPClaim) {
+	t.Helper()
+	w := newWorld(t, name)
 	cannotGrow := func() *enipamv1alpha1.NodeCapacity {
 		return &enipamv1alpha1.NodeCapacity{MaxIPs: 10, PoolIPs: 10, AvailabilityZone: "us-east-1a", Reason: "instance at capacity"}
 	}
-	w.node("target", pool{used: 9, free: 1, capacity: cannotGrow()})
+	w.node("target", pool{used: 10 - free, free: free, capacity: cannotGrow()})
 	w.node("full", pool{used: 10, capacity: cannotGrow()})
 	w.seenByExtender(map[string]int64{"target": 10, "full": 0})
 	ip := w.freeIP("target")
 	w.cilium("target", func(cn *ciliumv2.CiliumNode) {
 		cn.Status.IPAM.ReleaseIPs = map[string]ipamtypes.IPReleaseStatus{ip: ipamoption.IPAMMarkForRelease}
 	}, func(*ciliumv2.CiliumNode) {})
-	w.seenByExtender(map[string]int64{"target": 0, "full": 0})
+	score := int64(0)
+	if free > 1 {
+		score = 10
+	}
+	w.seenByExtender(map[string]int64{"target": score, "full": 0})
 
 	claim := &enipamv1alpha1.StaticIPClaim{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: "db-0"},
 		Spec: enipamv1alpha1.StaticIPClaimSpec{NodeName: w.nodeName("target"), ReclaimPolicy: enipamv1alpha1.ReclaimRetain}}
@@ -92,9 +153,13 @@ func TestAClaimNotPlacedYetIsBoundOnTheNodeItAsksFor(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(500 * time.Millisecond) // the extender's claim watch
+	return w, ip, claim
+}
 
-	w.pods("db", 1, nil)
-	w.eventually("the extender to hold db-0 against target", time.Minute, func() bool {
+// heldOnce waits until the extender holds one pod (filter passed it).
+func (w *world) heldOnce(pod string) {
+	w.t.Helper()
+	w.eventually("the extender to hold "+pod, time.Minute, func() bool {
 		resp, err := http.Get(w.sched.MetricsURL + "/metrics")
 		if err != nil {
 			return false
@@ -103,19 +168,19 @@ func TestAClaimNotPlacedYetIsBoundOnTheNodeItAsksFor(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return strings.Contains(string(b), "\nenipam_scheduler_holds 1\n")
 	})
-	if n := w.boundTo("db-0"); n != "" {
-		t.Fatalf("db-0 bound to %s before its entry was stamped", n)
-	}
-	w.cilium("target", func(cn *ciliumv2.CiliumNode) {
+}
+
+// stamp settles the marked entry ip for pod, as the operator does once
+// Cilium's agent answers: out of the handshake, on its ENI, its owner
+// the pod.
+func (w *world) stamp(short, ip, pod string) {
+	w.t.Helper()
+	w.cilium(short, func(cn *ciliumv2.CiliumNode) {
 		delete(cn.Status.IPAM.ReleaseIPs, ip)
 		cn.Status.ENI.ENIs = map[string]awstypes.ENI{"eni-1": {ID: "eni-1", Addresses: []ciliumip.Addr{ciliumip.AddrFrom(netip.MustParseAddr(ip))}}}
 	}, func(cn *ciliumv2.CiliumNode) {
 		e := cn.Spec.IPAM.Pool[ip]
-		e.Owner = w.ns + "/db-0"
+		e.Owner = w.ns + "/" + pod
 		cn.Spec.IPAM.Pool[ip] = e
 	})
-	w.eventually("db-0 bound to target", time.Minute, func() bool { return w.boundTo("db-0") == "target" })
-	if msg := w.failedScheduling("db-0"); msg != "" {
-		t.Errorf("db-0 refused on its way: %s", msg)
-	}
 }
