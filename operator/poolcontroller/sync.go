@@ -83,6 +83,11 @@ type deciding struct {
 	// be written (decideWrite): changed, the spec's change not waiting
 	// for the pool.
 	writeStatus, writeSpec bool
+	// routingENIs: the NodeRouting's spec.enis as decided, put into the
+	// desired NodeRouting by the CiliumNode's write. eniCopy: the status
+	// write is the copy of the ENIs alone, once the join is complete.
+	routingENIs routingENIs
+	eniCopy     bool
 }
 
 // crossNode is what a node's decision needs to know of the other nodes:
@@ -177,6 +182,7 @@ func (s *nodeSync) take(d decision) {
 	s.held, s.turnedAway, s.staticDemand = d.held, d.turnedAway, d.staticDemand
 	s.snap, s.capacity = d.snap, d.capacity
 	s.writeStatus, s.writeSpec = d.writeStatus, d.writeSpec
+	s.routingENIs, s.eniCopy = d.routingENIs, d.eniCopy
 	r.mu.Lock()
 	state, rv := s.mem.state, s.mem.writtenRV
 	*s.mem = d.mem
