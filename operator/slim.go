@@ -11,6 +11,7 @@ import (
 
 	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
 	"github.com/enipam/enipam/internal/intern"
+	"github.com/enipam/enipam/operator/poolcontroller"
 )
 
 // Besides repeated strings (intern.go), the cache's decoded objects carry
@@ -117,14 +118,9 @@ func slimNodeRouting(obj any) (any, error) {
 	internOwners(nr)
 	spec := &nr.Spec
 	spec.ExcludeInterfaceTags = internMap(spec.ExcludeInterfaceTags, nil)
-	spec.ENIs = exact(spec.ENIs)
-	for i := range spec.ENIs {
-		e := &spec.ENIs[i]
-		e.SubnetID, e.SubnetCIDR = intern.String(e.SubnetID), intern.String(e.SubnetCIDR)
-		e.VPCCIDRs = sharedStrings(e.VPCCIDRs)
-		e.Addresses, e.Prefixes, e.IPv6Prefixes = exact(e.Addresses), exact(e.Prefixes), exact(e.IPv6Prefixes)
-		e.Tags = internMap(e.Tags, nil)
-	}
+	// spec.enis is not kept: the pool controller gives it back from a
+	// copy with its digest (poolcontroller.DropSpecENIs).
+	poolcontroller.DropSpecENIs(nr)
 	if c := spec.Capacity; c != nil {
 		c.AvailabilityZone, c.Reason = intern.String(c.AvailabilityZone), intern.String(c.Reason)
 		c.Subnets = sharedStrings(c.Subnets)
@@ -139,9 +135,6 @@ func slimNodeRouting(obj any) (any, error) {
 		e := &st.ENIs[i]
 		e.IPs, e.Prefixes = exact(e.IPs), exact(e.Prefixes)
 		e.IPv6, e.IPv6Prefixes = exact(e.IPv6), exact(e.IPv6Prefixes)
-		if j := slices.IndexFunc(spec.ENIs, func(s enipamv1alpha1.NodeENI) bool { return s.ID == e.ID }); j >= 0 {
-			shareWithSpec(e, &spec.ENIs[j])
-		}
 	}
 	st.Conditions = exact(st.Conditions)
 	for i := range st.Conditions {
@@ -150,33 +143,6 @@ func slimNodeRouting(obj any) (any, error) {
 		c.Reason, c.Message = intern.String(c.Reason), intern.String(c.Message)
 	}
 	return nr, nil
-}
-
-// shareWithSpec makes the agent's report of an ENI (routed) use the
-// strings of the operator's entry of it in spec.enis (listed), the same
-// values decoded twice: its ID, MAC and addresses, and the whole list of
-// addresses or prefixes where the report lists the same in the same
-// order (as it does for an ENI whose every address it routes: both are
-// sorted by address).
-func shareWithSpec(routed *enipamv1alpha1.RoutedENI, listed *enipamv1alpha1.NodeENI) {
-	routed.ID = listed.ID
-	if routed.MAC == listed.MAC {
-		routed.MAC = listed.MAC
-	}
-	if slices.Equal(routed.Prefixes, listed.Prefixes) {
-		routed.Prefixes = listed.Prefixes
-	}
-	if slices.Equal(routed.IPs, listed.Addresses) {
-		routed.IPs = listed.Addresses
-		return
-	}
-	// The lists differ (fewer routed, or IPv6 addresses among them): the
-	// strings alone.
-	for i, ip := range routed.IPs {
-		if k := slices.Index(listed.Addresses, ip); k >= 0 {
-			routed.IPs[i] = listed.Addresses[k]
-		}
-	}
 }
 
 // internOwners shares the API versions and kinds of obj's owner

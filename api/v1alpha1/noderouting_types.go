@@ -109,6 +109,13 @@ type NodeRoutingSpec struct {
 	// +listMapKey=id
 	// +optional
 	ENIs []NodeENI `json:"enis,omitempty"`
+	// ENIsDigest is no field of the object: the operator's cache keeps
+	// it in place of ENIs, which it drops (every node's ENIs are also in
+	// its CiliumNode's status.eni.enis, which the operator caches too),
+	// and the operator gives the list back from a copy with this digest
+	// before it decides on it. Never serialized; zero in every object
+	// read from the apiserver.
+	ENIsDigest string `json:"-"`
 
 	// Capacity is how far the node's pool can grow, for schedulers and
 	// people; written by the operator on every change.

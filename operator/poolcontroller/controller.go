@@ -93,6 +93,12 @@ type Options struct {
 	// the cluster, and asks only about the pod of a static address that
 	// is moving away. Nil reads through the controller's client.
 	Pods client.Reader
+	// Routings reads single NodeRoutings, uncached (the manager's API
+	// reader): the cache keeps no spec.enis, and a node whose list
+	// neither its last apply nor its CiliumNode's status holds reads it
+	// there (routingdigest.go). Nil reads through the controller's
+	// client.
+	Routings client.Reader
 	// Workers is how many nodes are served at once; most of a worker's
 	// time is spent waiting for EC2's token buckets, so this is sized to
 	// keep every bucket busy, not to the CPU count.

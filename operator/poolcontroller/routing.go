@@ -60,6 +60,9 @@ func (s *nodeSync) syncRouting(ctx context.Context) error {
 	case err != nil:
 		return fmt.Errorf("reading NodeRouting %s, %w", s.cn.Name, err)
 	default:
+		if err := s.restoreSpecENIs(ctx, nr); err != nil {
+			return err
+		}
 		if a := s.mem.routingApplied; a != nil && a.UID == nr.UID && a.Generation > nr.Generation {
 			nr.Spec, nr.Generation, nr.Finalizers = *a.Spec.DeepCopy(), a.Generation, slices.Clone(a.Finalizers)
 		}

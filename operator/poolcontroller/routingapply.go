@@ -90,7 +90,7 @@ func (r *Reconciler) patchRouting(ctx context.Context, nr *enipamv1alpha1.NodeRo
 	if err != nil {
 		return err
 	}
-	nr.Spec.ENIs = nil
+	nr.Spec.ENIs, nr.Spec.ENIsDigest = nil, ""
 	return r.client.Patch(ctx, nr, client.RawPatch(types.ApplyPatchType, data),
 		client.FieldOwner(enipamv1alpha1.FieldManagerOperator), client.ForceOwnership)
 }
@@ -145,6 +145,7 @@ func (r *Reconciler) rememberApplied(nr *enipamv1alpha1.NodeRouting) {
 		ObjectMeta: metav1.ObjectMeta{Name: nr.Name, UID: nr.UID, Generation: nr.Generation, Finalizers: slices.Clone(nr.Finalizers)},
 		Spec:       *nr.Spec.DeepCopy(),
 	}
+	kept.Spec.ENIsDigest = "" // an answer decoded into an object read from the cache
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if m, ok := r.nodes[nr.Name]; ok {
