@@ -127,11 +127,18 @@ func (s *deciding) settleActErr() {
 // ENIs listed) and of the capacity is written then, once, with what
 // the calls produced.
 func (s *deciding) decideWriting() {
-	if s.turnedAway && !s.poolChanged() {
+	if !s.mayWrite() {
 		return
 	}
 	s.decideWrite()
 	s.writeCN = !s.writeWaits()
+}
+
+// mayWrite reports whether the CiliumNode is to be written at all: not
+// when the node was turned away from EC2 with no change to its pool
+// (decideWriting).
+func (s *deciding) mayWrite() bool {
+	return !s.turnedAway || s.poolChanged()
 }
 
 // writeWaits reports whether the CiliumNode's write can wait for the

@@ -227,7 +227,7 @@ type sharedOutcome struct {
 func (s *deciding) settleShared(o sharedOutcome) {
 	if o.reserveLost {
 		s.acts.associate = nil
-		if !s.writeCN && (!s.turnedAway || s.poolChanged()) {
+		if !s.writeCN && s.mayWrite() {
 			s.writeCN = !s.writeWaits()
 		}
 	}
