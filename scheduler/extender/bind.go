@@ -84,7 +84,7 @@ func (e *Extender) placeStatic(ctx context.Context, args *extenderv1.ExtenderBin
 	settled, _ := e.state.Settled(args.Node, owner)
 	switch {
 	case hasClaim && claim.Deleting:
-		return fmt.Errorf("static IP claim %s is being released; the pod waits until it is gone", owner)
+		return releasing(owner)
 	case hasClaim && claim.Invalid != "":
 		return fmt.Errorf("static IP claim %s: %s", owner, claim.Invalid)
 	case !hasClaim:
@@ -107,7 +107,7 @@ func (e *Extender) placeStatic(ctx context.Context, args *extenderv1.ExtenderBin
 			return fmt.Errorf("asking static IP claim %s for node %s, %w", owner, args.Node, err)
 		}
 		if c.DeletionTimestamp != nil {
-			return fmt.Errorf("static IP claim %s is being released; the pod waits until it is gone", owner)
+			return releasing(owner)
 		}
 	}
 	wait, cancel := context.WithTimeout(ctx, e.cfg.BindTimeout)
@@ -123,7 +123,7 @@ func (e *Extender) placeStatic(ctx context.Context, args *extenderv1.ExtenderBin
 		if c, ok := e.state.Claim(args.PodNamespace, args.PodName); ok {
 			switch {
 			case c.Deleting:
-				return fmt.Errorf("static IP claim %s is being released; the pod waits until it is gone", owner)
+				return releasing(owner)
 			case c.Checked && c.Invalid != "":
 				return fmt.Errorf("static IP claim %s: %s", owner, c.Invalid)
 			}
@@ -171,4 +171,10 @@ func claimFor(args *extenderv1.ExtenderBindingArgs, intent waiting.Intent) (*eni
 		c.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: intent.StatefulSet, UID: intent.SetUID}}
 	}
 	return c, nil
+}
+
+// releasing is the bind's error for a pod whose static IP claim is being
+// released.
+func releasing(owner string) error {
+	return fmt.Errorf("static IP claim %s is being released; the pod waits until it is gone", owner)
 }
