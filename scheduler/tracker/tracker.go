@@ -19,7 +19,20 @@
 //
 // A pod that takes an entry of its own there (room.OwnEntry: a static
 // address stamped for it, or its claim's first placement under way on
-// the node the claim asks for) is counted against no free address there.
+// the node the claim asks for) is counted against no free address there;
+// of the first placements there on a marked entry alone, all but as many
+// as the pool has marks are (a mark may be another claim's).
+//
+// Cilium's agent names a used address's owner "namespace/name", without
+// the pod's UID, so a pod counts as listed only once an address of that
+// owner appears in the list after the tracker first saw the pod: an
+// earlier pod of the same name (a StatefulSet pod deleted and recreated
+// at once) may still be listed on the node. Erring that way costs at
+// most a count too many: a pod given the very address its predecessor
+// had, without the address leaving the list between two of the agent's
+// writes, counts until StartedGrace after it started; and a pod already
+// bound with its address listed when the scheduler starts counts until
+// then too if the CiliumNode was read before the pod.
 package tracker
 
 import (
