@@ -350,7 +350,10 @@ func Assess(n *Node, owner string) Verdict {
 // the two writes. A target passed on another's mark costs binds that
 // wait for the stamp, each up to the bind timeout, until the operator
 // finds the node an address or the other handshake ends; nothing is
-// stamped before the agent's answer, whichever node passes.
+// stamped before the agent's answer, whichever node passes. Counted as
+// the pod's own entry it would also make the target look one address
+// roomier than it is, so the tracker charges all but Marked of the pods
+// a target takes so (OwnEntry's OwnMark).
 func firstPlacement(v Verdict, n *Node, owner, target string) Verdict {
 	switch {
 	case target == "" || v.Kind == Own:

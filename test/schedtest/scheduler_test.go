@@ -149,14 +149,7 @@ func TestAPodNeverLandsOnAFullNodeButAHostNetworkPodDoes(t *testing.T) {
 	w.eventually("the first pod bound", time.Minute, func() bool { return w.boundTo("first-0") == "one" })
 	free := w.freeIP("one")
 	w.started("first-0", free)
-	w.pods("second", 1, pinned("one"))
-	w.eventually("the second pod refused", time.Minute, func() bool { return w.failedScheduling("second-0") != "" })
-	if msg := w.failedScheduling("second-0"); !strings.Contains(msg, reasonAtCapacity) {
-		t.Errorf("second pod: FailedScheduling %q", msg)
-	}
-	if n := w.boundTo("second-0"); n != "" {
-		t.Fatalf("second pod bound to %s while its IP was the first pod's", n)
-	}
+	w.refusedAtCapacity("second", "one")
 
 	// The agent lists the first pod, the operator adds an address.
 	w.cilium("one", func(cn *ciliumv2.CiliumNode) {
@@ -189,13 +182,22 @@ func TestARecreatedPodIsNotTakenForItsPredecessor(t *testing.T) {
 
 	w.pods("web", 1, pinned("one"))
 	w.eventually("the recreated web-0 bound", time.Minute, func() bool { return w.boundTo("web-0") == "one" })
-	w.pods("second", 1, pinned("one"))
-	w.eventually("the second pod refused", time.Minute, func() bool { return w.failedScheduling("second-0") != "" })
-	if msg := w.failedScheduling("second-0"); !strings.Contains(msg, reasonAtCapacity) {
-		t.Errorf("second pod: FailedScheduling %q", msg)
+	w.refusedAtCapacity("second", "one")
+}
+
+// refusedAtCapacity creates pod prefix-0 pinned to node short and waits
+// until it is refused there for the node's capacity, never bound: the
+// node's free addresses are all promised.
+func (w *world) refusedAtCapacity(prefix, short string) {
+	w.t.Helper()
+	w.pods(prefix, 1, pinned(short))
+	pod := prefix + "-0"
+	w.eventually(pod+" refused", time.Minute, func() bool { return w.failedScheduling(pod) != "" })
+	if msg := w.failedScheduling(pod); !strings.Contains(msg, reasonAtCapacity) {
+		w.t.Errorf("%s: FailedScheduling %q", pod, msg)
 	}
-	if n := w.boundTo("second-0"); n != "" {
-		t.Fatalf("second pod bound to %s, whose one free address the recreated web-0 takes", n)
+	if n := w.boundTo(pod); n != "" {
+		w.t.Fatalf("%s bound to %s, whose free addresses are all promised", pod, n)
 	}
 }
 
