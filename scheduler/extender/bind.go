@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -69,19 +70,23 @@ func result(err error) string {
 // placeStatic asks for the pod's node in its claim and waits for the
 // settled stamp there.
 //
-// The claim as cached may lag its object: another bind (or a user) may
-// have asked it for another node since, or it may be being released. So
-// unless the address is already settled on the node, the claim is asked
-// for the node even when the cache says it asks for it already, and the
-// answer of that write, the claim as it is now, decides: a claim being
-// released fails the bind at once instead of after BindTimeout, and a
-// claim that asked for another node asks for this one. The write costs a
-// PATCH (no change, and no watch event, when the claim names the node
-// already) on a bind that waits for the operator anyway; a bind whose
-// address is settled on the node as cached makes no call.
+// The caches may lag the objects: another bind (or a user) may have
+// asked the claim for another node since, or it may be being released;
+// and a pool seen with the address settled on the node may have started
+// to let it go since. So the claim is always asked for the node, even
+// when the cache says it asks for it already, and the answer of that
+// write, the claim as it is now, decides: a claim being released fails
+// the bind at once instead of after BindTimeout, and a claim that asked
+// for another node asks for this one. Then a stamp the cache shows
+// settled on the node is confirmed by reading the node's CiliumNode from
+// the apiserver, after that write: only a pool that holds it settled
+// then, when the claim asks for the node, lets the pod be bound. Cost: a
+// PATCH per static bind (no change, no write and no watch event, when
+// the claim names the node already) and a GET of the node's CiliumNode
+// each time the cache shows the address settled (once, unless the
+// apiserver disagrees: then again at most every confirmInterval).
 func (e *Extender) placeStatic(ctx context.Context, args *extenderv1.ExtenderBindingArgs, intent waiting.Intent, hasClaim bool, claim *room.Claim) error {
 	owner := args.PodNamespace + "/" + args.PodName
-	settled, _ := e.state.Settled(args.Node, owner)
 	switch {
 	case hasClaim && claim.Deleting:
 		return releasing(owner)
@@ -100,7 +105,7 @@ func (e *Extender) placeStatic(ctx context.Context, args *extenderv1.ExtenderBin
 			return fmt.Errorf("creating static IP claim %s, %w", owner, err)
 		}
 		fallthrough
-	case claim.Target != args.Node || settled == "":
+	default:
 		patch := fmt.Appendf(nil, `{"spec":{"nodeName":%q}}`, args.Node)
 		c := &enipamv1alpha1.StaticIPClaim{ObjectMeta: metav1.ObjectMeta{Namespace: args.PodNamespace, Name: args.PodName}}
 		if err := e.writer.Patch(ctx, c, client.RawPatch(types.MergePatchType, patch)); err != nil {
@@ -112,10 +117,18 @@ func (e *Extender) placeStatic(ctx context.Context, args *extenderv1.ExtenderBin
 	}
 	wait, cancel := context.WithTimeout(ctx, e.cfg.BindTimeout)
 	defer cancel()
+	var again <-chan time.Time // set while a confirmation waits to be retried
 	for {
 		ip, changed := e.state.Settled(args.Node, owner)
-		if ip != "" {
-			return nil
+		if ip != "" && again == nil {
+			ok, err := e.confirmSettled(wait, args.Node, owner)
+			if err != nil {
+				return err
+			}
+			if ok {
+				return nil
+			}
+			again = time.After(confirmInterval)
 		}
 		// A claim the operator found invalid for its current spec, or
 		// being released, will not be placed: say so now rather than at
@@ -130,6 +143,8 @@ func (e *Extender) placeStatic(ctx context.Context, args *extenderv1.ExtenderBin
 		}
 		select {
 		case <-changed:
+		case <-again:
+			again = nil
 		case <-wait.Done():
 			why := "enipam-operator has not placed it yet"
 			if c, ok := e.state.Claim(args.PodNamespace, args.PodName); ok && c.Status != "" {
@@ -138,6 +153,26 @@ func (e *Extender) placeStatic(ctx context.Context, args *extenderv1.ExtenderBin
 			return fmt.Errorf("the static IP of pod %s is not on node %s after %s: %s", owner, args.Node, e.cfg.BindTimeout, why)
 		}
 	}
+}
+
+// confirmInterval is how often bind reads a node's CiliumNode again while
+// its cache shows the pod's address settled there and the apiserver does
+// not.
+const confirmInterval = time.Second
+
+// confirmSettled reads node's CiliumNode from the apiserver and reports
+// whether its pool holds an entry stamped for owner, settled
+// (room.Pool.Settled): out of any release handshake, on an ENI that holds
+// it.
+func (e *Extender) confirmSettled(ctx context.Context, node, owner string) (bool, error) {
+	cn := &ciliumv2.CiliumNode{}
+	switch err := e.writer.Get(ctx, client.ObjectKey{Name: node}, cn); {
+	case apierrors.IsNotFound(err):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("reading node %s's CiliumNode for the static IP of pod %s, %w", node, owner, err)
+	}
+	return room.Digest(cn).Settled[owner] != "", nil
 }
 
 // claimFor is the claim a pod's StaticIPAnnotation asks for, with the

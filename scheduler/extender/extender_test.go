@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
@@ -116,6 +117,14 @@ type writer struct {
 	mu      sync.Mutex
 	bound   map[string]string // "namespace/name" → node
 	patches int
+	reads   int // CiliumNodes read
+}
+
+// readCiliumNodes counts the CiliumNodes read.
+func (w *writer) readCiliumNodes() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.reads
 }
 
 // patched counts the patches written.
@@ -139,6 +148,14 @@ func newBindingExtender(t *testing.T, s State, cfg Config) (*Extender, *promethe
 	}
 	w := &writer{bound: map[string]string{}}
 	w.WithWatch = fake.NewClientBuilder().WithScheme(scheme).WithInterceptorFuncs(interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if _, ok := obj.(*ciliumv2.CiliumNode); ok {
+				w.mu.Lock()
+				w.reads++
+				w.mu.Unlock()
+			}
+			return c.Get(ctx, key, obj, opts...)
+		},
 		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
 			w.mu.Lock()
 			w.patches++

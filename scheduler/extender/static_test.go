@@ -3,10 +3,13 @@ package extender
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
 
+	awstypes "github.com/cilium/cilium/pkg/aws/types"
+	ciliumip "github.com/cilium/cilium/pkg/ip"
 	ipamoption "github.com/cilium/cilium/pkg/ipam/option"
 	ipamtypes "github.com/cilium/cilium/pkg/ipam/types"
 	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
@@ -120,6 +123,7 @@ func TestBindCreatesTheClaimAndBindsOnceTheAddressIsSettled(t *testing.T) {
 	if len(w.bindings()) != 0 {
 		t.Fatalf("bound before the address was settled: %v", w.bindings())
 	}
+	w.settle(t, "roomy", "web/db-1", "10.0.16.20", "")
 	s.set(room.Node{Name: "roomy", Pool: &room.Pool{Size: 10, Settled: map[string]string{"web/db-1": "10.0.16.20"}}})
 	if r := <-done; r.Error != "" {
 		t.Fatalf("bind: %s", r.Error)
@@ -197,6 +201,7 @@ func TestBindUsesWhatFilterSawWhenTheTrackerLags(t *testing.T) {
 	s.set(room.Node{Name: "roomy", Pool: &room.Pool{Size: 10, Free: 3, Settled: map[string]string{"web/db-5": "10.0.16.30"}},
 		Capacity: &enipamv1alpha1.NodeCapacity{MaxIPs: 27, PoolIPs: 10, AvailabilityZone: "us-east-1a"}})
 	e, _, w := newBindingExtender(t, s, DefaultConfig())
+	w.settle(t, "roomy", "web/db-5", "10.0.16.30", "")
 	pod := podNamed("db-5", false)
 	pod.Annotations = map[string]string{enipamv1alpha1.StaticIPAnnotation: "true"}
 	if res := e.Filter(context.Background(), &extenderv1.ExtenderArgs{Pod: pod, NodeNames: names("roomy")}); len(*res.NodeNames) != 1 {
@@ -378,7 +383,8 @@ func TestFilterDoesNotWaitOnANodeOutsideTheClaimsZone(t *testing.T) {
 // there) and binds once it is settled, instead of waiting for a stamp the
 // operator is not making there until BindTimeout. A claim being released
 // by then fails the bind with that, at once. A bind whose address is
-// settled on its node as cached writes nothing.
+// settled on its node as cached asks the claim too, and reads the node's
+// CiliumNode once.
 func TestBindAsksAgainWhenTheCachedClaimLags(t *testing.T) {
 	s := staticCluster()
 	s.changeClaim("db-0", func(c *room.Claim) { c.Target = "roomy" })
@@ -389,6 +395,7 @@ func TestBindAsksAgainWhenTheCachedClaimLags(t *testing.T) {
 	go func() {
 		defer close(operator)
 		if w.asked("db-0", "roomy") {
+			w.settle(t, "roomy", "web/db-0", "10.0.16.9", "")
 			s.set(room.Node{Name: "roomy", Pool: &room.Pool{Size: 10, Settled: map[string]string{"web/db-0": "10.0.16.9"}}})
 		}
 	}()
@@ -402,12 +409,15 @@ func TestBindAsksAgainWhenTheCachedClaimLags(t *testing.T) {
 		t.Errorf("%d patches, want 1", patches)
 	}
 
-	// Settled on roomy as cached: no write.
+	// Settled on roomy as cached: the claim is asked again (which the
+	// apiserver answers without a write: the claim names roomy already)
+	// and roomy's CiliumNode read once.
+	reads := w.readCiliumNodes()
 	if r := e.Bind(context.Background(), &extenderv1.ExtenderBindingArgs{PodNamespace: "web", PodName: "db-0", PodUID: "uid-db-0", Node: "roomy"}); r.Error != "" {
 		t.Fatalf("bind, settled: %q", r.Error)
 	}
-	if n := w.patched(); n != patches {
-		t.Errorf("bind onto the node the address is settled on wrote %d patches", n-patches)
+	if n, m := w.patched(), w.readCiliumNodes(); n != patches+1 || m != reads+1 {
+		t.Errorf("bind onto the node the address is settled on: %d patches, %d reads; want 1, 1", n-patches, m-reads)
 	}
 
 	// Being released, the cache not knowing it yet: the answer says so.
@@ -422,6 +432,50 @@ func TestBindAsksAgainWhenTheCachedClaimLags(t *testing.T) {
 	r = e.Bind(context.Background(), &extenderv1.ExtenderBindingArgs{PodNamespace: "web", PodName: "db-1", PodUID: "uid-db-1", Node: "roomy"})
 	if !strings.Contains(r.Error, "being released") || w.bindings()["web/db-1"] != "" {
 		t.Errorf("bind of a claim being released: %q, bindings %v", r.Error, w.bindings())
+	}
+}
+
+// TestBindConfirmsASettledCacheWithTheAPIServer: the cache says claim
+// db-0 asks for node roomy and its address is settled there, but both
+// lag: another bind has asked the claim for eni-slot since, and the
+// operator has marked the stamp on roomy for release (the address is
+// leaving roomy). A bind onto roomy asks the claim for roomy again, reads
+// roomy's CiliumNode, finds the stamp in the handshake, and does not bind
+// the pod there; once the operator has withdrawn the handshake (the claim
+// asks for roomy again), it binds it.
+func TestBindConfirmsASettledCacheWithTheAPIServer(t *testing.T) {
+	s := staticCluster()
+	s.changeClaim("db-0", func(c *room.Claim) { c.Holder, c.Target = "roomy", "roomy" })
+	s.set(room.Node{Name: "roomy", Pool: &room.Pool{Size: 10, Settled: map[string]string{"web/db-0": "10.0.16.9"}}})
+	e, _, w := newBindingExtender(t, s, Config{SettleTimeout: time.Second, BindTimeout: 10 * time.Second})
+	w.createClaim(t, "db-0", enipamv1alpha1.StaticIPClaimSpec{Address: "10.0.16.9", NodeName: "eni-slot"})
+	w.settle(t, "roomy", "web/db-0", "10.0.16.9", ipamoption.IPAMMarkForRelease)
+	reads := w.readCiliumNodes()
+	done := make(chan *extenderv1.ExtenderBindingResult, 1)
+	go func() {
+		done <- e.Bind(context.Background(), &extenderv1.ExtenderBindingArgs{PodNamespace: "web", PodName: "db-0", PodUID: "uid-db-0", Node: "roomy"})
+	}()
+	for i := 0; w.readCiliumNodes() == reads; i++ {
+		select {
+		case r := <-done:
+			t.Fatalf("bind on the cache alone: %q, bindings %v; want no Binding while roomy's stamp is in the handshake", r.Error, w.bindings())
+		case <-time.After(10 * time.Millisecond):
+		}
+		if i == 500 {
+			t.Fatal("roomy's CiliumNode never read")
+		}
+	}
+	if !w.asked("db-0", "roomy") || len(w.bindings()) != 0 {
+		t.Fatalf("after the read: bindings %v; want the claim asking for roomy and no Binding", w.bindings())
+	}
+	// The operator: the claim asks for roomy again, the handshake goes.
+	w.settle(t, "roomy", "web/db-0", "10.0.16.9", "")
+	r := <-done
+	if r.Error != "" || w.bindings()["web/db-0"] != "roomy" {
+		t.Errorf("bind: %q, bindings %v; want db-0 bound to roomy", r.Error, w.bindings())
+	}
+	if n := w.patched(); n != 1 {
+		t.Errorf("%d patches, want 1", n)
 	}
 }
 
@@ -476,4 +530,30 @@ func (w *writer) asked(name, node string) bool {
 		time.Sleep(10 * time.Millisecond)
 	}
 	return false
+}
+
+// settle writes node's CiliumNode in the apiserver bind reads: ip in its
+// pool stamped for owner, on an ENI that holds it, in the release
+// handshake state given ("" for none).
+func (w *writer) settle(t *testing.T, node, owner, ip string, handshake ipamtypes.IPReleaseStatus) {
+	t.Helper()
+	ctx := context.Background()
+	cn := &ciliumv2.CiliumNode{}
+	exists := w.Get(ctx, client.ObjectKey{Name: node}, cn) == nil
+	cn.Name = node
+	cn.Spec.IPAM.Pool = ipamtypes.AllocationMap{ip: {Resource: "eni-1", Owner: owner}}
+	cn.Status.ENI.ENIs = map[string]awstypes.ENI{"eni-1": {ID: "eni-1", Addresses: []ciliumip.Addr{ciliumip.AddrFrom(netip.MustParseAddr(ip))}}}
+	cn.Status.IPAM.ReleaseIPs = nil
+	if handshake != "" {
+		cn.Status.IPAM.ReleaseIPs = map[string]ipamtypes.IPReleaseStatus{ip: handshake}
+	}
+	var err error
+	if exists {
+		err = w.Update(ctx, cn)
+	} else {
+		err = w.Create(ctx, cn)
+	}
+	if err != nil {
+		t.Error(err)
+	}
 }

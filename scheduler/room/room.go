@@ -53,8 +53,14 @@ type Pool struct {
 	// agent's answer, the answer not withdrawn yet.
 	Answered map[string]string
 	// UsedBy holds the owners of status.ipam.used: pods that already have
-	// their address, whatever their status says yet.
-	UsedBy map[string]struct{}
+	// their address, whatever their status says yet. Cilium's agent
+	// names the owner "namespace/name", without the pod's UID
+	// (plugins/cilium-cni's IPAMAllocate), so an earlier pod of the same
+	// name is listed so until the agent's next write after its CNI DEL.
+	// Each owner maps to when the tracker last saw an address of it
+	// appear in the list (its own count of events; Digest leaves 0): a
+	// pod the tracker first saw later than that is not the one listed.
+	UsedBy map[string]uint64
 	// Settled maps the owner of each stamped entry in no release
 	// handshake at all, whose address its ENI holds (status.eni.enis),
 	// to its address: enipam-operator's placement of a
@@ -84,7 +90,7 @@ func (p *Pool) InPrefix(ip string) bool {
 // Digest counts cn's pool. It reads cn and keeps none of it.
 func Digest(cn *ciliumv2.CiliumNode) Pool {
 	used := cn.Status.IPAM.Used
-	p := Pool{UsedBy: make(map[string]struct{}, len(used))}
+	p := Pool{UsedBy: make(map[string]uint64, len(used))}
 	var size6 int
 	for _, e := range cn.Status.ENI.ENIs {
 		for _, pfx := range e.Prefixes {
@@ -93,7 +99,7 @@ func Digest(cn *ciliumv2.CiliumNode) Pool {
 	}
 	for _, e := range used {
 		if e.Owner != "" {
-			p.UsedBy[e.Owner] = struct{}{}
+			p.UsedBy[e.Owner] = 0
 		}
 	}
 	for ip, e := range cn.Spec.IPAM.Pool {
@@ -344,7 +350,10 @@ func Assess(n *Node, owner string) Verdict {
 // the two writes. A target passed on another's mark costs binds that
 // wait for the stamp, each up to the bind timeout, until the operator
 // finds the node an address or the other handshake ends; nothing is
-// stamped before the agent's answer, whichever node passes.
+// stamped before the agent's answer, whichever node passes. Counted as
+// the pod's own entry it would also make the target look one address
+// roomier than it is, so the tracker charges all but Marked of the pods
+// a target takes so (OwnEntry's OwnMark).
 func firstPlacement(v Verdict, n *Node, owner, target string) Verdict {
 	switch {
 	case target == "" || v.Kind == Own:
@@ -366,20 +375,45 @@ func (p *Pool) firstPlacing(owner string) bool {
 	return p.Marked > 0 || (owner != "" && p.Answered[owner] != "")
 }
 
-// OwnEntry reports whether owner's pod, of claim c (nil for a pod with
-// none), takes an entry of its own on node, whose pool is p, rather than
-// a free one: an entry stamped for it, or, while c has no address yet and
-// asks for node, the entry its first placement keeps there (the node
-// firstPlacement judges Own). Such a pod, held, bound or nominated there,
-// promises no free address there.
-func OwnEntry(p *Pool, node, owner string, c *Claim) bool {
+// Entry is how a pod takes its address on a node (OwnEntry).
+type Entry int
+
+const (
+	// FreeEntry: the pod takes one of the free addresses Free counts.
+	FreeEntry Entry = iota
+	// OwnStamp: an entry stamped for the pod (Stamped), or stamped for
+	// it on the agent's answer (Answered), which Free does not count.
+	OwnStamp
+	// OwnMark: the pod's claim has no address yet and asks for the node,
+	// whose pool holds marked entries (Marked): the operator's first
+	// placement for it may have marked one of them, which Free no longer
+	// counts, or may still have to mark a free one for it. Which, the
+	// pool does not say (see firstPlacement): of the pods of a node taken
+	// so, at most Marked take no free address.
+	OwnMark
+)
+
+// OwnEntry says how owner's pod, of claim c (nil for a pod with none),
+// takes its address on node, whose pool is p: an entry stamped for it,
+// or, while c has no address yet and asks for node, the entry its first
+// placement keeps there (the node firstPlacement judges Own), which is
+// either stamped for it on the agent's answer or one of the pool's marks.
+// A pod of OwnStamp, held, bound or nominated there, promises no free
+// address there; of the pods of OwnMark, all but Marked do.
+func OwnEntry(p *Pool, node, owner string, c *Claim) Entry {
 	switch {
 	case p == nil || owner == "":
-		return false
+		return FreeEntry
 	case p.Stamped[owner] != "":
-		return true
+		return OwnStamp
+	case c == nil || c.Address != "" || c.Target != node || c.Deleting || c.Invalid != "":
+		return FreeEntry
+	case p.Answered[owner] != "":
+		return OwnStamp
+	case p.Marked > 0:
+		return OwnMark
 	}
-	return c != nil && c.Address == "" && c.Target == node && !c.Deleting && c.Invalid == "" && p.firstPlacing(owner)
+	return FreeEntry
 }
 
 // Claim is what placement needs of a static-IP pod's StaticIPClaim.

@@ -51,7 +51,7 @@ func TestDigestCountsAsCiliumHandsOut(t *testing.T) {
 		// db-1's stamp is in the handshake: its placement is under way.
 		Answered: map[string]string{"db/db-1": "10.0.1.16"},
 		Settled:  map[string]string{"db/db-0": "10.0.1.14"},
-		UsedBy:   map[string]struct{}{"web/web-abc": {}, "router": {}},
+		UsedBy:   map[string]uint64{"web/web-abc": 0, "router": 0},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Digest (-want +got):\n%s", diff)

@@ -21,6 +21,10 @@ func (t *Tracker) podSeen(obj any) {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.seq++
+	if s, ok := t.sights[p.Owner()]; !ok || s.uid != p.UID {
+		t.sights[p.Owner()] = sight{uid: p.UID, seq: t.seq}
+	}
 	t.pods.Put(p)
 	if p.Target() != "" {
 		t.dropHold(p.UID)
@@ -46,27 +50,57 @@ func (t *Tracker) podGone(obj any) {
 		p = old
 	}
 	t.dropHold(p.UID)
+	owner := p.Owner()
+	started := false
 	if p.Node != "" && !p.Deleting() {
-		owner := p.Owner()
-		if pool := t.pools[p.Node]; pool == nil || !inUse(pool, owner) {
+		if !t.hasAddress(t.pools[p.Node], owner) {
 			t.started.Add(p.Node, owner, t.now())
+			started = true
+		}
+	}
+	if s, ok := t.sights[owner]; ok && s.uid == p.UID {
+		if started {
+			s.left = t.now()
+			t.sights[owner] = s
+		} else {
+			delete(t.sights, owner)
 		}
 	}
 	t.notify()
 }
 
-// ciliumNodeSeen digests a node's pool; started pods that the agent now
-// lists as used stop being counted apart.
-func (t *Tracker) ciliumNodeSeen(obj any) {
+// ciliumNodeSeen digests a node's pool, old being the CiliumNode as seen
+// before (nil if none); started pods that the agent now lists as used
+// stop being counted apart.
+//
+// Each owner the agent lists as used is dated (room.Pool.UsedBy): now,
+// if one of its addresses was not listed for it before, else as before.
+func (t *Tracker) ciliumNodeSeen(old, obj any) {
 	cn, ok := obj.(*ciliumv2.CiliumNode)
 	if !ok {
 		return
 	}
+	was, _ := old.(*ciliumv2.CiliumNode)
 	pool := room.Digest(cn)
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.seq++
+	prev := t.pools[cn.Name]
+	for ip, e := range cn.Status.IPAM.Used {
+		if e.Owner == "" {
+			continue
+		}
+		since, listed := uint64(0), false
+		if prev != nil && was != nil && was.Status.IPAM.Used[ip].Owner == e.Owner {
+			since, listed = prev.UsedBy[e.Owner]
+		}
+		if !listed || since == 0 {
+			since = t.seq
+		}
+		pool.UsedBy[e.Owner] = max(pool.UsedBy[e.Owner], since)
+	}
 	t.pools[cn.Name] = &pool
-	t.started.Forget(cn.Name, func(owner string) bool { return inUse(&pool, owner) })
+	t.started.Forget(cn.Name, func(owner string) bool { return t.hasAddress(&pool, owner) })
 	t.notify()
 }
 
@@ -113,10 +147,18 @@ func (t *Tracker) routingGone(obj any) {
 	t.notify()
 }
 
-// inUse reports whether the agent lists owner in status.ipam.used.
-func inUse(pool *room.Pool, owner string) bool {
-	_, ok := pool.UsedBy[owner]
-	return ok
+// hasAddress reports whether the agent lists owner in the pool's
+// status.ipam.used for the pod of that name the tracker follows: an
+// address of that owner appeared in the list after the tracker first saw
+// the pod. One listed before is an earlier pod's of the same name (its
+// sandbox not torn down yet, or torn down since the agent's last write):
+// the pod still takes an address. Callers hold t.mu.
+func (t *Tracker) hasAddress(pool *room.Pool, owner string) bool {
+	if pool == nil {
+		return false
+	}
+	since, ok := pool.UsedBy[owner]
+	return ok && since > t.sights[owner].seq
 }
 
 func (t *Tracker) claimSeen(obj any) {

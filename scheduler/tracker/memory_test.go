@@ -69,7 +69,7 @@ func BenchmarkMemoryPerNode(b *testing.B) {
 			}
 			obj, _ := stripCiliumNode(cn)
 			_ = store.Add(obj)
-			tr.ciliumNodeSeen(obj)
+			tr.ciliumNodeSeen(nil, obj)
 		}
 		runtime.GC()
 		runtime.ReadMemStats(&after)

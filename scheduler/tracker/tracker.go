@@ -19,7 +19,20 @@
 //
 // A pod that takes an entry of its own there (room.OwnEntry: a static
 // address stamped for it, or its claim's first placement under way on
-// the node the claim asks for) is counted against no free address there.
+// the node the claim asks for) is counted against no free address there;
+// of the first placements there on a marked entry alone, all but as many
+// as the pool has marks are (a mark may be another claim's).
+//
+// Cilium's agent names a used address's owner "namespace/name", without
+// the pod's UID, so a pod counts as listed only once an address of that
+// owner appears in the list after the tracker first saw the pod: an
+// earlier pod of the same name (a StatefulSet pod deleted and recreated
+// at once) may still be listed on the node. Erring that way costs at
+// most a count too many: a pod given the very address its predecessor
+// had, without the address leaving the list between two of the agent's
+// writes, counts until StartedGrace after it started; and a pod already
+// bound with its address listed when the scheduler starts counts until
+// then too if the CiliumNode was read before the pod.
 package tracker
 
 import (
@@ -93,6 +106,13 @@ type Tracker struct {
 	holds   map[types.UID]*hold
 	held    map[string]map[types.UID]*hold // node → holds passing it
 	claims  map[string]room.Claim          // "namespace/name" → claim
+	// seq counts the handlers' calls: the order in which the tracker saw
+	// pods and pool changes (room.Pool.UsedBy). sights holds, by owner
+	// ("namespace/name"), the pod of that name the tracker follows and
+	// when it first saw it: a name can be reused (a StatefulSet pod
+	// recreated) while its earlier pod is still listed as used.
+	seq     uint64
+	sights  map[string]sight
 	changed chan struct{}
 	synced  []cache.InformerSynced
 }
@@ -102,6 +122,14 @@ type hold struct {
 	owner string // "namespace/name"
 	nodes []string
 	at    time.Time
+}
+
+// sight is when the tracker first saw a pod (seq), and when it left the
+// pod watch with an address (left; zero before).
+type sight struct {
+	uid  types.UID
+	seq  uint64
+	left time.Time
 }
 
 // New returns an inert Tracker reading through c.
@@ -115,6 +143,7 @@ func New(c client.WithWatch, cfg Config, log *slog.Logger) *Tracker {
 		holds:   map[types.UID]*hold{},
 		held:    map[string]map[types.UID]*hold{},
 		claims:  map[string]room.Claim{},
+		sights:  map[string]sight{},
 		changed: make(chan struct{}),
 	}
 }
@@ -128,8 +157,8 @@ func (t *Tracker) Start(ctx context.Context) error {
 		DeleteFunc: t.podGone,
 	})
 	nodes := t.informer(&ciliumv2.CiliumNode{}, &ciliumv2.CiliumNodeList{}, "", stripCiliumNode, cache.ResourceEventHandlerFuncs{
-		AddFunc:    t.ciliumNodeSeen,
-		UpdateFunc: func(_, obj any) { t.ciliumNodeSeen(obj) },
+		AddFunc:    func(obj any) { t.ciliumNodeSeen(nil, obj) },
+		UpdateFunc: t.ciliumNodeSeen,
 		DeleteFunc: t.ciliumNodeGone,
 	})
 	routings := t.informer(&enipamv1alpha1.NodeRouting{}, &enipamv1alpha1.NodeRoutingList{}, "", stripNodeRouting, cache.ResourceEventHandlerFuncs{
@@ -215,28 +244,45 @@ func (t *Tracker) View(pod *corev1.Pod, names []string, youngSince time.Time) ([
 		// A pod whose address is in use, or that takes an entry of its
 		// own here (a static IP stamped for it, or its claim's first
 		// placement under way here: the agent hands it that entry, which
-		// Free does not count), takes no free address.
-		own := func(owner string) bool {
+		// Free does not count), takes no free address. Of the first
+		// placements here on a mark alone (room.OwnMark), at most the
+		// pool's marks take none: a mark may be another claim's.
+		marked := 0
+		own := func(owner string) room.Entry {
 			if c, ok := t.claims[owner]; ok {
 				return room.OwnEntry(n.Pool, name, owner, &c)
 			}
 			return room.OwnEntry(n.Pool, name, owner, nil)
 		}
-		hasIP := func(owner string) bool { return n.Pool != nil && (inUse(n.Pool, owner) || own(owner)) }
+		takes := func(owner string) bool {
+			switch own(owner) {
+			case room.OwnStamp:
+				return false
+			case room.OwnMark:
+				marked++
+				return false
+			}
+			return true
+		}
 		for _, p := range t.pods.On(name) {
-			if p.UID != pod.UID && !p.Deleting() && !hasIP(p.Owner()) {
+			if p.UID != pod.UID && !p.Deleting() && !t.hasAddress(n.Pool, p.Owner()) && takes(p.Owner()) {
 				n.Promised++
 			}
 		}
-		n.Promised += t.started.Count(name, now, hasIP)
+		n.Promised += t.started.Count(name, now, func(owner string) bool {
+			return t.hasAddress(n.Pool, owner) || own(owner) != room.FreeEntry
+		})
 		for uid, h := range t.held[name] {
-			if uid == pod.UID || now.Sub(h.at) > t.cfg.HoldTTL || own(h.owner) || t.filedOn(uid, name) {
+			if uid == pod.UID || now.Sub(h.at) > t.cfg.HoldTTL || t.filedOn(uid, name) || !takes(h.owner) {
 				continue
 			}
 			n.Held++
 			if h.at.After(youngSince) {
 				n.Young++
 			}
+		}
+		if n.Pool != nil {
+			n.Promised += max(0, marked-n.Pool.Marked)
 		}
 		n.Promised += n.Held
 		out[i] = n
@@ -347,4 +393,9 @@ func (t *Tracker) sweep() {
 		}
 	}
 	t.started.Sweep(now)
+	for owner, s := range t.sights {
+		if !s.left.IsZero() && now.Sub(s.left) > t.cfg.StartedGrace {
+			delete(t.sights, owner)
+		}
+	}
 }

@@ -19,6 +19,7 @@ import (
 
 	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
 	"github.com/enipam/enipam/internal/waiting"
+	"github.com/enipam/enipam/scheduler/room"
 )
 
 // These tests drive the informers' handlers with the objects the
@@ -29,10 +30,11 @@ type fixture struct {
 	t   *testing.T
 	tr  *Tracker
 	now time.Time
+	cns map[string]any // each CiliumNode as last seen
 }
 
 func newFixture(t *testing.T) *fixture {
-	f := &fixture{t: t, now: time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)}
+	f := &fixture{t: t, now: time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC), cns: map[string]any{}}
 	f.tr = New(nil, DefaultConfig(), slog.New(slog.DiscardHandler))
 	f.tr.now = func() time.Time { return f.now }
 	return f
@@ -64,8 +66,15 @@ func (f *fixture) node(name string, free int, usedBy ...string) {
 		cn.Spec.IPAM.Pool[ip] = ipamtypes.AllocationIP{Resource: "eni-1"}
 		cn.Status.IPAM.Used[ip] = ipamtypes.AllocationIP{Owner: owner}
 	}
+	f.seen(cn)
+}
+
+// seen hands cn, through the transform, to the tracker as its informer
+// does: an update of the CiliumNode as last seen.
+func (f *fixture) seen(cn *ciliumv2.CiliumNode) {
 	obj, _ := stripCiliumNode(cn)
-	f.tr.ciliumNodeSeen(obj)
+	f.tr.ciliumNodeSeen(f.cns[cn.Name], obj)
+	f.cns[cn.Name] = obj
 }
 
 func ipOf(i int) string { return "10.0.0." + strconv.Itoa(i) }
@@ -143,9 +152,40 @@ func TestADeletedPodPromisesNothing(t *testing.T) {
 // pod's IP: the address is used, the pod promises nothing more.
 func TestAPodAlreadyInUsedIsNotCountedTwice(t *testing.T) {
 	f := newFixture(t)
-	f.node("a", 2, "web/web-1")
+	f.node("a", 3)
+	f.tr.podSeen(pod("web-1", ""))
 	f.tr.podSeen(pod("web-1", "a"))
+	f.node("a", 2, "web/web-1")
 	f.want("in used", f.promised("a"), 0)
+}
+
+// TestAReusedPodNameIsNotTakenForTheEarlierPod: pod web-0 ran on node a
+// with an address the agent lists as used by "web/web-0" (Cilium's owner
+// has no UID). It is force-deleted and its StatefulSet recreates it at
+// once, bound to a again, while the kubelet has not torn the earlier
+// sandbox down: the new pod has no address yet and takes a free one. It
+// counts on a, bound, then started, until the agent lists an address
+// for web/web-0 that it did not list before the new pod was seen.
+func TestAReusedPodNameIsNotTakenForTheEarlierPod(t *testing.T) {
+	f := newFixture(t)
+	f.node("a", 2, "web/web-0")
+	again := func(node string) *waiting.Pod {
+		p := pod("web-0", node)
+		p.UID = "uid-web-0-again"
+		return p
+	}
+	f.tr.podSeen(again(""))
+	f.tr.podSeen(again("a"))
+	f.want("recreated, bound where the earlier one is listed", f.promised("a"), 1)
+	f.node("a", 2, "web/web-0")
+	f.want("the agent's list unchanged", f.promised("a"), 1)
+	f.tr.podGone(again("a"))
+	f.want("started, not listed yet", f.promised("a"), 1)
+	cn := &ciliumv2.CiliumNode{ObjectMeta: metav1.ObjectMeta{Name: "a"}}
+	cn.Spec.IPAM.Pool = ipamtypes.AllocationMap{ipOf(1): {Resource: "eni-1"}, ipOf(2): {Resource: "eni-1"}, ipOf(100): {Resource: "eni-1"}}
+	cn.Status.IPAM.Used = ipamtypes.AllocationMap{ipOf(1): {Owner: "web/web-0"}}
+	f.seen(cn)
+	f.want("listed with its own address", f.promised("a"), 0)
 }
 
 // TestAStaticPodPromisesNoFreeAddress: static-IP pod db-0 is bound to
@@ -157,8 +197,7 @@ func TestAStaticPodPromisesNoFreeAddress(t *testing.T) {
 	f := newFixture(t)
 	cn := &ciliumv2.CiliumNode{ObjectMeta: metav1.ObjectMeta{Name: "a"}}
 	cn.Spec.IPAM.Pool = ipamtypes.AllocationMap{ipOf(1): {Resource: "eni-1"}, ipOf(2): {Resource: "eni-1"}, ipOf(9): {Resource: "eni-1", Owner: "web/db-0"}}
-	obj, _ := stripCiliumNode(cn)
-	f.tr.ciliumNodeSeen(obj)
+	f.seen(cn)
 	db := pod("db-0", "a")
 	f.tr.podSeen(db)
 	f.want("db-0 bound", f.promised("a"), 0)
@@ -269,8 +308,7 @@ func TestAStampSettlesOnlyThroughTheTransformWithItsENI(t *testing.T) {
 	cn.Status.ENI.ENIs = map[string]awstypes.ENI{"eni-1": {ID: "eni-1",
 		Addresses: []ciliumip.Addr{ciliumip.AddrFrom(netip.MustParseAddr("10.0.0.10")), ciliumip.AddrFrom(netip.MustParseAddr("10.0.0.12"))},
 		Prefixes:  []ciliumip.Prefix{ciliumip.PrefixFrom(netip.MustParsePrefix("10.0.2.16/28"))}}}
-	obj, _ := stripCiliumNode(cn)
-	f.tr.ciliumNodeSeen(obj)
+	f.seen(cn)
 	if ip, _ := f.tr.Settled("n1", "db/db-0"); ip != "10.0.0.10" {
 		t.Errorf("db-0 settled on %q, want 10.0.0.10", ip)
 	}
@@ -303,8 +341,7 @@ func TestAFirstPlacementHeldOnItsTargetTakesNoFreeAddressThere(t *testing.T) {
 		if state != "" {
 			cn.Status.IPAM.ReleaseIPs = map[string]ipamtypes.IPReleaseStatus{ipOf(3): state}
 		}
-		obj, _ := stripCiliumNode(cn)
-		f.tr.ciliumNodeSeen(obj)
+		f.seen(cn)
 	}
 	claim := func(node string) {
 		f.tr.claimSeen(&enipamv1alpha1.StaticIPClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "web", Name: "db-0", Generation: 1},
@@ -353,4 +390,45 @@ func TestANominatedPodFilteredAgainCountsOnceOnItsNode(t *testing.T) {
 	if nodes, _ := f.tr.View(incoming, []string{"a"}, f.now.Add(-time.Second)); nodes[0].Held != 0 {
 		t.Errorf("a: %+v, want the nominated pod not counted as held there", nodes[0])
 	}
+}
+
+// TestAnotherClaimsMarkLeavesNoRoomUnaccounted: claims db-0 and db-1
+// have no address yet and both ask for node target, whose pool holds two
+// free entries and one marked for release: the operator's mark for one of
+// the two, the pool cannot say which. db-1 is bound there, db-0 held
+// there: one of them takes the marked entry, the other a free one, so
+// target has one free address left for other pods, not two. Once the
+// operator marks a second entry (for the other claim), both take marked
+// entries.
+func TestAnotherClaimsMarkLeavesNoRoomUnaccounted(t *testing.T) {
+	f := newFixture(t)
+	target := func(free, marked int) {
+		cn := &ciliumv2.CiliumNode{ObjectMeta: metav1.ObjectMeta{Name: "target"}}
+		cn.Spec.IPAM.Pool = ipamtypes.AllocationMap{}
+		cn.Status.IPAM.ReleaseIPs = map[string]ipamtypes.IPReleaseStatus{}
+		for i := range free {
+			cn.Spec.IPAM.Pool[ipOf(i)] = ipamtypes.AllocationIP{Resource: "eni-1"}
+		}
+		for i := range marked {
+			cn.Spec.IPAM.Pool[ipOf(50+i)] = ipamtypes.AllocationIP{Resource: "eni-1"}
+			cn.Status.IPAM.ReleaseIPs[ipOf(50+i)] = ipamoption.IPAMMarkForRelease
+		}
+		f.seen(cn)
+	}
+	for _, name := range []string{"db-0", "db-1"} {
+		f.tr.claimSeen(&enipamv1alpha1.StaticIPClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "web", Name: name, Generation: 1},
+			Spec:   enipamv1alpha1.StaticIPClaimSpec{NodeName: "target"},
+			Status: enipamv1alpha1.StaticIPClaimStatus{Phase: enipamv1alpha1.ClaimPlacing, ObservedGeneration: 1}})
+	}
+	target(2, 1)
+	f.tr.podSeen(pod("db-1", "target"))
+	f.tr.Hold(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "web", Name: "db-0", UID: "uid-db-0"}}, []string{"target"})
+	f.want("two first placements, one mark", f.promised("target"), 1)
+	if nodes, _ := f.tr.View(incoming, []string{"target"}, f.now.Add(-time.Second)); room.Assess(&nodes[0], "web/new").Now != 1 {
+		t.Errorf("target: %+v, want one free address left", nodes[0])
+	}
+	target(1, 2)
+	f.want("two first placements, two marks", f.promised("target"), 0)
+	target(0, 1)
+	f.want("two first placements, one mark, nothing free", f.promised("target"), 1)
 }

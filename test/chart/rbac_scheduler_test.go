@@ -40,7 +40,8 @@ import (
 // StaticIPClaim asking for the node; it is bound once the node's pool holds
 // its address stamped (the test plays enipam-operator).
 //
-// Then, call by call: reading pools, capacities, claims and pods, creating
+// Then, call by call: reading pools (a CiliumNode by name too: bind
+// confirms a settled address), capacities, claims and pods, creating
 // claims and asking them for a node are allowed; writing CiliumNodes,
 // NodeRoutings, ENIPolicies or a claim's status, deleting claims, reading
 // Secrets, creating pods, patching Nodes and writing other Leases are
@@ -198,6 +199,7 @@ func TestSchedulerServiceAccountDoesItsJobAndNothingElse(t *testing.T) {
 	// Call by call.
 	c := asClient(t, cfg)
 	allowed(t, "list CiliumNodes", c.List(bg, &ciliumv2.CiliumNodeList{}))
+	allowed(t, "get a CiliumNode", c.Get(bg, client.ObjectKey{Name: nodes[0]}, &ciliumv2.CiliumNode{}))
 	allowed(t, "list NodeRoutings", c.List(bg, &enipamv1alpha1.NodeRoutingList{}))
 	allowed(t, "list pods without an address", c.List(bg, &corev1.PodList{}, &client.ListOptions{FieldSelector: fields.OneTermEqualSelector("status.podIP", "")}))
 	allowed(t, "list StaticIPClaims", c.List(bg, &enipamv1alpha1.StaticIPClaimList{}))

@@ -149,14 +149,7 @@ func TestAPodNeverLandsOnAFullNodeButAHostNetworkPodDoes(t *testing.T) {
 	w.eventually("the first pod bound", time.Minute, func() bool { return w.boundTo("first-0") == "one" })
 	free := w.freeIP("one")
 	w.started("first-0", free)
-	w.pods("second", 1, pinned("one"))
-	w.eventually("the second pod refused", time.Minute, func() bool { return w.failedScheduling("second-0") != "" })
-	if msg := w.failedScheduling("second-0"); !strings.Contains(msg, reasonAtCapacity) {
-		t.Errorf("second pod: FailedScheduling %q", msg)
-	}
-	if n := w.boundTo("second-0"); n != "" {
-		t.Fatalf("second pod bound to %s while its IP was the first pod's", n)
-	}
+	w.refusedAtCapacity("second", "one")
 
 	// The agent lists the first pod, the operator adds an address.
 	w.cilium("one", func(cn *ciliumv2.CiliumNode) {
@@ -167,6 +160,45 @@ func TestAPodNeverLandsOnAFullNodeButAHostNetworkPodDoes(t *testing.T) {
 	w.seenByExtender(map[string]int64{"one": 10})
 	w.pods("third", 1, pinned("one"))
 	w.eventually("the third pod bound", time.Minute, func() bool { return w.boundTo("third-0") == "one" })
+}
+
+// TestARecreatedPodIsNotTakenForItsPredecessor: node "one" has a single
+// free address, and Cilium's agent still lists one of its used addresses
+// for web-0: the earlier pod of that name, force-deleted, whose sandbox
+// the kubelet has not torn down yet (the agent names the owner
+// namespace/name, without the pod's UID). web-0 is recreated and bound
+// to one: it has no address yet and takes the free one. Another pod
+// pinned to one is refused for want of a free address, not bound there.
+func TestARecreatedPodIsNotTakenForItsPredecessor(t *testing.T) {
+	w := newWorld(t, "reused")
+	w.node("one", pool{used: 26, free: 1, capacity: atCapacity()})
+	w.cilium("one", func(cn *ciliumv2.CiliumNode) {
+		for ip := range cn.Status.IPAM.Used {
+			cn.Status.IPAM.Used[ip] = ipamtypes.AllocationIP{Owner: w.ns + "/web-0", Resource: "eni-1"}
+			break
+		}
+	}, func(*ciliumv2.CiliumNode) {})
+	w.seenByExtender(map[string]int64{"one": 10})
+
+	w.pods("web", 1, pinned("one"))
+	w.eventually("the recreated web-0 bound", time.Minute, func() bool { return w.boundTo("web-0") == "one" })
+	w.refusedAtCapacity("second", "one")
+}
+
+// refusedAtCapacity creates pod prefix-0 pinned to node short and waits
+// until it is refused there for the node's capacity, never bound: the
+// node's free addresses are all promised.
+func (w *world) refusedAtCapacity(prefix, short string) {
+	w.t.Helper()
+	w.pods(prefix, 1, pinned(short))
+	pod := prefix + "-0"
+	w.eventually(pod+" refused", time.Minute, func() bool { return w.failedScheduling(pod) != "" })
+	if msg := w.failedScheduling(pod); !strings.Contains(msg, reasonAtCapacity) {
+		w.t.Errorf("%s: FailedScheduling %q", pod, msg)
+	}
+	if n := w.boundTo(pod); n != "" {
+		w.t.Fatalf("%s bound to %s, whose free addresses are all promised", pod, n)
+	}
 }
 
 // pool is how a test node's addresses stand.
