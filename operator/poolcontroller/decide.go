@@ -82,8 +82,9 @@ type decision struct {
 
 // decide is a node's whole decision: from the facts alone, with no
 // client, no clock, no context and no coordinator shared between nodes
-// in its reach, it decides first whether the node's instance was
-// replaced (decideReset: its reset, returned alone), then whether the
+// in its reach, it decides first a read that failed (decideReadFailed:
+// the failure's write, returned alone), then whether the node's instance
+// was replaced (decideReset: its reset, returned alone), then whether the
 // snapshot is to be described before anything else (decideReads:
 // returned alone), then
 // what the policy's values come to for the node (decideConfig: the
@@ -103,6 +104,9 @@ type decision struct {
 // (the claims and the other inputs the read gathered) it leaves as they
 // were.
 func decide(f *facts) decision {
+	if f.failed != nil {
+		return decideReadFailed(f)
+	}
 	if instanceReplaced(f.cn, f.instanceID) {
 		return decideReset(f)
 	}
@@ -112,9 +116,7 @@ func decide(f *facts) decision {
 		// are, and what to describe (the read's, readAgain).
 		return decision{cn: f.cn, routing: f.routing, snap: f.snap, mem: f.mem, reads: ask}
 	}
-	env := newDecisionEnv(func() time.Time { return f.now }, f.opts, f.logLevel)
-	d := &deciding{r: env, mem: &f.mem, cn: f.cn, orig: f.orig, nodeState: f.nodeState,
-		requeue: f.requeue, staticErr: f.staticErr, described: f.described, acts: f.acts, cross: f.cross}
+	d, env := newDeciding(f)
 	if f.poolIn != nil {
 		in := *f.poolIn
 		in.snap, in.cfg, in.missing, in.backoff = &d.snap, &d.cfg.Config, f.mem.missing, f.mem.repairs
@@ -134,6 +136,31 @@ func decide(f *facts) decision {
 		opErr: d.opErr, staticErr: d.staticErr, requeue: d.requeue, held: d.held, turnedAway: d.turnedAway, writeCN: d.writeCN,
 		staticDemand: d.staticDemand, needsSet: d.needsSet, empty: d.empty, slotWait: d.slotWait,
 		slotPriority: d.slotPriority, capacity: d.capacity, writeStatus: d.writeStatus, writeSpec: d.writeSpec, notes: env.take()}
+}
+
+// newDeciding returns the state a decision works on, made of the facts
+// (decide owns their CiliumNode, NodeRouting, snapshot and memory), and
+// its environment: the facts' moment, options and log level.
+func newDeciding(f *facts) (*deciding, *decisionEnv) {
+	env := newDecisionEnv(func() time.Time { return f.now }, f.opts, f.logLevel)
+	return &deciding{r: env, mem: &f.mem, cn: f.cn, orig: f.orig, nodeState: f.nodeState,
+		requeue: f.requeue, staticErr: f.staticErr, described: f.described, acts: f.acts, cross: f.cross}, env
+}
+
+// decideReadFailed is the whole decision on a node whose read failed
+// (facts.failed: the instance, its snapshot, the NodeRouting or the
+// claims could not be read): the node is not served (fail: the
+// operator-status, the event, the state and the retry), the other
+// policies that match it are told of, and the CiliumNode is written as
+// a decision's would be (decideWriting), with what the read knows of
+// the instance (fill). Nothing else is decided: no pool, no action.
+func decideReadFailed(f *facts) decision {
+	d, env := newDeciding(f)
+	d.fail(f.failed, f.failedReason)
+	d.notePolicyConflict()
+	d.decideWriting()
+	return decision{cn: d.cn, routing: d.routing, acts: d.acts, mem: f.mem, snap: d.snap, opErr: d.opErr, staticErr: d.staticErr,
+		requeue: d.requeue, writeCN: d.writeCN, writeStatus: d.writeStatus, writeSpec: d.writeSpec, notes: env.take()}
 }
 
 // poolDecision is what one look at a node's state decides about its pool and

@@ -547,6 +547,39 @@ func TestDecideNode(t *testing.T) {
 			}
 		},
 	}, {
+		name: "a read that failed decides the failure alone: the operator-status and what the read knows of the instance written, nothing else",
+		setup: func(f *facts) {
+			// The claims could not be read, after the snapshot: the
+			// empty node would otherwise get a new ENI.
+			f.failed, f.failedReason = errors.New("listing the node's static IP claims, etcdserver: request timed out"), ReasonClaimsUnreadable
+			f.policyConflict = "ENIPolicy a governs this node; b also match and are ignored"
+		},
+		check: func(t *testing.T, f *facts, d decision) {
+			if d.opErr != f.failed || d.cn.Status.IPAM.OperatorStatus.Error != f.failed.Error() {
+				t.Errorf("operator error %v, operator-status %q; want the read's failure", d.opErr, d.cn.Status.IPAM.OperatorStatus.Error)
+			}
+			if d.cn.Spec.ENI.InstanceType != "t.small" || d.cn.Spec.ENI.AvailabilityZone != "us-east-1a" || len(d.cn.Status.ENI.ENIs) != 1 {
+				t.Errorf("spec.eni %+v, status.eni.enis %v; want the instance's type and zone, and eni-0 listed", d.cn.Spec.ENI, d.cn.Status.ENI.ENIs)
+			}
+			if !d.writeCN || !d.writeStatus || !d.writeSpec {
+				t.Errorf("CiliumNode written %v (status %v, spec %v), want both written", d.writeCN, d.writeStatus, d.writeSpec)
+			}
+			var reasons []string
+			for _, e := range d.notes.events {
+				reasons = append(reasons, e.reason)
+			}
+			if !slices.Equal(reasons, []string{ReasonClaimsUnreadable, ReasonPolicyConflict}) {
+				t.Errorf("events %v, want %s then %s", reasons, ReasonClaimsUnreadable, ReasonPolicyConflict)
+			}
+			if d.notes.state != stateFailing || d.mem.failures != 1 || d.requeue != retryAfter(opts, 0) {
+				t.Errorf("state %q, failures %d, requeue %v; want %q, 1, %v", d.notes.state, d.mem.failures, d.requeue, stateFailing, retryAfter(opts, 0))
+			}
+			if d.acts.produce() || d.pool != nil || d.needsSet || d.capacity.observed || d.reads.any() {
+				t.Errorf("actions %+v, pool %v, needs set %v, capacity %+v, describes %+v; want nothing decided but the failure",
+					d.acts, d.pool, d.needsSet, d.capacity, d.reads)
+			}
+		},
+	}, {
 		name:  "the other policies that match the node are told of",
 		setup: func(f *facts) { f.policyConflict = "ENIPolicy a governs this node; b also match and are ignored" },
 		check: func(t *testing.T, f *facts, d decision) {
