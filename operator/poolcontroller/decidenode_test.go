@@ -444,6 +444,23 @@ func TestDecideNode(t *testing.T) {
 			}
 		},
 	}, {
+		name: "a node whose Elastic IPs could not be listed is told so by the decision, and its pool served",
+		setup: func(f *facts) {
+			f.staticIP = staticIPFacts{listErr: errors.New("listing Elastic IPs, RequestLimitExceeded")}
+		},
+		check: func(t *testing.T, f *facts, d decision) {
+			if d.staticErr != f.staticIP.listErr || d.cn.Status.IPAM.OperatorStatus.Error != f.staticIP.listErr.Error() || d.acts.associate != nil {
+				t.Errorf("static error %v, operator-status %q, association %+v; want the listing's failure, no association",
+					d.staticErr, d.cn.Status.IPAM.OperatorStatus.Error, d.acts.associate)
+			}
+			if len(d.notes.events) != 1 || d.notes.events[0].reason != ReasonEC2Error || d.requeue != retryAfter(opts, 0) {
+				t.Errorf("events %+v, requeue %v; want one %s, %v", d.notes.events, d.requeue, ReasonEC2Error, retryAfter(opts, 0))
+			}
+			if c := d.acts.plan.Create; c == nil || c.IPs != 4 {
+				t.Errorf("plan %+v, want the pool's new ENI all the same", d.acts.plan)
+			}
+		},
+	}, {
 		name: "a node asking for an Elastic IP when none is free is told so, and nothing is reserved",
 		setup: func(f *facts) {
 			f.haveStaticIP = true
