@@ -17,8 +17,9 @@ import (
 // it and as it was read (orig), the node's memory (a copy of its
 // values, its maps its own), the moment of the decision, the options'
 // values (optionValues: no client, no hook), the other nodes' answers
-// (cross), and what the read itself decided already (a requeue, the
-// static IP's trouble and actions, a describe made).
+// (cross), and whether the read described ENIs by ID (described). The
+// read decides nothing itself: no requeue, no error, no action (a read
+// that failed says why, facts.failed, and decide decides the failure).
 type facts struct {
 	nodeState
 	cn *ciliumv2.CiliumNode
@@ -34,11 +35,9 @@ type facts struct {
 	// cross: how many other nodes are empty, the new-ENI tokens, whether
 	// an EC2 slot is free.
 	cross crossNode
-	// requeue, staticErr, described and acts: the read's outcome so far.
-	requeue   time.Duration
-	staticErr error
+	// described: the read described the ENIs of addresses the pool
+	// lacks to confirm them (readAgain).
 	described bool
-	acts      actions
 }
 
 // decision is everything a node's decision decided: the desired
@@ -144,7 +143,7 @@ func decide(f *facts) decision {
 func newDeciding(f *facts) (*deciding, *decisionEnv) {
 	env := newDecisionEnv(func() time.Time { return f.now }, f.opts, f.logLevel)
 	return &deciding{r: env, mem: &f.mem, cn: f.cn, orig: f.orig, nodeState: f.nodeState,
-		requeue: f.requeue, staticErr: f.staticErr, described: f.described, acts: f.acts, cross: f.cross}, env
+		described: f.described, cross: f.cross}, env
 }
 
 // decideReadFailed is the whole decision on a node whose read failed

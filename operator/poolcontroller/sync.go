@@ -165,7 +165,7 @@ func (s *nodeSync) readCross() crossNode {
 // facts are the node's facts for decide, as the read left them.
 func (s *nodeSync) facts() *facts {
 	return &facts{nodeState: s.nodeState, cn: s.cn, orig: s.orig, mem: *s.mem, now: s.r.now(), opts: optionValues(s.r.opts), logLevel: logLevel(s.r.log), cross: s.cross,
-		requeue: s.requeue, staticErr: s.staticErr, described: s.described, acts: s.acts}
+		described: s.described}
 }
 
 // take makes the decision the reconcile's: its desired objects, actions,
