@@ -321,7 +321,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		r.onDecided(cn.Name, false)
 	}
 	s.take(d)
-	r.needs.set(cn.Name, s.opErr == nil && s.pool != nil && s.need().empty())
 	if s.writeCN {
 		// Written as decided (decideWriting), before any EC2 call.
 		if err := s.write(ctx); err != nil {

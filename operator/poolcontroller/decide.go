@@ -62,7 +62,9 @@ type decision struct {
 	turnedAway   bool
 	writeCN      bool
 	staticDemand int
-	// needsSet: the node's emptiness was decided (empty), for needs.set.
+	// needsSet: the node's emptiness was decided (empty), for
+	// needs.set; a node whose emptiness was not decided (its reset, a
+	// read that failed) counts as not empty.
 	needsSet, empty bool
 	// slotWait: the plan waits for an EC2 slot; the node is to be woken
 	// with slotPriority when one frees.
@@ -129,6 +131,7 @@ func decide(f *facts) decision {
 	}
 	d.settleReads(ask.wait)
 	d.decideNode()
+	d.decideEmpty()
 	d.decideWriting()
 	d.capacity = d.decideCapacity()
 	return decision{cn: d.cn, routing: d.routing, pool: d.pool, acts: d.acts, mem: f.mem, snap: d.snap,
@@ -160,6 +163,13 @@ func decideReadFailed(f *facts) decision {
 	d.decideWriting()
 	return decision{cn: d.cn, routing: d.routing, acts: d.acts, mem: f.mem, snap: d.snap, opErr: d.opErr, staticErr: d.staticErr,
 		requeue: d.requeue, writeCN: d.writeCN, writeStatus: d.writeStatus, writeSpec: d.writeSpec, notes: env.take()}
+}
+
+// decideEmpty decides whether the node counts as empty in the other
+// nodes' decisions (needs): as the decision leaves it, it has no free
+// address and needs some, and nothing keeps it from being served.
+func (s *deciding) decideEmpty() {
+	s.needsSet, s.empty = true, s.opErr == nil && s.pool != nil && s.need().empty()
 }
 
 // poolDecision is what one look at a node's state decides about its pool and
@@ -282,7 +292,6 @@ func (s *deciding) decideNode() {
 		s.mem.deficitAt = r.now()
 	}
 	need := s.need()
-	s.needsSet, s.empty = true, need.empty()
 	if (plan.Create != nil || plan.Adopt != nil) && holdNewENI(need, s.cross.emptyElsewhere) {
 		// A top-up: the node has addresses and no pod waits on it, while
 		// other nodes have none. What its ENIs can hold is assigned now;

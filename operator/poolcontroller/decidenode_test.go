@@ -189,6 +189,19 @@ func TestDecideNode(t *testing.T) {
 			}
 		},
 	}, {
+		name: "an empty node that cannot be served does not count as empty for the other nodes' decisions",
+		setup: func(f *facts) {
+			f.snap.Subnets[0].Available = 0
+		},
+		check: func(t *testing.T, f *facts, d decision) {
+			if !errors.Is(d.opErr, pool.ErrSubnetExhausted) {
+				t.Fatalf("operator error %v, want %v", d.opErr, pool.ErrSubnetExhausted)
+			}
+			if !d.needsSet || d.empty {
+				t.Errorf("empty %v (set %v), want decided not empty: nothing keeps its place ahead of the other nodes", d.empty, d.needsSet)
+			}
+		},
+	}, {
 		name: "a node in shape decides nothing and records how long its deficit took",
 		setup: func(f *facts) {
 			e := eni(1, 10, 4)

@@ -185,9 +185,7 @@ func (s *nodeSync) take(d decision) {
 	s.mem.state, s.mem.writtenRV = state, rv
 	r.mu.Unlock()
 	r.emit(s.mem, d.notes)
-	if d.needsSet {
-		r.needs.set(s.cn.Name, d.empty)
-	}
+	r.needs.set(s.cn.Name, d.empty)
 	var o sharedOutcome
 	o.holdMissed = s.held && !r.needs.hold(s.cn.Name)
 	a := s.acts.associate
