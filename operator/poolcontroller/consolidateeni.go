@@ -105,7 +105,7 @@ func (s *deciding) readConsolidation() consolidationFacts {
 	}
 	switch fresh := s.consolidationSnap; {
 	case fresh.taken:
-		if !s.useSnapshot(fresh.snap, fresh.err) {
+		if !s.useSnapshot(fresh.snap, fresh.err, s.fail) {
 			return f
 		}
 		// A snapshot taken afresh carries no pool counts: the node's

@@ -316,14 +316,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	// What the writes and the executor note (the live environment's
 	// logs, events and states) is emitted as the reconcile ends.
 	defer s.emit()
-	d, decided := s.run(ctx)
+	d := s.run(ctx)
 	if r.onDecided != nil {
 		r.onDecided(cn.Name, false)
 	}
-	if decided {
-		s.take(d)
-	}
-	r.needs.set(cn.Name, s.opErr == nil && s.pool != nil && s.need().empty())
+	s.take(d)
 	if s.writeCN {
 		// Written as decided (decideWriting), before any EC2 call.
 		if err := s.write(ctx); err != nil {

@@ -17,8 +17,9 @@ import (
 // it and as it was read (orig), the node's memory (a copy of its
 // values, its maps its own), the moment of the decision, the options'
 // values (optionValues: no client, no hook), the other nodes' answers
-// (cross), and what the read itself decided already (a requeue, the
-// static IP's trouble and actions, a describe made).
+// (cross), and whether the read described ENIs by ID (described). The
+// read decides nothing itself: no requeue, no error, no action (a read
+// that failed says why, facts.failed, and decide decides the failure).
 type facts struct {
 	nodeState
 	cn *ciliumv2.CiliumNode
@@ -34,11 +35,9 @@ type facts struct {
 	// cross: how many other nodes are empty, the new-ENI tokens, whether
 	// an EC2 slot is free.
 	cross crossNode
-	// requeue, staticErr, described and acts: the read's outcome so far.
-	requeue   time.Duration
-	staticErr error
+	// described: the read described the ENIs of addresses the pool
+	// lacks to confirm them (readAgain).
 	described bool
-	acts      actions
 }
 
 // decision is everything a node's decision decided: the desired
@@ -63,7 +62,9 @@ type decision struct {
 	turnedAway   bool
 	writeCN      bool
 	staticDemand int
-	// needsSet: the node's emptiness was decided (empty), for needs.set.
+	// needsSet: the node's emptiness was decided (empty), for
+	// needs.set; a node whose emptiness was not decided (its reset, a
+	// read that failed) counts as not empty.
 	needsSet, empty bool
 	// slotWait: the plan waits for an EC2 slot; the node is to be woken
 	// with slotPriority when one frees.
@@ -82,8 +83,9 @@ type decision struct {
 
 // decide is a node's whole decision: from the facts alone, with no
 // client, no clock, no context and no coordinator shared between nodes
-// in its reach, it decides first whether the node's instance was
-// replaced (decideReset: its reset, returned alone), then whether the
+// in its reach, it decides first a read that failed (decideReadFailed:
+// the failure's write, returned alone), then whether the node's instance
+// was replaced (decideReset: its reset, returned alone), then whether the
 // snapshot is to be described before anything else (decideReads:
 // returned alone), then
 // what the policy's values come to for the node (decideConfig: the
@@ -103,6 +105,9 @@ type decision struct {
 // (the claims and the other inputs the read gathered) it leaves as they
 // were.
 func decide(f *facts) decision {
+	if f.failed != nil {
+		return decideReadFailed(f)
+	}
 	if instanceReplaced(f.cn, f.instanceID) {
 		return decideReset(f)
 	}
@@ -112,9 +117,7 @@ func decide(f *facts) decision {
 		// are, and what to describe (the read's, readAgain).
 		return decision{cn: f.cn, routing: f.routing, snap: f.snap, mem: f.mem, reads: ask}
 	}
-	env := newDecisionEnv(func() time.Time { return f.now }, f.opts, f.logLevel)
-	d := &deciding{r: env, mem: &f.mem, cn: f.cn, orig: f.orig, nodeState: f.nodeState,
-		requeue: f.requeue, staticErr: f.staticErr, described: f.described, acts: f.acts, cross: f.cross}
+	d, env := newDeciding(f)
 	if f.poolIn != nil {
 		in := *f.poolIn
 		in.snap, in.cfg, in.missing, in.backoff = &d.snap, &d.cfg.Config, f.mem.missing, f.mem.repairs
@@ -128,12 +131,45 @@ func decide(f *facts) decision {
 	}
 	d.settleReads(ask.wait)
 	d.decideNode()
+	d.decideEmpty()
 	d.decideWriting()
 	d.capacity = d.decideCapacity()
 	return decision{cn: d.cn, routing: d.routing, pool: d.pool, acts: d.acts, mem: f.mem, snap: d.snap,
 		opErr: d.opErr, staticErr: d.staticErr, requeue: d.requeue, held: d.held, turnedAway: d.turnedAway, writeCN: d.writeCN,
 		staticDemand: d.staticDemand, needsSet: d.needsSet, empty: d.empty, slotWait: d.slotWait,
 		slotPriority: d.slotPriority, capacity: d.capacity, writeStatus: d.writeStatus, writeSpec: d.writeSpec, notes: env.take()}
+}
+
+// newDeciding returns the state a decision works on, made of the facts
+// (decide owns their CiliumNode, NodeRouting, snapshot and memory), and
+// its environment: the facts' moment, options and log level.
+func newDeciding(f *facts) (*deciding, *decisionEnv) {
+	env := newDecisionEnv(func() time.Time { return f.now }, f.opts, f.logLevel)
+	return &deciding{r: env, mem: &f.mem, cn: f.cn, orig: f.orig, nodeState: f.nodeState,
+		described: f.described, cross: f.cross}, env
+}
+
+// decideReadFailed is the whole decision on a node whose read failed
+// (facts.failed: the instance, its snapshot, the NodeRouting or the
+// claims could not be read): the node is not served (fail: the
+// operator-status, the event, the state and the retry), the other
+// policies that match it are told of, and the CiliumNode is written as
+// a decision's would be (decideWriting), with what the read knows of
+// the instance (fill). Nothing else is decided: no pool, no action.
+func decideReadFailed(f *facts) decision {
+	d, env := newDeciding(f)
+	d.fail(f.failed, f.failedReason)
+	d.notePolicyConflict()
+	d.decideWriting()
+	return decision{cn: d.cn, routing: d.routing, acts: d.acts, mem: f.mem, snap: d.snap, opErr: d.opErr, staticErr: d.staticErr,
+		requeue: d.requeue, writeCN: d.writeCN, writeStatus: d.writeStatus, writeSpec: d.writeSpec, notes: env.take()}
+}
+
+// decideEmpty decides whether the node counts as empty in the other
+// nodes' decisions (needs): as the decision leaves it, it has no free
+// address and needs some, and nothing keeps it from being served.
+func (s *deciding) decideEmpty() {
+	s.needsSet, s.empty = true, s.opErr == nil && s.pool != nil && s.need().empty()
 }
 
 // poolDecision is what one look at a node's state decides about its pool and
@@ -256,7 +292,6 @@ func (s *deciding) decideNode() {
 		s.mem.deficitAt = r.now()
 	}
 	need := s.need()
-	s.needsSet, s.empty = true, need.empty()
 	if (plan.Create != nil || plan.Adopt != nil) && holdNewENI(need, s.cross.emptyElsewhere) {
 		// A top-up: the node has addresses and no pod waits on it, while
 		// other nodes have none. What its ENIs can hold is assigned now;

@@ -189,6 +189,19 @@ func TestDecideNode(t *testing.T) {
 			}
 		},
 	}, {
+		name: "an empty node that cannot be served does not count as empty for the other nodes' decisions",
+		setup: func(f *facts) {
+			f.snap.Subnets[0].Available = 0
+		},
+		check: func(t *testing.T, f *facts, d decision) {
+			if !errors.Is(d.opErr, pool.ErrSubnetExhausted) {
+				t.Fatalf("operator error %v, want %v", d.opErr, pool.ErrSubnetExhausted)
+			}
+			if !d.needsSet || d.empty {
+				t.Errorf("empty %v (set %v), want decided not empty: nothing keeps its place ahead of the other nodes", d.empty, d.needsSet)
+			}
+		},
+	}, {
 		name: "a node in shape decides nothing and records how long its deficit took",
 		setup: func(f *facts) {
 			e := eni(1, 10, 4)
@@ -444,6 +457,23 @@ func TestDecideNode(t *testing.T) {
 			}
 		},
 	}, {
+		name: "a node whose Elastic IPs could not be listed is told so by the decision, and its pool served",
+		setup: func(f *facts) {
+			f.staticIP = staticIPFacts{listErr: errors.New("listing Elastic IPs, RequestLimitExceeded")}
+		},
+		check: func(t *testing.T, f *facts, d decision) {
+			if d.staticErr != f.staticIP.listErr || d.cn.Status.IPAM.OperatorStatus.Error != f.staticIP.listErr.Error() || d.acts.associate != nil {
+				t.Errorf("static error %v, operator-status %q, association %+v; want the listing's failure, no association",
+					d.staticErr, d.cn.Status.IPAM.OperatorStatus.Error, d.acts.associate)
+			}
+			if len(d.notes.events) != 1 || d.notes.events[0].reason != ReasonEC2Error || d.requeue != retryAfter(opts, 0) {
+				t.Errorf("events %+v, requeue %v; want one %s, %v", d.notes.events, d.requeue, ReasonEC2Error, retryAfter(opts, 0))
+			}
+			if c := d.acts.plan.Create; c == nil || c.IPs != 4 {
+				t.Errorf("plan %+v, want the pool's new ENI all the same", d.acts.plan)
+			}
+		},
+	}, {
 		name: "a node asking for an Elastic IP when none is free is told so, and nothing is reserved",
 		setup: func(f *facts) {
 			f.haveStaticIP = true
@@ -544,6 +574,39 @@ func TestDecideNode(t *testing.T) {
 			if d.acts.produce() || d.pool != nil || d.needsSet || d.capacity.observed || d.requeue != actedRequeue {
 				t.Errorf("actions %+v, pool %v, needs set %v, capacity %+v, requeue %v; want nothing but the reset, looked at again at once",
 					d.acts, d.pool, d.needsSet, d.capacity, d.requeue)
+			}
+		},
+	}, {
+		name: "a read that failed decides the failure alone: the operator-status and what the read knows of the instance written, nothing else",
+		setup: func(f *facts) {
+			// The claims could not be read, after the snapshot: the
+			// empty node would otherwise get a new ENI.
+			f.failed, f.failedReason = errors.New("listing the node's static IP claims, etcdserver: request timed out"), ReasonClaimsUnreadable
+			f.policyConflict = "ENIPolicy a governs this node; b also match and are ignored"
+		},
+		check: func(t *testing.T, f *facts, d decision) {
+			if d.opErr != f.failed || d.cn.Status.IPAM.OperatorStatus.Error != f.failed.Error() {
+				t.Errorf("operator error %v, operator-status %q; want the read's failure", d.opErr, d.cn.Status.IPAM.OperatorStatus.Error)
+			}
+			if d.cn.Spec.ENI.InstanceType != "t.small" || d.cn.Spec.ENI.AvailabilityZone != "us-east-1a" || len(d.cn.Status.ENI.ENIs) != 1 {
+				t.Errorf("spec.eni %+v, status.eni.enis %v; want the instance's type and zone, and eni-0 listed", d.cn.Spec.ENI, d.cn.Status.ENI.ENIs)
+			}
+			if !d.writeCN || !d.writeStatus || !d.writeSpec {
+				t.Errorf("CiliumNode written %v (status %v, spec %v), want both written", d.writeCN, d.writeStatus, d.writeSpec)
+			}
+			var reasons []string
+			for _, e := range d.notes.events {
+				reasons = append(reasons, e.reason)
+			}
+			if !slices.Equal(reasons, []string{ReasonClaimsUnreadable, ReasonPolicyConflict}) {
+				t.Errorf("events %v, want %s then %s", reasons, ReasonClaimsUnreadable, ReasonPolicyConflict)
+			}
+			if d.notes.state != stateFailing || d.mem.failures != 1 || d.requeue != retryAfter(opts, 0) {
+				t.Errorf("state %q, failures %d, requeue %v; want %q, 1, %v", d.notes.state, d.mem.failures, d.requeue, stateFailing, retryAfter(opts, 0))
+			}
+			if d.acts.produce() || d.pool != nil || d.needsSet || d.capacity.observed || d.reads.any() {
+				t.Errorf("actions %+v, pool %v, needs set %v, capacity %+v, describes %+v; want nothing decided but the failure",
+					d.acts, d.pool, d.needsSet, d.capacity, d.reads)
 			}
 		},
 	}, {

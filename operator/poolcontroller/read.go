@@ -76,6 +76,11 @@ type nodeState struct {
 	// describes is what the read knows of the describes by ID the
 	// decision may wait for (decideReads); nil: none is to be made.
 	describes *describeFacts
+	// failed is why the read could not gather what the decision needs
+	// (nil: it did), failedReason the event reason that names it: the
+	// decision is then the failure's alone (decideReadFailed).
+	failed       error
+	failedReason string
 }
 
 // describeFacts: listedUnseen are the ENIs the CiliumNode's status lists
@@ -106,6 +111,15 @@ type fillFacts struct {
 	vpcKnown bool
 	subnets  map[string]cloud.Subnet
 	gone     map[string]bool
+}
+
+// readFailed records why the read cannot gather what the node's
+// decision needs, for decide to decide the failure (decideReadFailed);
+// the first failure stands.
+func (s *nodeSync) readFailed(err error, reason string) {
+	if s.failed == nil {
+		s.failed, s.failedReason = err, reason
+	}
 }
 
 // readFill reads from the inventory what fill writes from (fillFacts),
@@ -151,9 +165,9 @@ func (s *nodeSync) readFill() fillFacts {
 // the IPv6 window decide on (readPoolInputs, readMoving, readWindow6).
 // Every EC2 read of the reconcile's decision, and every read of the
 // cache and the inventory it needs, is made here, before it, or by
-// readAgain, on decide's word (decideReads). False when the node
-// cannot be served (s.opErr says why).
-func (s *nodeSync) read(ctx context.Context) bool {
+// readAgain, on decide's word (decideReads). A read that cannot gather
+// what the decision needs stops and says why (readFailed).
+func (s *nodeSync) read(ctx context.Context) {
 	r := s.r
 	node := &corev1.Node{}
 	if err := r.client.Get(ctx, types.NamespacedName{Name: s.cn.Name}, node); err != nil {
@@ -162,13 +176,13 @@ func (s *nodeSync) read(ctx context.Context) bool {
 	s.node = node
 	s.instanceID = resolveInstance(node, s.cn)
 	if s.instanceID == "" {
-		s.fail(fmt.Errorf("%w: no aws:/// providerID on Node %q and no spec.instance-id", cloud.ErrNotFound, s.cn.Name), ReasonInstanceNotFound)
-		return false
+		s.readFailed(fmt.Errorf("%w: no aws:/// providerID on Node %q and no spec.instance-id", cloud.ErrNotFound, s.cn.Name), ReasonInstanceNotFound)
+		return
 	}
 	if instanceReplaced(s.cn, s.instanceID) {
 		// The decision is the reset alone (decideReset): the rest is
 		// read by the next reconcile, on the reset CiliumNode.
-		return true
+		return
 	}
 	var nodeLabels map[string]string
 	if node != nil {
@@ -188,33 +202,32 @@ func (s *nodeSync) read(ctx context.Context) bool {
 	s.readArrivals()
 
 	if !s.snapshot(ctx) {
-		return false
+		return
 	}
 	if ids := s.readListedUnseen(); ids != nil {
 		s.describeFacts().listedUnseen = ids
 	}
 	if err := s.syncRouting(ctx); err != nil {
-		s.fail(err, ReasonRoutingUnreadable)
-		return false
+		s.readFailed(err, ReasonRoutingUnreadable)
+		return
 	}
 	s.readDetached(ctx)
-	return s.readOnSnapshot(ctx, true)
+	s.readOnSnapshot(ctx, true)
 }
 
 // readOnSnapshot gathers what is read on the instance's snapshot: the
 // remaps the agent confirmed (taking the snapshot again when it did),
 // the claims (remaps: only then), the Elastic IPs, the pods waiting,
 // and what the pool's reconcile, the agent's remap queries, the IPv6
-// window and consolidation decide on.
-func (s *nodeSync) readOnSnapshot(ctx context.Context, remaps bool) bool {
+// window and consolidation decide on (readFailed: what stopped it).
+func (s *nodeSync) readOnSnapshot(ctx context.Context, remaps bool) {
 	if remaps && s.confirmRemaps() && !s.snapshot(ctx) {
-		return false
+		return
 	}
 	if !s.gatherStatic(ctx) {
-		return false
+		return
 	}
 	s.readRest(ctx)
-	return true
 }
 
 // readRest reads what the read gathers after the claims.
@@ -232,33 +245,36 @@ func (s *nodeSync) readRest(ctx context.Context) {
 
 // readAgain makes the describes by ID decideReads asked for before the
 // decision, then takes the instance's snapshot again and gathers on it
-// again what depends on it, as read did (false: the node cannot be
-// served, s.opErr says why). A describe that failed changes nothing of
-// the facts but that it failed (decide says so).
-func (s *nodeSync) readAgain(ctx context.Context, ask readAsk) bool {
+// again what depends on it, as read did (readFailed: what stopped it;
+// a snapshot that cannot be taken again does). A describe that failed
+// changes nothing of the facts but that it failed (decide says so).
+func (s *nodeSync) readAgain(ctx context.Context, ask readAsk) {
 	d := s.describeFacts()
 	if ask.listed != nil {
 		d.listed = describeRead{enis: ask.listed, err: s.exec().describeENIs(ctx, ask.listed)}
 		if d.listed.err != nil {
-			return true
+			return
 		}
-		s.snapshot(ctx)
+		if !s.snapshot(ctx) {
+			return
+		}
 		if s.routing != nil {
 			s.routed = s.ownReport(s.routing)
 		}
-		return s.readOnSnapshot(ctx, true)
+		s.readOnSnapshot(ctx, true)
+		return
 	}
 	d.confirm = describeRead{enis: ask.confirm, err: s.exec().describeENIs(ctx, ask.confirm)}
 	if d.confirm.err != nil {
-		return true
+		return
 	}
 	s.described = true
 	if !s.snapshot(ctx) {
-		return true
+		return
 	}
 	// The claims' facts are read again on the snapshot the describe
 	// refreshed: the decision sees one view of EC2.
-	return s.readOnSnapshot(ctx, false)
+	s.readOnSnapshot(ctx, false)
 }
 
 // readMoving reads from the inventory the addresses this process

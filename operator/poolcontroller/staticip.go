@@ -59,6 +59,9 @@ const (
 // to get is the one the read found reservable (staticIPFacts.candidate):
 // the reconcile reserves it once the decision is over (take).
 func (s *deciding) syncStaticIP() {
+	if err := s.staticIP.listErr; err != nil {
+		s.staticFailed(err, ReasonEC2Error)
+	}
 	if !s.haveStaticIP {
 		s.staticIPRetried(staticIPNone)
 		return
@@ -126,6 +129,9 @@ type staticIPFacts struct {
 	candidate      cloud.Address
 	haveCandidate  bool
 	primaryVouched bool
+	// listErr: the Elastic IPs could not be listed (nothing else is
+	// known then).
+	listErr error
 }
 
 // staticIPStep is what decideStaticIP decided: undo the recorded
@@ -157,7 +163,8 @@ type staticIPAssociation struct {
 
 // readStaticIP gathers the facts of the node's static IP; false when
 // there is nothing to decide (no NodeRouting, no tags and no record) or
-// the Elastic IPs cannot be listed (s.staticErr says why).
+// the Elastic IPs cannot be listed (listErr says why, for the decision
+// to fail the node's static IP with, syncStaticIP).
 func (s *nodeSync) readStaticIP(ctx context.Context) (staticIPFacts, bool) {
 	tags := s.cn.Spec.IPAM.StaticIPTags
 	if s.routing == nil || (len(tags) == 0 && s.routing.Spec.StaticIP == nil) {
@@ -165,8 +172,7 @@ func (s *nodeSync) readStaticIP(ctx context.Context) (staticIPFacts, bool) {
 	}
 	addrs, err := s.r.inv.Addresses().List(ctx)
 	if err != nil {
-		s.staticFailed(fmt.Errorf("listing Elastic IPs, %w", err), ReasonEC2Error)
-		return staticIPFacts{}, false
+		return staticIPFacts{listErr: fmt.Errorf("listing Elastic IPs, %w", err)}, false
 	}
 	f := staticIPFacts{tags: tags, record: s.routing.Spec.StaticIP, deleting: s.routing.DeletionTimestamp != nil,
 		instanceID: s.instanceID, primary: s.primaryENI(), addrs: addrs}

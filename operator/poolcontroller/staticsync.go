@@ -27,8 +27,9 @@ const staticOldPodRecheck = 5 * time.Second
 
 // gatherStatic reads from the cache the claims that concern the node:
 // asked onto it or recorded on it, stamped in its pool, or naming an
-// address its ENIs hold outside the pool. False when they cannot be read:
-// without them, a claimed address could be pooled as an ordinary one.
+// address its ENIs hold outside the pool. False when they cannot be read
+// (readFailed says why): without them, a claimed address could be pooled
+// as an ordinary one.
 func (s *nodeSync) gatherStatic(ctx context.Context) bool {
 	in := &staticInputs{node: s.cn.Name, claims: map[string]*claims.Claim{}, listed: map[string]bool{}, firstMarks: maps.Clone(s.mem.firstMarks)}
 	for key := range s.cn.Spec.IPAM.Pool {
@@ -41,7 +42,7 @@ func (s *nodeSync) gatherStatic(ctx context.Context) bool {
 	}
 	var list enipamv1alpha1.StaticIPClaimList
 	if err := s.r.client.List(ctx, &list, client.MatchingFields{claims.IndexClaimNode: s.cn.Name}); err != nil {
-		s.fail(fmt.Errorf("listing the node's static IP claims, %w", err), ReasonClaimsUnreadable)
+		s.readFailed(fmt.Errorf("listing the node's static IP claims, %w", err), ReasonClaimsUnreadable)
 		return false
 	}
 	for i := range list.Items {
@@ -71,7 +72,7 @@ func (s *nodeSync) gatherStatic(ctx context.Context) bool {
 			}
 		}
 		if err != nil {
-			s.fail(fmt.Errorf("reading static IP claim %s, %w", e.Owner, err), ReasonClaimsUnreadable)
+			s.readFailed(fmt.Errorf("reading static IP claim %s, %w", e.Owner, err), ReasonClaimsUnreadable)
 			return false
 		}
 		add(c)
@@ -79,7 +80,7 @@ func (s *nodeSync) gatherStatic(ctx context.Context) bool {
 	byAddr := func(ip string) bool {
 		var list enipamv1alpha1.StaticIPClaimList
 		if err := s.r.client.List(ctx, &list, client.MatchingFields{claims.IndexClaimAddress: ip}); err != nil {
-			s.fail(fmt.Errorf("listing static IP claims of %s, %w", ip, err), ReasonClaimsUnreadable)
+			s.readFailed(fmt.Errorf("listing static IP claims of %s, %w", ip, err), ReasonClaimsUnreadable)
 			return false
 		}
 		for j := range list.Items {
@@ -113,7 +114,7 @@ func (s *nodeSync) gatherStatic(ctx context.Context) bool {
 		}
 		var rivals enipamv1alpha1.StaticIPClaimList
 		if err := s.r.client.List(ctx, &rivals, client.MatchingFields{claims.IndexClaimAddress: c.Addr.String()}); err != nil {
-			s.fail(fmt.Errorf("listing static IP claims of %s, %w", c.Addr, err), ReasonClaimsUnreadable)
+			s.readFailed(fmt.Errorf("listing static IP claims of %s, %w", c.Addr, err), ReasonClaimsUnreadable)
 			return false
 		}
 		for i := range rivals.Items {
@@ -147,7 +148,7 @@ func (s *nodeSync) readFirstAway(ctx context.Context, in *staticInputs) bool {
 			if err := s.r.client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, obj); apierrors.IsNotFound(err) {
 				continue
 			} else if err != nil {
-				s.fail(fmt.Errorf("reading static IP claim %s, %w", owner, err), ReasonClaimsUnreadable)
+				s.readFailed(fmt.Errorf("reading static IP claim %s, %w", owner, err), ReasonClaimsUnreadable)
 				return false
 			}
 			c = claims.FromObject(obj)

@@ -115,10 +115,11 @@ func (s *nodeSync) emit() {
 // run reads the node's state (read), then has decide derive from it
 // alone the desired CiliumNode and NodeRouting, the EC2 actions the
 // executor carries out once they are written (act), the memory's new
-// values and the requeue, and returns that decision (false: the node
-// cannot be served, s.opErr says why), for the reconcile to take (take)
-// once the decision is over: the shared coordinators then learn what it
-// decided (needs, slots), and its notes are emitted. It writes nothing
+// values and the requeue, and returns that decision, for the reconcile
+// to take (take) once the decision is over: the shared coordinators
+// then learn what it decided (needs, slots), and its notes are emitted.
+// A read that failed is decided too, by the same call: its decision is
+// the failure's (decideReadFailed). It writes nothing
 // of the CiliumNode: the reconcile writes it once, status then spec,
 // before any of the actions runs. The static addresses' placements and
 // the Elastic IP's association and release are actions too (act): their
@@ -127,36 +128,30 @@ func (s *nodeSync) emit() {
 // by ID decide's first step asks for, decideReads) are read's, before
 // it: a decision that asks for describes decides nothing else, and run
 // makes them (readAgain) and decides again on what they showed.
-func (s *nodeSync) run(ctx context.Context) (decision, bool) {
+func (s *nodeSync) run(ctx context.Context) decision {
 	r := s.r
-	ok := s.read(ctx)
+	s.read(ctx)
 	for {
 		if s.haveSnap {
 			s.fillIn = s.readFill()
 		}
 		s.emit()
-		if !ok {
-			// Nothing to decide: the write carries why the node cannot be
-			// served, and what the read knows of the instance (fill), as a
-			// decision's would.
-			s.notePolicyConflict()
-			s.decideWriting()
-			return decision{}, false
+		if s.failed == nil {
+			s.cross = s.readCross()
 		}
-		s.cross = s.readCross()
 		if r.onDecide != nil {
 			r.onDecide(s.cn.Name)
 		}
 		d := decide(s.facts())
 		if !d.reads.any() {
-			return d, true
+			return d
 		}
 		// The decision waits for describes (decideReads): it is over
 		// before they are made, and made again on what they showed.
 		if r.onDecided != nil {
 			r.onDecided(s.cn.Name, true)
 		}
-		ok = s.readAgain(ctx, d.reads)
+		s.readAgain(ctx, d.reads)
 	}
 }
 
@@ -170,7 +165,7 @@ func (s *nodeSync) readCross() crossNode {
 // facts are the node's facts for decide, as the read left them.
 func (s *nodeSync) facts() *facts {
 	return &facts{nodeState: s.nodeState, cn: s.cn, orig: s.orig, mem: *s.mem, now: s.r.now(), opts: optionValues(s.r.opts), logLevel: logLevel(s.r.log), cross: s.cross,
-		requeue: s.requeue, staticErr: s.staticErr, described: s.described, acts: s.acts}
+		described: s.described}
 }
 
 // take makes the decision the reconcile's: its desired objects, actions,
@@ -190,9 +185,7 @@ func (s *nodeSync) take(d decision) {
 	s.mem.state, s.mem.writtenRV = state, rv
 	r.mu.Unlock()
 	r.emit(s.mem, d.notes)
-	if d.needsSet {
-		r.needs.set(s.cn.Name, d.empty)
-	}
+	r.needs.set(s.cn.Name, d.empty)
 	var o sharedOutcome
 	o.holdMissed = s.held && !r.needs.hold(s.cn.Name)
 	a := s.acts.associate
@@ -370,8 +363,7 @@ func instanceReplaced(cn *ciliumv2.CiliumNode, instanceID string) bool {
 // CiliumNode writes of the reset (status and spec) before those of the
 // new instance's ENIs and details, where one reconcile wrote both.
 func decideReset(f *facts) decision {
-	env := newDecisionEnv(func() time.Time { return f.now }, f.opts, f.logLevel)
-	d := &deciding{r: env, mem: &f.mem, cn: f.cn, orig: f.orig, nodeState: f.nodeState}
+	d, env := newDeciding(f)
 	cn, have := d.cn, d.cn.Spec.InstanceID
 	env.event(cn, "Warning", ReasonInstanceReplaced,
 		fmt.Sprintf("Node %s now runs on instance %s, not %s: pool and ENI status reset", cn.Name, f.instanceID, have))
@@ -388,21 +380,22 @@ func decideReset(f *facts) decision {
 		writeCN: d.writeCN, writeStatus: d.writeStatus, writeSpec: d.writeSpec, notes: env.take()}
 }
 
-// snapshot refreshes s.snap from the inventory; false when the node
-// cannot be served.
+// snapshot refreshes s.snap from the inventory; false when it cannot
+// (readFailed says why).
 func (s *nodeSync) snapshot(ctx context.Context) bool {
 	snap, err := s.r.inv.Snapshot(ctx, s.instanceID, s.r.opts.Cluster)
-	return s.useSnapshot(snap, err)
+	return s.useSnapshot(snap, err, s.readFailed)
 }
 
 // useSnapshot makes snap, taken from the inventory (err: it could not
-// be), s.snap; false when the node cannot be served.
-func (s *deciding) useSnapshot(snap snapshot.Node, err error) bool {
+// be), s.snap; false when it could not, told to failed with why (the
+// read's readFailed, the decision's fail).
+func (s *deciding) useSnapshot(snap snapshot.Node, err error, failed func(error, string)) bool {
 	if err != nil {
 		if errors.Is(err, cloud.ErrNotFound) {
-			s.fail(fmt.Errorf("EC2 instance %s: %w", s.instanceID, err), ReasonInstanceNotFound)
+			failed(fmt.Errorf("EC2 instance %s: %w", s.instanceID, err), ReasonInstanceNotFound)
 		} else {
-			s.fail(err, ReasonEC2Error)
+			failed(err, ReasonEC2Error)
 		}
 		return false
 	}

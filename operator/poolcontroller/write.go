@@ -18,7 +18,7 @@ import (
 )
 
 // fill puts what the operator knows into the desired object (decide,
-// once the rest is decided; run, when the read failed): the
+// once the rest is decided; decideReadFailed, when the read failed): the
 // instance and its ENIs (every address EC2 shows on them, pooled or not
 // yet: the node agent routes what status.eni.enis lists before the pool
 // lists it), and the operator-status. The policy's effective values go to
