@@ -1,7 +1,10 @@
 package operator
 
 import (
+	"strings"
+
 	awstypes "github.com/cilium/cilium/pkg/aws/types"
+	ipamtypes "github.com/cilium/cilium/pkg/ipam/types"
 	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
 
 	"github.com/enipam/enipam/internal/intern"
@@ -89,15 +92,60 @@ func slimCiliumNode(obj any) (any, error) {
 		}
 		return resource
 	}
-	for ip, a := range cn.Spec.IPAM.Pool {
-		a.Resource = own(a.Resource)
-		cn.Spec.IPAM.Pool[ip] = a
-	}
-	for ip, a := range cn.Status.IPAM.Used {
-		a.Resource = own(a.Resource)
-		cn.Status.IPAM.Used[ip] = a
-	}
+	cn.Spec.IPAM.Pool, cn.Status.IPAM.Used = packAllocations(cn.Spec.IPAM.Pool, cn.Status.IPAM.Used, own)
+	cn.Spec.IPAM.IPv6Pool, cn.Status.IPAM.IPv6Used = packAllocations(cn.Spec.IPAM.IPv6Pool, cn.Status.IPAM.IPv6Used, own)
 	return cn, nil
+}
+
+// packAllocations returns pool and used with the same entries, their
+// Resources through own, and their keys (addresses, decoded one string
+// each: 16 bytes for "10.0.1.23") as pieces of one string per node, a
+// used entry's key the pool's own. At 18 pool and 5 used addresses a
+// node that is ~190 bytes instead of 368. An empty map is returned as
+// it is.
+func packAllocations(pool, used ipamtypes.AllocationMap, own func(string) string) (ipamtypes.AllocationMap, ipamtypes.AllocationMap) {
+	if len(pool) == 0 && len(used) == 0 {
+		return pool, used
+	}
+	n := 0
+	for ip := range pool {
+		n += len(ip)
+	}
+	for ip := range used {
+		if _, ok := pool[ip]; !ok {
+			n += len(ip)
+		}
+	}
+	var b strings.Builder
+	b.Grow(n)
+	type span struct{ from, to int }
+	spans := make(map[string]span, len(pool)+len(used))
+	add := func(ip string) {
+		if _, ok := spans[ip]; !ok {
+			spans[ip] = span{b.Len(), b.Len() + len(ip)}
+			b.WriteString(ip)
+		}
+	}
+	for ip := range pool {
+		add(ip)
+	}
+	for ip := range used {
+		add(ip)
+	}
+	all := b.String()
+	rebuild := func(m ipamtypes.AllocationMap) ipamtypes.AllocationMap {
+		if len(m) == 0 {
+			return m
+		}
+		out := make(ipamtypes.AllocationMap, len(m))
+		for ip, a := range m {
+			a.Resource = own(a.Resource)
+			sp := spans[ip]
+			out[all[sp.from:sp.to]] = a
+		}
+		return out
+	}
+	return rebuild(pool), rebuild(used)
 }
 
 // internLabels is a Node's labels sharing keys and values with the other
