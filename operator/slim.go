@@ -11,6 +11,7 @@ import (
 
 	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
 	"github.com/enipam/enipam/internal/intern"
+	"github.com/enipam/enipam/operator/poolcontroller"
 )
 
 // Besides repeated strings (intern.go), the cache's decoded objects carry
@@ -117,6 +118,9 @@ func slimNodeRouting(obj any) (any, error) {
 	internOwners(nr)
 	spec := &nr.Spec
 	spec.ExcludeInterfaceTags = internMap(spec.ExcludeInterfaceTags, nil)
+	// spec.enis is not kept: the pool controller gives it back from a
+	// copy with its digest (poolcontroller.DropSpecENIs).
+	poolcontroller.DropSpecENIs(nr)
 	if c := spec.Capacity; c != nil {
 		c.AvailabilityZone, c.Reason = intern.String(c.AvailabilityZone), intern.String(c.Reason)
 		c.Subnets = sharedStrings(c.Subnets)

@@ -74,10 +74,14 @@ type decision struct {
 	// writeStatus, writeSpec: the CiliumNode's status and spec are to
 	// be written (decideWrite).
 	writeStatus, writeSpec bool
-	notes                  notes
 	// reads: the describes by ID to make before deciding (decideReads);
 	// nothing else is decided then.
 	reads readAsk
+	// routingENIs: the NodeRouting's spec.enis decided with the write;
+	// eniCopy: the status write is the copy of the ENIs alone.
+	routingENIs routingENIs
+	eniCopy     bool
+	notes       notes
 }
 
 // decide is a node's whole decision: from the facts alone, with no
@@ -133,7 +137,8 @@ func decide(f *facts) decision {
 	return decision{cn: d.cn, routing: d.routing, pool: d.pool, acts: d.acts, mem: f.mem, snap: d.snap,
 		opErr: d.opErr, staticErr: d.staticErr, requeue: d.requeue, held: d.held, turnedAway: d.turnedAway, writeCN: d.writeCN,
 		staticDemand: d.staticDemand, needsSet: d.needsSet, empty: d.empty, slotWait: d.slotWait,
-		slotPriority: d.slotPriority, capacity: d.capacity, writeStatus: d.writeStatus, writeSpec: d.writeSpec, notes: env.take()}
+		slotPriority: d.slotPriority, capacity: d.capacity, writeStatus: d.writeStatus, writeSpec: d.writeSpec,
+		routingENIs: d.routingENIs, eniCopy: d.eniCopy, notes: env.take()}
 }
 
 // poolDecision is what one look at a node's state decides about its pool and

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -55,17 +57,81 @@ func (r *Reconciler) applyRouting(ctx context.Context, nr *enipamv1alpha1.NodeRo
 			cfg.Metadata.OwnerReferences = append(cfg.Metadata.OwnerReferences, o)
 		}
 	}
-	data, err := json.Marshal(cfg)
-	if err != nil {
-		return err
+	if r.withoutSpecENIs() {
+		cfg.Spec.ENIs = nil
 	}
-	if err := r.client.Patch(ctx, nr, client.RawPatch(types.ApplyPatchType, data),
-		client.FieldOwner(enipamv1alpha1.FieldManagerOperator), client.ForceOwnership); err != nil {
+	// The answer is decoded into nr: into a spec.enis of its own, not the
+	// one a copy of nr may share (copyRouting). A refused apply leaves nr
+	// as it was.
+	enis := nr.Spec.ENIs
+	err := r.patchRouting(ctx, nr, &cfg)
+	if err != nil && len(cfg.Spec.ENIs) > 0 && refusedForSchema(err, specENIsPath) {
+		// The NodeRouting CRD is an earlier one (its chart upgraded
+		// without the CRDs, which Helm never upgrades): the apply goes
+		// without spec.enis, and the node's ENIs reach its agent through
+		// status.eni.enis, copied at once (eniCopyWaits).
+		r.refusedSpecENIs(err)
+		cfg.Spec.ENIs = nil
+		err = r.patchRouting(ctx, nr, &cfg)
+	}
+	if err != nil {
+		nr.Spec.ENIs = enis
 		return err
 	}
 	r.adoptLegacyWrites(ctx, nr)
 	r.rememberApplied(nr)
 	return nil
+}
+
+// patchRouting sends cfg as the operator's apply of nr, decoding the
+// answer into nr.
+func (r *Reconciler) patchRouting(ctx context.Context, nr *enipamv1alpha1.NodeRouting, cfg *routingApply) error {
+	data, err := json.Marshal(cfg)
+	if err != nil {
+		return err
+	}
+	nr.Spec.ENIs, nr.Spec.ENIsDigest = nil, ""
+	return r.client.Patch(ctx, nr, client.RawPatch(types.ApplyPatchType, data),
+		client.FieldOwner(enipamv1alpha1.FieldManagerOperator), client.ForceOwnership)
+}
+
+// specENIsPath is the path of spec.enis as the apiserver names a field
+// its stored schema does not declare.
+const specENIsPath = ".spec.enis"
+
+// specENIsRetry is how long the NodeRouting applies go without
+// spec.enis after the apiserver refused it, before the next apply tries
+// it again (the CRDs may have been upgraded meanwhile).
+const specENIsRetry = 10 * time.Minute
+
+// refusedForSchema tells whether err is the apiserver's refusal of an
+// apply naming the field at path as not declared in the stored schema.
+func refusedForSchema(err error, path string) bool {
+	return err != nil && strings.Contains(err.Error(), path+": field not declared in schema")
+}
+
+// withoutSpecENIs tells whether the NodeRouting applies go without
+// spec.enis: the apiserver refused it less than specENIsRetry ago. The
+// nodes' agents are then taken for ones that route status.eni.enis only.
+func (r *Reconciler) withoutSpecENIs() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return !r.noSpecENIs.IsZero() && r.now().Sub(r.noSpecENIs) < specENIsRetry
+}
+
+// refusedSpecENIs notes the apiserver's refusal of spec.enis, logged the
+// first time.
+func (r *Reconciler) refusedSpecENIs(err error) {
+	r.mu.Lock()
+	r.noSpecENIs = r.now()
+	logged := r.noSpecENIsLogged
+	r.noSpecENIsLogged = true
+	r.mu.Unlock()
+	if !logged {
+		r.log.Warn("the NodeRouting CRD has no spec.enis (its chart was upgraded without the CRDs); "+
+			"the nodes' ENIs go to their agents through the CiliumNodes' status.eni.enis alone until the CRDs are upgraded",
+			"error", err.Error(), "retry", specENIsRetry)
+	}
 }
 
 // rememberApplied keeps what the base of the node's next apply needs of
@@ -79,6 +145,7 @@ func (r *Reconciler) rememberApplied(nr *enipamv1alpha1.NodeRouting) {
 		ObjectMeta: metav1.ObjectMeta{Name: nr.Name, UID: nr.UID, Generation: nr.Generation, Finalizers: slices.Clone(nr.Finalizers)},
 		Spec:       *nr.Spec.DeepCopy(),
 	}
+	kept.Spec.ENIsDigest = "" // an answer decoded into an object read from the cache
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if m, ok := r.nodes[nr.Name]; ok {
