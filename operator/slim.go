@@ -142,7 +142,61 @@ func slimNodeRouting(obj any) (any, error) {
 		c.Type, c.Status = intern.String(c.Type), metav1.ConditionStatus(intern.String(string(c.Status)))
 		c.Reason, c.Message = intern.String(c.Reason), intern.String(c.Message)
 	}
+	packNodeRouting(nr)
 	return nr, nil
+}
+
+// packNodeRouting gives the strings nr keeps of its own (not interned:
+// its name and versions, the agent's report of its ENIs, spec.enis'
+// digest, the queries and answers) one backing array (intern.Packer): a
+// NodeRouting's JSON carries spec.enis, as many strings again as the
+// report, which the cache drops (DropSpecENIs), and the report's strings
+// left one by one among them held twice the spans they fill.
+func packNodeRouting(nr *enipamv1alpha1.NodeRouting) {
+	var k intern.Packer
+	k.Add(&nr.Name)
+	k.Add((*string)(&nr.UID))
+	k.Add(&nr.ResourceVersion)
+	for i := range nr.OwnerReferences {
+		k.Add(&nr.OwnerReferences[i].Name)
+		k.Add((*string)(&nr.OwnerReferences[i].UID))
+	}
+	spec := &nr.Spec
+	k.Add(&spec.InstanceID)
+	k.Add(&spec.ENIsDigest)
+	if a := spec.StaticIP; a != nil {
+		k.Add(&a.AllocationID)
+		k.Add(&a.PublicIP)
+		k.Add(&a.InstanceID)
+		k.Add(&a.ENIID)
+		k.Add(&a.AssociationID)
+	}
+	k.AddAll(spec.EndpointQueries)
+	for i := range spec.RemapQueries {
+		q := &spec.RemapQueries[i]
+		k.Add(&q.Address)
+		k.Add(&q.ENI)
+		k.Add(&q.MAC)
+	}
+	st := &nr.Status
+	for i := range st.ENIs {
+		e := &st.ENIs[i]
+		k.Add(&e.ID)
+		k.Add(&e.MAC)
+		k.AddAll(e.IPs)
+		k.AddAll(e.Prefixes)
+		k.AddAll(e.IPv6)
+		k.AddAll(e.IPv6Prefixes)
+	}
+	if r := st.Endpoints; r != nil {
+		k.AddAll(r.Present)
+		k.AddAll(r.Absent)
+	}
+	if r := st.Remaps; r != nil {
+		k.AddAll(r.Landed)
+		k.AddAll(r.Missing)
+	}
+	k.Pack()
 }
 
 // internOwners shares the API versions and kinds of obj's owner

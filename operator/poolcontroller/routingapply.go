@@ -14,6 +14,7 @@ import (
 
 	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
 	"github.com/enipam/enipam/internal/fieldowners"
+	"github.com/enipam/enipam/internal/intern"
 )
 
 // The operator writes a NodeRouting by server-side apply alone, under
@@ -141,16 +142,95 @@ func (r *Reconciler) refusedSpecENIs(err error) {
 // node keeps one, and the answer's managed fields and the agent's status
 // were a second copy of every NodeRouting (14 MiB at 5000 nodes).
 func (r *Reconciler) rememberApplied(nr *enipamv1alpha1.NodeRouting) {
-	kept := &enipamv1alpha1.NodeRouting{
-		ObjectMeta: metav1.ObjectMeta{Name: nr.Name, UID: nr.UID, Generation: nr.Generation, Finalizers: slices.Clone(nr.Finalizers)},
-		Spec:       *nr.Spec.DeepCopy(),
-	}
-	kept.Spec.ENIsDigest = "" // an answer decoded into an object read from the cache
+	kept := appliedBase(nr)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if m, ok := r.nodes[nr.Name]; ok {
 		m.routingApplied = kept
 	}
+}
+
+// appliedBase is what the base of the node's next apply keeps of nr
+// (rememberApplied), its strings packed (packApplied).
+func appliedBase(nr *enipamv1alpha1.NodeRouting) *enipamv1alpha1.NodeRouting {
+	kept := &enipamv1alpha1.NodeRouting{
+		ObjectMeta: metav1.ObjectMeta{Name: nr.Name, UID: nr.UID, Generation: nr.Generation, Finalizers: slices.Clone(nr.Finalizers)},
+		Spec:       *nr.Spec.DeepCopy(),
+	}
+	kept.Spec.ENIsDigest = "" // an answer decoded into an object read from the cache
+	packApplied(kept)
+	return kept
+}
+
+// packApplied gives the strings of an apply base (rememberApplied) no
+// allocation of the answer it was decoded from: the values shared across
+// nodes (zones, subnets, the tags' keys and values, the finalizer) are
+// interned, the node's own are packed in one backing array, and
+// spec.enis' in another, which trimApplied lets go with the list. The
+// answer's other strings (its managed fields, the agent's status) are
+// collected at once; those the base kept, each an allocation of its
+// own, held their spans in use for as long as the node lives.
+func packApplied(nr *enipamv1alpha1.NodeRouting) {
+	var own, enis intern.Packer
+	own.Add(&nr.Name)
+	own.Add((*string)(&nr.UID))
+	for i := range nr.Finalizers {
+		nr.Finalizers[i] = intern.String(nr.Finalizers[i])
+	}
+	spec := &nr.Spec
+	own.Add(&spec.InstanceID)
+	spec.ExcludeInterfaceTags = internTags(spec.ExcludeInterfaceTags)
+	if c := spec.Capacity; c != nil {
+		c.AvailabilityZone, c.Reason = intern.String(c.AvailabilityZone), intern.String(c.Reason)
+		for i := range c.Subnets {
+			c.Subnets[i] = intern.String(c.Subnets[i])
+		}
+		for i := range c.SubnetSlots {
+			c.SubnetSlots[i].SubnetID = intern.String(c.SubnetSlots[i].SubnetID)
+		}
+	}
+	if a := spec.StaticIP; a != nil {
+		own.Add(&a.AllocationID)
+		own.Add(&a.PublicIP)
+		own.Add(&a.InstanceID)
+		own.Add(&a.ENIID)
+		own.Add(&a.AssociationID)
+	}
+	own.AddAll(spec.EndpointQueries)
+	for i := range spec.RemapQueries {
+		q := &spec.RemapQueries[i]
+		own.Add(&q.Address)
+		own.Add(&q.ENI)
+		own.Add(&q.MAC)
+	}
+	for i := range spec.ENIs {
+		e := &spec.ENIs[i]
+		enis.Add(&e.ID)
+		enis.Add(&e.MAC)
+		enis.Add(&e.PrimaryIP)
+		e.SubnetID, e.SubnetCIDR = intern.String(e.SubnetID), intern.String(e.SubnetCIDR)
+		for j := range e.VPCCIDRs {
+			e.VPCCIDRs[j] = intern.String(e.VPCCIDRs[j])
+		}
+		enis.AddAll(e.Addresses)
+		enis.AddAll(e.Prefixes)
+		enis.AddAll(e.IPv6Prefixes)
+		e.Tags = internTags(e.Tags)
+	}
+	own.Pack()
+	enis.Pack()
+}
+
+// internTags is m with its keys and values interned (nil stays nil).
+func internTags(m map[string]string) map[string]string {
+	if m == nil {
+		return nil
+	}
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[intern.String(k)] = intern.String(v)
+	}
+	return out
 }
 
 // legacyWriters are the moves of fields earlier versions of enipam wrote
