@@ -161,23 +161,8 @@ func packNodeRouting(nr *enipamv1alpha1.NodeRouting) {
 		k.Add(&nr.OwnerReferences[i].Name)
 		k.Add((*string)(&nr.OwnerReferences[i].UID))
 	}
-	spec := &nr.Spec
-	k.Add(&spec.InstanceID)
-	k.Add(&spec.ENIsDigest)
-	if a := spec.StaticIP; a != nil {
-		k.Add(&a.AllocationID)
-		k.Add(&a.PublicIP)
-		k.Add(&a.InstanceID)
-		k.Add(&a.ENIID)
-		k.Add(&a.AssociationID)
-	}
-	k.AddAll(spec.EndpointQueries)
-	for i := range spec.RemapQueries {
-		q := &spec.RemapQueries[i]
-		k.Add(&q.Address)
-		k.Add(&q.ENI)
-		k.Add(&q.MAC)
-	}
+	k.Add(&nr.Spec.ENIsDigest)
+	poolcontroller.GatherOwnWords(&k, &nr.Spec)
 	st := &nr.Status
 	for i := range st.ENIs {
 		e := &st.ENIs[i]

@@ -178,7 +178,7 @@ func packApplied(nr *enipamv1alpha1.NodeRouting) {
 		nr.Finalizers[i] = intern.String(nr.Finalizers[i])
 	}
 	spec := &nr.Spec
-	own.Add(&spec.InstanceID)
+	GatherOwnWords(&own, spec)
 	spec.ExcludeInterfaceTags = internTags(spec.ExcludeInterfaceTags)
 	if c := spec.Capacity; c != nil {
 		c.AvailabilityZone, c.Reason = intern.String(c.AvailabilityZone), intern.String(c.Reason)
@@ -188,20 +188,6 @@ func packApplied(nr *enipamv1alpha1.NodeRouting) {
 		for i := range c.SubnetSlots {
 			c.SubnetSlots[i].SubnetID = intern.String(c.SubnetSlots[i].SubnetID)
 		}
-	}
-	if a := spec.StaticIP; a != nil {
-		own.Add(&a.AllocationID)
-		own.Add(&a.PublicIP)
-		own.Add(&a.InstanceID)
-		own.Add(&a.ENIID)
-		own.Add(&a.AssociationID)
-	}
-	own.AddAll(spec.EndpointQueries)
-	for i := range spec.RemapQueries {
-		q := &spec.RemapQueries[i]
-		own.Add(&q.Address)
-		own.Add(&q.ENI)
-		own.Add(&q.MAC)
 	}
 	for i := range spec.ENIs {
 		e := &spec.ENIs[i]
@@ -219,6 +205,28 @@ func packApplied(nr *enipamv1alpha1.NodeRouting) {
 	}
 	own.Pack()
 	enis.Pack()
+}
+
+// GatherOwnWords gathers into k the strings of spec that are the node's
+// own (its instance, the Elastic IP record, the endpoint and remap
+// queries), for the cache's transform and the apply base to pack; not
+// spec.enis, which each keeps its own way.
+func GatherOwnWords(k *intern.Packer, spec *enipamv1alpha1.NodeRoutingSpec) {
+	k.Add(&spec.InstanceID)
+	if a := spec.StaticIP; a != nil {
+		k.Add(&a.AllocationID)
+		k.Add(&a.PublicIP)
+		k.Add(&a.InstanceID)
+		k.Add(&a.ENIID)
+		k.Add(&a.AssociationID)
+	}
+	k.AddAll(spec.EndpointQueries)
+	for i := range spec.RemapQueries {
+		q := &spec.RemapQueries[i]
+		k.Add(&q.Address)
+		k.Add(&q.ENI)
+		k.Add(&q.MAC)
+	}
 }
 
 // internTags is m with its keys and values interned (nil stays nil).
