@@ -49,9 +49,9 @@ func steadyApplyAnswer(i int) []byte {
 	fields += `}}}`
 	nr.Status.RoutedENIs, nr.Status.RoutedIPs = 2, 18
 	nr.ManagedFields = []metav1.ManagedFieldsEntry{
-		{Manager: enipamv1alpha1.FieldManagerOperator, Operation: metav1.ManagedFieldsOperationApply, APIVersion: "enipam.io/v1alpha1", FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(fields)}},
+		{Manager: enipamv1alpha1.FieldManagerOperator, Operation: metav1.ManagedFieldsOperationApply, APIVersion: "enipam.io/v1alpha1", FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(fields)},
 		{Manager: enipamv1alpha1.FieldManagerAgent, Operation: metav1.ManagedFieldsOperationApply, APIVersion: "enipam.io/v1alpha1", FieldsType: "FieldsV1", Subresource: "status",
-			FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:status":{"f:observedGeneration":{},"f:routesSpecENIs":{},"f:enis":{},"f:conditions":{}}}`)}},
+			FieldsV1: metav1.NewFieldsV1(`{"f:status":{"f:observedGeneration":{},"f:routesSpecENIs":{},"f:enis":{},"f:conditions":{}}}`)},
 	}
 	b, _ := json.Marshal(nr)
 	return b
