@@ -11,6 +11,7 @@ import (
 
 	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
 	"github.com/enipam/enipam/internal/intern"
+	"github.com/enipam/enipam/operator/poolcontroller"
 )
 
 // Besides repeated strings (intern.go), the cache's decoded objects carry
@@ -117,6 +118,9 @@ func slimNodeRouting(obj any) (any, error) {
 	internOwners(nr)
 	spec := &nr.Spec
 	spec.ExcludeInterfaceTags = internMap(spec.ExcludeInterfaceTags, nil)
+	// spec.enis is not kept: the pool controller gives it back from a
+	// copy with its digest (poolcontroller.DropSpecENIs).
+	poolcontroller.DropSpecENIs(nr)
 	if c := spec.Capacity; c != nil {
 		c.AvailabilityZone, c.Reason = intern.String(c.AvailabilityZone), intern.String(c.Reason)
 		c.Subnets = sharedStrings(c.Subnets)
@@ -138,7 +142,46 @@ func slimNodeRouting(obj any) (any, error) {
 		c.Type, c.Status = intern.String(c.Type), metav1.ConditionStatus(intern.String(string(c.Status)))
 		c.Reason, c.Message = intern.String(c.Reason), intern.String(c.Message)
 	}
+	packNodeRouting(nr)
 	return nr, nil
+}
+
+// packNodeRouting gives the strings nr keeps of its own (not interned:
+// its name and versions, the agent's report of its ENIs, spec.enis'
+// digest, the queries and answers) one backing array (intern.Packer): a
+// NodeRouting's JSON carries spec.enis, as many strings again as the
+// report, which the cache drops (DropSpecENIs), and the report's strings
+// left one by one among them held twice the spans they fill.
+func packNodeRouting(nr *enipamv1alpha1.NodeRouting) {
+	var k intern.Packer
+	k.Add(&nr.Name)
+	k.Add((*string)(&nr.UID))
+	k.Add(&nr.ResourceVersion)
+	for i := range nr.OwnerReferences {
+		k.Add(&nr.OwnerReferences[i].Name)
+		k.Add((*string)(&nr.OwnerReferences[i].UID))
+	}
+	k.Add(&nr.Spec.ENIsDigest)
+	poolcontroller.GatherOwnWords(&k, &nr.Spec)
+	st := &nr.Status
+	for i := range st.ENIs {
+		e := &st.ENIs[i]
+		k.Add(&e.ID)
+		k.Add(&e.MAC)
+		k.AddAll(e.IPs)
+		k.AddAll(e.Prefixes)
+		k.AddAll(e.IPv6)
+		k.AddAll(e.IPv6Prefixes)
+	}
+	if r := st.Endpoints; r != nil {
+		k.AddAll(r.Present)
+		k.AddAll(r.Absent)
+	}
+	if r := st.Remaps; r != nil {
+		k.AddAll(r.Landed)
+		k.AddAll(r.Missing)
+	}
+	k.Pack()
 }
 
 // internOwners shares the API versions and kinds of obj's owner
