@@ -1,7 +1,12 @@
 package operator
 
 import (
+	"maps"
+	"strings"
+	"sync"
+
 	awstypes "github.com/cilium/cilium/pkg/aws/types"
+	ipamtypes "github.com/cilium/cilium/pkg/ipam/types"
 	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
 
 	"github.com/enipam/enipam/internal/intern"
@@ -46,7 +51,7 @@ func slimCiliumNode(obj any) (any, error) {
 		return obj, nil
 	}
 	cn.ManagedFields = nil
-	cn.Labels = internMap(cn.Labels, nil)
+	cn.Labels = internLabels(cn.Name, cn.Labels)
 	internOwners(cn)
 	instance := cn.Spec.InstanceID
 	e := &cn.Spec.ENI
@@ -89,20 +94,104 @@ func slimCiliumNode(obj any) (any, error) {
 		}
 		return resource
 	}
-	for ip, a := range cn.Spec.IPAM.Pool {
-		a.Resource = own(a.Resource)
-		cn.Spec.IPAM.Pool[ip] = a
-	}
-	for ip, a := range cn.Status.IPAM.Used {
-		a.Resource = own(a.Resource)
-		cn.Status.IPAM.Used[ip] = a
-	}
+	cn.Spec.IPAM.Pool, cn.Status.IPAM.Used = packAllocations(cn.Spec.IPAM.Pool, cn.Status.IPAM.Used, own)
+	cn.Spec.IPAM.IPv6Pool, cn.Status.IPAM.IPv6Used = packAllocations(cn.Spec.IPAM.IPv6Pool, cn.Status.IPAM.IPv6Used, own)
 	return cn, nil
 }
 
-// internLabels is a Node's labels sharing keys and values with the other
-// nodes': the zone, instance type, architecture and the like repeat on
-// every node.
-func internLabels(labels map[string]string) map[string]string {
-	return internMap(labels, nil)
+// packAllocations returns pool and used with the same entries, their
+// Resources through own, and their keys (addresses, decoded one string
+// each: 16 bytes for "10.0.1.23") as pieces of one string per node, a
+// used entry's key the pool's own. At 18 pool and 5 used addresses a
+// node that is ~190 bytes instead of 368. An empty map is returned as
+// it is.
+func packAllocations(pool, used ipamtypes.AllocationMap, own func(string) string) (ipamtypes.AllocationMap, ipamtypes.AllocationMap) {
+	if len(pool) == 0 && len(used) == 0 {
+		return pool, used
+	}
+	n := 0
+	for ip := range pool {
+		n += len(ip)
+	}
+	for ip := range used {
+		if _, ok := pool[ip]; !ok {
+			n += len(ip)
+		}
+	}
+	var b strings.Builder
+	b.Grow(n)
+	type span struct{ from, to int }
+	spans := make(map[string]span, len(pool)+len(used))
+	add := func(ip string) {
+		if _, ok := spans[ip]; !ok {
+			spans[ip] = span{b.Len(), b.Len() + len(ip)}
+			b.WriteString(ip)
+		}
+	}
+	for ip := range pool {
+		add(ip)
+	}
+	for ip := range used {
+		add(ip)
+	}
+	all := b.String()
+	rebuild := func(m ipamtypes.AllocationMap) ipamtypes.AllocationMap {
+		if len(m) == 0 {
+			return m
+		}
+		out := make(ipamtypes.AllocationMap, len(m))
+		for ip, a := range m {
+			a.Resource = own(a.Resource)
+			sp := spans[ip]
+			out[all[sp.from:sp.to]] = a
+		}
+		return out
+	}
+	return rebuild(pool), rebuild(used)
+}
+
+// internLabels is a Node's or CiliumNode's labels sharing keys and
+// values with the other nodes': the zone, instance type, architecture and
+// the like repeat on every node. A node's CiliumNode carries its Node's
+// labels (Cilium's agent copies them), and an object's update mostly
+// keeps them: equal labels of the objects of one name share one map
+// (labelMaps).
+func internLabels(name string, labels map[string]string) map[string]string {
+	return labelMaps.share(name, labels)
+}
+
+// labelMapTable keeps the last labels map given for each object name, so
+// that a Node and its CiliumNode, and every version of either, keep one
+// map while their labels are equal: ~330 bytes a node for six labels.
+// Cached objects are never changed in place, so a shared map is never
+// written. The table holds the map of a node that is gone until it is
+// cleared, at maxLabelMaps names: what was shared stays shared, later
+// objects share again from then.
+type labelMapTable struct {
+	mu   sync.Mutex
+	maps map[string]map[string]string
+}
+
+const maxLabelMaps = 32768
+
+var labelMaps labelMapTable
+
+// share returns the table's map for name when equal to labels, else
+// labels with its strings interned, which becomes the table's for name.
+// An empty map is returned as it is.
+func (t *labelMapTable) share(name string, labels map[string]string) map[string]string {
+	if len(labels) == 0 {
+		return labels
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if c, ok := t.maps[name]; ok && maps.Equal(c, labels) {
+		return c
+	}
+	labels = internMap(labels, nil)
+	if t.maps == nil || len(t.maps) >= maxLabelMaps {
+		t.maps = map[string]map[string]string{}
+	}
+	t.maps[name] = labels
+	return labels
 }

@@ -315,7 +315,7 @@ func slimNode(obj any) (any, error) {
 	return &corev1.Node{
 		TypeMeta: n.TypeMeta,
 		ObjectMeta: metav1.ObjectMeta{
-			Name: n.Name, UID: n.UID, ResourceVersion: n.ResourceVersion, Labels: internLabels(n.Labels),
+			Name: n.Name, UID: n.UID, ResourceVersion: n.ResourceVersion, Labels: internLabels(n.Name, n.Labels),
 			CreationTimestamp: n.CreationTimestamp, DeletionTimestamp: n.DeletionTimestamp,
 		},
 		Spec: corev1.NodeSpec{ProviderID: n.Spec.ProviderID},

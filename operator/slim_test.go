@@ -108,3 +108,62 @@ func TestSlimCiliumNodeSharesLists(t *testing.T) {
 		}
 	}
 }
+
+// TestSlimCiliumNodePacksAddresses: the pool's addresses, the keys of
+// spec.ipam.pool, lie in one string, and each used entry's key is its
+// pool entry's, with the JSON unchanged (TestSlimCiliumNodeSharesLists).
+func TestSlimCiliumNodePacksAddresses(t *testing.T) {
+	cn := &ciliumv2.CiliumNode{}
+	if err := json.Unmarshal(steadyNodeAsServed(7), cn); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := slimCiliumNode(cn); err != nil {
+		t.Fatal(err)
+	}
+	pool, used := cn.Spec.IPAM.Pool, cn.Status.IPAM.Used
+	if len(pool) != 18 || len(used) != 5 {
+		t.Fatalf("%d pool and %d used entries, want 18 and 5", len(pool), len(used))
+	}
+	at := map[string]uintptr{}
+	lo, hi, n := ^uintptr(0), uintptr(0), uintptr(0)
+	for ip := range pool {
+		p := uintptr(unsafe.Pointer(unsafe.StringData(ip)))
+		at[ip] = p
+		lo, hi, n = min(lo, p), max(hi, p+uintptr(len(ip))), n+uintptr(len(ip))
+	}
+	if hi-lo != n {
+		t.Errorf("the pool's %d addresses (%d bytes) span %d bytes, want one string", len(pool), n, hi-lo)
+	}
+	for ip := range used {
+		if uintptr(unsafe.Pointer(unsafe.StringData(ip))) != at[ip] {
+			t.Errorf("used %s is a string of its own, not its pool entry's", ip)
+		}
+	}
+}
+
+// TestSlimNodeRoutingPacksAddresses: the addresses a NodeRouting's ENIs
+// report lie in one string, with every value unchanged
+// (TestSlimNodeRoutingChangesNoValue).
+func TestSlimNodeRoutingPacksAddresses(t *testing.T) {
+	nr := &enipamv1alpha1.NodeRouting{}
+	if err := json.Unmarshal(steadyRouting(7), nr); err != nil {
+		t.Fatal(err)
+	}
+	want, _ := json.Marshal(nr)
+	if _, err := slimNodeRouting(nr); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := json.Marshal(nr); string(got) != string(want) {
+		t.Fatalf("transformed NodeRouting differs:\n got %s\nwant %s", got, want)
+	}
+	lo, hi, n, count := ^uintptr(0), uintptr(0), uintptr(0), 0
+	for _, e := range nr.Status.ENIs {
+		for _, ip := range e.IPs {
+			p := uintptr(unsafe.Pointer(unsafe.StringData(ip)))
+			lo, hi, n, count = min(lo, p), max(hi, p+uintptr(len(ip))), n+uintptr(len(ip)), count+1
+		}
+	}
+	if count != 18 || hi-lo != n {
+		t.Errorf("%d addresses (%d bytes) span %d bytes, want 18 in one string", count, n, hi-lo)
+	}
+}

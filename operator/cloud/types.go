@@ -59,6 +59,14 @@ func (i *Instance) Equal(o *Instance) bool {
 		i.PrivateIP == o.PrivateIP && i.State == o.State && maps.Equal(i.Tags, o.Tags)
 }
 
+// Untagged is i without its tags, as the inventory keeps an instance:
+// nothing reads an instance's tags (a Name tag alone cost ~330 bytes an
+// instance).
+func (i Instance) Untagged() Instance {
+	i.Tags = nil
+	return i
+}
+
 // Live reports whether the instance can carry pods (pending or running).
 func (i *Instance) Live() bool { return i.State == "pending" || i.State == "running" }
 
@@ -93,6 +101,10 @@ type ENI struct {
 	DeviceIndex         int
 	AttachmentID        string
 	DeleteOnTermination bool
+	// RequesterManaged ENIs belong to an AWS service; never touch them.
+	// (Next to DeleteOnTermination: the two flags share a word, and the
+	// struct fits 352 bytes instead of 384.)
+	RequesterManaged bool
 	// AttachmentStatus is EC2's attachment state: attaching, attached,
 	// detaching; empty when not attached. Addresses of an ENI reach pods
 	// only once it is attached (and routed on the node).
@@ -109,8 +121,6 @@ type ENI struct {
 	IPv6Prefixes   []netip.Prefix
 	SecurityGroups []string
 	Tags           map[string]string
-	// RequesterManaged ENIs belong to an AWS service; never touch them.
-	RequesterManaged bool
 	// InterfaceType is EC2's interfaceType: "interface" (or empty) for an
 	// ordinary ENI; efa, trunk, branch and the others never carry pod
 	// addresses.

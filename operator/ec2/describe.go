@@ -149,8 +149,12 @@ func (c *Client) describeInstances(ctx context.Context, known func(string) (clou
 			for _, x := range r.Instances {
 				in := instanceFrom(x)
 				if known != nil {
-					if k, ok := known(in.ID); ok && k.Equal(&in) {
-						in = k
+					// A view kept without tags (the inventory's) is
+					// known's when all else is equal.
+					if k, ok := known(in.ID); ok {
+						if u := in.Untagged(); k.Equal(&in) || k.Tags == nil && k.Equal(&u) {
+							in = k
+						}
 					}
 				}
 				instances = append(instances, in)

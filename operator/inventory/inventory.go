@@ -53,19 +53,21 @@ type Inventory struct {
 	log  *slog.Logger
 	now  func() time.Time
 
-	mu         sync.RWMutex
-	vpcs       map[string]*vpcData
-	instances  map[string]*cloud.Instance
-	enis       map[string]*cloud.ENI
-	byInstance map[string]map[string]struct{} // instance ID → attached ENI IDs
-	unattached map[string]struct{}            // IDs of ENIs with status available
-	inFlight   map[string]inFlight            // ENI ID → its attach by the pool controller
-	attaching  map[string]struct{}            // IDs of ENIs whose attachment EC2 last showed attaching
-	touched    map[string]time.Time           // instance or ENI ID → last local change
-	deleted    map[string]time.Time           // ENI ID → deleted locally
-	detached   map[string]struct{}            // IDs of ENIs detached locally, not deleted yet
-	created    map[string]time.Time           // ENI ID → created by this operator
-	notFound   map[string]time.Time           // instance ID → EC2 did not know it
+	mu        sync.RWMutex
+	vpcs      map[string]*vpcData
+	instances map[string]*cloud.Instance
+	enis      map[string]*cloud.ENI
+	// byInstance: instance ID → attached ENI IDs, a list (a set of
+	// its own per instance cost a map each, ~190 bytes for two ENIs).
+	byInstance map[string][]string
+	unattached map[string]struct{}  // IDs of ENIs with status available
+	inFlight   map[string]inFlight  // ENI ID → its attach by the pool controller
+	attaching  map[string]struct{}  // IDs of ENIs whose attachment EC2 last showed attaching
+	touched    map[string]time.Time // instance or ENI ID → last local change
+	deleted    map[string]time.Time // ENI ID → deleted locally
+	detached   map[string]struct{}  // IDs of ENIs detached locally, not deleted yet
+	created    map[string]time.Time // ENI ID → created by this operator
+	notFound   map[string]time.Time // instance ID → EC2 did not know it
 	// describedAt is when the describe that last installed each ENI
 	// started; trustFrom is Start plus the grace. A describe that started
 	// before trustFrom may still show what an earlier operator process
@@ -132,7 +134,7 @@ func New(api cloud.API, opts Options, log *slog.Logger) *Inventory {
 		vpcs:          map[string]*vpcData{},
 		instances:     map[string]*cloud.Instance{},
 		enis:          map[string]*cloud.ENI{},
-		byInstance:    map[string]map[string]struct{}{},
+		byInstance:    map[string][]string{},
 		unattached:    map[string]struct{}{},
 		inFlight:      map[string]inFlight{},
 		attaching:     map[string]struct{}{},
@@ -366,7 +368,7 @@ func (inv *Inventory) install(start time.Time, vpc cloud.VPC, subnets []cloud.Su
 	// each pinning a span the garbage leaves mostly free.
 	seen := make(map[string]bool, len(instances))
 	for i := range instances {
-		in := instances[i]
+		in := instances[i].Untagged()
 		seen[in.ID] = true
 		delete(inv.notFound, in.ID)
 		if old, ok := inv.instances[in.ID]; fresh(in.ID) || ok && old.Equal(&in) {
@@ -420,7 +422,7 @@ func (inv *Inventory) install(start time.Time, vpc cloud.VPC, subnets []cloud.Su
 // putENI stores e and indexes it; the caller holds mu.
 func (inv *Inventory) putENI(e *cloud.ENI) {
 	if old, ok := inv.enis[e.ID]; ok && old.InstanceID != "" && old.InstanceID != e.InstanceID {
-		delete(inv.byInstance[old.InstanceID], e.ID)
+		inv.unindex(old.InstanceID, e.ID)
 	}
 	e = inv.overrideLanded(e)
 	inv.enis[e.ID] = e
@@ -434,23 +436,26 @@ func (inv *Inventory) putENI(e *cloud.ENI) {
 	} else {
 		delete(inv.unattached, e.ID)
 	}
-	if e.InstanceID != "" {
-		set := inv.byInstance[e.InstanceID]
-		if set == nil {
-			set = map[string]struct{}{}
-			inv.byInstance[e.InstanceID] = set
-		}
-		set[e.ID] = struct{}{}
+	if ids := inv.byInstance[e.InstanceID]; e.InstanceID != "" && !slices.Contains(ids, e.ID) {
+		inv.byInstance[e.InstanceID] = append(ids, e.ID)
 	}
+}
+
+// unindex takes id out of instance's ENIs, and the instance out of
+// byInstance once it has none; the caller holds mu.
+func (inv *Inventory) unindex(instance, id string) {
+	ids := slices.DeleteFunc(inv.byInstance[instance], func(x string) bool { return x == id })
+	if len(ids) == 0 {
+		delete(inv.byInstance, instance)
+		return
+	}
+	inv.byInstance[instance] = ids
 }
 
 // dropENI forgets an ENI; the caller holds mu.
 func (inv *Inventory) dropENI(id string) {
 	if e, ok := inv.enis[id]; ok && e.InstanceID != "" {
-		delete(inv.byInstance[e.InstanceID], id)
-		if len(inv.byInstance[e.InstanceID]) == 0 {
-			delete(inv.byInstance, e.InstanceID)
-		}
+		inv.unindex(e.InstanceID, id)
 	}
 	delete(inv.enis, id)
 	delete(inv.detached, id)
@@ -495,7 +500,7 @@ func (inv *Inventory) Snapshot(ctx context.Context, instanceID, cluster string) 
 	inv.mu.RLock()
 	defer inv.mu.RUnlock()
 	n := snapshot.Node{Instance: inst, Type: typ}
-	for id := range inv.byInstance[instanceID] {
+	for _, id := range inv.byInstance[instanceID] {
 		n.ENIs = append(n.ENIs, inv.enis[id].Clone())
 	}
 	slices.SortFunc(n.ENIs, func(a, b cloud.ENI) int { return a.DeviceIndex - b.DeviceIndex })

@@ -138,7 +138,7 @@ func (inv *Inventory) refresh(ctx context.Context, ids []string) error {
 	defer inv.mu.Unlock()
 	found := map[string]bool{}
 	for i := range instances {
-		in := instances[i]
+		in := instances[i].Untagged()
 		found[in.ID] = true
 		inv.instances[in.ID] = &in
 		delete(inv.notFound, in.ID)

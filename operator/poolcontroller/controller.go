@@ -218,7 +218,8 @@ type memory struct {
 	// noPrefixesUntil: the subnet had no free /28; plans use single
 	// addresses until then.
 	noPrefixesUntil time.Time
-	// repairs backs off DeleteOnTermination repairs per ENI.
+	// repairs backs off DeleteOnTermination repairs per ENI; nil until
+	// the first.
 	repairs map[string]repair
 	// leads are how long the node's last allocations on ENIs with room
 	// took to reach the pool (pool.Lead). deficitENI: the deficit being
@@ -368,7 +369,9 @@ func (r *Reconciler) memory(node string) *memory {
 	defer r.mu.Unlock()
 	m, ok := r.nodes[node]
 	if !ok {
-		m = &memory{missing: map[string]time.Time{}, missingENIs: map[string]time.Time{}, repairs: map[string]repair{}}
+		// repairs is made by the first repair (executeRepairs): most
+		// nodes never need one.
+		m = &memory{missing: map[string]time.Time{}, missingENIs: map[string]time.Time{}}
 		r.nodes[node] = m
 	}
 	return m

@@ -51,6 +51,9 @@ func (s *nodeSync) executeRepairs(ctx context.Context, d repairs) {
 		delete(s.mem.repairs, id)
 	}
 	now := s.r.now()
+	if len(d.due) > 0 && s.mem.repairs == nil {
+		s.mem.repairs = map[string]repair{}
+	}
 	for _, step := range d.due {
 		err := s.exec().setDeleteOnTermination(ctx, step)
 		rep := s.mem.repairs[step.eniID]

@@ -1,0 +1,39 @@
+package poolcontroller
+
+import (
+	"fmt"
+	"runtime"
+	"testing"
+)
+
+// TestNodeMemoryCost: the memory a node's reconciles keep, as made for a
+// node first seen, costs at most 720 bytes (5000 nodes measured on the
+// shared machine: 744 bytes each with a map for DeleteOnTermination
+// repairs made up front, 703 with it made by the first repair).
+func TestNodeMemoryCost(t *testing.T) {
+	r := &Reconciler{nodes: map[string]*memory{}}
+	const n = 5000
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("node-%d", i)
+	}
+	kept := make([]*memory, n)
+	var m0, m1 runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&m0)
+	for i, name := range names {
+		kept[i] = r.memory(name)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&m1)
+	clear(r.nodes) // the table's own cost is not the memories'
+	runtime.GC()
+	var m2 runtime.MemStats
+	runtime.ReadMemStats(&m2)
+	perNode := (int64(m2.HeapAlloc) - int64(m0.HeapAlloc)) / n
+	t.Logf("%d node memories: %d bytes each (%d with the table)", n, perNode, (int64(m1.HeapAlloc)-int64(m0.HeapAlloc))/n)
+	if perNode > 720 {
+		t.Errorf("a node's memory costs %d bytes, more than 720", perNode)
+	}
+	runtime.KeepAlive(kept)
+}
