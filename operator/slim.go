@@ -131,16 +131,10 @@ func slimNodeRouting(obj any) (any, error) {
 	}
 	st := &nr.Status
 	st.ENIs = exact(st.ENIs)
-	var packed packedStrings
 	for i := range st.ENIs {
 		e := &st.ENIs[i]
 		e.IPs, e.Prefixes = exact(e.IPs), exact(e.Prefixes)
 		e.IPv6, e.IPv6Prefixes = exact(e.IPv6), exact(e.IPv6Prefixes)
-		packed.count(e.IPs, e.Prefixes, e.IPv6, e.IPv6Prefixes)
-	}
-	for i := range st.ENIs {
-		e := &st.ENIs[i]
-		packed.pack(e.IPs, e.Prefixes, e.IPv6, e.IPv6Prefixes)
 	}
 	st.Conditions = exact(st.Conditions)
 	for i := range st.Conditions {
@@ -197,38 +191,5 @@ func internOwners(obj client.Object) {
 	refs := obj.GetOwnerReferences()
 	for i := range refs {
 		refs[i].APIVersion, refs[i].Kind = intern.String(refs[i].APIVersion), intern.String(refs[i].Kind)
-	}
-}
-
-// packedStrings puts the strings of an object's lists in one string:
-// the addresses a NodeRouting reports, decoded one string each (16 bytes
-// for "10.0.1.23"), cost ~190 bytes a node in one instead of 288. count
-// is given every list first, then pack each.
-type packedStrings struct {
-	n   int
-	all strings.Builder
-}
-
-func (p *packedStrings) count(lists ...[]string) {
-	for _, l := range lists {
-		for _, s := range l {
-			p.n += len(s)
-		}
-	}
-}
-
-func (p *packedStrings) pack(lists ...[]string) {
-	if p.all.Cap() == 0 {
-		p.all.Grow(p.n)
-	}
-	for _, l := range lists {
-		for i, s := range l {
-			if p.all.Len()+len(s) > p.all.Cap() {
-				return // not counted: left as decoded
-			}
-			from := p.all.Len()
-			p.all.WriteString(s)
-			l[i] = p.all.String()[from:]
-		}
 	}
 }

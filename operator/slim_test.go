@@ -140,30 +140,3 @@ func TestSlimCiliumNodePacksAddresses(t *testing.T) {
 		}
 	}
 }
-
-// TestSlimNodeRoutingPacksAddresses: the addresses a NodeRouting's ENIs
-// report lie in one string, with every value unchanged
-// (TestSlimNodeRoutingChangesNoValue).
-func TestSlimNodeRoutingPacksAddresses(t *testing.T) {
-	nr := &enipamv1alpha1.NodeRouting{}
-	if err := json.Unmarshal(steadyRouting(7), nr); err != nil {
-		t.Fatal(err)
-	}
-	want, _ := json.Marshal(nr)
-	if _, err := slimNodeRouting(nr); err != nil {
-		t.Fatal(err)
-	}
-	if got, _ := json.Marshal(nr); string(got) != string(want) {
-		t.Fatalf("transformed NodeRouting differs:\n got %s\nwant %s", got, want)
-	}
-	lo, hi, n, count := ^uintptr(0), uintptr(0), uintptr(0), 0
-	for _, e := range nr.Status.ENIs {
-		for _, ip := range e.IPs {
-			p := uintptr(unsafe.Pointer(unsafe.StringData(ip)))
-			lo, hi, n, count = min(lo, p), max(hi, p+uintptr(len(ip))), n+uintptr(len(ip)), count+1
-		}
-	}
-	if count != 18 || hi-lo != n {
-		t.Errorf("%d addresses (%d bytes) span %d bytes, want 18 in one string", count, n, hi-lo)
-	}
-}
