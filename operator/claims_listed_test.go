@@ -35,8 +35,8 @@ func TestAFirstPlacementOnANewEntryIsStampedWithoutAMark(t *testing.T) {
 	w.createClaim("db-0", enipamv1alpha1.StaticIPClaimSpec{})
 	w.target("db-0", "node-1")
 	ctx := context.Background()
-	for deadline := time.Now().Add(15 * time.Second); w.claim("db-0").Status.Phase != enipamv1alpha1.ClaimBound; time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
+	for p := newPatience(); w.claim("db-0").Status.Phase != enipamv1alpha1.ClaimBound; time.Sleep(20 * time.Millisecond) {
+		if p.spent() {
 			t.Fatalf("db-0 never bound: %s", w.describe())
 		}
 		listed := maps.Clone(w.node("node-1").Spec.IPAM.Pool)

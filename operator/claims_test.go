@@ -208,10 +208,37 @@ func (w *staticWorld) step(l *staticLife) {
 	w.invariants()
 }
 
-// until steps until done, for at most 15 s.
+// untilSteps and untilTime bound a wait that steps a world (patience):
+// it gives up only once both are spent. The steps are the bound that
+// matters (what the world does is counted in steps); the time keeps a
+// step's real-time waits (graces of a second or two) covered where
+// steps are fast (300 take about 10 s on an idle machine), and keeps a
+// loaded machine, where a step takes ten times as long, from failing a
+// test on its speed.
+const (
+	untilSteps = 300
+	untilTime  = 15 * time.Second
+)
+
+// patience counts a wait's steps against untilSteps and untilTime.
+type patience struct {
+	steps    int
+	deadline time.Time
+}
+
+func newPatience() *patience { return &patience{deadline: time.Now().Add(untilTime)} }
+
+// spent counts a step and reports whether the wait is to give up: both
+// its steps and its time are spent.
+func (p *patience) spent() bool {
+	p.steps++
+	return p.steps > untilSteps && time.Now().After(p.deadline)
+}
+
+// until steps until done, giving up once its patience is spent.
 func (w *staticWorld) until(l *staticLife, what string, done func() bool) {
 	w.t.Helper()
-	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); {
+	for p := newPatience(); !p.spent(); {
 		if done() {
 			return
 		}

@@ -181,12 +181,13 @@ func (w *interruptWorld) reconcile(l *life) error {
 }
 
 // converge reconciles until the pool holds at least want free addresses
-// and nothing is in the handshake but released entries, for at most 15 s
-// (the inventory learns of completed attachments once a second).
+// and nothing is in the handshake but released entries, giving up once
+// its patience is spent (the inventory learns of completed attachments
+// once a second).
 func (w *interruptWorld) converge(l *life, want int) *ciliumv2.CiliumNode {
 	w.t.Helper()
 	var cn *ciliumv2.CiliumNode
-	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); {
+	for p := newPatience(); !p.spent(); {
 		_ = w.reconcile(l)
 		cn = w.node()
 		if free(cn) >= want && pending(cn) == 0 {
