@@ -88,10 +88,13 @@ type decision struct {
 // client, no clock, no context and no coordinator shared between nodes
 // in its reach, it decides first a read that failed (decideReadFailed:
 // the failure's write, returned alone), then whether the node's instance
-// was replaced (decideReset: its reset, returned alone), then whether the
+// was replaced (decideReset: its reset, returned alone), then what the
+// node's agent answered this process's remap queries (decideLandings:
+// the landings it trusts, applied to the facts), then whether the
 // snapshot is to be described before anything else (decideReads:
-// returned alone), then
-// what the policy's values come to for the node (decideConfig: the
+// returned alone), then the desired NodeRouting (decideRouting: made
+// when the read found none), what the policy's values come to for the
+// node (decideConfig: the
 // no-prefix window, the adaptive headroom), and derives the pool
 // (decidePool), the static addresses'
 // steps, the IPv6 window, the release handshake, the plan, the excess,
@@ -106,7 +109,8 @@ type decision struct {
 // returns them as the desired objects, the snapshot as counted and the
 // memory's new values; it copies nothing of them. The rest of the facts
 // (the claims and the other inputs the read gathered) it leaves as they
-// were.
+// were: the landings it trusts give the facts moves and untrusted
+// addresses of their own (applyLandings).
 func decide(f *facts) decision {
 	if f.failed != nil {
 		return decideReadFailed(f)
