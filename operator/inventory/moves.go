@@ -60,6 +60,15 @@ func (inv *Inventory) MovingOnto(eniIDs []string) map[netip.Addr]string {
 	return out
 }
 
+// MovingTo returns the ENI this process reassigned ip onto whose remap
+// neither a describe nor the instance metadata has shown complete yet,
+// "" when there is none: RecordLanded refuses a landing on any other.
+func (inv *Inventory) MovingTo(ip netip.Addr) string {
+	inv.mu.RLock()
+	defer inv.mu.RUnlock()
+	return inv.moving[ip].eni
+}
+
 // RecordLanded records that the instance metadata of the instance the
 // ENI eniID is attached to lists ip on it (AWS's documented confirmation
 // that a remap is complete), as the node's own agent read it after the

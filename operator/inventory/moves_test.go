@@ -380,3 +380,47 @@ instances:
 	<-inv.Synced()
 	return c, inv, clock, ctx
 }
+
+// TestMovingToNamesTheLastMoveUntilItLands: an address reassigned from
+// node 1's ENI onto node 2's (the remap takes 3 s in EC2) is moving to
+// node 2's ENI, as the pool controller reads it beside the agent's
+// answers, until the agent's word that it landed there is recorded;
+// then to none.
+func TestMovingToNamesTheLastMoveUntilItLands(t *testing.T) {
+	c, inv, clock, ctx := startMoves(t, time.Minute, `
+- {id: i-0a000000000000001, type: m5.large, subnet: subnet-0a000000000000001, enis: [{deviceIndex: 1, secondaryIPs: 1}]}
+- {id: i-0a000000000000002, type: m5.large, subnet: subnet-0a000000000000001, enis: [{deviceIndex: 1}]}
+timing: {reassignDelay: {min: 3s, max: 3s}}
+`)
+	enis, err := c.ListENIs(ctx, "vpc-0a000000000000001", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ip netip.Addr
+	to := ""
+	for _, e := range enis {
+		switch {
+		case e.DeviceIndex == 1 && e.InstanceID == "i-0a000000000000001":
+			ip = e.IPs[0]
+		case e.DeviceIndex == 1:
+			to = e.ID
+		}
+	}
+	if got := inv.MovingTo(ip); got != "" {
+		t.Fatalf("%s moving to %q before any reassignment, want none", ip, got)
+	}
+	if err := c.AssignAddresses(ctx, to, []netip.Addr{ip}, true); err != nil {
+		t.Fatal(err)
+	}
+	inv.RecordMoved(ip, to)
+	if got := inv.MovingTo(ip); got != to {
+		t.Fatalf("%s moving to %q after its reassignment, want %s", ip, got, to)
+	}
+	clock.Advance(3 * time.Second)
+	if !inv.RecordLanded(ip, to) {
+		t.Fatalf("the answer that %s landed on %s was refused", ip, to)
+	}
+	if got := inv.MovingTo(ip); got != "" {
+		t.Fatalf("%s moving to %q once it landed, want none", ip, got)
+	}
+}

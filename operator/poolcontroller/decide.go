@@ -79,16 +79,22 @@ type decision struct {
 	// reads: the describes by ID to make before deciding (decideReads);
 	// nothing else is decided then.
 	reads readAsk
+	// landed: the remaps the node's agent confirmed that the decision
+	// trusted (decideLandings), for the inventory to record (take).
+	landed []landing
 }
 
 // decide is a node's whole decision: from the facts alone, with no
 // client, no clock, no context and no coordinator shared between nodes
 // in its reach, it decides first a read that failed (decideReadFailed:
 // the failure's write, returned alone), then whether the node's instance
-// was replaced (decideReset: its reset, returned alone), then whether the
+// was replaced (decideReset: its reset, returned alone), then what the
+// node's agent answered this process's remap queries (decideLandings:
+// the landings it trusts, applied to the facts), then whether the
 // snapshot is to be described before anything else (decideReads:
-// returned alone), then
-// what the policy's values come to for the node (decideConfig: the
+// returned alone), then the desired NodeRouting (decideRouting: made
+// when the read found none), what the policy's values come to for the
+// node (decideConfig: the
 // no-prefix window, the adaptive headroom), and derives the pool
 // (decidePool), the static addresses'
 // steps, the IPv6 window, the release handshake, the plan, the excess,
@@ -103,7 +109,8 @@ type decision struct {
 // returns them as the desired objects, the snapshot as counted and the
 // memory's new values; it copies nothing of them. The rest of the facts
 // (the claims and the other inputs the read gathered) it leaves as they
-// were.
+// were: the landings it trusts give the facts moves and untrusted
+// addresses of their own (applyLandings).
 func decide(f *facts) decision {
 	if f.failed != nil {
 		return decideReadFailed(f)
@@ -111,16 +118,30 @@ func decide(f *facts) decision {
 	if instanceReplaced(f.cn, f.instanceID) {
 		return decideReset(f)
 	}
+	landed := decideLandings(f)
 	ask := decideReads(f)
 	if ask.any() {
 		// Nothing is decided before the describe: the facts as they
-		// are, and what to describe (the read's, readAgain).
+		// are, and what to describe (the read's, readAgain); the
+		// landings are decided again on what it shows.
 		return decision{cn: f.cn, routing: f.routing, snap: f.snap, mem: f.mem, reads: ask}
 	}
 	d, env := newDeciding(f)
+	d.landed = landed
+	for _, l := range landed {
+		env.log.Debug("remap confirmed by enipam-agent", "node", f.cn.Name, "eni", l.eni, "ip", l.ip)
+	}
+	d.decideRouting()
+	if f.static != nil {
+		// The static pass reads the agent's remap answers as this
+		// decision left them (decideLandings).
+		in := *f.static
+		in.remapsAsked = f.mem.remapsAsked
+		d.static = &in
+	}
 	if f.poolIn != nil {
 		in := *f.poolIn
-		in.snap, in.cfg, in.missing, in.backoff = &d.snap, &d.cfg.Config, f.mem.missing, f.mem.repairs
+		in.snap, in.cfg, in.missing, in.backoff, in.static = &d.snap, &d.cfg.Config, f.mem.missing, f.mem.repairs, d.static
 		d.poolIn = &in
 	}
 	d.decideConfig()
@@ -134,10 +155,7 @@ func decide(f *facts) decision {
 	d.decideEmpty()
 	d.decideWriting()
 	d.capacity = d.decideCapacity()
-	return decision{cn: d.cn, routing: d.routing, pool: d.pool, acts: d.acts, mem: f.mem, snap: d.snap,
-		opErr: d.opErr, staticErr: d.staticErr, requeue: d.requeue, held: d.held, turnedAway: d.turnedAway, writeCN: d.writeCN,
-		staticDemand: d.staticDemand, needsSet: d.needsSet, empty: d.empty, slotWait: d.slotWait,
-		slotPriority: d.slotPriority, capacity: d.capacity, writeStatus: d.writeStatus, writeSpec: d.writeSpec, notes: env.take()}
+	return d.decision(env)
 }
 
 // newDeciding returns the state a decision works on, made of the facts
@@ -149,6 +167,17 @@ func newDeciding(f *facts) (*deciding, *decisionEnv) {
 		described: f.described, cross: f.cross}, env
 }
 
+// decision is what the decision on d decided, whichever way it went
+// (decide, decideReadFailed, decideReset): what it left unset stays
+// zero. env is the decision's environment, whose notes it takes.
+func (d *deciding) decision(env *decisionEnv) decision {
+	return decision{cn: d.cn, routing: d.routing, pool: d.pool, acts: d.acts, mem: *d.mem, snap: d.snap,
+		opErr: d.opErr, staticErr: d.staticErr, requeue: d.requeue, held: d.held, turnedAway: d.turnedAway, writeCN: d.writeCN,
+		staticDemand: d.staticDemand, needsSet: d.needsSet, empty: d.empty, slotWait: d.slotWait,
+		slotPriority: d.slotPriority, capacity: d.capacity, writeStatus: d.writeStatus, writeSpec: d.writeSpec,
+		landed: d.landed, notes: env.take()}
+}
+
 // decideReadFailed is the whole decision on a node whose read failed
 // (facts.failed: the instance, its snapshot, the NodeRouting or the
 // claims could not be read): the node is not served (fail: the
@@ -158,11 +187,11 @@ func newDeciding(f *facts) (*deciding, *decisionEnv) {
 // the instance (fill). Nothing else is decided: no pool, no action.
 func decideReadFailed(f *facts) decision {
 	d, env := newDeciding(f)
+	d.decideRouting()
 	d.fail(f.failed, f.failedReason)
 	d.notePolicyConflict()
 	d.decideWriting()
-	return decision{cn: d.cn, routing: d.routing, acts: d.acts, mem: f.mem, snap: d.snap, opErr: d.opErr, staticErr: d.staticErr,
-		requeue: d.requeue, writeCN: d.writeCN, writeStatus: d.writeStatus, writeSpec: d.writeSpec, notes: env.take()}
+	return d.decision(env)
 }
 
 // decideEmpty decides whether the node counts as empty in the other

@@ -15,6 +15,7 @@ import (
 	ipamoption "github.com/cilium/cilium/pkg/ipam/option"
 	ipamtypes "github.com/cilium/cilium/pkg/ipam/types"
 	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
 	"github.com/enipam/enipam/operator/claims"
@@ -63,7 +64,7 @@ func TestDecideNode(t *testing.T) {
 	}
 	base := func() *facts {
 		cn := &ciliumv2.CiliumNode{}
-		cn.Name = "n1"
+		cn.Name, cn.UID = "n1", "uid-n1"
 		cn.Spec.InstanceID = "i-1"
 		cn.Spec.IPAM.Pool = ipamtypes.AllocationMap{}
 		cn.Status.IPAM.Used = ipamtypes.AllocationMap{}
@@ -79,6 +80,9 @@ func TestDecideNode(t *testing.T) {
 		f.routed = func(string, netip.Addr) bool { return true }
 		f.routing = &enipamv1alpha1.NodeRouting{}
 		f.routing.Name = "n1"
+		f.routing.OwnerReferences = ownerRefs(nil, cn)
+		f.routing.Spec = enipamv1alpha1.NodeRoutingSpec{InstanceID: "i-1", FirstInterfaceIndex: 1}
+		f.routingLooked = true
 		// No claim concerns the node (read: nil only when the claims
 		// could not be read, and then nothing is decided).
 		f.static = &staticInputs{node: "n1", claims: map[string]*claims.Claim{}, podNodes: map[string]string{},
@@ -144,6 +148,26 @@ func TestDecideNode(t *testing.T) {
 	}
 	listedFailed := errors.New("DescribeNetworkInterfaces: throttled")
 	const db = "ns/db-0"
+	// remapped: ns/db-0's address .200, which this process reassigned
+	// onto eni-1 and asked the node's agent about at generation 4 (the
+	// NodeRouting's spec lists the query), is on eni-1 in EC2's view,
+	// routed, ready for the pool but untrusted: its remap may not have
+	// landed. answer is the agent's report.
+	moved := netip.MustParseAddr("10.0.1.200")
+	remapped := func(f *facts, answer enipamv1alpha1.RemapReport) {
+		e := eni(1, 10, 2)
+		pooled(f.cn, e, 1)
+		e.IPs = append(e.IPs, moved)
+		f.snap.ENIs = append(f.snap.ENIs, e)
+		f.static.claims[db] = &claims.Claim{Owner: db, Addr: moved, Target: "n1", Ready: true}
+		f.poolIn = &poolInputs{untrusted: map[netip.Addr]bool{moved: true}}
+		f.moving = map[netip.Addr]string{moved: "eni-1"}
+		f.remapMoves = map[netip.Addr]string{moved: "eni-1"}
+		f.mem.remapsAsked = map[string]remapAsk{moved.String(): {eni: "eni-1", generation: 4}}
+		f.mem.remapsLooked = now.Add(-time.Second)
+		f.routing.Spec.RemapQueries = []enipamv1alpha1.RemapQuery{{Address: moved.String(), ENI: "eni-1"}}
+		f.routing.Status.Remaps = &answer
+	}
 	egress := map[string]string{"cilium/static": "egress"}
 	cases := []struct {
 		name  string
@@ -437,6 +461,85 @@ func TestDecideNode(t *testing.T) {
 			}
 		},
 	}, {
+		name: "a remap the node's agent confirmed is trusted by the decision: the address pooled, stamped, with no describe, the landing for the inventory",
+		setup: func(f *facts) {
+			remapped(f, enipamv1alpha1.RemapReport{ObservedGeneration: 4, Landed: []string{moved.String()}})
+		},
+		check: func(t *testing.T, f *facts, d decision) {
+			if d.reads.any() || !slices.Equal(d.landed, []landing{{ip: moved, eni: "eni-1"}}) {
+				t.Fatalf("describes asked %+v, landings %v; want none asked, %s landed on eni-1", d.reads, d.landed, moved)
+			}
+			if e, ok := d.cn.Spec.IPAM.Pool[moved.String()]; !ok || e.Owner != db || e.Resource != "eni-1" || !d.writeSpec {
+				t.Errorf("pool entry %+v (pooled %v, spec written %v), want %s on eni-1 for %s, written", e, ok, d.writeSpec, moved, db)
+			}
+			// Landed: no longer a remap to ask about.
+			if len(d.routing.Spec.RemapQueries) != 0 {
+				t.Errorf("remap queries %+v, want none", d.routing.Spec.RemapQueries)
+			}
+			if f.poolIn.untrusted[moved] != false || f.moving[moved] != "" {
+				t.Errorf("the facts still take %s for untrusted (%v) or moving (%q)", moved, f.poolIn.untrusted[moved], f.moving[moved])
+			}
+		},
+	}, {
+		name: "a remap the node's agent confirmed on an ENI the address has since been reassigned away from is not trusted",
+		setup: func(f *facts) {
+			remapped(f, enipamv1alpha1.RemapReport{ObservedGeneration: 4, Landed: []string{moved.String()}})
+			f.remapMoves[moved] = "eni-9" // another node's, since the query
+		},
+		check: func(t *testing.T, f *facts, d decision) {
+			if len(d.landed) != 0 {
+				t.Errorf("landings %v, want none", d.landed)
+			}
+			if _, ok := f.cn.Spec.IPAM.Pool[moved.String()]; ok {
+				t.Errorf("%s pooled on an answer about an earlier call", moved)
+			}
+		},
+	}, {
+		name: "a remap the node's agent answered Missing is remembered so, and the describe waits for the agent's next answer",
+		setup: func(f *facts) {
+			remapped(f, enipamv1alpha1.RemapReport{ObservedGeneration: 4, Missing: []string{moved.String()}})
+		},
+		check: func(t *testing.T, f *facts, d decision) {
+			if a := d.mem.remapsAsked[moved.String()]; !a.missing || len(d.landed) != 0 {
+				t.Errorf("ask %+v, landings %v; want the ask marked missing, none landed", a, d.landed)
+			}
+			if d.reads.any() || d.requeue != unverifiedRecheck-time.Second {
+				t.Errorf("describes asked %+v, requeue %v; want none, the describe waiting %v", d.reads, d.requeue, unverifiedRecheck-time.Second)
+			}
+		},
+	}, {
+		name: "a NodeRouting the read did not find is decided whole: the policy's values and capacity, owned by the CiliumNode",
+		setup: func(f *facts) {
+			f.routing = nil
+			f.cfg.ExcludeTags = map[string]string{"no-pods": "true"}
+		},
+		check: func(t *testing.T, f *facts, d decision) {
+			nr := d.routing
+			if nr == nil {
+				t.Fatal("no NodeRouting decided")
+			}
+			if nr.Name != "n1" || nr.Spec.InstanceID != "i-1" || nr.Spec.FirstInterfaceIndex != 1 || nr.Spec.ExcludeInterfaceTags["no-pods"] != "true" {
+				t.Errorf("NodeRouting %s, spec %+v; want n1 with i-1, first interface index 1 and the exclude tag", nr.Name, nr.Spec)
+			}
+			if !ownedBy(nr, f.cn) || len(nr.OwnerReferences) != 1 {
+				t.Errorf("owner references %+v, want the CiliumNode alone", nr.OwnerReferences)
+			}
+			if d.capacity.set == nil {
+				t.Errorf("no capacity decided for the NodeRouting to create")
+			}
+		},
+	}, {
+		name: "a NodeRouting an earlier CiliumNode of the same name owns is taken over by the decision",
+		setup: func(f *facts) {
+			f.routing.OwnerReferences = []metav1.OwnerReference{{Kind: "CiliumNode", Name: "n1", UID: "uid-earlier"}, {Kind: "Other", Name: "x", UID: "uid-x"}}
+		},
+		check: func(t *testing.T, f *facts, d decision) {
+			want := []metav1.OwnerReference{{Kind: "Other", Name: "x", UID: "uid-x"}, ownerRefs(nil, f.cn)[0]}
+			if !reflect.DeepEqual(d.routing.OwnerReferences, want) {
+				t.Errorf("owner references %+v, want %+v", d.routing.OwnerReferences, want)
+			}
+		},
+	}, {
 		name: "a node asking for an Elastic IP gets the free one the read found, reserved once the decision is over",
 		setup: func(f *facts) {
 			e := eni(1, 10, 4)
@@ -683,7 +786,7 @@ func TestDecideNode(t *testing.T) {
 			tc.check(t, f, d)
 			// The read's CiliumNode, NodeRouting, snapshot and memory are
 			// decide's own: it edits them in place, with no copy.
-			if d.cn != f.cn || d.routing != f.routing {
+			if d.cn != f.cn || (f.routing != nil && d.routing != f.routing) {
 				t.Errorf("the decision's CiliumNode or NodeRouting is a copy of the facts'")
 			}
 			if reflect.ValueOf(d.mem.missing).UnsafePointer() != reflect.ValueOf(f.mem.missing).UnsafePointer() ||

@@ -36,15 +36,23 @@ type nodeState struct {
 	// it within the headroom's memory, oldest first.
 	adapts   bool
 	arrivals []time.Time
-	// routing is the node's NodeRouting; routed its agent's report, nil
-	// while the agent reports nothing.
+	// routing is the node's NodeRouting as read (readRouting: nil when
+	// there is none), which the decision makes the desired one of
+	// (decideRouting), making one when there is none; routed its
+	// agent's report, nil while the agent reports nothing.
 	routing *enipamv1alpha1.NodeRouting
 	routed  routedFunc
 	// routingRead is the NodeRouting as read (or as last written), the
-	// base of writeRouting's patch; routingWant the policy's values for
-	// its spec.
-	routingRead *enipamv1alpha1.NodeRouting
-	routingWant *enipamv1alpha1.NodeRoutingSpec
+	// base of writeRouting's apply (nil: the cache lacks it, and the
+	// write applies it whatever it holds); routingLooked: the read
+	// looked it up, found or not (the decision decides it only then).
+	routingRead   *enipamv1alpha1.NodeRouting
+	routingLooked bool
+	// remapMoves is where the inventory has each address the
+	// NodeRouting's spec.remapQueries lists moving ("": no move under
+	// way), which the agent's answers to them are decided on
+	// (decideLandings).
+	remapMoves map[netip.Addr]string
 	// static are the claims concerning the node and the facts about them
 	// (nil when none could be read).
 	static *staticInputs
@@ -159,8 +167,8 @@ func (s *nodeSync) readFill() fillFacts {
 // instance and the ENIs its status lists that the snapshot lacks
 // (readListedUnseen), its NodeRouting and the
 // agent's report, the ENI consolidation detached (readDetached); then,
-// on the snapshot (readOnSnapshot), the remaps the agent confirmed, the
-// claims that concern it, the Elastic IPs and the pods waiting for an
+// on the snapshot (readOnSnapshot), where the addresses the agent is
+// asked about move, the claims that concern it, the Elastic IPs and the pods waiting for an
 // address, and what the pool's reconcile, the agent's remap queries and
 // the IPv6 window decide on (readPoolInputs, readMoving, readWindow6).
 // Every EC2 read of the reconcile's decision, and every read of the
@@ -207,23 +215,21 @@ func (s *nodeSync) read(ctx context.Context) {
 	if ids := s.readListedUnseen(); ids != nil {
 		s.describeFacts().listedUnseen = ids
 	}
-	if err := s.syncRouting(ctx); err != nil {
+	if err := s.readRouting(ctx); err != nil {
 		s.readFailed(err, ReasonRoutingUnreadable)
 		return
 	}
 	s.readDetached(ctx)
-	s.readOnSnapshot(ctx, true)
+	s.readOnSnapshot(ctx)
 }
 
-// readOnSnapshot gathers what is read on the instance's snapshot: the
-// remaps the agent confirmed (taking the snapshot again when it did),
-// the claims (remaps: only then), the Elastic IPs, the pods waiting,
-// and what the pool's reconcile, the agent's remap queries, the IPv6
-// window and consolidation decide on (readFailed: what stopped it).
-func (s *nodeSync) readOnSnapshot(ctx context.Context, remaps bool) {
-	if remaps && s.confirmRemaps() && !s.snapshot(ctx) {
-		return
-	}
+// readOnSnapshot gathers what is read on the instance's snapshot: where
+// the addresses the agent is asked about move (readRemapMoves), the
+// claims, the Elastic IPs, the pods waiting, and what the pool's
+// reconcile, the agent's remap queries, the IPv6 window and
+// consolidation decide on (readFailed: what stopped it).
+func (s *nodeSync) readOnSnapshot(ctx context.Context) {
+	s.remapMoves = s.readRemapMoves()
 	if !s.gatherStatic(ctx) {
 		return
 	}
@@ -261,7 +267,7 @@ func (s *nodeSync) readAgain(ctx context.Context, ask readAsk) {
 		if s.routing != nil {
 			s.routed = s.ownReport(s.routing)
 		}
-		s.readOnSnapshot(ctx, true)
+		s.readOnSnapshot(ctx)
 		return
 	}
 	d.confirm = describeRead{enis: ask.confirm, err: s.exec().describeENIs(ctx, ask.confirm)}
@@ -274,7 +280,7 @@ func (s *nodeSync) readAgain(ctx context.Context, ask readAsk) {
 	}
 	// The claims' facts are read again on the snapshot the describe
 	// refreshed: the decision sees one view of EC2.
-	s.readOnSnapshot(ctx, false)
+	s.readOnSnapshot(ctx)
 }
 
 // readMoving reads from the inventory the addresses this process

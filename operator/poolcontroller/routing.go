@@ -18,6 +18,7 @@ import (
 
 	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
 	"github.com/enipam/enipam/operator/cloud"
+	"github.com/enipam/enipam/operator/policy"
 	"github.com/enipam/enipam/operator/pool"
 )
 
@@ -25,70 +26,100 @@ import (
 // looked at again.
 const attachCheckInterval = time.Second
 
-// syncRouting reads the node's NodeRouting (creating it on first sight,
-// with the effective policy values its agent needs) and the agent's
-// report of what it has routed into s.routed; the policy's values for
-// the spec wait in s.routingWant, and writeRouting writes the spec once,
-// at the end of the reconcile. Both writes are server-side applies of
-// the operator's whole word (applyRouting). Where the cache has not yet
-// seen this process's last apply, the spec read is that apply's, so no
-// apply ever sends back an older word.
-func (s *nodeSync) syncRouting(ctx context.Context) error {
-	want := enipamv1alpha1.NodeRoutingSpec{
-		InstanceID:           s.instanceID,
-		FirstInterfaceIndex:  int32(s.cfg.FirstInterfaceIndex),
-		ExcludeInterfaceTags: maps.Clone(s.cfg.ExcludeTags),
-	}
+// readRouting reads the node's NodeRouting and the agent's report of
+// what it has routed (s.routed): s.routing is the object the decision
+// makes the desired one of (decideRouting), s.routingRead the base of
+// its write (writeRouting); both nil when there is none. It writes
+// nothing: the object is made, and an earlier CiliumNode's owner
+// reference dropped, by the reconcile's one write of it, after the
+// CiliumNode's. Where the cache has not yet seen this process's last
+// apply, what is read is that apply's word (memory.routingApplied), so
+// no apply ever sends back an older word; where the cache lacks the
+// object that word stands for it, with no base: the write applies it
+// again, making it should it be gone.
+func (s *nodeSync) readRouting(ctx context.Context) error {
 	nr := &enipamv1alpha1.NodeRouting{}
 	err := s.r.client.Get(ctx, types.NamespacedName{Name: s.cn.Name}, nr)
 	switch {
 	case apierrors.IsNotFound(err):
-		nr = &enipamv1alpha1.NodeRouting{
-			ObjectMeta: metav1.ObjectMeta{Name: s.cn.Name, OwnerReferences: ownerRefs(nil, s.cn)},
-			Spec:       want,
-		}
+		s.routingLooked = true
 		if a := s.mem.routingApplied; a != nil {
-			// This process applied it, and the cache has not seen that
-			// yet (or it was deleted since): its last word, applied
-			// again, takes nothing back.
-			nr.Spec = *a.Spec.DeepCopy()
+			s.routing = &enipamv1alpha1.NodeRouting{ObjectMeta: metav1.ObjectMeta{Name: s.cn.Name, Generation: a.Generation,
+				Finalizers: slices.Clone(a.Finalizers)}, Spec: *a.Spec.DeepCopy()}
 		}
-		if err := s.r.applyRouting(ctx, nr, false); err != nil {
-			return fmt.Errorf("creating NodeRouting %s, %w", s.cn.Name, err)
-		}
+		return nil
 	case err != nil:
 		return fmt.Errorf("reading NodeRouting %s, %w", s.cn.Name, err)
-	default:
-		if a := s.mem.routingApplied; a != nil && a.UID == nr.UID && a.Generation > nr.Generation {
-			nr.Spec, nr.Generation, nr.Finalizers = *a.Spec.DeepCopy(), a.Generation, slices.Clone(a.Finalizers)
-		}
-		if err := s.r.takeOverRouting(ctx, nr, ownerRefs(nil, s.cn)); err != nil {
-			return err
-		}
 	}
-	s.routing, s.routingRead, s.routingWant = nr, nr.DeepCopy(), &want
+	if a := s.mem.routingApplied; a != nil && a.UID == nr.UID && a.Generation > nr.Generation {
+		nr.Spec, nr.Generation, nr.Finalizers = *a.Spec.DeepCopy(), a.Generation, slices.Clone(a.Finalizers)
+	}
+	s.routingLooked = true
+	s.routing, s.routingRead = nr, nr.DeepCopy()
 	s.routed = s.ownReport(nr)
 	return nil
 }
 
-// writeRouting writes the NodeRouting's spec once per reconcile, when the
-// operator's word in it changed: the policy's values, the capacity, the
-// endpoint and remap queries. A write that changes the queries carries
+// decideRouting decides what the node's NodeRouting is to be, once the
+// read looked it up: the policy's values for the agent (routingSpec)
+// over the operator's word the decision goes on to set, and the
+// CiliumNode as its one CiliumNode owner. One the read did not find is
+// made here, to be created by the reconcile's write of it. A
+// NodeRouting left by an earlier CiliumNode of the same name (a node
+// deleted and registered again before the garbage collector ran) is
+// taken over: with its old owner's UID the garbage collector would
+// delete it from under the new node, its agent's report and the
+// operator's word with it.
+func (s *deciding) decideRouting() {
+	if !s.routingLooked {
+		return
+	}
+	want := routingSpec(s.instanceID, &s.cfg)
+	if s.routing == nil {
+		s.routing = &enipamv1alpha1.NodeRouting{ObjectMeta: metav1.ObjectMeta{Name: s.cn.Name}, Spec: want}
+	}
+	nr := s.routing
+	nr.Spec = withOperatorWord(want, nr.Spec)
+	if !ownedBy(nr, s.cn) || len(staleOwners(nr.OwnerReferences, nil, s.cn)) > 0 {
+		nr.OwnerReferences = ownerRefs(nr.OwnerReferences, s.cn)
+	}
+}
+
+// routingSpec is the NodeRouting's spec as the node's policy has it:
+// the instance, and the values that decide which ENIs carry pod
+// addresses.
+func routingSpec(instanceID string, cfg *policy.Config) enipamv1alpha1.NodeRoutingSpec {
+	return enipamv1alpha1.NodeRoutingSpec{
+		InstanceID:           instanceID,
+		FirstInterfaceIndex:  int32(cfg.FirstInterfaceIndex),
+		ExcludeInterfaceTags: maps.Clone(cfg.ExcludeTags),
+	}
+}
+
+// writeRouting writes the NodeRouting as decided (decideRouting and the
+// operator's word set on it since), once per reconcile, when it changed
+// or the cache lacks it: an earlier CiliumNode's owner references
+// dropped first (takeOverRouting), then one apply, which makes the
+// object when there is none. A write that changes the queries carries
 // an optimistic lock on the version read, so that the generation it
 // makes is the one the agent's answers are matched against; only then
 // does this process remember what it asked (staticfast.go,
 // staticremap.go).
 func (s *nodeSync) writeRouting(ctx context.Context) error {
-	if s.routing == nil || s.routingRead == nil || s.routingWant == nil {
+	if s.routing == nil {
 		return nil
 	}
 	orig := s.routingRead
-	s.routing.Spec = withOperatorWord(*s.routingWant, s.routing.Spec)
-	if !ownedBy(s.routing, s.cn) {
-		s.routing.OwnerReferences = ownerRefs(s.routing.OwnerReferences, s.cn)
-	}
-	if sameJSON(orig.Spec, s.routing.Spec) && sameJSON(orig.OwnerReferences, s.routing.OwnerReferences) {
+	if orig == nil {
+		orig = &enipamv1alpha1.NodeRouting{} // not in the cache: applied, whatever it holds
+	} else if sameJSON(orig.Spec, s.routing.Spec) && sameJSON(orig.OwnerReferences, s.routing.OwnerReferences) {
 		return nil
+	}
+	if stale := staleOwners(orig.OwnerReferences, s.routing.OwnerReferences, s.cn); len(stale) > 0 {
+		if err := s.r.takeOverRouting(ctx, orig, stale); err != nil {
+			return err
+		}
+		s.routing.ResourceVersion = orig.ResourceVersion
 	}
 	endpoints := !slices.Equal(orig.Spec.EndpointQueries, s.routing.Spec.EndpointQueries)
 	remaps := !slices.Equal(orig.Spec.RemapQueries, s.routing.Spec.RemapQueries)
@@ -102,14 +133,16 @@ func (s *nodeSync) writeRouting(ctx context.Context) error {
 			s.routing.Spec.StaticIP = orig.Spec.StaticIP // not recorded: no later apply may claim it
 		}
 		if apierrors.IsConflict(err) && lock {
-			s.requeueWithin(staticRecheck) // the cache lags the last write
+			// The write's answer: the cache lags the last write, and
+			// the node is decided again on what it then shows.
+			s.requeueWithin(staticRecheck)
 			return nil
 		}
 		return fmt.Errorf("writing NodeRouting %s, %w", s.cn.Name, err)
 	}
 	if record {
-		// Recorded: the next reconcile, at once, reports the address in
-		// status.ipam.assigned-static-ip.
+		// Recorded, as the write answered: the next reconcile, at once,
+		// reports the address in status.ipam.assigned-static-ip.
 		s.requeueWithin(actedRequeue)
 	}
 	if endpoints {
@@ -167,19 +200,28 @@ func ownedBy(nr *enipamv1alpha1.NodeRouting, cn *ciliumv2.CiliumNode) bool {
 	})
 }
 
-// ownerRefs is refs with the CiliumNode reference naming cn. A
-// NodeRouting left by an earlier CiliumNode of the same name (a node
-// deleted and registered again before the garbage collector ran) is taken
-// over: with its old owner's UID the garbage collector would delete it
-// from under the new node, its agent's report and the operator's word
-// with it.
+// ownerRefs is refs with the CiliumNode reference naming cn as the one
+// CiliumNode owner (decideRouting).
 func ownerRefs(refs []metav1.OwnerReference, cn *ciliumv2.CiliumNode) []metav1.OwnerReference {
 	out := slices.DeleteFunc(slices.Clone(refs), func(o metav1.OwnerReference) bool { return o.Kind == "CiliumNode" })
 	return append(out, metav1.OwnerReference{APIVersion: "cilium.io/v2", Kind: "CiliumNode", Name: cn.Name, UID: cn.UID})
 }
 
-// withOperatorWord is want with the fields of spec that syncRouting does
-// not decide (capacity, the Elastic IP record and the endpoint and remap
+// staleOwners are the CiliumNode owner references of have that want
+// does not keep and that name another CiliumNode than cn: an earlier
+// node's of the same name.
+func staleOwners(have, want []metav1.OwnerReference, cn *ciliumv2.CiliumNode) []metav1.OwnerReference {
+	var stale []metav1.OwnerReference
+	for _, o := range have {
+		if o.Kind == "CiliumNode" && o.UID != cn.UID && !slices.ContainsFunc(want, func(w metav1.OwnerReference) bool { return w.UID == o.UID }) {
+			stale = append(stale, o)
+		}
+	}
+	return stale
+}
+
+// withOperatorWord is want with the fields of spec that routingSpec does
+// not give (capacity, the Elastic IP record and the endpoint and remap
 // queries, decided on their own) taken from have.
 func withOperatorWord(want, have enipamv1alpha1.NodeRoutingSpec) enipamv1alpha1.NodeRoutingSpec {
 	want.Capacity, want.StaticIP, want.EndpointQueries, want.RemapQueries = have.Capacity, have.StaticIP, have.EndpointQueries, have.RemapQueries

@@ -76,9 +76,10 @@ func TestNodeRoutingApplyTakesNothingBackWhileTheCacheLags(t *testing.T) {
 		s.instanceID = "i-1"
 		s.cfg = policy.Config{}
 		s.cfg.FirstInterfaceIndex = first
-		if err := s.syncRouting(context.Background()); err != nil {
+		if err := s.readRouting(context.Background()); err != nil {
 			t.Fatal(err)
 		}
+		s.decideRouting()
 		if decide != nil {
 			decide(s)
 		}

@@ -48,9 +48,10 @@ func TestNodeRoutingSpecWrittenOncePerReconcile(t *testing.T) {
 		s.instanceID = "i-1"
 		s.cfg = policy.Config{}
 		s.cfg.FirstInterfaceIndex = 1
-		if err := s.syncRouting(context.Background()); err != nil {
+		if err := s.readRouting(context.Background()); err != nil {
 			t.Fatal(err)
 		}
+		s.decideRouting()
 		s.askEndpoints(queries)
 		if err := s.writeRouting(context.Background()); err != nil {
 			t.Fatal(err)

@@ -120,24 +120,17 @@ func (r *Reconciler) adoptLegacyWrites(ctx context.Context, nr *enipamv1alpha1.N
 	}
 }
 
-// takeOverRouting drops from nr the owner references of an earlier
-// CiliumNode of the same name (a node deleted and registered again before
-// the garbage collector ran): with its old owner's UID the garbage
-// collector would delete the NodeRouting from under the new node, its
-// agent's report and the operator's word with it. Those references were
-// written by another life of the node, so applying without them would not
-// remove them: this one merge patch of the owner references does, under
-// an optimistic lock. Other owners stay.
-func (r *Reconciler) takeOverRouting(ctx context.Context, nr *enipamv1alpha1.NodeRouting, want []metav1.OwnerReference) error {
-	stale := slices.ContainsFunc(nr.OwnerReferences, func(o metav1.OwnerReference) bool {
-		return o.Kind == "CiliumNode" && !slices.ContainsFunc(want, func(w metav1.OwnerReference) bool { return w.UID == o.UID })
-	})
-	if !stale {
-		return nil
-	}
+// takeOverRouting drops from nr, the NodeRouting as read, the owner
+// references stale names (an earlier CiliumNode's of the same name,
+// which decideRouting decided to take over); nr is updated from the
+// answer. Those references were written by another life of the node,
+// so applying without them would not remove them: this one merge patch
+// of the owner references does, under an optimistic lock, ahead of the
+// reconcile's apply (writeRouting). Other owners stay.
+func (r *Reconciler) takeOverRouting(ctx context.Context, nr *enipamv1alpha1.NodeRouting, stale []metav1.OwnerReference) error {
 	orig := nr.DeepCopy()
 	nr.OwnerReferences = slices.DeleteFunc(slices.Clone(nr.OwnerReferences), func(o metav1.OwnerReference) bool {
-		return o.Kind == "CiliumNode" && !slices.ContainsFunc(want, func(w metav1.OwnerReference) bool { return w.UID == o.UID })
+		return slices.ContainsFunc(stale, func(x metav1.OwnerReference) bool { return x.UID == o.UID })
 	})
 	if err := r.client.Patch(ctx, nr, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
 		return fmt.Errorf("dropping the earlier CiliumNode's owner reference from NodeRouting %s, %w", nr.Name, err)

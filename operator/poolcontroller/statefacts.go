@@ -34,12 +34,6 @@ func (s *nodeSync) readStaticFacts(ctx context.Context, in *staticInputs) {
 	in.cluster = s.r.opts.Cluster
 	in.report = s.routed
 	in.describesTrusted = !s.r.now().Before(s.r.inv.TrustFrom())
-	in.remapsMissing = map[string]string{}
-	for ip, ask := range s.mem.remapsAsked {
-		if ask.missing {
-			in.remapsMissing[ip] = ask.eni
-		}
-	}
 	in.absent = map[string]bool{}
 	for ip := range s.mem.asked {
 		if s.endpointGone(ip) {
@@ -209,6 +203,13 @@ func (s *nodeSync) readPoolInputs(ctx context.Context) *poolInputs {
 			in.pooledElsewhere[ip.String()] = elsewhere(ip.String())
 		}
 	})
+	// The addresses the agent's answers may land on the node's ENIs
+	// (decideLandings) may enter the pool with them.
+	for ip := range s.remapMoves {
+		if _, read := in.pooledElsewhere[ip.String()]; in.pooledElsewhere != nil && !read {
+			in.pooledElsewhere[ip.String()] = elsewhere(ip.String())
+		}
+	}
 	return in
 }
 

@@ -104,11 +104,12 @@ type staticInputs struct {
 	// found no endpoint holding (staticfast.go).
 	absent map[string]bool
 	// describesTrusted: the inventory's describes are trusted (no remap
-	// is unsure then); remapsMissing: the addresses the node's agent
-	// answered the metadata does not list on the ENI asked about, by ENI
-	// (staticremap.go).
+	// is unsure then); remapsAsked: the remap queries this process made,
+	// marked missing where the node's agent answered the metadata does
+	// not list the address on the ENI asked about (the memory's, as the
+	// decision leaves it: decideLandings; staticremap.go).
 	describesTrusted bool
-	remapsMissing    map[string]string
+	remapsAsked      map[string]remapAsk
 	// listed are the pool entries of the CiliumNode as read, before this
 	// pass added any (nil: all are taken as listed). See pickFree's use.
 	listed map[string]bool

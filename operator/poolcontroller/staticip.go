@@ -162,19 +162,25 @@ type staticIPAssociation struct {
 }
 
 // readStaticIP gathers the facts of the node's static IP; false when
-// there is nothing to decide (no NodeRouting, no tags and no record) or
+// there is nothing to decide (no tags and no record: a NodeRouting the
+// read did not find records nothing) or
 // the Elastic IPs cannot be listed (listErr says why, for the decision
 // to fail the node's static IP with, syncStaticIP).
 func (s *nodeSync) readStaticIP(ctx context.Context) (staticIPFacts, bool) {
 	tags := s.cn.Spec.IPAM.StaticIPTags
-	if s.routing == nil || (len(tags) == 0 && s.routing.Spec.StaticIP == nil) {
+	var record *enipamv1alpha1.NodeStaticIP
+	deleting := false
+	if s.routing != nil {
+		record, deleting = s.routing.Spec.StaticIP, s.routing.DeletionTimestamp != nil
+	}
+	if len(tags) == 0 && record == nil {
 		return staticIPFacts{}, false
 	}
 	addrs, err := s.r.inv.Addresses().List(ctx)
 	if err != nil {
 		return staticIPFacts{listErr: fmt.Errorf("listing Elastic IPs, %w", err)}, false
 	}
-	f := staticIPFacts{tags: tags, record: s.routing.Spec.StaticIP, deleting: s.routing.DeletionTimestamp != nil,
+	f := staticIPFacts{tags: tags, record: record, deleting: deleting,
 		instanceID: s.instanceID, primary: s.primaryENI(), addrs: addrs}
 	if len(tags) > 0 {
 		f.candidate, f.haveCandidate = s.r.inv.Addresses().Reservable(s.cn.Name, tags)

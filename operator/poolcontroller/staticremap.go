@@ -8,6 +8,7 @@ import (
 
 	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
 	"github.com/enipam/enipam/operator/cloud"
+	"github.com/enipam/enipam/operator/snapshot"
 )
 
 // The remap confirmation. A claimed address moving onto this node is
@@ -30,8 +31,8 @@ import (
 //     metadata's local-ipv4s of that MAC and reports the address Landed
 //     if listed there, Missing if not (status.remaps, for the generation
 //     it read), and looks again soon while any is Missing.
-//  3. The operator trusts the address on that ENI (inventory.RecordLanded)
-//     only on a report for generation G or later that lists it Landed,
+//  3. The operator trusts the address on that ENI (decideLandings, then
+//     inventory.RecordLanded) only on a report for generation G or later that lists it Landed,
 //     for a query this process made, on an ENI EC2 shows on the node's
 //     instance. The pool then takes it, stamped, once the agent routed it
 //     (it routes the ENI's addresses from status.eni.enis, which lists
@@ -69,40 +70,127 @@ type remapAsk struct {
 	missing    bool
 }
 
-// confirmRemaps trusts, on their new ENIs, the reassigned addresses the
-// node's agent found in the instance metadata (step 3), and reports
-// whether it trusted any.
-func (s *nodeSync) confirmRemaps() bool {
-	if s.routing == nil || s.routing.Status.Remaps == nil {
-		return false
+// landing is a remap the node's agent confirmed that the decision
+// trusts: ip on the node's ENI eni alone.
+type landing struct {
+	ip  netip.Addr
+	eni string
+}
+
+// readRemapMoves reads where the inventory has each address the
+// NodeRouting's spec.remapQueries lists moving ("": no move under way),
+// when the agent has answered: what its answers are decided on besides
+// the NodeRouting and the memory (decideLandings). Nil: no answer.
+func (s *nodeSync) readRemapMoves() map[netip.Addr]string {
+	if s.routing == nil || s.routing.Status.Remaps == nil || len(s.routing.Spec.RemapQueries) == 0 {
+		return nil
 	}
-	landed := false
+	moves := make(map[netip.Addr]string, len(s.routing.Spec.RemapQueries))
 	for _, q := range s.routing.Spec.RemapQueries {
-		ask, ok := s.mem.remapsAsked[q.Address]
+		if ip, err := netip.ParseAddr(q.Address); err == nil {
+			moves[ip] = s.r.inv.MovingTo(ip)
+		}
+	}
+	return moves
+}
+
+// decideLandings decides what the node's agent answered this process's
+// remap queries (step 3), from the facts alone: an address answered
+// Missing is remembered so (memory.remapsAsked); one answered Landed,
+// for a query this process made, at the generation it made it or later,
+// on an ENI EC2 shows on the node's instance, and not reassigned
+// elsewhere since (remapMoves: the answer would be about an earlier
+// call), is trusted on that ENI. The facts then show it so, as the
+// inventory will once the reconcile records the landings (take): the
+// snapshots have it on that ENI alone, and it is neither moving nor
+// untrusted any more (applyLandings). It returns the landings trusted.
+func decideLandings(f *facts) []landing {
+	if f.routing == nil || f.routing.Status.Remaps == nil {
+		return nil
+	}
+	report := f.routing.Status.Remaps
+	var landed []landing
+	for _, q := range f.routing.Spec.RemapQueries {
+		ask, ok := f.mem.remapsAsked[q.Address]
 		ip, err := netip.ParseAddr(q.Address)
 		if !ok || err != nil || ask.eni != q.ENI {
 			continue
 		}
-		if s.routing.Status.Remaps.RemapMissing(q.Address, ask.generation) {
+		if report.RemapMissing(q.Address, ask.generation) {
 			ask.missing = true
-			s.mem.remapsAsked[q.Address] = ask
+			f.mem.remapsAsked[q.Address] = ask
 			continue
 		}
-		if !s.routing.Status.Remaps.RemapLanded(q.Address, ask.generation) {
+		if !report.RemapLanded(q.Address, ask.generation) || !onInstance(&f.snap, q.ENI, f.instanceID) {
 			continue
 		}
-		if !slices.ContainsFunc(s.snap.ENIs, func(e cloud.ENI) bool { return e.ID == q.ENI && e.InstanceID == s.instanceID }) {
+		if to := f.remapMoves[ip]; to != "" && to != q.ENI {
 			continue
 		}
-		if !s.r.inv.RecordLanded(ip, q.ENI) {
-			// Reassigned elsewhere since (the claim asked for another
-			// node meanwhile): this answer is about an earlier call.
-			continue
-		}
-		s.r.log.Debug("remap confirmed by enipam-agent", "node", s.cn.Name, "eni", q.ENI, "ip", ip, "generation", s.routing.Status.Remaps.ObservedGeneration)
-		landed = true
+		landed = append(landed, landing{ip: ip, eni: q.ENI})
+	}
+	if len(landed) > 0 {
+		applyLandings(f, landed)
 	}
 	return landed
+}
+
+// onInstance reports whether the snapshot shows the ENI on the instance.
+func onInstance(snap *snapshot.Node, eniID, instanceID string) bool {
+	return slices.ContainsFunc(snap.ENIs, func(e cloud.ENI) bool { return e.ID == eniID && e.InstanceID == instanceID })
+}
+
+// applyLandings makes the facts show the landings as the inventory does
+// once it recorded them (inventory.RecordLanded): each address on its
+// ENI alone in the snapshots (decide's own), and out of the moves and
+// the untrusted addresses (new maps: the read's are left as they were).
+func applyLandings(f *facts, landed []landing) {
+	moving := maps.Clone(f.moving)
+	var untrusted map[netip.Addr]bool
+	if f.poolIn != nil {
+		untrusted = maps.Clone(f.poolIn.untrusted)
+	}
+	for _, l := range landed {
+		landOn(&f.snap, l)
+		if c := &f.consolidationSnap; c.taken && c.err == nil {
+			landOn(&c.snap, l)
+		}
+		delete(moving, l.ip)
+		delete(untrusted, l.ip)
+	}
+	f.moving = moving
+	if f.poolIn != nil {
+		in := *f.poolIn
+		in.untrusted = untrusted
+		f.poolIn = &in
+	}
+}
+
+// landOn puts l's address on its ENI in snap, and takes it off the
+// others.
+func landOn(snap *snapshot.Node, l landing) {
+	for i := range snap.ENIs {
+		e := &snap.ENIs[i]
+		has := slices.Contains(e.IPs, l.ip)
+		switch {
+		case e.ID == l.eni && !has:
+			e.IPs = append(e.IPs, l.ip)
+		case e.ID != l.eni && has:
+			e.IPs = slices.DeleteFunc(e.IPs, func(a netip.Addr) bool { return a == l.ip })
+		}
+	}
+}
+
+// recordLanded records in the inventory the landings the decision
+// trusted (decideLandings); it reports whether the inventory refused
+// one: the address was reassigned elsewhere since the read.
+func (x *executor) recordLanded(landed []landing) (refused bool) {
+	for _, l := range landed {
+		if !x.r.inv.RecordLanded(l.ip, l.eni) {
+			refused = true
+		}
+	}
+	return refused
 }
 
 // remapUnsure reports whether a stamped address the node's ENIs do not
@@ -115,8 +203,8 @@ func (in *staticInputs) remapUnsure(ip netip.Addr, eniID string) bool {
 	if eniID == "" || in.describesTrusted {
 		return false
 	}
-	missingOn, ok := in.remapsMissing[ip.String()]
-	return !ok || missingOn != eniID
+	ask, ok := in.remapsAsked[ip.String()]
+	return !ok || !ask.missing || ask.eni != eniID
 }
 
 // askRemaps makes the desired NodeRouting's spec.remapQueries (written by

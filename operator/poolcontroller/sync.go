@@ -87,6 +87,9 @@ type deciding struct {
 	// be written (decideWrite): changed, the spec's change not waiting
 	// for the pool.
 	writeStatus, writeSpec bool
+	// landed are the remaps the node's agent confirmed that the decision
+	// trusted (decideLandings), recorded in the inventory by take.
+	landed []landing
 }
 
 // crossNode is what a node's decision needs to know of the other nodes:
@@ -170,8 +173,10 @@ func (s *nodeSync) facts() *facts {
 
 // take makes the decision the reconcile's: its desired objects, actions,
 // memory and requeue; the shared coordinators learn what it decided (the
-// node empty or not, its new ENI held, its wait for an EC2 slot); and
-// its notes are emitted.
+// node empty or not, its new ENI held, its wait for an EC2 slot), and
+// the inventory the remaps it trusted on the agent's word (recordLanded,
+// before any write: an observation of EC2, as a describe's is, which
+// the next reconcile reads there); and its notes are emitted.
 func (s *nodeSync) take(d decision) {
 	r := s.r
 	s.cn, s.routing, s.pool, s.acts, s.writeCN = d.cn, d.routing, d.pool, d.acts, d.writeCN
@@ -187,6 +192,9 @@ func (s *nodeSync) take(d decision) {
 	r.emit(s.mem, d.notes)
 	r.needs.set(s.cn.Name, d.empty)
 	var o sharedOutcome
+	if len(d.landed) > 0 {
+		o.landingRefused = s.exec().recordLanded(d.landed)
+	}
 	o.holdMissed = s.held && !r.needs.hold(s.cn.Name)
 	a := s.acts.associate
 	o.reserveLost = a != nil && a.reserve && !r.inv.Addresses().ReserveID(s.cn.Name, a.pick.AllocationID)
@@ -204,16 +212,18 @@ func (s *nodeSync) take(d decision) {
 // held but no node is empty any more; reserveLost, the free Elastic IP
 // the read found was taken since (another node reserved it, or it was
 // associated); slotFreed, a slot the node was to wait for freed since
-// the decision.
+// the decision; landingRefused, the inventory refused a landing the
+// decision trusted (the address reassigned elsewhere since the read).
 type sharedOutcome struct {
-	holdMissed, reserveLost, slotFreed bool
+	holdMissed, reserveLost, slotFreed, landingRefused bool
 }
 
 // settleShared decides what the shared coordinators' answers mean for
 // the node: a held ENI nothing will wake, an Elastic IP lost to another
 // node (none is associated now) and a slot freed since the decision
 // each have the node looked at again at once (to grow, to pick again,
-// to make its calls).
+// to make its calls), as does a landing the inventory refused (the
+// address is moving elsewhere: decided again on that).
 //
 // A CiliumNode's write that waited for the association alone
 // (writeWaits) is made after all.
@@ -224,7 +234,7 @@ func (s *deciding) settleShared(o sharedOutcome) {
 			s.writeCN = !s.writeWaits()
 		}
 	}
-	if o.holdMissed || o.reserveLost || o.slotFreed {
+	if o.holdMissed || o.reserveLost || o.slotFreed || o.landingRefused {
 		s.requeueWithin(actedRequeue)
 	}
 }
@@ -376,8 +386,7 @@ func decideReset(f *facts) decision {
 	clear(f.mem.missingENIs)
 	d.decideWriting()
 	d.requeueWithin(actedRequeue)
-	return decision{cn: d.cn, routing: d.routing, mem: f.mem, snap: d.snap, requeue: d.requeue,
-		writeCN: d.writeCN, writeStatus: d.writeStatus, writeSpec: d.writeSpec, notes: env.take()}
+	return d.decision(env)
 }
 
 // snapshot refreshes s.snap from the inventory; false when it cannot

@@ -395,6 +395,17 @@ type apiJournal struct {
 	// sharedChanges: the changes of the state shared between nodes made
 	// while a decision runs.
 	sharedChanges []string
+	// order: every write, in order, as "<kind> <verb>".
+	order []string
+}
+
+// takeOrder returns the writes made since the last call, in order.
+func (a *apiJournal) takeOrder() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := a.order
+	a.order = nil
+	return out
 }
 
 // read journals a read made while deciding.
@@ -449,6 +460,7 @@ func (a *apiJournal) count(deciding *atomic.Bool, verb string, obj client.Object
 		a.all = map[string]int{}
 	}
 	a.all[kind]++
+	a.order = append(a.order, kind+" "+verb)
 	if deciding.Load() {
 		a.decided = append(a.decided, verb+" "+kind+" "+obj.GetName())
 	}
@@ -1280,5 +1292,89 @@ func attachAt1(t *testing.T, api cloud.API, eniID string) cloud.ENI {
 			t.Fatalf("%s never attached: %+v", eniID, got)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestJoiningNodeWritesEachObjectInTheReconcilesOrder: node-1, an
+// m5.large whose policy keeps the primary ENI for the host
+// (first-interface-index 1) and pre-allocates 8, joins with no
+// NodeRouting yet: from nothing, or with a pod ENI of 8 addresses
+// already attached (a node the operator first sees with its ENIs). It
+// is reconciled, its agent reporting what the CiliumNode lists, until
+// its pool holds 8 addresses. Every reconcile writes the CiliumNode
+// first (status, then spec), then the NodeRouting (the reconcile's one
+// apply, which makes it in the first reconcile): the read writes
+// nothing. Through the join the operator writes the CiliumNode's status
+// once, its spec once from nothing and twice with the ENI there, and
+// the NodeRouting 3 times either way (before the read stopped writing:
+// the same from nothing, and 4 NodeRouting writes with the ENI there,
+// where the read made the NodeRouting before the CiliumNode's status
+// and the reconcile's write applied it again after).
+func TestJoiningNodeWritesEachObjectInTheReconcilesOrder(t *testing.T) {
+	for _, tc := range []struct {
+		name                      string
+		attached                  bool
+		specWrites, routingWrites int
+	}{
+		{name: "from nothing", specWrites: 1, routingWrites: 3},
+		{name: "with a pod ENI attached", attached: true, specWrites: 2, routingWrites: 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var prepare func(cloud.API)
+			if tc.attached {
+				prepare = func(api cloud.API) {
+					ctx := context.Background()
+					eni, err := api.CreateENI(ctx, cloud.CreateENIRequest{SubnetID: "subnet-0d000000000000001", SecondaryIPs: 8,
+						Tags: map[string]string{cloud.TagCluster: "test", cloud.TagInstance: writesInstance}})
+					if err != nil {
+						t.Fatal(err)
+					}
+					if _, err := api.AttachENI(ctx, eni.ID, writesInstance, 1); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			fi, pre := int32(1), int32(8)
+			w := newWritesRigPrepared(t, prepare, enipamv1alpha1.ENIPolicySpec{FirstInterfaceIndex: &fi, PreAllocate: &pre}, ciliumv2.NodeSpec{}, 0, nil)
+			const (
+				status  = "*v2.CiliumNode/status patch"
+				spec    = "*v2.CiliumNode patch"
+				routing = "*v1alpha1.NodeRouting patch"
+			)
+			rank := map[string]int{status: 0, spec: 1, routing: 2}
+			counts := map[string]int{}
+			for i := 0; ; i++ {
+				if i == 100 {
+					t.Fatalf("node-1's pool not filled after %d reconciles; writes %v", i, counts)
+				}
+				_, _, cn := w.reconcile()
+				order := w.apiWrites.takeOrder()
+				if i == 0 && (len(order) == 0 || order[len(order)-1] != routing) {
+					t.Errorf("the first reconcile wrote %v; want the NodeRouting made last", order)
+				}
+				last := -1
+				for _, o := range order {
+					r, ok := rank[o]
+					if !ok {
+						t.Fatalf("reconcile %d wrote %q: %v", i, o, order)
+					}
+					if r <= last {
+						t.Errorf("reconcile %d wrote %v; want status, spec, NodeRouting, each at most once, in that order", i, order)
+					}
+					last = r
+					counts[o]++
+				}
+				if len(cn.Spec.IPAM.Pool) >= 8 {
+					break
+				}
+				w.route(cn)
+				time.Sleep(100 * time.Millisecond)
+			}
+			if counts[status] != 1 || counts[spec] != tc.specWrites || counts[routing] > tc.routingWrites {
+				t.Errorf("writes through the join: %d status, %d spec, %d NodeRouting; want 1, %d and at most %d",
+					counts[status], counts[spec], counts[routing], tc.specWrites, tc.routingWrites)
+			}
+			t.Logf("writes through the join: %d status, %d spec, %d NodeRouting", counts[status], counts[spec], counts[routing])
+		})
 	}
 }
