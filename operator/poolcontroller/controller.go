@@ -93,6 +93,12 @@ type Options struct {
 	// the cluster, and asks only about the pod of a static address that
 	// is moving away. Nil reads through the controller's client.
 	Pods client.Reader
+	// Routings reads single NodeRoutings, uncached (the manager's API
+	// reader): the cache keeps no spec.enis, and a node whose list
+	// neither its last apply nor its CiliumNode's status holds reads it
+	// there (routingdigest.go). Nil reads through the controller's
+	// client.
+	Routings client.Reader
 	// Workers is how many nodes are served at once; most of a worker's
 	// time is spent waiting for EC2's token buckets, so this is sized to
 	// keep every bucket busy, not to the CPU count.
@@ -165,6 +171,13 @@ type Reconciler struct {
 
 	mu    sync.Mutex
 	nodes map[string]*memory
+	// noSpecENIs is when the apiserver last refused a NodeRouting apply
+	// for spec.enis not being in the stored CRD's schema (a chart
+	// upgraded without its CRDs): until specENIsRetry has passed, the
+	// applies go without spec.enis and every node's agent is taken for one
+	// that routes status.eni.enis only (noSpecENIsLogged: logged once).
+	noSpecENIs       time.Time
+	noSpecENIsLogged bool
 }
 
 // memory is what the controller remembers of a node between reconciles.
@@ -198,6 +211,10 @@ type memory struct {
 	// ready addresses wait out of the pool all the same, and joinHold
 	// bounds that wait, not the time since a write went through.
 	joinHeldSince time.Time
+	// joinedAt is when the node's join was first seen complete
+	// (joinComplete); zero while it joins. The copy of its ENIs into
+	// status.eni.enis waits for it (eniCopyWaits).
+	joinedAt time.Time
 	// noPrefixesUntil: the subnet had no free /28; plans use single
 	// addresses until then.
 	noPrefixesUntil time.Time

@@ -75,10 +75,14 @@ type decision struct {
 	// writeStatus, writeSpec: the CiliumNode's status and spec are to
 	// be written (decideWrite).
 	writeStatus, writeSpec bool
-	notes                  notes
 	// reads: the describes by ID to make before deciding (decideReads);
 	// nothing else is decided then.
 	reads readAsk
+	// routingENIs: the NodeRouting's spec.enis decided with the write;
+	// eniCopy: the status write is the copy of the ENIs alone.
+	routingENIs routingENIs
+	eniCopy     bool
+	notes       notes
 }
 
 // decide is a node's whole decision: from the facts alone, with no
@@ -137,7 +141,8 @@ func decide(f *facts) decision {
 	return decision{cn: d.cn, routing: d.routing, pool: d.pool, acts: d.acts, mem: f.mem, snap: d.snap,
 		opErr: d.opErr, staticErr: d.staticErr, requeue: d.requeue, held: d.held, turnedAway: d.turnedAway, writeCN: d.writeCN,
 		staticDemand: d.staticDemand, needsSet: d.needsSet, empty: d.empty, slotWait: d.slotWait,
-		slotPriority: d.slotPriority, capacity: d.capacity, writeStatus: d.writeStatus, writeSpec: d.writeSpec, notes: env.take()}
+		slotPriority: d.slotPriority, capacity: d.capacity, writeStatus: d.writeStatus, writeSpec: d.writeSpec,
+		routingENIs: d.routingENIs, eniCopy: d.eniCopy, notes: env.take()}
 }
 
 // newDeciding returns the state a decision works on, made of the facts

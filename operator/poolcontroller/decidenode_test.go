@@ -143,6 +143,18 @@ func TestDecideNode(t *testing.T) {
 		}
 	}
 	listedFailed := errors.New("DescribeNetworkInterfaces: throttled")
+	// routesSpecENIs gives the node a NodeRouting whose agent routes its
+	// spec.enis (routesSpecENIs), listing eni-0, as does the node's
+	// status.eni.enis.
+	routesSpecENIs := func(f *facts) {
+		f.routing.Generation = 1
+		f.routing.Spec.InstanceID = "i-1"
+		f.routing.Spec.ENIs = []enipamv1alpha1.NodeENI{{ID: "eni-0"}}
+		f.routing.Status = enipamv1alpha1.NodeRoutingStatus{ObservedGeneration: 1, RoutesSpecENIs: true}
+		f.routingRead = f.routing.DeepCopy()
+		f.routingWant = &enipamv1alpha1.NodeRoutingSpec{InstanceID: "i-1", ENIs: f.routing.Spec.ENIs}
+		f.cn.Status.ENI.ENIs = map[string]awstypes.ENI{"eni-0": {ID: "eni-0"}}
+	}
 	const db = "ns/db-0"
 	egress := map[string]string{"cilium/static": "egress"}
 	cases := []struct {
@@ -310,6 +322,51 @@ func TestDecideNode(t *testing.T) {
 		check: func(t *testing.T, f *facts, d decision) {
 			if len(d.cn.Spec.IPAM.Pool) != 4 || !d.writeSpec {
 				t.Errorf("pool of %d, spec written %v; want eni-1's 4 addresses written", len(d.cn.Spec.IPAM.Pool), d.writeSpec)
+			}
+		},
+	}, {
+		name: "a joining node's ENIs go to its NodeRouting's spec.enis, their copy into status.eni.enis waits for the join",
+		setup: func(f *facts) {
+			joining(f)
+			routesSpecENIs(f)
+			f.mem.joinHeldSince = now.Add(-joinHold)
+		},
+		check: func(t *testing.T, f *facts, d decision) {
+			if len(d.cn.Spec.IPAM.Pool) != 4 || !d.writeSpec || d.writeStatus {
+				t.Errorf("pool of %d, spec written %v, status %v; want eni-1's 4 addresses written, the status not",
+					len(d.cn.Spec.IPAM.Pool), d.writeSpec, d.writeStatus)
+			}
+			if got := slices.Sorted(maps.Keys(d.cn.Status.ENI.ENIs)); !slices.Equal(got, []string{"eni-0"}) {
+				t.Errorf("status.eni.enis %v, want eni-0 alone, as read", got)
+			}
+			var ids []string
+			for _, e := range d.routingENIs.list {
+				ids = append(ids, e.ID)
+			}
+			if !d.routingENIs.set || !slices.Equal(ids, []string{"eni-0", "eni-1", "eni-2"}) {
+				t.Errorf("spec.enis decided %v (set %v), want eni-0, eni-1 and eni-2", ids, d.routingENIs.set)
+			}
+			if !d.mem.joinedAt.IsZero() || d.eniCopy {
+				t.Errorf("joined at %v, ENI copy %v; want the join not complete, no copy", d.mem.joinedAt, d.eniCopy)
+			}
+		},
+	}, {
+		name: "a joined node's copy of its ENIs into status.eni.enis is written a resync interval after its join, counted as the copy",
+		setup: func(f *facts) {
+			e := eni(1, 10, 4)
+			f.snap.ENIs = append(f.snap.ENIs, e)
+			pooled(f.cn, e, 0)
+			routesSpecENIs(f)
+			f.mem.joinedAt = now.Add(-opts.BlockedRetry)
+			// The instance's details as an earlier write left them.
+			f.cn.Spec.ENI.InstanceType, f.cn.Spec.ENI.VpcID, f.cn.Spec.ENI.AvailabilityZone, f.cn.Spec.ENI.NodeSubnetID = "t.small", "vpc-1", "us-east-1a", "subnet-a"
+		},
+		check: func(t *testing.T, f *facts, d decision) {
+			if !d.writeStatus || d.writeSpec || !d.eniCopy {
+				t.Errorf("status written %v, spec %v, ENI copy %v; want the status alone, the copy", d.writeStatus, d.writeSpec, d.eniCopy)
+			}
+			if got := slices.Sorted(maps.Keys(d.cn.Status.ENI.ENIs)); !slices.Equal(got, []string{"eni-0", "eni-1"}) {
+				t.Errorf("status.eni.enis %v, want eni-0 and eni-1", got)
 			}
 		},
 	}, {

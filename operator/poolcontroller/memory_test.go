@@ -7,9 +7,11 @@ import (
 )
 
 // TestNodeMemoryCost: the memory a node's reconciles keep, as made for a
-// node first seen, costs at most 720 bytes (5000 nodes measured on the
+// node first seen, costs at most 784 bytes (5000 nodes measured on the
 // shared machine: 744 bytes each with a map for DeleteOnTermination
-// repairs made up front, 703 with it made by the first repair).
+// repairs made up front, 703 with it made by the first repair; 760-767
+// since the join's completion is remembered (joinedAt), which takes the
+// struct, 640 bytes, and its malloc header into Go's 704-byte class).
 func TestNodeMemoryCost(t *testing.T) {
 	r := &Reconciler{nodes: map[string]*memory{}}
 	const n = 5000
@@ -32,8 +34,8 @@ func TestNodeMemoryCost(t *testing.T) {
 	runtime.ReadMemStats(&m2)
 	perNode := (int64(m2.HeapAlloc) - int64(m0.HeapAlloc)) / n
 	t.Logf("%d node memories: %d bytes each (%d with the table)", n, perNode, (int64(m1.HeapAlloc)-int64(m0.HeapAlloc))/n)
-	if perNode > 720 {
-		t.Errorf("a node's memory costs %d bytes, more than 720", perNode)
+	if perNode > 784 {
+		t.Errorf("a node's memory costs %d bytes, more than 784", perNode)
 	}
 	runtime.KeepAlive(kept)
 }

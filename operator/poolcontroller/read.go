@@ -45,6 +45,10 @@ type nodeState struct {
 	// its spec.
 	routingRead *enipamv1alpha1.NodeRouting
 	routingWant *enipamv1alpha1.NodeRoutingSpec
+	// noSpecENIs: the NodeRouting's applies go without spec.enis, which
+	// the stored CRD lacks (Reconciler.withoutSpecENIs); the node's agent
+	// is then one that routes status.eni.enis only.
+	noSpecENIs bool
 	// static are the claims concerning the node and the facts about them
 	// (nil when none could be read).
 	static *staticInputs

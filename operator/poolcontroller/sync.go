@@ -87,6 +87,11 @@ type deciding struct {
 	// be written (decideWrite): changed, the spec's change not waiting
 	// for the pool.
 	writeStatus, writeSpec bool
+	// routingENIs: the NodeRouting's spec.enis as decided, put into the
+	// desired NodeRouting by the CiliumNode's write. eniCopy: the status
+	// write is the copy of the ENIs alone, once the join is complete.
+	routingENIs routingENIs
+	eniCopy     bool
 }
 
 // crossNode is what a node's decision needs to know of the other nodes:
@@ -179,6 +184,7 @@ func (s *nodeSync) take(d decision) {
 	s.held, s.turnedAway, s.staticDemand = d.held, d.turnedAway, d.staticDemand
 	s.snap, s.capacity = d.snap, d.capacity
 	s.writeStatus, s.writeSpec = d.writeStatus, d.writeSpec
+	s.routingENIs, s.eniCopy = d.routingENIs, d.eniCopy
 	r.mu.Lock()
 	state, rv := s.mem.state, s.mem.writtenRV
 	*s.mem = d.mem
@@ -374,6 +380,7 @@ func decideReset(f *facts) decision {
 	cn.Status.ENI.ENIs = nil
 	clear(f.mem.missing)
 	clear(f.mem.missingENIs)
+	f.mem.joinedAt = time.Time{} // the new instance joins again
 	d.decideWriting()
 	d.requeueWithin(actedRequeue)
 	return decision{cn: d.cn, routing: d.routing, mem: f.mem, snap: d.snap, requeue: d.requeue,
