@@ -235,11 +235,11 @@ type memory struct {
 	// capacityWritten is when the NodeRouting's spec.capacity was last
 	// written.
 	capacityWritten time.Time
-	// routingApplied is the NodeRouting as this process last applied it
-	// (the apiserver's answer; its name, UID, generation, finalizers and
-	// spec only): the base of the next apply while the cache has not seen
-	// it (routing.go).
-	routingApplied *enipamv1alpha1.NodeRouting
+	// routingApplied is the base of the node's next NodeRouting apply,
+	// as this process last applied it (the apiserver's answer; its UID,
+	// generation, finalizers and spec only): the base of the next apply
+	// while the cache has not seen it (routing.go).
+	routingApplied *appliedRouting
 	// asked: for each address this process put into the NodeRouting's
 	// spec.endpointQueries, the generation its write made (staticfast.go).
 	asked map[string]int64

@@ -119,7 +119,7 @@ func TestNodeRoutingApplyTakesNothingBackWhileTheCacheLags(t *testing.T) {
 
 // TestAppliedNodeRoutingKeepsOnlyTheApplyBase: every node keeps the
 // apiserver's answer to its last NodeRouting apply while the cache lags;
-// what is kept is what the next apply builds on (name, UID, generation,
+// what is kept is what the next apply builds on (UID, generation,
 // finalizers, spec), not the answer's managed fields or the agent's
 // status, which made it a second copy of every NodeRouting.
 func TestAppliedNodeRoutingKeepsOnlyTheApplyBase(t *testing.T) {
@@ -134,10 +134,7 @@ func TestAppliedNodeRoutingKeepsOnlyTheApplyBase(t *testing.T) {
 	}
 	r.rememberApplied(answer)
 	kept := r.nodes["n1"].routingApplied
-	want := &enipamv1alpha1.NodeRouting{
-		ObjectMeta: metav1.ObjectMeta{Name: "n1", UID: "uid-1", Generation: 4, Finalizers: []string{"enipam.io/elastic-ip"}},
-		Spec:       answer.Spec,
-	}
+	want := &appliedRouting{UID: "uid-1", Generation: 4, Finalizers: []string{"enipam.io/elastic-ip"}, Spec: answer.Spec}
 	if !equality.Semantic.DeepEqual(kept, want) {
 		t.Fatalf("kept %+v, want %+v", kept, want)
 	}
@@ -158,7 +155,7 @@ func TestAppliedBaseDropsTheENIsOnceCopied(t *testing.T) {
 	eni := awstypes.ENI{ID: "eni-1", MAC: "02:00:00:00:00:01", Number: 1, IP: ciliumip.AddrFrom(netip.MustParseAddr("10.0.0.4")),
 		Addresses: []ciliumip.Addr{ciliumip.AddrFrom(netip.MustParseAddr("10.0.0.5")), ciliumip.AddrFrom(netip.MustParseAddr("10.0.0.6"))}}
 	eni.Subnet.ID, eni.Subnet.CIDR = "subnet-1", ciliumip.PrefixFrom(netip.MustParsePrefix("10.0.0.0/24"))
-	applied := &enipamv1alpha1.NodeRouting{ObjectMeta: metav1.ObjectMeta{Name: "n1", UID: "uid-1", Generation: 4},
+	applied := &appliedRouting{UID: "uid-1", Generation: 4,
 		Spec: enipamv1alpha1.NodeRoutingSpec{InstanceID: "i-1", Capacity: &enipamv1alpha1.NodeCapacity{MaxIPs: 27},
 			ENIs: []enipamv1alpha1.NodeENI{specENI(&eni, nil)}}}
 	mem.routingApplied = applied

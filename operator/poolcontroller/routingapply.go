@@ -137,10 +137,11 @@ func (r *Reconciler) refusedSpecENIs(err error) {
 
 // rememberApplied keeps what the base of the node's next apply needs of
 // nr, as the apiserver answered this process's write of it, while the
-// cache has not seen it: its identity, generation, finalizers and spec
-// (a node this process has forgotten keeps nothing). Not the rest: every
-// node keeps one, and the answer's managed fields and the agent's status
-// were a second copy of every NodeRouting (14 MiB at 5000 nodes).
+// cache has not seen it: its UID, generation, finalizers and spec
+// (appliedRouting; a node this process has forgotten keeps nothing). Not
+// the rest: every node keeps one, and the answer's managed fields and
+// the agent's status were a second copy of every NodeRouting (14 MiB at
+// 5000 nodes).
 func (r *Reconciler) rememberApplied(nr *enipamv1alpha1.NodeRouting) {
 	kept := appliedBase(nr)
 	r.mu.Lock()
@@ -150,13 +151,25 @@ func (r *Reconciler) rememberApplied(nr *enipamv1alpha1.NodeRouting) {
 	}
 }
 
+// appliedRouting is the base of a node's next NodeRouting apply
+// (memory.routingApplied): the fields of the apiserver's answer that
+// syncRouting and restoreSpecENIs read, no more. Not a NodeRouting:
+// every node keeps one, and a NodeRouting (496 bytes, Go's 512-byte
+// class) carries object meta and a status the base never reads, in the
+// size class of every NodeRouting decoded and dropped beside it, whose
+// spans the kept ones held in use; this is 184 bytes.
+type appliedRouting struct {
+	UID        types.UID
+	Generation int64
+	Finalizers []string
+	Spec       enipamv1alpha1.NodeRoutingSpec
+}
+
 // appliedBase is what the base of the node's next apply keeps of nr
 // (rememberApplied), its strings packed (packApplied).
-func appliedBase(nr *enipamv1alpha1.NodeRouting) *enipamv1alpha1.NodeRouting {
-	kept := &enipamv1alpha1.NodeRouting{
-		ObjectMeta: metav1.ObjectMeta{Name: nr.Name, UID: nr.UID, Generation: nr.Generation, Finalizers: slices.Clone(nr.Finalizers)},
-		Spec:       *nr.Spec.DeepCopy(),
-	}
+func appliedBase(nr *enipamv1alpha1.NodeRouting) *appliedRouting {
+	kept := &appliedRouting{UID: nr.UID, Generation: nr.Generation, Finalizers: slices.Clone(nr.Finalizers)}
+	nr.Spec.DeepCopyInto(&kept.Spec)
 	kept.Spec.ENIsDigest = "" // an answer decoded into an object read from the cache
 	packApplied(kept)
 	return kept
@@ -170,14 +183,13 @@ func appliedBase(nr *enipamv1alpha1.NodeRouting) *enipamv1alpha1.NodeRouting {
 // answer's other strings (its managed fields, the agent's status) are
 // collected at once; those the base kept, each an allocation of its
 // own, held their spans in use for as long as the node lives.
-func packApplied(nr *enipamv1alpha1.NodeRouting) {
+func packApplied(a *appliedRouting) {
 	var own, enis intern.Packer
-	own.Add(&nr.Name)
-	own.Add((*string)(&nr.UID))
-	for i := range nr.Finalizers {
-		nr.Finalizers[i] = intern.String(nr.Finalizers[i])
+	own.Add((*string)(&a.UID))
+	for i := range a.Finalizers {
+		a.Finalizers[i] = intern.String(a.Finalizers[i])
 	}
-	spec := &nr.Spec
+	spec := &a.Spec
 	GatherOwnWords(&own, spec)
 	spec.ExcludeInterfaceTags = internTags(spec.ExcludeInterfaceTags)
 	if c := spec.Capacity; c != nil {
