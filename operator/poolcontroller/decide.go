@@ -303,6 +303,14 @@ func (s *deciding) decideNode() {
 		s.held = true
 		s.requeueWithin(heldRetry)
 	}
+	if (plan.Create != nil || plan.Adopt != nil) && s.routesDue() {
+		// The node's pool is one report away from addresses on attached
+		// ENIs; the new ENI's calls (Create, Attach, Modify: over a
+		// second) would hold the reconcile that writes them. It comes
+		// once they are pooled, or routeHold after they began to wait.
+		plan.DropNewENIs()
+		s.requeueWithin(routeHold - s.r.now().Sub(s.awaitedFrom()))
+	}
 	if !plan.Empty() && !s.cross.slotOpen {
 		// Every EC2 slot is taken: no bucket reservation now; the node
 		// waits for one (take: slots.acquire), woken when one frees (and

@@ -344,6 +344,41 @@ func TestDecideNode(t *testing.T) {
 			}
 		},
 	}, {
+		name: "a node's new ENI waits while addresses on its attached ENIs are one report from the pool, for routeHold at most",
+		setup: func(f *facts) {
+			// eni-1 is full: 2 pooled and used, 2 more that the agent
+			// has not reported routed yet; the need asks for 2 beyond.
+			e := eni(1, 10, 4)
+			f.snap.ENIs = append(f.snap.ENIs, e)
+			pooled(f.cn, cloud.ENI{ID: e.ID, IPs: e.IPs[:2]}, 2)
+			f.routed = func(_ string, a netip.Addr) bool { return slices.Contains(e.IPs[:2], a) }
+		},
+		check: func(t *testing.T, f *facts, d decision) {
+			if !d.acts.plan.Empty() {
+				t.Errorf("plan %+v, want the new ENI to wait for the agent's report", d.acts.plan)
+			}
+			if d.requeue <= 0 || d.requeue > routeHold {
+				t.Errorf("requeue %v, want within %v", d.requeue, routeHold)
+			}
+			if !d.writeCN || !d.writeStatus {
+				t.Errorf("CiliumNode written %v (status %v), want the status listing eni-1's addresses written", d.writeCN, d.writeStatus)
+			}
+		},
+	}, {
+		name: "a node's new ENI no longer waits once its addresses waited routeHold for the agent",
+		setup: func(f *facts) {
+			e := eni(1, 10, 4)
+			f.snap.ENIs = append(f.snap.ENIs, e)
+			pooled(f.cn, cloud.ENI{ID: e.ID, IPs: e.IPs[:2]}, 2)
+			f.routed = func(_ string, a netip.Addr) bool { return slices.Contains(e.IPs[:2], a) }
+			f.mem.awaitingSince = now.Add(-routeHold)
+		},
+		check: func(t *testing.T, f *facts, d decision) {
+			if c := d.acts.plan.Create; c == nil || c.DeviceIndex != 2 {
+				t.Errorf("plan %+v, want a new ENI at index 2", d.acts.plan)
+			}
+		},
+	}, {
 		name: "a top-up's new ENI is held while other nodes are empty",
 		setup: func(f *facts) {
 			e := eni(1, 10, 4) // full: 4 secondaries of 5
