@@ -329,6 +329,9 @@ func TestDecideNode(t *testing.T) {
 			}
 			f.cn.Status.ENI.ENIs = map[string]awstypes.ENI{e.ID: listed}
 			f.routed = func(_ string, a netip.Addr) bool { return slices.Contains(e.IPs[:4], a) }
+			// They have waited for the agent past routeHold: the calls
+			// no longer wait for them (routesDue).
+			f.mem.awaitingSince = now.Add(-routeHold)
 		},
 		check: func(t *testing.T, f *facts, d decision) {
 			if len(d.acts.plan.Assign) != 1 || d.acts.plan.Assign[0].ENIID != "eni-1" || d.acts.plan.Assign[0].IPs != 2 {
@@ -344,18 +347,20 @@ func TestDecideNode(t *testing.T) {
 			}
 		},
 	}, {
-		name: "a node's new ENI waits while addresses on its attached ENIs are one report from the pool, for routeHold at most",
+		name: "a node's EC2 calls wait while addresses on its attached ENIs are one report from the pool, for routeHold at most",
 		setup: func(f *facts) {
-			// eni-1 is full: 2 pooled and used, 2 more that the agent
-			// has not reported routed yet; the need asks for 2 beyond.
+			// eni-1 holds 4 of its 9: 2 pooled and used, 2 more that the
+			// agent has not reported routed yet; the need asks for 2
+			// beyond, which eni-1 has room for.
+			f.snap.Type.IPv4PerENI = 10
 			e := eni(1, 10, 4)
 			f.snap.ENIs = append(f.snap.ENIs, e)
 			pooled(f.cn, cloud.ENI{ID: e.ID, IPs: e.IPs[:2]}, 2)
 			f.routed = func(_ string, a netip.Addr) bool { return slices.Contains(e.IPs[:2], a) }
 		},
 		check: func(t *testing.T, f *facts, d decision) {
-			if !d.acts.plan.Empty() {
-				t.Errorf("plan %+v, want the new ENI to wait for the agent's report", d.acts.plan)
+			if !d.acts.plan.Empty() || d.mem.deficitAt != now {
+				t.Errorf("plan %+v, deficit since %v; want a deficit since now and no call before the agent's report", d.acts.plan, d.mem.deficitAt)
 			}
 			if d.requeue <= 0 || d.requeue > routeHold {
 				t.Errorf("requeue %v, want within %v", d.requeue, routeHold)
@@ -365,7 +370,7 @@ func TestDecideNode(t *testing.T) {
 			}
 		},
 	}, {
-		name: "a node's new ENI no longer waits once its addresses waited routeHold for the agent",
+		name: "a node's calls (here a new ENI) no longer wait once its addresses waited routeHold for the agent",
 		setup: func(f *facts) {
 			e := eni(1, 10, 4)
 			f.snap.ENIs = append(f.snap.ENIs, e)

@@ -199,17 +199,17 @@ func (s *deciding) refreshAttaching() {
 	}
 }
 
-// routeHold bounds how long a node's new ENI waits for addresses on its
+// routeHold bounds how long a node's EC2 calls wait for addresses on its
 // attached ENIs to be routed and pooled (routesDue): the agent reports
-// within a fraction of a second, and a second or two in a burst.
-const routeHold = 2 * time.Second
+// within a fraction of a second, and pods bound in a burst make their
+// CNI calls a second after their binding.
+const routeHold = time.Second
 
 // routesDue reports whether a node that has a pool waits for the agent's
 // routes of addresses on an attached ENI, for less than routeHold: the
 // reconcile its report brings writes them into the pool, and must not
-// wait behind a new ENI's calls, while pods bound in a burst make their
-// CNI calls a second after their binding. A joining node (nothing
-// pooled) takes its whole need at once, as planned.
+// wait behind EC2 calls. A joining node (nothing pooled) takes its whole
+// need at once, as planned.
 func (s *deciding) routesDue() bool {
 	if len(s.orig.Spec.IPAM.Pool) == 0 || s.pool.awaiting == 0 || s.r.now().Sub(s.awaitedFrom()) >= routeHold {
 		return false
