@@ -22,26 +22,7 @@ import (
 // so does one after it within the consistency grace (a describe may show
 // a past state); a describe a grace after the move does not.
 func TestReassignedAddressIsNotTrustedUntilEC2ShowsIt(t *testing.T) {
-	c, inv, clock, ctx := startMoves(t, time.Minute, `
-- {id: i-0a000000000000001, type: m5.large, subnet: subnet-0a000000000000001, enis: [{deviceIndex: 1, secondaryIPs: 1}]}
-- {id: i-0a000000000000002, type: m5.large, subnet: subnet-0a000000000000001, enis: [{deviceIndex: 1}]}
-timing: {reassignDelay: {min: 3s, max: 3s}}
-`)
-
-	enis, err := c.ListENIs(ctx, "vpc-0a000000000000001", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var from, to string
-	var ip netip.Addr
-	for _, e := range enis {
-		switch {
-		case e.DeviceIndex == 1 && e.InstanceID == "i-0a000000000000001":
-			from, ip = e.ID, e.IPs[0] // IPs are the secondary addresses
-		case e.DeviceIndex == 1:
-			to = e.ID
-		}
-	}
+	c, inv, clock, ctx, from, to, ip := startOneMove(t)
 	if err := c.AssignAddresses(ctx, to, []netip.Addr{ip}, true); err != nil {
 		t.Fatal(err)
 	}
@@ -381,13 +362,12 @@ instances:
 	return c, inv, clock, ctx
 }
 
-// TestMovingToNamesTheLastMoveUntilItLands: an address reassigned from
-// node 1's ENI onto node 2's (the remap takes 3 s in EC2) is moving to
-// node 2's ENI, as the pool controller reads it beside the agent's
-// answers, until the agent's word that it landed there is recorded;
-// then to none.
-func TestMovingToNamesTheLastMoveUntilItLands(t *testing.T) {
-	c, inv, clock, ctx := startMoves(t, time.Minute, `
+// startOneMove starts the inventory on two instances whose device-1
+// ENIs are from (holding ip, its one secondary address) and to (none),
+// with EC2 taking 3 s to complete a reassignment.
+func startOneMove(t *testing.T) (c *cloudfake.Cloud, inv *Inventory, clock *ec2sim.ManualClock, ctx context.Context, from, to string, ip netip.Addr) {
+	t.Helper()
+	c, inv, clock, ctx = startMoves(t, time.Minute, `
 - {id: i-0a000000000000001, type: m5.large, subnet: subnet-0a000000000000001, enis: [{deviceIndex: 1, secondaryIPs: 1}]}
 - {id: i-0a000000000000002, type: m5.large, subnet: subnet-0a000000000000001, enis: [{deviceIndex: 1}]}
 timing: {reassignDelay: {min: 3s, max: 3s}}
@@ -396,16 +376,24 @@ timing: {reassignDelay: {min: 3s, max: 3s}}
 	if err != nil {
 		t.Fatal(err)
 	}
-	var ip netip.Addr
-	to := ""
 	for _, e := range enis {
 		switch {
 		case e.DeviceIndex == 1 && e.InstanceID == "i-0a000000000000001":
-			ip = e.IPs[0]
+			from, ip = e.ID, e.IPs[0] // IPs are the secondary addresses
 		case e.DeviceIndex == 1:
 			to = e.ID
 		}
 	}
+	return c, inv, clock, ctx, from, to, ip
+}
+
+// TestMovingToNamesTheLastMoveUntilItLands: an address reassigned from
+// node 1's ENI onto node 2's (the remap takes 3 s in EC2) is moving to
+// node 2's ENI, as the pool controller reads it beside the agent's
+// answers, until the agent's word that it landed there is recorded;
+// then to none.
+func TestMovingToNamesTheLastMoveUntilItLands(t *testing.T) {
+	c, inv, clock, ctx, _, to, ip := startOneMove(t)
 	if got := inv.MovingTo(ip); got != "" {
 		t.Fatalf("%s moving to %q before any reassignment, want none", ip, got)
 	}
