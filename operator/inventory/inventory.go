@@ -573,6 +573,25 @@ func (inv *Inventory) described(e *cloud.ENI, start time.Time) {
 	if !start.Before(inv.trustFrom) {
 		delete(inv.confirmed, eniID)
 		delete(inv.confirmed6, eniID)
+		// The view is believed from now on: this process's word for
+		// its addresses is no longer needed (staleView).
+		forget(inv.assignedHere, e)
+	}
+}
+
+// forget drops from assigned the addresses e holds, its prefixes'
+// addresses included.
+func forget(assigned map[netip.Addr]struct{}, e *cloud.ENI) {
+	if len(assigned) == 0 {
+		return
+	}
+	for _, ip := range e.IPs {
+		delete(assigned, ip)
+	}
+	for _, p := range e.Prefixes {
+		for ip := p.Masked().Addr(); p.Contains(ip); ip = ip.Next() {
+			delete(assigned, ip)
+		}
 	}
 }
 

@@ -408,3 +408,62 @@ func TestDetachShownCompleteIsTaken(t *testing.T) {
 		t.Errorf("after a describe showing the detach complete: status %q (known %v), want %q", e.Status, ok, cloud.ENIAvailable)
 	}
 }
+
+// TestOwnAssignsAreTrustedOnAnENIDescribedOnlyBeforeTheGrace: an ENI
+// whose view no describe has installed since the grace (its local
+// changes newer than every resync, as on a node whose pool moves every
+// few seconds) still believes this process's own assigns: an address
+// assigned onto it after the grace is trusted at once, not only once a
+// describe by ID confirms it. Unassigned, it no longer is; and once a
+// describe after the grace installs the ENI, this process's word for
+// its addresses is dropped, the view believed instead.
+func TestOwnAssignsAreTrustedOnAnENIDescribedOnlyBeforeTheGrace(t *testing.T) {
+	a, late := netip.MustParseAddr("10.0.0.10"), netip.MustParseAddr("10.0.0.12")
+	f := &fakeCloud{instances: []cloud.Instance{instance("i-1")}, enis: []cloud.ENI{{
+		ID: "eni-1", VPCID: "vpc-1", SubnetID: "subnet-1", InstanceID: "i-1", DeviceIndex: 1,
+		Status: cloud.ENIInUse, AttachmentStatus: cloud.AttachmentAttached, IPs: []netip.Addr{a},
+	}}}
+	inv := newInventory(f)
+	var mu sync.Mutex
+	clock := time.Unix(1_000_000, 0)
+	inv.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
+	advance := func(d time.Duration) { mu.Lock(); clock = clock.Add(d); mu.Unlock() }
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = inv.Start(ctx) }()
+	<-inv.Synced()
+
+	advance(time.Minute) // past the grace; eni-1 was last described before it
+	f.mu.Lock()
+	f.enis[0].IPs = []netip.Addr{a, late}
+	f.mu.Unlock()
+	inv.RecordAssigned("eni-1", []netip.Addr{late}, nil)
+	if !inv.Trusted("eni-1", late) {
+		t.Fatal("an address this process assigned after the grace, onto an ENI last described before it, is not trusted")
+	}
+	if inv.Trusted("eni-1", a) {
+		t.Fatal("an address only a describe from before the grace shows is trusted")
+	}
+
+	inv.RecordUnassigned("eni-1", []netip.Addr{late})
+	if inv.Trusted("eni-1", late) {
+		t.Error("an address this process unassigned is still trusted on its word")
+	}
+	inv.RecordAssigned("eni-1", []netip.Addr{late}, nil)
+
+	// Once the local change is old, a describe replaces the view, and
+	// this process's word is forgotten.
+	advance(2 * time.Minute)
+	if err := inv.RefreshENIs(ctx, []string{"eni-1"}); err != nil {
+		t.Fatal(err)
+	}
+	if !inv.Trusted("eni-1", late) || !inv.Trusted("eni-1", a) {
+		t.Errorf("after a describe past the grace: late trusted %v, a trusted %v", inv.Trusted("eni-1", late), inv.Trusted("eni-1", a))
+	}
+	inv.mu.RLock()
+	kept := len(inv.assignedHere)
+	inv.mu.RUnlock()
+	if kept != 0 {
+		t.Errorf("%d addresses still vouched for by this process once a describe past the grace installed their ENI, want 0", kept)
+	}
+}

@@ -65,7 +65,11 @@ func (inv *Inventory) RecordAssigned(eniID string, ips []netip.Addr, prefixes []
 	})
 	inv.mu.Lock()
 	inv.adjustSubnet(subnet, -(len(ips) + 16*len(prefixes)))
-	inv.vouch(ips, prefixes)
+	if inv.staleView(eniID) {
+		inv.vouchAlways(ips, prefixes)
+	} else {
+		inv.vouch(ips, prefixes)
+	}
 	inv.mu.Unlock()
 }
 
@@ -81,6 +85,9 @@ func (inv *Inventory) RecordUnassigned(eniID string, ips []netip.Addr) {
 		if inv.landedOn[ip] == eniID {
 			delete(inv.landedOn, ip)
 		}
+		// No longer this process's: a describe that still shows it (one
+		// that lags the Unassign) vouches for nothing.
+		delete(inv.assignedHere, ip)
 	}
 	inv.mu.Unlock()
 	var subnet string
@@ -207,6 +214,28 @@ func (inv *Inventory) vouch(ips []netip.Addr, prefixes []netip.Prefix) {
 	if !inv.now().Before(inv.trustFrom) {
 		return
 	}
+	inv.vouchAlways(ips, prefixes)
+}
+
+// staleView reports whether the ENI's cached view was last installed
+// from a describe that started before trustFrom: what it shows is not
+// believed (Trusted) but for this process's own assigns, also those
+// made after trustFrom, until a later describe installs the ENI again
+// (described) or confirms what it shows. The caller holds mu.
+//
+// Such an ENI is one a resync could not install since the grace, its
+// local changes being newer than each describe: a node whose pool moves
+// every few seconds, as in a burst. Without its own assigns vouched for,
+// each address assigned onto it waited for a describe by ID to confirm
+// it, and with describes lagging EC2, for unverifiedRecheck after it.
+func (inv *Inventory) staleView(eniID string) bool {
+	t, ok := inv.describedAt[eniID]
+	return ok && t.Before(inv.trustFrom)
+}
+
+// vouchAlways records addresses this process assigned (assignedHere);
+// the caller holds mu.
+func (inv *Inventory) vouchAlways(ips []netip.Addr, prefixes []netip.Prefix) {
 	for _, ip := range ips {
 		inv.assignedHere[ip] = struct{}{}
 	}
