@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"net/netip"
+	"slices"
 	"time"
+
+	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
 
 	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
 	"github.com/enipam/enipam/operator/cloud"
@@ -147,12 +150,41 @@ func (s *deciding) mayWrite() bool {
 // what fill derives from EC2 (the ENIs listed, the instance's details),
 // which that reconcile writes anew with what the actions produced.
 // Anything decided beyond it (the pool, the release handshake, the
-// static IP, the operator-status) is written now, before the calls.
+// static IP, the operator-status) is written now, before the calls; so
+// are addresses new on an attached ENI (listsRoutable): the node agent
+// routes them as soon as it reads them, and held back they would wait
+// for the calls (an Assign's 150-400 ms, a new ENI's Create, Attach and
+// Modify, over a second), then for the agent, while the pods bound in a
+// burst make their CNI calls a second after their binding.
 func (s *deciding) writeWaits() bool {
-	if !s.acts.produce() {
+	if !s.acts.produce() || listsRoutable(&s.orig.Status, &s.cn.Status, s.snap.ENIs) {
 		return false
 	}
 	return sameJSON(s.orig.Spec.IPAM, s.cn.Spec.IPAM) && sameJSON(s.orig.Status.IPAM, s.cn.Status.IPAM)
+}
+
+// listsRoutable reports whether status lists, on an ENI that enis (EC2's
+// view) shows attached, an address or a prefix that was does not list
+// on it.
+func listsRoutable(was, status *ciliumv2.NodeStatus, enis []cloud.ENI) bool {
+	for i := range enis {
+		e := &enis[i]
+		if e.AttachmentStatus != cloud.AttachmentAttached {
+			continue
+		}
+		now, old := status.ENI.ENIs[e.ID], was.ENI.ENIs[e.ID]
+		for _, a := range now.Addresses {
+			if !slices.Contains(old.Addresses, a) {
+				return true
+			}
+		}
+		for _, p := range now.Prefixes {
+			if !slices.Contains(old.Prefixes, p) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // act has the executor carry out the reconcile's actions, after the

@@ -332,6 +332,17 @@ func (s *deciding) decideNode() {
 		s.held = true
 		s.requeueWithin(heldRetry)
 	}
+	if !plan.Empty() && s.routesDue() {
+		// The node's pool is one report away from addresses on attached
+		// ENIs; the plan's calls (an Assign's 150-400 ms, a new ENI's
+		// Create, Attach and Modify: over a second) would hold the
+		// reconcile that report brings, which writes them. The calls
+		// come once they are pooled, or routeHold after they began to
+		// wait.
+		plan.Assign = nil
+		plan.DropNewENIs()
+		s.requeueWithin(routeHold - s.r.now().Sub(s.awaitedFrom()))
+	}
 	if !plan.Empty() && !s.cross.slotOpen {
 		// Every EC2 slot is taken: no bucket reservation now; the node
 		// waits for one (take: slots.acquire), woken when one frees (and

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	awstypes "github.com/cilium/cilium/pkg/aws/types"
+	ciliumip "github.com/cilium/cilium/pkg/ip"
 	ipamoption "github.com/cilium/cilium/pkg/ipam/option"
 	ipamtypes "github.com/cilium/cilium/pkg/ipam/types"
 	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
@@ -334,6 +335,76 @@ func TestDecideNode(t *testing.T) {
 		check: func(t *testing.T, f *facts, d decision) {
 			if len(d.cn.Spec.IPAM.Pool) != 4 || !d.writeSpec {
 				t.Errorf("pool of %d, spec written %v; want eni-1's 4 addresses written", len(d.cn.Spec.IPAM.Pool), d.writeSpec)
+			}
+		},
+	}, {
+		name: "addresses new on an attached ENI are written at once, not held behind the next actions' calls",
+		setup: func(f *facts) {
+			// eni-1 holds 6: the 4 pooled (all used) and 2 that the last
+			// Assign brought, which the status as read does not list yet
+			// and the agent has not routed; the need asks for more.
+			f.snap.Type.IPv4PerENI = 10
+			e := eni(1, 10, 6)
+			f.snap.ENIs = append(f.snap.ENIs, e)
+			pooled(f.cn, cloud.ENI{ID: e.ID, IPs: e.IPs[:4]}, 4)
+			listed := awstypes.ENI{ID: e.ID}
+			for _, a := range e.IPs[:4] {
+				listed.Addresses = append(listed.Addresses, ciliumip.AddrFrom(a))
+			}
+			f.cn.Status.ENI.ENIs = map[string]awstypes.ENI{e.ID: listed}
+			f.routed = func(_ string, a netip.Addr) bool { return slices.Contains(e.IPs[:4], a) }
+			// They have waited for the agent past routeHold: the calls
+			// no longer wait for them (routesDue).
+			f.mem.awaitingSince = now.Add(-routeHold)
+		},
+		check: func(t *testing.T, f *facts, d decision) {
+			if len(d.acts.plan.Assign) != 1 || d.acts.plan.Assign[0].ENIID != "eni-1" || d.acts.plan.Assign[0].IPs != 2 {
+				t.Fatalf("plan %+v, want 2 more addresses on eni-1", d.acts.plan)
+			}
+			if got := len(d.cn.Status.ENI.ENIs["eni-1"].Addresses); got != 6 {
+				t.Errorf("eni-1 lists %d addresses, want 6", got)
+			}
+			// The agent routes the 2 as soon as it reads them; held for
+			// the next reconcile, they would wait for the Assign first.
+			if !d.writeStatus || !d.writeCN {
+				t.Errorf("status to write %v, CiliumNode written %v; want the status written before the Assign", d.writeStatus, d.writeCN)
+			}
+		},
+	}, {
+		name: "a node's EC2 calls wait while addresses on its attached ENIs are one report from the pool, for routeHold at most",
+		setup: func(f *facts) {
+			// eni-1 holds 4 of its 9: 2 pooled and used, 2 more that the
+			// agent has not reported routed yet; the need asks for 2
+			// beyond, which eni-1 has room for.
+			f.snap.Type.IPv4PerENI = 10
+			e := eni(1, 10, 4)
+			f.snap.ENIs = append(f.snap.ENIs, e)
+			pooled(f.cn, cloud.ENI{ID: e.ID, IPs: e.IPs[:2]}, 2)
+			f.routed = func(_ string, a netip.Addr) bool { return slices.Contains(e.IPs[:2], a) }
+		},
+		check: func(t *testing.T, f *facts, d decision) {
+			if !d.acts.plan.Empty() || d.mem.deficitAt != now {
+				t.Errorf("plan %+v, deficit since %v; want a deficit since now and no call before the agent's report", d.acts.plan, d.mem.deficitAt)
+			}
+			if d.requeue <= 0 || d.requeue > routeHold {
+				t.Errorf("requeue %v, want within %v", d.requeue, routeHold)
+			}
+			if !d.writeCN || !d.writeStatus {
+				t.Errorf("CiliumNode written %v (status %v), want the status listing eni-1's addresses written", d.writeCN, d.writeStatus)
+			}
+		},
+	}, {
+		name: "a node's calls (here a new ENI) no longer wait once its addresses waited routeHold for the agent",
+		setup: func(f *facts) {
+			e := eni(1, 10, 4)
+			f.snap.ENIs = append(f.snap.ENIs, e)
+			pooled(f.cn, cloud.ENI{ID: e.ID, IPs: e.IPs[:2]}, 2)
+			f.routed = func(_ string, a netip.Addr) bool { return slices.Contains(e.IPs[:2], a) }
+			f.mem.awaitingSince = now.Add(-routeHold)
+		},
+		check: func(t *testing.T, f *facts, d decision) {
+			if c := d.acts.plan.Create; c == nil || c.DeviceIndex != 2 {
+				t.Errorf("plan %+v, want a new ENI at index 2", d.acts.plan)
 			}
 		},
 	}, {

@@ -241,6 +241,39 @@ func (s *deciding) refreshAttaching() {
 	}
 }
 
+// routeHold bounds how long a node's EC2 calls wait for addresses on its
+// attached ENIs to be routed and pooled (routesDue): the agent reports
+// within a fraction of a second, and pods bound in a burst make their
+// CNI calls a second after their binding.
+const routeHold = time.Second
+
+// routesDue reports whether a node that has a pool waits for the agent's
+// routes of addresses on an attached ENI, for less than routeHold: the
+// reconcile its report brings writes them into the pool, and must not
+// wait behind EC2 calls. A joining node (nothing pooled) takes its whole
+// need at once, as planned.
+func (s *deciding) routesDue() bool {
+	if len(s.orig.Spec.IPAM.Pool) == 0 || s.pool.awaiting == 0 || s.r.now().Sub(s.awaitedFrom()) >= routeHold {
+		return false
+	}
+	for i := range s.snap.ENIs {
+		e := &s.snap.ENIs[i]
+		if e.AttachmentStatus == cloud.AttachmentAttached && slices.Contains(s.pool.awaitingENIs, e.ID) {
+			return true
+		}
+	}
+	return false
+}
+
+// awaitedFrom is when the node's addresses began to wait for the agent:
+// now if this decision is the first to see them wait.
+func (s *deciding) awaitedFrom() time.Time {
+	if s.mem.awaitingSince.IsZero() {
+		return s.r.now()
+	}
+	return s.mem.awaitingSince
+}
+
 // awaitRouting says why addresses EC2 holds for the node are not pooled
 // yet: an attachment still completing (looked at again shortly), or the
 // node's agent not reporting them routed (an event and operator-status;
