@@ -186,6 +186,27 @@ func (f *fakeCloud) GetENIs(_ context.Context, ids []string) ([]cloud.ENI, error
 	return out, nil
 }
 
+// startOneENI starts an inventory on one instance whose device-1 ENI,
+// eni-1, holds ips, with a clock of its own (advance moves it), and
+// waits for its first sync.
+func startOneENI(t *testing.T, ips ...netip.Addr) (f *fakeCloud, inv *Inventory, advance func(time.Duration), ctx context.Context) {
+	t.Helper()
+	f = &fakeCloud{instances: []cloud.Instance{instance("i-1")}, enis: []cloud.ENI{{
+		ID: "eni-1", VPCID: "vpc-1", SubnetID: "subnet-1", InstanceID: "i-1", DeviceIndex: 1,
+		Status: cloud.ENIInUse, AttachmentStatus: cloud.AttachmentAttached, IPs: ips,
+	}}}
+	inv = newInventory(f)
+	var mu sync.Mutex
+	clock := time.Unix(1_000_000, 0)
+	inv.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
+	advance = func(d time.Duration) { mu.Lock(); clock = clock.Add(d); mu.Unlock() }
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go func() { _ = inv.Start(ctx) }()
+	<-inv.Synced()
+	return f, inv, advance, ctx
+}
+
 // TestEarlyDescribesVouchOnlyForOwnAssigns: until a grace after Start, a
 // describe may still show what an earlier operator process unassigned, so
 // only this process's own assigns are trusted; a describe by ID after the
@@ -193,19 +214,7 @@ func (f *fakeCloud) GetENIs(_ context.Context, ids []string) ([]cloud.ENI, error
 // local view.
 func TestEarlyDescribesVouchOnlyForOwnAssigns(t *testing.T) {
 	a, b, mine := netip.MustParseAddr("10.0.0.10"), netip.MustParseAddr("10.0.0.11"), netip.MustParseAddr("10.0.0.12")
-	f := &fakeCloud{instances: []cloud.Instance{instance("i-1")}, enis: []cloud.ENI{{
-		ID: "eni-1", VPCID: "vpc-1", SubnetID: "subnet-1", InstanceID: "i-1", DeviceIndex: 1,
-		Status: cloud.ENIInUse, AttachmentStatus: cloud.AttachmentAttached, IPs: []netip.Addr{a, b},
-	}}}
-	inv := newInventory(f)
-	var mu sync.Mutex
-	clock := time.Unix(1_000_000, 0)
-	inv.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
-	advance := func(d time.Duration) { mu.Lock(); clock = clock.Add(d); mu.Unlock() }
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() { _ = inv.Start(ctx) }()
-	<-inv.Synced()
+	f, inv, advance, ctx := startOneENI(t, a, b)
 
 	if inv.Trusted("eni-1", a) || inv.Trusted("eni-1", b) {
 		t.Fatal("the first describe, within the grace, is trusted")
@@ -419,19 +428,7 @@ func TestDetachShownCompleteIsTaken(t *testing.T) {
 // its addresses is dropped, the view believed instead.
 func TestOwnAssignsAreTrustedOnAnENIDescribedOnlyBeforeTheGrace(t *testing.T) {
 	a, late := netip.MustParseAddr("10.0.0.10"), netip.MustParseAddr("10.0.0.12")
-	f := &fakeCloud{instances: []cloud.Instance{instance("i-1")}, enis: []cloud.ENI{{
-		ID: "eni-1", VPCID: "vpc-1", SubnetID: "subnet-1", InstanceID: "i-1", DeviceIndex: 1,
-		Status: cloud.ENIInUse, AttachmentStatus: cloud.AttachmentAttached, IPs: []netip.Addr{a},
-	}}}
-	inv := newInventory(f)
-	var mu sync.Mutex
-	clock := time.Unix(1_000_000, 0)
-	inv.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
-	advance := func(d time.Duration) { mu.Lock(); clock = clock.Add(d); mu.Unlock() }
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() { _ = inv.Start(ctx) }()
-	<-inv.Synced()
+	f, inv, advance, ctx := startOneENI(t, a)
 
 	advance(time.Minute) // past the grace; eni-1 was last described before it
 	f.mu.Lock()
