@@ -218,6 +218,12 @@ func (s ScaleUp) Run(ctx context.Context, e *Env) (*Report, error) {
 	rep.add("operator CiliumNode writes per node, status / spec", fmt.Sprintf("%.2f / %.2f",
 		sum(metrics, "enipam_ciliumnode_writes_total", map[string]string{"part": "status"})/n,
 		sum(metrics, "enipam_ciliumnode_writes_total", map[string]string{"part": "spec"})/n), "")
+	// The copies of the NodeRouting's spec.enis into status.eni.enis
+	// come a resync interval after a node's join is complete: writes to
+	// a joined node, apart from the join's.
+	copies := sum(metrics, "enipam_ciliumnode_eni_copies_total", nil)
+	rep.add("operator status.eni.enis copies per node, after the join (so far)", copies/n, "")
+	rep.add("operator CiliumNode writes per joining node (less those copies)", (writes-copies)/n, "")
 	rep.add("operator CiliumNode write conflicts", sum(metrics, "enipam_ciliumnode_write_failures_total", map[string]string{"reason": "conflict"}), "")
 	rep.add("operator CiliumNode writes refused otherwise", sum(metrics, "enipam_ciliumnode_write_failures_total", map[string]string{"reason": "other"}), "")
 	rep.add("operator CPU", after.CPUSeconds-before.CPUSeconds, "s")
@@ -256,7 +262,24 @@ func (s ScaleUp) Run(ctx context.Context, e *Env) (*Report, error) {
 		}
 	}
 	rep.add("violations", figures.Violations.Total(), "")
+	if details := w.agents.Ledger().ViolationDetails(); len(details) > 0 {
+		// Which kind, where and when: a figure alone cannot be chased.
+		v4, v6 := violationsByFamily(details)
+		rep.add("violations by kind, IPv4 / IPv6", fmt.Sprintf("%v / %v", v4, v6), "")
+		for i, v := range details[:min(len(details), 5)] {
+			rep.add(fmt.Sprintf("violation %d", i+1), fmt.Sprintf("%s at %s", v, v.At.Sub(tJoin).Round(time.Millisecond)), "")
+		}
+	}
+	if n, errs := w.agents.Ledger().RoutingWatchErrors(); n > 0 {
+		// A watch that ended may have missed NodeRouting revisions: a
+		// handed-before-routed then may be the check's, not the operator's.
+		rep.add("ledger NodeRouting watch errors", fmt.Sprintf("%d %q", n, errs), "")
+	}
 	rep.add("handouts checked routed before handed (waiting)", fmt.Sprintf("%d (%d)", figures.RoutedChecks, figures.RoutedPending), "")
+	unjudged, unjudgedTexts := w.agents.Ledger().RoutedUnjudged()
+	// Not a violation, not a pass: the node's routing status at the
+	// pool's revision is one the ledger's watch may have missed.
+	rep.add("of them not judged (a gap of the ledger's NodeRouting watch)", fmt.Sprintf("%d %q", unjudged, unjudgedTexts), "")
 	statusErrors, err := w.statusErrors(ctx)
 	if err != nil {
 		return nil, err
@@ -281,7 +304,12 @@ func (s ScaleUp) Run(ctx context.Context, e *Env) (*Report, error) {
 	rep.target("no throttling surfaced as a node error", "0", fmt.Sprint(statusErrors), statusErrors == 0)
 	conflicts := sum(metrics, "enipam_ciliumnode_write_failures_total", map[string]string{"reason": "conflict"})
 	rep.target("no CiliumNode write conflict", "0", fmt.Sprint(conflicts), conflicts == 0)
+	if s.NewENI {
+		perJoin := (writes - copies) / n
+		rep.target("≤ 2 CiliumNode writes per joining node", "≤ 2.00", fmt.Sprintf("%.2f", perJoin), perJoin <= 2)
+	}
 	rep.target("zero violations", "0", fmt.Sprint(figures.Violations.Total()), figures.Violations.Total() == 0)
+	rep.target("every handout judged routed or not", "0 not judged", fmt.Sprintf("%d not judged", unjudged), unjudged == 0)
 	if dual {
 		v4, v6, err := w.poolFindingsByFamily(ctx)
 		if err != nil {
