@@ -456,6 +456,27 @@ func TestDecideNode(t *testing.T) {
 			}
 		},
 	}, {
+		name: "a joining node's join is complete with the pool its own write brings: its copy is asked for a resync interval later",
+		setup: func(f *facts) {
+			// eni-1's 4 addresses are routed and not pooled yet: this
+			// reconcile's spec write brings the whole need, and no event
+			// may follow it.
+			f.snap.ENIs = append(f.snap.ENIs, eni(1, 10, 4))
+			routesSpecENIs(f)
+		},
+		check: func(t *testing.T, f *facts, d decision) {
+			if len(d.cn.Spec.IPAM.Pool) != 4 || !d.writeSpec || d.writeStatus {
+				t.Fatalf("pool of %d, spec written %v, status %v; want eni-1's 4 addresses written, the status's copy waiting",
+					len(d.cn.Spec.IPAM.Pool), d.writeSpec, d.writeStatus)
+			}
+			if d.mem.joinedAt != now {
+				t.Errorf("joined at %v, want now: the pool written completes the join", d.mem.joinedAt)
+			}
+			if d.requeue <= 0 || d.requeue > opts.BlockedRetry {
+				t.Errorf("requeue %v, want within %v, for the copy", d.requeue, opts.BlockedRetry)
+			}
+		},
+	}, {
 		name: "a joined node's copy of its ENIs into status.eni.enis is written a resync interval after its join, counted as the copy",
 		setup: func(f *facts) {
 			e := eni(1, 10, 4)

@@ -230,13 +230,18 @@ func (s *deciding) eniCopyWaits() bool {
 // joinComplete notes when the node's join is first seen complete, from
 // what the reconcile leaves written: its pool holds addresses, none
 // waits to be routed or confirmed, no ENI attaches, and none is lacking
-// (or none can come).
+// (or none can come). The pool is the one decided, not the one read: the
+// join's last write is of the pool that completes it, and no event need
+// follow it, so a join seen only in the object read would leave the copy
+// (eniCopyWaits) to whatever next wakes the node. With nothing awaiting,
+// the decided pool is written (specWaitsForPool and joiningPoolWaits
+// hold it back only while addresses await their routes).
 // A node whose instance changed joins again.
 func (s *deciding) joinComplete() {
 	if s.orig.Spec.InstanceID != s.instanceID {
 		s.mem.joinedAt = time.Time{}
 	}
-	if !s.mem.joinedAt.IsZero() || s.pool == nil || !s.haveSnap || len(s.orig.Spec.IPAM.Pool) == 0 ||
+	if !s.mem.joinedAt.IsZero() || s.pool == nil || !s.haveSnap || len(s.cn.Spec.IPAM.Pool) == 0 ||
 		s.pool.awaiting > 0 || s.pool.unverified > 0 || (s.needed() > 0 && s.opErr == nil) {
 		return // a node that cannot grow (s.opErr) has joined with what it has
 	}
