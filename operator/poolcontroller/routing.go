@@ -37,7 +37,10 @@ const attachCheckInterval = time.Second
 // apply, what is read is that apply's word (memory.routingApplied), so
 // no apply ever sends back an older word; where the cache lacks the
 // object that word stands for it, with no base: the write applies it
-// again, making it should it be gone.
+// again, making it should it be gone. The spec.enis the cache dropped is
+// given back (restoreSpecENIs), so that what the decision keeps of it
+// is the list the agent routes; the list to apply is decided from the
+// snapshot (fill).
 func (s *nodeSync) readRouting(ctx context.Context) error {
 	nr := &enipamv1alpha1.NodeRouting{}
 	err := s.r.client.Get(ctx, types.NamespacedName{Name: s.cn.Name}, nr)
