@@ -284,7 +284,8 @@ func TestLeastUsedPrefixDrainedWhole(t *testing.T) {
 	r.use(node, 16)
 	r.waitNode(node, 20*time.Second, "two prefixes", func(cn *ciliumv2.CiliumNode) bool { return len(cn.Spec.IPAM.Pool) == 32 })
 	r.use(node, 14)
-	cn := r.waitNode(node, 20*time.Second, "three prefixes", func(cn *ciliumv2.CiliumNode) bool { return len(cn.Spec.IPAM.Pool) == 48 })
+	r.waitNode(node, 20*time.Second, "three prefixes", func(cn *ciliumv2.CiliumNode) bool { return len(cn.Spec.IPAM.Pool) == 48 })
+	cn := r.waitCopied(node)
 	var prefixes []netip.Prefix
 	for _, e := range cn.Status.ENI.ENIs {
 		for _, p := range e.Prefixes {

@@ -62,7 +62,11 @@ func TestRestartBetweenCreateAndAttach(t *testing.T) {
 	if len(attached) != 2 || len(orphans) != 0 {
 		t.Errorf("%d ENIs attached and %d unattached; want primary + the adopted one, no orphan", len(attached), len(orphans))
 	}
-	for ip, e := range cn.Spec.IPAM.Pool {
+	// The device numbers are read from status.eni.enis, the copy of the
+	// NodeRouting's spec.enis, which follows the join.
+	pool := cn.Spec.IPAM.Pool
+	cn = r.waitCopied("node-crash")
+	for ip, e := range pool {
 		if cn.Status.ENI.ENIs[e.Resource].Number != 1 {
 			t.Errorf("pool IP %s on %s, not on the adopted ENI", ip, e.Resource)
 		}
@@ -137,7 +141,11 @@ func TestSubnetRunsOut(t *testing.T) {
 	drain(t, r, "subnet-0a000000000000002")
 
 	r.addNode("node-1", "i-0a000000000000001", "us-east-1a", map[string]string{"pool": "secondary"}, ipamtypes.IPAMSpec{PreAllocate: 4})
-	cn := r.waitNode("node-1", 20*time.Second, "pool filled", func(cn *ciliumv2.CiliumNode) bool { return freeIPs(cn) >= 4 })
+	r.waitNode("node-1", 20*time.Second, "pool filled", func(cn *ciliumv2.CiliumNode) bool { return freeIPs(cn) >= 4 })
+	cn := r.waitCopied("node-1")
+	if len(cn.Status.ENI.ENIs) != 2 {
+		t.Errorf("%d ENIs listed, want the primary and the new one", len(cn.Status.ENI.ENIs))
+	}
 	for _, e := range cn.Status.ENI.ENIs {
 		if e.Number == 1 && e.Subnet.ID != "subnet-0a000000000000003" {
 			t.Errorf("new ENI in %s, want the /28 subnet-0a000000000000003", e.Subnet.ID)

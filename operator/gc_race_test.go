@@ -170,12 +170,18 @@ func TestAttachGivenUpAfterRefusals(t *testing.T) {
 		t.Fatalf("after the fifth refusal: unattached ENIs %v, %d deletes; want the ENI given up and deleted once",
 			ids, c.Succeeded("DeleteNetworkInterface"))
 	}
+	// The new ENI's addresses are pooled once the inventory shows its
+	// attachment complete, which it learns by a describe of the ENIs
+	// attaching once a second (attachPoll): the reconciles are spaced so
+	// that one comes after it. Back to back, 20 of them could all come
+	// before it (when the operator writes little for each).
 	for range 20 {
 		_ = w.reconcile(l)
 		pass()
 		if free(w.node()) >= 4 {
 			break
 		}
+		time.Sleep(100 * time.Millisecond)
 	}
 	cn := w.node()
 	if free(cn) < 4 {

@@ -89,7 +89,7 @@ func TestThreeNodesOfDifferentTypesJoin(t *testing.T) {
 		t.Errorf("mutating calls = %d, want 8: %v", n, r.sim.Counters().Calls)
 	}
 
-	m5 := r.node("node-m5")
+	m5 := r.waitCopied("node-m5")
 	if m5.Spec.InstanceID != "i-0a000000000000001" || m5.Spec.ENI.InstanceType != "m5.large" || m5.Spec.ENI.VpcID != "vpc-0a000000000000001" ||
 		m5.Spec.ENI.AvailabilityZone != "us-east-1a" || m5.Spec.ENI.NodeSubnetID != "subnet-0a000000000000001" {
 		t.Errorf("identity not filled: instance %q, eni %+v", m5.Spec.InstanceID, m5.Spec.ENI)
@@ -98,7 +98,7 @@ func TestThreeNodesOfDifferentTypesJoin(t *testing.T) {
 		t.Errorf("node-m5: pool %d, ENIs %d; want the primary's 9 slots filled in one call", len(m5.Spec.IPAM.Pool), len(m5.Status.ENI.ENIs))
 	}
 
-	m5x := r.node("node-m5x")
+	m5x := r.waitCopied("node-m5x")
 	if nr := r.routing("node-m5x"); len(m5x.Status.ENI.ENIs) != 2 || nr.Spec.FirstInterfaceIndex != 1 || m5x.Spec.ENI.FirstInterfaceIndex != nil {
 		t.Fatalf("node-m5x: %d ENIs, NodeRouting first index %d, spec.eni first index %v; want a second ENI under first index 1, told the agent through NodeRouting only",
 			len(m5x.Status.ENI.ENIs), nr.Spec.FirstInterfaceIndex, m5x.Spec.ENI.FirstInterfaceIndex)
@@ -119,7 +119,7 @@ func TestThreeNodesOfDifferentTypesJoin(t *testing.T) {
 		}
 	}
 
-	t3 := r.node("node-t3")
+	t3 := r.waitCopied("node-t3")
 	if len(t3.Status.ENI.ENIs) != 2 || len(t3.Spec.IPAM.Pool) != 10 {
 		t.Errorf("node-t3: %d ENIs, pool %d; want 5 on the primary and 5 on a new ENI", len(t3.Status.ENI.ENIs), len(t3.Spec.IPAM.Pool))
 	}
@@ -151,7 +151,8 @@ func TestExistingENIsAdopted(t *testing.T) {
 `)
 	r.startOperator(r.options())
 	r.addNode("node-old", "i-0a0000000000000aa", "us-east-1a", nil, ipamtypes.IPAMSpec{PreAllocate: 4})
-	cn := r.waitNode("node-old", 20*time.Second, "7 pool IPs", func(cn *ciliumv2.CiliumNode) bool { return len(cn.Spec.IPAM.Pool) == 7 })
+	r.waitNode("node-old", 20*time.Second, "7 pool IPs", func(cn *ciliumv2.CiliumNode) bool { return len(cn.Spec.IPAM.Pool) == 7 })
+	cn := r.waitCopied("node-old")
 	if len(cn.Status.ENI.ENIs) != 2 {
 		t.Errorf("status lists %d ENIs, want 2", len(cn.Status.ENI.ENIs))
 	}
@@ -234,7 +235,8 @@ func TestPrefixDelegation(t *testing.T) {
 	}
 	r.startOperator(r.options())
 	r.addNode("node-pfx", "i-0a000000000000001", "us-east-1a", nil, ipamtypes.IPAMSpec{})
-	cn := r.waitNode("node-pfx", 20*time.Second, "32 pool IPs", func(cn *ciliumv2.CiliumNode) bool { return len(cn.Spec.IPAM.Pool) == 32 })
+	r.waitNode("node-pfx", 20*time.Second, "32 pool IPs", func(cn *ciliumv2.CiliumNode) bool { return len(cn.Spec.IPAM.Pool) == 32 })
+	cn := r.waitCopied("node-pfx")
 	time.Sleep(300 * time.Millisecond)
 	if got := r.calls("AssignPrivateIpAddresses"); got != 1 {
 		t.Errorf("AssignPrivateIpAddresses calls = %d, want 1", got)

@@ -198,6 +198,26 @@ func (r *rig) waitNode(name string, timeout time.Duration, what string, cond fun
 	return last
 }
 
+// waitCopied waits until the CiliumNode's status.eni.enis lists the
+// ENIs of its NodeRouting's spec.enis, the list the agent routes: the
+// copy follows a joining node a resync interval after its join, so a
+// test that reads the status's ENIs waits for it.
+func (r *rig) waitCopied(name string) *ciliumv2.CiliumNode {
+	r.t.Helper()
+	return r.waitNode(name, 30*time.Second, "status.eni.enis to list the NodeRouting's spec.enis", func(cn *ciliumv2.CiliumNode) bool {
+		nr := &enipamv1alpha1.NodeRouting{}
+		if err := r.c.Get(r.ctx, client.ObjectKey{Name: name}, nr); err != nil || len(nr.Spec.ENIs) == 0 {
+			return false
+		}
+		for _, e := range nr.Spec.ENIs {
+			if _, ok := cn.Status.ENI.ENIs[e.ID]; !ok {
+				return false
+			}
+		}
+		return len(cn.Status.ENI.ENIs) == len(nr.Spec.ENIs)
+	})
+}
+
 // freeIPs counts pool IPs not used and not in the release handshake.
 func freeIPs(cn *ciliumv2.CiliumNode) int {
 	n := 0

@@ -116,6 +116,7 @@ func TestDualStackPoolGetsAnIPv6WindowOnThePrimaryENI(t *testing.T) {
 	if n := r.calls("AssignIpv6Addresses"); n != 1 {
 		t.Errorf("%d AssignIpv6Addresses calls, want 1", n)
 	}
+	cn = r.waitCopied("node-d")
 	if status, ok := cn.Status.ENI.ENIs[primary]; !ok || len(status.IPv6Prefixes) != 1 {
 		t.Errorf("status.eni.enis[%s] = %+v, want its /80 listed", primary, status)
 	}

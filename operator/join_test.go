@@ -11,10 +11,12 @@ import (
 // TestJoiningNodeOfTwoENIsWrittenOnce: m5.large (9 secondaries per ENI)
 // under a policy with first interface index 1, default pre-allocate 8
 // plus Cilium's 2 endpoint addresses (the agent takes them once the pool
-// appears): the node's whole need takes two new ENIs. Both are created in its first reconcile, its status lists them in
-// one write and its pool takes all 10 addresses in one write once both
-// are routed: 1 status write, 1 spec write, 2 Creates, never a pool that
-// lists one ENI alone.
+// appears): the node's whole need takes two new ENIs. Both are created
+// in its first reconcile, its NodeRouting lists them for the agent, and
+// its pool takes all 10 addresses in one write once both are routed: 1
+// spec write and no status write during the join, 2 Creates, never a
+// pool that lists one ENI alone; the copy of the ENIs into
+// status.eni.enis follows once, a resync interval after the join.
 func TestJoiningNodeOfTwoENIsWrittenOnce(t *testing.T) {
 	r := newRig(t, vpcScenario)
 	if err := r.c.Create(r.ctx, secondaryPolicy()); err != nil {
@@ -51,9 +53,9 @@ func TestJoiningNodeOfTwoENIsWrittenOnce(t *testing.T) {
 	for _, e := range cn.Spec.IPAM.Pool {
 		pooled[e.Resource] = true
 	}
-	if len(cn.Spec.IPAM.Pool) != 10 || len(pooled) != 2 || len(cn.Status.ENI.ENIs) != 3 {
-		t.Errorf("pool %d addresses on %d ENIs, status lists %d ENIs; want 10 on 2 new ENIs, listed with the primary",
-			len(cn.Spec.IPAM.Pool), len(pooled), len(cn.Status.ENI.ENIs))
+	if n := len(r.routing("node-m5").Spec.ENIs); len(cn.Spec.IPAM.Pool) != 10 || len(pooled) != 2 || n != 3 {
+		t.Errorf("pool %d addresses on %d ENIs, NodeRouting lists %d ENIs; want 10 on 2 new ENIs, listed with the primary",
+			len(cn.Spec.IPAM.Pool), len(pooled), n)
 	}
 	for action, want := range map[string]int64{"CreateNetworkInterface": 2, "AttachNetworkInterface": 2} {
 		if got := r.calls(action); got != want {
@@ -62,8 +64,18 @@ func TestJoiningNodeOfTwoENIsWrittenOnce(t *testing.T) {
 	}
 	status := labelledCounter(t, reg, "enipam_ciliumnode_writes_total", "part", "status")
 	spec := labelledCounter(t, reg, "enipam_ciliumnode_writes_total", "part", "spec")
+	if status != 0 || spec != 1 {
+		t.Errorf("CiliumNode writes during the join: %v status, %v spec; want 0 and 1", status, spec)
+	}
+	// The copy comes at the node's look a resync interval (5 s) later.
+	r.waitNode("node-m5", 30*time.Second, "status.eni.enis lists the 3 ENIs", func(cn *ciliumv2.CiliumNode) bool {
+		return len(cn.Status.ENI.ENIs) == 3
+	})
+	time.Sleep(time.Second)
+	status = labelledCounter(t, reg, "enipam_ciliumnode_writes_total", "part", "status")
+	spec = labelledCounter(t, reg, "enipam_ciliumnode_writes_total", "part", "spec")
 	if status != 1 || spec != 1 {
-		t.Errorf("CiliumNode writes: %v status, %v spec; want 1 and 1", status, spec)
+		t.Errorf("CiliumNode writes after the join: %v status, %v spec; want the copy alone: 1 and 1", status, spec)
 	}
 	if msg := r.node("node-m5").Status.IPAM.OperatorStatus.Error; msg != "" {
 		t.Errorf("operator-status: %q", msg)

@@ -60,7 +60,8 @@ func TestPrefixFallsBackToSingleAddresses(t *testing.T) {
 	r.startOperator(r.options())
 	r.addNode("node-frag", "i-0a000000000000001", "us-east-1a", nil, ipamtypes.IPAMSpec{PreAllocate: 4})
 	r.waitEvent("node-frag", "PrefixFallback")
-	cn := r.waitNode("node-frag", 30*time.Second, "4 free single addresses", func(cn *ciliumv2.CiliumNode) bool { return freeIPs(cn) >= 4 })
+	r.waitNode("node-frag", 30*time.Second, "4 free single addresses", func(cn *ciliumv2.CiliumNode) bool { return freeIPs(cn) >= 4 })
+	cn := r.waitCopied("node-frag")
 	for _, e := range cn.Status.ENI.ENIs {
 		if len(e.Prefixes) != 0 {
 			t.Errorf("ENI %s has prefixes %v in a subnet without a free /28", e.ID, e.Prefixes)
@@ -96,7 +97,8 @@ func TestPrefixReleasedWhole(t *testing.T) {
 	r.agentUpdate("node-pd", func(cn *ciliumv2.CiliumNode) {
 		cn.Status.IPAM.Used = ipamtypes.AllocationMap{kept: cn.Status.IPAM.Used[kept]}
 	})
-	cn = r.waitNode("node-pd", 20*time.Second, "16 marked", func(cn *ciliumv2.CiliumNode) bool { return len(cn.Status.IPAM.ReleaseIPs) == 16 })
+	r.waitNode("node-pd", 20*time.Second, "16 marked", func(cn *ciliumv2.CiliumNode) bool { return len(cn.Status.IPAM.ReleaseIPs) == 16 })
+	cn = r.waitCopied("node-pd")
 	keptAddr := netip.MustParseAddr(kept)
 	var keptPrefix netip.Prefix
 	for _, e := range cn.Status.ENI.ENIs {

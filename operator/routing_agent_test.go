@@ -18,8 +18,9 @@ import (
 
 // routingAgents play enipam-agent on every node of a test: every 100 ms
 // they report on each NodeRouting what the real agent would have routed
-// (agentsim.Routed), counting an ENI only once ec2sim shows it attached (a
-// link exists only then).
+// (agentsim.Routed: the ENIs of spec.enis and of status.eni.enis), counting
+// an ENI only once ec2sim shows it attached (a link exists only then), and
+// say routesSpecENIs as the real agent does.
 // Nodes can be taken down (the agent stops reporting) and brought back.
 type routingAgents struct {
 	r    *rig
@@ -81,6 +82,7 @@ func (a *routingAgents) report(ctx context.Context) {
 			want.Status.RoutedIPs += int32(len(e.IPs))
 		}
 		want.Status.ObservedGeneration = nr.Generation
+		want.Status.RoutesSpecENIs = true
 		meta.SetStatusCondition(&want.Status.Conditions, metav1.Condition{
 			Type: enipamv1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: enipamv1alpha1.ReasonRouted,
 			ObservedGeneration: nr.Generation,

@@ -11,6 +11,7 @@ import (
 
 	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
 	"github.com/enipam/enipam/internal/intern"
+	"github.com/enipam/enipam/operator/poolcontroller"
 )
 
 // Besides repeated strings (intern.go), the cache's decoded objects carry
@@ -117,6 +118,9 @@ func slimNodeRouting(obj any) (any, error) {
 	internOwners(nr)
 	spec := &nr.Spec
 	spec.ExcludeInterfaceTags = internMap(spec.ExcludeInterfaceTags, nil)
+	// spec.enis is not kept: the pool controller gives it back from a
+	// copy with its digest (poolcontroller.DropSpecENIs).
+	poolcontroller.DropSpecENIs(nr)
 	if c := spec.Capacity; c != nil {
 		c.AvailabilityZone, c.Reason = intern.String(c.AvailabilityZone), intern.String(c.Reason)
 		c.Subnets = sharedStrings(c.Subnets)
@@ -127,16 +131,10 @@ func slimNodeRouting(obj any) (any, error) {
 	}
 	st := &nr.Status
 	st.ENIs = exact(st.ENIs)
-	var packed packedStrings
 	for i := range st.ENIs {
 		e := &st.ENIs[i]
 		e.IPs, e.Prefixes = exact(e.IPs), exact(e.Prefixes)
 		e.IPv6, e.IPv6Prefixes = exact(e.IPv6), exact(e.IPv6Prefixes)
-		packed.count(e.IPs, e.Prefixes, e.IPv6, e.IPv6Prefixes)
-	}
-	for i := range st.ENIs {
-		e := &st.ENIs[i]
-		packed.pack(e.IPs, e.Prefixes, e.IPv6, e.IPv6Prefixes)
 	}
 	st.Conditions = exact(st.Conditions)
 	for i := range st.Conditions {
@@ -144,7 +142,46 @@ func slimNodeRouting(obj any) (any, error) {
 		c.Type, c.Status = intern.String(c.Type), metav1.ConditionStatus(intern.String(string(c.Status)))
 		c.Reason, c.Message = intern.String(c.Reason), intern.String(c.Message)
 	}
+	packNodeRouting(nr)
 	return nr, nil
+}
+
+// packNodeRouting gives the strings nr keeps of its own (not interned:
+// its name and versions, the agent's report of its ENIs, spec.enis'
+// digest, the queries and answers) one backing array (intern.Packer): a
+// NodeRouting's JSON carries spec.enis, as many strings again as the
+// report, which the cache drops (DropSpecENIs), and the report's strings
+// left one by one among them held twice the spans they fill.
+func packNodeRouting(nr *enipamv1alpha1.NodeRouting) {
+	var k intern.Packer
+	k.Add(&nr.Name)
+	k.Add((*string)(&nr.UID))
+	k.Add(&nr.ResourceVersion)
+	for i := range nr.OwnerReferences {
+		k.Add(&nr.OwnerReferences[i].Name)
+		k.Add((*string)(&nr.OwnerReferences[i].UID))
+	}
+	k.Add(&nr.Spec.ENIsDigest)
+	poolcontroller.GatherOwnWords(&k, &nr.Spec)
+	st := &nr.Status
+	for i := range st.ENIs {
+		e := &st.ENIs[i]
+		k.Add(&e.ID)
+		k.Add(&e.MAC)
+		k.AddAll(e.IPs)
+		k.AddAll(e.Prefixes)
+		k.AddAll(e.IPv6)
+		k.AddAll(e.IPv6Prefixes)
+	}
+	if r := st.Endpoints; r != nil {
+		k.AddAll(r.Present)
+		k.AddAll(r.Absent)
+	}
+	if r := st.Remaps; r != nil {
+		k.AddAll(r.Landed)
+		k.AddAll(r.Missing)
+	}
+	k.Pack()
 }
 
 // internOwners shares the API versions and kinds of obj's owner
@@ -154,38 +191,5 @@ func internOwners(obj client.Object) {
 	refs := obj.GetOwnerReferences()
 	for i := range refs {
 		refs[i].APIVersion, refs[i].Kind = intern.String(refs[i].APIVersion), intern.String(refs[i].Kind)
-	}
-}
-
-// packedStrings puts the strings of an object's lists in one string:
-// the addresses a NodeRouting reports, decoded one string each (16 bytes
-// for "10.0.1.23"), cost ~190 bytes a node in one instead of 288. count
-// is given every list first, then pack each.
-type packedStrings struct {
-	n   int
-	all strings.Builder
-}
-
-func (p *packedStrings) count(lists ...[]string) {
-	for _, l := range lists {
-		for _, s := range l {
-			p.n += len(s)
-		}
-	}
-}
-
-func (p *packedStrings) pack(lists ...[]string) {
-	if p.all.Cap() == 0 {
-		p.all.Grow(p.n)
-	}
-	for _, l := range lists {
-		for i, s := range l {
-			if p.all.Len()+len(s) > p.all.Cap() {
-				return // not counted: left as decoded
-			}
-			from := p.all.Len()
-			p.all.WriteString(s)
-			l[i] = p.all.String()[from:]
-		}
 	}
 }

@@ -71,11 +71,11 @@ type NodeRouting struct {
 // association, which must be recorded before EC2 is asked; the record's
 // release, which must not make a deleted object again, is a merge patch
 // removing it and the finalizer under an optimistic lock): what it asks
-// of the node's agent (the effective values of the node's policy that
-// decide which ENIs carry pod addresses), and its own word on the node
-// (capacity, Elastic IP record), which it alone acts on. The ENIs
-// themselves and their addresses are in the CiliumNode's status.eni.enis
-// and spec.ipam.pool.
+// of the node's agent (the node's ENIs to route, and the effective values
+// of the node's policy that decide which of them carry pod addresses),
+// and its own word on the node (capacity, Elastic IP record), which it
+// alone acts on. The addresses pods may get are in the CiliumNode's
+// spec.ipam.pool.
 type NodeRoutingSpec struct {
 	// InstanceID is the EC2 instance the operator serves for this node.
 	// +optional
@@ -91,6 +91,31 @@ type NodeRoutingSpec struct {
 	// addresses and their links are never touched.
 	// +optional
 	ExcludeInterfaceTags map[string]string `json:"excludeInterfaceTags,omitempty"`
+
+	// ENIs are the instance's ENIs the node's agent routes, as EC2 shows
+	// them: every ordinary ENI of network card 0 attached or attaching to
+	// it (a detaching one is no longer listed), with its addresses,
+	// whether pooled yet or not. This list is authoritative: the agent
+	// routes it, each entry winning over an entry of the same ENI in the
+	// CiliumNode's status.eni.enis. That status, Cilium's own field, is a
+	// copy for earlier agents and for people: the operator writes it with
+	// a status write it makes anyway, at once for an agent that does not
+	// report status.routesSpecENIs (an earlier version, which routes only
+	// what it lists) and whenever an ENI leaves the node, and otherwise
+	// once the node's join is complete, so a joining node's ENIs cost no
+	// CiliumNode write of their own. The agent routes the union of both
+	// lists: an operator of an earlier version writes only the status.
+	// +listType=map
+	// +listMapKey=id
+	// +optional
+	ENIs []NodeENI `json:"enis,omitempty"`
+	// ENIsDigest is no field of the object: the operator's cache keeps
+	// it in place of ENIs, which it drops (every node's ENIs are also in
+	// its CiliumNode's status.eni.enis, which the operator caches too),
+	// and the operator gives the list back from a copy with this digest
+	// before it decides on it. Never serialized; zero in every object
+	// read from the apiserver.
+	ENIsDigest string `json:"-"`
 
 	// Capacity is how far the node's pool can grow, for schedulers and
 	// people; written by the operator on every change.
@@ -131,6 +156,47 @@ type NodeRoutingSpec struct {
 	RemapQueries []RemapQuery `json:"remapQueries,omitempty"`
 }
 
+// NodeENI is one ENI of the node's instance, with what the node's agent
+// needs to route it: its link (MAC), its route table (device index), its
+// subnet's gateway, the VPC's CIDRs and its addresses. It carries the
+// fields of Cilium's ENI type (status.eni.enis) that routing reads.
+type NodeENI struct {
+	// ID is the EC2 ENI ID.
+	ID string `json:"id"`
+	// MAC is the address of the ENI's link on the node.
+	MAC string `json:"mac"`
+	// Number is the ENI's device index.
+	// +kubebuilder:validation:Minimum=0
+	Number int32 `json:"number"`
+	// PrimaryIP is the ENI's primary private IPv4 address.
+	// +optional
+	PrimaryIP string `json:"primaryIP,omitempty"`
+	// SubnetID and SubnetCIDR are the ENI's subnet and its IPv4 CIDR,
+	// whose first host address is the gateway.
+	// +optional
+	SubnetID string `json:"subnetID,omitempty"`
+	// +optional
+	SubnetCIDR string `json:"subnetCIDR,omitempty"`
+	// VPCCIDRs are the IPv4 CIDRs of the ENI's VPC, its primary CIDR
+	// first.
+	// +optional
+	VPCCIDRs []string `json:"vpcCIDRs,omitempty"`
+	// Addresses are the ENI's secondary private IPv4 addresses (and IPv6
+	// addresses, where EC2 assigned single ones).
+	// +optional
+	Addresses []string `json:"addresses,omitempty"`
+	// Prefixes are the IPv4 /28 prefixes delegated to the ENI.
+	// +optional
+	Prefixes []string `json:"prefixes,omitempty"`
+	// IPv6Prefixes are the IPv6 /80 prefixes delegated to the ENI.
+	// +optional
+	IPv6Prefixes []string `json:"ipv6Prefixes,omitempty"`
+	// Tags are the ENI's tags that spec.excludeInterfaceTags names, the
+	// only ones routing reads.
+	// +optional
+	Tags map[string]string `json:"tags,omitempty"`
+}
+
 // RemapQuery asks whether the instance metadata lists Address on the ENI
 // ENI, whose MAC is MAC.
 type RemapQuery struct {
@@ -154,6 +220,14 @@ type NodeRoutingStatus struct {
 	// ObservedGeneration is the spec generation the agent acted on.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// RoutesSpecENIs is true when the agent routes the ENIs of spec.enis
+	// (every agent since spec.enis exists says so in each status it
+	// writes). The operator keeps the CiliumNode's status.eni.enis
+	// current at once for an agent that has reported without it: an
+	// earlier version routes only what that status lists.
+	// +optional
+	RoutesSpecENIs bool `json:"routesSpecENIs,omitempty"`
 
 	// ENIs are the ENIs whose link, route table and rules are in place,
 	// each with the addresses whose rules are installed.

@@ -87,6 +87,14 @@ type Agent struct {
 	// answer saying it did not land: it may have, so the watch's copy and
 	// written may both be older than the stored status.
 	lostWrite bool
+	// noRoutesField is when the apiserver last refused a report for
+	// status.routesSpecENIs not being in the stored CRD's schema (a chart
+	// upgraded without its CRDs): until schemaRetry has passed the agent
+	// reports without the field, as an earlier agent, and the operator
+	// keeps the CiliumNode's status.eni.enis current for it.
+	// schemaLogged: the refusal has been logged.
+	noRoutesField time.Time
+	schemaLogged  bool
 	// taintPending is true until the start-up taint has been removed.
 	taintPending bool
 	// watchEndpoints: an endpoint query is not answered absent yet, so

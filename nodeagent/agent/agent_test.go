@@ -133,6 +133,13 @@ func startAgent(t *testing.T, cfg agent.Config, kube *rest.Config, host routing.
 // startStoppableAgent runs an agent until stop is called or the test ends.
 func startStoppableAgent(t *testing.T, cfg agent.Config, kube *rest.Config, host routing.Host) (*agent.Agent, *prometheus.Registry, func()) {
 	t.Helper()
+	return startAgentWith(t, cfg, kube, host, nil)
+}
+
+// startAgentWith is startStoppableAgent with setup applied to the agent
+// before it starts (nil: none).
+func startAgentWith(t *testing.T, cfg agent.Config, kube *rest.Config, host routing.Host, setup func(*agent.Agent)) (*agent.Agent, *prometheus.Registry, func()) {
+	t.Helper()
 	reg := prometheus.NewRegistry()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if testing.Verbose() {
@@ -141,6 +148,9 @@ func startStoppableAgent(t *testing.T, cfg agent.Config, kube *rest.Config, host
 	a, err := agent.New(cfg, kube, host, reg, log)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if setup != nil {
+		setup(a)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

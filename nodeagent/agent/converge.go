@@ -100,7 +100,8 @@ func (a *Agent) converge(ctx context.Context, cn *ciliumv2.CiliumNode, nr *enipa
 }
 
 // logRetained tells, once per change, of the addresses whose routing is
-// kept as it is because their ENI is not in status.eni.enis.
+// kept as it is because their ENI is listed neither in spec.enis nor in
+// status.eni.enis.
 func (a *Agent) logRetained(in ciliumnode.Input) {
 	byENI := map[string][]string{}
 	for p, eni := range in.Retained {
@@ -115,7 +116,7 @@ func (a *Agent) logRetained(in ciliumnode.Input) {
 	}
 	a.lastRetained = msg
 	if len(byENI) > 0 {
-		a.log.Warn("addresses in use whose ENI is not in status.eni.enis; keeping their routing as it is", "addresses", byENI)
+		a.log.Warn("addresses in use whose ENI is not listed; keeping their routing as it is", "addresses", byENI)
 	} else {
 		a.log.Info("no address retained any more")
 	}

@@ -14,7 +14,7 @@ const (
 	// ReasonRoutingFailed (Warning): the kernel refused a read or a change;
 	// the message carries the error. Retried with backoff.
 	ReasonRoutingFailed = "RoutingFailed"
-	// ReasonLinkNotFound (Warning): an ENI in status.eni.enis has had no
+	// ReasonLinkNotFound (Warning): a listed ENI (spec.enis, status.eni.enis) has had no
 	// link with its MAC for longer than --link-wait-timeout.
 	ReasonLinkNotFound = "LinkNotFound"
 	// ReasonInvalidENI (Warning): part of the CiliumNode cannot be routed

@@ -44,7 +44,7 @@ func newMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		converges:     prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "converges_total", Help: "Converges, by trigger and result (ok, error)."}, []string{"trigger", "result"}),
 		errors:        prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "errors_total", Help: "Errors, by kind: kernel_read (a dump failed), kernel_write (one change failed), ciliumnode (an unusable part of the CiliumNode)."}, []string{"kind"}),
 		kernelOps:     prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "kernel_operations_total", Help: "Netlink requests and sysctl accesses, by operation."}, []string{"op"}),
-		retainedRules: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "rules_retained", Help: "Rules of addresses in use whose ENI cannot be routed right now (gone from status.eni.enis, link missing), left as they are."}),
+		retainedRules: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "rules_retained", Help: "Rules of addresses in use whose ENI cannot be routed right now (listed nowhere any more, link missing), left as they are."}),
 		statusWrites:  prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "status_writes_total", Help: "Writes of the NodeRouting status, by result (ok, error)."}, []string{"result"}),
 	}
 	for _, c := range []prometheus.Collector{m.rulesManaged, m.routesManaged, m.enisManaged, m.linksMissing, m.ready, m.convergeDuration, m.converges, m.errors, m.kernelOps, m.retainedRules, m.statusWrites} {

@@ -226,7 +226,10 @@ func (a *Agent) reportStopped() {
 // writeStatus applies status onto nr unless nr already holds it, or holds
 // the version this agent last wrote over and that write was this status
 // (the watch has not delivered the write yet).
+// Every status says the agent routes spec.enis (RoutesSpecENIs), unless
+// the stored CRD has no such field (withoutRoutesField).
 func (a *Agent) writeStatus(ctx context.Context, nr *enipamv1alpha1.NodeRouting, status enipamv1alpha1.NodeRoutingStatus) error {
+	status.RoutesSpecENIs = !a.withoutRoutesField()
 	if equality.Semantic.DeepEqual(nr.Status, status) {
 		return nil
 	}
@@ -238,6 +241,20 @@ func (a *Agent) writeStatus(ctx context.Context, nr *enipamv1alpha1.NodeRouting,
 	}
 	obj := nr.DeepCopy()
 	err := a.applyStatus(ctx, obj, status)
+	if status.RoutesSpecENIs && refusedForSchema(err, routesFieldPath) {
+		// The NodeRouting CRD is an earlier one (its chart upgraded
+		// without the CRDs, which Helm never upgrades): the report goes
+		// without the field, as an earlier agent's, and the operator
+		// keeps status.eni.enis current for it, which this agent routes
+		// too.
+		a.refusedRoutesField(err)
+		status.RoutesSpecENIs = false
+		if equality.Semantic.DeepEqual(nr.Status, status) {
+			return nil
+		}
+		obj = nr.DeepCopy()
+		err = a.applyStatus(ctx, obj, status)
+	}
 	a.metrics.statusWrites.WithLabelValues(resultLabel(err)).Inc()
 	if err != nil {
 		if apierrors.IsNotFound(err) {
@@ -256,6 +273,44 @@ func (a *Agent) writeStatus(ctx context.Context, nr *enipamv1alpha1.NodeRouting,
 	a.status.StatusWrites++
 	a.mu.Unlock()
 	return nil
+}
+
+// routesFieldPath is the path of status.routesSpecENIs as the apiserver
+// names a field its stored schema does not declare.
+const routesFieldPath = ".status.routesSpecENIs"
+
+// schemaRetry is how long the agent reports without
+// status.routesSpecENIs after the apiserver refused it, before it tries
+// the field again (the CRDs may have been upgraded meanwhile).
+const schemaRetry = 10 * time.Minute
+
+// refusedForSchema tells whether err is the apiserver's refusal of an
+// apply naming the field at path as not declared in the stored schema.
+func refusedForSchema(err error, path string) bool {
+	return err != nil && strings.Contains(err.Error(), path+": field not declared in schema")
+}
+
+// withoutRoutesField tells whether the report goes without
+// status.routesSpecENIs: the apiserver refused it less than schemaRetry
+// ago.
+func (a *Agent) withoutRoutesField() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return !a.noRoutesField.IsZero() && a.now().Sub(a.noRoutesField) < schemaRetry
+}
+
+// refusedRoutesField notes the apiserver's refusal of
+// status.routesSpecENIs, logged the first time.
+func (a *Agent) refusedRoutesField(err error) {
+	a.mu.Lock()
+	a.noRoutesField = a.now()
+	logged := a.schemaLogged
+	a.schemaLogged = true
+	a.mu.Unlock()
+	if !logged {
+		a.log.Warn("the NodeRouting CRD has no status.routesSpecENIs (its chart was upgraded without the CRDs); "+
+			"reporting without it, as an earlier agent, until the CRDs are upgraded", "error", err.Error(), "retry", schemaRetry)
+	}
 }
 
 // mayHaveLanded tells whether a write that failed with err may still

@@ -19,7 +19,7 @@ import (
 // Reasons a part of the CiliumNode is left unrouted; ToNode reports them
 // wrapped in *Problem.
 var (
-	// ErrBadMAC: status.eni.enis[id].mac does not parse.
+	// ErrBadMAC: the listed ENI's MAC does not parse.
 	ErrBadMAC = errors.New("invalid MAC")
 	// ErrBadSubnet: the ENI's subnet CIDR is missing, not IPv4, or too
 	// small to have a gateway.
@@ -53,7 +53,8 @@ func Managed(spec *enipamv1alpha1.NodeRoutingSpec, eni *awstypes.ENI) bool {
 // Input is what ToNode read, besides the node, for logs.
 type Input struct {
 	// Retained maps each retained address to the ENI the pool names for
-	// it: in use, but its ENI is not in status.eni.enis.
+	// it: in use, but its ENI is listed neither in spec.enis nor in
+	// status.eni.enis.
 	Retained map[netip.Prefix]string
 	// Draining maps each ENI the policy no longer wants but that still
 	// holds addresses of the node to those addresses: they keep their
@@ -71,8 +72,10 @@ type Input struct {
 // hands out any pool address that is not in the handshake, and records
 // its use late, so a held address may carry a pod at any moment.
 //
-// Per managed ENI in status.eni.enis, the addresses to route are its
-// status addresses, its IPv4 and IPv6 prefixes (prefixes,
+// The ENIs are those the NodeRouting's spec.enis lists, and those only
+// the CiliumNode's status.eni.enis lists (ENIs: an earlier operator
+// writes the status alone). Per managed ENI, the addresses to route are
+// its listed addresses, its IPv4 and IPv6 prefixes (prefixes,
 // ipv6-prefixes) and the held addresses it is named for, of both
 // families,
 // minus the released ones (a prefix holding a released address is routed
@@ -81,13 +84,13 @@ type Input struct {
 // below the first interface index, or excluded by tags) that still holds
 // addresses is draining: those addresses alone keep their routing, the
 // policy change applies to new addresses only. Held addresses whose ENI
-// is missing from status.eni.enis are retained: their existing rules
+// is listed nowhere are retained: their existing rules
 // stay. Anything malformed is skipped and reported as a *Problem; the
 // rest of the node is still returned.
 func ToNode(cn *ciliumv2.CiliumNode, spec *enipamv1alpha1.NodeRoutingSpec) (routing.Node, Input, []error) {
 	var node routing.Node
 	in := Input{Retained: map[netip.Prefix]string{}, Draining: map[string][]netip.Addr{}}
-	var problems []error
+	enis, problems := ENIs(cn, spec)
 
 	released := map[netip.Addr]bool{}
 	for s, state := range cn.Status.IPAM.ReleaseIPs {
@@ -122,8 +125,8 @@ func ToNode(cn *ciliumv2.CiliumNode, spec *enipamv1alpha1.NodeRoutingSpec) (rout
 	}
 
 	known := map[string]bool{}
-	for _, id := range slices.Sorted(maps.Keys(cn.Status.ENI.ENIs)) {
-		eni := cn.Status.ENI.ENIs[id]
+	for _, id := range slices.Sorted(maps.Keys(enis)) {
+		eni := enis[id]
 		known[id] = true
 		if eni.Number == 0 {
 			if mac, err := net.ParseMAC(eni.MAC); err == nil && len(mac) == 6 {

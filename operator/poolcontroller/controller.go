@@ -93,6 +93,12 @@ type Options struct {
 	// the cluster, and asks only about the pod of a static address that
 	// is moving away. Nil reads through the controller's client.
 	Pods client.Reader
+	// Routings reads single NodeRoutings, uncached (the manager's API
+	// reader): the cache keeps no spec.enis, and a node whose list
+	// neither its last apply nor its CiliumNode's status holds reads it
+	// there (routingdigest.go). Nil reads through the controller's
+	// client.
+	Routings client.Reader
 	// Workers is how many nodes are served at once; most of a worker's
 	// time is spent waiting for EC2's token buckets, so this is sized to
 	// keep every bucket busy, not to the CPU count.
@@ -165,16 +171,28 @@ type Reconciler struct {
 
 	mu    sync.Mutex
 	nodes map[string]*memory
+	// noSpecENIs is when the apiserver last refused a NodeRouting apply
+	// for spec.enis not being in the stored CRD's schema (a chart
+	// upgraded without its CRDs): until specENIsRetry has passed, the
+	// applies go without spec.enis and every node's agent is taken for one
+	// that routes status.eni.enis only (noSpecENIsLogged: logged once).
+	noSpecENIs       time.Time
+	noSpecENIsLogged bool
 }
 
 // memory is what the controller remembers of a node between reconciles.
 type memory struct {
 	// excessWindow started when excess was first seen; excessFloor is the
-	// lowest excess seen since.
+	// lowest excess seen since. excessFloor is an int32 beside the bool
+	// deficitENI so that the two take one word: the struct is then 632
+	// bytes, which with its malloc header fits Go's 640-byte size class
+	// rather than the 704-byte one (TestNodeMemoryCost).
 	excessWindow time.Time
-	excessFloor  int
-	failures     int
-	lastWarning  string
+	excessFloor  int32
+	// deficitENI: the deficit being served (deficitAt) needed an ENI.
+	deficitENI  bool
+	failures    int
+	lastWarning string
 	// lastConflict is the policy conflict last told of (PolicyConflict),
 	// apart from lastWarning, which a node in shape clears: a conflict
 	// lasts as long as the policies do.
@@ -198,6 +216,10 @@ type memory struct {
 	// ready addresses wait out of the pool all the same, and joinHold
 	// bounds that wait, not the time since a write went through.
 	joinHeldSince time.Time
+	// joinedAt is when the node's join was first seen complete
+	// (joinComplete); zero while it joins. The copy of its ENIs into
+	// status.eni.enis waits for it (eniCopyWaits).
+	joinedAt time.Time
 	// noPrefixesUntil: the subnet had no free /28; plans use single
 	// addresses until then.
 	noPrefixesUntil time.Time
@@ -205,21 +227,19 @@ type memory struct {
 	// the first.
 	repairs map[string]repair
 	// leads are how long the node's last allocations on ENIs with room
-	// took to reach the pool (pool.Lead). deficitENI: the deficit being
-	// served needed an ENI.
-	leads      []time.Duration
-	deficitENI bool
+	// took to reach the pool (pool.Lead).
+	leads []time.Duration
 	// foreignENIs are the ENIs of other instances the node's report
 	// named last, as told in the last ForeignENIReported event.
 	foreignENIs string
 	// capacityWritten is when the NodeRouting's spec.capacity was last
 	// written.
 	capacityWritten time.Time
-	// routingApplied is the NodeRouting as this process last applied it
-	// (the apiserver's answer; its name, UID, generation, finalizers and
-	// spec only): the base of the next apply while the cache has not seen
-	// it (routing.go).
-	routingApplied *enipamv1alpha1.NodeRouting
+	// routingApplied is the base of the node's next NodeRouting apply,
+	// as this process last applied it (the apiserver's answer; its UID,
+	// generation, finalizers and spec only): the base of the next apply
+	// while the cache has not seen it (routing.go).
+	routingApplied *appliedRouting
 	// asked: for each address this process put into the NodeRouting's
 	// spec.endpointQueries, the generation its write made (staticfast.go).
 	asked map[string]int64

@@ -75,13 +75,18 @@ type decision struct {
 	// writeStatus, writeSpec: the CiliumNode's status and spec are to
 	// be written (decideWrite).
 	writeStatus, writeSpec bool
-	notes                  notes
 	// reads: the describes by ID to make before deciding (decideReads);
 	// nothing else is decided then.
 	reads readAsk
 	// landed: the remaps the node's agent confirmed that the decision
 	// trusted (decideLandings), for the inventory to record (take).
 	landed []landing
+	// routingENIs: the NodeRouting's spec.enis decided with the write
+	// (also set in routing's spec); eniCopy: the status write is the
+	// copy of the ENIs alone.
+	routingENIs routingENIs
+	eniCopy     bool
+	notes       notes
 }
 
 // decide is a node's whole decision: from the facts alone, with no
@@ -93,13 +98,15 @@ type decision struct {
 // the landings it trusts, applied to the facts), then whether the
 // snapshot is to be described before anything else (decideReads:
 // returned alone), then the desired NodeRouting (decideRouting: made
-// when the read found none), what the policy's values come to for the
+// when the read found none; trimApplied: the base of its next apply
+// without the ENIs status.eni.enis holds), what the policy's values come to for the
 // node (decideConfig: the
 // no-prefix window, the adaptive headroom), and derives the pool
 // (decidePool), the static addresses'
 // steps, the IPv6 window, the release handshake, the plan, the excess,
 // the consolidation, the CiliumNode's write (decideWrite: what fill puts
-// into it, whether its spec waits for the pool) and the NodeRouting's
+// into it, whether its spec waits for the pool, and the NodeRouting's
+// spec.enis from the snapshot) and the NodeRouting's
 // capacity (decideCapacity), and returns them with everything it would
 // log, count and tell (decision).
 //
@@ -132,6 +139,7 @@ func decide(f *facts) decision {
 		env.log.Debug("remap confirmed by enipam-agent", "node", f.cn.Name, "eni", l.eni, "ip", l.ip)
 	}
 	d.decideRouting()
+	d.trimApplied()
 	if f.static != nil {
 		// The static pass reads the agent's remap answers as this
 		// decision left them (decideLandings).
@@ -175,7 +183,7 @@ func (d *deciding) decision(env *decisionEnv) decision {
 		opErr: d.opErr, staticErr: d.staticErr, requeue: d.requeue, held: d.held, turnedAway: d.turnedAway, writeCN: d.writeCN,
 		staticDemand: d.staticDemand, needsSet: d.needsSet, empty: d.empty, slotWait: d.slotWait,
 		slotPriority: d.slotPriority, capacity: d.capacity, writeStatus: d.writeStatus, writeSpec: d.writeSpec,
-		landed: d.landed, notes: env.take()}
+		landed: d.landed, routingENIs: d.routingENIs, eniCopy: d.eniCopy, notes: env.take()}
 }
 
 // decideReadFailed is the whole decision on a node whose read failed

@@ -148,6 +148,18 @@ func TestDecideNode(t *testing.T) {
 		}
 	}
 	listedFailed := errors.New("DescribeNetworkInterfaces: throttled")
+	// routesSpecENIs gives the node a NodeRouting whose agent routes its
+	// spec.enis (routesSpecENIs), listing eni-0, as does the node's
+	// status.eni.enis.
+	routesSpecENIs := func(f *facts) {
+		f.routing.Generation = 1
+		f.routing.Spec.InstanceID = "i-1"
+		f.routing.Spec.ENIs = []enipamv1alpha1.NodeENI{{ID: "eni-0"}}
+		f.routing.Status = enipamv1alpha1.NodeRoutingStatus{ObservedGeneration: 1, RoutesSpecENIs: true}
+		f.routingRead = f.routing.DeepCopy()
+		f.routingLooked = true
+		f.cn.Status.ENI.ENIs = map[string]awstypes.ENI{"eni-0": {ID: "eni-0"}}
+	}
 	const db = "ns/db-0"
 	// remapped: ns/db-0's address .200, which this process reassigned
 	// onto eni-1 and asked the node's agent about at generation 4 (the
@@ -177,11 +189,14 @@ func TestDecideNode(t *testing.T) {
 	}{{
 		name: "an empty node gets a new ENI carrying its need",
 		check: func(t *testing.T, f *facts, d decision) {
-			// What fill derives from EC2 is all the write would carry:
-			// it waits for the next reconcile, which the new ENI brings
-			// at once (writeWaits).
-			if !d.writeStatus || d.writeCN {
-				t.Errorf("status to write %v, CiliumNode written %v; want the status's change, its write waiting for the actions", d.writeStatus, d.writeCN)
+			// What fill derives from EC2 goes to the NodeRouting's
+			// spec.enis; its copy into status.eni.enis waits for the
+			// join (eniCopyWaits), so the CiliumNode has nothing to write.
+			if d.writeStatus || d.writeCN {
+				t.Errorf("status to write %v, CiliumNode written %v; want neither, the ENIs' copy waiting for the join", d.writeStatus, d.writeCN)
+			}
+			if ids := specENIIDs(d.routing); !slices.Equal(ids, []string{"eni-0"}) {
+				t.Errorf("spec.enis %v, want eni-0", ids)
 			}
 			if c := d.acts.plan.Create; c == nil || c.DeviceIndex != 1 || c.IPs != 4 {
 				t.Errorf("plan %+v, want a new ENI at index 1 with 4 addresses", d.acts.plan)
@@ -318,9 +333,14 @@ func TestDecideNode(t *testing.T) {
 		name:  "a joining node's first pool write waits for the rest of its first ENIs (joinHold)",
 		setup: joining,
 		check: func(t *testing.T, f *facts, d decision) {
-			if len(d.cn.Spec.IPAM.Pool) != 4 || d.writeSpec || !d.writeStatus {
-				t.Errorf("pool of %d, spec written %v, status %v; want eni-1's 4 addresses decided, their spec write waiting, the status written",
+			// The status's copy of the ENIs waits for the join: they
+			// reach the agent in the NodeRouting's spec.enis.
+			if len(d.cn.Spec.IPAM.Pool) != 4 || d.writeSpec || d.writeStatus {
+				t.Errorf("pool of %d, spec written %v, status %v; want eni-1's 4 addresses decided, their spec write waiting, the status not written",
 					len(d.cn.Spec.IPAM.Pool), d.writeSpec, d.writeStatus)
+			}
+			if ids := specENIIDs(d.routing); !slices.Contains(ids, "eni-1") {
+				t.Errorf("spec.enis %v, want eni-1 listed", ids)
 			}
 			if d.mem.joinHeldSince != now || d.requeue != joinHold {
 				t.Errorf("held since %v, requeue %v; want since now, %v", d.mem.joinHeldSince, d.requeue, joinHold)
@@ -361,13 +381,15 @@ func TestDecideNode(t *testing.T) {
 			if len(d.acts.plan.Assign) != 1 || d.acts.plan.Assign[0].ENIID != "eni-1" || d.acts.plan.Assign[0].IPs != 2 {
 				t.Fatalf("plan %+v, want 2 more addresses on eni-1", d.acts.plan)
 			}
-			if got := len(d.cn.Status.ENI.ENIs["eni-1"].Addresses); got != 6 {
-				t.Errorf("eni-1 lists %d addresses, want 6", got)
+			// The agent routes the 2 as soon as it reads them: they go
+			// to the NodeRouting's spec.enis, which the reconcile writes
+			// before its EC2 calls whatever the CiliumNode's write
+			// waits for (its status's copy waits for the join).
+			if got := specENIAddresses(d.routing, "eni-1"); got != 6 {
+				t.Errorf("spec.enis lists %d addresses on eni-1, want 6", got)
 			}
-			// The agent routes the 2 as soon as it reads them; held for
-			// the next reconcile, they would wait for the Assign first.
-			if !d.writeStatus || !d.writeCN {
-				t.Errorf("status to write %v, CiliumNode written %v; want the status written before the Assign", d.writeStatus, d.writeCN)
+			if d.writeStatus {
+				t.Error("the status's copy of the ENIs is written during the join")
 			}
 		},
 	}, {
@@ -389,8 +411,8 @@ func TestDecideNode(t *testing.T) {
 			if d.requeue <= 0 || d.requeue > routeHold {
 				t.Errorf("requeue %v, want within %v", d.requeue, routeHold)
 			}
-			if !d.writeCN || !d.writeStatus {
-				t.Errorf("CiliumNode written %v (status %v), want the status listing eni-1's addresses written", d.writeCN, d.writeStatus)
+			if got := specENIAddresses(d.routing, "eni-1"); got != 4 {
+				t.Errorf("spec.enis lists %d addresses on eni-1, want its 4, for the agent to route", got)
 			}
 		},
 	}, {
@@ -405,6 +427,72 @@ func TestDecideNode(t *testing.T) {
 		check: func(t *testing.T, f *facts, d decision) {
 			if c := d.acts.plan.Create; c == nil || c.DeviceIndex != 2 {
 				t.Errorf("plan %+v, want a new ENI at index 2", d.acts.plan)
+			}
+		},
+	}, {
+		name: "a joining node's ENIs go to its NodeRouting's spec.enis, their copy into status.eni.enis waits for the join",
+		setup: func(f *facts) {
+			joining(f)
+			routesSpecENIs(f)
+			f.mem.joinHeldSince = now.Add(-joinHold)
+		},
+		check: func(t *testing.T, f *facts, d decision) {
+			if len(d.cn.Spec.IPAM.Pool) != 4 || !d.writeSpec || d.writeStatus {
+				t.Errorf("pool of %d, spec written %v, status %v; want eni-1's 4 addresses written, the status not",
+					len(d.cn.Spec.IPAM.Pool), d.writeSpec, d.writeStatus)
+			}
+			if got := slices.Sorted(maps.Keys(d.cn.Status.ENI.ENIs)); !slices.Equal(got, []string{"eni-0"}) {
+				t.Errorf("status.eni.enis %v, want eni-0 alone, as read", got)
+			}
+			var ids []string
+			for _, e := range d.routingENIs.list {
+				ids = append(ids, e.ID)
+			}
+			if !d.routingENIs.set || !slices.Equal(ids, []string{"eni-0", "eni-1", "eni-2"}) {
+				t.Errorf("spec.enis decided %v (set %v), want eni-0, eni-1 and eni-2", ids, d.routingENIs.set)
+			}
+			if !d.mem.joinedAt.IsZero() || d.eniCopy {
+				t.Errorf("joined at %v, ENI copy %v; want the join not complete, no copy", d.mem.joinedAt, d.eniCopy)
+			}
+		},
+	}, {
+		name: "a joining node's join is complete with the pool its own write brings: its copy is asked for a resync interval later",
+		setup: func(f *facts) {
+			// eni-1's 4 addresses are routed and not pooled yet: this
+			// reconcile's spec write brings the whole need, and no event
+			// may follow it.
+			f.snap.ENIs = append(f.snap.ENIs, eni(1, 10, 4))
+			routesSpecENIs(f)
+		},
+		check: func(t *testing.T, f *facts, d decision) {
+			if len(d.cn.Spec.IPAM.Pool) != 4 || !d.writeSpec || d.writeStatus {
+				t.Fatalf("pool of %d, spec written %v, status %v; want eni-1's 4 addresses written, the status's copy waiting",
+					len(d.cn.Spec.IPAM.Pool), d.writeSpec, d.writeStatus)
+			}
+			if d.mem.joinedAt != now {
+				t.Errorf("joined at %v, want now: the pool written completes the join", d.mem.joinedAt)
+			}
+			if d.requeue <= 0 || d.requeue > opts.BlockedRetry {
+				t.Errorf("requeue %v, want within %v, for the copy", d.requeue, opts.BlockedRetry)
+			}
+		},
+	}, {
+		name: "a joined node's copy of its ENIs into status.eni.enis is written a resync interval after its join, counted as the copy",
+		setup: func(f *facts) {
+			e := eni(1, 10, 4)
+			f.snap.ENIs = append(f.snap.ENIs, e)
+			pooled(f.cn, e, 0)
+			routesSpecENIs(f)
+			f.mem.joinedAt = now.Add(-opts.BlockedRetry)
+			// The instance's details as an earlier write left them.
+			f.cn.Spec.ENI.InstanceType, f.cn.Spec.ENI.VpcID, f.cn.Spec.ENI.AvailabilityZone, f.cn.Spec.ENI.NodeSubnetID = "t.small", "vpc-1", "us-east-1a", "subnet-a"
+		},
+		check: func(t *testing.T, f *facts, d decision) {
+			if !d.writeStatus || d.writeSpec || !d.eniCopy {
+				t.Errorf("status written %v, spec %v, ENI copy %v; want the status alone, the copy", d.writeStatus, d.writeSpec, d.eniCopy)
+			}
+			if got := slices.Sorted(maps.Keys(d.cn.Status.ENI.ENIs)); !slices.Equal(got, []string{"eni-0", "eni-1"}) {
+				t.Errorf("status.eni.enis %v, want eni-0 and eni-1", got)
 			}
 		},
 	}, {
@@ -979,4 +1067,24 @@ func TestSettleShared(t *testing.T) {
 			}
 		})
 	}
+}
+
+// specENIIDs are the IDs of the ENIs nr's spec.enis lists.
+func specENIIDs(nr *enipamv1alpha1.NodeRouting) []string {
+	var ids []string
+	for _, e := range nr.Spec.ENIs {
+		ids = append(ids, e.ID)
+	}
+	return ids
+}
+
+// specENIAddresses is how many addresses nr's spec.enis lists on the ENI
+// id (-1: it is not listed).
+func specENIAddresses(nr *enipamv1alpha1.NodeRouting, id string) int {
+	for _, e := range nr.Spec.ENIs {
+		if e.ID == id {
+			return len(e.Addresses)
+		}
+	}
+	return -1
 }

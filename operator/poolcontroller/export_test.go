@@ -1,6 +1,7 @@
 package poolcontroller
 
 import (
+	"context"
 	"log/slog"
 	"time"
 
@@ -84,4 +85,15 @@ func testSync(r *Reconciler, orig *ciliumv2.CiliumNode, d deciding) *nodeSync {
 	}
 	d.orig = orig
 	return &nodeSync{r: r, deciding: d}
+}
+
+// readDecideRouting is the read of the node's NodeRouting (readRouting)
+// and the decision's first step on it (decideRouting), as a reconcile
+// makes them.
+func (s *nodeSync) readDecideRouting(ctx context.Context) error {
+	if err := s.readRouting(ctx); err != nil {
+		return err
+	}
+	s.decideRouting()
+	return nil
 }

@@ -53,6 +53,10 @@ type nodeState struct {
 	// way), which the agent's answers to them are decided on
 	// (decideLandings).
 	remapMoves map[netip.Addr]string
+	// noSpecENIs: the NodeRouting's applies go without spec.enis, which
+	// the stored CRD lacks (Reconciler.withoutSpecENIs); the node's agent
+	// is then one that routes status.eni.enis only.
+	noSpecENIs bool
 	// static are the claims concerning the node and the facts about them
 	// (nil when none could be read).
 	static *staticInputs

@@ -202,17 +202,17 @@ func (s *deciding) markExcess() {
 		if excess == 0 {
 			return
 		}
-		mem.excessWindow, mem.excessFloor = now, excess
+		mem.excessWindow, mem.excessFloor = now, int32(excess)
 	}
-	mem.excessFloor = min(mem.excessFloor, excess)
+	mem.excessFloor = min(mem.excessFloor, int32(excess))
 	if wait := s.cfg.ReleaseDelay - now.Sub(mem.excessWindow); wait > 0 {
 		s.pool.pendingRelease = wait
 		return
 	}
-	release := min(mem.excessFloor, excess)
+	release := min(int(mem.excessFloor), excess)
 	mem.excessWindow, mem.excessFloor = time.Time{}, 0
 	if excess > 0 {
-		mem.excessWindow, mem.excessFloor = now, excess
+		mem.excessWindow, mem.excessFloor = now, int32(excess)
 		s.pool.pendingRelease = max(s.cfg.ReleaseDelay, time.Second)
 	}
 	if release == 0 || s.outstandingRelease() > 0 {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	awstypes "github.com/cilium/cilium/pkg/aws/types"
 	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -36,26 +37,38 @@ const attachCheckInterval = time.Second
 // apply, what is read is that apply's word (memory.routingApplied), so
 // no apply ever sends back an older word; where the cache lacks the
 // object that word stands for it, with no base: the write applies it
-// again, making it should it be gone.
+// again, making it should it be gone. The spec.enis the cache dropped is
+// given back (restoreSpecENIs), so that what the decision keeps of it
+// is the list the agent routes; the list to apply is decided from the
+// snapshot (fill).
 func (s *nodeSync) readRouting(ctx context.Context) error {
 	nr := &enipamv1alpha1.NodeRouting{}
 	err := s.r.client.Get(ctx, types.NamespacedName{Name: s.cn.Name}, nr)
+	s.noSpecENIs = s.r.withoutSpecENIs()
 	switch {
 	case apierrors.IsNotFound(err):
 		s.routingLooked = true
 		if a := s.mem.routingApplied; a != nil {
 			s.routing = &enipamv1alpha1.NodeRouting{ObjectMeta: metav1.ObjectMeta{Name: s.cn.Name, Generation: a.Generation,
 				Finalizers: slices.Clone(a.Finalizers)}, Spec: *a.Spec.DeepCopy()}
+			if len(a.Spec.ENIs) == 0 {
+				// A base trimmed of its ENIs (trimApplied): the status
+				// was their copy.
+				s.routing.Spec.ENIs = statusSpecENIs(s.orig.Status.ENI.ENIs, s.cfg.ExcludeTags)
+			}
 		}
 		return nil
 	case err != nil:
 		return fmt.Errorf("reading NodeRouting %s, %w", s.cn.Name, err)
 	}
+	if err := s.restoreSpecENIs(ctx, nr); err != nil {
+		return err
+	}
 	if a := s.mem.routingApplied; a != nil && a.UID == nr.UID && a.Generation > nr.Generation {
 		nr.Spec, nr.Generation, nr.Finalizers = *a.Spec.DeepCopy(), a.Generation, slices.Clone(a.Finalizers)
 	}
 	s.routingLooked = true
-	s.routing, s.routingRead = nr, nr.DeepCopy()
+	s.routing, s.routingRead = nr, copyRouting(nr)
 	s.routed = s.ownReport(nr)
 	return nil
 }
@@ -96,6 +109,34 @@ func routingSpec(instanceID string, cfg *policy.Config) enipamv1alpha1.NodeRouti
 	}
 }
 
+// trimApplied drops the ENIs from the base of the node's next apply
+// (memory.routingApplied) once the cache shows that apply, the
+// NodeRouting read being at its generation or a later one, and the
+// CiliumNode's status.eni.enis is its full copy (every ENI of it, each
+// as spec.enis lists it): the base is then read only to create the
+// NodeRouting again should it be deleted (readRouting then makes its
+// list from the status), and the agent routes the status's ENIs
+// meanwhile, the same. Every node keeps a base, and its ENIs were a
+// second copy of every node's spec.enis. The next apply keeps them
+// again. A decision on the memory alone: the read and the write leave
+// the base as they found it.
+func (s *deciding) trimApplied() {
+	a, nr := s.mem.routingApplied, s.routingRead
+	if a == nil || nr == nil || len(a.Spec.ENIs) == 0 || a.UID != nr.UID || a.Generation > nr.Generation ||
+		len(s.orig.Status.ENI.ENIs) != len(a.Spec.ENIs) {
+		return
+	}
+	for i := range a.Spec.ENIs {
+		e, ok := s.orig.Status.ENI.ENIs[a.Spec.ENIs[i].ID]
+		if !ok || !isSpecENI(&e, &a.Spec.ENIs[i], s.cfg.ExcludeTags) {
+			return
+		}
+	}
+	kept := *a
+	kept.Spec.ENIs = nil
+	s.mem.routingApplied = &kept
+}
+
 // writeRouting writes the NodeRouting as decided (decideRouting and the
 // operator's word set on it since), once per reconcile, when it changed
 // or the cache lacks it: an earlier CiliumNode's owner references
@@ -112,7 +153,7 @@ func (s *nodeSync) writeRouting(ctx context.Context) error {
 	orig := s.routingRead
 	if orig == nil {
 		orig = &enipamv1alpha1.NodeRouting{} // not in the cache: applied, whatever it holds
-	} else if sameJSON(orig.Spec, s.routing.Spec) && sameJSON(orig.OwnerReferences, s.routing.OwnerReferences) {
+	} else if sameRoutingSpec(orig.Spec, s.routing.Spec) && sameJSON(orig.OwnerReferences, s.routing.OwnerReferences) {
 		return nil
 	}
 	if stale := staleOwners(orig.OwnerReferences, s.routing.OwnerReferences, s.cn); len(stale) > 0 {
@@ -140,9 +181,11 @@ func (s *nodeSync) writeRouting(ctx context.Context) error {
 		}
 		return fmt.Errorf("writing NodeRouting %s, %w", s.cn.Name, err)
 	}
-	if record {
-		// Recorded, as the write answered: the next reconcile, at once,
-		// reports the address in status.ipam.assigned-static-ip.
+	if record || (!s.noSpecENIs && s.r.withoutSpecENIs()) {
+		// Recorded: the next reconcile, at once, reports the address in
+		// status.ipam.assigned-static-ip. Or spec.enis was refused
+		// (applyRouting): the next reconcile, at once, copies the ENIs
+		// into status.eni.enis, which this one held back for it.
 		s.requeueWithin(actedRequeue)
 	}
 	if endpoints {
@@ -154,8 +197,111 @@ func (s *nodeSync) writeRouting(ctx context.Context) error {
 	if !sameJSON(orig.Spec.Capacity, s.routing.Spec.Capacity) {
 		s.mem.capacityWritten = s.r.now()
 	}
-	s.routingRead = s.routing.DeepCopy()
+	s.routingRead = copyRouting(s.routing)
 	return nil
+}
+
+// wantRoutingENIs is the NodeRouting's spec.enis as decided: the ENIs
+// fill lists in status.eni.enis, enis, sorted by ID, the list the node
+// agent routes (set: false when the node has no NodeRouting to write).
+// The ENIs kept for the consistency grace (kept) keep the entry the spec
+// had. A list that stands as read is kept as it is, without making its
+// entries again.
+func (s *deciding) wantRoutingENIs(enis map[string]awstypes.ENI, kept []string) routingENIs {
+	if s.routing == nil || !s.routingLooked || s.noSpecENIs {
+		return routingENIs{} // spec.enis stands as read
+	}
+	had := s.routing.Spec.ENIs // as read, or as the base of the last apply has them
+	if len(kept) == 0 && unchangedRoutingENIs(enis, had, s.cfg.ExcludeTags) {
+		return routingENIs{list: had, set: true}
+	}
+	out := make([]enipamv1alpha1.NodeENI, 0, len(enis)+len(kept))
+	for _, id := range slices.Sorted(maps.Keys(enis)) {
+		if i := slices.IndexFunc(had, func(e enipamv1alpha1.NodeENI) bool { return e.ID == id }); i >= 0 && slices.Contains(kept, id) {
+			out = append(out, had[i])
+			continue
+		}
+		e := enis[id]
+		out = append(out, specENI(&e, s.cfg.ExcludeTags))
+	}
+	for _, id := range kept {
+		if _, listed := enis[id]; listed {
+			continue
+		}
+		if i := slices.IndexFunc(had, func(e enipamv1alpha1.NodeENI) bool { return e.ID == id }); i >= 0 {
+			out = append(out, had[i])
+		}
+	}
+	slices.SortFunc(out, func(a, b enipamv1alpha1.NodeENI) int { return strings.Compare(a.ID, b.ID) })
+	return routingENIs{list: out, set: true}
+}
+
+// routingENIs is the NodeRouting's spec.enis as decided (decideWrite,
+// wantRoutingENIs), which fill sets in the desired NodeRouting (set:
+// decided; unset, the list stands as read).
+type routingENIs struct {
+	list []enipamv1alpha1.NodeENI
+	set  bool
+}
+
+// specENI is an ENI as status.eni.enis lists it (Cilium's type), as the
+// NodeRouting's spec.enis lists it: the fields routing reads, with only
+// the tags exclude names.
+func specENI(e *awstypes.ENI, exclude map[string]string) enipamv1alpha1.NodeENI {
+	n := enipamv1alpha1.NodeENI{ID: e.ID, MAC: e.MAC, Number: int32(e.Number), SubnetID: e.Subnet.ID}
+	if e.IP.IsValid() {
+		n.PrimaryIP = e.IP.Addr.String()
+	}
+	if e.Subnet.CIDR.IsValid() {
+		n.SubnetCIDR = e.Subnet.CIDR.Prefix.String()
+	}
+	// The primary CIDR first; Cilium's type lists it again among CIDRs.
+	if e.VPC.PrimaryCIDR.IsValid() {
+		n.VPCCIDRs = append(n.VPCCIDRs, e.VPC.PrimaryCIDR.Prefix.String())
+	}
+	for _, c := range e.VPC.CIDRs {
+		if c.IsValid() && !slices.Contains(n.VPCCIDRs, c.Prefix.String()) {
+			n.VPCCIDRs = append(n.VPCCIDRs, c.Prefix.String())
+		}
+	}
+	// Addresses and prefixes in the order the agent reports them routed
+	// (by address), so that the operator's cache keeps one list of an ENI
+	// whose every address the report lists (slim.go), whatever order EC2
+	// returned them in.
+	addrs := make([]netip.Addr, 0, len(e.Addresses))
+	for _, a := range e.Addresses {
+		if a.IsValid() {
+			addrs = append(addrs, a.Addr)
+		}
+	}
+	slices.SortFunc(addrs, netip.Addr.Compare)
+	for _, a := range addrs {
+		n.Addresses = append(n.Addresses, a.String())
+	}
+	prefixes := make([]netip.Prefix, 0, len(e.Prefixes))
+	for _, p := range e.Prefixes {
+		if p.IsValid() {
+			prefixes = append(prefixes, p.Prefix)
+		}
+	}
+	slices.SortFunc(prefixes, func(a, b netip.Prefix) int { return a.Addr().Compare(b.Addr()) })
+	for _, p := range prefixes {
+		n.Prefixes = append(n.Prefixes, p.String())
+	}
+	for _, p := range e.IPv6Prefixes {
+		if p.IsValid() {
+			n.IPv6Prefixes = append(n.IPv6Prefixes, p.Prefix.String())
+		}
+	}
+	for k := range exclude {
+		if v, ok := e.Tags[k]; ok {
+			if n.Tags == nil {
+				n.Tags = map[string]string{}
+			}
+			n.Tags[k] = v
+		}
+	}
+	return n
 }
 
 // ownReport is the agent's report as a lookup (nil when it reports
@@ -165,15 +311,36 @@ func (s *nodeSync) writeRouting(ctx context.Context) error {
 // reports only its own node's ENIs, so such a report is forged or
 // corrupt. ENIs EC2 shows nowhere (detached or deleted while the agent
 // catches up) are dropped silently.
+//
+// A report made over an earlier generation of the spec than nr's (the
+// spec read, or this process's last apply where the cache has not seen
+// it yet) vouches only for the ENIs that spec still lists, and on each
+// only for the addresses its entry still lists: what the newer spec.enis
+// dropped left the agent's union (the status's copy of a joining node's
+// ENIs waits), so the agent may have unrouted it since the report.
+// Without that, a reconcile that reads the cache before the agent's next
+// report pools an address listed again (dropped from a stale spec.enis,
+// then assigned or seen again) while the agent's newer report lacks it.
 func (s *nodeSync) ownReport(nr *enipamv1alpha1.NodeRouting) routedFunc {
 	if len(nr.Status.ENIs) == 0 {
 		s.mem.foreignENIs = ""
 		return nil
 	}
+	// Only an agent that routes spec.enis may have unrouted what a newer
+	// spec dropped; an earlier one (or one under an earlier CRD) routes
+	// status.eni.enis.
+	stale := nr.Status.RoutesSpecENIs && nr.Status.ObservedGeneration < nr.Generation
 	own := enipamv1alpha1.NodeRoutingStatus{}
 	var foreign []string
 	for _, e := range nr.Status.ENIs {
 		if slices.ContainsFunc(s.snap.ENIs, func(x cloud.ENI) bool { return x.ID == e.ID && x.InstanceID == s.instanceID }) {
+			if stale {
+				i := slices.IndexFunc(nr.Spec.ENIs, func(x enipamv1alpha1.NodeENI) bool { return x.ID == e.ID })
+				if i < 0 {
+					continue // dropped from the spec since the report: maybe unrouted
+				}
+				e = stillListed(e, &nr.Spec.ENIs[i])
+			}
 			own.ENIs = append(own.ENIs, e)
 			continue
 		}
@@ -190,6 +357,28 @@ func (s *nodeSync) ownReport(nr *enipamv1alpha1.NodeRouting) routedFunc {
 		}
 	}
 	return own.Routed()
+}
+
+// stillListed is the report of an ENI, routed, kept to what the spec's
+// entry of it, listed, still lists: its addresses (IPv4 addresses and
+// prefixes, and IPv6 prefixes and the IPv6 addresses inside them).
+func stillListed(routed enipamv1alpha1.RoutedENI, listed *enipamv1alpha1.NodeENI) enipamv1alpha1.RoutedENI {
+	var prefixes6 []netip.Prefix
+	for _, p := range listed.IPv6Prefixes {
+		if pfx, err := netip.ParsePrefix(p); err == nil {
+			prefixes6 = append(prefixes6, pfx.Masked())
+		}
+	}
+	in6 := func(ip string) bool {
+		a, err := netip.ParseAddr(ip)
+		return err == nil && slices.ContainsFunc(prefixes6, func(p netip.Prefix) bool { return p.Contains(a) })
+	}
+	out := routed
+	out.IPs = slices.DeleteFunc(slices.Clone(routed.IPs), func(ip string) bool { return !slices.Contains(listed.Addresses, ip) })
+	out.Prefixes = slices.DeleteFunc(slices.Clone(routed.Prefixes), func(p string) bool { return !slices.Contains(listed.Prefixes, p) })
+	out.IPv6 = slices.DeleteFunc(slices.Clone(routed.IPv6), func(ip string) bool { return !in6(ip) })
+	out.IPv6Prefixes = slices.DeleteFunc(slices.Clone(routed.IPv6Prefixes), func(p string) bool { return !slices.Contains(listed.IPv6Prefixes, p) })
+	return out
 }
 
 // ownedBy reports whether nr names this CiliumNode (its UID, not only
@@ -221,10 +410,11 @@ func staleOwners(have, want []metav1.OwnerReference, cn *ciliumv2.CiliumNode) []
 }
 
 // withOperatorWord is want with the fields of spec that routingSpec does
-// not give (capacity, the Elastic IP record and the endpoint and remap
-// queries, decided on their own) taken from have.
+// not give (capacity, the Elastic IP record, the endpoint and remap
+// queries and the ENIs, decided on their own) taken from have.
 func withOperatorWord(want, have enipamv1alpha1.NodeRoutingSpec) enipamv1alpha1.NodeRoutingSpec {
 	want.Capacity, want.StaticIP, want.EndpointQueries, want.RemapQueries = have.Capacity, have.StaticIP, have.EndpointQueries, have.RemapQueries
+	want.ENIs = have.ENIs
 	return want
 }
 

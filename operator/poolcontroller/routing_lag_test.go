@@ -4,9 +4,12 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"net/netip"
 	"testing"
 	"time"
 
+	awstypes "github.com/cilium/cilium/pkg/aws/types"
+	ciliumip "github.com/cilium/cilium/pkg/ip"
 	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -117,7 +120,7 @@ func TestNodeRoutingApplyTakesNothingBackWhileTheCacheLags(t *testing.T) {
 
 // TestAppliedNodeRoutingKeepsOnlyTheApplyBase: every node keeps the
 // apiserver's answer to its last NodeRouting apply while the cache lags;
-// what is kept is what the next apply builds on (name, UID, generation,
+// what is kept is what the next apply builds on (UID, generation,
 // finalizers, spec), not the answer's managed fields or the agent's
 // status, which made it a second copy of every NodeRouting.
 func TestAppliedNodeRoutingKeepsOnlyTheApplyBase(t *testing.T) {
@@ -132,15 +135,63 @@ func TestAppliedNodeRoutingKeepsOnlyTheApplyBase(t *testing.T) {
 	}
 	r.rememberApplied(answer)
 	kept := r.nodes["n1"].routingApplied
-	want := &enipamv1alpha1.NodeRouting{
-		ObjectMeta: metav1.ObjectMeta{Name: "n1", UID: "uid-1", Generation: 4, Finalizers: []string{"enipam.io/elastic-ip"}},
-		Spec:       answer.Spec,
-	}
+	want := &appliedRouting{UID: "uid-1", Generation: 4, Finalizers: []string{"enipam.io/elastic-ip"}, Spec: answer.Spec}
 	if !equality.Semantic.DeepEqual(kept, want) {
 		t.Fatalf("kept %+v, want %+v", kept, want)
 	}
 	answer.Spec.Capacity.MaxIPs, answer.Finalizers[0] = 1, "changed"
 	if kept.Spec.Capacity.MaxIPs != 27 || kept.Finalizers[0] != "enipam.io/elastic-ip" {
 		t.Error("the kept spec or finalizers share storage with the answer")
+	}
+}
+
+// TestAppliedBaseDropsTheENIsOnceCopied: the base of a node's next apply
+// keeps spec.enis while the cache lags behind that apply, and while the
+// CiliumNode's status.eni.enis is not their full copy (a joining node's
+// copy waits); once the cache shows the apply and the status lists every
+// ENI as spec.enis does, the base keeps the rest of the spec alone.
+func TestAppliedBaseDropsTheENIsOnceCopied(t *testing.T) {
+	r := &Reconciler{nodes: map[string]*memory{}}
+	mem := r.memory("n1")
+	eni := awstypes.ENI{ID: "eni-1", MAC: "02:00:00:00:00:01", Number: 1, IP: ciliumip.AddrFrom(netip.MustParseAddr("10.0.0.4")),
+		Addresses: []ciliumip.Addr{ciliumip.AddrFrom(netip.MustParseAddr("10.0.0.5")), ciliumip.AddrFrom(netip.MustParseAddr("10.0.0.6"))}}
+	eni.Subnet.ID, eni.Subnet.CIDR = "subnet-1", ciliumip.PrefixFrom(netip.MustParsePrefix("10.0.0.0/24"))
+	applied := &appliedRouting{UID: "uid-1", Generation: 4,
+		Spec: enipamv1alpha1.NodeRoutingSpec{InstanceID: "i-1", Capacity: &enipamv1alpha1.NodeCapacity{MaxIPs: 27},
+			ENIs: []enipamv1alpha1.NodeENI{specENI(&eni, nil)}}}
+	mem.routingApplied = applied
+	cn := &ciliumv2.CiliumNode{}
+	s := testSync(r, cn, deciding{mem: mem})
+	cached := func(gen int64) *enipamv1alpha1.NodeRouting {
+		return &enipamv1alpha1.NodeRouting{ObjectMeta: metav1.ObjectMeta{Name: "n1", UID: "uid-1", Generation: gen}}
+	}
+
+	s.routingRead = cached(4)
+	s.trimApplied()
+	if len(mem.routingApplied.Spec.ENIs) != 1 {
+		t.Fatal("the base dropped spec.enis while status.eni.enis lists none of them")
+	}
+	cn.Status.ENI.ENIs = map[string]awstypes.ENI{"eni-1": eni}
+	s.routingRead = cached(3)
+	s.trimApplied()
+	if len(mem.routingApplied.Spec.ENIs) != 1 {
+		t.Fatal("the base dropped spec.enis while the cache lags behind the apply")
+	}
+	stale := eni
+	stale.Addresses = stale.Addresses[:1]
+	cn.Status.ENI.ENIs = map[string]awstypes.ENI{"eni-1": stale}
+	s.routingRead = cached(4)
+	s.trimApplied()
+	if len(mem.routingApplied.Spec.ENIs) != 1 {
+		t.Fatal("the base dropped spec.enis while status.eni.enis lists an address fewer")
+	}
+	cn.Status.ENI.ENIs = map[string]awstypes.ENI{"eni-1": eni}
+	s.routingRead = cached(5)
+	s.trimApplied()
+	if got := mem.routingApplied; got.Spec.ENIs != nil || got.Spec.Capacity == nil || got.Spec.Capacity.MaxIPs != 27 || got.UID != "uid-1" || got.Generation != 4 {
+		t.Fatalf("base %+v, want the same without spec.enis", got)
+	}
+	if len(applied.Spec.ENIs) != 1 {
+		t.Error("the trim changed the earlier base in place")
 	}
 }

@@ -463,6 +463,9 @@ func (r *Reconciler) clearStaticIP(ctx context.Context, nr *enipamv1alpha1.NodeR
 	// names). Removing, it leaves no owner behind: the fields go with
 	// enipam-operator's ownership.
 	orig := nr.DeepCopy()
+	// The answer is decoded into a spec.enis of nr's own, not the one a
+	// copy of nr may share (copyRouting).
+	nr.Spec.ENIs = orig.Spec.ENIs
 	nr.Spec.StaticIP = nil
 	controllerutil.RemoveFinalizer(nr, enipamv1alpha1.NodeStaticIPFinalizer)
 	if err := r.client.Patch(ctx, nr, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {

@@ -90,6 +90,11 @@ type deciding struct {
 	// landed are the remaps the node's agent confirmed that the decision
 	// trusted (decideLandings), recorded in the inventory by take.
 	landed []landing
+	// routingENIs: the NodeRouting's spec.enis as decided, set in the
+	// desired NodeRouting (fill). eniCopy: the status
+	// write is the copy of the ENIs alone, once the join is complete.
+	routingENIs routingENIs
+	eniCopy     bool
 }
 
 // crossNode is what a node's decision needs to know of the other nodes:
@@ -184,6 +189,7 @@ func (s *nodeSync) take(d decision) {
 	s.held, s.turnedAway, s.staticDemand = d.held, d.turnedAway, d.staticDemand
 	s.snap, s.capacity = d.snap, d.capacity
 	s.writeStatus, s.writeSpec = d.writeStatus, d.writeSpec
+	s.eniCopy = d.eniCopy
 	r.mu.Lock()
 	state, rv := s.mem.state, s.mem.writtenRV
 	*s.mem = d.mem
@@ -384,6 +390,7 @@ func decideReset(f *facts) decision {
 	cn.Status.ENI.ENIs = nil
 	clear(f.mem.missing)
 	clear(f.mem.missingENIs)
+	f.mem.joinedAt = time.Time{} // the new instance joins again
 	d.decideWriting()
 	d.requeueWithin(actedRequeue)
 	return d.decision(env)

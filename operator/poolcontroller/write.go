@@ -11,6 +11,7 @@ import (
 
 	awstypes "github.com/cilium/cilium/pkg/aws/types"
 	ciliumip "github.com/cilium/cilium/pkg/ip"
+	ipamtypes "github.com/cilium/cilium/pkg/ipam/types"
 	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -20,11 +21,14 @@ import (
 // fill puts what the operator knows into the desired object (decide,
 // once the rest is decided; decideReadFailed, when the read failed): the
 // instance and its ENIs (every address EC2 shows on them, pooled or not
-// yet: the node agent routes what status.eni.enis lists before the pool
-// lists it), and the operator-status. The policy's effective values go to
-// the node's NodeRouting, never into spec.eni, so every value there is the
-// user's.
-func (s *deciding) fill() {
+// yet: the node agent routes what it is told of before the pool lists
+// it), and the operator-status. The ENIs go to the NodeRouting's
+// spec.enis, which the agent routes (wantRoutingENIs: the list the write
+// applies, routingENIs), and to status.eni.enis, their copy for earlier
+// agents and for people, which a joining node's write may leave as it
+// stands (holdENICopy). The policy's effective values go to the node's
+// NodeRouting, never into spec.eni, so every value there is the user's.
+func (s *deciding) fill() (statusSame bool) {
 	cn := s.cn
 	msg := ""
 	switch {
@@ -38,7 +42,7 @@ func (s *deciding) fill() {
 	}
 	cn.Status.IPAM.OperatorStatus.Error = msg
 	if !s.haveSnap {
-		return
+		return false
 	}
 	in := &s.snap.Instance
 	if cn.Spec.InstanceID == "" {
@@ -67,24 +71,38 @@ func (s *deciding) fill() {
 			enis[e.ID] = s.statusENI(e, vpc)
 		}
 	}
-	s.keepMissingENIs(enis)
+	kept := s.keepMissingENIs(enis)
+	for _, id := range kept {
+		if old, ok := s.cn.Status.ENI.ENIs[id]; ok {
+			enis[id] = old
+		}
+	}
+	s.routingENIs = s.wantRoutingENIs(enis, kept)
+	if s.routingENIs.set {
+		s.routing.Spec.ENIs = s.routingENIs.list
+	}
 	cn.Status.ENI.ENIs = enis
+	s.joinComplete()
+	return s.holdENICopy()
 }
 
-// keepMissingENIs keeps, for the consistency grace, the entries of ENIs
-// the node's status listed that EC2's describes do not show: a process
-// that took over may not see an ENI its predecessor created seconds ago.
-// Dropping the entry would make the node agent unroute its addresses
-// while a report that still lists them may be what the next reconcile
-// reads, so an address could be pooled unrouted. ENIs this process deleted
-// or detached go at once, as do all of them when the node's instance changed.
-func (s *deciding) keepMissingENIs(enis map[string]awstypes.ENI) {
-	if s.orig.Spec.InstanceID != s.instanceID || s.cn.Status.ENI.ENIs == nil {
+// keepMissingENIs returns, to keep listed for the consistency grace, the
+// ENIs the node's status.eni.enis or its NodeRouting's spec.enis listed
+// that EC2's describes do not show: a process that took over may not see
+// an ENI its predecessor created seconds ago. Dropping the entry would
+// make the node agent unroute its addresses while a report that still
+// lists them may be what the next reconcile reads, so an address could be
+// pooled unrouted. ENIs this process deleted or detached go at once, as
+// do all of them when the node's instance changed.
+func (s *deciding) keepMissingENIs(enis map[string]awstypes.ENI) []string {
+	if s.orig.Spec.InstanceID != s.instanceID || s.allListedSeen(enis) {
 		clear(s.mem.missingENIs)
-		return
+		return nil
 	}
+	listed := s.listedENIs()
 	now := s.r.now()
-	for id, old := range s.cn.Status.ENI.ENIs {
+	var kept []string
+	for _, id := range listed {
 		if _, seen := enis[id]; seen || s.fillIn.gone[id] {
 			delete(s.mem.missingENIs, id)
 			continue
@@ -95,17 +113,144 @@ func (s *deciding) keepMissingENIs(enis map[string]awstypes.ENI) {
 			s.mem.missingENIs[id] = since
 		}
 		if now.Sub(since) < s.r.opts.ConsistencyGrace {
-			enis[id] = old
+			kept = append(kept, id)
 			s.requeueWithin(max(since.Add(s.r.opts.ConsistencyGrace).Sub(now), time.Second))
 		} else {
 			delete(s.mem.missingENIs, id)
 		}
 	}
 	for id := range s.mem.missingENIs {
-		if _, listed := s.cn.Status.ENI.ENIs[id]; !listed {
+		if !slices.Contains(listed, id) {
 			delete(s.mem.missingENIs, id)
 		}
 	}
+	return kept
+}
+
+// allListedSeen reports whether EC2's describes show every ENI the node
+// agent has been told of (listedENIs), as they do for a node in shape:
+// none is kept, and none is missing. It makes no list.
+func (s *deciding) allListedSeen(enis map[string]awstypes.ENI) bool {
+	for id := range s.cn.Status.ENI.ENIs {
+		if _, seen := enis[id]; !seen {
+			return false
+		}
+	}
+	if nr := s.routingRead; nr != nil && nr.Spec.InstanceID == s.instanceID {
+		for i := range nr.Spec.ENIs {
+			if _, seen := enis[nr.Spec.ENIs[i].ID]; !seen {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// listedENIs are the IDs of the ENIs the node agent has been told of:
+// those of the node's status.eni.enis and of its NodeRouting's
+// spec.enis for this instance, sorted.
+func (s *deciding) listedENIs() []string {
+	var ids []string
+	for id := range s.cn.Status.ENI.ENIs {
+		ids = append(ids, id)
+	}
+	if nr := s.routingRead; nr != nil && nr.Spec.InstanceID == s.instanceID {
+		for i := range nr.Spec.ENIs {
+			ids = append(ids, nr.Spec.ENIs[i].ID)
+		}
+	}
+	slices.Sort(ids)
+	return slices.Compact(ids)
+}
+
+// holdENICopy leaves status.eni.enis as the node's object has it when
+// only that would make the status write, and the copy may wait
+// (eniCopyWaits): the node agent routes the NodeRouting's spec.enis, so
+// a joining node's ENIs cost no CiliumNode write of their own. A status
+// write the reconcile makes anyway carries the whole list. It reports
+// whether the status now is the one read: the status write's own
+// comparison, made once (a node in shape costs its reconcile one look at
+// its status, as before spec.enis).
+func (s *deciding) holdENICopy() (statusSame bool) {
+	have, want := s.orig.Status, s.cn.Status
+	if sameJSON(have, want) {
+		return true
+	}
+	have.ENI = want.ENI
+	if !sameJSON(have, want) || !s.eniCopyWaits() {
+		return false
+	}
+	s.cn.Status.ENI = *s.orig.Status.ENI.DeepCopy()
+	return true
+}
+
+// eniCopyWaits reports whether the copy of the node's ENIs into
+// status.eni.enis can wait: the node's NodeRouting carries them
+// (spec.enis, written at the end of this reconcile) to an agent that
+// routes them (it says so in status.routesSpecENIs, or has not reported
+// yet: an earlier agent's first report brings the node back, and the
+// copy is made then); no ENI leaves the list (the agent routes the union
+// of both lists, so a stale entry would keep its routes); no static
+// address concerns the node (enipam-scheduler reads status.eni.enis to
+// tell a stamped address held by its ENI); and the node's join is not
+// complete, or completed less than a resync interval ago (joinComplete):
+// the copy comes at the node's next periodic look, out of the join.
+func (s *deciding) eniCopyWaits() bool {
+	if s.routing == nil || !s.routingLooked || s.noSpecENIs {
+		return false
+	}
+	if st := &s.routing.Status; !st.RoutesSpecENIs && (st.ObservedGeneration > 0 || len(st.Conditions) > 0) {
+		return false
+	}
+	for id := range s.orig.Status.ENI.ENIs {
+		if _, listed := s.cn.Status.ENI.ENIs[id]; !listed {
+			return false
+		}
+	}
+	if s.static != nil && len(s.static.claims) > 0 {
+		return false
+	}
+	for _, pool := range []ipamtypes.AllocationMap{s.orig.Spec.IPAM.Pool, s.cn.Spec.IPAM.Pool} {
+		for _, e := range pool {
+			if e.Owner != "" {
+				return false
+			}
+		}
+	}
+	if s.mem.joinedAt.IsZero() {
+		return true
+	}
+	if wait := s.mem.joinedAt.Add(s.r.opts.BlockedRetry).Sub(s.r.now()); wait > 0 {
+		s.requeueWithin(wait)
+		return true
+	}
+	return false
+}
+
+// joinComplete notes when the node's join is first seen complete, from
+// what the reconcile leaves written: its pool holds addresses, none
+// waits to be routed or confirmed, no ENI attaches, and none is lacking
+// (or none can come). The pool is the one decided, not the one read: the
+// join's last write is of the pool that completes it, and no event need
+// follow it, so a join seen only in the object read would leave the copy
+// (eniCopyWaits) to whatever next wakes the node. With nothing awaiting,
+// the decided pool is written (specWaitsForPool and joiningPoolWaits
+// hold it back only while addresses await their routes).
+// A node whose instance changed joins again.
+func (s *deciding) joinComplete() {
+	if s.orig.Spec.InstanceID != s.instanceID {
+		s.mem.joinedAt = time.Time{}
+	}
+	if !s.mem.joinedAt.IsZero() || s.pool == nil || !s.haveSnap || len(s.cn.Spec.IPAM.Pool) == 0 ||
+		s.pool.awaiting > 0 || s.pool.unverified > 0 || (s.needed() > 0 && s.opErr == nil) {
+		return // a node that cannot grow (s.opErr) has joined with what it has
+	}
+	for i := range s.snap.ENIs {
+		if s.snap.ENIs[i].AttachmentStatus == cloud.AttachmentAttaching {
+			return
+		}
+	}
+	s.mem.joinedAt = s.r.now()
 }
 
 func (s *deciding) statusENI(e *cloud.ENI, vpc awstypes.AwsVPC) awstypes.ENI {
@@ -139,7 +284,9 @@ func (s *deciding) statusENI(e *cloud.ENI, vpc awstypes.AwsVPC) awstypes.ENI {
 // if it changed, the spec not while its change waits for the pool), once
 // per reconcile and before any of its EC2 calls (act). Merge patches carry
 // only the fields that changed, so the agent's status.ipam.used and
-// anything else written meanwhile is left alone.
+// anything else written meanwhile is left alone. The NodeRouting's
+// spec.enis decided with it (fill) is in the desired NodeRouting, which
+// writeRouting applies after it, whatever becomes of this write.
 func (s *nodeSync) write(ctx context.Context) error {
 	if s.writeStatus {
 		obj := s.orig.DeepCopy()
@@ -150,6 +297,9 @@ func (s *nodeSync) write(ctx context.Context) error {
 		}
 		s.r.metrics.writes.WithLabelValues("status").Inc()
 		s.wrote = true
+		if s.eniCopy {
+			s.r.metrics.eniCopies.Inc()
+		}
 		s.r.log.Debug("CiliumNode status written", "node", s.cn.Name, "changed", statusChanges(&s.orig.Status, &s.cn.Status))
 		s.r.wrote(s.mem, obj.ResourceVersion)
 		s.orig.Status = *s.cn.Status.DeepCopy()
@@ -175,12 +325,22 @@ func (s *nodeSync) write(ctx context.Context) error {
 }
 
 // decideWrite fills in the desired CiliumNode (fill) and decides its
-// write: the status when it changed, the spec when it changed and its
-// change does not wait for the pool (specWaitsForPool,
-// joiningPoolWaits).
+// write: the status when it changed (a joining node's copy of its ENIs
+// into status.eni.enis alone may wait, holdENICopy), the spec when it
+// changed and its change does not wait for the pool (specWaitsForPool,
+// joiningPoolWaits); and the NodeRouting's spec.enis, set in the
+// desired NodeRouting (routingENIs). A status write that is the copy
+// of the ENIs alone, once the node's join is complete, is counted as one
+// (eniCopy).
 func (s *deciding) decideWrite() {
-	s.fill()
-	s.writeStatus = !sameJSON(s.orig.Status, s.cn.Status)
+	statusSame := s.fill()
+	s.writeStatus = !statusSame && !sameJSON(s.orig.Status, s.cn.Status)
+	s.eniCopy = false
+	if s.writeStatus && !s.mem.joinedAt.IsZero() {
+		copied := s.orig.Status
+		copied.ENI = s.cn.Status.ENI
+		s.eniCopy = sameJSON(copied, s.cn.Status)
+	}
 	s.writeSpec = !sameJSON(s.orig.Spec, s.cn.Spec) && !s.specWaitsForPool() && !s.joiningPoolWaits()
 }
 

@@ -75,6 +75,10 @@ type Figures struct {
 	// reports (routed before handed), and those still waiting for the
 	// NodeRouting watch to catch up.
 	RoutedChecks, RoutedPending int
+	// RoutedUnjudged: of RoutedChecks, those without a verdict, as the
+	// node's routing status at the revision they were pooled in fell in
+	// a gap of the ledger's NodeRouting watch (Ledger.RoutedUnjudged).
+	RoutedUnjudged int
 }
 
 // Figures returns the agent's figures now.
@@ -142,6 +146,7 @@ func (s *Sim) Figures() Figures {
 		Violations:     l.Violations(),
 	}
 	f.RoutedChecks, f.RoutedPending = l.RoutedChecks()
+	f.RoutedUnjudged, _ = l.RoutedUnjudged()
 	for _, a := range s.Agents() {
 		n := a.Figures()
 		f.Nodes++

@@ -101,11 +101,24 @@ type Ledger struct {
 	routingRV     map[string]uint64
 	pendingRoutes []routedCheck
 	routedChecks  int
+	// routingSeen and the watch errors say what the routing watch saw.
+	routingSeen     map[string]routingSeen
+	watchErrors     int
+	watchErrorTexts []string
+	// routingObserved are the revisions taken of each node's
+	// NodeRouting, in order; routingSteady the spans a list after a
+	// watch gap showed it unchanged through; routingGaps the watch's
+	// gaps; unjudged the handouts whose verdict a gap hides.
+	routingObserved map[string][]uint64
+	routingSteady   map[string][]listing
+	routingGaps     []watchGap
+	unjudged        int
+	unjudgedTexts   []string
 }
 
 // NewLedger returns an empty ledger.
 func NewLedger() *Ledger {
-	return &Ledger{holders: map[string][]holder{}, routes: map[routeKey][]listing{}, routes6: map[prefixKey][]listing{}, routingRV: map[string]uint64{}}
+	return &Ledger{holders: map[string][]holder{}, routes: map[routeKey][]listing{}, routes6: map[prefixKey][]listing{}, routingRV: map[string]uint64{}, routingSeen: map[string]routingSeen{}, routingObserved: map[string][]uint64{}, routingSteady: map[string][]listing{}}
 }
 
 // take records that owner on node now holds ip, and a DoubleAllocation if

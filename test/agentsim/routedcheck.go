@@ -1,7 +1,9 @@
 package agentsim
 
 import (
+	"fmt"
 	"net/netip"
+	"slices"
 	"time"
 
 	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
@@ -41,10 +43,26 @@ type routedCheck struct {
 func (l *Ledger) observeRouting(node string, rv uint64, status *enipamv1alpha1.NodeRoutingStatus) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if rv <= l.routingRV[node] {
-		return
+	if last := l.routingRV[node]; rv <= last {
+		// The list that followed a watch gap delivers again a node
+		// whose NodeRouting did not change since the watch last
+		// delivered it: its status stood as seen through the list's
+		// revision, which is taken as seen there.
+		g := l.routingGapsLocked()
+		if rv != last || g == nil || g.upTo <= last {
+			return
+		}
+		l.routingSteady[node] = append(l.routingSteady[node], listing{from: last, to: g.upTo})
+		rv = g.upTo
 	}
 	l.routingRV[node] = rv
+	l.routingObserved[node] = append(l.routingObserved[node], rv)
+	seen := l.routingSeen[node]
+	if seen.count == 0 {
+		seen.first = rv
+	}
+	seen.count, seen.last = seen.count+1, rv
+	l.routingSeen[node] = seen
 	listed := map[routeKey]bool{}
 	listed6 := map[prefixKey]bool{}
 	for _, e := range status.ENIs {
@@ -140,8 +158,120 @@ func (l *Ledger) judgeLocked(c routedCheck) {
 			}
 		}
 	}
+	if g := l.missedLocked(c.key.node, c.pooled); g != nil {
+		// The node's status at the pool's revision may be one the watch
+		// never delivered: no verdict, counted and named apart.
+		l.unjudged++
+		if len(l.unjudgedTexts) < 5 {
+			l.unjudgedTexts = append(l.unjudgedTexts, fmt.Sprintf("%s on %s (ENI %s), pooled at revision %d, watch gap after %d up to %d",
+				c.key.ip, c.key.node, c.key.eni, c.pooled, g.after, g.upTo))
+		}
+		return
+	}
+	// What the ledger saw, so that a breach can be told from a watch
+	// that missed revisions: the spans the address was listed in, and
+	// the node's NodeRouting revisions seen.
+	seen := l.routingSeen[c.key.node]
 	l.recordLocked(Violation{Kind: HandedBeforeRouted, Node: c.key.node, IP: c.key.ip, Owner: c.owner,
-		Other: "ENI " + c.key.eni, At: c.at})
+		Other: fmt.Sprintf("ENI %s, pooled at revision %d, listed %v, routing revisions seen %d (%d to %d)",
+			c.key.eni, c.pooled, l.routes[c.key], seen.count, seen.first, seen.last), At: c.at})
+}
+
+// routingSeen counts the NodeRouting revisions the ledger took of a node.
+type routingSeen struct {
+	count       int
+	first, last uint64
+}
+
+// watchGap is a span of revisions (after, upTo] the ledger's NodeRouting
+// watch may have missed: from the last revision it delivered before an
+// error ended it to the revision of the list that followed (upTo 0 until
+// that list comes). A NodeRouting written in the gap and overwritten
+// before the list is never seen.
+type watchGap struct{ after, upTo uint64 }
+
+// routingWatchError counts an error that ended the ledger's NodeRouting
+// watch, whose last delivered revision was lastRV: the informer lists
+// again, and a revision written meanwhile and overwritten before the list
+// is never seen, which would make the routed-before-handed check judge on
+// a gap that was not there. The revisions from lastRV to the list's are
+// a gap (missedLocked).
+func (l *Ledger) routingWatchError(err error, lastRV uint64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.watchErrors++
+	if len(l.watchErrorTexts) < 5 {
+		l.watchErrorTexts = append(l.watchErrorTexts, err.Error())
+	}
+	if g := l.routingGapsLocked(); g != nil && g.upTo == 0 {
+		g.after = min(g.after, lastRV) // no list since the last error
+		return
+	}
+	l.routingGaps = append(l.routingGaps, watchGap{after: lastRV})
+}
+
+// routingListed records the revision of a list of the ledger's
+// NodeRouting informer: the end of the open watch gap, if any (the
+// first list, at the start, closes none).
+func (l *Ledger) routingListed(rv uint64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if g := l.routingGapsLocked(); g != nil && g.upTo == 0 {
+		g.upTo = rv
+	}
+}
+
+// routingGapsLocked is the last watch gap, nil when there was none.
+func (l *Ledger) routingGapsLocked() *watchGap {
+	if n := len(l.routingGaps); n > 0 {
+		return &l.routingGaps[n-1]
+	}
+	return nil
+}
+
+// missedLocked returns a watch gap that may hide the node's NodeRouting
+// status at revision pooled: the last revision of it the ledger took at
+// or before pooled (0: none) was delivered before the gap, which began
+// before pooled, and the list that ended the gap did not show the
+// NodeRouting unchanged through pooled. A revision taken after a gap
+// began was delivered by the list that ended it or by the watch after
+// that list, so the status stood as taken until the next one (a list
+// returns each object at its latest revision).
+func (l *Ledger) missedLocked(node string, pooled uint64) *watchGap {
+	for _, s := range l.routingSteady[node] {
+		if s.from <= pooled && pooled <= s.to {
+			return nil
+		}
+	}
+	seen := l.routingObserved[node]
+	var last uint64
+	if i, _ := slices.BinarySearch(seen, pooled+1); i > 0 {
+		last = seen[i-1]
+	}
+	for i := range l.routingGaps {
+		if g := &l.routingGaps[i]; g.after < pooled && last <= g.after {
+			return g
+		}
+	}
+	return nil
+}
+
+// RoutedUnjudged returns how many handouts the routed-before-handed
+// check could not judge, as the node's NodeRouting status at the
+// revision they were pooled in fell in a gap of the ledger's watch, and
+// the first few.
+func (l *Ledger) RoutedUnjudged() (int, []string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.unjudged, slices.Clone(l.unjudgedTexts)
+}
+
+// RoutingWatchErrors returns how many errors ended the ledger's
+// NodeRouting watch, and the first few.
+func (l *Ledger) RoutingWatchErrors() (int, []string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.watchErrors, slices.Clone(l.watchErrorTexts)
 }
 
 // RoutedChecks returns how many handouts were judged against the agents'

@@ -1,6 +1,7 @@
 package agentsim
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -63,5 +64,76 @@ func TestHandedBeforeRoutedIPv6(t *testing.T) {
 	}
 	if v := l.Violations(); v.HandedBeforeRouted != 3 {
 		t.Fatalf("violations %+v, want 3 handed before routed", v)
+	}
+}
+
+// TestHandedBeforeRoutedTellsWhatTheLedgerSaw: a handed-before-routed
+// names the revision the address was pooled in, the spans it was listed
+// in, and the node's NodeRouting revisions the ledger saw, so a breach
+// can be told from a watch that missed revisions; errors that ended the
+// routing watch are counted.
+func TestHandedBeforeRoutedTellsWhatTheLedgerSaw(t *testing.T) {
+	l := NewLedger()
+	now := time.Now()
+	l.observeRouting("n", 10, &enipamv1alpha1.NodeRoutingStatus{ENIs: []enipamv1alpha1.RoutedENI{{ID: "eni-1", IPs: []string{"10.0.0.9"}}}})
+	l.observeRouting("n", 15, &enipamv1alpha1.NodeRoutingStatus{})
+	l.observeRouting("n", 25, &enipamv1alpha1.NodeRoutingStatus{ENIs: []enipamv1alpha1.RoutedENI{{ID: "eni-1", IPs: []string{"10.0.0.9"}}}})
+	l.handedOut("n", "eni-1", "10.0.0.9", "p1", 20, now)
+	d := l.ViolationDetails()
+	if len(d) != 1 {
+		t.Fatalf("violations %v, want one (pooled at 20, listed 10 to 15 and from 25)", d)
+	}
+	want := "ENI eni-1, pooled at revision 20, listed [{10 15} {25 0}], routing revisions seen 3 (10 to 25)"
+	if d[0].Other != want {
+		t.Errorf("detail %q, want %q", d[0].Other, want)
+	}
+	l.routingWatchError(errors.New("too old resource version"), 25)
+	if n, errs := l.RoutingWatchErrors(); n != 1 || len(errs) != 1 {
+		t.Errorf("watch errors %d %v, want 1", n, errs)
+	}
+}
+
+// TestHandedBeforeRoutedAcrossAWatchGap: the ledger's NodeRouting watch
+// ends in an error after delivering revision 12, and the list after it
+// is at revision 30. Node a's agent listed nothing at 10 and 10.0.0.5 at
+// 25, which the list delivers: its revisions between 12 and 25 were never
+// seen, so 10.0.0.5 pooled at 20 is not judged (counted apart, named).
+// Node b's NodeRouting is delivered again by the list at 10, unchanged:
+// its status stood through 30, so 10.0.0.6, never listed, pooled at 20 is
+// a breach. Node c, listed nothing through the list and 10.0.0.7 from
+// 40 (the watch after the list): 10.0.0.7 pooled at 35 is a breach. Node
+// d's breach at 8 came before the gap.
+func TestHandedBeforeRoutedAcrossAWatchGap(t *testing.T) {
+	l := NewLedger()
+	now := time.Now()
+	none := &enipamv1alpha1.NodeRoutingStatus{}
+	listing := func(ip string) *enipamv1alpha1.NodeRoutingStatus {
+		return &enipamv1alpha1.NodeRoutingStatus{ENIs: []enipamv1alpha1.RoutedENI{{ID: "eni-1", IPs: []string{ip}}}}
+	}
+	l.routingListed(1) // the first list closes no gap
+	l.observeRouting("d", 5, none)
+	l.observeRouting("a", 10, none)
+	l.observeRouting("b", 10, none)
+	l.observeRouting("c", 11, none)
+	l.handedOut("d", "eni-1", "10.0.0.8", "p0", 8, now)
+	l.routingWatchError(errors.New("too old resource version"), 12)
+	l.routingListed(30)
+	l.observeRouting("a", 25, listing("10.0.0.5"))
+	l.observeRouting("b", 10, none)
+	l.observeRouting("c", 11, none)
+	l.observeRouting("c", 40, listing("10.0.0.7"))
+	l.observeRouting("d", 41, none)
+	l.handedOut("a", "eni-1", "10.0.0.5", "p1", 20, now)
+	l.handedOut("b", "eni-1", "10.0.0.6", "p2", 20, now)
+	l.handedOut("c", "eni-1", "10.0.0.7", "p3", 35, now)
+	if judged, pending := l.RoutedChecks(); judged != 4 || pending != 0 {
+		t.Fatalf("judged %d, pending %d; want 4 and 0", judged, pending)
+	}
+	if v := l.Violations(); v.HandedBeforeRouted != 3 {
+		t.Errorf("violations %+v (%v), want 3 handed before routed (b, c, d)", v, l.ViolationDetails())
+	}
+	n, texts := l.RoutedUnjudged()
+	if want := "10.0.0.5 on a (ENI eni-1), pooled at revision 20, watch gap after 12 up to 30"; n != 1 || len(texts) != 1 || texts[0] != want {
+		t.Errorf("unjudged %d %q, want 1 %q", n, texts, want)
 	}
 }

@@ -1,12 +1,14 @@
 package agentsim
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/netip"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
+	"github.com/enipam/enipam/nodeagent/ciliumnode"
 )
 
 // RoutingOptions tune the simulated enipam-agents.
@@ -33,6 +36,10 @@ type RoutingOptions struct {
 	// CiliumNode to reporting it routed (the real agent's converge);
 	// default 50 ms.
 	Delay time.Duration
+	// StatusENIsOnly plays an agent of an earlier version: it routes the
+	// ENIs of the CiliumNode's status.eni.enis alone, and its reports do
+	// not say routesSpecENIs.
+	StatusENIsOnly bool
 	// Attached reports whether EC2's attachment of an ENI completed: a
 	// link exists only then, so the real agent reports nothing of an ENI
 	// before. Nil counts every listed ENI as attached (the operator
@@ -118,7 +125,7 @@ func NewRoutingSim(cfg *rest.Config, opts RoutingOptions) (*RoutingSim, error) {
 // returns once both informers synced. Everything stops with ctx.
 func (r *RoutingSim) Start(ctx context.Context) error {
 	r.cns = newCiliumNodeInformer(r.client, r.log)
-	r.nrs = newNodeRoutingInformer(r.client)
+	r.nrs = newNodeRoutingInformer(r.client, nil)
 	r.queue = workqueue.NewTypedDelayingQueue[string]()
 	enqueue := func(obj any) {
 		if m, ok := obj.(metav1.Object); ok {
@@ -197,7 +204,11 @@ func (r *RoutingSim) report(ctx context.Context, name string) {
 	}
 	cn, nr := cnObj.(*ciliumv2.CiliumNode), nrObj.(*enipamv1alpha1.NodeRouting)
 	want := nr.DeepCopy()
-	want.Status.ENIs = Routed(cn, &nr.Spec, r.opts.Attached)
+	spec := nr.Spec
+	if r.opts.StatusENIsOnly {
+		spec.ENIs = nil
+	}
+	want.Status.ENIs = Routed(cn, &spec, r.opts.Attached)
 	want.Status.RoutedENIs, want.Status.RoutedIPs = int32(len(want.Status.ENIs)), 0
 	want.Status.RoutedIPv6, want.Status.RoutedIPv6Prefixes = 0, 0
 	for _, e := range want.Status.ENIs {
@@ -206,6 +217,7 @@ func (r *RoutingSim) report(ctx context.Context, name string) {
 		want.Status.RoutedIPv6Prefixes += int32(len(e.IPv6Prefixes))
 	}
 	want.Status.ObservedGeneration = nr.Generation
+	want.Status.RoutesSpecENIs = !r.opts.StatusENIsOnly
 	meta.SetStatusCondition(&want.Status.Conditions, metav1.Condition{
 		Type: enipamv1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: enipamv1alpha1.ReasonRouted,
 		Message: "simulated", ObservedGeneration: nr.Generation,
@@ -281,10 +293,13 @@ func (r *RoutingSim) remaps(ctx context.Context, nr *enipamv1alpha1.NodeRouting)
 
 // Routed is what enipam-agent routes on a node and reports in its
 // NodeRouting status (nodeagent/ciliumnode.ToNode and the agent's report
-// follow the same rules), for each ENI of status.eni.enis that is
-// attached (nil attached: every one). An ENI at or above
+// follow the same rules), for each ENI the agent is told of that is
+// attached (nil attached: every one): those of the NodeRouting's
+// spec.enis and those only the CiliumNode's status.eni.enis lists, an
+// ENI both list taken from the spec (ciliumnode.ENIs, the agent's own
+// union). An ENI at or above
 // spec.firstInterfaceIndex and not excluded by spec.excludeInterfaceTags
-// lists the addresses status.eni.enis lists on it and the held addresses
+// lists the addresses listed on it and the held addresses
 // naming it, plus its prefixes. An ENI the spec no longer selects lists
 // the held addresses naming it alone (a prefix whose every address is
 // held stands for them), and is left out when there are none. Held
@@ -312,7 +327,8 @@ func Routed(cn *ciliumv2.CiliumNode, spec *enipamv1alpha1.NodeRoutingSpec, attac
 		}
 	}
 	var out []enipamv1alpha1.RoutedENI
-	for id, eni := range cn.Status.ENI.ENIs {
+	enis, _ := ciliumnode.ENIs(cn, spec)
+	for id, eni := range enis {
 		if attached != nil && !attached(id) {
 			continue
 		}
@@ -360,10 +376,21 @@ func Routed(cn *ciliumv2.CiliumNode, spec *enipamv1alpha1.NodeRoutingSpec, attac
 				r.Prefixes = append(r.Prefixes, p.String())
 			}
 		}
-		slices.Sort(r.IPs)
-		slices.Sort(r.Prefixes)
-		slices.Sort(r.IPv6)
-		slices.Sort(r.IPv6Prefixes)
+		// By address, as the agent sorts them (nodeagent/agent's report).
+		byAddr := func(a, b string) int {
+			addr := func(s string) netip.Addr {
+				if p, err := netip.ParsePrefix(s); err == nil {
+					return p.Addr()
+				}
+				x, _ := netip.ParseAddr(s)
+				return x
+			}
+			return cmp.Or(addr(a).Compare(addr(b)), strings.Compare(a, b))
+		}
+		slices.SortFunc(r.IPs, byAddr)
+		slices.SortFunc(r.Prefixes, byAddr)
+		slices.SortFunc(r.IPv6, byAddr)
+		slices.SortFunc(r.IPv6Prefixes, byAddr)
 		out = append(out, r)
 	}
 	slices.SortFunc(out, func(a, b enipamv1alpha1.RoutedENI) int { return int(a.Number - b.Number) })
@@ -399,19 +426,35 @@ func sameJSON(a, b any) bool {
 	return errA == nil && errB == nil && string(ja) == string(jb)
 }
 
-func newNodeRoutingInformer(c client.WithWatch) cache.SharedIndexInformer {
+// newNodeRoutingInformer is an informer of every NodeRouting. With
+// listed, it is told the revision of each list the informer makes (its
+// first page's), and the informer lists rather than streams its initial
+// state (a watch-list), so that every list passes there.
+func newNodeRoutingInformer(c client.WithWatch, listed func(rv uint64)) cache.SharedIndexInformer {
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 			list := &enipamv1alpha1.NodeRoutingList{}
 			err := c.List(ctx, list, &client.ListOptions{Raw: &opts, Limit: opts.Limit, Continue: opts.Continue})
+			if err == nil && listed != nil && opts.Continue == "" {
+				listed(parseRV(list.ResourceVersion))
+			}
 			return list, err
 		},
 		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 			return c.Watch(ctx, &enipamv1alpha1.NodeRoutingList{}, &client.ListOptions{Raw: &opts})
 		},
 	}
+	if listed != nil {
+		return cache.NewSharedIndexInformer(listsOnly{lw}, &enipamv1alpha1.NodeRouting{}, 0, cache.Indexers{})
+	}
 	return cache.NewSharedIndexInformer(lw, &enipamv1alpha1.NodeRouting{}, 0, cache.Indexers{})
 }
+
+// listsOnly is a ListWatch whose reflector lists: it says it does not
+// support the watch-list's semantics.
+type listsOnly struct{ *cache.ListWatch }
+
+func (listsOnly) IsWatchListSemanticsUnSupported() bool { return true }
 
 // ApplyStatus writes nr's status as enipam-agent does: the whole status,
 // by server-side apply through the status subresource under

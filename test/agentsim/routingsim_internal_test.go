@@ -57,7 +57,8 @@ func TestRoutedListsTheHeldAddressesOfAnENIThePolicyDrops(t *testing.T) {
 // address in ips, the two IPv6 addresses outside the prefix in ipv6 and
 // the /80 whole in ipv6Prefixes, as enipam-agent does. Under 2 (the
 // policy drops the ENI) only the held addresses stay: 10.0.2.10, and
-// 2001:db8:2::11 and the free window address one by one.
+// 2001:db8:2::11 and the free window address one by one, sorted by
+// address as the agent sorts them.
 func TestRoutedReportsIPv6AsTheAgentDoes(t *testing.T) {
 	cn := &ciliumv2.CiliumNode{}
 	cn.Status.ENI.ENIs = map[string]awstypes.ENI{
@@ -79,7 +80,7 @@ func TestRoutedReportsIPv6AsTheAgentDoes(t *testing.T) {
 		t.Error("a window address inside the /80 is not reported routed, or one outside it is")
 	}
 	got = Routed(cn, &enipamv1alpha1.NodeRoutingSpec{FirstInterfaceIndex: 2}, nil)
-	if len(got) != 1 || !slices.Equal(got[0].IPv6, []string{"2001:db8:2:0:b::1", "2001:db8:2::11"}) || len(got[0].IPv6Prefixes) != 0 {
+	if len(got) != 1 || !slices.Equal(got[0].IPv6, []string{"2001:db8:2::11", "2001:db8:2:0:b::1"}) || len(got[0].IPv6Prefixes) != 0 {
 		t.Errorf("dropped by the policy: %+v", got)
 	}
 }

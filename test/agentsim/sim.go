@@ -130,7 +130,7 @@ func (s *Sim) Start(ctx context.Context) error {
 	}
 	// The ledger's routed-before-handed check follows every node's
 	// NodeRouting, whoever reports there (the RoutingSim or a real agent).
-	routings := newNodeRoutingInformer(s.client)
+	routings := newNodeRoutingInformer(s.client, s.opts.Ledger.routingListed)
 	observe := func(obj any) {
 		if nr, ok := obj.(*enipamv1alpha1.NodeRouting); ok {
 			s.opts.Ledger.observeRouting(nr.Name, parseRV(nr.ResourceVersion), &nr.Status)
@@ -138,6 +138,14 @@ func (s *Sim) Start(ctx context.Context) error {
 	}
 	if _, err := routings.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: observe, UpdateFunc: func(_, obj any) { observe(obj) },
+	}); err != nil {
+		return err
+	}
+	if err := routings.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
+		if ctx.Err() == nil {
+			s.opts.Ledger.routingWatchError(err, parseRV(r.LastSyncResourceVersion()))
+		}
+		cache.DefaultWatchErrorHandler(ctx, r, err)
 	}); err != nil {
 		return err
 	}

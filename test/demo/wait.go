@@ -98,6 +98,14 @@ func (s *poolState) unfilled() string {
 	case want6 > 0 && s.free6 < preAllocate:
 		return fmt.Sprintf("%d IPv6 addresses free in a pool of %d, want %d", s.free6, s.pool6, preAllocate)
 	}
+	for _, entry := range s.cn.Spec.IPAM.Pool {
+		if _, listed := s.cn.Status.ENI.ENIs[entry.Resource]; entry.Resource != "" && !listed {
+			// The agent routes the NodeRouting's spec.enis; the copy in
+			// status.eni.enis, which the summary reads, follows a
+			// joining node within a resync interval.
+			return fmt.Sprintf("status.eni.enis does not list ENI %s of the pool yet", entry.Resource)
+		}
+	}
 	return ""
 }
 

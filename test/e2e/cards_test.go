@@ -143,17 +143,20 @@ func TestMultiCardNodeWithEFAJoins(t *testing.T) {
 	for _, e := range dump.NetworkInterfaces {
 		byID[e.NetworkInterfaceID] = e
 	}
+	// The ENIs the agent is told of: the NodeRouting's spec.enis.
 	var listed []int32
-	for id, e := range cn.Status.ENI.ENIs {
-		got := byID[id]
+	number := map[string]int32{}
+	for _, e := range nr.Spec.ENIs {
+		got := byID[e.ID]
 		if got.InterfaceType != "interface" || got.Attachment == nil || got.Attachment.NetworkCardIndex != 0 {
-			t.Errorf("status.eni.enis lists %s (%s, attachment %+v)", id, got.InterfaceType, got.Attachment)
+			t.Errorf("spec.enis lists %s (%s, attachment %+v)", e.ID, got.InterfaceType, got.Attachment)
 		}
-		listed = append(listed, int32(e.Number))
+		listed = append(listed, e.Number)
+		number[e.ID] = e.Number
 	}
 	slices.Sort(listed)
 	if !slices.Equal(listed, []int32{0, 2, 3, 4}) {
-		t.Errorf("status.eni.enis device numbers %v, want the primary and devices 2-4 of card 0", listed)
+		t.Errorf("spec.enis device numbers %v, want the primary and devices 2-4 of card 0", listed)
 	}
 	for ip, entry := range cn.Spec.IPAM.Pool {
 		if e := byID[entry.Resource]; e.InterfaceType != "interface" || e.Attachment == nil || e.Attachment.NetworkCardIndex != 0 {
@@ -185,7 +188,7 @@ func TestMultiCardNodeWithEFAJoins(t *testing.T) {
 		t.Errorf("%d enipam rules, want %d: an egress and an ingress rule per pool address and the connmark rule", enipamRules, want)
 	}
 	for ip, entry := range cn.Spec.IPAM.Pool {
-		want := routing.Table(cn.Status.ENI.ENIs[entry.Resource].Number)
+		want := routing.Table(int(number[entry.Resource]))
 		if !nr.Status.Routes(entry.Resource, ip) || ruleTables[ip] != want {
 			t.Errorf("pool address %s of %s: reported %v, rule to table %d, want %d", ip, entry.Resource, nr.Status.Routes(entry.Resource, ip), ruleTables[ip], want)
 		}

@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http/httptest"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -78,12 +77,11 @@ func TestDashboardAndAlertsNameExportedMetrics(t *testing.T) {
 	if err := c.Create(ctx, &ciliumv2.CiliumNode{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
 		t.Fatal(err)
 	}
-	cn := waitNode(t, ctx, name, "a second ENI listing its addresses", func(cn *ciliumv2.CiliumNode) bool {
-		return slices.ContainsFunc(listedDevices(cn), func(n int) bool { return n == 1 })
-	})
-
+	listed := waitNodeRouting(t, ctx, name, "a second ENI listing its addresses", hasSecondENI)
+	number := map[string]int32{}
 	ns := kerneltest.New(t)
-	for _, eni := range cn.Status.ENI.ENIs {
+	for _, eni := range listed.Spec.ENIs {
+		number[eni.ID] = eni.Number
 		ns.AddENILink(t, fmt.Sprintf("eth%d", eni.Number), eni.MAC)
 	}
 	reg := prometheus.NewRegistry()
@@ -113,9 +111,9 @@ func TestDashboardAndAlertsNameExportedMetrics(t *testing.T) {
 		t.Fatalf("claim %s never turned Invalid: phase %q", bad.Name, bad.Status.Phase)
 	}
 
-	cn = waitNode(t, ctx, name, "addresses of the second ENI pooled", func(cn *ciliumv2.CiliumNode) bool {
+	cn := waitNode(t, ctx, name, "addresses of the second ENI pooled", func(cn *ciliumv2.CiliumNode) bool {
 		for _, e := range cn.Spec.IPAM.Pool {
-			if eni, ok := cn.Status.ENI.ENIs[e.Resource]; ok && eni.Number == 1 {
+			if n, ok := number[e.Resource]; ok && n == 1 {
 				return true
 			}
 		}
@@ -127,7 +125,7 @@ func TestDashboardAndAlertsNameExportedMetrics(t *testing.T) {
 	}
 	unrouted := 0
 	for ip, e := range cn.Spec.IPAM.Pool {
-		if eni := cn.Status.ENI.ENIs[e.Resource]; eni.Number == 1 && !nr.Status.Routes(e.Resource, ip) {
+		if n, ok := number[e.Resource]; ok && n == 1 && !nr.Status.Routes(e.Resource, ip) {
 			unrouted++
 		}
 	}
@@ -178,15 +176,4 @@ func TestDashboardAndAlertsNameExportedMetrics(t *testing.T) {
 	if f.Total() != 0 || unrouted != 0 {
 		t.Errorf("invariants: %d pool breaches (%v), %d addresses pooled before routed", f.Total(), f.Details, unrouted)
 	}
-}
-
-// listedDevices lists the device numbers of the node's ENIs that list addresses.
-func listedDevices(cn *ciliumv2.CiliumNode) []int {
-	var out []int
-	for _, e := range cn.Status.ENI.ENIs {
-		if len(e.Addresses) > 0 {
-			out = append(out, e.Number)
-		}
-	}
-	return out
 }

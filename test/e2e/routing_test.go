@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net/netip"
+	"slices"
 	"testing"
 	"time"
 
@@ -91,19 +92,17 @@ func TestSecondaryENIRoutedBeforePooled(t *testing.T) {
 	if nr.Spec.InstanceID != "i-0e000000000000001" || nr.Spec.FirstInterfaceIndex != 1 {
 		t.Errorf("NodeRouting spec %+v, want instance i-0e000000000000001 and first interface index 1", nr.Spec)
 	}
-	cn := waitNode(t, ctx, name, "a second ENI listing its addresses", func(cn *ciliumv2.CiliumNode) bool {
-		for _, e := range cn.Status.ENI.ENIs {
-			if e.Number == 1 && len(e.Addresses) > 0 {
-				return true
-			}
-		}
-		return false
-	})
+	// The agent is told of the node's ENIs in the NodeRouting's spec.
+	nr = waitNodeRouting(t, ctx, name, "a second ENI listing its addresses", hasSecondENI)
 	eniID := ""
-	for id, e := range cn.Status.ENI.ENIs {
+	for _, e := range nr.Spec.ENIs {
 		if e.Number == 1 {
-			eniID = id
+			eniID = e.ID
 		}
+	}
+	cn := &ciliumv2.CiliumNode{}
+	if err := c.Get(ctx, client.ObjectKey{Name: name}, cn); err != nil {
+		t.Fatal(err)
 	}
 	for ip, a := range cn.Spec.IPAM.Pool {
 		if a.Resource == eniID {
@@ -112,7 +111,7 @@ func TestSecondaryENIRoutedBeforePooled(t *testing.T) {
 	}
 
 	ns := kerneltest.New(t)
-	for _, eni := range cn.Status.ENI.ENIs {
+	for _, eni := range nr.Spec.ENIs {
 		ns.AddENILink(t, fmt.Sprintf("eth%d", eni.Number), eni.MAC)
 	}
 	a, err := agent.New(agent.DefaultConfig(name), env.Config, ns.Kernel(), prometheus.NewRegistry(), slog.New(slog.NewTextHandler(io.Discard, nil)))
@@ -212,6 +211,12 @@ func TestSecondaryENIRoutedBeforePooled(t *testing.T) {
 	if f.Total() != 0 {
 		t.Errorf("pools against EC2: %d breaches: %v", f.Total(), f.Details)
 	}
+}
+
+// hasSecondENI reports whether the NodeRouting's spec.enis, the ENIs
+// the agent routes, lists device 1 with addresses.
+func hasSecondENI(nr *enipamv1alpha1.NodeRouting) bool {
+	return slices.ContainsFunc(nr.Spec.ENIs, func(e enipamv1alpha1.NodeENI) bool { return e.Number == 1 && len(e.Addresses) > 0 })
 }
 
 func waitNode(t *testing.T, ctx context.Context, name, what string, cond func(*ciliumv2.CiliumNode) bool) *ciliumv2.CiliumNode {

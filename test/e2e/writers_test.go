@@ -82,15 +82,8 @@ func TestNodeRoutingFieldsHaveOneWriterEach(t *testing.T) {
 	})
 
 	w.startOperator("--first-interface-index=1", "--pre-allocate=4", "--vpc-id=vpc-0e000000000000001")
-	cn := waitNode(t, ctx, name, "a second ENI listing its addresses", func(cn *ciliumv2.CiliumNode) bool {
-		for _, e := range cn.Status.ENI.ENIs {
-			if e.Number == 1 && len(e.Addresses) > 0 {
-				return true
-			}
-		}
-		return false
-	})
-	for _, eni := range cn.Status.ENI.ENIs {
+	listed := waitNodeRouting(t, ctx, name, "a second ENI listing its addresses", hasSecondENI)
+	for _, eni := range listed.Spec.ENIs {
 		ns.AddENILink(t, fmt.Sprintf("eth%d", eni.Number), eni.MAC)
 	}
 	waitNode(t, ctx, name, "4 addresses pooled", func(cn *ciliumv2.CiliumNode) bool { return len(cn.Spec.IPAM.Pool) >= 4 })

@@ -188,7 +188,8 @@ func (w *world) route(name string) {
 	}
 	enis := agentsim.Routed(cn, &nr.Spec, func(id string) bool { return attached[id] })
 	remaps := w.remaps(nr)
-	if sameRouted(nr.Status.ENIs, enis) && equality.Semantic.DeepEqual(nr.Status.Remaps, remaps) {
+	if sameRouted(nr.Status.ENIs, enis) && equality.Semantic.DeepEqual(nr.Status.Remaps, remaps) && nr.Status.RoutesSpecENIs &&
+		nr.Status.ObservedGeneration == nr.Generation {
 		return
 	}
 	if remaps != nil {
@@ -200,6 +201,11 @@ func (w *world) route(name string) {
 		}
 	}
 	nr.Status.ENIs = enis
+	// It routes spec.enis, and reports over the spec's generation it
+	// read, as enipam-agent does (the operator reads a report over an
+	// earlier generation against the newer spec.enis).
+	nr.Status.RoutesSpecENIs = true
+	nr.Status.ObservedGeneration = nr.Generation
 	nr.Status.RoutedENIs = int32(len(enis))
 	nr.Status.Remaps = remaps
 	_ = w.c.Status().Update(ctx, nr)

@@ -1,0 +1,147 @@
+package poolcontroller
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
+	"github.com/enipam/enipam/operator/policy"
+)
+
+// TestNodeRoutingApplyWithoutSpecENIsUnderAnEarlierCRD: under a stored
+// NodeRouting CRD that lacks spec.enis (a chart upgraded without its
+// CRDs), the apiserver refuses an apply carrying it, naming the field,
+// as the fake here does with the apiserver's words. The operator applies
+// again without spec.enis, so the rest of its word (the first interface
+// index) lands; the next reconcile leaves spec.enis as read and copies
+// the node's ENIs into status.eni.enis at once (eniCopyWaits), as for an
+// agent that routes that status only, and sends no spec.enis. A refusal
+// naming another field is no such CRD: the write fails.
+func TestNodeRoutingApplyWithoutSpecENIsUnderAnEarlierCRD(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := enipamv1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	nr := &enipamv1alpha1.NodeRouting{ObjectMeta: metav1.ObjectMeta{Name: "n1", Generation: 3},
+		Spec: enipamv1alpha1.NodeRoutingSpec{InstanceID: "i-1"}}
+	refused := ".spec.enis"
+	var applies, refusals int
+	upgraded := false // the CRDs upgraded: spec.enis accepted
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(nr).WithInterceptorFuncs(interceptor.Funcs{
+		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+			applies++
+			data, err := patch.Data(obj)
+			if err != nil {
+				return err
+			}
+			if strings.Contains(string(data), `"enis"`) && !upgraded {
+				refusals++
+				return apierrors.NewInternalError(errors.New("failed to create typed patch object (/n1; enipam.io/v1alpha1, Kind=NodeRouting): " +
+					refused + ": field not declared in schema"))
+			}
+			return c.Patch(ctx, obj, patch, opts...)
+		},
+	}).Build()
+	r := &Reconciler{client: c, now: time.Now, log: slog.New(slog.NewTextHandler(io.Discard, nil)), nodes: map[string]*memory{}}
+	cn := &ciliumv2.CiliumNode{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}
+	eni := enipamv1alpha1.NodeENI{ID: "eni-1", MAC: "02:00:00:00:00:01", Number: 1, Addresses: []string{"10.0.1.10"}}
+	reconcile := func() *nodeSync {
+		s := testSync(r, cn, deciding{mem: r.memory("n1"), cn: cn.DeepCopy()})
+		s.instanceID = "i-1"
+		s.cfg = policy.Config{}
+		s.cfg.FirstInterfaceIndex = 1
+		if err := s.readDecideRouting(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	stored := func() *enipamv1alpha1.NodeRouting {
+		got := &enipamv1alpha1.NodeRouting{}
+		if err := c.Get(context.Background(), types.NamespacedName{Name: "n1"}, got); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+
+	s := reconcile()
+	if s.noSpecENIs || !s.eniCopyWaits() {
+		t.Fatal("before any refusal the ENIs' copy does not wait for spec.enis")
+	}
+	s.routing.Spec.ENIs = []enipamv1alpha1.NodeENI{eni} // as decided (write)
+	if err := s.writeRouting(context.Background()); err != nil {
+		t.Fatalf("the apply refused for spec.enis failed the write: %v", err)
+	}
+	if refusals != 1 || applies != 2 {
+		t.Errorf("%d applies, %d refused; want 2, the first refused", applies, refusals)
+	}
+	if got := stored(); got.Spec.FirstInterfaceIndex != 1 || len(got.Spec.ENIs) != 0 {
+		t.Errorf("stored spec %+v, want first interface index 1 and no ENIs", got.Spec)
+	}
+	if !r.withoutSpecENIs() {
+		t.Error("the refusal is not remembered")
+	}
+
+	s = reconcile()
+	if !s.noSpecENIs || s.eniCopyWaits() {
+		t.Errorf("after the refusal: noSpecENIs %v, the ENIs' copy waits %v; want true, false", s.noSpecENIs, s.eniCopyWaits())
+	}
+	if e := s.wantRoutingENIs(nil, nil); e.set {
+		t.Errorf("spec.enis decided %+v after the refusal, want it left as read", e)
+	}
+	s.routing.Spec.ENIs = []enipamv1alpha1.NodeENI{eni} // even so, an apply sends none
+	if err := s.writeRouting(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if refusals != 1 {
+		t.Errorf("%d refusals, want still 1: the applies go without spec.enis", refusals)
+	}
+
+	// The CRDs upgraded within the retry's ten minutes: the applies still
+	// go without spec.enis; past them, the next apply sends it again.
+	upgraded = true
+	start := time.Now()
+	r.now = func() time.Time { return start.Add(9 * time.Minute) }
+	s = reconcile()
+	if !s.noSpecENIs {
+		t.Error("spec.enis tried again within the retry")
+	}
+	r.now = func() time.Time { return start.Add(11 * time.Minute) }
+	s = reconcile()
+	if s.noSpecENIs || !s.eniCopyWaits() {
+		t.Errorf("past the retry: noSpecENIs %v, the ENIs' copy waits %v; want false, true", s.noSpecENIs, s.eniCopyWaits())
+	}
+	s.routing.Spec.ENIs = []enipamv1alpha1.NodeENI{eni}
+	if err := s.writeRouting(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := stored(); len(got.Spec.ENIs) != 1 || got.Spec.ENIs[0].ID != eni.ID {
+		t.Errorf("stored spec.enis %+v past the retry, want %s", got.Spec.ENIs, eni.ID)
+	}
+	upgraded = false
+
+	// Another field refused: not the CRD's lack of spec.enis.
+	r2 := &Reconciler{client: c, now: time.Now, log: slog.New(slog.NewTextHandler(io.Discard, nil)), nodes: map[string]*memory{}}
+	r, refused = r2, ".spec.other"
+	s = reconcile()
+	s.routing.Spec.ENIs = []enipamv1alpha1.NodeENI{eni, {ID: "eni-2", MAC: "02:00:00:00:00:02", Number: 2}}
+	if err := s.writeRouting(context.Background()); err == nil {
+		t.Error("an apply refused for another field went through")
+	}
+	if r.withoutSpecENIs() {
+		t.Error("a refusal of another field is taken for the CRD's lack of spec.enis")
+	}
+}
