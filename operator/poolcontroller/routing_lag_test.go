@@ -91,32 +91,30 @@ func TestAppliedBaseDropsTheENIsOnceCopied(t *testing.T) {
 	mem.routingApplied = applied
 	cn := &ciliumv2.CiliumNode{}
 	s := testSync(r, cn, deciding{mem: mem})
-	cached := func(gen int64) *enipamv1alpha1.NodeRouting {
-		return &enipamv1alpha1.NodeRouting{ObjectMeta: metav1.ObjectMeta{Name: "n1", UID: "uid-1", Generation: gen}}
-	}
-
-	s.routingRead = cached(4)
-	s.trimApplied()
-	if len(mem.routingApplied.Spec.ENIs) != 1 {
-		t.Fatal("the base dropped spec.enis while status.eni.enis lists none of them")
-	}
-	cn.Status.ENI.ENIs = map[string]awstypes.ENI{"eni-1": eni}
-	s.routingRead = cached(3)
-	s.trimApplied()
-	if len(mem.routingApplied.Spec.ENIs) != 1 {
-		t.Fatal("the base dropped spec.enis while the cache lags behind the apply")
+	// trim trims the base with status.eni.enis listing copied, over a
+	// cache showing generation gen.
+	trim := func(copied map[string]awstypes.ENI, gen int64) {
+		cn.Status.ENI.ENIs = copied
+		s.routingRead = &enipamv1alpha1.NodeRouting{ObjectMeta: metav1.ObjectMeta{Name: "n1", UID: "uid-1", Generation: gen}}
+		s.trimApplied()
 	}
 	stale := eni
 	stale.Addresses = stale.Addresses[:1]
-	cn.Status.ENI.ENIs = map[string]awstypes.ENI{"eni-1": stale}
-	s.routingRead = cached(4)
-	s.trimApplied()
-	if len(mem.routingApplied.Spec.ENIs) != 1 {
-		t.Fatal("the base dropped spec.enis while status.eni.enis lists an address fewer")
+	for _, keep := range []struct {
+		copied map[string]awstypes.ENI
+		gen    int64
+		while  string
+	}{
+		{nil, 4, "status.eni.enis lists none of them"},
+		{map[string]awstypes.ENI{"eni-1": eni}, 3, "the cache lags behind the apply"},
+		{map[string]awstypes.ENI{"eni-1": stale}, 4, "status.eni.enis lists an address fewer"},
+	} {
+		trim(keep.copied, keep.gen)
+		if len(mem.routingApplied.Spec.ENIs) != 1 {
+			t.Fatal("the base dropped spec.enis while " + keep.while)
+		}
 	}
-	cn.Status.ENI.ENIs = map[string]awstypes.ENI{"eni-1": eni}
-	s.routingRead = cached(5)
-	s.trimApplied()
+	trim(map[string]awstypes.ENI{"eni-1": eni}, 5)
 	if got := mem.routingApplied; got.Spec.ENIs != nil || got.Spec.Capacity == nil || got.Spec.Capacity.MaxIPs != 27 || got.UID != "uid-1" || got.Generation != 4 {
 		t.Fatalf("base %+v, want the same without spec.enis", got)
 	}
