@@ -16,10 +16,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
@@ -49,35 +47,26 @@ type joinRig struct {
 }
 
 func newJoinRig(t *testing.T) *joinRig {
-	scheme := runtime.NewScheme()
-	if err := enipamv1alpha1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	if err := ciliumv2.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
 	j := &joinRig{t: t, now: time.Date(2026, 11, 27, 2, 0, 0, 0, time.UTC)}
 	cn := &ciliumv2.CiliumNode{ObjectMeta: metav1.ObjectMeta{Name: "n1", UID: "uid-n1"}}
 	cn.Spec.InstanceID = "i-1"
-	j.c = fake.NewClientBuilder().WithScheme(scheme).WithObjects(cn).
-		WithStatusSubresource(&ciliumv2.CiliumNode{}, &enipamv1alpha1.NodeRouting{}).
-		WithInterceptorFuncs(interceptor.Funcs{
-			Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
-				switch obj.(type) {
-				case *ciliumv2.CiliumNode:
-					j.spec++
-				case *enipamv1alpha1.NodeRouting:
-					j.routingWrites++
-				}
-				return c.Patch(ctx, obj, patch, opts...)
-			},
-			SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
-				if _, ok := obj.(*ciliumv2.CiliumNode); ok {
-					j.status++
-				}
-				return c.SubResource(sub).Patch(ctx, obj, patch, opts...)
-			},
-		}).Build()
+	j.c = interceptor.NewClient(fakeAPIServer(t, cn), interceptor.Funcs{
+		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+			switch obj.(type) {
+			case *ciliumv2.CiliumNode:
+				j.spec++
+			case *enipamv1alpha1.NodeRouting:
+				j.routingWrites++
+			}
+			return c.Patch(ctx, obj, patch, opts...)
+		},
+		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+			if _, ok := obj.(*ciliumv2.CiliumNode); ok {
+				j.status++
+			}
+			return c.SubResource(sub).Patch(ctx, obj, patch, opts...)
+		},
+	})
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	m, err := NewMetrics(prometheus.NewRegistry())
 	if err != nil {

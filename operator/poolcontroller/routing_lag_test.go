@@ -1,26 +1,16 @@
 package poolcontroller
 
 import (
-	"context"
-	"io"
-	"log/slog"
 	"net/netip"
 	"testing"
-	"time"
 
 	awstypes "github.com/cilium/cilium/pkg/aws/types"
 	ciliumip "github.com/cilium/cilium/pkg/ip"
 	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
-	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
-	"github.com/enipam/enipam/operator/policy"
 )
 
 // TestNodeRoutingApplyTakesNothingBackWhileTheCacheLags: the operator
@@ -32,89 +22,28 @@ import (
 // second apply carries the new index and keeps the capacity. With a
 // cache that caught up, the same holds and nothing more is written.
 func TestNodeRoutingApplyTakesNothingBackWhileTheCacheLags(t *testing.T) {
-	scheme := runtime.NewScheme()
-	if err := enipamv1alpha1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	nr := &enipamv1alpha1.NodeRouting{ObjectMeta: metav1.ObjectMeta{Name: "n1", Generation: 1},
-		Spec: enipamv1alpha1.NodeRoutingSpec{InstanceID: "i-1", FirstInterfaceIndex: 1}}
-	var stale *enipamv1alpha1.NodeRouting // what the lagging cache shows
-	applies := 0
-	base := fake.NewClientBuilder().WithScheme(scheme).WithObjects(nr).Build()
-	c := interceptor.NewClient(base, interceptor.Funcs{
-		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-			if stale != nil {
-				stale.DeepCopyInto(obj.(*enipamv1alpha1.NodeRouting))
-				return nil
-			}
-			return c.Get(ctx, key, obj, opts...)
-		},
-		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
-			// As the apiserver does, a change of the spec makes a new
-			// generation.
-			before := &enipamv1alpha1.NodeRouting{}
-			if err := c.Get(ctx, client.ObjectKeyFromObject(obj), before); err != nil {
-				return err
-			}
-			if patch.Type() == types.ApplyPatchType {
-				applies++
-			}
-			if err := c.Patch(ctx, obj, patch, opts...); err != nil {
-				return err
-			}
-			nr := obj.(*enipamv1alpha1.NodeRouting)
-			if equality.Semantic.DeepEqual(before.Spec, nr.Spec) {
-				return nil
-			}
-			nr.Generation = before.Generation + 1
-			return c.Update(ctx, nr)
-		},
-	})
-	r := &Reconciler{client: c, now: time.Now, log: slog.New(slog.NewTextHandler(io.Discard, nil)), nodes: map[string]*memory{}}
-	cn := &ciliumv2.CiliumNode{ObjectMeta: metav1.ObjectMeta{Name: "n1", UID: "uid-n1"}}
+	w := newRoutingWorld(t, &enipamv1alpha1.NodeRouting{ObjectMeta: metav1.ObjectMeta{Name: "n1", Generation: 1},
+		Spec: enipamv1alpha1.NodeRoutingSpec{InstanceID: "i-1", FirstInterfaceIndex: 1}})
+	w.intercept(w.laggingCache())
 	capacity := &enipamv1alpha1.NodeCapacity{MaxIPs: 27, PoolIPs: 4, CanGrow: true}
-	reconcile := func(first int, decide func(s *nodeSync)) {
-		t.Helper()
-		s := testSync(r, cn, deciding{mem: r.memory("n1"), cn: cn.DeepCopy()})
-		s.instanceID = "i-1"
-		s.cfg = policy.Config{}
-		s.cfg.FirstInterfaceIndex = first
-		if err := s.readRouting(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		s.decideRouting()
-		if decide != nil {
-			decide(s)
-		}
-		if err := s.writeRouting(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-	}
-	stored := func() *enipamv1alpha1.NodeRouting {
-		got := &enipamv1alpha1.NodeRouting{}
-		if err := base.Get(context.Background(), types.NamespacedName{Name: "n1"}, got); err != nil {
-			t.Fatal(err)
-		}
-		return got
-	}
 
-	stale = stored()
-	reconcile(1, func(s *nodeSync) { s.routing.Spec.Capacity = capacity.DeepCopy() })
-	reconcile(2, nil) // the cache still shows the object before the capacity
-	got := stored()
+	w.stale = w.stored()
+	w.reconcile(w.cn, 1, func(s *nodeSync) { s.routing.Spec.Capacity = capacity.DeepCopy() })
+	w.reconcile(w.cn, 2, nil) // the cache still shows the object before the capacity
+	got := w.stored()
 	if got.Spec.FirstInterfaceIndex != 2 || !equality.Semantic.DeepEqual(got.Spec.Capacity, capacity) {
 		t.Errorf("after a reconcile over a lagging cache: first interface index %d, capacity %+v; want 2 and %+v",
 			got.Spec.FirstInterfaceIndex, got.Spec.Capacity, capacity)
 	}
-	if applies != 2 {
-		t.Errorf("%d applies, want 2", applies)
+	if w.applies != 2 {
+		t.Errorf("%d applies, want 2", w.applies)
 	}
 
-	stale = nil // the cache caught up
-	reconcile(2, nil)
-	if got := stored(); got.Spec.FirstInterfaceIndex != 2 || !equality.Semantic.DeepEqual(got.Spec.Capacity, capacity) || applies != 2 {
+	w.stale = nil // the cache caught up
+	w.reconcile(w.cn, 2, nil)
+	if got := w.stored(); got.Spec.FirstInterfaceIndex != 2 || !equality.Semantic.DeepEqual(got.Spec.Capacity, capacity) || w.applies != 2 {
 		t.Errorf("with the cache caught up: first interface index %d, capacity %+v, %d applies; want 2, %+v and still 2",
-			got.Spec.FirstInterfaceIndex, got.Spec.Capacity, applies, capacity)
+			got.Spec.FirstInterfaceIndex, got.Spec.Capacity, w.applies, capacity)
 	}
 }
 
@@ -162,32 +91,30 @@ func TestAppliedBaseDropsTheENIsOnceCopied(t *testing.T) {
 	mem.routingApplied = applied
 	cn := &ciliumv2.CiliumNode{}
 	s := testSync(r, cn, deciding{mem: mem})
-	cached := func(gen int64) *enipamv1alpha1.NodeRouting {
-		return &enipamv1alpha1.NodeRouting{ObjectMeta: metav1.ObjectMeta{Name: "n1", UID: "uid-1", Generation: gen}}
-	}
-
-	s.routingRead = cached(4)
-	s.trimApplied()
-	if len(mem.routingApplied.Spec.ENIs) != 1 {
-		t.Fatal("the base dropped spec.enis while status.eni.enis lists none of them")
-	}
-	cn.Status.ENI.ENIs = map[string]awstypes.ENI{"eni-1": eni}
-	s.routingRead = cached(3)
-	s.trimApplied()
-	if len(mem.routingApplied.Spec.ENIs) != 1 {
-		t.Fatal("the base dropped spec.enis while the cache lags behind the apply")
+	// trim trims the base with status.eni.enis listing copied, over a
+	// cache showing generation gen.
+	trim := func(copied map[string]awstypes.ENI, gen int64) {
+		cn.Status.ENI.ENIs = copied
+		s.routingRead = &enipamv1alpha1.NodeRouting{ObjectMeta: metav1.ObjectMeta{Name: "n1", UID: "uid-1", Generation: gen}}
+		s.trimApplied()
 	}
 	stale := eni
 	stale.Addresses = stale.Addresses[:1]
-	cn.Status.ENI.ENIs = map[string]awstypes.ENI{"eni-1": stale}
-	s.routingRead = cached(4)
-	s.trimApplied()
-	if len(mem.routingApplied.Spec.ENIs) != 1 {
-		t.Fatal("the base dropped spec.enis while status.eni.enis lists an address fewer")
+	for _, keep := range []struct {
+		copied map[string]awstypes.ENI
+		gen    int64
+		while  string
+	}{
+		{nil, 4, "status.eni.enis lists none of them"},
+		{map[string]awstypes.ENI{"eni-1": eni}, 3, "the cache lags behind the apply"},
+		{map[string]awstypes.ENI{"eni-1": stale}, 4, "status.eni.enis lists an address fewer"},
+	} {
+		trim(keep.copied, keep.gen)
+		if len(mem.routingApplied.Spec.ENIs) != 1 {
+			t.Fatal("the base dropped spec.enis while " + keep.while)
+		}
 	}
-	cn.Status.ENI.ENIs = map[string]awstypes.ENI{"eni-1": eni}
-	s.routingRead = cached(5)
-	s.trimApplied()
+	trim(map[string]awstypes.ENI{"eni-1": eni}, 5)
 	if got := mem.routingApplied; got.Spec.ENIs != nil || got.Spec.Capacity == nil || got.Spec.Capacity.MaxIPs != 27 || got.UID != "uid-1" || got.Generation != 4 {
 		t.Fatalf("base %+v, want the same without spec.enis", got)
 	}

@@ -3,23 +3,16 @@ package poolcontroller
 import (
 	"context"
 	"errors"
-	"io"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
-	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
-	"github.com/enipam/enipam/operator/policy"
 )
 
 // TestNodeRoutingApplyWithoutSpecENIsUnderAnEarlierCRD: under a stored
@@ -32,16 +25,12 @@ import (
 // agent that routes that status only, and sends no spec.enis. A refusal
 // naming another field is no such CRD: the write fails.
 func TestNodeRoutingApplyWithoutSpecENIsUnderAnEarlierCRD(t *testing.T) {
-	scheme := runtime.NewScheme()
-	if err := enipamv1alpha1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	nr := &enipamv1alpha1.NodeRouting{ObjectMeta: metav1.ObjectMeta{Name: "n1", Generation: 3},
-		Spec: enipamv1alpha1.NodeRoutingSpec{InstanceID: "i-1"}}
+	w := newRoutingWorld(t, &enipamv1alpha1.NodeRouting{ObjectMeta: metav1.ObjectMeta{Name: "n1", Generation: 3},
+		Spec: enipamv1alpha1.NodeRoutingSpec{InstanceID: "i-1"}})
 	refused := ".spec.enis"
 	var applies, refusals int
 	upgraded := false // the CRDs upgraded: spec.enis accepted
-	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(nr).WithInterceptorFuncs(interceptor.Funcs{
+	w.intercept(interceptor.Funcs{
 		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
 			applies++
 			data, err := patch.Data(obj)
@@ -55,27 +44,9 @@ func TestNodeRoutingApplyWithoutSpecENIsUnderAnEarlierCRD(t *testing.T) {
 			}
 			return c.Patch(ctx, obj, patch, opts...)
 		},
-	}).Build()
-	r := &Reconciler{client: c, now: time.Now, log: slog.New(slog.NewTextHandler(io.Discard, nil)), nodes: map[string]*memory{}}
-	cn := &ciliumv2.CiliumNode{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}
+	})
 	eni := enipamv1alpha1.NodeENI{ID: "eni-1", MAC: "02:00:00:00:00:01", Number: 1, Addresses: []string{"10.0.1.10"}}
-	reconcile := func() *nodeSync {
-		s := testSync(r, cn, deciding{mem: r.memory("n1"), cn: cn.DeepCopy()})
-		s.instanceID = "i-1"
-		s.cfg = policy.Config{}
-		s.cfg.FirstInterfaceIndex = 1
-		if err := s.readDecideRouting(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		return s
-	}
-	stored := func() *enipamv1alpha1.NodeRouting {
-		got := &enipamv1alpha1.NodeRouting{}
-		if err := c.Get(context.Background(), types.NamespacedName{Name: "n1"}, got); err != nil {
-			t.Fatal(err)
-		}
-		return got
-	}
+	reconcile := func() *nodeSync { return w.read(w.cn, 1) }
 
 	s := reconcile()
 	if s.noSpecENIs || !s.eniCopyWaits() {
@@ -88,10 +59,10 @@ func TestNodeRoutingApplyWithoutSpecENIsUnderAnEarlierCRD(t *testing.T) {
 	if refusals != 1 || applies != 2 {
 		t.Errorf("%d applies, %d refused; want 2, the first refused", applies, refusals)
 	}
-	if got := stored(); got.Spec.FirstInterfaceIndex != 1 || len(got.Spec.ENIs) != 0 {
+	if got := w.stored(); got.Spec.FirstInterfaceIndex != 1 || len(got.Spec.ENIs) != 0 {
 		t.Errorf("stored spec %+v, want first interface index 1 and no ENIs", got.Spec)
 	}
-	if !r.withoutSpecENIs() {
+	if !w.r.withoutSpecENIs() {
 		t.Error("the refusal is not remembered")
 	}
 
@@ -114,12 +85,12 @@ func TestNodeRoutingApplyWithoutSpecENIsUnderAnEarlierCRD(t *testing.T) {
 	// go without spec.enis; past them, the next apply sends it again.
 	upgraded = true
 	start := time.Now()
-	r.now = func() time.Time { return start.Add(9 * time.Minute) }
+	w.r.now = func() time.Time { return start.Add(9 * time.Minute) }
 	s = reconcile()
 	if !s.noSpecENIs {
 		t.Error("spec.enis tried again within the retry")
 	}
-	r.now = func() time.Time { return start.Add(11 * time.Minute) }
+	w.r.now = func() time.Time { return start.Add(11 * time.Minute) }
 	s = reconcile()
 	if s.noSpecENIs || !s.eniCopyWaits() {
 		t.Errorf("past the retry: noSpecENIs %v, the ENIs' copy waits %v; want false, true", s.noSpecENIs, s.eniCopyWaits())
@@ -128,20 +99,19 @@ func TestNodeRoutingApplyWithoutSpecENIsUnderAnEarlierCRD(t *testing.T) {
 	if err := s.writeRouting(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if got := stored(); len(got.Spec.ENIs) != 1 || got.Spec.ENIs[0].ID != eni.ID {
+	if got := w.stored(); len(got.Spec.ENIs) != 1 || got.Spec.ENIs[0].ID != eni.ID {
 		t.Errorf("stored spec.enis %+v past the retry, want %s", got.Spec.ENIs, eni.ID)
 	}
 	upgraded = false
 
 	// Another field refused: not the CRD's lack of spec.enis.
-	r2 := &Reconciler{client: c, now: time.Now, log: slog.New(slog.NewTextHandler(io.Discard, nil)), nodes: map[string]*memory{}}
-	r, refused = r2, ".spec.other"
+	w.r, refused = routingReconciler(w.r.client), ".spec.other"
 	s = reconcile()
 	s.routing.Spec.ENIs = []enipamv1alpha1.NodeENI{eni, {ID: "eni-2", MAC: "02:00:00:00:00:02", Number: 2}}
 	if err := s.writeRouting(context.Background()); err == nil {
 		t.Error("an apply refused for another field went through")
 	}
-	if r.withoutSpecENIs() {
+	if w.r.withoutSpecENIs() {
 		t.Error("a refusal of another field is taken for the CRD's lack of spec.enis")
 	}
 }

@@ -2,22 +2,12 @@ package poolcontroller
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"net/netip"
 	"testing"
-	"time"
 
 	awstypes "github.com/cilium/cilium/pkg/aws/types"
 	ciliumip "github.com/cilium/cilium/pkg/ip"
-	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
-	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
-	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
 	"github.com/enipam/enipam/operator/cloud"
@@ -62,10 +52,6 @@ func TestReportOverAnEarlierSpecVouchesOnlyForWhatItStillLists(t *testing.T) {
 // a reconcile sees dropped on the instance, the next one, over the
 // lagging cache, relisted. probe's 10.3.16.7 is what is looked up.
 func relisted(t *testing.T, probe string, before, dropped, relisted []awstypes.ENI) {
-	scheme := runtime.NewScheme()
-	if err := enipamv1alpha1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
 	addr := netip.MustParseAddr("10.3.16.7")
 	report := func(gen int64, enis ...awstypes.ENI) enipamv1alpha1.NodeRoutingStatus {
 		st := enipamv1alpha1.NodeRoutingStatus{ObservedGeneration: gen, RoutesSpecENIs: true}
@@ -86,35 +72,9 @@ func relisted(t *testing.T, probe string, before, dropped, relisted []awstypes.E
 	nr := &enipamv1alpha1.NodeRouting{ObjectMeta: metav1.ObjectMeta{Name: "n1", UID: "uid-nr", Generation: 1},
 		Spec:   enipamv1alpha1.NodeRoutingSpec{InstanceID: "i-4", ENIs: listed},
 		Status: report(1, before...)}
-	var stale *enipamv1alpha1.NodeRouting // what the lagging cache shows
-	base := fake.NewClientBuilder().WithScheme(scheme).WithObjects(nr).WithStatusSubresource(nr).Build()
-	c := interceptor.NewClient(base, interceptor.Funcs{
-		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-			if stale != nil {
-				stale.DeepCopyInto(obj.(*enipamv1alpha1.NodeRouting))
-				return nil
-			}
-			return c.Get(ctx, key, obj, opts...)
-		},
-		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
-			before := &enipamv1alpha1.NodeRouting{}
-			if err := c.Get(ctx, client.ObjectKeyFromObject(obj), before); err != nil {
-				return err
-			}
-			if err := c.Patch(ctx, obj, patch, opts...); err != nil {
-				return err
-			}
-			nr := obj.(*enipamv1alpha1.NodeRouting)
-			if equality.Semantic.DeepEqual(before.Spec, nr.Spec) {
-				return nil
-			}
-			nr.Generation = before.Generation + 1 // as the apiserver does
-			return c.Update(ctx, nr)
-		},
-	})
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	r := &Reconciler{client: c, now: time.Now, log: log, nodes: map[string]*memory{}, inv: inventory.New(nil, inventory.Options{}, log)}
-	cn := &ciliumv2.CiliumNode{ObjectMeta: metav1.ObjectMeta{Name: "n1", UID: "uid-n1"}}
+	w := newRoutingWorld(t, nr)
+	w.intercept(w.laggingCache())
+	w.r.inv = inventory.New(nil, inventory.Options{}, w.r.log)
 	onInstance := func(enis ...awstypes.ENI) snapshot.Node {
 		var snap snapshot.Node
 		for _, e := range enis {
@@ -127,7 +87,7 @@ func relisted(t *testing.T, probe string, before, dropped, relisted []awstypes.E
 	// report's word on eni-1's first address as the reconcile read it.
 	reconcile := func(enis ...awstypes.ENI) bool {
 		t.Helper()
-		s := testSync(r, cn, deciding{mem: r.memory("n1"), cn: cn.DeepCopy(),
+		s := testSync(w.r, w.cn, deciding{mem: w.r.memory("n1"), cn: w.cn.DeepCopy(),
 			nodeState: nodeState{instanceID: "i-4", haveSnap: true, snap: onInstance(enis...)}})
 		if err := s.readDecideRouting(context.Background()); err != nil {
 			t.Fatal(err)
@@ -143,44 +103,37 @@ func relisted(t *testing.T, probe string, before, dropped, relisted []awstypes.E
 		}
 		return routed
 	}
-	stored := func() *enipamv1alpha1.NodeRouting {
-		got := &enipamv1alpha1.NodeRouting{}
-		if err := base.Get(context.Background(), types.NamespacedName{Name: "n1"}, got); err != nil {
-			t.Fatal(err)
-		}
-		return got
-	}
 	agentReports := func(st enipamv1alpha1.NodeRoutingStatus) {
 		t.Helper()
-		got := stored()
+		got := w.stored()
 		got.Status = st
-		if err := base.Status().Update(context.Background(), got); err != nil {
+		if err := w.base.Status().Update(context.Background(), got); err != nil {
 			t.Fatal(err)
 		}
 	}
 
-	stale = stored() // generation 1, the earlier life's report
+	w.stale = w.stored() // generation 1, the earlier life's report
 	reconcile(dropped...)
-	if got := stored(); got.Generation != 2 {
+	if got := w.stored(); got.Generation != 2 {
 		t.Fatalf("scenario: the first apply left generation %d, want 2", got.Generation)
 	}
 	agentReports(report(2, dropped...)) // unrouted; the cache has not delivered it
 	if reconcile(relisted...) {
 		t.Errorf("a report over generation 1 vouched for %s on %s after generation 2 dropped it from spec.enis", addr, probe)
 	}
-	if got := stored(); got.Generation != 3 {
+	if got := w.stored(); got.Generation != 3 {
 		t.Fatalf("scenario: the second apply left generation %d, want 3", got.Generation)
 	}
 
-	stale = nil // the cache caught up; the agent routes it again
+	w.stale = nil // the cache caught up; the agent routes it again
 	agentReports(report(3, relisted...))
 	if !reconcile(relisted...) {
 		t.Errorf("the agent's report over the generation listing %s does not vouch for it", addr)
 	}
 	// A report over an earlier generation still vouches for what the
 	// newer spec lists: the agent routes the newer list.
-	stale = stored()
-	stale.Generation++
+	w.stale = w.stored()
+	w.stale.Generation++
 	if !reconcile(relisted...) {
 		t.Errorf("a report over an earlier generation does not vouch for %s, which the newer spec.enis still lists on %s", addr, probe)
 	}

@@ -2,23 +2,15 @@ package poolcontroller
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
-	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
-	"github.com/enipam/enipam/operator/policy"
 )
 
 // TestNodeRoutingSpecWrittenOncePerReconcile: a node whose policy moved
@@ -28,45 +20,24 @@ import (
 // generation is the one that patch made); a reconcile with nothing new
 // writes nothing.
 func TestNodeRoutingSpecWrittenOncePerReconcile(t *testing.T) {
-	scheme := runtime.NewScheme()
-	if err := enipamv1alpha1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	nr := &enipamv1alpha1.NodeRouting{ObjectMeta: metav1.ObjectMeta{Name: "n1", Generation: 3},
-		Spec: enipamv1alpha1.NodeRoutingSpec{InstanceID: "i-1"}}
+	w := newRoutingWorld(t, &enipamv1alpha1.NodeRouting{ObjectMeta: metav1.ObjectMeta{Name: "n1", Generation: 3},
+		Spec: enipamv1alpha1.NodeRoutingSpec{InstanceID: "i-1"}})
 	var patches []client.Patch
-	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(nr).WithInterceptorFuncs(interceptor.Funcs{
+	w.intercept(interceptor.Funcs{
 		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
 			patches = append(patches, patch)
 			return c.Patch(ctx, obj, patch, opts...)
 		},
-	}).Build()
-	r := &Reconciler{client: c, now: time.Now, log: slog.New(slog.NewTextHandler(io.Discard, nil)), nodes: map[string]*memory{}}
-	cn := &ciliumv2.CiliumNode{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}
+	})
 	reconcile := func(queries []string) *nodeSync {
-		s := testSync(r, cn, deciding{mem: r.memory("n1"), cn: cn.DeepCopy()})
-		s.instanceID = "i-1"
-		s.cfg = policy.Config{}
-		s.cfg.FirstInterfaceIndex = 1
-		if err := s.readRouting(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		s.decideRouting()
-		s.askEndpoints(queries)
-		if err := s.writeRouting(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		return s
+		return w.reconcile(w.cn, 1, func(s *nodeSync) { s.askEndpoints(queries) })
 	}
 
 	s := reconcile([]string{"10.0.1.10"})
 	if len(patches) != 1 {
 		t.Fatalf("%d NodeRouting patches, want 1", len(patches))
 	}
-	got := &enipamv1alpha1.NodeRouting{}
-	if err := c.Get(context.Background(), types.NamespacedName{Name: "n1"}, got); err != nil {
-		t.Fatal(err)
-	}
+	got := w.stored()
 	if got.Spec.FirstInterfaceIndex != 1 || !slices.Equal(got.Spec.EndpointQueries, []string{"10.0.1.10"}) {
 		t.Errorf("spec %+v, want first interface index 1 and the query", got.Spec)
 	}

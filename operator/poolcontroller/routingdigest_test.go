@@ -3,25 +3,19 @@ package poolcontroller
 import (
 	"context"
 	"encoding/json"
-	"io"
-	"log/slog"
 	"net/netip"
 	"testing"
-	"time"
 
 	awstypes "github.com/cilium/cilium/pkg/aws/types"
 	ciliumip "github.com/cilium/cilium/pkg/ip"
 	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
-	"github.com/enipam/enipam/operator/policy"
 )
 
 // TestSpecENIsGivenBackWhereTheCacheDropsThem: the operator's cache keeps
@@ -33,10 +27,6 @@ import (
 // and an apply of the node's capacity on that read carries the ENIs as
 // they were, never an empty list that would unroute the node.
 func TestSpecENIsGivenBackWhereTheCacheDropsThem(t *testing.T) {
-	scheme := runtime.NewScheme()
-	if err := enipamv1alpha1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
 	addr := func(s string) ciliumip.Addr { return ciliumip.AddrFrom(netip.MustParseAddr(s)) }
 	eni := awstypes.ENI{ID: "eni-1", MAC: "02:00:00:00:00:01", Number: 1, IP: addr("10.0.0.4"),
 		Addresses: []ciliumip.Addr{addr("10.0.0.6"), addr("10.0.0.5")}}
@@ -48,9 +38,9 @@ func TestSpecENIsGivenBackWhereTheCacheDropsThem(t *testing.T) {
 	nr := &enipamv1alpha1.NodeRouting{ObjectMeta: metav1.ObjectMeta{Name: "n1", UID: "uid-1", Generation: 4, OwnerReferences: ownerRefs(nil, cn)},
 		Spec: enipamv1alpha1.NodeRoutingSpec{InstanceID: "i-1", ENIs: listed}}
 	var applied [][]enipamv1alpha1.NodeENI // spec.enis of each apply
-	base := fake.NewClientBuilder().WithScheme(scheme).WithObjects(nr).Build()
+	w := newRoutingWorld(t, nr)
 	// The cache: what the apiserver holds, as the transform keeps it.
-	cached := interceptor.NewClient(base, interceptor.Funcs{
+	w.intercept(interceptor.Funcs{
 		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
 			if err := c.Get(ctx, key, obj, opts...); err != nil {
 				return err
@@ -76,46 +66,21 @@ func TestSpecENIsGivenBackWhereTheCacheDropsThem(t *testing.T) {
 		},
 	})
 	reads := 0
-	uncached := interceptor.NewClient(base, interceptor.Funcs{
+	w.r.opts.Routings = interceptor.NewClient(w.base, interceptor.Funcs{
 		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
 			reads++
 			return c.Get(ctx, key, obj, opts...)
 		},
 	})
-	r := &Reconciler{client: cached, now: time.Now, log: slog.New(slog.NewTextHandler(io.Discard, nil)), nodes: map[string]*memory{},
-		opts: Options{Routings: uncached}}
-	stored := func() *enipamv1alpha1.NodeRouting {
-		got := &enipamv1alpha1.NodeRouting{}
-		if err := base.Get(context.Background(), types.NamespacedName{Name: "n1"}, got); err != nil {
-			t.Fatal(err)
-		}
-		return got
-	}
-	if got := stored(); !equality.Semantic.DeepEqual(got.Spec.ENIs, listed) {
+	if got := w.stored(); !equality.Semantic.DeepEqual(got.Spec.ENIs, listed) {
 		t.Fatalf("stored spec.enis %+v, want %+v", got.Spec.ENIs, listed)
 	}
 	probe := &enipamv1alpha1.NodeRouting{}
-	if err := cached.Get(context.Background(), types.NamespacedName{Name: "n1"}, probe); err != nil || probe.Spec.ENIs != nil || probe.Spec.ENIsDigest == "" {
+	if err := w.r.client.Get(context.Background(), types.NamespacedName{Name: "n1"}, probe); err != nil || probe.Spec.ENIs != nil || probe.Spec.ENIsDigest == "" {
 		t.Fatalf("the cache's copy keeps spec.enis %+v (digest %x, error %v); want none and their digest", probe.Spec.ENIs, probe.Spec.ENIsDigest, err)
 	}
-	reconcile := func(cn *ciliumv2.CiliumNode, decide func(s *nodeSync)) *nodeSync {
-		t.Helper()
-		s := testSync(r, cn, deciding{mem: r.memory("n1"), cn: cn.DeepCopy()})
-		s.instanceID = "i-1"
-		s.cfg = policy.Config{}
-		if err := s.readDecideRouting(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		if decide != nil {
-			decide(s)
-		}
-		if err := s.writeRouting(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		return s
-	}
-	s := reconcile(cn, nil)
-	if r.memory("n1").routingApplied != nil {
+	s := w.reconcile(cn, 0, nil)
+	if w.r.memory("n1").routingApplied != nil {
 		t.Fatal("the reconcile applied the NodeRouting, which it had no need to")
 	}
 	if !equality.Semantic.DeepEqual(s.routingRead.Spec.ENIs, listed) || !equality.Semantic.DeepEqual(s.routing.Spec.ENIs, listed) || reads != 0 {
@@ -128,16 +93,16 @@ func TestSpecENIsGivenBackWhereTheCacheDropsThem(t *testing.T) {
 	joining := cn.DeepCopy()
 	joining.Status.ENI.ENIs = nil
 	capacity := &enipamv1alpha1.NodeCapacity{MaxIPs: 27, PoolIPs: 2}
-	reconcile(joining, func(s *nodeSync) { s.routing.Spec.Capacity = capacity.DeepCopy() })
+	w.reconcile(joining, 0, func(s *nodeSync) { s.routing.Spec.Capacity = capacity.DeepCopy() })
 	if len(applied) != 1 || !equality.Semantic.DeepEqual(applied[0], listed) {
 		t.Errorf("applied spec.enis %+v, want one apply of %+v", applied, listed)
 	}
-	got := stored()
+	got := w.stored()
 	if !equality.Semantic.DeepEqual(got.Spec.ENIs, listed) || !equality.Semantic.DeepEqual(got.Spec.Capacity, capacity) || reads != 1 {
 		t.Errorf("with the copy waiting: stored spec.enis %+v, capacity %+v after %d uncached reads; want %+v, %+v and 1 read",
 			got.Spec.ENIs, got.Spec.Capacity, reads, listed, capacity)
 	}
-	s = reconcile(joining, nil)
+	s = w.reconcile(joining, 0, nil)
 	if !equality.Semantic.DeepEqual(s.routingRead.Spec.ENIs, listed) || reads != 1 {
 		t.Errorf("the next reconcile: spec.enis read %+v after %d uncached reads; want %+v and still 1 read", s.routingRead.Spec.ENIs, reads, listed)
 	}
