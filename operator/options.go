@@ -26,7 +26,11 @@ type Options struct {
 	EC2MaxAttempts int
 	Workers        int
 	// KubeAPIQPS and KubeAPIBurst bound the apiserver client's requests
-	// (client-side, before the apiserver's priority and fairness).
+	// (client-side, before the apiserver's priority and fairness). The
+	// defaults are Cilium's operator's (100, burst 200): each node's pool
+	// growth costs a few writes, and at controller-runtime's 20 (burst 30)
+	// a burst of pods across 100 nodes queued them for seconds while pods
+	// waited for their addresses (docs/performance.md, the pools burst).
 	KubeAPIQPS   float64
 	KubeAPIBurst int
 
@@ -72,8 +76,8 @@ func DefaultOptions() Options {
 		EC2RateScale:     1,
 		EC2MaxAttempts:   8,
 		Workers:          100,
-		KubeAPIQPS:       20,
-		KubeAPIBurst:     30,
+		KubeAPIQPS:       100,
+		KubeAPIBurst:     200,
 		GCInterval:       5 * time.Minute,
 		GCMaxPerPass:     25,
 		Knobs:            pool.Knobs{PreAllocate: 8, AgentEndpoints: 2},
