@@ -240,7 +240,6 @@ func (t *term) wire(opts Options, awsCfg aws.Config, log *slog.Logger) error {
 		Cluster:  opts.ClusterName,
 		Term:     term,
 		Pods:     mgr.GetAPIReader(),
-		Routings: mgr.GetAPIReader(),
 		Workers:  opts.Workers,
 		Defaults: policy.Defaults{
 			Knobs: opts.Knobs, FirstInterfaceIndex: opts.FirstInterfaceIndex, PrefixDelegation: opts.PrefixDelegation,

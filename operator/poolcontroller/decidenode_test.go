@@ -158,8 +158,26 @@ func TestDecideNode(t *testing.T) {
 		f.routing.Status = enipamv1alpha1.NodeRoutingStatus{ObservedGeneration: 1, RoutesSpecENIs: true}
 		f.routingRead = f.routing.DeepCopy()
 		f.routingLooked = true
-		f.cn.Status.ENI.ENIs = map[string]awstypes.ENI{"eni-0": {ID: "eni-0"}}
 	}
+	// listsSpec has the NodeRouting read list ids in spec.enis at
+	// generation gen, the agent's report at observed.
+	listsSpec := func(f *facts, gen, observed int64, ids ...string) {
+		routesSpecENIs(f)
+		f.routing.Generation, f.routing.Status.ObservedGeneration = gen, observed
+		f.routing.Spec.ENIs = nil
+		for _, id := range ids {
+			f.routing.Spec.ENIs = append(f.routing.Spec.ENIs, enipamv1alpha1.NodeENI{ID: id})
+		}
+		f.routingRead = f.routing.DeepCopy()
+	}
+	// copied gives the node a copy of ids in status.eni.enis.
+	copied := func(f *facts, ids ...string) {
+		f.cn.Status.ENI.ENIs = map[string]awstypes.ENI{}
+		for _, id := range ids {
+			f.cn.Status.ENI.ENIs[id] = awstypes.ENI{ID: id}
+		}
+	}
+	copyIDs := func(d decision) []string { return slices.Sorted(maps.Keys(d.cn.Status.ENI.ENIs)) }
 	const db = "ns/db-0"
 	// remapped: ns/db-0's address .200, which this process reassigned
 	// onto eni-1 and asked the node's agent about at generation 4 (the
@@ -430,7 +448,7 @@ func TestDecideNode(t *testing.T) {
 			}
 		},
 	}, {
-		name: "a joining node's ENIs go to its NodeRouting's spec.enis, their copy into status.eni.enis waits for the join",
+		name: "a joining node's ENIs go to its NodeRouting's spec.enis alone: no copy into status.eni.enis",
 		setup: func(f *facts) {
 			joining(f)
 			routesSpecENIs(f)
@@ -441,8 +459,8 @@ func TestDecideNode(t *testing.T) {
 				t.Errorf("pool of %d, spec written %v, status %v; want eni-1's 4 addresses written, the status not",
 					len(d.cn.Spec.IPAM.Pool), d.writeSpec, d.writeStatus)
 			}
-			if got := slices.Sorted(maps.Keys(d.cn.Status.ENI.ENIs)); !slices.Equal(got, []string{"eni-0"}) {
-				t.Errorf("status.eni.enis %v, want eni-0 alone, as read", got)
+			if got := copyIDs(d); len(got) != 0 {
+				t.Errorf("status.eni.enis %v, want none", got)
 			}
 			var ids []string
 			for _, e := range d.routingENIs.list {
@@ -451,48 +469,99 @@ func TestDecideNode(t *testing.T) {
 			if !d.routingENIs.set || !slices.Equal(ids, []string{"eni-0", "eni-1", "eni-2"}) {
 				t.Errorf("spec.enis decided %v (set %v), want eni-0, eni-1 and eni-2", ids, d.routingENIs.set)
 			}
-			if !d.mem.joinedAt.IsZero() || d.eniCopy {
-				t.Errorf("joined at %v, ENI copy %v; want the join not complete, no copy", d.mem.joinedAt, d.eniCopy)
+			if d.eniCopy {
+				t.Error("an ENI copy decided, want none")
 			}
 		},
 	}, {
-		name: "a joining node's join is complete with the pool its own write brings: its copy is asked for a resync interval later",
+		name: "a node whose join its own pool write completes gets no copy of its ENIs, then or later",
 		setup: func(f *facts) {
 			// eni-1's 4 addresses are routed and not pooled yet: this
-			// reconcile's spec write brings the whole need, and no event
-			// may follow it.
+			// reconcile's spec write brings the whole need.
 			f.snap.ENIs = append(f.snap.ENIs, eni(1, 10, 4))
 			routesSpecENIs(f)
 		},
 		check: func(t *testing.T, f *facts, d decision) {
-			if len(d.cn.Spec.IPAM.Pool) != 4 || !d.writeSpec || d.writeStatus {
-				t.Fatalf("pool of %d, spec written %v, status %v; want eni-1's 4 addresses written, the status's copy waiting",
-					len(d.cn.Spec.IPAM.Pool), d.writeSpec, d.writeStatus)
+			if len(d.cn.Spec.IPAM.Pool) != 4 || !d.writeSpec || d.writeStatus || len(d.cn.Status.ENI.ENIs) != 0 {
+				t.Fatalf("pool of %d, spec written %v, status %v, status.eni.enis %v; want eni-1's 4 addresses written, no copy",
+					len(d.cn.Spec.IPAM.Pool), d.writeSpec, d.writeStatus, copyIDs(d))
 			}
-			if d.mem.joinedAt != now {
-				t.Errorf("joined at %v, want now: the pool written completes the join", d.mem.joinedAt)
-			}
-			if d.requeue <= 0 || d.requeue > opts.BlockedRetry {
-				t.Errorf("requeue %v, want within %v, for the copy", d.requeue, opts.BlockedRetry)
+			if d.requeue != 0 {
+				t.Errorf("requeue %v, want none: no copy waits", d.requeue)
 			}
 		},
 	}, {
-		name: "a joined node's copy of its ENIs into status.eni.enis is written a resync interval after its join, counted as the copy",
+		name: "a copy of a node's ENIs its agent routes spec.enis over is cleared in one status write, counted as the copy's",
 		setup: func(f *facts) {
 			e := eni(1, 10, 4)
 			f.snap.ENIs = append(f.snap.ENIs, e)
 			pooled(f.cn, e, 0)
-			routesSpecENIs(f)
-			f.mem.joinedAt = now.Add(-opts.BlockedRetry)
+			listsSpec(f, 3, 3, "eni-0", "eni-1")
+			copied(f, "eni-0", "eni-1")
 			// The instance's details as an earlier write left them.
 			f.cn.Spec.ENI.InstanceType, f.cn.Spec.ENI.VpcID, f.cn.Spec.ENI.AvailabilityZone, f.cn.Spec.ENI.NodeSubnetID = "t.small", "vpc-1", "us-east-1a", "subnet-a"
 		},
 		check: func(t *testing.T, f *facts, d decision) {
 			if !d.writeStatus || d.writeSpec || !d.eniCopy {
-				t.Errorf("status written %v, spec %v, ENI copy %v; want the status alone, the copy", d.writeStatus, d.writeSpec, d.eniCopy)
+				t.Errorf("status written %v, spec %v, ENI copy %v; want the status alone, the copy's", d.writeStatus, d.writeSpec, d.eniCopy)
 			}
-			if got := slices.Sorted(maps.Keys(d.cn.Status.ENI.ENIs)); !slices.Equal(got, []string{"eni-0", "eni-1"}) {
-				t.Errorf("status.eni.enis %v, want eni-0 and eni-1", got)
+			if got := copyIDs(d); len(got) != 0 {
+				t.Errorf("status.eni.enis %v, want it cleared", got)
+			}
+		},
+	}, {
+		name: "a copy stays, kept whole, while the agent has not reported the generation of spec.enis that lists its ENIs",
+		setup: func(f *facts) {
+			e := eni(1, 10, 4)
+			f.snap.ENIs = append(f.snap.ENIs, e)
+			pooled(f.cn, e, 0)
+			listsSpec(f, 4, 3, "eni-0", "eni-1")
+			copied(f, "eni-0")
+		},
+		check: func(t *testing.T, f *facts, d decision) {
+			if got := copyIDs(d); !slices.Equal(got, []string{"eni-0", "eni-1"}) || !d.writeStatus || !d.eniCopy {
+				t.Errorf("status.eni.enis %v, status written %v, ENI copy %v; want eni-0 and eni-1, written as the copy", got, d.writeStatus, d.eniCopy)
+			}
+		},
+	}, {
+		name: "a copy stays while spec.enis read does not list one of its ENIs",
+		setup: func(f *facts) {
+			e := eni(1, 10, 4)
+			f.snap.ENIs = append(f.snap.ENIs, e)
+			pooled(f.cn, e, 0)
+			listsSpec(f, 3, 3, "eni-0")
+			copied(f, "eni-0", "eni-1")
+		},
+		check: func(t *testing.T, f *facts, d decision) {
+			if got := copyIDs(d); !slices.Equal(got, []string{"eni-0", "eni-1"}) {
+				t.Errorf("status.eni.enis %v, want eni-0 and eni-1 kept", got)
+			}
+		},
+	}, {
+		name: "an agent that reported without routesSpecENIs (an earlier version) gets the copy at once, whole",
+		setup: func(f *facts) {
+			joining(f)
+			listsSpec(f, 2, 2, "eni-0")
+			f.routing.Status.RoutesSpecENIs = false
+			f.routingRead = f.routing.DeepCopy()
+		},
+		check: func(t *testing.T, f *facts, d decision) {
+			if got := copyIDs(d); !slices.Equal(got, []string{"eni-0", "eni-1", "eni-2"}) || !d.writeStatus {
+				t.Errorf("status.eni.enis %v, status written %v; want eni-0, eni-1 and eni-2 written", got, d.writeStatus)
+			}
+		},
+	}, {
+		name: "a node whose pool holds an owner's stamped address gets the copy at once, for enipam-scheduler",
+		setup: func(f *facts) {
+			e := eni(1, 10, 4)
+			f.snap.ENIs = append(f.snap.ENIs, e)
+			pooled(f.cn, e, 0)
+			f.cn.Spec.IPAM.Pool[e.IPs[0].String()] = ipamtypes.AllocationIP{Resource: e.ID, Owner: db}
+			routesSpecENIs(f)
+		},
+		check: func(t *testing.T, f *facts, d decision) {
+			if got := copyIDs(d); !slices.Equal(got, []string{"eni-0", "eni-1"}) || !d.writeStatus {
+				t.Errorf("status.eni.enis %v, status written %v; want eni-0 and eni-1 written", got, d.writeStatus)
 			}
 		},
 	}, {
