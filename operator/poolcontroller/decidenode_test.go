@@ -12,7 +12,6 @@ import (
 	"time"
 
 	awstypes "github.com/cilium/cilium/pkg/aws/types"
-	ciliumip "github.com/cilium/cilium/pkg/ip"
 	ipamoption "github.com/cilium/cilium/pkg/ipam/option"
 	ipamtypes "github.com/cilium/cilium/pkg/ipam/types"
 	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
@@ -385,11 +384,13 @@ func TestDecideNode(t *testing.T) {
 			e := eni(1, 10, 6)
 			f.snap.ENIs = append(f.snap.ENIs, e)
 			pooled(f.cn, cloud.ENI{ID: e.ID, IPs: e.IPs[:4]}, 4)
-			listed := awstypes.ENI{ID: e.ID}
+			listed := enipamv1alpha1.NodeENI{ID: e.ID}
 			for _, a := range e.IPs[:4] {
-				listed.Addresses = append(listed.Addresses, ciliumip.AddrFrom(a))
+				listed.Addresses = append(listed.Addresses, a.String())
 			}
-			f.cn.Status.ENI.ENIs = map[string]awstypes.ENI{e.ID: listed}
+			routesSpecENIs(f)
+			f.routing.Spec.ENIs = []enipamv1alpha1.NodeENI{{ID: "eni-0"}, listed}
+			f.routingRead = f.routing.DeepCopy()
 			f.routed = func(_ string, a netip.Addr) bool { return slices.Contains(e.IPs[:4], a) }
 			// They have waited for the agent past routeHold: the calls
 			// no longer wait for them (routesDue).
@@ -402,12 +403,12 @@ func TestDecideNode(t *testing.T) {
 			// The agent routes the 2 as soon as it reads them: they go
 			// to the NodeRouting's spec.enis, which the reconcile writes
 			// before its EC2 calls whatever the CiliumNode's write
-			// waits for (its status's copy waits for the join).
+			// waits for; the status holds no copy of them.
 			if got := specENIAddresses(d.routing, "eni-1"); got != 6 {
 				t.Errorf("spec.enis lists %d addresses on eni-1, want 6", got)
 			}
-			if d.writeStatus {
-				t.Error("the status's copy of the ENIs is written during the join")
+			if d.writeStatus || len(d.cn.Status.ENI.ENIs) != 0 {
+				t.Errorf("status written %v, status.eni.enis %v; want no copy of the ENIs", d.writeStatus, copyIDs(d))
 			}
 		},
 	}, {
@@ -474,7 +475,7 @@ func TestDecideNode(t *testing.T) {
 			}
 		},
 	}, {
-		name: "a node whose join its own pool write completes gets no copy of its ENIs, then or later",
+		name: "a node whose join its own pool write completes gets no copy of its ENIs",
 		setup: func(f *facts) {
 			// eni-1's 4 addresses are routed and not pooled yet: this
 			// reconcile's spec write brings the whole need.
@@ -485,9 +486,6 @@ func TestDecideNode(t *testing.T) {
 			if len(d.cn.Spec.IPAM.Pool) != 4 || !d.writeSpec || d.writeStatus || len(d.cn.Status.ENI.ENIs) != 0 {
 				t.Fatalf("pool of %d, spec written %v, status %v, status.eni.enis %v; want eni-1's 4 addresses written, no copy",
 					len(d.cn.Spec.IPAM.Pool), d.writeSpec, d.writeStatus, copyIDs(d))
-			}
-			if d.requeue != 0 {
-				t.Errorf("requeue %v, want none: no copy waits", d.requeue)
 			}
 		},
 	}, {
@@ -919,8 +917,10 @@ func TestDecideNode(t *testing.T) {
 			if d.opErr != f.failed || d.cn.Status.IPAM.OperatorStatus.Error != f.failed.Error() {
 				t.Errorf("operator error %v, operator-status %q; want the read's failure", d.opErr, d.cn.Status.IPAM.OperatorStatus.Error)
 			}
-			if d.cn.Spec.ENI.InstanceType != "t.small" || d.cn.Spec.ENI.AvailabilityZone != "us-east-1a" || len(d.cn.Status.ENI.ENIs) != 1 {
-				t.Errorf("spec.eni %+v, status.eni.enis %v; want the instance's type and zone, and eni-0 listed", d.cn.Spec.ENI, d.cn.Status.ENI.ENIs)
+			if d.cn.Spec.ENI.InstanceType != "t.small" || d.cn.Spec.ENI.AvailabilityZone != "us-east-1a" ||
+				!slices.Equal(specENIIDs(d.routing), []string{"eni-0"}) || len(d.cn.Status.ENI.ENIs) != 0 {
+				t.Errorf("spec.eni %+v, spec.enis %v, status.eni.enis %v; want the instance's type and zone, eni-0 listed in spec.enis alone",
+					d.cn.Spec.ENI, specENIIDs(d.routing), copyIDs(d))
 			}
 			if !d.writeCN || !d.writeStatus || !d.writeSpec {
 				t.Errorf("CiliumNode written %v (status %v, spec %v), want both written", d.writeCN, d.writeStatus, d.writeSpec)
