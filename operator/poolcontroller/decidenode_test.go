@@ -410,6 +410,12 @@ func TestDecideNode(t *testing.T) {
 			if d.writeStatus || len(d.cn.Status.ENI.ENIs) != 0 {
 				t.Errorf("status written %v, status.eni.enis %v; want no copy of the ENIs", d.writeStatus, copyIDs(d))
 			}
+			// What the agent is told gains routable addresses: the
+			// CiliumNode's write (and the capacity with it) is not held
+			// behind the calls (listsRoutable).
+			if !d.writeCN {
+				t.Error("the CiliumNode's write waits for the calls")
+			}
 		},
 	}, {
 		name: "a node's EC2 calls wait while addresses on its attached ENIs are one report from the pool, for routeHold at most",
