@@ -6,6 +6,7 @@ import (
 	"testing"
 	"unsafe"
 
+	ipamtypes "github.com/cilium/cilium/pkg/ipam/types"
 	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
 
 	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
@@ -138,5 +139,39 @@ func TestSlimCiliumNodePacksAddresses(t *testing.T) {
 		if uintptr(unsafe.Pointer(unsafe.StringData(ip))) != at[ip] {
 			t.Errorf("used %s is a string of its own, not its pool entry's", ip)
 		}
+	}
+}
+
+// TestSlimCiliumNodeSharesENIIDsWithoutCopy: a CiliumNode with no copy
+// of its ENIs in status.eni.enis (as this release writes most of them)
+// keeps each ENI's ID once: every pool and used entry naming an ENI
+// shares one string, with the JSON unchanged.
+func TestSlimCiliumNodeSharesENIIDsWithoutCopy(t *testing.T) {
+	raw := steadyNodeUncopied(7)
+	cn := &ciliumv2.CiliumNode{}
+	if err := json.Unmarshal(raw, cn); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := slimCiliumNode(cn); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := json.Marshal(cn); string(got) != string(raw) {
+		t.Fatalf("transformed CiliumNode differs:\n got %s\nwant %s", got, raw)
+	}
+	ids := map[string]*byte{}
+	for _, m := range []map[string]ipamtypes.AllocationIP{cn.Spec.IPAM.Pool, cn.Status.IPAM.Used} {
+		for ip, e := range m {
+			p, ok := ids[e.Resource]
+			if !ok {
+				ids[e.Resource] = unsafe.StringData(e.Resource)
+				continue
+			}
+			if p != unsafe.StringData(e.Resource) {
+				t.Errorf("%s: ENI %s is a string of its own", ip, e.Resource)
+			}
+		}
+	}
+	if len(ids) != 2 {
+		t.Errorf("%d ENIs named, want 2", len(ids))
 	}
 }
