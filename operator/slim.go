@@ -200,12 +200,17 @@ func packNodeRouting(nr *enipamv1alpha1.NodeRouting) {
 	st := &nr.Status
 	for i := range st.ENIs {
 		e := &st.ENIs[i]
-		j := specENIOf(nr, e.ID)
-		if j < 0 {
+		spec := &enipamv1alpha1.NodeENI{}
+		if j := specENIOf(nr, e.ID); j >= 0 {
+			spec = &nr.Spec.ENIs[j]
+		}
+		if e.ID != spec.ID {
 			k.Add(&e.ID)
+		}
+		if e.MAC != spec.MAC {
 			k.Add(&e.MAC)
 		}
-		if j < 0 || len(e.IPs) == 0 || &e.IPs[0] != &nr.Spec.ENIs[j].Addresses[0] {
+		if len(e.IPs) == 0 || len(spec.Addresses) == 0 || &e.IPs[0] != &spec.Addresses[0] {
 			k.AddAll(e.IPs)
 		}
 		k.AddAll(e.Prefixes)

@@ -175,3 +175,21 @@ func TestSlimCiliumNodeSharesENIIDsWithoutCopy(t *testing.T) {
 		t.Errorf("%d ENIs named, want 2", len(ids))
 	}
 }
+
+// TestSlimNodeRoutingENIsWithoutAddresses: a NodeRouting whose spec.enis
+// lists an ENI with no address (a primary ENI, a new one) that the
+// agent's report lists with addresses, or lists without, is kept with
+// its values unchanged.
+func TestSlimNodeRoutingENIsWithoutAddresses(t *testing.T) {
+	nr := decodedRouting(t, 3)
+	nr.Spec.ENIs[0].Addresses = nil
+	nr.Status.ENIs[1].IPs = nil
+	nr.Status.ENIs[1].MAC = "02:00:00:ff:ff:ff"
+	want, _ := json.Marshal(nr)
+	if _, err := slimNodeRouting(nr); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := json.Marshal(nr); string(got) != string(want) {
+		t.Fatalf("transformed NodeRouting differs:\n got %s\nwant %s", got, want)
+	}
+}
