@@ -285,7 +285,7 @@ func TestLeastUsedPrefixDrainedWhole(t *testing.T) {
 	r.waitNode(node, 20*time.Second, "two prefixes", func(cn *ciliumv2.CiliumNode) bool { return len(cn.Spec.IPAM.Pool) == 32 })
 	r.use(node, 14)
 	r.waitNode(node, 20*time.Second, "three prefixes", func(cn *ciliumv2.CiliumNode) bool { return len(cn.Spec.IPAM.Pool) == 48 })
-	cn, told := r.waitTold(node)
+	_, told := r.waitTold(node)
 	var prefixes []netip.Prefix
 	for _, e := range told {
 		for _, p := range e.Prefixes {
@@ -382,7 +382,7 @@ func TestLeastUsedPrefixDrainedWhole(t *testing.T) {
 		cn := r.node(node)
 		t.Fatalf("B never released: %v; pool %d, release-ips %v", err, len(cn.Spec.IPAM.Pool), cn.Status.IPAM.ReleaseIPs)
 	}
-	cn = r.node(node)
+	cn := r.node(node)
 	for ip := range cn.Spec.IPAM.Pool {
 		if !a.Contains(netip.MustParseAddr(ip)) {
 			t.Errorf("pool keeps %s outside prefix %s", ip, a)
