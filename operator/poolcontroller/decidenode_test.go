@@ -207,10 +207,10 @@ func TestDecideNode(t *testing.T) {
 		name: "an empty node gets a new ENI carrying its need",
 		check: func(t *testing.T, f *facts, d decision) {
 			// What fill derives from EC2 goes to the NodeRouting's
-			// spec.enis; its copy into status.eni.enis waits for the
-			// join (eniCopyWaits), so the CiliumNode has nothing to write.
+			// spec.enis alone (no copy into status.eni.enis, which
+			// nothing reads), so the CiliumNode has nothing to write.
 			if d.writeStatus || d.writeCN {
-				t.Errorf("status to write %v, CiliumNode written %v; want neither, the ENIs' copy waiting for the join", d.writeStatus, d.writeCN)
+				t.Errorf("status to write %v, CiliumNode written %v; want neither, no copy of the ENIs", d.writeStatus, d.writeCN)
 			}
 			if ids := specENIIDs(d.routing); !slices.Equal(ids, []string{"eni-0"}) {
 				t.Errorf("spec.enis %v, want eni-0", ids)

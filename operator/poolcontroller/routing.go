@@ -299,8 +299,8 @@ func specENI(e *awstypes.ENI, exclude map[string]string) enipamv1alpha1.NodeENI 
 // spec read, or this process's last apply where the cache has not seen
 // it yet) vouches only for the ENIs that spec still lists, and on each
 // only for the addresses its entry still lists: what the newer spec.enis
-// dropped left the agent's union (the status's copy of a joining node's
-// ENIs waits), so the agent may have unrouted it since the report.
+// dropped left the agent's union (most nodes have no copy in
+// status.eni.enis), so the agent may have unrouted it since the report.
 // Without that, a reconcile that reads the cache before the agent's next
 // report pools an address listed again (dropped from a stale spec.enis,
 // then assigned or seen again) while the agent's newer report lacks it.
