@@ -51,11 +51,11 @@ func TestEmptiedSecondaryENIDetachedAndDeleted(t *testing.T) {
 		r.waitNode(node, 30*time.Second, "4 free", func(cn *ciliumv2.CiliumNode) bool { return freeIPs(cn) >= 4 })
 		r.use(node, 4)
 	}
-	cn := r.waitNode(node, 30*time.Second, "three ENIs, 4 free", func(cn *ciliumv2.CiliumNode) bool {
-		return len(cn.Status.ENI.ENIs) == 3 && freeIPs(cn) >= 4
+	r.waitNode(node, 30*time.Second, "three ENIs, 4 free", func(cn *ciliumv2.CiliumNode) bool {
+		return len(r.told(cn)) == 3 && freeIPs(cn) >= 4
 	})
 	byNumber := map[int]string{}
-	for id, e := range cn.Status.ENI.ENIs {
+	for id, e := range r.told(r.node(node)) {
 		byNumber[e.Number] = id
 	}
 	primary, busy, last := byNumber[0], byNumber[1], byNumber[2]
@@ -135,8 +135,8 @@ func TestEmptiedSecondaryENIDetachedAndDeleted(t *testing.T) {
 		t.Error("an address in use was marked for release")
 	}
 
-	cn = r.waitNode(node, 20*time.Second, "status without the deleted ENI, no operator-status error", func(cn *ciliumv2.CiliumNode) bool {
-		_, listed := cn.Status.ENI.ENIs[last]
+	cn := r.waitNode(node, 20*time.Second, "spec.enis without the deleted ENI, no operator-status error", func(cn *ciliumv2.CiliumNode) bool {
+		_, listed := r.told(cn)[last]
 		return !listed && cn.Status.IPAM.OperatorStatus.Error == ""
 	})
 	attached, orphans := r.enisOf(instance)
@@ -230,7 +230,7 @@ func TestEmptiedSecondaryENIDetachedAndDeleted(t *testing.T) {
 				return false
 			}
 		}
-		return len(cn.Status.ENI.ENIs) == 1 && freeIPs(cn) >= 4
+		return len(r.told(cn)) == 1 && freeIPs(cn) >= 4
 	})
 	if got := labelledCounter(t, reg, "enipam_consolidations_total", "kind", "eni"); got != 2 {
 		t.Errorf("enipam_consolidations_total{kind=eni} = %v, want 2", got)
@@ -285,9 +285,9 @@ func TestLeastUsedPrefixDrainedWhole(t *testing.T) {
 	r.waitNode(node, 20*time.Second, "two prefixes", func(cn *ciliumv2.CiliumNode) bool { return len(cn.Spec.IPAM.Pool) == 32 })
 	r.use(node, 14)
 	r.waitNode(node, 20*time.Second, "three prefixes", func(cn *ciliumv2.CiliumNode) bool { return len(cn.Spec.IPAM.Pool) == 48 })
-	cn := r.waitCopied(node)
+	_, told := r.waitTold(node)
 	var prefixes []netip.Prefix
-	for _, e := range cn.Status.ENI.ENIs {
+	for _, e := range told {
 		for _, p := range e.Prefixes {
 			prefixes = append(prefixes, netip.Prefix(p.Prefix))
 		}
@@ -382,7 +382,7 @@ func TestLeastUsedPrefixDrainedWhole(t *testing.T) {
 		cn := r.node(node)
 		t.Fatalf("B never released: %v; pool %d, release-ips %v", err, len(cn.Spec.IPAM.Pool), cn.Status.IPAM.ReleaseIPs)
 	}
-	cn = r.node(node)
+	cn := r.node(node)
 	for ip := range cn.Spec.IPAM.Pool {
 		if !a.Contains(netip.MustParseAddr(ip)) {
 			t.Errorf("pool keeps %s outside prefix %s", ip, a)

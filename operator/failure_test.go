@@ -62,12 +62,11 @@ func TestRestartBetweenCreateAndAttach(t *testing.T) {
 	if len(attached) != 2 || len(orphans) != 0 {
 		t.Errorf("%d ENIs attached and %d unattached; want primary + the adopted one, no orphan", len(attached), len(orphans))
 	}
-	// The device numbers are read from status.eni.enis, the copy of the
-	// NodeRouting's spec.enis, which follows the join.
+	// The device numbers are read from the NodeRouting's spec.enis.
 	pool := cn.Spec.IPAM.Pool
-	cn = r.waitCopied("node-crash")
+	_, told := r.waitTold("node-crash")
 	for ip, e := range pool {
-		if cn.Status.ENI.ENIs[e.Resource].Number != 1 {
+		if told[e.Resource].Number != 1 {
 			t.Errorf("pool IP %s on %s, not on the adopted ENI", ip, e.Resource)
 		}
 	}
@@ -142,11 +141,11 @@ func TestSubnetRunsOut(t *testing.T) {
 
 	r.addNode("node-1", "i-0a000000000000001", "us-east-1a", map[string]string{"pool": "secondary"}, ipamtypes.IPAMSpec{PreAllocate: 4})
 	r.waitNode("node-1", 20*time.Second, "pool filled", func(cn *ciliumv2.CiliumNode) bool { return freeIPs(cn) >= 4 })
-	cn := r.waitCopied("node-1")
-	if len(cn.Status.ENI.ENIs) != 2 {
-		t.Errorf("%d ENIs listed, want the primary and the new one", len(cn.Status.ENI.ENIs))
+	_, told := r.waitTold("node-1")
+	if len(told) != 2 {
+		t.Errorf("%d ENIs listed, want the primary and the new one", len(told))
 	}
-	for _, e := range cn.Status.ENI.ENIs {
+	for _, e := range told {
 		if e.Number == 1 && e.Subnet.ID != "subnet-0a000000000000003" {
 			t.Errorf("new ENI in %s, want the /28 subnet-0a000000000000003", e.Subnet.ID)
 		}

@@ -33,7 +33,7 @@ func TestReportNamingAnotherNodesENIIsIgnored(t *testing.T) {
 	a := r.waitNode("node-a", 20*time.Second, "4 free", func(cn *ciliumv2.CiliumNode) bool { return freeIPs(cn) >= 4 })
 	r.waitEvent("node-b", poolcontroller.ReasonAwaitingRouting)
 	b := r.waitNode("node-b", 20*time.Second, "addresses on its ENIs", func(cn *ciliumv2.CiliumNode) bool {
-		for _, e := range cn.Status.ENI.ENIs {
+		for _, e := range r.told(cn) {
 			if len(e.Addresses) > 1 {
 				return true
 			}
@@ -44,7 +44,7 @@ func TestReportNamingAnotherNodesENIIsIgnored(t *testing.T) {
 		t.Fatalf("node-b's pool has %d addresses although its agent routed none", len(b.Spec.IPAM.Pool))
 	}
 	var forged enipamv1alpha1.RoutedENI
-	for _, e := range b.Status.ENI.ENIs {
+	for _, e := range r.told(b) {
 		if len(e.Addresses) > len(forged.IPs) {
 			forged = enipamv1alpha1.RoutedENI{ID: e.ID, MAC: e.MAC, Number: int32(e.Number), Table: int32(10 + e.Number)}
 			for _, ip := range e.Addresses {

@@ -12,6 +12,7 @@ import (
 
 	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
 	"github.com/enipam/enipam/operator/cloud"
+	"github.com/enipam/enipam/test/ec2sim"
 )
 
 // vpcScenario: one VPC over two zones; a node subnet, two tagged pod
@@ -89,39 +90,53 @@ func TestThreeNodesOfDifferentTypesJoin(t *testing.T) {
 		t.Errorf("mutating calls = %d, want 8: %v", n, r.sim.Counters().Calls)
 	}
 
-	m5 := r.waitCopied("node-m5")
+	m5, m5ENIs := r.waitTold("node-m5")
 	if m5.Spec.InstanceID != "i-0a000000000000001" || m5.Spec.ENI.InstanceType != "m5.large" || m5.Spec.ENI.VpcID != "vpc-0a000000000000001" ||
 		m5.Spec.ENI.AvailabilityZone != "us-east-1a" || m5.Spec.ENI.NodeSubnetID != "subnet-0a000000000000001" {
 		t.Errorf("identity not filled: instance %q, eni %+v", m5.Spec.InstanceID, m5.Spec.ENI)
 	}
-	if len(m5.Spec.IPAM.Pool) != 9 || len(m5.Status.ENI.ENIs) != 1 {
-		t.Errorf("node-m5: pool %d, ENIs %d; want the primary's 9 slots filled in one call", len(m5.Spec.IPAM.Pool), len(m5.Status.ENI.ENIs))
+	if len(m5.Spec.IPAM.Pool) != 9 || len(m5ENIs) != 1 {
+		t.Errorf("node-m5: pool %d, ENIs %d; want the primary's 9 slots filled in one call", len(m5.Spec.IPAM.Pool), len(m5ENIs))
 	}
 
-	m5x := r.waitCopied("node-m5x")
-	if nr := r.routing("node-m5x"); len(m5x.Status.ENI.ENIs) != 2 || nr.Spec.FirstInterfaceIndex != 1 || m5x.Spec.ENI.FirstInterfaceIndex != nil {
+	m5x, m5xENIs := r.waitTold("node-m5x")
+	if nr := r.routing("node-m5x"); len(m5xENIs) != 2 || nr.Spec.FirstInterfaceIndex != 1 || m5x.Spec.ENI.FirstInterfaceIndex != nil {
 		t.Fatalf("node-m5x: %d ENIs, NodeRouting first index %d, spec.eni first index %v; want a second ENI under first index 1, told the agent through NodeRouting only",
-			len(m5x.Status.ENI.ENIs), nr.Spec.FirstInterfaceIndex, m5x.Spec.ENI.FirstInterfaceIndex)
+			len(m5xENIs), nr.Spec.FirstInterfaceIndex, m5x.Spec.ENI.FirstInterfaceIndex)
 	}
 	for ip, e := range m5x.Spec.IPAM.Pool {
-		eni, ok := m5x.Status.ENI.ENIs[e.Resource]
+		eni, ok := m5xENIs[e.Resource]
 		if !ok || eni.Number != 1 {
-			t.Fatalf("pool IP %s on %q: want the ENI at device 1, listed in status", ip, e.Resource)
-		}
-		if eni.Subnet.ID != "subnet-0a000000000000002" || !slices.Equal(eni.SecurityGroups, []string{"sg-0a000000000000002"}) {
-			t.Errorf("new ENI in %s with %v; want the larger tagged subnet and the pod group", eni.Subnet.ID, eni.SecurityGroups)
-		}
-		if eni.Tags[cloud.TagCluster] != "test" || eni.Tags[cloud.TagInstance] != "i-0a000000000000002" || eni.Tags[cloud.TagManagedBy] != "enipam" {
-			t.Errorf("new ENI tags %v lack enipam's", eni.Tags)
+			t.Fatalf("pool IP %s on %q: want the ENI at device 1, listed in spec.enis", ip, e.Resource)
 		}
 		if eni.MAC == "" || !eni.Subnet.CIDR.IsValid() {
-			t.Errorf("status ENI lacks MAC or subnet CIDR: %+v", eni)
+			t.Errorf("spec.enis' ENI lacks MAC or subnet CIDR: %+v", eni)
+		}
+		// The subnet, groups and tags as EC2 holds them.
+		i := slices.IndexFunc(r.dump().NetworkInterfaces, func(n ec2sim.NetworkInterface) bool { return n.NetworkInterfaceID == e.Resource })
+		if i < 0 {
+			t.Fatalf("ENI %s not in EC2", e.Resource)
+		}
+		ec2ENI := r.dump().NetworkInterfaces[i]
+		var groups []string
+		for _, g := range ec2ENI.Groups {
+			groups = append(groups, g.GroupID)
+		}
+		if ec2ENI.SubnetID != "subnet-0a000000000000002" || eni.Subnet.ID != ec2ENI.SubnetID || !slices.Equal(groups, []string{"sg-0a000000000000002"}) {
+			t.Errorf("new ENI in %s (spec.enis: %s) with %v; want the larger tagged subnet and the pod group", ec2ENI.SubnetID, eni.Subnet.ID, groups)
+		}
+		tags := map[string]string{}
+		for _, tag := range ec2ENI.Tags {
+			tags[tag.Key] = tag.Value
+		}
+		if tags[cloud.TagCluster] != "test" || tags[cloud.TagInstance] != "i-0a000000000000002" || tags[cloud.TagManagedBy] != "enipam" {
+			t.Errorf("new ENI tags %v lack enipam's", tags)
 		}
 	}
 
-	t3 := r.waitCopied("node-t3")
-	if len(t3.Status.ENI.ENIs) != 2 || len(t3.Spec.IPAM.Pool) != 10 {
-		t.Errorf("node-t3: %d ENIs, pool %d; want 5 on the primary and 5 on a new ENI", len(t3.Status.ENI.ENIs), len(t3.Spec.IPAM.Pool))
+	t3, t3ENIs := r.waitTold("node-t3")
+	if len(t3ENIs) != 2 || len(t3.Spec.IPAM.Pool) != 10 {
+		t.Errorf("node-t3: %d ENIs, pool %d; want 5 on the primary and 5 on a new ENI", len(t3ENIs), len(t3.Spec.IPAM.Pool))
 	}
 	dump := r.dump()
 	for _, e := range dump.NetworkInterfaces {
@@ -152,9 +167,9 @@ func TestExistingENIsAdopted(t *testing.T) {
 	r.startOperator(r.options())
 	r.addNode("node-old", "i-0a0000000000000aa", "us-east-1a", nil, ipamtypes.IPAMSpec{PreAllocate: 4})
 	r.waitNode("node-old", 20*time.Second, "7 pool IPs", func(cn *ciliumv2.CiliumNode) bool { return len(cn.Spec.IPAM.Pool) == 7 })
-	cn := r.waitCopied("node-old")
-	if len(cn.Status.ENI.ENIs) != 2 {
-		t.Errorf("status lists %d ENIs, want 2", len(cn.Status.ENI.ENIs))
+	_, told := r.waitTold("node-old")
+	if len(told) != 2 {
+		t.Errorf("spec.enis lists %d ENIs, want 2", len(told))
 	}
 	time.Sleep(300 * time.Millisecond)
 	if n := r.mutatingCalls(); n != 0 {
@@ -198,8 +213,8 @@ func TestPoolGrowsAheadOfUseUntilCapacity(t *testing.T) {
 	cn := r.waitNode("node-grow", 20*time.Second, "capacity reported", func(cn *ciliumv2.CiliumNode) bool {
 		return strings.Contains(cn.Status.IPAM.OperatorStatus.Error, "capacity")
 	})
-	if len(cn.Status.ENI.ENIs) != 3 {
-		t.Errorf("%d ENIs at capacity, want 3", len(cn.Status.ENI.ENIs))
+	if n := len(r.told(cn)); n != 3 {
+		t.Errorf("%d ENIs at capacity, want 3", n)
 	}
 	r.waitEvent("node-grow", "InstanceAtCapacity")
 	r.waitCapacity("node-grow", "the pool full and used", func(c *enipamv1alpha1.NodeCapacity) bool {
@@ -236,17 +251,17 @@ func TestPrefixDelegation(t *testing.T) {
 	r.startOperator(r.options())
 	r.addNode("node-pfx", "i-0a000000000000001", "us-east-1a", nil, ipamtypes.IPAMSpec{})
 	r.waitNode("node-pfx", 20*time.Second, "32 pool IPs", func(cn *ciliumv2.CiliumNode) bool { return len(cn.Spec.IPAM.Pool) == 32 })
-	cn := r.waitCopied("node-pfx")
+	cn, told := r.waitTold("node-pfx")
 	time.Sleep(300 * time.Millisecond)
 	if got := r.calls("AssignPrivateIpAddresses"); got != 1 {
 		t.Errorf("AssignPrivateIpAddresses calls = %d, want 1", got)
 	}
 	var primary string
-	for id, e := range cn.Status.ENI.ENIs {
+	for id, e := range told {
 		if e.Number == 0 {
 			primary = id
 			if len(e.Prefixes) != 2 {
-				t.Errorf("primary ENI lists %d prefixes in status, want 2", len(e.Prefixes))
+				t.Errorf("primary ENI lists %d prefixes in spec.enis, want 2", len(e.Prefixes))
 			}
 		}
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
+	awstypes "github.com/cilium/cilium/pkg/aws/types"
 	ipamtypes "github.com/cilium/cilium/pkg/ipam/types"
 	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
 	"github.com/prometheus/client_golang/prometheus"
@@ -22,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
+	"github.com/enipam/enipam/nodeagent/ciliumnode"
 	"github.com/enipam/enipam/operator"
 	"github.com/enipam/enipam/test/cluster"
 	"github.com/enipam/enipam/test/ec2sim"
@@ -198,24 +200,34 @@ func (r *rig) waitNode(name string, timeout time.Duration, what string, cond fun
 	return last
 }
 
-// waitCopied waits until the CiliumNode's status.eni.enis lists the
-// ENIs of its NodeRouting's spec.enis, the list the agent routes: the
-// copy follows a joining node a resync interval after its join, so a
-// test that reads the status's ENIs waits for it.
-func (r *rig) waitCopied(name string) *ciliumv2.CiliumNode {
+// told is what cn's agent is told to route, as the agent reads it
+// (ciliumnode.ENIs): the ENIs of the node's NodeRouting's spec.enis, and
+// those only a copy in cn's status.eni.enis lists (nil: no NodeRouting
+// to read yet).
+func (r *rig) told(cn *ciliumv2.CiliumNode) map[string]awstypes.ENI {
 	r.t.Helper()
-	return r.waitNode(name, 30*time.Second, "status.eni.enis to list the NodeRouting's spec.enis", func(cn *ciliumv2.CiliumNode) bool {
-		nr := &enipamv1alpha1.NodeRouting{}
-		if err := r.c.Get(r.ctx, client.ObjectKey{Name: name}, nr); err != nil || len(nr.Spec.ENIs) == 0 {
-			return false
-		}
-		for _, e := range nr.Spec.ENIs {
-			if _, ok := cn.Status.ENI.ENIs[e.ID]; !ok {
-				return false
-			}
-		}
-		return len(cn.Status.ENI.ENIs) == len(nr.Spec.ENIs)
+	nr := &enipamv1alpha1.NodeRouting{}
+	if err := r.c.Get(r.ctx, client.ObjectKey{Name: cn.Name}, nr); err != nil {
+		return nil
+	}
+	enis, problems := ciliumnode.ENIs(cn, &nr.Spec)
+	if len(problems) > 0 {
+		r.t.Errorf("%s: spec.enis does not parse: %v", cn.Name, problems)
+	}
+	return enis
+}
+
+// waitTold waits until the node's NodeRouting lists its ENIs in
+// spec.enis and returns its CiliumNode and what its agent is told to
+// route (told).
+func (r *rig) waitTold(name string) (*ciliumv2.CiliumNode, map[string]awstypes.ENI) {
+	r.t.Helper()
+	var enis map[string]awstypes.ENI
+	cn := r.waitNode(name, 30*time.Second, "the NodeRouting's spec.enis", func(cn *ciliumv2.CiliumNode) bool {
+		enis = r.told(cn)
+		return len(enis) > 0
 	})
+	return cn, enis
 }
 
 // freeIPs counts pool IPs not used and not in the release handshake.

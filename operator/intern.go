@@ -88,10 +88,14 @@ func slimCiliumNode(obj any) (any, error) {
 		enis[id] = eni
 	}
 	cn.Status.ENI.ENIs = enis
+	// Where status.eni.enis holds no copy (most nodes), the pool's
+	// entries name the node's ENIs alone: each ID is kept once all the
+	// same, the first entry's shared by the rest.
 	own := func(resource string) string {
 		if id, ok := ids[resource]; ok {
 			return id
 		}
+		ids[resource] = resource
 		return resource
 	}
 	cn.Spec.IPAM.Pool, cn.Status.IPAM.Used = packAllocations(cn.Spec.IPAM.Pool, cn.Status.IPAM.Used, own)

@@ -116,9 +116,9 @@ func TestDualStackPoolGetsAnIPv6WindowOnThePrimaryENI(t *testing.T) {
 	if n := r.calls("AssignIpv6Addresses"); n != 1 {
 		t.Errorf("%d AssignIpv6Addresses calls, want 1", n)
 	}
-	cn = r.waitCopied("node-d")
-	if status, ok := cn.Status.ENI.ENIs[primary]; !ok || len(status.IPv6Prefixes) != 1 {
-		t.Errorf("status.eni.enis[%s] = %+v, want its /80 listed", primary, status)
+	_, told := r.waitTold("node-d")
+	if listed, ok := told[primary]; !ok || len(listed.IPv6Prefixes) != 1 {
+		t.Errorf("spec.enis' %s = %+v, want its /80 listed", primary, listed)
 	}
 	highest := v6[len(v6)-1]
 

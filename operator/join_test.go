@@ -15,8 +15,9 @@ import (
 // in its first reconcile, its NodeRouting lists them for the agent, and
 // its pool takes all 10 addresses in one write once both are routed: 1
 // spec write and no status write during the join, 2 Creates, never a
-// pool that lists one ENI alone; the copy of the ENIs into
-// status.eni.enis follows once, a resync interval after the join.
+// pool that lists one ENI alone; and no status write after it either,
+// over two resync intervals: status.eni.enis gets no copy of the ENIs,
+// which nothing reads.
 func TestJoiningNodeOfTwoENIsWrittenOnce(t *testing.T) {
 	r := newRig(t, vpcScenario)
 	if err := r.c.Create(r.ctx, secondaryPolicy()); err != nil {
@@ -67,15 +68,15 @@ func TestJoiningNodeOfTwoENIsWrittenOnce(t *testing.T) {
 	if status != 0 || spec != 1 {
 		t.Errorf("CiliumNode writes during the join: %v status, %v spec; want 0 and 1", status, spec)
 	}
-	// The copy comes at the node's look a resync interval (5 s) later.
-	r.waitNode("node-m5", 30*time.Second, "status.eni.enis lists the 3 ENIs", func(cn *ciliumv2.CiliumNode) bool {
-		return len(cn.Status.ENI.ENIs) == 3
-	})
-	time.Sleep(time.Second)
+	// The node's looks of two resync intervals (5 s each) write nothing.
+	time.Sleep(11 * time.Second)
 	status = labelledCounter(t, reg, "enipam_ciliumnode_writes_total", "part", "status")
 	spec = labelledCounter(t, reg, "enipam_ciliumnode_writes_total", "part", "spec")
-	if status != 1 || spec != 1 {
-		t.Errorf("CiliumNode writes after the join: %v status, %v spec; want the copy alone: 1 and 1", status, spec)
+	if status != 0 || spec != 1 {
+		t.Errorf("CiliumNode writes after the join: %v status, %v spec; want 0 and 1", status, spec)
+	}
+	if n := len(r.node("node-m5").Status.ENI.ENIs); n != 0 {
+		t.Errorf("status.eni.enis lists %d ENIs, want none", n)
 	}
 	if msg := r.node("node-m5").Status.IPAM.OperatorStatus.Error; msg != "" {
 		t.Errorf("operator-status: %q", msg)

@@ -237,11 +237,10 @@ func (t *term) wire(opts Options, awsCfg aws.Config, log *slog.Logger) error {
 	// not acted on.
 	term := rand.Text()
 	nodes := poolcontroller.New(mgr.GetClient(), api, inv, mgr.GetEventRecorder("enipam-operator"), metrics, poolcontroller.Options{
-		Cluster:  opts.ClusterName,
-		Term:     term,
-		Pods:     mgr.GetAPIReader(),
-		Routings: mgr.GetAPIReader(),
-		Workers:  opts.Workers,
+		Cluster: opts.ClusterName,
+		Term:    term,
+		Pods:    mgr.GetAPIReader(),
+		Workers: opts.Workers,
 		Defaults: policy.Defaults{
 			Knobs: opts.Knobs, FirstInterfaceIndex: opts.FirstInterfaceIndex, PrefixDelegation: opts.PrefixDelegation,
 			ReleaseExcessIPs: opts.ReleaseExcessIPs, ReleaseDelay: opts.ReleaseDelay,

@@ -61,8 +61,8 @@ func TestPrefixFallsBackToSingleAddresses(t *testing.T) {
 	r.addNode("node-frag", "i-0a000000000000001", "us-east-1a", nil, ipamtypes.IPAMSpec{PreAllocate: 4})
 	r.waitEvent("node-frag", "PrefixFallback")
 	r.waitNode("node-frag", 30*time.Second, "4 free single addresses", func(cn *ciliumv2.CiliumNode) bool { return freeIPs(cn) >= 4 })
-	cn := r.waitCopied("node-frag")
-	for _, e := range cn.Status.ENI.ENIs {
+	_, told := r.waitTold("node-frag")
+	for _, e := range told {
 		if len(e.Prefixes) != 0 {
 			t.Errorf("ENI %s has prefixes %v in a subnet without a free /28", e.ID, e.Prefixes)
 		}
@@ -98,10 +98,10 @@ func TestPrefixReleasedWhole(t *testing.T) {
 		cn.Status.IPAM.Used = ipamtypes.AllocationMap{kept: cn.Status.IPAM.Used[kept]}
 	})
 	r.waitNode("node-pd", 20*time.Second, "16 marked", func(cn *ciliumv2.CiliumNode) bool { return len(cn.Status.IPAM.ReleaseIPs) == 16 })
-	cn = r.waitCopied("node-pd")
+	cn, told := r.waitTold("node-pd")
 	keptAddr := netip.MustParseAddr(kept)
 	var keptPrefix netip.Prefix
-	for _, e := range cn.Status.ENI.ENIs {
+	for _, e := range told {
 		for _, p := range e.Prefixes {
 			if p.Prefix.Contains(keptAddr) {
 				keptPrefix = p.Prefix

@@ -118,9 +118,14 @@ func slimNodeRouting(obj any) (any, error) {
 	internOwners(nr)
 	spec := &nr.Spec
 	spec.ExcludeInterfaceTags = internMap(spec.ExcludeInterfaceTags, nil)
-	// spec.enis is not kept: the pool controller gives it back from a
-	// copy with its digest (poolcontroller.DropSpecENIs).
-	poolcontroller.DropSpecENIs(nr)
+	spec.ENIs = exact(spec.ENIs)
+	for i := range spec.ENIs {
+		e := &spec.ENIs[i]
+		e.SubnetID, e.SubnetCIDR = intern.String(e.SubnetID), intern.String(e.SubnetCIDR)
+		e.VPCCIDRs = sharedStrings(e.VPCCIDRs)
+		e.Addresses, e.Prefixes, e.IPv6Prefixes = exact(e.Addresses), exact(e.Prefixes), exact(e.IPv6Prefixes)
+		e.Tags = internMap(e.Tags, nil)
+	}
 	if c := spec.Capacity; c != nil {
 		c.AvailabilityZone, c.Reason = intern.String(c.AvailabilityZone), intern.String(c.Reason)
 		c.Subnets = sharedStrings(c.Subnets)
@@ -136,6 +141,7 @@ func slimNodeRouting(obj any) (any, error) {
 		e.IPs, e.Prefixes = exact(e.IPs), exact(e.Prefixes)
 		e.IPv6, e.IPv6Prefixes = exact(e.IPv6), exact(e.IPv6Prefixes)
 	}
+	shareSpecAddresses(nr)
 	st.Conditions = exact(st.Conditions)
 	for i := range st.Conditions {
 		c := &st.Conditions[i]
@@ -146,12 +152,32 @@ func slimNodeRouting(obj any) (any, error) {
 	return nr, nil
 }
 
+// shareSpecAddresses has the agent's report of an ENI share the list of
+// its addresses with the operator's spec.enis entry of it where the two
+// are equal, as they are on a node in shape: the operator lists an
+// ENI's addresses in the order the agent reports them, so a
+// NodeRouting's addresses are kept once, not twice.
+func shareSpecAddresses(nr *enipamv1alpha1.NodeRouting) {
+	for i := range nr.Status.ENIs {
+		e := &nr.Status.ENIs[i]
+		if j := specENIOf(nr, e.ID); j >= 0 && len(e.IPs) > 0 && slices.Equal(e.IPs, nr.Spec.ENIs[j].Addresses) {
+			e.IPs = nr.Spec.ENIs[j].Addresses
+		}
+	}
+}
+
+// specENIOf is the index of the ENI id in nr's spec.enis, -1 if unlisted.
+func specENIOf(nr *enipamv1alpha1.NodeRouting, id string) int {
+	return slices.IndexFunc(nr.Spec.ENIs, func(e enipamv1alpha1.NodeENI) bool { return e.ID == id })
+}
+
 // packNodeRouting gives the strings nr keeps of its own (not interned:
-// its name and versions, the agent's report of its ENIs, spec.enis'
-// digest, the queries and answers) one backing array (intern.Packer): a
-// NodeRouting's JSON carries spec.enis, as many strings again as the
-// report, which the cache drops (DropSpecENIs), and the report's strings
-// left one by one among them held twice the spans they fill.
+// its name and versions, the operator's spec.enis and the agent's report
+// of its ENIs, the queries and answers) one backing array
+// (intern.Packer): each left an allocation of its own among the
+// decoder's short-lived ones held twice the spans it fills. A report's
+// list shared with spec.enis (shareSpecAddresses) is packed once, and
+// its ENI's ID and MAC are the spec's.
 func packNodeRouting(nr *enipamv1alpha1.NodeRouting) {
 	var k intern.Packer
 	k.Add(&nr.Name)
@@ -161,14 +187,32 @@ func packNodeRouting(nr *enipamv1alpha1.NodeRouting) {
 		k.Add(&nr.OwnerReferences[i].Name)
 		k.Add((*string)(&nr.OwnerReferences[i].UID))
 	}
-	k.Add(&nr.Spec.ENIsDigest)
 	poolcontroller.GatherOwnWords(&k, &nr.Spec)
+	for i := range nr.Spec.ENIs {
+		e := &nr.Spec.ENIs[i]
+		k.Add(&e.ID)
+		k.Add(&e.MAC)
+		k.Add(&e.PrimaryIP)
+		k.AddAll(e.Addresses)
+		k.AddAll(e.Prefixes)
+		k.AddAll(e.IPv6Prefixes)
+	}
 	st := &nr.Status
 	for i := range st.ENIs {
 		e := &st.ENIs[i]
-		k.Add(&e.ID)
-		k.Add(&e.MAC)
-		k.AddAll(e.IPs)
+		spec := &enipamv1alpha1.NodeENI{}
+		if j := specENIOf(nr, e.ID); j >= 0 {
+			spec = &nr.Spec.ENIs[j]
+		}
+		if e.ID != spec.ID {
+			k.Add(&e.ID)
+		}
+		if e.MAC != spec.MAC {
+			k.Add(&e.MAC)
+		}
+		if len(e.IPs) == 0 || len(spec.Addresses) == 0 || &e.IPs[0] != &spec.Addresses[0] {
+			k.AddAll(e.IPs)
+		}
 		k.AddAll(e.Prefixes)
 		k.AddAll(e.IPv6)
 		k.AddAll(e.IPv6Prefixes)
@@ -182,6 +226,15 @@ func packNodeRouting(nr *enipamv1alpha1.NodeRouting) {
 		k.AddAll(r.Missing)
 	}
 	k.Pack()
+	for i := range st.ENIs {
+		e := &st.ENIs[i]
+		if j := specENIOf(nr, e.ID); j >= 0 {
+			e.ID = nr.Spec.ENIs[j].ID
+			if e.MAC == nr.Spec.ENIs[j].MAC {
+				e.MAC = nr.Spec.ENIs[j].MAC
+			}
+		}
+	}
 }
 
 // internOwners shares the API versions and kinds of obj's owner

@@ -6,10 +6,10 @@ import (
 	"testing"
 	"unsafe"
 
+	ipamtypes "github.com/cilium/cilium/pkg/ipam/types"
 	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
 
 	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
-	"github.com/enipam/enipam/operator/poolcontroller"
 )
 
 // decodedRouting is steady NodeRouting i as the cache decodes it.
@@ -23,21 +23,18 @@ func decodedRouting(t *testing.T, i int) *enipamv1alpha1.NodeRouting {
 }
 
 // TestSlimNodeRoutingChangesNoValue: the cache's transform of
-// NodeRoutings changes no value but spec.enis, which it drops for their
-// digest (the operator gives the list back before it reads it,
-// poolcontroller.DropSpecENIs): the operator applies its spec from the
-// cached object and pools what the cached status lists. Its lists lose
-// the decoder's slack, and what two nodes repeat shares storage.
+// NodeRoutings changes no value, spec.enis included, which the operator
+// reads from the cache: it applies its spec from the cached object and
+// pools what the cached status lists. Its lists lose the decoder's
+// slack, what two nodes repeat shares storage, and the agent's report of
+// an ENI shares the list of its addresses with spec.enis.
 func TestSlimNodeRoutingChangesNoValue(t *testing.T) {
 	a, b := decodedRouting(t, 1), decodedRouting(t, 2)
 	want, _ := json.Marshal(a)
-	enis := a.DeepCopy().Spec.ENIs
-	if len(enis) == 0 {
+	if len(a.Spec.ENIs) == 0 {
 		t.Fatal("the NodeRouting lists no spec.enis: the test shows nothing of them")
 	}
-	dropped := a.DeepCopy()
-	poolcontroller.DropSpecENIs(dropped)
-	if cap(a.Status.ENIs[0].IPs) == len(a.Status.ENIs[0].IPs) {
+	if cap(a.Status.ENIs[0].IPs) == len(a.Status.ENIs[0].IPs) || cap(a.Spec.ENIs[0].Addresses) == len(a.Spec.ENIs[0].Addresses) {
 		t.Fatal("the decoder left no slack: the test shows nothing")
 	}
 	for _, nr := range []*enipamv1alpha1.NodeRouting{a, b} {
@@ -46,16 +43,15 @@ func TestSlimNodeRoutingChangesNoValue(t *testing.T) {
 		}
 		runtime.GC()
 	}
-	if a.Spec.ENIs != nil || a.Spec.ENIsDigest == "" || a.Spec.ENIsDigest != dropped.Spec.ENIsDigest {
-		t.Fatalf("transformed NodeRouting keeps spec.enis %+v, digest %x; want none and the digest %x", a.Spec.ENIs, a.Spec.ENIsDigest, dropped.Spec.ENIsDigest)
-	}
-	a.Spec.ENIs = enis // as the pool controller gives them back
 	if got, _ := json.Marshal(a); string(got) != string(want) {
 		t.Fatalf("transformed NodeRouting differs:\n got %s\nwant %s", got, want)
 	}
-	for _, e := range a.Status.ENIs {
+	for i, e := range a.Status.ENIs {
 		if cap(e.IPs) != len(e.IPs) {
 			t.Errorf("ENI %s: %d addresses in an array of %d", e.ID, len(e.IPs), cap(e.IPs))
+		}
+		if &e.IPs[0] != &a.Spec.ENIs[i].Addresses[0] {
+			t.Errorf("ENI %s: the report's addresses and spec.enis' are two arrays", e.ID)
 		}
 	}
 	same := func(what, x, y string) {
@@ -67,8 +63,13 @@ func TestSlimNodeRoutingChangesNoValue(t *testing.T) {
 	same("zone", a.Spec.Capacity.AvailabilityZone, b.Spec.Capacity.AvailabilityZone)
 	same("condition reason", a.Status.Conditions[0].Reason, b.Status.Conditions[0].Reason)
 	same("owner kind", a.OwnerReferences[0].Kind, b.OwnerReferences[0].Kind)
+	same("spec.enis subnet", a.Spec.ENIs[0].SubnetID, b.Spec.ENIs[0].SubnetID)
+	same("ENI ID in spec and report", a.Spec.ENIs[0].ID, a.Status.ENIs[0].ID)
 	if &a.Spec.Capacity.Subnets[0] != &b.Spec.Capacity.Subnets[0] {
 		t.Error("two nodes' lists of subnets are two arrays")
+	}
+	if &a.Spec.ENIs[0].VPCCIDRs[0] != &b.Spec.ENIs[0].VPCCIDRs[0] {
+		t.Error("two nodes' lists of VPC CIDRs are two arrays")
 	}
 }
 
@@ -138,5 +139,57 @@ func TestSlimCiliumNodePacksAddresses(t *testing.T) {
 		if uintptr(unsafe.Pointer(unsafe.StringData(ip))) != at[ip] {
 			t.Errorf("used %s is a string of its own, not its pool entry's", ip)
 		}
+	}
+}
+
+// TestSlimCiliumNodeSharesENIIDsWithoutCopy: a CiliumNode with no copy
+// of its ENIs in status.eni.enis (as this release writes most of them)
+// keeps each ENI's ID once: every pool and used entry naming an ENI
+// shares one string, with the JSON unchanged.
+func TestSlimCiliumNodeSharesENIIDsWithoutCopy(t *testing.T) {
+	raw := steadyNodeUncopied(7)
+	cn := &ciliumv2.CiliumNode{}
+	if err := json.Unmarshal(raw, cn); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := slimCiliumNode(cn); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := json.Marshal(cn); string(got) != string(raw) {
+		t.Fatalf("transformed CiliumNode differs:\n got %s\nwant %s", got, raw)
+	}
+	ids := map[string]*byte{}
+	for _, m := range []map[string]ipamtypes.AllocationIP{cn.Spec.IPAM.Pool, cn.Status.IPAM.Used} {
+		for ip, e := range m {
+			p, ok := ids[e.Resource]
+			if !ok {
+				ids[e.Resource] = unsafe.StringData(e.Resource)
+				continue
+			}
+			if p != unsafe.StringData(e.Resource) {
+				t.Errorf("%s: ENI %s is a string of its own", ip, e.Resource)
+			}
+		}
+	}
+	if len(ids) != 2 {
+		t.Errorf("%d ENIs named, want 2", len(ids))
+	}
+}
+
+// TestSlimNodeRoutingENIsWithoutAddresses: a NodeRouting whose spec.enis
+// lists an ENI with no address (a primary ENI, a new one) that the
+// agent's report lists with addresses, or lists without, is kept with
+// its values unchanged.
+func TestSlimNodeRoutingENIsWithoutAddresses(t *testing.T) {
+	nr := decodedRouting(t, 3)
+	nr.Spec.ENIs[0].Addresses = nil
+	nr.Status.ENIs[1].IPs = nil
+	nr.Status.ENIs[1].MAC = "02:00:00:ff:ff:ff"
+	want, _ := json.Marshal(nr)
+	if _, err := slimNodeRouting(nr); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := json.Marshal(nr); string(got) != string(want) {
+		t.Fatalf("transformed NodeRouting differs:\n got %s\nwant %s", got, want)
 	}
 }

@@ -97,25 +97,19 @@ type NodeRoutingSpec struct {
 	// it (a detaching one is no longer listed), with its addresses,
 	// whether pooled yet or not. This list is authoritative: the agent
 	// routes it, each entry winning over an entry of the same ENI in the
-	// CiliumNode's status.eni.enis. That status, Cilium's own field, is a
-	// copy for earlier agents and for people: the operator writes it with
-	// a status write it makes anyway, at once for an agent that does not
-	// report status.routesSpecENIs (an earlier version, which routes only
-	// what it lists) and whenever an ENI leaves the node, and otherwise
-	// once the node's join is complete, so a joining node's ENIs cost no
-	// CiliumNode write of their own. The agent routes the union of both
-	// lists: an operator of an earlier version writes only the status.
+	// CiliumNode's status.eni.enis. That status, Cilium's own field, holds
+	// a copy only where something reads it: an agent that does not report
+	// status.routesSpecENIs (an earlier version, which routes only what it
+	// lists), a NodeRouting CRD without this field, or enipam-scheduler
+	// where a static address concerns the node; elsewhere the operator
+	// leaves it empty, and clears a copy once the agent reports routing
+	// this list at a generation that lists every ENI of it. The agent
+	// routes the union of both lists: an operator of an earlier version
+	// writes only the status.
 	// +listType=map
 	// +listMapKey=id
 	// +optional
 	ENIs []NodeENI `json:"enis,omitempty"`
-	// ENIsDigest is no field of the object: the operator's cache keeps
-	// it in place of ENIs, which it drops (every node's ENIs are also in
-	// its CiliumNode's status.eni.enis, which the operator caches too),
-	// and the operator gives the list back from a copy with this digest
-	// before it decides on it. Never serialized; zero in every object
-	// read from the apiserver.
-	ENIsDigest string `json:"-"`
 
 	// Capacity is how far the node's pool can grow, for schedulers and
 	// people; written by the operator on every change.

@@ -20,8 +20,8 @@ var ErrBadSpecENI = errors.New("invalid value in spec.enis")
 // ENIs are the ENIs the agent routes: the union of the NodeRouting's
 // spec.enis and the CiliumNode's status.eni.enis. The spec is the
 // operator's authoritative list; the status is Cilium's field, which an
-// operator of an earlier version alone fills, and which the current one
-// brings up to the spec once a node's join is complete. So an ENI both
+// operator of an earlier version alone fills, and where the current one
+// keeps a copy only where something reads it. So an ENI both
 // list is taken from the spec, whole; one only the status lists is taken
 // from there (an earlier operator's, or a copy that lags). Values of the
 // spec that do not parse are left out and reported as *Problem.

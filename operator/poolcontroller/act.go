@@ -7,8 +7,6 @@ import (
 	"slices"
 	"time"
 
-	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
-
 	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
 	"github.com/enipam/enipam/operator/cloud"
 	"github.com/enipam/enipam/operator/pool"
@@ -147,32 +145,51 @@ func (s *deciding) mayWrite() bool {
 // writeWaits reports whether the CiliumNode's write can wait for the
 // next reconcile, which the actions about to run bring at once: they
 // change what EC2 holds for the node, and the write would carry only
-// what fill derives from EC2 (the ENIs listed, the instance's details),
+// what fill derives from EC2 (the ENIs' copy, the instance's details),
 // which that reconcile writes anew with what the actions produced.
 // Anything decided beyond it (the pool, the release handshake, the
 // static IP, the operator-status) is written now, before the calls; so
-// are addresses new on an attached ENI (listsRoutable): the node agent
-// routes them as soon as it reads them, and held back they would wait
-// for the calls (an Assign's 150-400 ms, a new ENI's Create, Attach and
-// Modify, over a second), then for the agent, while the pods bound in a
-// burst make their CNI calls a second after their binding.
+// are addresses new on an attached ENI in what the node agent is told
+// (listsRoutable): it routes them as soon as it reads them, and held
+// back they would wait for the calls (an Assign's 150-400 ms, a new
+// ENI's Create, Attach and Modify, over a second), then for the agent,
+// while the pods bound in a burst make their CNI calls a second after
+// their binding.
 func (s *deciding) writeWaits() bool {
-	if !s.acts.produce() || listsRoutable(&s.orig.Status, &s.cn.Status, s.snap.ENIs) {
+	if !s.acts.produce() || s.listsRoutable() {
 		return false
 	}
 	return sameJSON(s.orig.Spec.IPAM, s.cn.Spec.IPAM) && sameJSON(s.orig.Status.IPAM, s.cn.Status.IPAM)
 }
 
-// listsRoutable reports whether status lists, on an ENI that enis (EC2's
-// view) shows attached, an address or a prefix that was does not list
-// on it.
-func listsRoutable(was, status *ciliumv2.NodeStatus, enis []cloud.ENI) bool {
-	for i := range enis {
-		e := &enis[i]
-		if e.AttachmentStatus != cloud.AttachmentAttached {
+// listsRoutable reports whether the NodeRouting's spec.enis decided
+// (routingENIs), which the node agent routes, lists on an ENI that EC2
+// shows attached an address or a prefix that the spec.enis read
+// (routingRead, of this instance) does not list on it: what the agent is
+// told now, not the CiliumNode's copy, which most nodes do not have.
+func (s *deciding) listsRoutable() bool {
+	if !s.routingENIs.set {
+		return false
+	}
+	var had []enipamv1alpha1.NodeENI
+	if nr := s.routingRead; nr != nil && nr.Spec.InstanceID == s.instanceID {
+		had = nr.Spec.ENIs
+	}
+	for i := range s.routingENIs.list {
+		now := &s.routingENIs.list[i]
+		if !attachedIn(s.snap.ENIs, now.ID) {
 			continue
 		}
-		now, old := status.ENI.ENIs[e.ID], was.ENI.ENIs[e.ID]
+		var old *enipamv1alpha1.NodeENI
+		if j := slices.IndexFunc(had, func(e enipamv1alpha1.NodeENI) bool { return e.ID == now.ID }); j >= 0 {
+			old = &had[j]
+		}
+		if old == nil {
+			if len(now.Addresses) > 0 || len(now.Prefixes) > 0 {
+				return true
+			}
+			continue
+		}
 		for _, a := range now.Addresses {
 			if !slices.Contains(old.Addresses, a) {
 				return true
@@ -185,6 +202,11 @@ func listsRoutable(was, status *ciliumv2.NodeStatus, enis []cloud.ENI) bool {
 		}
 	}
 	return false
+}
+
+// attachedIn reports whether enis (EC2's view) shows the ENI id attached.
+func attachedIn(enis []cloud.ENI, id string) bool {
+	return slices.ContainsFunc(enis, func(e cloud.ENI) bool { return e.ID == id && e.AttachmentStatus == cloud.AttachmentAttached })
 }
 
 // act has the executor carry out the reconcile's actions, after the

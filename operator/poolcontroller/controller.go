@@ -93,12 +93,6 @@ type Options struct {
 	// the cluster, and asks only about the pod of a static address that
 	// is moving away. Nil reads through the controller's client.
 	Pods client.Reader
-	// Routings reads single NodeRoutings, uncached (the manager's API
-	// reader): the cache keeps no spec.enis, and a node whose list
-	// neither its last apply nor its CiliumNode's status holds reads it
-	// there (routingdigest.go). Nil reads through the controller's
-	// client.
-	Routings client.Reader
 	// Workers is how many nodes are served at once; most of a worker's
 	// time is spent waiting for EC2's token buckets, so this is sized to
 	// keep every bucket busy, not to the CPU count.
@@ -184,7 +178,7 @@ type Reconciler struct {
 type memory struct {
 	// excessWindow started when excess was first seen; excessFloor is the
 	// lowest excess seen since. excessFloor is an int32 beside the bool
-	// deficitENI so that the two take one word: the struct is then 632
+	// deficitENI so that the two take one word: the struct is then 608
 	// bytes, which with its malloc header fits Go's 640-byte size class
 	// rather than the 704-byte one (TestNodeMemoryCost).
 	excessWindow time.Time
@@ -216,10 +210,6 @@ type memory struct {
 	// ready addresses wait out of the pool all the same, and joinHold
 	// bounds that wait, not the time since a write went through.
 	joinHeldSince time.Time
-	// joinedAt is when the node's join was first seen complete
-	// (joinComplete); zero while it joins. The copy of its ENIs into
-	// status.eni.enis waits for it (eniCopyWaits).
-	joinedAt time.Time
 	// noPrefixesUntil: the subnet had no free /28; plans use single
 	// addresses until then.
 	noPrefixesUntil time.Time

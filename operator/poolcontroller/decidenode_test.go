@@ -12,7 +12,6 @@ import (
 	"time"
 
 	awstypes "github.com/cilium/cilium/pkg/aws/types"
-	ciliumip "github.com/cilium/cilium/pkg/ip"
 	ipamoption "github.com/cilium/cilium/pkg/ipam/option"
 	ipamtypes "github.com/cilium/cilium/pkg/ipam/types"
 	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
@@ -158,8 +157,26 @@ func TestDecideNode(t *testing.T) {
 		f.routing.Status = enipamv1alpha1.NodeRoutingStatus{ObservedGeneration: 1, RoutesSpecENIs: true}
 		f.routingRead = f.routing.DeepCopy()
 		f.routingLooked = true
-		f.cn.Status.ENI.ENIs = map[string]awstypes.ENI{"eni-0": {ID: "eni-0"}}
 	}
+	// listsSpec has the NodeRouting read list ids in spec.enis at
+	// generation gen, the agent's report at observed.
+	listsSpec := func(f *facts, gen, observed int64, ids ...string) {
+		routesSpecENIs(f)
+		f.routing.Generation, f.routing.Status.ObservedGeneration = gen, observed
+		f.routing.Spec.ENIs = nil
+		for _, id := range ids {
+			f.routing.Spec.ENIs = append(f.routing.Spec.ENIs, enipamv1alpha1.NodeENI{ID: id})
+		}
+		f.routingRead = f.routing.DeepCopy()
+	}
+	// copied gives the node a copy of ids in status.eni.enis.
+	copied := func(f *facts, ids ...string) {
+		f.cn.Status.ENI.ENIs = map[string]awstypes.ENI{}
+		for _, id := range ids {
+			f.cn.Status.ENI.ENIs[id] = awstypes.ENI{ID: id}
+		}
+	}
+	copyIDs := func(d decision) []string { return slices.Sorted(maps.Keys(d.cn.Status.ENI.ENIs)) }
 	const db = "ns/db-0"
 	// remapped: ns/db-0's address .200, which this process reassigned
 	// onto eni-1 and asked the node's agent about at generation 4 (the
@@ -190,10 +207,10 @@ func TestDecideNode(t *testing.T) {
 		name: "an empty node gets a new ENI carrying its need",
 		check: func(t *testing.T, f *facts, d decision) {
 			// What fill derives from EC2 goes to the NodeRouting's
-			// spec.enis; its copy into status.eni.enis waits for the
-			// join (eniCopyWaits), so the CiliumNode has nothing to write.
+			// spec.enis alone (no copy into status.eni.enis, which
+			// nothing reads), so the CiliumNode has nothing to write.
 			if d.writeStatus || d.writeCN {
-				t.Errorf("status to write %v, CiliumNode written %v; want neither, the ENIs' copy waiting for the join", d.writeStatus, d.writeCN)
+				t.Errorf("status to write %v, CiliumNode written %v; want neither, no copy of the ENIs", d.writeStatus, d.writeCN)
 			}
 			if ids := specENIIDs(d.routing); !slices.Equal(ids, []string{"eni-0"}) {
 				t.Errorf("spec.enis %v, want eni-0", ids)
@@ -367,11 +384,13 @@ func TestDecideNode(t *testing.T) {
 			e := eni(1, 10, 6)
 			f.snap.ENIs = append(f.snap.ENIs, e)
 			pooled(f.cn, cloud.ENI{ID: e.ID, IPs: e.IPs[:4]}, 4)
-			listed := awstypes.ENI{ID: e.ID}
+			listed := enipamv1alpha1.NodeENI{ID: e.ID}
 			for _, a := range e.IPs[:4] {
-				listed.Addresses = append(listed.Addresses, ciliumip.AddrFrom(a))
+				listed.Addresses = append(listed.Addresses, a.String())
 			}
-			f.cn.Status.ENI.ENIs = map[string]awstypes.ENI{e.ID: listed}
+			routesSpecENIs(f)
+			f.routing.Spec.ENIs = []enipamv1alpha1.NodeENI{{ID: "eni-0"}, listed}
+			f.routingRead = f.routing.DeepCopy()
 			f.routed = func(_ string, a netip.Addr) bool { return slices.Contains(e.IPs[:4], a) }
 			// They have waited for the agent past routeHold: the calls
 			// no longer wait for them (routesDue).
@@ -384,12 +403,18 @@ func TestDecideNode(t *testing.T) {
 			// The agent routes the 2 as soon as it reads them: they go
 			// to the NodeRouting's spec.enis, which the reconcile writes
 			// before its EC2 calls whatever the CiliumNode's write
-			// waits for (its status's copy waits for the join).
+			// waits for; the status holds no copy of them.
 			if got := specENIAddresses(d.routing, "eni-1"); got != 6 {
 				t.Errorf("spec.enis lists %d addresses on eni-1, want 6", got)
 			}
-			if d.writeStatus {
-				t.Error("the status's copy of the ENIs is written during the join")
+			if d.writeStatus || len(d.cn.Status.ENI.ENIs) != 0 {
+				t.Errorf("status written %v, status.eni.enis %v; want no copy of the ENIs", d.writeStatus, copyIDs(d))
+			}
+			// What the agent is told gains routable addresses: the
+			// CiliumNode's write (and the capacity with it) is not held
+			// behind the calls (listsRoutable).
+			if !d.writeCN {
+				t.Error("the CiliumNode's write waits for the calls")
 			}
 		},
 	}, {
@@ -430,7 +455,7 @@ func TestDecideNode(t *testing.T) {
 			}
 		},
 	}, {
-		name: "a joining node's ENIs go to its NodeRouting's spec.enis, their copy into status.eni.enis waits for the join",
+		name: "a joining node's ENIs go to its NodeRouting's spec.enis alone: no copy into status.eni.enis",
 		setup: func(f *facts) {
 			joining(f)
 			routesSpecENIs(f)
@@ -441,8 +466,8 @@ func TestDecideNode(t *testing.T) {
 				t.Errorf("pool of %d, spec written %v, status %v; want eni-1's 4 addresses written, the status not",
 					len(d.cn.Spec.IPAM.Pool), d.writeSpec, d.writeStatus)
 			}
-			if got := slices.Sorted(maps.Keys(d.cn.Status.ENI.ENIs)); !slices.Equal(got, []string{"eni-0"}) {
-				t.Errorf("status.eni.enis %v, want eni-0 alone, as read", got)
+			if got := copyIDs(d); len(got) != 0 {
+				t.Errorf("status.eni.enis %v, want none", got)
 			}
 			var ids []string
 			for _, e := range d.routingENIs.list {
@@ -451,48 +476,96 @@ func TestDecideNode(t *testing.T) {
 			if !d.routingENIs.set || !slices.Equal(ids, []string{"eni-0", "eni-1", "eni-2"}) {
 				t.Errorf("spec.enis decided %v (set %v), want eni-0, eni-1 and eni-2", ids, d.routingENIs.set)
 			}
-			if !d.mem.joinedAt.IsZero() || d.eniCopy {
-				t.Errorf("joined at %v, ENI copy %v; want the join not complete, no copy", d.mem.joinedAt, d.eniCopy)
+			if d.eniCopy {
+				t.Error("an ENI copy decided, want none")
 			}
 		},
 	}, {
-		name: "a joining node's join is complete with the pool its own write brings: its copy is asked for a resync interval later",
+		name: "a node whose join its own pool write completes gets no copy of its ENIs",
 		setup: func(f *facts) {
 			// eni-1's 4 addresses are routed and not pooled yet: this
-			// reconcile's spec write brings the whole need, and no event
-			// may follow it.
+			// reconcile's spec write brings the whole need.
 			f.snap.ENIs = append(f.snap.ENIs, eni(1, 10, 4))
 			routesSpecENIs(f)
 		},
 		check: func(t *testing.T, f *facts, d decision) {
-			if len(d.cn.Spec.IPAM.Pool) != 4 || !d.writeSpec || d.writeStatus {
-				t.Fatalf("pool of %d, spec written %v, status %v; want eni-1's 4 addresses written, the status's copy waiting",
-					len(d.cn.Spec.IPAM.Pool), d.writeSpec, d.writeStatus)
-			}
-			if d.mem.joinedAt != now {
-				t.Errorf("joined at %v, want now: the pool written completes the join", d.mem.joinedAt)
-			}
-			if d.requeue <= 0 || d.requeue > opts.BlockedRetry {
-				t.Errorf("requeue %v, want within %v, for the copy", d.requeue, opts.BlockedRetry)
+			if len(d.cn.Spec.IPAM.Pool) != 4 || !d.writeSpec || d.writeStatus || len(d.cn.Status.ENI.ENIs) != 0 {
+				t.Fatalf("pool of %d, spec written %v, status %v, status.eni.enis %v; want eni-1's 4 addresses written, no copy",
+					len(d.cn.Spec.IPAM.Pool), d.writeSpec, d.writeStatus, copyIDs(d))
 			}
 		},
 	}, {
-		name: "a joined node's copy of its ENIs into status.eni.enis is written a resync interval after its join, counted as the copy",
+		name: "a copy of a node's ENIs its agent routes spec.enis over is cleared in one status write, counted as the copy's",
 		setup: func(f *facts) {
 			e := eni(1, 10, 4)
 			f.snap.ENIs = append(f.snap.ENIs, e)
 			pooled(f.cn, e, 0)
-			routesSpecENIs(f)
-			f.mem.joinedAt = now.Add(-opts.BlockedRetry)
+			listsSpec(f, 3, 3, "eni-0", "eni-1")
+			copied(f, "eni-0", "eni-1")
 			// The instance's details as an earlier write left them.
 			f.cn.Spec.ENI.InstanceType, f.cn.Spec.ENI.VpcID, f.cn.Spec.ENI.AvailabilityZone, f.cn.Spec.ENI.NodeSubnetID = "t.small", "vpc-1", "us-east-1a", "subnet-a"
 		},
 		check: func(t *testing.T, f *facts, d decision) {
 			if !d.writeStatus || d.writeSpec || !d.eniCopy {
-				t.Errorf("status written %v, spec %v, ENI copy %v; want the status alone, the copy", d.writeStatus, d.writeSpec, d.eniCopy)
+				t.Errorf("status written %v, spec %v, ENI copy %v; want the status alone, the copy's", d.writeStatus, d.writeSpec, d.eniCopy)
 			}
-			if got := slices.Sorted(maps.Keys(d.cn.Status.ENI.ENIs)); !slices.Equal(got, []string{"eni-0", "eni-1"}) {
-				t.Errorf("status.eni.enis %v, want eni-0 and eni-1", got)
+			if got := copyIDs(d); len(got) != 0 {
+				t.Errorf("status.eni.enis %v, want it cleared", got)
+			}
+		},
+	}, {
+		name: "a copy stays, kept whole, while the agent has not reported the generation of spec.enis that lists its ENIs",
+		setup: func(f *facts) {
+			e := eni(1, 10, 4)
+			f.snap.ENIs = append(f.snap.ENIs, e)
+			pooled(f.cn, e, 0)
+			listsSpec(f, 4, 3, "eni-0", "eni-1")
+			copied(f, "eni-0")
+		},
+		check: func(t *testing.T, f *facts, d decision) {
+			if got := copyIDs(d); !slices.Equal(got, []string{"eni-0", "eni-1"}) || !d.writeStatus || !d.eniCopy {
+				t.Errorf("status.eni.enis %v, status written %v, ENI copy %v; want eni-0 and eni-1, written as the copy", got, d.writeStatus, d.eniCopy)
+			}
+		},
+	}, {
+		name: "a copy stays while spec.enis read does not list one of its ENIs",
+		setup: func(f *facts) {
+			e := eni(1, 10, 4)
+			f.snap.ENIs = append(f.snap.ENIs, e)
+			pooled(f.cn, e, 0)
+			listsSpec(f, 3, 3, "eni-0")
+			copied(f, "eni-0", "eni-1")
+		},
+		check: func(t *testing.T, f *facts, d decision) {
+			if got := copyIDs(d); !slices.Equal(got, []string{"eni-0", "eni-1"}) {
+				t.Errorf("status.eni.enis %v, want eni-0 and eni-1 kept", got)
+			}
+		},
+	}, {
+		name: "an agent that reported without routesSpecENIs (an earlier version) gets the copy at once, whole",
+		setup: func(f *facts) {
+			joining(f)
+			listsSpec(f, 2, 2, "eni-0")
+			f.routing.Status.RoutesSpecENIs = false
+			f.routingRead = f.routing.DeepCopy()
+		},
+		check: func(t *testing.T, f *facts, d decision) {
+			if got := copyIDs(d); !slices.Equal(got, []string{"eni-0", "eni-1", "eni-2"}) || !d.writeStatus {
+				t.Errorf("status.eni.enis %v, status written %v; want eni-0, eni-1 and eni-2 written", got, d.writeStatus)
+			}
+		},
+	}, {
+		name: "a node whose pool holds an owner's stamped address gets the copy at once, for enipam-scheduler",
+		setup: func(f *facts) {
+			e := eni(1, 10, 4)
+			f.snap.ENIs = append(f.snap.ENIs, e)
+			pooled(f.cn, e, 0)
+			f.cn.Spec.IPAM.Pool[e.IPs[0].String()] = ipamtypes.AllocationIP{Resource: e.ID, Owner: db}
+			routesSpecENIs(f)
+		},
+		check: func(t *testing.T, f *facts, d decision) {
+			if got := copyIDs(d); !slices.Equal(got, []string{"eni-0", "eni-1"}) || !d.writeStatus {
+				t.Errorf("status.eni.enis %v, status written %v; want eni-0 and eni-1 written", got, d.writeStatus)
 			}
 		},
 	}, {
@@ -850,8 +923,10 @@ func TestDecideNode(t *testing.T) {
 			if d.opErr != f.failed || d.cn.Status.IPAM.OperatorStatus.Error != f.failed.Error() {
 				t.Errorf("operator error %v, operator-status %q; want the read's failure", d.opErr, d.cn.Status.IPAM.OperatorStatus.Error)
 			}
-			if d.cn.Spec.ENI.InstanceType != "t.small" || d.cn.Spec.ENI.AvailabilityZone != "us-east-1a" || len(d.cn.Status.ENI.ENIs) != 1 {
-				t.Errorf("spec.eni %+v, status.eni.enis %v; want the instance's type and zone, and eni-0 listed", d.cn.Spec.ENI, d.cn.Status.ENI.ENIs)
+			if d.cn.Spec.ENI.InstanceType != "t.small" || d.cn.Spec.ENI.AvailabilityZone != "us-east-1a" ||
+				!slices.Equal(specENIIDs(d.routing), []string{"eni-0"}) || len(d.cn.Status.ENI.ENIs) != 0 {
+				t.Errorf("spec.eni %+v, spec.enis %v, status.eni.enis %v; want the instance's type and zone, eni-0 listed in spec.enis alone",
+					d.cn.Spec.ENI, specENIIDs(d.routing), copyIDs(d))
 			}
 			if !d.writeCN || !d.writeStatus || !d.writeSpec {
 				t.Errorf("CiliumNode written %v (status %v, spec %v), want both written", d.writeCN, d.writeStatus, d.writeSpec)

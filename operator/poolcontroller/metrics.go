@@ -21,7 +21,6 @@ type Metrics struct {
 	poolHandoff       prometheus.Histogram
 	writes            *prometheus.CounterVec
 	eniCopies         prometheus.Counter
-	specENIsReads     prometheus.Counter
 	writeFailures     *prometheus.CounterVec
 	staticPlaced      prometheus.Counter
 	staticFastMoves   prometheus.Counter
@@ -55,10 +54,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "enipam_ciliumnode_writes_total", Help: "CiliumNode writes by part (status, spec).",
 		}, []string{"part"}),
 		eniCopies: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "enipam_ciliumnode_eni_copies_total", Help: "CiliumNode status writes made for status.eni.enis alone once the node's join was complete: the copy of the NodeRouting's spec.enis, which the node agent routes (also counted in enipam_ciliumnode_writes_total).",
-		}),
-		specENIsReads: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "enipam_noderouting_uncached_reads_total", Help: "NodeRoutings read from the apiserver, uncached, for their spec.enis, which the operator's cache does not keep, when neither the node's last apply nor its CiliumNode's status.eni.enis was their copy.",
+			Name: "enipam_ciliumnode_eni_copies_total", Help: "CiliumNode status writes made for status.eni.enis alone: the copy of a node's ENIs written (for an earlier enipam-agent, a NodeRouting CRD without spec.enis, or enipam-scheduler where a static address concerns the node) or cleared once nothing reads it (also counted in enipam_ciliumnode_writes_total).",
 		}),
 		writeFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "enipam_ciliumnode_write_failures_total", Help: "CiliumNode writes the apiserver refused, by part (status, spec) and reason (conflict: the object changed under a write that named its version; other).",
@@ -73,7 +69,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "enipam_consolidations_total", Help: "Secondary ENIs detached and deleted (kind eni) and partly used /28 prefixes drained and released (kind prefix) because their node no longer needed them.",
 		}, []string{"kind"}),
 	}
-	for _, c := range []prometheus.Collector{m.consolidations, m.nodes, m.enisCreated, m.ipsAssigned, m.ipsReleased, m.allocationLatency, m.poolHandoff, m.writes, m.eniCopies, m.specENIsReads, m.writeFailures, m.staticPlaced, m.staticFastMoves} {
+	for _, c := range []prometheus.Collector{m.consolidations, m.nodes, m.enisCreated, m.ipsAssigned, m.ipsReleased, m.allocationLatency, m.poolHandoff, m.writes, m.eniCopies, m.writeFailures, m.staticPlaced, m.staticFastMoves} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -48,6 +48,10 @@ type nodeState struct {
 	// looked it up, found or not (the decision decides it only then).
 	routingRead   *enipamv1alpha1.NodeRouting
 	routingLooked bool
+	// routingCached is the generation of the NodeRouting in the cache
+	// (0: the cache lacks it), which routingRead's may pass while the
+	// cache has not seen this process's last apply.
+	routingCached int64
 	// remapMoves is where the inventory has each address the
 	// NodeRouting's spec.remapQueries lists moving ("": no move under
 	// way), which the agent's answers to them are decided on
@@ -95,8 +99,8 @@ type nodeState struct {
 	failedReason string
 }
 
-// describeFacts: listedUnseen are the ENIs the CiliumNode's status lists
-// that the snapshot lacks and this process did not delete; trustFrom is
+// describeFacts: listedUnseen are the ENIs the node agent has been told
+// of that the snapshot lacks and this process did not delete; trustFrom is
 // when the inventory's describes are trusted from (read when an address
 // ready for the pool is untrusted); listed and confirm are the describes
 // decideReads asked for, as made (readAgain).
@@ -116,8 +120,8 @@ func (s *nodeSync) describeFacts() *describeFacts {
 
 // fillFacts are the inventory's answers fill writes from: the VPC of the
 // instance (vpcKnown: the inventory knows it), the subnets of the ENIs
-// the snapshots show, and which ENIs of those the node's status lists
-// this process deleted or detached (gone).
+// the snapshots show, and which ENIs of those the node agent has been
+// told of (eachListedENI) this process deleted or detached (gone).
 type fillFacts struct {
 	vpc      cloud.VPC
 	vpcKnown bool
@@ -157,20 +161,19 @@ func (s *nodeSync) readFill() fillFacts {
 	if s.consolidationSnap.taken && s.consolidationSnap.err == nil {
 		subnetsOf(s.consolidationSnap.snap.ENIs)
 	}
-	for id := range s.cn.Status.ENI.ENIs {
+	s.eachListedENI(func(id string) {
 		if inv.Deleted(id) || inv.Detached(id) {
 			f.gone[id] = true
 		}
-	}
+	})
 	return f
 }
 
 // read gathers the node's state: its Node and instance (when the
 // CiliumNode names another instance, nothing more: the decision is its
 // reset, decideReset), its policy, the inventory's snapshot of the
-// instance and the ENIs its status lists that the snapshot lacks
-// (readListedUnseen), its NodeRouting and the
-// agent's report, the ENI consolidation detached (readDetached); then,
+// instance, its NodeRouting and the agent's report, the ENIs the agent
+// has been told of that the snapshot lacks (readListedUnseen), the ENI consolidation detached (readDetached); then,
 // on the snapshot (readOnSnapshot), where the addresses the agent is
 // asked about move, the claims that concern it, the Elastic IPs and the pods waiting for an
 // address, and what the pool's reconcile, the agent's remap queries and
@@ -216,12 +219,12 @@ func (s *nodeSync) read(ctx context.Context) {
 	if !s.snapshot(ctx) {
 		return
 	}
-	if ids := s.readListedUnseen(); ids != nil {
-		s.describeFacts().listedUnseen = ids
-	}
 	if err := s.readRouting(ctx); err != nil {
 		s.readFailed(err, ReasonRoutingUnreadable)
 		return
+	}
+	if ids := s.readListedUnseen(); ids != nil {
+		s.describeFacts().listedUnseen = ids
 	}
 	s.readDetached(ctx)
 	s.readOnSnapshot(ctx)
@@ -298,16 +301,17 @@ func (s *nodeSync) readMoving() map[netip.Addr]string {
 	return s.r.inv.MovingOnto(ids)
 }
 
-// readListedUnseen returns the ENIs the node's status lists that the
-// snapshot lacks and the inventory does not know deleted, sorted (nil:
-// none).
+// readListedUnseen returns the ENIs the node agent has been told of
+// (eachListedENI: the node's status.eni.enis and its NodeRouting's
+// spec.enis) that the snapshot lacks and the inventory does not know
+// deleted, sorted (nil: none).
 func (s *nodeSync) readListedUnseen() []string {
 	var ids []string
-	for id := range s.cn.Status.ENI.ENIs {
+	s.eachListedENI(func(id string) {
 		if !slices.ContainsFunc(s.snap.ENIs, func(e cloud.ENI) bool { return e.ID == id }) && !s.r.inv.Deleted(id) {
 			ids = append(ids, id)
 		}
-	}
+	})
 	slices.Sort(ids)
-	return ids
+	return slices.Compact(ids)
 }

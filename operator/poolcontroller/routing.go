@@ -37,9 +37,8 @@ const attachCheckInterval = time.Second
 // apply, what is read is that apply's word (memory.routingApplied), so
 // no apply ever sends back an older word; where the cache lacks the
 // object that word stands for it, with no base: the write applies it
-// again, making it should it be gone. The spec.enis the cache dropped is
-// given back (restoreSpecENIs), so that what the decision keeps of it
-// is the list the agent routes; the list to apply is decided from the
+// again, making it should it be gone. routingCached is the generation
+// the cache shows (trimApplied). The list to apply is decided from the
 // snapshot (fill).
 func (s *nodeSync) readRouting(ctx context.Context) error {
 	nr := &enipamv1alpha1.NodeRouting{}
@@ -51,19 +50,12 @@ func (s *nodeSync) readRouting(ctx context.Context) error {
 		if a := s.mem.routingApplied; a != nil {
 			s.routing = &enipamv1alpha1.NodeRouting{ObjectMeta: metav1.ObjectMeta{Name: s.cn.Name, Generation: a.Generation,
 				Finalizers: slices.Clone(a.Finalizers)}, Spec: *a.Spec.DeepCopy()}
-			if len(a.Spec.ENIs) == 0 {
-				// A base trimmed of its ENIs (trimApplied): the status
-				// was their copy.
-				s.routing.Spec.ENIs = statusSpecENIs(s.orig.Status.ENI.ENIs, s.cfg.ExcludeTags)
-			}
 		}
 		return nil
 	case err != nil:
 		return fmt.Errorf("reading NodeRouting %s, %w", s.cn.Name, err)
 	}
-	if err := s.restoreSpecENIs(ctx, nr); err != nil {
-		return err
-	}
+	s.routingCached = nr.Generation
 	if a := s.mem.routingApplied; a != nil && a.UID == nr.UID && a.Generation > nr.Generation {
 		nr.Spec, nr.Generation, nr.Finalizers = *a.Spec.DeepCopy(), a.Generation, slices.Clone(a.Finalizers)
 	}
@@ -111,26 +103,17 @@ func routingSpec(instanceID string, cfg *policy.Config) enipamv1alpha1.NodeRouti
 
 // trimApplied drops the ENIs from the base of the node's next apply
 // (memory.routingApplied) once the cache shows that apply, the
-// NodeRouting read being at its generation or a later one, and the
-// CiliumNode's status.eni.enis is its full copy (every ENI of it, each
-// as spec.enis lists it): the base is then read only to create the
-// NodeRouting again should it be deleted (readRouting then makes its
-// list from the status), and the agent routes the status's ENIs
-// meanwhile, the same. Every node keeps a base, and its ENIs were a
-// second copy of every node's spec.enis. The next apply keeps them
-// again. A decision on the memory alone: the read and the write leave
-// the base as they found it.
+// NodeRouting read being at its generation or a later one
+// (routingCached): the cache keeps spec.enis, so the base's copy of the
+// list is then read by nothing but a NodeRouting made again should it
+// be deleted, whose list fill decides anew from EC2's view. Every node
+// keeps a base, and its ENIs were a second copy of every node's
+// spec.enis. The next apply keeps them again. A decision on the memory
+// alone: the read and the write leave the base as they found it.
 func (s *deciding) trimApplied() {
 	a, nr := s.mem.routingApplied, s.routingRead
-	if a == nil || nr == nil || len(a.Spec.ENIs) == 0 || a.UID != nr.UID || a.Generation > nr.Generation ||
-		len(s.orig.Status.ENI.ENIs) != len(a.Spec.ENIs) {
+	if a == nil || nr == nil || len(a.Spec.ENIs) == 0 || a.UID != nr.UID || a.Generation > s.routingCached {
 		return
-	}
-	for i := range a.Spec.ENIs {
-		e, ok := s.orig.Status.ENI.ENIs[a.Spec.ENIs[i].ID]
-		if !ok || !isSpecENI(&e, &a.Spec.ENIs[i], s.cfg.ExcludeTags) {
-			return
-		}
 	}
 	kept := *a
 	kept.Spec.ENIs = nil
@@ -316,8 +299,8 @@ func specENI(e *awstypes.ENI, exclude map[string]string) enipamv1alpha1.NodeENI 
 // spec read, or this process's last apply where the cache has not seen
 // it yet) vouches only for the ENIs that spec still lists, and on each
 // only for the addresses its entry still lists: what the newer spec.enis
-// dropped left the agent's union (the status's copy of a joining node's
-// ENIs waits), so the agent may have unrouted it since the report.
+// dropped left the agent's union (most nodes have no copy in
+// status.eni.enis), so the agent may have unrouted it since the report.
 // Without that, a reconcile that reads the cache before the agent's next
 // report pools an address listed again (dropped from a stale spec.enis,
 // then assigned or seen again) while the agent's newer report lacks it.

@@ -21,7 +21,7 @@ import (
 // as the fake here does with the apiserver's words. The operator applies
 // again without spec.enis, so the rest of its word (the first interface
 // index) lands; the next reconcile leaves spec.enis as read and copies
-// the node's ENIs into status.eni.enis at once (eniCopyWaits), as for an
+// the node's ENIs into status.eni.enis at once (eniCopyWanted), as for an
 // agent that routes that status only, and sends no spec.enis. A refusal
 // naming another field is no such CRD: the write fails.
 func TestNodeRoutingApplyWithoutSpecENIsUnderAnEarlierCRD(t *testing.T) {
@@ -49,8 +49,8 @@ func TestNodeRoutingApplyWithoutSpecENIsUnderAnEarlierCRD(t *testing.T) {
 	reconcile := func() *nodeSync { return w.read(w.cn, 1) }
 
 	s := reconcile()
-	if s.noSpecENIs || !s.eniCopyWaits() {
-		t.Fatal("before any refusal the ENIs' copy does not wait for spec.enis")
+	if s.noSpecENIs || s.eniCopyWanted() {
+		t.Fatal("before any refusal the ENIs' copy is wanted beside spec.enis")
 	}
 	s.routing.Spec.ENIs = []enipamv1alpha1.NodeENI{eni} // as decided (write)
 	if err := s.writeRouting(context.Background()); err != nil {
@@ -67,8 +67,8 @@ func TestNodeRoutingApplyWithoutSpecENIsUnderAnEarlierCRD(t *testing.T) {
 	}
 
 	s = reconcile()
-	if !s.noSpecENIs || s.eniCopyWaits() {
-		t.Errorf("after the refusal: noSpecENIs %v, the ENIs' copy waits %v; want true, false", s.noSpecENIs, s.eniCopyWaits())
+	if !s.noSpecENIs || !s.eniCopyWanted() {
+		t.Errorf("after the refusal: noSpecENIs %v, the ENIs' copy wanted %v; want true, true", s.noSpecENIs, s.eniCopyWanted())
 	}
 	if e := s.wantRoutingENIs(nil, nil); e.set {
 		t.Errorf("spec.enis decided %+v after the refusal, want it left as read", e)
@@ -92,8 +92,8 @@ func TestNodeRoutingApplyWithoutSpecENIsUnderAnEarlierCRD(t *testing.T) {
 	}
 	w.r.now = func() time.Time { return start.Add(11 * time.Minute) }
 	s = reconcile()
-	if s.noSpecENIs || !s.eniCopyWaits() {
-		t.Errorf("past the retry: noSpecENIs %v, the ENIs' copy waits %v; want false, true", s.noSpecENIs, s.eniCopyWaits())
+	if s.noSpecENIs || s.eniCopyWanted() {
+		t.Errorf("past the retry: noSpecENIs %v, the ENIs' copy wanted %v; want false, false", s.noSpecENIs, s.eniCopyWanted())
 	}
 	s.routing.Spec.ENIs = []enipamv1alpha1.NodeENI{eni}
 	if err := s.writeRouting(context.Background()); err != nil {

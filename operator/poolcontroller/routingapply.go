@@ -70,7 +70,7 @@ func (r *Reconciler) applyRouting(ctx context.Context, nr *enipamv1alpha1.NodeRo
 		// The NodeRouting CRD is an earlier one (its chart upgraded
 		// without the CRDs, which Helm never upgrades): the apply goes
 		// without spec.enis, and the node's ENIs reach its agent through
-		// status.eni.enis, copied at once (eniCopyWaits).
+		// status.eni.enis, copied at once (eniCopyWanted).
 		r.refusedSpecENIs(err)
 		cfg.Spec.ENIs = nil
 		err = r.patchRouting(ctx, nr, &cfg)
@@ -91,7 +91,7 @@ func (r *Reconciler) patchRouting(ctx context.Context, nr *enipamv1alpha1.NodeRo
 	if err != nil {
 		return err
 	}
-	nr.Spec.ENIs, nr.Spec.ENIsDigest = nil, ""
+	nr.Spec.ENIs = nil
 	return r.client.Patch(ctx, nr, client.RawPatch(types.ApplyPatchType, data),
 		client.FieldOwner(enipamv1alpha1.FieldManagerOperator), client.ForceOwnership)
 }
@@ -153,7 +153,7 @@ func (r *Reconciler) rememberApplied(nr *enipamv1alpha1.NodeRouting) {
 
 // appliedRouting is the base of a node's next NodeRouting apply
 // (memory.routingApplied): the fields of the apiserver's answer that
-// syncRouting and restoreSpecENIs read, no more. Not a NodeRouting:
+// readRouting and writeRouting read, no more. Not a NodeRouting:
 // every node keeps one, and a NodeRouting (496 bytes, Go's 512-byte
 // class) carries object meta and a status the base never reads, in the
 // size class of every NodeRouting decoded and dropped beside it, whose
@@ -170,7 +170,6 @@ type appliedRouting struct {
 func appliedBase(nr *enipamv1alpha1.NodeRouting) *appliedRouting {
 	kept := &appliedRouting{UID: nr.UID, Generation: nr.Generation, Finalizers: slices.Clone(nr.Finalizers)}
 	nr.Spec.DeepCopyInto(&kept.Spec)
-	kept.Spec.ENIsDigest = "" // an answer decoded into an object read from the cache
 	packApplied(kept)
 	return kept
 }

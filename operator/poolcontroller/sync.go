@@ -91,8 +91,8 @@ type deciding struct {
 	// trusted (decideLandings), recorded in the inventory by take.
 	landed []landing
 	// routingENIs: the NodeRouting's spec.enis as decided, set in the
-	// desired NodeRouting (fill). eniCopy: the status
-	// write is the copy of the ENIs alone, once the join is complete.
+	// desired NodeRouting (fill). eniCopy: the status write is made for
+	// the copy of the ENIs in status.eni.enis alone (a copy or a clear).
 	routingENIs routingENIs
 	eniCopy     bool
 }
@@ -390,7 +390,6 @@ func decideReset(f *facts) decision {
 	cn.Status.ENI.ENIs = nil
 	clear(f.mem.missing)
 	clear(f.mem.missingENIs)
-	f.mem.joinedAt = time.Time{} // the new instance joins again
 	d.decideWriting()
 	d.requeueWithin(actedRequeue)
 	return d.decision(env)

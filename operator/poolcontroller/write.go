@@ -15,6 +15,7 @@ import (
 	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
 	"github.com/enipam/enipam/operator/cloud"
 )
 
@@ -24,11 +25,11 @@ import (
 // yet: the node agent routes what it is told of before the pool lists
 // it), and the operator-status. The ENIs go to the NodeRouting's
 // spec.enis, which the agent routes (wantRoutingENIs: the list the write
-// applies, routingENIs), and to status.eni.enis, their copy for earlier
-// agents and for people, which a joining node's write may leave as it
-// stands (holdENICopy). The policy's effective values go to the node's
-// NodeRouting, never into spec.eni, so every value there is the user's.
-func (s *deciding) fill() (statusSame bool) {
+// applies, routingENIs), and to status.eni.enis only where something
+// reads that copy (eniCopyFor). The policy's effective values go to the
+// node's NodeRouting, never into spec.eni, so every value there is the
+// user's.
+func (s *deciding) fill() {
 	cn := s.cn
 	msg := ""
 	switch {
@@ -42,7 +43,7 @@ func (s *deciding) fill() (statusSame bool) {
 	}
 	cn.Status.IPAM.OperatorStatus.Error = msg
 	if !s.haveSnap {
-		return false
+		return
 	}
 	in := &s.snap.Instance
 	if cn.Spec.InstanceID == "" {
@@ -51,26 +52,7 @@ func (s *deciding) fill() (statusSame bool) {
 	eni := &cn.Spec.ENI
 	eni.InstanceType, eni.VpcID, eni.AvailabilityZone, eni.NodeSubnetID = in.Type, in.VPCID, in.AZ, in.SubnetID
 
-	var vpc awstypes.AwsVPC
-	if v := s.fillIn.vpc; s.fillIn.vpcKnown {
-		vpc.ID = v.ID
-		for i, c := range v.CIDRs {
-			if i == 0 {
-				vpc.PrimaryCIDR = ciliumip.PrefixFrom(c)
-			}
-			vpc.CIDRs = append(vpc.CIDRs, ciliumip.PrefixFrom(c))
-		}
-	}
-	// Only ordinary ENIs of card 0: the node agent routes what is listed,
-	// and device numbers repeat across cards (an EFA or trunk interface
-	// is never the agent's). A detaching ENI is no longer listed, so the
-	// agent takes its routes down.
-	enis := make(map[string]awstypes.ENI, len(s.snap.ENIs))
-	for i := range s.snap.ENIs {
-		if e := &s.snap.ENIs[i]; e.Ordinary() && e.AttachmentStatus != cloud.AttachmentDetaching {
-			enis[e.ID] = s.statusENI(e, vpc)
-		}
-	}
+	enis := s.nodeENIs()
 	kept := s.keepMissingENIs(enis)
 	for _, id := range kept {
 		if old, ok := s.cn.Status.ENI.ENIs[id]; ok {
@@ -81,9 +63,32 @@ func (s *deciding) fill() (statusSame bool) {
 	if s.routingENIs.set {
 		s.routing.Spec.ENIs = s.routingENIs.list
 	}
-	cn.Status.ENI.ENIs = enis
-	s.joinComplete()
-	return s.holdENICopy()
+	cn.Status.ENI.ENIs = s.eniCopyFor(enis)
+}
+
+// nodeENIs are the node's ENIs as fill lists them, from the snapshot:
+// only ordinary ENIs of card 0 (the node agent routes what is listed,
+// and device numbers repeat across cards: an EFA or trunk interface is
+// never the agent's), and no detaching one, so the agent takes its
+// routes down.
+func (s *deciding) nodeENIs() map[string]awstypes.ENI {
+	var vpc awstypes.AwsVPC
+	if v := s.fillIn.vpc; s.fillIn.vpcKnown {
+		vpc.ID = v.ID
+		for i, c := range v.CIDRs {
+			if i == 0 {
+				vpc.PrimaryCIDR = ciliumip.PrefixFrom(c)
+			}
+			vpc.CIDRs = append(vpc.CIDRs, ciliumip.PrefixFrom(c))
+		}
+	}
+	enis := make(map[string]awstypes.ENI, len(s.snap.ENIs))
+	for i := range s.snap.ENIs {
+		if e := &s.snap.ENIs[i]; e.Ordinary() && e.AttachmentStatus != cloud.AttachmentDetaching {
+			enis[e.ID] = s.statusENI(e, vpc)
+		}
+	}
+	return enis
 }
 
 // keepMissingENIs returns, to keep listed for the consistency grace, the
@@ -128,129 +133,104 @@ func (s *deciding) keepMissingENIs(enis map[string]awstypes.ENI) []string {
 }
 
 // allListedSeen reports whether EC2's describes show every ENI the node
-// agent has been told of (listedENIs), as they do for a node in shape:
-// none is kept, and none is missing. It makes no list.
+// agent has been told of (eachListedENI), as they do for a node in
+// shape: none is kept, and none is missing. It makes no list.
 func (s *deciding) allListedSeen(enis map[string]awstypes.ENI) bool {
-	for id := range s.cn.Status.ENI.ENIs {
+	all := true
+	s.eachListedENI(func(id string) {
 		if _, seen := enis[id]; !seen {
-			return false
+			all = false
 		}
-	}
-	if nr := s.routingRead; nr != nil && nr.Spec.InstanceID == s.instanceID {
-		for i := range nr.Spec.ENIs {
-			if _, seen := enis[nr.Spec.ENIs[i].ID]; !seen {
-				return false
-			}
-		}
-	}
-	return true
+	})
+	return all
 }
 
-// listedENIs are the IDs of the ENIs the node agent has been told of:
-// those of the node's status.eni.enis and of its NodeRouting's
-// spec.enis for this instance, sorted.
+// listedENIs are the IDs of the ENIs the node agent has been told of
+// (eachListedENI), sorted.
 func (s *deciding) listedENIs() []string {
 	var ids []string
-	for id := range s.cn.Status.ENI.ENIs {
-		ids = append(ids, id)
-	}
-	if nr := s.routingRead; nr != nil && nr.Spec.InstanceID == s.instanceID {
-		for i := range nr.Spec.ENIs {
-			ids = append(ids, nr.Spec.ENIs[i].ID)
-		}
-	}
+	s.eachListedENI(func(id string) { ids = append(ids, id) })
 	slices.Sort(ids)
 	return slices.Compact(ids)
 }
 
-// holdENICopy leaves status.eni.enis as the node's object has it when
-// only that would make the status write, and the copy may wait
-// (eniCopyWaits): the node agent routes the NodeRouting's spec.enis, so
-// a joining node's ENIs cost no CiliumNode write of their own. A status
-// write the reconcile makes anyway carries the whole list. It reports
-// whether the status now is the one read: the status write's own
-// comparison, made once (a node in shape costs its reconcile one look at
-// its status, as before spec.enis).
-func (s *deciding) holdENICopy() (statusSame bool) {
-	have, want := s.orig.Status, s.cn.Status
-	if sameJSON(have, want) {
-		return true
+// eachListedENI calls f with the ID of each ENI the node agent has been
+// told of: those of the node's status.eni.enis (its copy, where one
+// stands) and of its NodeRouting's spec.enis for this instance (as read,
+// or as this process last applied it), an ENI both list twice. The
+// agent routes the union of both lists.
+func (s *deciding) eachListedENI(f func(id string)) {
+	for id := range s.cn.Status.ENI.ENIs {
+		f(id)
 	}
-	have.ENI = want.ENI
-	if !sameJSON(have, want) || !s.eniCopyWaits() {
-		return false
-	}
-	s.cn.Status.ENI = *s.orig.Status.ENI.DeepCopy()
-	return true
-}
-
-// eniCopyWaits reports whether the copy of the node's ENIs into
-// status.eni.enis can wait: the node's NodeRouting carries them
-// (spec.enis, written at the end of this reconcile) to an agent that
-// routes them (it says so in status.routesSpecENIs, or has not reported
-// yet: an earlier agent's first report brings the node back, and the
-// copy is made then); no ENI leaves the list (the agent routes the union
-// of both lists, so a stale entry would keep its routes); no static
-// address concerns the node (enipam-scheduler reads status.eni.enis to
-// tell a stamped address held by its ENI); and the node's join is not
-// complete, or completed less than a resync interval ago (joinComplete):
-// the copy comes at the node's next periodic look, out of the join.
-func (s *deciding) eniCopyWaits() bool {
-	if s.routing == nil || !s.routingLooked || s.noSpecENIs {
-		return false
-	}
-	if st := &s.routing.Status; !st.RoutesSpecENIs && (st.ObservedGeneration > 0 || len(st.Conditions) > 0) {
-		return false
-	}
-	for id := range s.orig.Status.ENI.ENIs {
-		if _, listed := s.cn.Status.ENI.ENIs[id]; !listed {
-			return false
+	if nr := s.routingRead; nr != nil && nr.Spec.InstanceID == s.instanceID {
+		for i := range nr.Spec.ENIs {
+			f(nr.Spec.ENIs[i].ID)
 		}
 	}
+}
+
+// eniCopyFor is status.eni.enis as decided, enis the node's ENIs as
+// fill lists them: the whole list where something reads the copy
+// (eniCopyWanted), and where a copy stands that cannot be cleared yet
+// (eniCopyClearable: kept whole, so that no ENI or address the agent
+// routes from it is lost or stale); nil everywhere else. Every Cilium
+// agent watches every CiliumNode, so a copy nothing reads would cost a
+// status write on every node for each change of its ENIs.
+func (s *deciding) eniCopyFor(enis map[string]awstypes.ENI) map[string]awstypes.ENI {
+	if s.eniCopyWanted() || (len(s.orig.Status.ENI.ENIs) > 0 && !s.eniCopyClearable()) {
+		return enis
+	}
+	return nil
+}
+
+// eniCopyWanted reports whether something reads the node's copy of its
+// ENIs in status.eni.enis: its agent, when it may not know spec.enis
+// (no NodeRouting looked up, or the stored CRD lacks spec.enis), or when
+// it reported without status.routesSpecENIs (an agent of an earlier
+// version, which routes status.eni.enis alone; one that has not
+// reported yet is taken for a new one: an earlier agent's first report
+// brings the node back, and the copy is made then); and enipam-scheduler,
+// which reads a stamped address's ENI there, when a static address
+// concerns the node (a claim, or an owner's stamped entry in the pool
+// read or decided).
+func (s *deciding) eniCopyWanted() bool {
+	if s.routing == nil || !s.routingLooked || s.noSpecENIs {
+		return true
+	}
+	if st := &s.routing.Status; !st.RoutesSpecENIs && (st.ObservedGeneration > 0 || len(st.Conditions) > 0) {
+		return true
+	}
 	if s.static != nil && len(s.static.claims) > 0 {
-		return false
+		return true
 	}
 	for _, pool := range []ipamtypes.AllocationMap{s.orig.Spec.IPAM.Pool, s.cn.Spec.IPAM.Pool} {
 		for _, e := range pool {
 			if e.Owner != "" {
-				return false
+				return true
 			}
 		}
-	}
-	if s.mem.joinedAt.IsZero() {
-		return true
-	}
-	if wait := s.mem.joinedAt.Add(s.r.opts.BlockedRetry).Sub(s.r.now()); wait > 0 {
-		s.requeueWithin(wait)
-		return true
 	}
 	return false
 }
 
-// joinComplete notes when the node's join is first seen complete, from
-// what the reconcile leaves written: its pool holds addresses, none
-// waits to be routed or confirmed, no ENI attaches, and none is lacking
-// (or none can come). The pool is the one decided, not the one read: the
-// join's last write is of the pool that completes it, and no event need
-// follow it, so a join seen only in the object read would leave the copy
-// (eniCopyWaits) to whatever next wakes the node. With nothing awaiting,
-// the decided pool is written (specWaitsForPool and joiningPoolWaits
-// hold it back only while addresses await their routes).
-// A node whose instance changed joins again.
-func (s *deciding) joinComplete() {
-	if s.orig.Spec.InstanceID != s.instanceID {
-		s.mem.joinedAt = time.Time{}
+// eniCopyClearable reports whether clearing the node's copy of its ENIs
+// unroutes nothing: the NodeRouting read, of this instance, lists every
+// ENI of the copy in spec.enis, and the agent reported routing spec.enis
+// at that generation or a later one. The agent routes the union of both
+// lists, an ENI both list taken from spec.enis, so once it routes that
+// spec the copy adds nothing to it. Before, the copy stays.
+func (s *deciding) eniCopyClearable() bool {
+	nr := s.routingRead
+	if nr == nil || nr.Spec.InstanceID != s.instanceID || !nr.Status.RoutesSpecENIs || nr.Status.ObservedGeneration < nr.Generation {
+		return false
 	}
-	if !s.mem.joinedAt.IsZero() || s.pool == nil || !s.haveSnap || len(s.cn.Spec.IPAM.Pool) == 0 ||
-		s.pool.awaiting > 0 || s.pool.unverified > 0 || (s.needed() > 0 && s.opErr == nil) {
-		return // a node that cannot grow (s.opErr) has joined with what it has
-	}
-	for i := range s.snap.ENIs {
-		if s.snap.ENIs[i].AttachmentStatus == cloud.AttachmentAttaching {
-			return
+	for id := range s.orig.Status.ENI.ENIs {
+		if !slices.ContainsFunc(nr.Spec.ENIs, func(e enipamv1alpha1.NodeENI) bool { return e.ID == id }) {
+			return false
 		}
 	}
-	s.mem.joinedAt = s.r.now()
+	return true
 }
 
 func (s *deciding) statusENI(e *cloud.ENI, vpc awstypes.AwsVPC) awstypes.ENI {
@@ -325,18 +305,17 @@ func (s *nodeSync) write(ctx context.Context) error {
 }
 
 // decideWrite fills in the desired CiliumNode (fill) and decides its
-// write: the status when it changed (a joining node's copy of its ENIs
-// into status.eni.enis alone may wait, holdENICopy), the spec when it
-// changed and its change does not wait for the pool (specWaitsForPool,
+// write: the status when it changed, the spec when it changed and its
+// change does not wait for the pool (specWaitsForPool,
 // joiningPoolWaits); and the NodeRouting's spec.enis, set in the
-// desired NodeRouting (routingENIs). A status write that is the copy
-// of the ENIs alone, once the node's join is complete, is counted as one
-// (eniCopy).
+// desired NodeRouting (routingENIs). A status write made for the copy
+// of the ENIs in status.eni.enis alone, a copy or a clear, is counted as
+// one (eniCopy).
 func (s *deciding) decideWrite() {
-	statusSame := s.fill()
-	s.writeStatus = !statusSame && !sameJSON(s.orig.Status, s.cn.Status)
+	s.fill()
+	s.writeStatus = !sameJSON(s.orig.Status, s.cn.Status)
 	s.eniCopy = false
-	if s.writeStatus && !s.mem.joinedAt.IsZero() {
+	if s.writeStatus {
 		copied := s.orig.Status
 		copied.ENI = s.cn.Status.ENI
 		s.eniCopy = sameJSON(copied, s.cn.Status)

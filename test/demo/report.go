@@ -31,7 +31,11 @@ func (d *world) report(ctx context.Context) error {
 	}
 	d.p.printf("\n")
 	d.summary(states)
-	d.p.printf("\n%s\n", d.placement(states))
+	groups, err := d.eniGroups(ctx)
+	if err != nil {
+		return err
+	}
+	d.p.printf("\n%s\n", d.placement(states, groups))
 	if err := d.describeDualStack(ctx, states); err != nil {
 		return err
 	}
@@ -130,7 +134,7 @@ func (d *world) summary(states []poolState) {
 	fmt.Fprintln(tw, "NODE\tINSTANCE TYPE\tZONE\tENIS\tPOOL\tUSED\tFREE\tPODS\tPOOL IPS FROM")
 	for _, s := range states {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\n", s.node.name, s.node.instanceType, s.node.zone,
-			len(s.cn.Status.ENI.ENIs), s.pool, s.used, s.free, len(s.node.pods), strings.Join(d.poolSubnets(s), ", "))
+			len(s.enis), s.pool, s.used, s.free, len(s.node.pods), strings.Join(d.poolSubnets(s), ", "))
 	}
 	tw.Flush()
 	fmt.Fprintln(d.out, "ENIS counts the primary ENI; POOL, USED and FREE count IPv4 addresses; USED counts the pods' IPs and the agent's router and health IPs.")
@@ -143,7 +147,7 @@ func (d *world) poolSubnets(s poolState) []string {
 		if isIPv6(ip) {
 			continue
 		}
-		eni, ok := s.cn.Status.ENI.ENIs[entry.Resource]
+		eni, ok := s.enis[entry.Resource]
 		if !ok {
 			continue
 		}
@@ -159,10 +163,26 @@ func (d *world) poolSubnets(s poolState) []string {
 	return out
 }
 
+// eniGroups are the security groups of each ENI, as EC2 holds them.
+func (d *world) eniGroups(ctx context.Context) (map[string][]string, error) {
+	dump, err := d.sim.Admin.Dump(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string][]string{}
+	for _, e := range dump.NetworkInterfaces {
+		for _, g := range e.Groups {
+			out[e.NetworkInterfaceID] = append(out[e.NetworkInterfaceID], g.GroupID)
+		}
+	}
+	return out, nil
+}
+
 // placement checks that every pool IP is where the policy asks: on a
-// secondary ENI, in a pod subnet, with the pod security group; it says
-// so, or lists what is not.
-func (d *world) placement(states []poolState) string {
+// secondary ENI, in a pod subnet, with the pod security group
+// (eniGroups: each ENI's, as EC2 holds them); it says so, or lists what
+// is not.
+func (d *world) placement(states []poolState, eniGroups map[string][]string) string {
 	var wrong []string
 	ips := 0
 	for _, s := range states {
@@ -173,16 +193,17 @@ func (d *world) placement(states []poolState) string {
 				continue
 			}
 			ips++
-			eni, ok := s.cn.Status.ENI.ENIs[entry.Resource]
+			eni, ok := s.enis[entry.Resource]
+			sgs := eniGroups[entry.Resource]
 			switch {
 			case !ok:
-				wrong = append(wrong, fmt.Sprintf("%s %s: ENI %q not in status.eni.enis", s.node.name, ip, entry.Resource))
+				wrong = append(wrong, fmt.Sprintf("%s %s: ENI %q not in the NodeRouting's spec.enis", s.node.name, ip, entry.Resource))
 			case eni.Number < 1:
 				wrong = append(wrong, fmt.Sprintf("%s %s: on the primary ENI", s.node.name, ip))
 			case !d.vpc.podSubnets[eni.Subnet.ID]:
 				wrong = append(wrong, fmt.Sprintf("%s %s: in subnet %s, not a pod subnet", s.node.name, ip, eni.Subnet.ID))
-			case len(eni.SecurityGroups) == 0 || slices.ContainsFunc(eni.SecurityGroups, func(g string) bool { return !d.vpc.podGroups[g] }):
-				wrong = append(wrong, fmt.Sprintf("%s %s: security groups %v", s.node.name, ip, eni.SecurityGroups))
+			case len(sgs) == 0 || slices.ContainsFunc(sgs, func(g string) bool { return !d.vpc.podGroups[g] }):
+				wrong = append(wrong, fmt.Sprintf("%s %s: security groups %v", s.node.name, ip, sgs))
 			}
 		}
 	}
@@ -207,7 +228,8 @@ func (d *world) explore() {
 		d.p.printf("  export PATH=%s:$PATH\n", filepath.Dir(d.kubectl))
 	}
 	d.p.printf("  export KUBECONFIG=%s\n", d.kubeconfig)
-	d.p.printf("  kubectl get ciliumnode %s -o yaml   # spec.ipam.pool, status.eni.enis, status.ipam.used\n", example)
+	d.p.printf("  kubectl get ciliumnode %s -o yaml   # spec.ipam.pool, status.ipam.used\n", example)
+	d.p.printf("  kubectl get noderouting %s -o yaml  # spec.enis: the ENIs its agent routes; status: what it routed\n", example)
 	d.p.printf("  kubectl describe enipolicy %s\n", policyName)
 	d.p.printf("  curl -s http://%s/metrics | grep -E '^enipam_(nodes|enis_created|ips_assigned)'\n", d.metrics)
 	d.p.printf("Logs: %s/ (enipam-operator.log, ec2sim.log, demo.log)\n", d.rel(d.logDir))

@@ -6,21 +6,26 @@ import (
 	"strings"
 	"time"
 
+	awstypes "github.com/cilium/cilium/pkg/aws/types"
 	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
+	"github.com/enipam/enipam/nodeagent/ciliumnode"
 )
 
 // pollEvery is how often the demo looks at the CiliumNodes while waiting.
 const pollEvery = 200 * time.Millisecond
 
-// poolState is one node's pool as its CiliumNode shows it.
+// poolState is one node's pool as its CiliumNode shows it, and its ENIs
+// as its agent is told of them (enis: the NodeRouting's spec.enis, and
+// those only a copy in status.eni.enis lists, as the agent reads them).
 type poolState struct {
 	node node
 	cn   *ciliumv2.CiliumNode
+	enis map[string]awstypes.ENI
 	// pool: IPv4 addresses in spec.ipam.pool; used: in status.ipam.used;
 	// releasing: free ones in the release handshake; free: the rest.
 	pool, used, releasing, free int
@@ -35,14 +40,27 @@ func (d *world) pools(ctx context.Context) ([]poolState, error) {
 	if err := d.cluster.Client.List(ctx, &list); err != nil {
 		return nil, fmt.Errorf("listing CiliumNodes, %w", err)
 	}
+	var routings enipamv1alpha1.NodeRoutingList
+	if err := d.cluster.Client.List(ctx, &routings); err != nil {
+		return nil, fmt.Errorf("listing NodeRoutings, %w", err)
+	}
 	byName := map[string]*ciliumv2.CiliumNode{}
 	for i := range list.Items {
 		byName[list.Items[i].Name] = &list.Items[i]
+	}
+	specs := map[string]*enipamv1alpha1.NodeRoutingSpec{}
+	for i := range routings.Items {
+		specs[routings.Items[i].Name] = &routings.Items[i].Spec
 	}
 	states := make([]poolState, 0, len(d.nodes))
 	for _, n := range d.nodes {
 		s := poolState{node: n, cn: byName[n.name]}
 		if s.cn != nil {
+			spec := specs[n.name]
+			if spec == nil {
+				spec = &enipamv1alpha1.NodeRoutingSpec{}
+			}
+			s.enis, _ = ciliumnode.ENIs(s.cn, spec)
 			for ip := range s.cn.Status.IPAM.Used {
 				if isIPv6(ip) {
 					s.used6++
@@ -99,11 +117,8 @@ func (s *poolState) unfilled() string {
 		return fmt.Sprintf("%d IPv6 addresses free in a pool of %d, want %d", s.free6, s.pool6, preAllocate)
 	}
 	for _, entry := range s.cn.Spec.IPAM.Pool {
-		if _, listed := s.cn.Status.ENI.ENIs[entry.Resource]; entry.Resource != "" && !listed {
-			// The agent routes the NodeRouting's spec.enis; the copy in
-			// status.eni.enis, which the summary reads, follows a
-			// joining node within a resync interval.
-			return fmt.Sprintf("status.eni.enis does not list ENI %s of the pool yet", entry.Resource)
+		if _, listed := s.enis[entry.Resource]; entry.Resource != "" && !listed {
+			return fmt.Sprintf("the NodeRouting's spec.enis does not list ENI %s of the pool yet", entry.Resource)
 		}
 	}
 	return ""

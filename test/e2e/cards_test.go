@@ -66,7 +66,7 @@ instances:
 // the primary and three new ENIs at devices 2 to 4 (card 0's 5 slots, one
 // taken by the EFA), 4 × 49 = 196 addresses, exactly what
 // `enipam max-pods --instance-type trn1.32xlarge --reserved-enis 1`
-// states, and the NodeRouting says it cannot grow. status.eni.enis lists
+// states, and the NodeRouting says it cannot grow. Its spec.enis lists
 // those four ENIs only, so the node agent, running on a network namespace
 // that shows every interface with a link (the EFA's and card 1's ENA
 // too), routes each of them and every pool address, and leaves the EFA

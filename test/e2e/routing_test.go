@@ -50,7 +50,7 @@ instances:
 // The operator binary, under --first-interface-index=1 and a policy
 // selecting the tagged pod subnet, creates the node's NodeRouting (spec:
 // its instance, first interface index 1) and a second ENI in the pod
-// subnet, whose addresses it lists in the CiliumNode's status.eni.enis but
+// subnet, whose addresses it lists in the NodeRouting's spec.enis but
 // does not pool: nothing reports them routed yet. The node agent then
 // starts on a network namespace whose links carry the MACs ec2sim gave the
 // ENIs. It routes the listed addresses (`from <ip> lookup 11`, table 11
