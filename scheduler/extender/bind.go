@@ -83,8 +83,9 @@ func result(err error) string {
 // then, when the claim asks for the node, lets the pod be bound. Cost: a
 // PATCH per static bind (no change, no write and no watch event, when
 // the claim names the node already) and a GET of the node's CiliumNode
-// each time the cache shows the address settled (once, unless the
-// apiserver disagrees: then again at most every confirmInterval).
+// and one of its NodeRouting each time the cache shows the address
+// settled (once, unless the apiserver disagrees: then again at most every
+// confirmInterval).
 func (e *Extender) placeStatic(ctx context.Context, args *extenderv1.ExtenderBindingArgs, intent waiting.Intent, hasClaim bool, claim *room.Claim) error {
 	owner := args.PodNamespace + "/" + args.PodName
 	switch {
@@ -163,7 +164,10 @@ const confirmInterval = time.Second
 // confirmSettled reads node's CiliumNode from the apiserver and reports
 // whether its pool holds an entry stamped for owner, settled
 // (room.Pool.Settled): out of any release handshake, on an ENI that holds
-// it.
+// it. The ENIs are the CiliumNode's status.eni.enis and the node's
+// NodeRouting spec.enis, an ENI in both as spec.enis has it
+// (room.Digest), so the NodeRouting is read too: status.eni.enis may be
+// empty, or an older copy.
 func (e *Extender) confirmSettled(ctx context.Context, node, owner string) (bool, error) {
 	cn := &ciliumv2.CiliumNode{}
 	switch err := e.writer.Get(ctx, client.ObjectKey{Name: node}, cn); {
@@ -172,7 +176,13 @@ func (e *Extender) confirmSettled(ctx context.Context, node, owner string) (bool
 	case err != nil:
 		return false, fmt.Errorf("reading node %s's CiliumNode for the static IP of pod %s, %w", node, owner, err)
 	}
-	return room.Digest(cn).Settled[owner] != "", nil
+	nr := &enipamv1alpha1.NodeRouting{}
+	switch err := e.writer.Get(ctx, client.ObjectKey{Name: node}, nr); {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		return false, fmt.Errorf("reading node %s's NodeRouting for the static IP of pod %s, %w", node, owner, err)
+	}
+	return room.Digest(cn, nr.Spec.ENIs).Settled[owner] != "", nil
 }
 
 // claimFor is the claim a pod's StaticIPAnnotation asks for, with the

@@ -91,8 +91,9 @@ type Extender struct {
 // New returns an Extender over state, registering its metrics on reg.
 // The bind verb writes through writer: StaticIPClaims (create, and
 // spec.nodeName) and pods' Bindings; and it reads through it, uncached, the
-// CiliumNode that confirms a static IP settled on the node (confirmSettled),
-// so writer must be a client that reads from the apiserver.
+// CiliumNode and NodeRouting that confirm a static IP settled on the node
+// (confirmSettled), so writer must be a client that reads from the
+// apiserver.
 func New(state State, writer client.Client, cfg Config, reg prometheus.Registerer, log *slog.Logger) (*Extender, error) {
 	m, err := newMetrics(reg, state)
 	if err != nil {

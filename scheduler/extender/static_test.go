@@ -303,7 +303,7 @@ func fullPoolMarked() *room.Pool {
 		}
 	}
 	cn.Status.IPAM.ReleaseIPs = map[string]ipamtypes.IPReleaseStatus{"10.0.16.20": ipamoption.IPAMMarkForRelease}
-	p := room.Digest(cn)
+	p := room.Digest(cn, nil)
 	return &p
 }
 
@@ -555,5 +555,50 @@ func (w *writer) settle(t *testing.T, node, owner, ip string, handshake ipamtype
 	}
 	if err != nil {
 		t.Error(err)
+	}
+}
+
+// TestBindConfirmsAStampSettledOnTheNodeRoutingsENIs: claim db-0's
+// address 10.0.16.9 is stamped on roomy's pool, naming eni-1, and the
+// cache shows it settled. roomy's CiliumNode has no status.eni.enis: its
+// NodeRouting's spec.enis lists the address on eni-1, so the apiserver
+// confirms it and db-0 is bound to roomy. On node eni-slot the status
+// copy (older) lists the address on eni-1 and spec.enis does not:
+// spec.enis wins, and the bind gives up at its timeout without a Binding.
+func TestBindConfirmsAStampSettledOnTheNodeRoutingsENIs(t *testing.T) {
+	for _, tc := range []struct {
+		node      string
+		copied    bool
+		specAddrs []string
+		bound     bool
+	}{
+		{node: "roomy", specAddrs: []string{"10.0.16.9"}, bound: true},
+		{node: "eni-slot", copied: true, specAddrs: []string{"10.0.16.30"}},
+	} {
+		s := staticCluster()
+		s.changeClaim("db-0", func(c *room.Claim) { c.Holder, c.Target = tc.node, tc.node })
+		s.set(room.Node{Name: tc.node, Pool: &room.Pool{Size: 10, Settled: map[string]string{"web/db-0": "10.0.16.9"}}})
+		e, _, w := newBindingExtender(t, s, Config{SettleTimeout: time.Second, BindTimeout: 1500 * time.Millisecond})
+		w.createClaim(t, "db-0", enipamv1alpha1.StaticIPClaimSpec{Address: "10.0.16.9", NodeName: tc.node})
+		w.settle(t, tc.node, "web/db-0", "10.0.16.9", "")
+		cn := &ciliumv2.CiliumNode{}
+		if err := w.Get(context.Background(), client.ObjectKey{Name: tc.node}, cn); err != nil {
+			t.Fatal(err)
+		}
+		if !tc.copied {
+			cn.Status.ENI.ENIs = nil
+			if err := w.Update(context.Background(), cn); err != nil {
+				t.Fatal(err)
+			}
+		}
+		nr := &enipamv1alpha1.NodeRouting{ObjectMeta: metav1.ObjectMeta{Name: tc.node},
+			Spec: enipamv1alpha1.NodeRoutingSpec{ENIs: []enipamv1alpha1.NodeENI{{ID: "eni-1", MAC: "0a:00:00:00:00:01", Addresses: tc.specAddrs}}}}
+		if err := w.Create(context.Background(), nr); err != nil {
+			t.Fatal(err)
+		}
+		r := e.Bind(context.Background(), &extenderv1.ExtenderBindingArgs{PodNamespace: "web", PodName: "db-0", PodUID: "uid-db-0", Node: tc.node})
+		if bound := w.bindings()["web/db-0"] == tc.node; bound != tc.bound || (r.Error == "") != tc.bound {
+			t.Errorf("%s: bind %q, bindings %v; want bound %v", tc.node, r.Error, w.bindings(), tc.bound)
+		}
 	}
 }

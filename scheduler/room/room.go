@@ -9,6 +9,7 @@ package room
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 
 	ipamoption "github.com/cilium/cilium/pkg/ipam/option"
@@ -62,13 +63,13 @@ type Pool struct {
 	// pod the tracker first saw later than that is not the one listed.
 	UsedBy map[string]uint64
 	// Settled maps the owner of each stamped entry in no release
-	// handshake at all, whose address its ENI holds (status.eni.enis),
-	// to its address: enipam-operator's placement of a
+	// handshake at all, whose address its ENI holds (the node's ENIs, see
+	// Digest), to its address: enipam-operator's placement of a
 	// static address is done, and its pod may be bound.
 	Settled map[string]string
-	// Prefixes are the /28 prefixes delegated to the node's ENIs
-	// (status.eni.enis): a member leaves the node only with its whole
-	// prefix, so a static address that is one cannot move.
+	// Prefixes are the /28 prefixes delegated to the node's ENIs (see
+	// Digest): a member leaves the node only with its whole prefix, so a
+	// static address that is one cannot move.
 	Prefixes []netip.Prefix
 }
 
@@ -87,16 +88,17 @@ func (p *Pool) InPrefix(ip string) bool {
 	return false
 }
 
-// Digest counts cn's pool. It reads cn and keeps none of it.
-func Digest(cn *ciliumv2.CiliumNode) Pool {
+// Digest counts cn's pool, enis being the node's NodeRouting's
+// spec.enis (nil if none). The node's ENIs are those of enis and of cn's
+// status.eni.enis, an ENI in both as enis has it: enipam-operator lists
+// them in spec.enis, which the node's agent routes, and copies them into
+// status.eni.enis only where something reads that copy (an earlier
+// release lists them there alone). It reads cn and enis and keeps none
+// of them.
+func Digest(cn *ciliumv2.CiliumNode, enis []enipamv1alpha1.NodeENI) Pool {
 	used := cn.Status.IPAM.Used
-	p := Pool{UsedBy: make(map[string]uint64, len(used))}
+	p := Pool{UsedBy: make(map[string]uint64, len(used)), Prefixes: prefixes(cn, enis)}
 	var size6 int
-	for _, e := range cn.Status.ENI.ENIs {
-		for _, pfx := range e.Prefixes {
-			p.Prefixes = append(p.Prefixes, pfx.Prefix)
-		}
-	}
 	for _, e := range used {
 		if e.Owner != "" {
 			p.UsedBy[e.Owner] = 0
@@ -125,7 +127,7 @@ func Digest(cn *ciliumv2.CiliumNode) Pool {
 		default:
 			p.Size++
 		}
-		if _, hs := cn.Status.IPAM.ReleaseIPs[ip]; e.Owner != "" && !hs && (!inUse || used[ip].Owner == e.Owner) && onENI(cn, e.Resource, ip) {
+		if _, hs := cn.Status.IPAM.ReleaseIPs[ip]; e.Owner != "" && !hs && (!inUse || used[ip].Owner == e.Owner) && onENI(cn, enis, e.Resource, ip) {
 			if p.Settled == nil {
 				p.Settled = map[string]string{}
 			}
@@ -162,14 +164,18 @@ func Digest(cn *ciliumv2.CiliumNode) Pool {
 func isIPv6(ip string) bool { return strings.IndexByte(ip, ':') >= 0 }
 
 // onENI reports whether the entry's ENI holds ip, as the operator last
-// wrote it in status.eni.enis (secondary addresses and /28 prefixes): a
-// stamp the operator has not placed back in EC2, or whose entry does not
-// name the ENI holding it yet (Cilium's agent routes the pod by that ENI),
-// is not settled.
-func onENI(cn *ciliumv2.CiliumNode, eniID, ip string) bool {
+// wrote it (secondary addresses and /28 prefixes; spec.enis's ENI if it
+// lists it, else status.eni.enis's): a stamp the operator has not placed
+// back in EC2, or whose entry does not name the ENI holding it yet
+// (Cilium's agent routes the pod by that ENI), is not settled.
+func onENI(cn *ciliumv2.CiliumNode, enis []enipamv1alpha1.NodeENI, eniID, ip string) bool {
 	addr, err := netip.ParseAddr(ip)
 	if err != nil {
 		return false
+	}
+	if e := specENI(enis, eniID); e != nil {
+		return slices.ContainsFunc(e.Addresses, func(a string) bool { return parsed(a) == addr }) ||
+			slices.ContainsFunc(e.Prefixes, func(p string) bool { return parsedPrefix(p).Contains(addr) })
 	}
 	if e, ok := cn.Status.ENI.ENIs[eniID]; ok {
 		for _, a := range e.Addresses {
@@ -184,6 +190,52 @@ func onENI(cn *ciliumv2.CiliumNode, eniID, ip string) bool {
 		}
 	}
 	return false
+}
+
+// prefixes returns the /28 prefixes delegated to the node's ENIs: those
+// of enis, and of each ENI of cn's status.eni.enis that enis does not
+// list.
+func prefixes(cn *ciliumv2.CiliumNode, enis []enipamv1alpha1.NodeENI) []netip.Prefix {
+	var out []netip.Prefix
+	for _, e := range enis {
+		for _, s := range e.Prefixes {
+			if p := parsedPrefix(s); p.IsValid() {
+				out = append(out, p)
+			}
+		}
+	}
+	for id, e := range cn.Status.ENI.ENIs {
+		if specENI(enis, id) != nil {
+			continue
+		}
+		for _, pfx := range e.Prefixes {
+			out = append(out, pfx.Prefix)
+		}
+	}
+	return out
+}
+
+// specENI returns the ENI of enis whose ID is id, nil if none: a node
+// has a few ENIs, so a scan costs less than a map.
+func specENI(enis []enipamv1alpha1.NodeENI, id string) *enipamv1alpha1.NodeENI {
+	for i := range enis {
+		if enis[i].ID == id {
+			return &enis[i]
+		}
+	}
+	return nil
+}
+
+// parsed and parsedPrefix read spec.enis's text; what does not parse is
+// the zero value, which holds nothing.
+func parsed(s string) netip.Addr {
+	a, _ := netip.ParseAddr(s)
+	return a
+}
+
+func parsedPrefix(s string) netip.Prefix {
+	p, _ := netip.ParsePrefix(s)
+	return p
 }
 
 // Leaving reports whether Cilium's agent refuses to hand ip out because

@@ -44,7 +44,7 @@ func TestDigestCountsAsCiliumHandsOut(t *testing.T) {
 		"10.0.1.16": ipamoption.IPAMReadyForRelease,
 	}
 	cn.Status.ENI.ENIs = map[string]awstypes.ENI{"eni-1": {ID: "eni-1", Addresses: addrs("10.0.1.10", "10.0.1.11", "10.0.1.12", "10.0.1.13", "10.0.1.14", "10.0.1.15", "10.0.1.16")}}
-	got := Digest(cn)
+	got := Digest(cn, nil)
 	want := Pool{
 		Size: 7, Free: 2, Free4: 2, Leaving: 2, Marked: 1,
 		Stamped: map[string]string{"db/db-0": "10.0.1.14"},
@@ -87,7 +87,7 @@ func TestDigestCountsWhatMayBeMarkedForAFirstPlacement(t *testing.T) {
 			cn.Status.IPAM.ReleaseIPs[e.ip] = e.state
 		}
 	}
-	if p := Digest(cn); p.Marked != 2 || p.Leaving != 5 || p.Free != 1 {
+	if p := Digest(cn, nil); p.Marked != 2 || p.Leaving != 5 || p.Free != 1 {
 		t.Errorf("marked %d, leaving %d, free %d; want 2, 5, 1", p.Marked, p.Leaving, p.Free)
 	}
 }
@@ -108,7 +108,7 @@ func TestDigestSettlesOnlyAStampTheENIsHold(t *testing.T) {
 	}
 	cn.Status.ENI.ENIs = map[string]awstypes.ENI{"eni-1": {ID: "eni-1", Addresses: addrs("10.0.1.10"),
 		Prefixes: []ciliumip.Prefix{ciliumip.PrefixFrom(netip.MustParsePrefix("10.0.2.16/28"))}}}
-	got := Digest(cn).Settled
+	got := Digest(cn, nil).Settled
 	if want := map[string]string{"db/db-1": "10.0.2.18"}; !maps.Equal(got, want) {
 		t.Errorf("settled %v, want %v", got, want)
 	}
@@ -122,7 +122,7 @@ func TestAPinnedStaticAddressFitsOnlyItsHolder(t *testing.T) {
 	holder := &ciliumv2.CiliumNode{}
 	holder.Status.ENI.ENIs = map[string]awstypes.ENI{"eni-1": {ID: "eni-1",
 		Prefixes: []ciliumip.Prefix{ciliumip.PrefixFrom(netip.MustParsePrefix("10.0.2.16/28"))}}}
-	hp := Digest(holder)
+	hp := Digest(holder, nil)
 	c := &Claim{Address: "10.0.2.18", Subnet: "subnet-a", Zone: "us-east-1a", Holder: "a", Checked: true, Pinned: hp.InPrefix("10.0.2.18")}
 	if !c.Pinned {
 		t.Fatal("10.0.2.18 not seen in node a's prefix")
@@ -204,14 +204,14 @@ func TestDigestCountsEachFamily(t *testing.T) {
 	}
 	cn.Status.IPAM.Used = ipamtypes.AllocationMap{"10.0.1.10": {Owner: "router"}, "2001:db8::a:0:0:1": {Owner: "router"}}
 	cn.Status.IPAM.ReleaseIPs = map[string]ipamtypes.IPReleaseStatus{"2001:db8::a:0:0:7": ipamoption.IPAMMarkForRelease}
-	got := Digest(cn)
+	got := Digest(cn, nil)
 	if got.Size != 4 || got.Free4 != 3 || got.Free6 != 5 || got.Free != 3 || got.Leaving != 0 {
 		t.Errorf("dual-stack: size %d, free %d (IPv4 %d, IPv6 %d), leaving %d; want 4, 3 (3, 5), 0", got.Size, got.Free, got.Free4, got.Free6, got.Leaving)
 	}
 	for _, ip := range []string{"10.0.1.10", "10.0.1.11", "10.0.1.12", "10.0.1.13"} {
 		delete(cn.Spec.IPAM.Pool, ip)
 	}
-	if got := Digest(cn); got.Size != 0 || got.Free != 5 {
+	if got := Digest(cn, nil); got.Size != 0 || got.Free != 5 {
 		t.Errorf("IPv6 alone: size %d, free %d; want 0, 5", got.Size, got.Free)
 	}
 }
@@ -262,7 +262,7 @@ func TestTheTargetHoldingTheFirstPlacementsAnsweredStampFits(t *testing.T) {
 		cn.Spec.IPAM.Pool = ipamtypes.AllocationMap{"10.0.1.10": {Resource: "eni-1"}, "10.0.1.20": {Resource: "eni-1", Owner: owner}}
 		cn.Status.IPAM.Used = ipamtypes.AllocationMap{"10.0.1.10": {Owner: "web/web-abc"}}
 		cn.Status.IPAM.ReleaseIPs = map[string]ipamtypes.IPReleaseStatus{"10.0.1.20": ipamoption.IPAMReadyForRelease}
-		p := Digest(cn)
+		p := Digest(cn, nil)
 		return &p
 	}
 	atCapacity := &enipamv1alpha1.NodeCapacity{MaxIPs: 2, PoolIPs: 2, AvailabilityZone: "us-east-1a", Reason: "instance at capacity"}

@@ -1,6 +1,8 @@
 package tracker
 
 import (
+	"slices"
+
 	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
 	"k8s.io/client-go/tools/cache"
 
@@ -81,10 +83,10 @@ func (t *Tracker) ciliumNodeSeen(old, obj any) {
 		return
 	}
 	was, _ := old.(*ciliumv2.CiliumNode)
-	pool := room.Digest(cn)
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.seq++
+	pool := room.Digest(cn, t.enis[cn.Name])
 	prev := t.pools[cn.Name]
 	for ip, e := range cn.Status.IPAM.Used {
 		if e.Owner == "" {
@@ -99,6 +101,7 @@ func (t *Tracker) ciliumNodeSeen(old, obj any) {
 		}
 		pool.UsedBy[e.Owner] = max(pool.UsedBy[e.Owner], since)
 	}
+	t.nodes[cn.Name] = cn
 	t.pools[cn.Name] = &pool
 	t.started.Forget(cn.Name, func(owner string) bool { return t.hasAddress(&pool, owner) })
 	t.notify()
@@ -115,6 +118,7 @@ func (t *Tracker) ciliumNodeGone(obj any) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	delete(t.pools, cn.Name)
+	delete(t.nodes, cn.Name)
 	t.notify()
 }
 
@@ -130,6 +134,7 @@ func (t *Tracker) routingSeen(obj any) {
 	} else {
 		t.caps[nr.Name] = nr.Spec.Capacity
 	}
+	t.setENIs(nr.Name, nr.Spec.ENIs)
 	t.notify()
 }
 
@@ -144,7 +149,38 @@ func (t *Tracker) routingGone(obj any) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	delete(t.caps, nr.Name)
+	t.setENIs(nr.Name, nil)
 	t.notify()
+}
+
+// setENIs records node's NodeRouting spec.enis and, when they differ from
+// those its pool was digested with, digests the pool again: a NodeRouting
+// write of the node's ENIs reaches placement (prefixes, settled stamps)
+// as a CiliumNode write of its status.eni.enis does. Callers hold t.mu.
+func (t *Tracker) setENIs(node string, enis []enipamv1alpha1.NodeENI) {
+	if sameENIs(t.enis[node], enis) {
+		return
+	}
+	if len(enis) == 0 {
+		delete(t.enis, node)
+	} else {
+		t.enis[node] = enis
+	}
+	cn, prev := t.nodes[node], t.pools[node]
+	if cn == nil || prev == nil {
+		return
+	}
+	pool := room.Digest(cn, enis)
+	// The same status.ipam.used as prev's: its owners keep their dates.
+	pool.UsedBy = prev.UsedBy
+	t.pools[node] = &pool
+}
+
+// sameENIs reports whether a and b say the same of what Digest reads.
+func sameENIs(a, b []enipamv1alpha1.NodeENI) bool {
+	return slices.EqualFunc(a, b, func(x, y enipamv1alpha1.NodeENI) bool {
+		return x.ID == y.ID && slices.Equal(x.Addresses, y.Addresses) && slices.Equal(x.Prefixes, y.Prefixes)
+	})
 }
 
 // hasAddress reports whether the agent lists owner in the pool's

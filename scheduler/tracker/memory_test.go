@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 
+	enipamv1alpha1 "github.com/enipam/enipam/api/v1alpha1"
 	"github.com/enipam/enipam/internal/waiting"
 )
 
@@ -70,6 +71,41 @@ func BenchmarkMemoryPerNode(b *testing.B) {
 			obj, _ := stripCiliumNode(cn)
 			_ = store.Add(obj)
 			tr.ciliumNodeSeen(nil, obj)
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/n, "B/node")
+		runtime.KeepAlive(store)
+		runtime.KeepAlive(tr)
+	}
+}
+
+// BenchmarkMemoryPerNodeRouting reports what one node's NodeRouting
+// costs: as the transform keeps it (its capacity, and of spec.enis 4 ENIs
+// of 10 secondary addresses each, as the pool of BenchmarkMemoryPerNode)
+// and the tracker's record of it.
+func BenchmarkMemoryPerNodeRouting(b *testing.B) {
+	const n = 2000
+	for range b.N {
+		runtime.GC()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		store := cache.NewStore(cache.MetaNamespaceKeyFunc)
+		tr := New(nil, DefaultConfig(), slog.New(slog.DiscardHandler))
+		for i := range n {
+			nr := &enipamv1alpha1.NodeRouting{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("ip-10-0-%d-%d.ec2.internal", i/250, i%250)},
+				Spec: enipamv1alpha1.NodeRoutingSpec{Capacity: &enipamv1alpha1.NodeCapacity{MaxIPs: 40, PoolIPs: 40, AvailabilityZone: "us-east-1a"}}}
+			for e := range 4 {
+				eni := enipamv1alpha1.NodeENI{ID: fmt.Sprintf("eni-0123456789abcde%02d", e), MAC: "0a:1b:2c:3d:4e:5f", Number: int32(e),
+					SubnetID: "subnet-0123456789abcdef0", SubnetCIDR: "10.0.0.0/16", VPCCIDRs: []string{"10.0.0.0/16"}}
+				for j := range 10 {
+					eni.Addresses = append(eni.Addresses, fmt.Sprintf("10.%d.%d.%d", i/250, i%250, e*10+j))
+				}
+				nr.Spec.ENIs = append(nr.Spec.ENIs, eni)
+			}
+			obj, _ := stripNodeRouting(nr)
+			_ = store.Add(obj)
+			tr.routingSeen(obj)
 		}
 		runtime.GC()
 		runtime.ReadMemStats(&after)

@@ -2,6 +2,7 @@ package tracker
 
 import (
 	"net/netip"
+	"slices"
 
 	awstypes "github.com/cilium/cilium/pkg/aws/types"
 	ipamtypes "github.com/cilium/cilium/pkg/ipam/types"
@@ -114,16 +115,28 @@ func stripCiliumNode(obj any) (any, error) {
 	return out, nil
 }
 
-// stripNodeRouting keeps the operator's capacity report (spec.capacity).
+// stripNodeRouting keeps the operator's capacity report (spec.capacity)
+// and, of spec.enis, what Digest reads: each ENI's ID (an ENI listed
+// there wins over the CiliumNode's status.eni.enis copy of it, even with
+// nothing else kept), its secondary addresses (a stamped entry settles
+// only on the ENI holding its address; which entries are stamped, the
+// CiliumNode says, so all are kept) and its /28 prefixes.
 func stripNodeRouting(obj any) (any, error) {
 	nr, ok := obj.(*enipamv1alpha1.NodeRouting)
 	if !ok {
 		return obj, nil
 	}
-	return &enipamv1alpha1.NodeRouting{
+	out := &enipamv1alpha1.NodeRouting{
 		ObjectMeta: metav1.ObjectMeta{Name: nr.Name, ResourceVersion: nr.ResourceVersion},
 		Spec:       enipamv1alpha1.NodeRoutingSpec{Capacity: nr.Spec.Capacity},
-	}, nil
+	}
+	if len(nr.Spec.ENIs) > 0 {
+		out.Spec.ENIs = make([]enipamv1alpha1.NodeENI, len(nr.Spec.ENIs))
+		for i, e := range nr.Spec.ENIs {
+			out.Spec.ENIs[i] = enipamv1alpha1.NodeENI{ID: e.ID, Addresses: slices.Clone(e.Addresses), Prefixes: slices.Clone(e.Prefixes)}
+		}
+	}
+	return out, nil
 }
 
 // NewScheme returns a scheme with the types the tracker reads: core

@@ -1,9 +1,11 @@
 // Package tracker keeps, for enipam-scheduler, what decides whether a node
-// has an address for one more pod: each node's CiliumNode pool (digested),
-// the operator's capacity report (NodeRouting spec.capacity), the pods
-// promised an address there but not started yet, and the StaticIPClaims
-// (where each static address is, and whether the operator checked it). It
-// reads only informer caches and answers from memory.
+// has an address for one more pod: each node's CiliumNode pool (digested
+// with the node's ENIs: its status.eni.enis and its NodeRouting's
+// spec.enis), the operator's capacity report (NodeRouting
+// spec.capacity), the pods promised an address there but not started
+// yet, and the StaticIPClaims (where each static address is, and whether
+// the operator checked it). It reads only informer caches and answers
+// from memory.
 //
 // A pod is promised an address on a node, and counted against its free
 // ones, while it is:
@@ -98,8 +100,14 @@ type Tracker struct {
 	log *slog.Logger
 	now func() time.Time
 
-	mu      sync.Mutex
-	pools   map[string]*room.Pool
+	mu    sync.Mutex
+	pools map[string]*room.Pool
+	// nodes holds each CiliumNode as last digested into pools, and enis
+	// each NodeRouting's spec.enis (both as stripped, shared with the
+	// informers' stores): room.Digest reads both, so a change of either
+	// digests the node's pool again.
+	nodes   map[string]*ciliumv2.CiliumNode
+	enis    map[string][]enipamv1alpha1.NodeENI
 	caps    map[string]*enipamv1alpha1.NodeCapacity
 	pods    *waiting.Set
 	started *waiting.Started
@@ -137,6 +145,8 @@ func New(c client.WithWatch, cfg Config, log *slog.Logger) *Tracker {
 	return &Tracker{
 		c: c, cfg: cfg, log: log, now: time.Now,
 		pools:   map[string]*room.Pool{},
+		nodes:   map[string]*ciliumv2.CiliumNode{},
+		enis:    map[string][]enipamv1alpha1.NodeENI{},
 		caps:    map[string]*enipamv1alpha1.NodeCapacity{},
 		pods:    waiting.NewSet(),
 		started: waiting.NewStarted(cfg.StartedGrace),

@@ -145,16 +145,17 @@ func (s ScaleUp) Run(ctx context.Context, e *Env) (*Report, error) {
 		return nil, err
 	}
 	time.Sleep(20 * time.Second)
-	// A joined node's ENIs are copied into status.eni.enis a resync
-	// interval after its join: a CiliumNode write of every node that the
-	// join alone does not show. The writes are counted once the copies
-	// are in (or copyWait has passed, and the report says how many were
-	// not seen).
-	uncopied, copyWaited, err := w.awaitENICopies(ctx, names, copyWait)
+	// The writes are counted after a resync interval and more: a status
+	// write a node's look makes at the next resync after its join (an
+	// earlier operator's status.eni.enis copy) is one the join cost.
+	e.say("%s: %s for late CiliumNode writes before counting them", s.Name(), lateWriteWait)
+	if err := awaitLateWrites(ctx, lateWriteWait); err != nil {
+		return nil, err
+	}
+	held, err := w.heldCopies(ctx, names)
 	if err != nil {
 		return nil, err
 	}
-	e.say("%s: %d of %d nodes' status.eni.enis copies seen after %s", s.Name(), len(names)-uncopied, len(names), copyWaited.Round(time.Second))
 
 	counters, err := w.sim.Admin.Counters(ctx)
 	if err != nil {
@@ -223,17 +224,18 @@ func (s ScaleUp) Run(ctx context.Context, e *Env) (*Report, error) {
 	rep.add("EC2 describe calls", describes, "")
 	rep.add("EC2 throttled (refused by EC2's buckets)", throttled, "calls")
 	rep.add("operator throttled retries", sum(metrics, "enipam_ec2_api_throttled_total", nil), "")
-	// The headline counts every CiliumNode write a node cost, its
-	// status.eni.enis copy included; the join's alone stands beside it.
+	// The headline counts every CiliumNode write, status and spec, the
+	// operator made by the end of the wait for late ones; copies (status
+	// writes of status.eni.enis alone, counted in it too) and the nodes
+	// holding one at the end stand beside it: these nodes need none.
 	writes := sum(metrics, "enipam_ciliumnode_writes_total", nil)
 	copies := sum(metrics, "enipam_ciliumnode_eni_copies_total", nil)
-	rep.add("operator CiliumNode writes per node ("+s.InstanceType+"), the status.eni.enis copy included", writes/n, "")
-	rep.add("operator CiliumNode writes per node ("+s.InstanceType+"), the join alone (less the copies)", (writes-copies)/n, "")
-	rep.add("operator CiliumNode writes per node, status / spec", fmt.Sprintf("%.2f / %.2f",
+	rep.add("operator CiliumNode writes per joining node ("+s.InstanceType+")", writes/n, "")
+	rep.add("operator CiliumNode writes per joining node ("+s.InstanceType+"), status / spec", fmt.Sprintf("%.2f / %.2f",
 		sum(metrics, "enipam_ciliumnode_writes_total", map[string]string{"part": "status"})/n,
 		sum(metrics, "enipam_ciliumnode_writes_total", map[string]string{"part": "spec"})/n), "")
-	rep.add("operator status.eni.enis copies per node", copies/n, "")
-	rep.add(fmt.Sprintf("nodes whose status.eni.enis copy was not seen within %s", copyWait), uncopied, "")
+	rep.add("operator status.eni.enis copies ("+s.InstanceType+", enipam_ciliumnode_eni_copies_total)", copies, "")
+	rep.add("nodes holding a status.eni.enis copy at the end ("+s.InstanceType+")", fmt.Sprintf("%d of %d", held, len(names)), "")
 	rep.add("operator CiliumNode write conflicts", sum(metrics, "enipam_ciliumnode_write_failures_total", map[string]string{"reason": "conflict"}), "")
 	rep.add("operator CiliumNode writes refused otherwise", sum(metrics, "enipam_ciliumnode_write_failures_total", map[string]string{"reason": "other"}), "")
 	rep.add("operator CPU", after.CPUSeconds-before.CPUSeconds, "s")
@@ -315,12 +317,11 @@ func (s ScaleUp) Run(ctx context.Context, e *Env) (*Report, error) {
 	conflicts := sum(metrics, "enipam_ciliumnode_write_failures_total", map[string]string{"reason": "conflict"})
 	rep.target("no CiliumNode write conflict", "0", fmt.Sprint(conflicts), conflicts == 0)
 	if s.NewENI {
-		// Issue 27's goal, judged on every write a joining node costs:
-		// its status.eni.enis copy a resync interval later is one, and a
-		// figure with copies not seen is not met.
-		perNode, perJoin := writes/n, (writes-copies)/n
-		rep.target("≤ 2 CiliumNode writes per joining node, its status.eni.enis copy included", "≤ 2.00, every copy seen",
-			fmt.Sprintf("%.2f (%.2f the join alone, %d copies not seen)", perNode, perJoin, uncopied), perNode <= 2 && uncopied == 0)
+		// Issue 27's goal, judged on every write a joining node costs,
+		// a status write a resync interval later included, and on no
+		// node holding a copy of its ENIs nobody reads.
+		figure, met := joinWrites(writes, len(names), held)
+		rep.target("≤ 2 CiliumNode writes per joining node, any status write included", "≤ 2.00, 0 nodes holding a copy", figure, met)
 	}
 	rep.target("zero violations", "0", fmt.Sprint(figures.Violations.Total()), figures.Violations.Total() == 0)
 	rep.target("every handout judged routed or not", "0 not judged", fmt.Sprintf("%d not judged", unjudged), unjudged == 0)

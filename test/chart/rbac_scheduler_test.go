@@ -40,12 +40,12 @@ import (
 // StaticIPClaim asking for the node; it is bound once the node's pool holds
 // its address stamped (the test plays enipam-operator).
 //
-// Then, call by call: reading pools (a CiliumNode by name too: bind
-// confirms a settled address), capacities, claims and pods, creating
-// claims and asking them for a node are allowed; writing CiliumNodes,
-// NodeRoutings, ENIPolicies or a claim's status, deleting claims, reading
-// Secrets, creating pods, patching Nodes and writing other Leases are
-// refused.
+// Then, call by call: reading pools and capacities (a CiliumNode and a
+// NodeRouting by name too: bind confirms a settled address), claims and
+// pods, creating claims and asking them for a node are allowed; writing
+// CiliumNodes, NodeRoutings, ENIPolicies or a claim's status, deleting
+// claims, reading Secrets, creating pods, patching Nodes and writing
+// other Leases are refused.
 func TestSchedulerServiceAccountDoesItsJobAndNothingElse(t *testing.T) {
 	installRBAC(t)
 	user := "system:serviceaccount:" + rbacNamespace + ":rbac-scheduler"
@@ -201,6 +201,7 @@ func TestSchedulerServiceAccountDoesItsJobAndNothingElse(t *testing.T) {
 	allowed(t, "list CiliumNodes", c.List(bg, &ciliumv2.CiliumNodeList{}))
 	allowed(t, "get a CiliumNode", c.Get(bg, client.ObjectKey{Name: nodes[0]}, &ciliumv2.CiliumNode{}))
 	allowed(t, "list NodeRoutings", c.List(bg, &enipamv1alpha1.NodeRoutingList{}))
+	allowed(t, "get a NodeRouting", c.Get(bg, client.ObjectKey{Name: nodes[0]}, &enipamv1alpha1.NodeRouting{}))
 	allowed(t, "list pods without an address", c.List(bg, &corev1.PodList{}, &client.ListOptions{FieldSelector: fields.OneTermEqualSelector("status.podIP", "")}))
 	allowed(t, "list StaticIPClaims", c.List(bg, &enipamv1alpha1.StaticIPClaimList{}))
 	ownClaim := &enipamv1alpha1.StaticIPClaim{ObjectMeta: metav1.ObjectMeta{Namespace: rbacNamespace, Name: "rbac-sched-claim"},

@@ -115,7 +115,9 @@ func (s schedState) Settled(node, owner string) (string, <-chan struct{}) {
 	if !s.w.store.get(client.ObjectKey{Name: node}, cn) {
 		return "", nil
 	}
-	return room.Digest(cn).Settled[owner], nil
+	nr := &enipamv1alpha1.NodeRouting{}
+	s.w.store.get(client.ObjectKey{Name: node}, nr)
+	return room.Digest(cn, nr.Spec.ENIs).Settled[owner], nil
 }
 
 // newExtender builds enipam-scheduler's extender over the world; its
