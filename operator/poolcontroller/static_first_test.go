@@ -155,7 +155,7 @@ func TestFirstPlacementStampsOnlyAcknowledgedEntries(t *testing.T) {
 	if st.ReleaseIPs["10.0.1.11"] != ipamoption.IPAMReadyForRelease {
 		t.Fatalf("pass 4: release-ips %v, want the answer kept until the stamp is written", st.ReleaseIPs)
 	}
-	if got := room.Digest(n.cn).Settled[firstOwner]; got != "" {
+	if got := room.Digest(n.cn, nil).Settled[firstOwner]; got != "" {
 		t.Fatalf("pass 4: the extender sees %q settled for %s while the answer stands", got, firstOwner)
 	}
 
@@ -166,7 +166,7 @@ func TestFirstPlacementStampsOnlyAcknowledgedEntries(t *testing.T) {
 	if _, ok := st.ReleaseIPs["10.0.1.11"]; ok || n.cn.Spec.IPAM.Pool["10.0.1.10"].Owner != "" {
 		t.Fatalf("pass 5: release-ips %v, pool %v; want the answer withdrawn, .10 never stamped", st.ReleaseIPs, n.cn.Spec.IPAM.Pool)
 	}
-	if got := room.Digest(n.cn).Settled[firstOwner]; got != "10.0.1.11" {
+	if got := room.Digest(n.cn, nil).Settled[firstOwner]; got != "10.0.1.11" {
 		t.Errorf("pass 5: the extender sees %q settled for %s, want 10.0.1.11", got, firstOwner)
 	}
 }
